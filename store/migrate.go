@@ -22,19 +22,26 @@ type migration struct {
 	sql     string
 }
 
-// migrations lists the embedded migrations in order. Names are NNNN_what.sql.
+// migrations lists the embedded migrations in order. Names are NNNN_what.sql; each
+// number is used once. Numbers may have gaps: a database records which migrations it
+// has, and any it lacks are applied in order.
 func migrations() ([]migration, error) {
 	entries, err := fs.ReadDir(migrationFS, "migrations")
 	if err != nil {
 		return nil, fmt.Errorf("store: read migrations: %w", err)
 	}
 	var list []migration
+	seen := map[int]string{}
 	for _, e := range entries {
 		num, _, ok := strings.Cut(e.Name(), "_")
 		v, err := strconv.Atoi(num)
 		if !ok || err != nil || v <= 0 {
 			return nil, fmt.Errorf("store: migration %q is not named NNNN_name.sql", e.Name())
 		}
+		if prev, dup := seen[v]; dup {
+			return nil, fmt.Errorf("store: migrations %s and %s share a number", prev, e.Name())
+		}
+		seen[v] = e.Name()
 		body, err := migrationFS.ReadFile("migrations/" + e.Name())
 		if err != nil {
 			return nil, fmt.Errorf("store: read migration %s: %w", e.Name(), err)
@@ -42,21 +49,27 @@ func migrations() ([]migration, error) {
 		list = append(list, migration{version: v, name: e.Name(), sql: string(body)})
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].version < list[j].version })
-	for i := range list {
-		if list[i].version != i+1 {
-			return nil, fmt.Errorf("store: migrations must be numbered 1..n without gaps; %s is out of place", list[i].name)
-		}
-	}
 	return list, nil
 }
 
 // SchemaVersion is the newest migration this binary knows.
 func SchemaVersion() int {
 	list, err := migrations()
-	if err != nil {
+	if err != nil || len(list) == 0 {
 		return 0
 	}
-	return len(list)
+	return list[len(list)-1].version
+}
+
+// knownVersion reports whether this binary has migration v.
+func knownVersion(v int) bool {
+	list, _ := migrations()
+	for _, m := range list {
+		if m.version == v {
+			return true
+		}
+	}
+	return false
 }
 
 // preflight opens an existing file read-only, without pragmas, and refuses files that
@@ -101,13 +114,15 @@ func checkVersion(ctx context.Context, db *sql.DB, path string) error {
 	if hasMigrations == 0 {
 		return fmt.Errorf("store: %s: %w (it has tables but no schema_migrations)", path, ErrNotSwitchboard)
 	}
-	var newest int
-	if err := db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&newest); err != nil {
+	applied, err := appliedVersions(ctx, db)
+	if err != nil {
 		return fmt.Errorf("store: read schema version of %s: %w", path, err)
 	}
-	if known := SchemaVersion(); newest > known {
-		return fmt.Errorf("store: %s: %w (database is at version %d, this binary knows %d; upgrade Switchboard)",
-			path, ErrSchemaTooNew, newest, known)
+	for v := range applied {
+		if !knownVersion(v) {
+			return fmt.Errorf("store: %s: %w (it has migration %d, this binary knows up to %d; upgrade Switchboard)",
+				path, ErrSchemaTooNew, v, SchemaVersion())
+		}
 	}
 	return nil
 }
@@ -118,12 +133,15 @@ func (s *Store) checkSchema(ctx context.Context) error {
 	if err := checkVersion(ctx, s.rdb, s.path); err != nil {
 		return err
 	}
-	var newest int
-	if err := s.rdb.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&newest); err != nil {
+	applied, err := appliedVersions(ctx, s.rdb)
+	if err != nil {
 		return fmt.Errorf("store: %s: %w", s.path, ErrNotSwitchboard)
 	}
-	if newest < SchemaVersion() {
-		return fmt.Errorf("store: %s is at schema %d, this binary needs %d: run serve once to migrate", s.path, newest, SchemaVersion())
+	list, _ := migrations()
+	for _, m := range list {
+		if !applied[m.version] {
+			return fmt.Errorf("store: %s lacks migration %s: run a writing command (or serve) once to migrate", s.path, m.name)
+		}
 	}
 	return nil
 }
@@ -145,11 +163,14 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err := checkVersion(ctx, s.wdb, s.path); err != nil {
 		return err
 	}
-	var current int
-	if err := s.wdb.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+	applied, err := appliedVersions(ctx, s.wdb)
+	if err != nil {
 		return fmt.Errorf("store: read schema version: %w", err)
 	}
-	for _, m := range list[current:] {
+	for _, m := range list {
+		if applied[m.version] {
+			continue
+		}
 		tx, err := s.wdb.BeginTx(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("store: migration %s: %w", m.name, err)
@@ -169,4 +190,22 @@ func (s *Store) migrate(ctx context.Context) error {
 		s.log.Info("applied migration", "name", m.name)
 	}
 	return nil
+}
+
+// appliedVersions reads the set of migrations a database has recorded.
+func appliedVersions(ctx context.Context, db *sql.DB) (map[int]bool, error) {
+	rows, err := db.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int]bool{}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out[v] = true
+	}
+	return out, rows.Err()
 }
