@@ -1,0 +1,120 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"time"
+)
+
+// WebSession is a human's login on the board. The token exists only in the browser's
+// cookie; the store keeps its SHA-256.
+type WebSession struct {
+	Human     Human
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+func hashSessionToken(token string) []byte {
+	h := sha256.Sum256([]byte("web-session\x00" + token))
+	return h[:]
+}
+
+// CreateWebSession starts a session for human, valid for ttl, and returns its token.
+// The login is audited as the human.
+func (s *Store) CreateWebSession(ctx context.Context, humanID int64, ttl time.Duration, userAgent, detail string) (string, WebSession, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", WebSession{}, fmt.Errorf("store: mint session token: %w", err)
+	}
+	token := base64.RawURLEncoding.EncodeToString(b)
+	var ws WebSession
+	err := s.write(ctx, func(w *wtx) error {
+		var created int64
+		err := w.queryRow(`SELECT id, username, created_at FROM humans WHERE id = ?`, humanID).
+			Scan(&ws.Human.ID, &ws.Human.Username, &created)
+		if notFound(err) {
+			return fmt.Errorf("store: create session: human %d: %w", humanID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("store: create session: load human %d: %w", humanID, err)
+		}
+		ws.Human.CreatedAt = fromMS(created)
+		ws.CreatedAt, ws.ExpiresAt = w.now, w.now.Add(ttl)
+		if _, err := w.exec(`INSERT INTO web_sessions (token_hash, human_id, created_at, expires_at, user_agent)
+			VALUES (?, ?, ?, ?, ?)`, hashSessionToken(token), humanID, ms(ws.CreatedAt), ms(ws.ExpiresAt),
+			truncate(userAgent, 200)); err != nil {
+			return fmt.Errorf("store: create session for human %d: %w", humanID, err)
+		}
+		return w.audit(fmt.Sprintf("human:%d", humanID), "human.login", fmt.Sprintf("human:%d", humanID), "", detail)
+	})
+	if err != nil {
+		return "", WebSession{}, err
+	}
+	return token, ws, nil
+}
+
+// WebSessionByToken resolves a session token to its live session. Unknown and
+// expired tokens are both ErrNotFound.
+func (s *Store) WebSessionByToken(ctx context.Context, token string) (WebSession, error) {
+	var ws WebSession
+	var created, expires, hcreated int64
+	err := s.queryRow(ctx, `SELECT h.id, h.username, h.created_at, ws.created_at, ws.expires_at
+		FROM web_sessions ws JOIN humans h ON h.id = ws.human_id
+		WHERE ws.token_hash = ? AND ws.expires_at > ?`, hashSessionToken(token), ms(s.now())).
+		Scan(&ws.Human.ID, &ws.Human.Username, &hcreated, &created, &expires)
+	if notFound(err) {
+		return WebSession{}, fmt.Errorf("store: web session: %w", ErrNotFound)
+	}
+	if err != nil {
+		return WebSession{}, fmt.Errorf("store: look up web session: %w", err)
+	}
+	ws.Human.CreatedAt, ws.CreatedAt, ws.ExpiresAt = fromMS(hcreated), fromMS(created), fromMS(expires)
+	return ws, nil
+}
+
+// ExtendWebSession moves a live session's expiry to now+ttl (sliding expiry, so a
+// board kept open on a second screen stays logged in while it is used).
+func (s *Store) ExtendWebSession(ctx context.Context, token string, ttl time.Duration) error {
+	return s.write(ctx, func(w *wtx) error {
+		if _, err := w.exec(`UPDATE web_sessions SET expires_at = ? WHERE token_hash = ? AND expires_at > ?`,
+			ms(w.now.Add(ttl)), hashSessionToken(token), ms(w.now)); err != nil {
+			return fmt.Errorf("store: extend web session: %w", err)
+		}
+		return nil
+	})
+}
+
+// DeleteWebSession ends a session (logout), audited as its human. Deleting an unknown
+// session is not an error: logging out twice is fine.
+func (s *Store) DeleteWebSession(ctx context.Context, token string) error {
+	return s.write(ctx, func(w *wtx) error {
+		var humanID int64
+		err := w.queryRow(`DELETE FROM web_sessions WHERE token_hash = ? RETURNING human_id`, hashSessionToken(token)).
+			Scan(&humanID)
+		if notFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("store: delete web session: %w", err)
+		}
+		actor := fmt.Sprintf("human:%d", humanID)
+		return w.audit(actor, "human.logout", actor, "", "")
+	})
+}
+
+// PruneWebSessions deletes sessions that expired before now and says how many went.
+func (s *Store) PruneWebSessions(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.write(ctx, func(w *wtx) error {
+		res, err := w.exec(`DELETE FROM web_sessions WHERE expires_at <= ?`, ms(w.now))
+		if err != nil {
+			return fmt.Errorf("store: prune web sessions: %w", err)
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	return n, err
+}
