@@ -15,6 +15,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/switchboardhq/switchboard/store"
+	"github.com/switchboardhq/switchboard/web"
 )
 
 const serveSynopsis = `serve [--listen ADDR] [--db FILE] [--base-url URL] [--reaper-interval DURATION] [flags]`
@@ -30,11 +31,13 @@ type serveConfig struct {
 	ReaperInterval  time.Duration
 	Retention       time.Duration
 	ShutdownTimeout time.Duration
+	TrustProxy      bool
 }
 
 func (c *serveConfig) register(fs interface {
 	StringVar(*string, string, string, string)
 	DurationVar(*time.Duration, string, time.Duration, string)
+	BoolVar(*bool, string, bool, string)
 }, env *environ) {
 	fs.StringVar(&c.Listen, "listen", envOr(env, "SWITCHBOARD_LISTEN", "127.0.0.1:8080"), "address to listen on (env SWITCHBOARD_LISTEN)")
 	fs.StringVar(&c.DB, "db", defaultDB(env), "SQLite database file (env SWITCHBOARD_DB)")
@@ -44,6 +47,8 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.LogFormat, "log-format", envOr(env, "SWITCHBOARD_LOG_FORMAT", "text"), "text or json (env SWITCHBOARD_LOG_FORMAT)")
 	fs.DurationVar(&c.ReaperInterval, "reaper-interval", envDuration(env, "SWITCHBOARD_REAPER_INTERVAL", 30*time.Second), "how often expired leases are requeued (env SWITCHBOARD_REAPER_INTERVAL)")
 	fs.DurationVar(&c.Retention, "retention", envDuration(env, "SWITCHBOARD_RETENTION", 30*24*time.Hour), "how long done todos are kept (env SWITCHBOARD_RETENTION)")
+	fs.BoolVar(&c.TrustProxy, "trust-proxy", env.getenv("SWITCHBOARD_TRUST_PROXY") == "1",
+		"a reverse proxy sets X-Forwarded-Proto/For: honour them for Secure cookies and login throttling (env SWITCHBOARD_TRUST_PROXY=1)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration(env, "SWITCHBOARD_SHUTDOWN_TIMEOUT", 10*time.Second), "how long in-flight requests may take to finish on shutdown")
 }
 
@@ -124,12 +129,15 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*serv
 	router := httprouter.New()
 	router.HandlerFunc(http.MethodGet, "/healthz", s.healthz)
 	router.HandlerFunc(http.MethodGet, "/readyz", s.readyz)
+	ui := web.New(st, web.Options{BaseURL: cfg.BaseURL, TrustProxy: cfg.TrustProxy, Logger: logger})
+	ui.Register(router)
 	s.http = &http.Server{
 		Handler:           router,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	s.http.RegisterOnShutdown(ui.Close) // live-update streams never go idle on their own
 	return s, nil
 }
 

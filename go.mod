@@ -3,6 +3,8 @@ module github.com/switchboardhq/switchboard
 go 1.26.0
 
 require (
+	github.com/chromedp/cdproto v0.160.1
+	github.com/chromedp/chromedp v0.23.1
 	github.com/julienschmidt/httprouter v1.3.0
 	golang.org/x/crypto v0.59.0
 	modernc.org/sqlite v1.62.0
@@ -10,6 +12,7 @@ require (
 
 require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect

@@ -1,0 +1,157 @@
+// Switchboard operator board: confirm dialogs, copy buttons, auto-submitting filters
+// and live updates. Plain JavaScript, no build step, no inline handlers (the CSP
+// allows only this file).
+"use strict";
+
+(function () {
+  // Forms with data-confirm ask before they submit.
+  document.addEventListener("submit", function (e) {
+    var form = e.target;
+    var msg = form.getAttribute && form.getAttribute("data-confirm");
+    if (msg && !window.confirm(msg)) {
+      e.preventDefault();
+    }
+  });
+
+  // <select data-autosubmit> submits its form on change.
+  document.addEventListener("change", function (e) {
+    var el = e.target;
+    if (el.matches && el.matches("select[data-autosubmit]") && el.form) {
+      el.form.requestSubmit ? el.form.requestSubmit() : el.form.submit();
+    }
+  });
+
+  // <button data-copy="#id"> copies that element's text.
+  document.addEventListener("click", function (e) {
+    var btn = e.target.closest && e.target.closest("[data-copy]");
+    if (!btn) return;
+    var src = document.querySelector(btn.getAttribute("data-copy"));
+    if (!src) return;
+    var text = src.textContent;
+    var done = function () {
+      var label = btn.textContent;
+      btn.textContent = "Copied";
+      btn.classList.add("copied");
+      setTimeout(function () { btn.textContent = label; btn.classList.remove("copied"); }, 1600);
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done, function () { selectText(src); });
+    } else {
+      // Plain-HTTP boards (a Pi on the LAN) have no clipboard API: select the text
+      // so one Ctrl-C copies it.
+      selectText(src);
+    }
+  });
+
+  function selectText(el) {
+    var range = document.createRange();
+    range.selectNodeContents(el);
+    var sel = window.getSelection();
+    sel.removeAllRanges();
+    sel.addRange(range);
+  }
+
+  // Live updates. The server sends a "todo" event on every todo change; every
+  // element with data-live-src is then refetched (at most a few times a second) and
+  // swapped in. Elements with data-live-todo refresh only for their own todo.
+  var streamURL = document.body.getAttribute("data-live");
+  if (!streamURL || !window.EventSource) return;
+
+  var status = document.getElementById("live-status");
+  var pending = new Set();
+  var timer = null;
+  var hiddenDirty = false;
+  var inflight = new Map();
+
+  function setStatus(on) {
+    if (!status) return;
+    status.classList.toggle("on", on);
+    status.classList.toggle("off", !on);
+    status.textContent = on ? "live" : "reconnecting";
+    status.title = on ? "Live: updates appear as they happen" : "Lost the live connection; reconnecting";
+  }
+
+  function schedule(els) {
+    els.forEach(function (el) { pending.add(el); });
+    if (document.hidden) { hiddenDirty = true; return; }
+    if (timer) return;
+    timer = setTimeout(flush, 250);
+  }
+
+  function flush() {
+    timer = null;
+    var els = Array.from(pending);
+    pending.clear();
+    els.forEach(refresh);
+  }
+
+  function refresh(el) {
+    if (!el.isConnected) return;
+    var url = el.getAttribute("data-live-src");
+    if (inflight.has(el)) { inflight.get(el).abort(); }
+    var ctl = new AbortController();
+    inflight.set(el, ctl);
+    fetch(url, { headers: { "X-Requested-With": "fetch" }, credentials: "same-origin", signal: ctl.signal })
+      .then(function (res) {
+        if (res.status === 401) { window.location.reload(); return null; }
+        return res.ok ? res.text() : null;
+      })
+      .then(function (html) {
+        inflight.delete(el);
+        if (html === null || html === undefined) return;
+        // Keep an open <details> or a focused control as the user left it.
+        if (el.contains(document.activeElement) && document.activeElement.matches("input, textarea, select")) return;
+        var before = new Set(Array.from(el.querySelectorAll("[data-todo-id]")).map(function (r) { return r.getAttribute("data-todo-id"); }));
+        el.innerHTML = html;
+        if (before.size || el.querySelector("[data-todo-id]")) {
+          el.querySelectorAll("[data-todo-id]").forEach(function (r) {
+            if (!before.has(r.getAttribute("data-todo-id"))) r.classList.add("flash-new");
+          });
+        }
+      })
+      .catch(function () { inflight.delete(el); });
+  }
+
+  function all() { return Array.from(document.querySelectorAll("[data-live-src]")); }
+
+  function onTodo(ev) {
+    var change = {};
+    try { change = JSON.parse(ev.data); } catch (e) { /* refresh everything */ }
+    schedule(all().filter(function (el) {
+      var only = el.getAttribute("data-live-todo");
+      return !only || String(change.id) === only;
+    }));
+  }
+
+  var es = null;
+  var connectedOnce = false;
+  function connect() {
+    es = new EventSource(streamURL);
+    es.addEventListener("ready", function () {
+      setStatus(true);
+      // After a reconnect, changes may have been missed: refresh everything.
+      if (connectedOnce) schedule(all());
+      connectedOnce = true;
+    });
+    es.addEventListener("todo", onTodo);
+    es.onerror = function () {
+      setStatus(false);
+      if (es.readyState === EventSource.CLOSED) {
+        // The browser gave up (e.g. the session ended, 401): check and retry.
+        setTimeout(function () {
+          fetch("/glance", { headers: { "X-Requested-With": "fetch" }, credentials: "same-origin" })
+            .then(function (res) { if (res.status === 401) window.location.reload(); else connect(); })
+            .catch(function () { setTimeout(connect, 5000); });
+        }, 3000);
+      }
+    };
+  }
+  connect();
+
+  // Relative times ("ends in 4m") drift: refresh visible live parts every 30 s.
+  setInterval(function () { if (!document.hidden) schedule(all()); }, 30000);
+  document.addEventListener("visibilitychange", function () {
+    if (!document.hidden && hiddenDirty) { hiddenDirty = false; schedule(all()); }
+  });
+  window.addEventListener("pagehide", function () { if (es) es.close(); });
+})();

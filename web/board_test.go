@@ -1,0 +1,115 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var rowRE = regexp.MustCompile(`data-todo-id="(\d+)"`)
+
+func rowIDs(body string) []string {
+	var ids []string
+	for _, m := range rowRE.FindAllStringSubmatch(body, -1) {
+		ids = append(ids, m[1])
+	}
+	return ids
+}
+
+func TestBoard(t *testing.T) {
+	f := newFixture(t, Options{PageSize: 3})
+	cookie, _ := f.login()
+	var inbox []int64
+	for i := range 4 {
+		inbox = append(inbox, f.addTodo("inbox", fmt.Sprintf(`{"i":%d}`, i)).ID)
+	}
+	claimed := f.claimed("github")
+	failed := f.failed("github")
+
+	res, body := f.get("/", cookie)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	// Each queue's card shows its counts by state.
+	for _, q := range []string{"inbox", "github"} {
+		if !strings.Contains(body, `data-queue="`+q+`"`) {
+			t.Errorf("no card for queue %s", q)
+		}
+	}
+
+	cases := []struct {
+		name, path string
+		want       []int64
+		older      bool
+	}{
+		{"newest first, one page", "/", []int64{failed.ID, claimed.ID, inbox[3]}, true},
+		{"second page", fmt.Sprintf("/?before=%d", inbox[3]), []int64{inbox[2], inbox[1], inbox[0]}, false},
+		{"by queue", "/?queue=github", []int64{failed.ID, claimed.ID}, false},
+		{"by state", "/?state=claimed", []int64{claimed.ID}, false},
+		{"by queue and state", "/?queue=inbox&state=failed", nil, false},
+		{"unknown state is ignored", "/?state=bogus", []int64{failed.ID, claimed.ID, inbox[3]}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, body := f.get(tc.path, cookie)
+			if res.StatusCode != http.StatusOK {
+				t.Fatalf("status %d", res.StatusCode)
+			}
+			got := rowIDs(body)
+			var want []string
+			for _, id := range tc.want {
+				want = append(want, fmt.Sprint(id))
+			}
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Fatalf("rows %v, want %v", got, want)
+			}
+			if has := strings.Contains(body, `rel="next"`); has != tc.older {
+				t.Fatalf("older-page link present=%v, want %v", has, tc.older)
+			}
+		})
+	}
+}
+
+func TestBoardCounts(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, _ := f.login()
+	f.addTodo("inbox", "{}")
+	f.addTodo("inbox", "{}")
+	f.claimed("inbox")
+	f.failed("inbox")
+	_, body := f.get("/?queue=inbox", cookie)
+	// The queue card's bar is labelled with its counts; the tabs carry them too.
+	if !strings.Contains(body, `aria-label="2 pending, 1 claimed, 1 failed, 0 done"`) {
+		t.Fatalf("inbox counts missing:\n%s", body)
+	}
+	for state, n := range map[string]int{"pending": 2, "claimed": 1, "failed": 1, "done": 0} {
+		want := fmt.Sprintf(`%s <span class="count">%d</span>`, state, n)
+		if !strings.Contains(body, want) {
+			t.Errorf("tab %q missing", want)
+		}
+	}
+}
+
+func TestBoardFragment(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, _ := f.login()
+	td := f.addTodo("inbox", "{}")
+	res := f.do(http.MethodGet, "/?fragment=1", cookie, nil, http.Header{"X-Requested-With": {"fetch"}})
+	body := readBody(t, res)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	if strings.Contains(body, "<html") || strings.Contains(body, "<header") {
+		t.Fatal("the fragment carries the whole page")
+	}
+	if ids := rowIDs(body); len(ids) != 1 || ids[0] != fmt.Sprint(td.ID) {
+		t.Fatalf("fragment rows %v", ids)
+	}
+	res = f.do(http.MethodGet, "/glance", cookie, nil, http.Header{"X-Requested-With": {"fetch"}})
+	body = readBody(t, res)
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, "inbox") || strings.Contains(body, "<html") {
+		t.Fatalf("glance: %d\n%s", res.StatusCode, body)
+	}
+}

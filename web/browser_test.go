@@ -1,0 +1,295 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// Browser tests drive Debian's chromium through chromedp against a real board on a
+// real SQLite file. They also write the screenshots under docs/screenshots/.
+
+const chromiumPath = "/usr/bin/chromium"
+
+// screenshotDir is where the browser run leaves its screenshots (repo-relative).
+var screenshotDir = filepath.Join("..", "docs", "screenshots")
+
+// browser starts a fresh headless chromium, or skips when there is none.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path := chromiumPath
+	if _, err := os.Stat(path); err != nil {
+		if p, lerr := exec.LookPath("chromium"); lerr == nil {
+			path = p
+		} else if os.Getenv("SWITCHBOARD_REQUIRE_EXTERNAL") == "1" {
+			t.Fatalf("chromium not found at %s and SWITCHBOARD_REQUIRE_EXTERNAL=1", chromiumPath)
+		} else {
+			t.Skip("chromium not installed (apt-get install -y chromium); skipping browser tests")
+		}
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("force-color-profile", "srgb"),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	// Start the browser on a context without a deadline: a deadline on the first
+	// run would bound the browser's whole life.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	// Accept every confirm dialog, as a human clicking OK would.
+	go func() {
+		for ev, err := range chromedp.Events(ctx, page.JavascriptDialogOpening) {
+			if err != nil {
+				return
+			}
+			_ = ev
+			go chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	return ctx
+}
+
+// step runs actions with a generous bound, so a broken page fails the test instead
+// of hanging it. Nothing is timed.
+func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	defer cancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func run[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(sctx, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// screenshot saves the current page at a width and height (CSS pixels) as
+// docs/screenshots/<name>.png, the whole page long.
+func screenshot(t *testing.T, ctx context.Context, name string, width, height int64, scale float64, mobile bool) {
+	t.Helper()
+	opts := []chromedp.EmulateViewportOption{chromedp.EmulateScale(scale)}
+	if mobile {
+		opts = append(opts, chromedp.EmulateMobile, chromedp.EmulateTouch, chromedp.EmulatePortrait)
+	}
+	step(t, ctx, "resize for "+name, chromedp.EmulateViewport(width, height, opts...))
+	// Let layout settle on the new width before capturing.
+	run(t, ctx, "settle", chromedp.Evaluate[bool](`new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`, chromedp.EvalAwaitPromise))
+	png := run(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
+	if err := os.MkdirAll(screenshotDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(screenshotDir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func setDark(t *testing.T, ctx context.Context, dark bool) {
+	t.Helper()
+	value := "light"
+	if dark {
+		value = "dark"
+	}
+	if _, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: value}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBrowserBoard(t *testing.T) {
+	ctx := browser(t)
+	f := newFixture(t, Options{})
+	demo := seedDemo(t, f)
+
+	// Log in through the form.
+	step(t, ctx, "log in",
+		chromedp.Navigate(f.srv.URL+"/"),
+		chromedp.WaitVisible(chromedp.ID("login-form")),
+		chromedp.SendKeys(chromedp.CSS(`input[name="username"]`), "ana"),
+		chromedp.SendKeys(chromedp.CSS(`input[name="password"]`), testPassword),
+		chromedp.Submit(chromedp.ID("login-form")),
+		chromedp.WaitVisible(chromedp.CSS(`.queues`)),
+		// The live stream is up once the header says so.
+		chromedp.WaitVisible(chromedp.CSS(`#live-status.on`)),
+	)
+	if title := run(t, ctx, "title", chromedp.Title()); !strings.HasPrefix(title, "Board") {
+		t.Fatalf("title after login %q", title)
+	}
+
+	// A todo added behind the page's back appears without a reload.
+	run(t, ctx, "mark the page", chromedp.Evaluate[bool](`window.__noReload = true`))
+	added, err := f.st.AddTodo(t.Context(), store.NewTodo{Queue: "inbox", Payload: `{"task":"appears live"}`, CreatedBy: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := fmt.Sprintf(`tr[data-todo-id="%d"]`, added.ID)
+	step(t, ctx, "watch the todo arrive", chromedp.WaitVisible(chromedp.CSS(row)))
+	if still := run(t, ctx, "check no reload", chromedp.Evaluate[bool](`window.__noReload === true`)); !still {
+		t.Fatal("the page reloaded to show the new todo")
+	}
+
+	// An agent claims it; the row turns claimed live; the human releases it.
+	if _, err := f.st.Claim(t.Context(), store.Ack{ID: added.ID, Owner: "agent:triage"}, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	release := fmt.Sprintf(`%s form[action="/todos/%d/release"] button`, row, added.ID)
+	step(t, ctx, "release from the board",
+		chromedp.WaitVisible(chromedp.CSS(release)),
+		chromedp.Click(chromedp.CSS(release)),
+		chromedp.WaitVisible(chromedp.CSS(`.flash.ok`)),
+	)
+	if got := f.todo(added.ID); got.State != store.StatePending || got.Owner != "" {
+		t.Fatalf("after release in the browser: %s owned by %q", got.State, got.Owner)
+	}
+	if rows := f.audited(fmt.Sprintf("todo:%d", added.ID)); rows[0].Action != "todo.release" || rows[0].Actor != humanActor(f.human.ID) {
+		t.Fatalf("release audited as %+v", rows[0])
+	}
+	flash := run(t, ctx, "read flash", chromedp.Text(chromedp.CSS(`.flash.ok`)))
+	if !strings.Contains(flash, "Released") {
+		t.Fatalf("flash %q", flash)
+	}
+
+	// Screenshots: the board, a todo page.
+	step(t, ctx, "open board", chromedp.Navigate(f.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#live-status.on`)))
+	screenshot(t, ctx, "board-desktop", 1280, 800, 1, false)
+	setDark(t, ctx, true)
+	screenshot(t, ctx, "board-desktop-dark", 1280, 800, 1, false)
+	setDark(t, ctx, false)
+	screenshot(t, ctx, "board-phone", 390, 844, 2, true)
+	step(t, ctx, "open todo", chromedp.Navigate(fmt.Sprintf("%s/todos/%d", f.srv.URL, demo.claimed)),
+		chromedp.WaitVisible(chromedp.CSS(`.timeline`)))
+	screenshot(t, ctx, "todo-phone", 390, 844, 2, true)
+	screenshot(t, ctx, "todo-desktop", 1280, 800, 1, false)
+
+	// Create an endpoint and read its one-time credential.
+	step(t, ctx, "fill the endpoint form",
+		chromedp.Navigate(f.srv.URL+"/endpoints/new"),
+		chromedp.WaitVisible(chromedp.ID("endpoint-form")),
+		chromedp.SendKeys(chromedp.CSS(`input[name="agent_id"]`), "triage"),
+		chromedp.SendKeys(chromedp.CSS(`input[name="name"]`), "Issue triage"),
+		chromedp.SendKeys(chromedp.CSS(`input[name="queues"]`), "github-issues, inbox"),
+		chromedp.SendKeys(chromedp.CSS(`input[name="default_lease"]`), "600"),
+		chromedp.Click(chromedp.CSS(`button[type="submit"].primary`)),
+		chromedp.WaitVisible(chromedp.ID("credential")),
+	)
+	cred := strings.TrimSpace(run(t, ctx, "read credential", chromedp.Text(chromedp.ID("credential"))))
+	ep, err := f.st.EndpointByCredential(t.Context(), cred)
+	if err != nil {
+		t.Fatalf("credential %q from the page does not authenticate: %v", cred, err)
+	}
+	if ep.AgentID != "triage" || ep.DefaultLeaseTTL != 600 || strings.Join(ep.Queues, ",") != "github-issues,inbox" {
+		t.Fatalf("endpoint %+v", ep)
+	}
+	cfg := run(t, ctx, "read config", chromedp.Text(chromedp.ID("mcp-config")))
+	if !strings.Contains(cfg, `"Bearer `+cred+`"`) || !strings.Contains(cfg, `"type": "http"`) {
+		t.Fatalf("MCP config on the page:\n%s", cfg)
+	}
+	screenshot(t, ctx, "endpoint-created-desktop", 1280, 800, 1, false)
+	screenshot(t, ctx, "endpoint-created-phone", 390, 844, 2, true)
+
+	// Nothing the page loaded was refused by the CSP or failed in script.
+	step(t, ctx, "endpoint list", chromedp.Navigate(f.srv.URL+"/endpoints"), chromedp.WaitVisible(chromedp.CSS(`table.endpoints`)))
+	screenshot(t, ctx, "endpoints-desktop", 1280, 800, 1, false)
+}
+
+type demoIDs struct{ claimed int64 }
+
+// seedDemo fills the board with a realistic spread of work, minutes apart, so the
+// screenshots show what an operator would see.
+func seedDemo(t *testing.T, f *fixture) demoIDs {
+	t.Helper()
+	ctx := t.Context()
+	add := func(queue, src, event, payload string, verified bool) store.Todo {
+		f.clock.Add(47 * time.Second)
+		n := store.NewTodo{Queue: queue, Payload: payload, CreatedBy: "webhook:1",
+			Source: store.Source{Type: src, EventType: event}}
+		if verified {
+			n.Trust = store.Trust{Verified: true, Mode: "signed", WebhookCreatedBy: "agent:triage"}
+		}
+		if src == "manual" {
+			n.CreatedBy = humanActor(f.human.ID)
+		}
+		td, err := f.st.AddTodo(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return td
+	}
+	claim := func(td store.Todo, owner string) store.Todo {
+		c, err := f.st.Claim(ctx, store.Ack{ID: td.ID, Owner: owner}, 10*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	complete := func(td store.Todo, owner, result string) {
+		claim(td, owner)
+		f.clock.Add(90 * time.Second)
+		if _, err := f.st.Complete(ctx, store.Ack{ID: td.ID, Owner: owner}, result); err != nil {
+			t.Fatal(err)
+		}
+	}
+	issue := func(n int, title string) string {
+		return fmt.Sprintf(`{"action":"opened","issue":{"number":%d,"title":%q,"user":{"login":"octocat"},"labels":["bug"]},"repository":{"full_name":"acme/api"}}`, n, title)
+	}
+	done1 := add("github-issues", "github", "issues.opened", issue(412, "Crash when the queue name has a slash"), true)
+	complete(done1, "agent:triage", `{"labels":["bug","p2"],"comment":"Reproduced on 1.4.2"}`)
+	inv := add("stripe-payments", "stripe", "invoice.paid", `{"id":"evt_1P","type":"invoice.paid","data":{"object":{"amount_paid":4900,"currency":"eur","customer":"cus_Q3"}}}`, true)
+	complete(inv, "agent:billing", "receipt sent")
+	add("slack-mentions", "slack", "app_mention", `{"event":{"type":"app_mention","text":"<@U1> can you summarise #incidents?","channel":"C024BE91L"}}`, true)
+	failing := add("github-issues", "github", "issue_comment.created", issue(398, "Docs: systemd unit hardening"), true)
+	// Dead-letter one: a todo with one attempt that the agent fails.
+	failed, err := f.st.AddTodo(ctx, store.NewTodo{Queue: "stripe-payments", Payload: `{"id":"evt_9X","type":"charge.failed"}`,
+		MaxAttempts: 1, CreatedBy: "webhook:2", Source: store.Source{Type: "stripe", EventType: "charge.failed"},
+		Trust: store.Trust{Verified: true, Mode: "signed"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim(failed, "agent:billing")
+	if _, err := f.st.Fail(ctx, store.Ack{ID: failed.ID, Owner: "agent:billing"}, "card_declined: the customer's bank refused the charge; no retry will help", false); err != nil {
+		t.Fatal(err)
+	}
+	_ = failing
+	add("inbox", "manual", "", `{"task":"Rotate the GitHub webhook secret before Friday"}`, false)
+	c1 := claim(add("github-issues", "github", "issues.opened", issue(415, "Board: dark mode contrast on badges"), true), "agent:triage")
+	add("github-issues", "github", "issues.opened", issue(416, "Add Prometheus metric for lease expiries"), true)
+	add("slack-mentions", "slack", "app_mention", `{"event":{"type":"app_mention","text":"<@U1> what failed overnight?"}}`, true)
+	claim(add("stripe-payments", "stripe", "customer.subscription.updated", `{"id":"evt_2Q","type":"customer.subscription.updated"}`, true), "agent:billing")
+	add("inbox", "manual", "", "Call the accountant about the Q2 VAT return", false)
+	f.clock.Add(2 * time.Minute)
+	return demoIDs{claimed: c1.ID}
+}

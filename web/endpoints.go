@@ -1,0 +1,267 @@
+package web
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// webhookSources are the provider types a webhook ceiling can allow (the contract in
+// DESIGN.md).
+var webhookSources = []string{"github", "stripe", "slack", "standard", "gitlab", "generic"}
+
+// maxLeaseSeconds mirrors the lease clamp agents get (24 h).
+const maxLeaseSeconds = 86400
+
+type endpointListPage struct {
+	Endpoints []store.Endpoint
+	All       bool
+	AllVerbs  int
+}
+
+// endpointList serves GET /endpoints.
+func (u *UI) endpointList(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	all := r.URL.Query().Get("all") == "1"
+	eps, err := u.store.ListEndpoints(r.Context(), all)
+	if err != nil {
+		u.storeError(w, r, rc, "Listing endpoints", err)
+		return
+	}
+	u.render(w, r, rc, http.StatusOK, "endpoints", view{Title: "Endpoints", Nav: "endpoints",
+		Page: endpointListPage{Endpoints: eps, All: all, AllVerbs: len(agent.AllVerbs())}})
+}
+
+// endpointForm is the create/edit form, as submitted or prefilled.
+type endpointForm struct {
+	New            bool
+	ID             int64
+	AgentID        string
+	Name           string
+	Queues         string
+	Verbs          []string
+	DefaultLease   string
+	MaxWebhooks    string
+	WebhookSources []string
+	WebhookQueues  string
+	Capabilities   string
+	Revoked        bool
+	Endpoint       *store.Endpoint // the saved endpoint, when editing
+
+	TodoVerbs, WebhookVerbs, Sources []string
+}
+
+func (u *UI) newForm() endpointForm {
+	return endpointForm{TodoVerbs: agent.TodoVerbs, WebhookVerbs: agent.WebhookVerbs, Sources: webhookSources}
+}
+
+// endpointPage serves GET /endpoints/:id, the edit form, and GET /endpoints/new.
+func (u *UI) endpointPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	if rc.Params.ByName("id") == "new" {
+		f := u.newForm()
+		f.New, f.Verbs, f.MaxWebhooks = true, agent.AllVerbs(), "0"
+		u.showEndpointForm(w, r, rc, http.StatusOK, f, "")
+		return
+	}
+	id, ok := pathID(rc, "id")
+	if !ok {
+		u.fail(w, r, rc, http.StatusNotFound, "There is no such endpoint.")
+		return
+	}
+	ep, err := u.store.Endpoint(r.Context(), id)
+	if err != nil {
+		u.storeError(w, r, rc, fmt.Sprintf("Endpoint %d", id), err)
+		return
+	}
+	f := u.newForm()
+	f.ID, f.AgentID, f.Name, f.Endpoint, f.Revoked = ep.ID, ep.AgentID, ep.AgentName, &ep, ep.RevokedAt != nil
+	f.Queues, f.Verbs = strings.Join(ep.Queues, ", "), ep.Verbs
+	if ep.DefaultLeaseTTL > 0 {
+		f.DefaultLease = strconv.Itoa(ep.DefaultLeaseTTL)
+	}
+	f.MaxWebhooks = strconv.Itoa(ep.Ceiling.MaxWebhooks)
+	f.WebhookSources, f.WebhookQueues = ep.Ceiling.Sources, strings.Join(ep.Ceiling.Queues, ", ")
+	f.Capabilities = strings.Join(ep.Capabilities, ", ")
+	u.showEndpointForm(w, r, rc, http.StatusOK, f, "")
+}
+
+func (u *UI) showEndpointForm(w http.ResponseWriter, r *http.Request, rc *reqCtx, status int, f endpointForm, msg string) {
+	title := "New endpoint"
+	if !f.New {
+		title = "Endpoint " + f.AgentID
+	}
+	u.render(w, r, rc, status, "endpoint", view{Title: title, Nav: "endpoints", Error: msg, Page: f})
+}
+
+// readEndpointForm reads and checks the submitted form; msg says what is wrong.
+func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, store.EndpointSpec, string) {
+	pf := r.PostForm
+	f := u.newForm()
+	f.New = creating
+	f.AgentID, f.Name = strings.TrimSpace(pf.Get("agent_id")), strings.TrimSpace(pf.Get("name"))
+	f.Queues, f.Verbs = pf.Get("queues"), pf["verbs"]
+	f.DefaultLease, f.MaxWebhooks = strings.TrimSpace(pf.Get("default_lease")), strings.TrimSpace(pf.Get("max_webhooks"))
+	f.WebhookSources, f.WebhookQueues, f.Capabilities = pf["webhook_sources"], pf.Get("webhook_queues"), pf.Get("capabilities")
+
+	queues, wqueues, caps := splitList(f.Queues), splitList(f.WebhookQueues), splitList(f.Capabilities)
+	if creating && !store.ValidAgentID(f.AgentID) {
+		return f, store.EndpointSpec{}, "The agent id must be 1-64 of a-z 0-9 _ . - and start with a letter or digit."
+	}
+	if len(queues) == 0 {
+		return f, store.EndpointSpec{}, "Give at least one queue the agent may work."
+	}
+	for _, q := range append(append([]string{}, queues...), wqueues...) {
+		if !store.ValidQueueName(q) {
+			return f, store.EndpointSpec{}, fmt.Sprintf("%q is not a valid queue name (letters, digits and . _ - : /).", q)
+		}
+	}
+	verbs := []string{}
+	for _, v := range f.Verbs {
+		if !agent.KnownVerb(v) {
+			return f, store.EndpointSpec{}, fmt.Sprintf("%q is not a verb.", v)
+		}
+		verbs = append(verbs, v)
+	}
+	sources := []string{}
+	for _, s := range f.WebhookSources {
+		if !contains(webhookSources, s) {
+			return f, store.EndpointSpec{}, fmt.Sprintf("%q is not a webhook source type.", s)
+		}
+		sources = append(sources, s)
+	}
+	lease, err := optionalInt(f.DefaultLease)
+	if err != nil || lease < 0 || lease > maxLeaseSeconds {
+		return f, store.EndpointSpec{}, fmt.Sprintf("The default lease must be a whole number of seconds from 0 to %d (empty or 0: not set).", maxLeaseSeconds)
+	}
+	maxHooks, err := optionalInt(f.MaxWebhooks)
+	if err != nil || maxHooks < 0 || maxHooks > 10000 {
+		return f, store.EndpointSpec{}, "The webhook ceiling must be a whole number from 0 to 10000."
+	}
+	if len(wqueues) == 0 && maxHooks > 0 {
+		wqueues = queues
+	}
+	spec := store.EndpointSpec{AgentName: f.Name, Verbs: &verbs, Queues: &queues, DefaultLeaseTTL: &lease,
+		MaxWebhooks: &maxHooks, WebhookSources: &sources, WebhookQueues: &wqueues, Capabilities: &caps}
+	return f, spec, ""
+}
+
+// createEndpoint serves POST /endpoints and shows the credential, once.
+func (u *UI) createEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	f, spec, msg := u.readEndpointForm(r, true)
+	if msg != "" {
+		u.showEndpointForm(w, r, rc, http.StatusBadRequest, f, msg)
+		return
+	}
+	spec.OwnerHumanID = rc.Human.ID
+	ep, cred, err := u.store.CreateEndpoint(r.Context(), f.AgentID, spec, rc.actor())
+	if err != nil {
+		if errorsIs(err, store.ErrInvalid) || errorsIs(err, store.ErrAlreadyExists) {
+			u.showEndpointForm(w, r, rc, http.StatusBadRequest, f, plainError(err)+".")
+			return
+		}
+		u.storeError(w, r, rc, "Creating the endpoint", err)
+		return
+	}
+	mcpURL := u.baseURL(r) + "/mcp"
+	u.render(w, r, rc, http.StatusOK, "endpoint_created", view{Title: "Endpoint created", Nav: "endpoints",
+		Page: endpointCreatedPage{Endpoint: ep, Credential: cred, MCPURL: mcpURL,
+			Config: mcpClientConfig(mcpURL, cred), ClaudeCommand: claudeCommand(mcpURL, cred)}})
+}
+
+type endpointCreatedPage struct {
+	Endpoint      store.Endpoint
+	Credential    string
+	MCPURL        string
+	Config        string
+	ClaudeCommand string
+}
+
+// mcpClientConfig is a ready-to-paste Claude Code .mcp.json for the endpoint.
+func mcpClientConfig(mcpURL, cred string) string {
+	type server struct {
+		Type    string            `json:"type"`
+		URL     string            `json:"url"`
+		Headers map[string]string `json:"headers"`
+	}
+	cfg := map[string]map[string]server{"mcpServers": {"switchboard": {
+		Type: "http", URL: mcpURL, Headers: map[string]string{"Authorization": "Bearer " + cred},
+	}}}
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	return string(b)
+}
+
+func claudeCommand(mcpURL, cred string) string {
+	return fmt.Sprintf("claude mcp add --transport http switchboard %s --header \"Authorization: Bearer %s\"", mcpURL, cred)
+}
+
+// baseURL is the configured public URL, or the one the browser used to reach us.
+func (u *UI) baseURL(r *http.Request) string {
+	if u.opts.BaseURL != "" {
+		return strings.TrimRight(u.opts.BaseURL, "/")
+	}
+	scheme := "http"
+	if u.secure(r) {
+		scheme = "https"
+	}
+	return (&url.URL{Scheme: scheme, Host: r.Host}).String()
+}
+
+// updateEndpoint serves POST /endpoints/:id: change scope, lease and ceiling.
+func (u *UI) updateEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	id, ok := pathID(rc, "id")
+	if !ok {
+		u.fail(w, r, rc, http.StatusNotFound, "There is no such endpoint.")
+		return
+	}
+	f, spec, msg := u.readEndpointForm(r, false)
+	f.ID = id
+	if msg != "" {
+		if ep, err := u.store.Endpoint(r.Context(), id); err == nil {
+			f.AgentID, f.Endpoint = ep.AgentID, &ep
+		}
+		u.showEndpointForm(w, r, rc, http.StatusBadRequest, f, msg)
+		return
+	}
+	if _, err := u.store.UpdateEndpoint(r.Context(), id, spec, rc.actor()); err != nil {
+		u.storeError(w, r, rc, fmt.Sprintf("Updating endpoint %d", id), err)
+		return
+	}
+	http.Redirect(w, r, fmt.Sprintf("/endpoints/%d?flash=updated", id), http.StatusSeeOther)
+}
+
+// revokeEndpoint serves POST /endpoints/:id/revoke.
+func (u *UI) revokeEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	id, ok := pathID(rc, "id")
+	if !ok {
+		u.fail(w, r, rc, http.StatusNotFound, "There is no such endpoint.")
+		return
+	}
+	if err := u.store.RevokeEndpoint(r.Context(), id, rc.actor()); err != nil {
+		u.storeError(w, r, rc, fmt.Sprintf("Revoking endpoint %d", id), err)
+		return
+	}
+	http.Redirect(w, r, "/endpoints?flash=revoked", http.StatusSeeOther)
+}
+
+// splitList splits a comma- or space-separated list, dropping empties and repeats.
+func splitList(s string) []string {
+	out := []string{}
+	for _, p := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' || r == '\r' }) {
+		if !contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func optionalInt(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return strconv.Atoi(s)
+}

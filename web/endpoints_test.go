@@ -1,0 +1,182 @@
+package web
+
+import (
+	"encoding/json"
+	"fmt"
+	"html"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var (
+	credentialRE = regexp.MustCompile(`<pre class="code secret" id="credential">([^<]+)</pre>`)
+	configRE     = regexp.MustCompile(`(?s)<pre class="code" id="mcp-config">(.+?)</pre>`)
+)
+
+func TestCreateEndpoint(t *testing.T) {
+	f := newFixture(t, Options{BaseURL: "https://board.example/"})
+	cookie, csrf := f.login()
+	form := url.Values{csrfField: {csrf}, "agent_id": {"triage"}, "name": {"Issue triage"},
+		"queues": {"github, inbox"}, "verbs": {"claim_next", "complete", "fail"}, "default_lease": {"600"},
+		"max_webhooks": {"2"}, "webhook_sources": {"github"}, "webhook_queues": {""}, "capabilities": {"everything"}}
+	res, body := f.post("/endpoints", cookie, form)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("status %d:\n%s", res.StatusCode, body)
+	}
+	if cc := res.Header.Get("Cache-Control"); cc != "no-store" {
+		t.Fatalf("credential page Cache-Control %q, want no-store", cc)
+	}
+	m := credentialRE.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no credential on the page:\n%s", body)
+	}
+	cred := m[1]
+	ep, err := f.st.EndpointByCredential(t.Context(), cred)
+	if err != nil {
+		t.Fatalf("the credential shown does not authenticate: %v", err)
+	}
+	if ep.AgentID != "triage" || ep.AgentName != "Issue triage" || strings.Join(ep.Queues, ",") != "github,inbox" ||
+		strings.Join(ep.Verbs, ",") != "claim_next,complete,fail" || ep.DefaultLeaseTTL != 600 ||
+		ep.Ceiling.MaxWebhooks != 2 || strings.Join(ep.Ceiling.Sources, ",") != "github" ||
+		strings.Join(ep.Ceiling.Queues, ",") != "github,inbox" || strings.Join(ep.Capabilities, ",") != "everything" ||
+		ep.OwnerHumanID != f.human.ID {
+		t.Fatalf("endpoint %+v", ep)
+	}
+
+	// The MCP client config is valid JSON a client can use as is.
+	cm := configRE.FindStringSubmatch(body)
+	if cm == nil {
+		t.Fatal("no MCP config on the page")
+	}
+	var cfg struct {
+		MCPServers map[string]struct {
+			Type    string            `json:"type"`
+			URL     string            `json:"url"`
+			Headers map[string]string `json:"headers"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(html.UnescapeString(cm[1])), &cfg); err != nil {
+		t.Fatalf("config is not JSON: %v\n%s", err, cm[1])
+	}
+	srv := cfg.MCPServers["switchboard"]
+	if srv.Type != "http" || srv.URL != "https://board.example/mcp" || srv.Headers["Authorization"] != "Bearer "+cred {
+		t.Fatalf("config %+v", cfg)
+	}
+
+	rows := f.audited(fmt.Sprintf("endpoint:%d", ep.ID))
+	if len(rows) != 1 || rows[0].Action != "endpoint.create" || rows[0].Actor != humanActor(f.human.ID) {
+		t.Fatalf("audit %+v", rows)
+	}
+
+	// The credential is never shown again.
+	for _, path := range []string{"/endpoints", fmt.Sprintf("/endpoints/%d", ep.ID), "/audit"} {
+		if _, body := f.get(path, cookie); strings.Contains(body, cred) {
+			t.Fatalf("%s shows the credential", path)
+		}
+	}
+}
+
+func TestCreateEndpointBaseURLFromRequest(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+	_, body := f.post("/endpoints", cookie, url.Values{csrfField: {csrf}, "agent_id": {"bot"}, "queues": {"inbox"}})
+	want := fmt.Sprintf("&#34;url&#34;: &#34;%s/mcp&#34;", f.srv.URL)
+	if !strings.Contains(body, want) {
+		t.Fatalf("config lacks %s", want)
+	}
+}
+
+func TestCreateEndpointRejects(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+	for name, form := range map[string]url.Values{
+		"bad agent id":  {"agent_id": {"Bad Agent"}, "queues": {"inbox"}},
+		"no queues":     {"agent_id": {"bot"}, "queues": {" , "}},
+		"bad queue":     {"agent_id": {"bot"}, "queues": {"in box!"}},
+		"unknown verb":  {"agent_id": {"bot"}, "queues": {"inbox"}, "verbs": {"drop_tables"}},
+		"bad source":    {"agent_id": {"bot"}, "queues": {"inbox"}, "webhook_sources": {"myspace"}},
+		"lease too big": {"agent_id": {"bot"}, "queues": {"inbox"}, "default_lease": {"86401"}},
+		"lease not int": {"agent_id": {"bot"}, "queues": {"inbox"}, "default_lease": {"5m"}},
+		"negative max":  {"agent_id": {"bot"}, "queues": {"inbox"}, "max_webhooks": {"-1"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			form.Set(csrfField, csrf)
+			res, body := f.post("/endpoints", cookie, form)
+			if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, `class="flash err"`) {
+				t.Fatalf("status %d, want 400 with the form and a message", res.StatusCode)
+			}
+			if strings.Contains(body, `id="credential"`) {
+				t.Fatal("a credential was shown")
+			}
+		})
+	}
+	if eps, err := f.st.ListEndpoints(t.Context(), true); err != nil || len(eps) != 0 {
+		t.Fatalf("endpoints created: %v %v", eps, err)
+	}
+}
+
+func TestUpdateAndRevokeEndpoint(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+	ep, cred, err := f.st.CreateEndpoint(t.Context(), "bot", endpointSpec([]string{"inbox"}), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, body := f.get(fmt.Sprintf("/endpoints/%d", ep.ID), cookie)
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, `value="inbox"`) {
+		t.Fatalf("edit form: %d", res.StatusCode)
+	}
+	res, _ = f.post(fmt.Sprintf("/endpoints/%d", ep.ID), cookie, url.Values{csrfField: {csrf}, "name": {"Bot"},
+		"queues": {"inbox,github"}, "verbs": {"claim_next", "heartbeat", "complete"}, "default_lease": {"120"},
+		"max_webhooks": {"1"}, "webhook_sources": {"stripe", "github"}, "capabilities": {""}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("update: status %d", res.StatusCode)
+	}
+	got, err := f.st.Endpoint(t.Context(), ep.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.AgentName != "Bot" || strings.Join(got.Queues, ",") != "inbox,github" || got.DefaultLeaseTTL != 120 ||
+		strings.Join(got.Verbs, ",") != "claim_next,heartbeat,complete" || got.Ceiling.MaxWebhooks != 1 ||
+		strings.Join(got.Ceiling.Sources, ",") != "stripe,github" || strings.Join(got.Ceiling.Queues, ",") != "inbox,github" {
+		t.Fatalf("after update: %+v", got)
+	}
+	// An empty default lease clears it.
+	f.post(fmt.Sprintf("/endpoints/%d", ep.ID), cookie, url.Values{csrfField: {csrf}, "queues": {"inbox"}, "default_lease": {""}})
+	if got, _ := f.st.Endpoint(t.Context(), ep.ID); got.DefaultLeaseTTL != 0 {
+		t.Fatalf("lease not cleared: %d", got.DefaultLeaseTTL)
+	}
+	if res, _ := f.post(fmt.Sprintf("/endpoints/%d", ep.ID), cookie, url.Values{csrfField: {csrf}, "queues": {""}}); res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("update without queues: %d", res.StatusCode)
+	}
+
+	res, _ = f.post(fmt.Sprintf("/endpoints/%d/revoke", ep.ID), cookie, url.Values{csrfField: {csrf}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("revoke: status %d", res.StatusCode)
+	}
+	if _, err := f.st.EndpointByCredential(t.Context(), cred); err == nil {
+		t.Fatal("the credential still works after revoke")
+	}
+	var actions []string
+	for _, r := range f.audited(fmt.Sprintf("endpoint:%d", ep.ID)) {
+		if r.Actor == humanActor(f.human.ID) {
+			actions = append(actions, r.Action)
+		}
+	}
+	if strings.Join(actions, ",") != "endpoint.revoke,endpoint.update,endpoint.update" {
+		t.Fatalf("audited actions by the human: %v", actions)
+	}
+	if res, _ := f.post(fmt.Sprintf("/endpoints/%d/revoke", ep.ID), cookie, url.Values{csrfField: {csrf}}); res.StatusCode != http.StatusNotFound {
+		t.Fatalf("second revoke: %d, want 404", res.StatusCode)
+	}
+	// Revoked endpoints are listed only when asked.
+	if _, body := f.get("/endpoints", cookie); strings.Contains(body, fmt.Sprintf(`data-endpoint-id="%d"`, ep.ID)) {
+		t.Fatal("revoked endpoint in the default list")
+	}
+	if _, body := f.get("/endpoints?all=1", cookie); !strings.Contains(body, fmt.Sprintf(`data-endpoint-id="%d"`, ep.ID)) {
+		t.Fatal("revoked endpoint missing from ?all=1")
+	}
+}

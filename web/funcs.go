@@ -1,0 +1,222 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+func humanActor(id int64) string { return fmt.Sprintf("human:%d", id) }
+
+func urlQueryEscape(s string) string { return url.QueryEscape(s) }
+
+// funcs are the template helpers. They close over the UI's clock and assets.
+func (u *UI) funcs() template.FuncMap {
+	return template.FuncMap{
+		"asset": func(name string) string { return u.assets.url(name) },
+		"ago":   func(t time.Time) string { return relative(u.now(), t, false) },
+		"until": func(t *time.Time) string {
+			if t == nil {
+				return ""
+			}
+			return relative(u.now(), *t, true)
+		},
+		"expired": func(t *time.Time) bool { return t != nil && !t.After(u.now()) },
+		"future":  func(t time.Time) bool { return t.After(u.now()) },
+		"iso":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"stamp":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"size":    byteSize,
+		"join":    strings.Join,
+		"has":     func(list []string, v string) bool { return contains(list, v) },
+		"pretty":  prettyJSON,
+		"target":  targetURL,
+		"link":    link,
+		"pct":     func(n, total int64) string { return percent(n, total) },
+		"offset":  func(parts ...int64) string { return percent(sum(parts[:len(parts)-1]), parts[len(parts)-1]) },
+		"states": func() []string {
+			return []string{store.StatePending, store.StateClaimed, store.StateFailed, store.StateDone}
+		},
+	}
+}
+
+// relative renders t against now as "12s ago" or "in 4m". precise keeps seconds up
+// to ten minutes away ("in 4m 10s"), for lease expiries.
+func relative(now, t time.Time, precise bool) string {
+	d := t.Sub(now)
+	suffix, prefix := "", "in "
+	if d < 0 {
+		d, suffix, prefix = -d, " ago", ""
+	}
+	var s string
+	switch {
+	case d < time.Second:
+		return "just now"
+	case d < time.Minute:
+		s = fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < 10*time.Minute && precise:
+		s = fmt.Sprintf("%dm %ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < time.Hour:
+		s = fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		s = fmt.Sprintf("%dh %dm", int(d.Hours()), int(d.Minutes())%60)
+	default:
+		s = fmt.Sprintf("%dd", int(d.Hours()/24))
+	}
+	return prefix + s + suffix
+}
+
+func byteSize(n int) string {
+	switch {
+	case n < 1024:
+		return strconv.Itoa(n) + " B"
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/1024)
+	default:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+}
+
+// prettyJSON indents s when it is a JSON object or array, else returns "".
+func prettyJSON(s string) string {
+	trimmed := strings.TrimSpace(s)
+	if trimmed == "" || (trimmed[0] != '{' && trimmed[0] != '[') {
+		return ""
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, []byte(trimmed), "", "  "); err != nil {
+		return ""
+	}
+	return buf.String()
+}
+
+// targetURL links an audit target ("todo:7", "endpoint:3") to its page.
+func targetURL(target string) string {
+	kind, id, ok := strings.Cut(target, ":")
+	if !ok {
+		return ""
+	}
+	if _, err := strconv.ParseInt(id, 10, 64); err != nil {
+		return ""
+	}
+	switch kind {
+	case "todo":
+		return "/todos/" + id
+	case "endpoint":
+		return "/endpoints/" + id
+	}
+	return ""
+}
+
+// link builds path?k=v&… leaving out empty values, for filter and paging links.
+func link(path string, kv ...any) string {
+	q := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		v := fmt.Sprint(kv[i+1])
+		if v == "" || v == "0" {
+			continue
+		}
+		q.Set(fmt.Sprint(kv[i]), v)
+	}
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}
+
+func percent(n, total int64) string {
+	if total <= 0 {
+		return "0"
+	}
+	return strconv.FormatFloat(float64(n)*100/float64(total), 'f', 2, 64)
+}
+
+func sum(v []int64) int64 {
+	var t int64
+	for _, x := range v {
+		t += x
+	}
+	return t
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// queueSummary is one queue's counts by state.
+type queueSummary struct {
+	Queue                          string
+	Pending, Claimed, Done, Failed int64
+}
+
+// Total counts every todo of the queue.
+func (q queueSummary) Total() int64 { return q.Pending + q.Claimed + q.Done + q.Failed }
+
+// Count returns the count for a state name.
+func (q queueSummary) Count(state string) int64 {
+	switch state {
+	case store.StatePending:
+		return q.Pending
+	case store.StateClaimed:
+		return q.Claimed
+	case store.StateDone:
+		return q.Done
+	case store.StateFailed:
+		return q.Failed
+	}
+	return q.Total()
+}
+
+// summarise folds per-state counts into one row per queue, sorted by queue name.
+func summarise(counts []store.QueueCount) []queueSummary {
+	index := map[string]int{}
+	out := []queueSummary{}
+	for _, c := range counts {
+		i, ok := index[c.Queue]
+		if !ok {
+			i = len(out)
+			index[c.Queue] = i
+			out = append(out, queueSummary{Queue: c.Queue})
+		}
+		s := &out[i]
+		switch c.State {
+		case store.StatePending:
+			s.Pending += c.Count
+		case store.StateClaimed:
+			s.Claimed += c.Count
+		case store.StateDone:
+			s.Done += c.Count
+		case store.StateFailed:
+			s.Failed += c.Count
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Queue < out[j].Queue })
+	return out
+}
+
+// totals adds up every queue.
+func totals(qs []queueSummary) queueSummary {
+	t := queueSummary{Queue: "all queues"}
+	for _, q := range qs {
+		t.Pending += q.Pending
+		t.Claimed += q.Claimed
+		t.Done += q.Done
+		t.Failed += q.Failed
+	}
+	return t
+}

@@ -1,0 +1,127 @@
+package web
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// Live updates. The store's todo hook publishes every change to an in-memory
+// broadcaster; each open board holds one server-sent-events stream and, on an event,
+// refetches the parts of the page that show todos. The hook runs on the store's
+// committing goroutine, so publishing never blocks: a subscriber whose buffer is full
+// misses that event, which costs nothing because the page refetches the whole
+// fragment on whichever event it does get.
+
+// maxStreams bounds open event streams so a runaway tab cannot exhaust the server.
+const maxStreams = 256
+
+// keepAlive is how often an idle stream sends a comment, so proxies and browsers do
+// not time it out.
+const keepAlive = 25 * time.Second
+
+type broadcaster struct {
+	mu     sync.Mutex
+	subs   map[chan store.TodoChange]struct{}
+	done   chan struct{}
+	closed bool
+}
+
+func newBroadcaster() *broadcaster {
+	return &broadcaster{subs: map[chan store.TodoChange]struct{}{}, done: make(chan struct{})}
+}
+
+// publish is the store hook: a non-blocking send to every subscriber.
+func (b *broadcaster) publish(c store.TodoChange) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for ch := range b.subs {
+		select {
+		case ch <- c:
+		default:
+		}
+	}
+}
+
+// subscribe returns a channel of changes and a function that ends the subscription;
+// ok is false when the broadcaster is closed or full.
+func (b *broadcaster) subscribe() (ch chan store.TodoChange, cancel func(), ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || len(b.subs) >= maxStreams {
+		return nil, nil, false
+	}
+	ch = make(chan store.TodoChange, 16)
+	b.subs[ch] = struct{}{}
+	return ch, func() {
+		b.mu.Lock()
+		delete(b.subs, ch)
+		b.mu.Unlock()
+	}, true
+}
+
+func (b *broadcaster) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		b.closed = true
+		close(b.done)
+	}
+}
+
+// liveEvent is the data of a "todo" event. It names the todo and nothing of its
+// content: the page fetches what it shows through the normal, authenticated routes.
+type liveEvent struct {
+	ID    int64  `json:"id"`
+	Queue string `json:"queue"`
+	State string `json:"state"`
+}
+
+// stream serves GET /live, the event stream of todo changes.
+func (u *UI) stream(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	ch, cancel, ok := u.live.subscribe()
+	if !ok {
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, "too many live streams", http.StatusServiceUnavailable)
+		return
+	}
+	defer cancel()
+	rw := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not hold the stream back
+	w.WriteHeader(http.StatusOK)
+	// retry: how soon the browser reconnects after a drop; "ready" lets the page
+	// know it is live (and refresh what it may have missed while it was not).
+	fmt.Fprint(w, "retry: 3000\nevent: ready\ndata: {}\n\n")
+	if err := rw.Flush(); err != nil {
+		return
+	}
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-u.live.done:
+			return
+		case <-tick.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+		case c := <-ch:
+			data, _ := json.Marshal(liveEvent{ID: c.ID, Queue: c.Queue, State: c.State})
+			if _, err := fmt.Fprintf(w, "event: todo\ndata: %s\n\n", data); err != nil {
+				return
+			}
+		}
+		if err := rw.Flush(); err != nil {
+			return
+		}
+	}
+}

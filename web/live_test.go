@@ -1,0 +1,117 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// sseEvent reads the next event (name and data) from an event stream.
+func sseEvent(t *testing.T, r *bufio.Reader) (name, data string) {
+	t.Helper()
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read event stream: %v", err)
+		}
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case line == "" && name != "":
+			return name, data
+		case strings.HasPrefix(line, "event: "):
+			name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			data = strings.TrimPrefix(line, "data: ")
+		}
+	}
+}
+
+func TestLiveStreamAnnouncesNewTodos(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, _ := f.login()
+	// A generous bound so a broken stream fails the test instead of hanging it;
+	// nothing is timed.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.srv.URL+"/live", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.AddCookie(cookie)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("status %d, Content-Type %q", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	r := bufio.NewReader(res.Body)
+	if name, _ := sseEvent(t, r); name != "ready" {
+		t.Fatalf("first event %q, want ready", name)
+	}
+	// The subscription exists once "ready" was sent, so this change is seen.
+	td := f.addTodo("inbox", `{"secret":"do not stream me"}`)
+	name, data := sseEvent(t, r)
+	if name != "todo" {
+		t.Fatalf("event %q, want todo", name)
+	}
+	var ev liveEvent
+	if err := json.Unmarshal([]byte(data), &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev != (liveEvent{ID: td.ID, Queue: "inbox", State: "pending"}) {
+		t.Fatalf("event %+v", ev)
+	}
+	if strings.Contains(data, "secret") {
+		t.Fatal("the event carries the payload")
+	}
+	// Closing the board ends the stream (so server shutdown does not wait on it).
+	f.ui.Close()
+	for {
+		if _, err := r.ReadString('\n'); err != nil {
+			break
+		}
+	}
+}
+
+func TestBroadcasterNeverBlocks(t *testing.T) {
+	b := newBroadcaster()
+	ch, cancel, ok := b.subscribe()
+	if !ok {
+		t.Fatal("subscribe refused")
+	}
+	defer cancel()
+	// Nobody reads ch: publishing far past its buffer must still return.
+	for i := range cap(ch) * 4 {
+		b.publish(store.TodoChange{ID: int64(i)})
+	}
+	if len(ch) != cap(ch) {
+		t.Fatalf("buffered %d, want %d", len(ch), cap(ch))
+	}
+	if first := <-ch; first.ID != 0 {
+		t.Fatalf("first change %d, want 0 (later ones are the ones dropped)", first.ID)
+	}
+}
+
+func TestBroadcasterBoundsStreams(t *testing.T) {
+	b := newBroadcaster()
+	for range maxStreams {
+		if _, _, ok := b.subscribe(); !ok {
+			t.Fatal("refused below the bound")
+		}
+	}
+	if _, _, ok := b.subscribe(); ok {
+		t.Fatal("accepted past the bound")
+	}
+	b.close()
+	select {
+	case <-b.done:
+	default:
+		t.Fatal("close did not signal")
+	}
+}

@@ -1,0 +1,163 @@
+package web
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// loginCookie carries the login form's CSRF token (double submit): there is no
+// session yet to derive one from, and without it another site could log a visitor
+// into an account of the attacker's choosing.
+const loginCookie = "sb_login"
+
+type loginPage struct {
+	Username string
+	Next     string
+	Token    string
+	NoHumans bool
+	DBPath   string
+}
+
+func (u *UI) loginPage(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	if _, ok := u.session(w, r); ok {
+		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
+		return
+	}
+	u.showLogin(w, r, http.StatusOK, r.URL.Query().Get("next"), "", "")
+}
+
+func (u *UI) showLogin(w http.ResponseWriter, r *http.Request, status int, next, username, msg string) {
+	n, err := u.store.CountHumans(r.Context())
+	if err != nil {
+		u.log.Error("web: count humans", "err", err)
+		http.Error(w, "the database is not answering", http.StatusInternalServerError)
+		return
+	}
+	token := ""
+	if c, err := r.Cookie(loginCookie); err == nil && len(c.Value) == 43 {
+		token = c.Value
+	} else {
+		token = randomToken()
+		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: token, Path: "/login", MaxAge: 3600,
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: u.secure(r)})
+	}
+	u.render(w, r, nil, status, "login", view{Title: "Log in", Error: msg, Page: loginPage{
+		Username: username, Next: safeNext(next), Token: token, NoHumans: n == 0, DBPath: u.store.Path(),
+	}})
+}
+
+func (u *UI) login(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "the login form could not be read", http.StatusBadRequest)
+		return
+	}
+	username := strings.TrimSpace(r.PostForm.Get("username"))
+	password := r.PostForm.Get("password")
+	next := r.PostForm.Get("next")
+	c, err := r.Cookie(loginCookie)
+	if err != nil || subtle.ConstantTimeCompare([]byte(c.Value), []byte(r.PostForm.Get("login_token"))) != 1 {
+		u.showLogin(w, r, http.StatusForbidden, next, username,
+			"The login form expired or did not come from this board. Please try again.")
+		return
+	}
+	ip := u.clientIP(r)
+	key := throttleKey(username, ip)
+	if wait := u.throttle.wait(key); wait > 0 {
+		u.tooMany(w, r, next, username, wait)
+		return
+	}
+	h, err := u.store.CheckPassword(r.Context(), username, password)
+	if errors.Is(err, store.ErrBadPassword) {
+		wait := u.throttle.fail(key)
+		// Record the failure (not the password) so an operator can see guessing.
+		if aerr := u.store.Audit(r.Context(), store.AuditEntry{Actor: "anonymous", Action: "human.login",
+			Target: "username:" + truncate(username, 64), Outcome: "denied", Detail: "ip=" + ip}); aerr != nil {
+			u.log.Warn("web: audit failed login", "err", aerr)
+		}
+		if wait > 0 {
+			u.tooMany(w, r, next, username, wait)
+			return
+		}
+		u.showLogin(w, r, http.StatusUnauthorized, next, username, "Unknown username or wrong password.")
+		return
+	}
+	if err != nil {
+		u.log.Error("web: check password", "err", err)
+		u.showLogin(w, r, http.StatusInternalServerError, next, username, "The login could not be checked; the server log has the details.")
+		return
+	}
+	u.throttle.succeed(key)
+	token, _, err := u.store.CreateWebSession(r.Context(), h.ID, u.opts.SessionTTL, r.UserAgent(), "ip="+ip)
+	if err != nil {
+		u.log.Error("web: create session", "err", err)
+		u.showLogin(w, r, http.StatusInternalServerError, next, username, "The login could not be saved; the server log has the details.")
+		return
+	}
+	// Logins are rare: a good moment to drop expired sessions, so the table stays
+	// small without a background job.
+	if _, err := u.store.PruneWebSessions(r.Context()); err != nil {
+		u.log.Warn("web: prune expired sessions", "err", err)
+	}
+	u.setSessionCookie(w, r, token)
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/login", MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: u.secure(r)})
+	http.Redirect(w, r, safeNext(next), http.StatusSeeOther)
+}
+
+func (u *UI) tooMany(w http.ResponseWriter, r *http.Request, next, username string, wait time.Duration) {
+	secs := int(math.Ceil(wait.Seconds()))
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	u.showLogin(w, r, http.StatusTooManyRequests, next, username,
+		fmt.Sprintf("Too many failed attempts. Try again in %s.", plural(secs, "second")))
+}
+
+func (u *UI) logout(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	if err := u.store.DeleteWebSession(r.Context(), rc.token); err != nil {
+		u.log.Error("web: delete session", "err", err)
+	}
+	u.clearSessionCookie(w, r)
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// safeNext keeps the post-login redirect on this site: a local path, never
+// "//evil.example" or "/\evil.example", which browsers treat as another host.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
+		strings.ContainsAny(next, "\r\n") || strings.HasPrefix(next, "/login") {
+		return "/"
+	}
+	return next
+}
+
+func randomToken() string {
+	b := make([]byte, 32)
+	rand.Read(b) // never fails (crypto/rand panics rather than return short)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return strconv.Itoa(n) + " " + unit + "s"
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

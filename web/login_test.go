@@ -1,0 +1,251 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+var loginTokenRE = regexp.MustCompile(`name="login_token" value="([^"]+)"`)
+
+// loginForm fetches the login page and returns its login cookie and form token.
+func (f *fixture) loginForm(hdr http.Header) (*http.Cookie, string) {
+	f.t.Helper()
+	res := f.do(http.MethodGet, "/login", nil, nil, hdr)
+	body := readBody(f.t, res)
+	m := loginTokenRE.FindStringSubmatch(body)
+	if m == nil {
+		f.t.Fatalf("login page has no form token:\n%s", body)
+	}
+	for _, c := range res.Cookies() {
+		if c.Name == loginCookie {
+			return c, m[1]
+		}
+	}
+	f.t.Fatal("login page set no login cookie")
+	return nil, ""
+}
+
+func (f *fixture) tryLogin(username, password, next string, hdr http.Header) *http.Response {
+	f.t.Helper()
+	lc, tok := f.loginForm(hdr)
+	form := url.Values{"username": {username}, "password": {password}, "login_token": {tok}, "next": {next}}
+	res := f.do(http.MethodPost, "/login", lc, form, hdr)
+	readBody(f.t, res)
+	return res
+}
+
+func sessionFrom(res *http.Response) *http.Cookie {
+	for _, c := range res.Cookies() {
+		if c.Name == sessionCookie && c.Value != "" {
+			return c
+		}
+	}
+	return nil
+}
+
+func TestFirstRunSaysHowToCreateAnOperator(t *testing.T) {
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "empty.db"), store.Options{Synchronous: store.SyncNormal, Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ui := New(st, Options{Logger: quietLog})
+	defer ui.Close()
+	f := &fixture{t: t, st: st, ui: ui}
+	srv := newServerFor(t, ui)
+	f.srv = srv
+	res, body := f.get("/login", nil)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	want := "switchboard admin create --username NAME --db " + st.Path()
+	if !strings.Contains(body, want) {
+		t.Fatalf("first-run page does not show %q:\n%s", want, body)
+	}
+	if strings.Contains(body, `name="password"`) {
+		t.Fatal("first-run page shows a password form no one can use")
+	}
+}
+
+func TestLoginAndLogout(t *testing.T) {
+	f := newFixture(t, Options{})
+	res := f.tryLogin("ana", testPassword, "/audit?actor=human:1", nil)
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/audit?actor=human:1" {
+		t.Fatalf("login: status %d Location %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	c := sessionFrom(res)
+	if c == nil {
+		t.Fatal("no session cookie")
+	}
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Secure || c.Path != "/" {
+		t.Fatalf("cookie attributes: %+v", c)
+	}
+	res, body := f.get("/", c)
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, ">ana<") {
+		t.Fatalf("board after login: %d", res.StatusCode)
+	}
+	if rows := f.audited(humanActor(f.human.ID)); len(rows) == 0 || rows[0].Action != "human.login" {
+		t.Fatalf("login not audited: %+v", rows)
+	}
+	csrf := csrfToken(c.Value)
+	res, _ = f.post("/logout", c, url.Values{csrfField: {csrf}})
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/login" {
+		t.Fatalf("logout: %d %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	if res, _ := f.get("/", c); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("session still valid after logout: %d", res.StatusCode)
+	}
+}
+
+func TestLoginRejects(t *testing.T) {
+	f := newFixture(t, Options{})
+	cases := []struct {
+		name       string
+		user, pass string
+		next       string
+		status     int
+	}{
+		{"wrong password", "ana", "wrong password", "", http.StatusUnauthorized},
+		{"unknown user", "bob", testPassword, "", http.StatusUnauthorized},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := f.tryLogin(tc.user, tc.pass, tc.next, nil)
+			if res.StatusCode != tc.status || sessionFrom(res) != nil {
+				t.Fatalf("status %d (cookie %v), want %d without a session", res.StatusCode, sessionFrom(res), tc.status)
+			}
+		})
+	}
+	rows, err := f.st.ListAudit(t.Context(), store.AuditFilter{Action: "human.login"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied := 0
+	for _, r := range rows {
+		if r.Outcome == "denied" {
+			denied++
+			if strings.Contains(r.Detail, testPassword) || strings.Contains(r.Target, "wrong password") {
+				t.Fatalf("audit row holds a password: %+v", r)
+			}
+		}
+	}
+	if denied != 2 {
+		t.Fatalf("%d denied logins audited, want 2", denied)
+	}
+
+	// Without the login form's cookie (a cross-site form post) nothing is checked.
+	form := url.Values{"username": {"ana"}, "password": {testPassword}, "login_token": {"whatever"}}
+	res := f.do(http.MethodPost, "/login", nil, form, nil)
+	readBody(t, res)
+	if res.StatusCode != http.StatusForbidden || sessionFrom(res) != nil {
+		t.Fatalf("login without the form cookie: %d", res.StatusCode)
+	}
+}
+
+func TestLoginNextStaysOnSite(t *testing.T) {
+	for next, want := range map[string]string{
+		"/todos/3": "/todos/3", "//evil.example/x": "/", "/\\evil.example": "/", "https://evil.example": "/",
+		"": "/", "/login": "/",
+	} {
+		if got := safeNext(next); got != want {
+			t.Errorf("safeNext(%q) = %q, want %q", next, got, want)
+		}
+	}
+}
+
+func TestSecureCookie(t *testing.T) {
+	https := http.Header{"X-Forwarded-Proto": {"https"}}
+	t.Run("untrusted proxy header is ignored", func(t *testing.T) {
+		f := newFixture(t, Options{})
+		if c := sessionFrom(f.tryLogin("ana", testPassword, "", https)); c == nil || c.Secure {
+			t.Fatalf("cookie %+v: Secure from an untrusted header", c)
+		}
+	})
+	t.Run("trusted proxy says https", func(t *testing.T) {
+		f := newFixture(t, Options{TrustProxy: true})
+		if c := sessionFrom(f.tryLogin("ana", testPassword, "", https)); c == nil || !c.Secure {
+			t.Fatalf("cookie %+v: want Secure behind a TLS proxy", c)
+		}
+	})
+}
+
+func TestLoginThrottling(t *testing.T) {
+	f := newFixture(t, Options{})
+	for i := 1; i <= throttleFree; i++ {
+		if res := f.tryLogin("ana", "wrong password", "", nil); res.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failure %d: status %d, want 401", i, res.StatusCode)
+		}
+	}
+	res := f.tryLogin("ana", "wrong password", "", nil)
+	if res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("failure %d: status %d, want 429", throttleFree+1, res.StatusCode)
+	}
+	if ra, _ := strconv.Atoi(res.Header.Get("Retry-After")); ra != int(throttleBase.Seconds()) {
+		t.Fatalf("Retry-After %q, want %v", res.Header.Get("Retry-After"), throttleBase.Seconds())
+	}
+	// While blocked even the right password is refused, unchecked.
+	if res := f.tryLogin("ana", testPassword, "", nil); res.StatusCode != http.StatusTooManyRequests || sessionFrom(res) != nil {
+		t.Fatalf("right password while blocked: %d", res.StatusCode)
+	}
+	// The block is per username and address: another username from here is unaffected.
+	if res := f.tryLogin("bob", "x-wrong-pw", "", nil); res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("other username: %d, want 401", res.StatusCode)
+	}
+	f.clock.Add(throttleBase)
+	if res := f.tryLogin("ana", testPassword, "", nil); res.StatusCode != http.StatusSeeOther || sessionFrom(res) == nil {
+		t.Fatalf("after the wait: %d, want a login", res.StatusCode)
+	}
+}
+
+func TestThrottleBackoff(t *testing.T) {
+	clk := &testClock{t: time.Unix(1e9, 0)}
+	th := newThrottle(clk.Now)
+	key := throttleKey("ana", "10.0.0.1")
+	want := []time.Duration{0, 0, 0, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second}
+	for i, w := range want {
+		if got := th.fail(key); got != w {
+			t.Fatalf("failure %d: wait %v, want %v", i+1, got, w)
+		}
+	}
+	if got := th.wait(key); got != 16*time.Second {
+		t.Fatalf("wait = %v", got)
+	}
+	for range 20 {
+		th.fail(key)
+	}
+	if got := th.wait(key); got != throttleMax {
+		t.Fatalf("wait after many failures = %v, want the cap %v", got, throttleMax)
+	}
+	th.succeed(key)
+	if got := th.wait(key); got != 0 {
+		t.Fatalf("wait after success = %v", got)
+	}
+	// A quiet hour forgets the failures.
+	for range throttleFree + 1 {
+		th.fail(key)
+	}
+	clk.Add(throttleForget + time.Second)
+	if got := th.fail(key); got != 0 {
+		t.Fatalf("first failure after a quiet hour: wait %v, want 0", got)
+	}
+}
+
+func TestThrottleIsBounded(t *testing.T) {
+	clk := &testClock{t: time.Unix(1e9, 0)}
+	th := newThrottle(clk.Now)
+	for i := range throttleEntries + 50 {
+		th.fail(throttleKey("u"+strconv.Itoa(i), "ip"))
+	}
+	if n := len(th.entries); n > throttleEntries {
+		t.Fatalf("%d entries, bound %d", n, throttleEntries)
+	}
+}

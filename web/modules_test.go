@@ -1,0 +1,85 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeModules stands in for the module supervisor, which is another package's
+// process manager; the store behind the board is real.
+type fakeModules struct {
+	status   []ModuleStatus
+	approved []string
+}
+
+func (m *fakeModules) Status() []ModuleStatus { return m.status }
+func (m *fakeModules) Approve(_ context.Context, module, tool string) error {
+	if module != "everything" || tool != "everything_echo" {
+		return errors.New("unknown tool")
+	}
+	m.approved = append(m.approved, module+"/"+tool)
+	return nil
+}
+
+func sampleModules() []ModuleStatus {
+	at := time.Date(2026, 5, 1, 11, 0, 0, 0, time.UTC)
+	return []ModuleStatus{{
+		Name: "everything", Title: "Everything", State: "up", PID: 4242, Restarts: 2, UpSince: at,
+		LastExit: &ModuleExit{Code: 1, Time: at.Add(-time.Minute)}, Stderr: []string{"listening on stdio", "warning: <slow>"},
+		Tools: []ModuleTool{
+			{Name: "everything_add", Upstream: "add", Hash: "aaaaaaaaaaaaaaaaaaaa"},
+			{Name: "everything_echo", Upstream: "echo", Hash: "bbbbbbbbbbbbbbbbbbbb", Withheld: true},
+		},
+	}}
+}
+
+func TestModulesPage(t *testing.T) {
+	fm := &fakeModules{status: sampleModules()}
+	f := newFixture(t, Options{Modules: fm})
+	cookie, csrf := f.login()
+	res, body := f.get("/modules", cookie)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	for _, want := range []string{"Everything", ">up<", "4242", "exited with code 1", "everything_echo",
+		"changed — withheld", "warning: &lt;slow&gt;", `action="/modules/everything/approve"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("modules page lacks %q", want)
+		}
+	}
+	if n := strings.Count(body, `action="/modules/everything/approve"`); n != 1 {
+		t.Errorf("%d approve buttons, want 1 (only the withheld tool)", n)
+	}
+
+	res, _ = f.post("/modules/everything/approve", cookie, url.Values{csrfField: {csrf}, "tool": {"everything_echo"}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("approve: %d", res.StatusCode)
+	}
+	if len(fm.approved) != 1 {
+		t.Fatalf("approved %v", fm.approved)
+	}
+	rows := f.audited("module:everything")
+	if len(rows) != 1 || rows[0].Actor != humanActor(f.human.ID) || rows[0].Action != "module.approve" {
+		t.Fatalf("audit %+v", rows)
+	}
+	if res, _ := f.post("/modules/everything/approve", cookie, url.Values{csrfField: {csrf}, "tool": {"nope"}}); res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("approving an unknown tool: %d", res.StatusCode)
+	}
+}
+
+func TestModulesPageWithoutModules(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+	_, body := f.get("/modules", cookie)
+	if !strings.Contains(body, "No capability modules are configured") {
+		t.Fatal("no explanation when modules are not configured")
+	}
+	if res, _ := f.post("/modules/everything/approve", cookie, url.Values{csrfField: {csrf}, "tool": {"x"}}); res.StatusCode != http.StatusNotFound {
+		t.Fatalf("approve without modules: %d", res.StatusCode)
+	}
+}

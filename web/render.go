@@ -1,0 +1,146 @@
+package web
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"strings"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+//go:embed templates
+var templateFS embed.FS
+
+// pages holds one template set per page: the shared layout and partials plus that
+// page's own file, parsed once at start-up.
+type pages struct {
+	byName map[string]*template.Template
+}
+
+func loadPages(funcs template.FuncMap) *pages {
+	base := template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/layout/*.html"))
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		panic("web: list templates: " + err.Error())
+	}
+	p := &pages{byName: map[string]*template.Template{}}
+	for _, n := range names {
+		t := template.Must(template.Must(base.Clone()).ParseFS(templateFS, n))
+		p.byName[strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")] = t
+	}
+	return p
+}
+
+// view is what every full page renders: the layout's needs plus the page's own data.
+type view struct {
+	Title  string
+	Nav    string // which header link is current
+	Human  *store.Human
+	CSRF   string
+	Glance []queueSummary
+	Flash  string
+	Error  string
+	// LiveURL, when set, is refreshed by the page script whenever todos change.
+	LiveURL string
+	Page    any
+}
+
+// render writes a full page (the "layout" template) with the header filled in for a
+// logged-in human.
+func (u *UI) render(w http.ResponseWriter, r *http.Request, rc *reqCtx, status int, name string, v view) {
+	if rc != nil {
+		v.Human, v.CSRF = &rc.Human, rc.CSRF
+		if v.Glance == nil {
+			counts, err := u.store.QueueCounts(r.Context())
+			if err != nil {
+				u.log.Warn("web: count todos for the header", "err", err)
+			}
+			v.Glance = summarise(counts)
+		}
+		if v.Flash == "" {
+			v.Flash = flashes[r.URL.Query().Get("flash")]
+		}
+	}
+	u.execute(w, status, name, "layout", v)
+}
+
+// renderFragment writes only a page's "live" block, for the page script's refresh.
+func (u *UI) renderFragment(w http.ResponseWriter, rc *reqCtx, name string, v view) {
+	v.Human, v.CSRF = &rc.Human, rc.CSRF
+	u.execute(w, http.StatusOK, name, "live", v)
+}
+
+func (u *UI) execute(w http.ResponseWriter, status int, name, block string, v view) {
+	t, ok := u.pages.byName[name]
+	if !ok {
+		panic("web: unknown page " + name)
+	}
+	// Render into a buffer first so that a template error becomes a clean 500
+	// instead of half a page.
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, block, v); err != nil {
+		u.log.Error("web: render page", "page", name, "err", err)
+		http.Error(w, "internal error while rendering the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
+}
+
+// fail renders an error page with a message written for the human.
+func (u *UI) fail(w http.ResponseWriter, r *http.Request, rc *reqCtx, status int, msg string) {
+	u.render(w, r, rc, status, "error", view{Title: http.StatusText(status), Error: msg,
+		Page: struct{ Status int }{status}})
+}
+
+// storeError maps a store error to a status and a message for the human, logging the
+// unexpected ones.
+func (u *UI) storeError(w http.ResponseWriter, r *http.Request, rc *reqCtx, what string, err error) {
+	switch {
+	case errorsIs(err, store.ErrNotFound):
+		u.fail(w, r, rc, http.StatusNotFound, fmt.Sprintf("%s: not found.", what))
+	case errorsIs(err, store.ErrConflict):
+		u.fail(w, r, rc, http.StatusConflict, fmt.Sprintf("%s: %s.", what, plainError(err)))
+	case errorsIs(err, store.ErrInvalid), errorsIs(err, store.ErrAlreadyExists):
+		u.fail(w, r, rc, http.StatusBadRequest, fmt.Sprintf("%s: %s.", what, plainError(err)))
+	default:
+		u.log.Error("web: "+what, "err", err)
+		u.fail(w, r, rc, http.StatusInternalServerError, fmt.Sprintf("%s failed; the server log has the details.", what))
+	}
+}
+
+// plainError strips the "store: …" operation prefixes from a store error so the
+// human reads the reason, not the call chain.
+func plainError(err error) string {
+	msg := err.Error()
+	for {
+		rest, ok := strings.CutPrefix(msg, "store: ")
+		if !ok {
+			break
+		}
+		msg = rest
+	}
+	// "release todo 7: it is done, not claimed: conflict" → "it is done, not claimed"
+	if parts := strings.Split(msg, ": "); len(parts) > 2 {
+		msg = strings.Join(parts[1:len(parts)-1], ": ")
+	}
+	return msg
+}
+
+// flashes are the confirmations a redirect may ask for (?flash=…). Only these
+// fixed texts are shown: nothing from the URL is echoed.
+var flashes = map[string]string{
+	"released": "Released: the todo is pending again and its claim does not count as an attempt.",
+	"retried":  "Retried: the todo is back on its queue with its attempts reset.",
+	"added":    "Todo added.",
+	"updated":  "Endpoint updated. Agents see the change on their next call.",
+	"revoked":  "Endpoint revoked. Its credential fails from the next request on.",
+	"approved": "Tool definition approved: agents can call the tool again.",
+	"deleted":  "Webhook deleted. Deliveries to its URL are refused from now on.",
+	"replayed": "Event replayed: a new todo was created from it.",
+}

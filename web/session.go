@@ -1,0 +1,182 @@
+package web
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+const (
+	sessionCookie = "sb_session"
+	csrfField     = "csrf_token"
+	csrfHeader    = "X-CSRF-Token"
+	// maxFormBytes bounds a form body; the largest form is "add todo" with a payload.
+	maxFormBytes = 1<<20 + 64<<10
+)
+
+// reqCtx is what an authenticated handler knows about its request.
+type reqCtx struct {
+	Human  store.Human
+	CSRF   string
+	Params httprouter.Params
+	token  string
+}
+
+// actor is how the store's audit log names this human.
+func (rc *reqCtx) actor() string { return humanActor(rc.Human.ID) }
+
+type handler func(w http.ResponseWriter, r *http.Request, rc *reqCtx)
+
+// csrfToken derives the CSRF token from the session token. Only the holder of the
+// cookie can compute it (the database holds neither the token nor this), and it
+// changes with every login, so a token leaked from one session is useless in the next.
+func csrfToken(sessionToken string) string {
+	sum := sha256.Sum256([]byte("csrf\x00" + sessionToken))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// session resolves the request's session cookie; ok is false when there is none or
+// it is no longer valid. When it extends the session it renews the cookie too.
+func (u *UI) session(w http.ResponseWriter, r *http.Request) (*reqCtx, bool) {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil || c.Value == "" || len(c.Value) > 128 {
+		return nil, false
+	}
+	ws, err := u.store.WebSessionByToken(r.Context(), c.Value)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			u.log.Warn("web: look up session", "err", err)
+		}
+		return nil, false
+	}
+	// Slide the expiry forward only once half of it is used up, so a busy board does
+	// not write on every request.
+	if ws.ExpiresAt.Sub(u.now()) < u.opts.SessionTTL/2 {
+		if err := u.store.ExtendWebSession(r.Context(), c.Value, u.opts.SessionTTL); err != nil {
+			u.log.Warn("web: extend session", "err", err)
+		} else {
+			u.setSessionCookie(w, r, c.Value)
+		}
+	}
+	return &reqCtx{Human: ws.Human, CSRF: csrfToken(c.Value), token: c.Value}, true
+}
+
+// page wraps a read-only handler: security headers, and a session or a trip to the
+// login page. Background requests (live fragments, the event stream) get 401 instead
+// of a redirect, so the page script can reload into the login page.
+func (u *UI) page(h handler) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		securityHeaders(w.Header())
+		w.Header().Set("Cache-Control", "no-store")
+		rc, ok := u.session(w, r)
+		if !ok {
+			if isBackground(r) {
+				http.Error(w, "login required", http.StatusUnauthorized)
+				return
+			}
+			http.Redirect(w, r, "/login?next="+urlQueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		rc.Params = p
+		h(w, r, rc)
+	}
+}
+
+// action wraps a state-changing handler: everything page does, plus a bounded form
+// body and the CSRF check. A request without the right token changes nothing.
+func (u *UI) action(h handler) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		securityHeaders(w.Header())
+		w.Header().Set("Cache-Control", "no-store")
+		rc, ok := u.session(w, r)
+		if !ok {
+			if isBackground(r) {
+				http.Error(w, "login required", http.StatusUnauthorized)
+				return
+			}
+			http.Redirect(w, r, "/login", http.StatusSeeOther)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		if err := r.ParseForm(); err != nil {
+			u.fail(w, r, rc, http.StatusRequestEntityTooLarge, "The form could not be read: it is too large or malformed.")
+			return
+		}
+		got := r.Header.Get(csrfHeader)
+		if got == "" {
+			got = r.PostForm.Get(csrfField)
+		}
+		if subtle.ConstantTimeCompare([]byte(got), []byte(rc.CSRF)) != 1 {
+			u.fail(w, r, rc, http.StatusForbidden,
+				"This form has expired or did not come from this board. Go back, reload the page and try again.")
+			return
+		}
+		rc.Params = p
+		h(w, r, rc)
+	}
+}
+
+// public wraps handlers that need no session (the login page).
+func (u *UI) public(h httprouter.Handle) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		securityHeaders(w.Header())
+		w.Header().Set("Cache-Control", "no-store")
+		h(w, r, p)
+	}
+}
+
+// isBackground tells script-initiated requests from page navigations.
+func isBackground(r *http.Request) bool {
+	return r.Header.Get("X-Requested-With") != "" || strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+// secure reports whether the browser reached us over TLS, directly or through a
+// trusted proxy; session cookies are marked Secure then.
+func (u *UI) secure(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	return u.opts.TrustProxy && strings.EqualFold(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto")), "https")
+}
+
+// clientIP is the address login throttling is keyed on: the peer, or with a trusted
+// proxy the address that proxy appended last to X-Forwarded-For (earlier entries are
+// whatever the client claimed).
+func (u *UI) clientIP(r *http.Request) string {
+	if u.opts.TrustProxy {
+		if xff := r.Header.Get("X-Forwarded-For"); xff != "" {
+			parts := strings.Split(xff, ",")
+			if ip := strings.TrimSpace(parts[len(parts)-1]); ip != "" {
+				return ip
+			}
+		}
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func (u *UI) setSessionCookie(w http.ResponseWriter, r *http.Request, token string) {
+	http.SetCookie(w, &http.Cookie{
+		Name: sessionCookie, Value: token, Path: "/",
+		MaxAge:   int(u.opts.SessionTTL.Seconds()),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: u.secure(r),
+	})
+}
+
+func (u *UI) clearSessionCookie(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{
+		Name: sessionCookie, Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: u.secure(r),
+	})
+}

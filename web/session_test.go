@@ -1,0 +1,215 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+func TestPagesRequireLogin(t *testing.T) {
+	f := newFixture(t, Options{})
+	td := f.addTodo("inbox", "{}")
+	for _, path := range []string{"/", "/?queue=inbox", "/glance", fmt.Sprintf("/todos/%d", td.ID), "/endpoints",
+		"/endpoints/new", "/audit", "/modules"} {
+		t.Run(path, func(t *testing.T) {
+			res, _ := f.get(path, nil)
+			if res.StatusCode != http.StatusSeeOther {
+				t.Fatalf("status %d, want 303", res.StatusCode)
+			}
+			loc, _ := url.Parse(res.Header.Get("Location"))
+			if loc.Path != "/login" || loc.Query().Get("next") != path {
+				t.Fatalf("Location %q, want /login?next=%s", res.Header.Get("Location"), path)
+			}
+			// A stale or forged cookie is no better than none.
+			res, _ = f.get(path, &http.Cookie{Name: sessionCookie, Value: "forged"})
+			if res.StatusCode != http.StatusSeeOther {
+				t.Fatalf("forged cookie: status %d, want 303", res.StatusCode)
+			}
+		})
+	}
+	// Script requests (live fragments, the event stream) get 401, not a redirect.
+	for _, hdr := range []http.Header{{"X-Requested-With": {"fetch"}}, {"Accept": {"text/event-stream"}}} {
+		res := f.do(http.MethodGet, "/live", nil, nil, hdr)
+		res.Body.Close()
+		if res.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("background request %v: status %d, want 401", hdr, res.StatusCode)
+		}
+	}
+}
+
+func TestActionsRequireLogin(t *testing.T) {
+	f := newFixture(t, Options{})
+	td := f.claimed("inbox")
+	res, _ := f.post(fmt.Sprintf("/todos/%d/release", td.ID), nil, url.Values{"csrf_token": {"x"}})
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/login" {
+		t.Fatalf("status %d Location %q, want 303 to /login", res.StatusCode, res.Header.Get("Location"))
+	}
+	if got := f.todo(td.ID).State; got != "claimed" {
+		t.Fatalf("state %s after an unauthenticated release, want claimed", got)
+	}
+}
+
+// TestCSRF: every state-changing route refuses a request without the session's
+// token, and changes nothing.
+func TestCSRF(t *testing.T) {
+	f := newFixture(t, Options{Modules: &fakeModules{}})
+	cookie, csrf := f.login()
+	claimed := f.claimed("inbox")
+	failed := f.failed("inbox")
+	ep, _, err := f.st.CreateEndpoint(t.Context(), "bot", endpointSpec([]string{"inbox"}), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := otherCSRF(f)
+	auditBefore := len(f.allAudit())
+	todosBefore := f.countTodos()
+
+	routes := []struct {
+		path string
+		form url.Values
+	}{
+		{fmt.Sprintf("/todos/%d/release", claimed.ID), nil},
+		{fmt.Sprintf("/todos/%d/retry", failed.ID), nil},
+		{"/todos", url.Values{"queue": {"inbox"}, "payload": {"{}"}}},
+		{"/endpoints", url.Values{"agent_id": {"evil"}, "queues": {"inbox"}}},
+		{fmt.Sprintf("/endpoints/%d", ep.ID), url.Values{"queues": {"other"}}},
+		{fmt.Sprintf("/endpoints/%d/revoke", ep.ID), nil},
+		{"/modules/everything/approve", url.Values{"tool": {"echo"}}},
+		{"/logout", nil},
+	}
+	tokens := map[string]string{"missing": "", "wrong": "AAAA" + csrf[4:], "other session": other}
+	for _, rt := range routes {
+		for name, tok := range tokens {
+			t.Run(rt.path+"/"+name, func(t *testing.T) {
+				form := url.Values{}
+				for k, v := range rt.form {
+					form[k] = v
+				}
+				if tok != "" {
+					form.Set(csrfField, tok)
+				}
+				res, body := f.post(rt.path, cookie, form)
+				if res.StatusCode != http.StatusForbidden {
+					t.Fatalf("status %d, want 403", res.StatusCode)
+				}
+				if !strings.Contains(body, "did not come from this board") {
+					t.Fatalf("403 page does not explain itself:\n%s", body)
+				}
+			})
+		}
+	}
+	if got := f.todo(claimed.ID).State; got != "claimed" {
+		t.Errorf("claimed todo is %s", got)
+	}
+	if got := f.todo(failed.ID).State; got != "failed" {
+		t.Errorf("failed todo is %s", got)
+	}
+	if got, err := f.st.Endpoint(t.Context(), ep.ID); err != nil || got.RevokedAt != nil || got.Queues[0] != "inbox" {
+		t.Errorf("endpoint changed: %+v %v", got, err)
+	}
+	if n := f.countTodos(); n != todosBefore {
+		t.Errorf("todos: %d, want %d", n, todosBefore)
+	}
+	if n := len(f.allAudit()); n != auditBefore {
+		t.Errorf("audit rows: %d, want %d (something was written)", n, auditBefore)
+	}
+	if fm := f.ui.opts.Modules.(*fakeModules); len(fm.approved) != 0 {
+		t.Errorf("approved %v without a CSRF token", fm.approved)
+	}
+	// The session survived the forged logouts.
+	if res, _ := f.get("/", cookie); res.StatusCode != http.StatusOK {
+		t.Fatalf("session gone after forged logout: %d", res.StatusCode)
+	}
+	// The header form of the token works for script requests.
+	res := f.do(http.MethodPost, fmt.Sprintf("/todos/%d/release", claimed.ID), cookie, url.Values{},
+		http.Header{csrfHeader: {csrf}})
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther || f.todo(claimed.ID).State != "pending" {
+		t.Fatalf("release with %s header: status %d state %s", csrfHeader, res.StatusCode, f.todo(claimed.ID).State)
+	}
+}
+
+// otherCSRF is a valid token of a different session.
+func otherCSRF(f *fixture) string {
+	_, csrf := f.login()
+	return csrf
+}
+
+func (f *fixture) allAudit() []string {
+	rows, err := f.st.ListAudit(f.t.Context(), storeAuditAll)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var out []string
+	for _, r := range rows {
+		out = append(out, r.Actor+" "+r.Action+" "+r.Target)
+	}
+	return out
+}
+
+func (f *fixture) countTodos() int {
+	todos, err := f.st.ListTodos(f.t.Context(), storeTodosAll)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return len(todos)
+}
+
+func TestSecurityHeaders(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, _ := f.login()
+	td := f.addTodo("inbox", "{}")
+	css := f.ui.assets.url("app.css")
+	for _, path := range []string{"/", "/login", fmt.Sprintf("/todos/%d", td.ID), "/endpoints", "/endpoints/new",
+		"/audit", "/modules", "/todos/999999", css} {
+		t.Run(path, func(t *testing.T) {
+			res, _ := f.get(path, cookie)
+			h := res.Header
+			csp := h.Get("Content-Security-Policy")
+			for _, d := range []string{"default-src 'self'", "script-src 'self'", "style-src 'self'",
+				"frame-ancestors 'none'", "base-uri 'none'", "form-action 'self'"} {
+				if !strings.Contains(csp, d+";") && !strings.HasSuffix(csp, d) {
+					t.Errorf("CSP %q lacks %q", csp, d)
+				}
+			}
+			if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
+				t.Errorf("CSP allows inline code: %q", csp)
+			}
+			for k, want := range map[string]string{"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
+				"Referrer-Policy": "same-origin"} {
+				if got := h.Get(k); got != want {
+					t.Errorf("%s = %q, want %q", k, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestNoInlineScriptOrStyle(t *testing.T) {
+	f := newFixture(t, Options{Modules: &fakeModules{status: sampleModules()}})
+	cookie, _ := f.login()
+	td := f.claimed("inbox")
+	f.failed("inbox")
+	if _, _, err := f.st.CreateEndpoint(t.Context(), "bot", endpointSpec([]string{"inbox"}), "test"); err != nil {
+		t.Fatal(err)
+	}
+	pages := []string{"/", fmt.Sprintf("/todos/%d", td.ID), "/endpoints", "/endpoints/1", "/endpoints/new", "/audit", "/modules"}
+	for _, path := range pages {
+		res, body := f.get(path, cookie)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%s: status %d", path, res.StatusCode)
+		}
+		lower := strings.ToLower(body)
+		for _, bad := range []string{" style=", "<style", "<script>", " onclick=", " onsubmit=", " onchange=", "javascript:"} {
+			if strings.Contains(lower, bad) {
+				t.Errorf("%s contains %q, which the CSP would block", path, bad)
+			}
+		}
+	}
+	res, body := f.get("/login", nil)
+	if res.StatusCode != http.StatusOK || strings.Contains(strings.ToLower(body), " style=") {
+		t.Fatalf("/login: %d or inline style", res.StatusCode)
+	}
+}

@@ -1,0 +1,124 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// maxPayload bounds a todo added from the board, like the CLI's bound.
+const maxPayload = 1 << 20
+
+type todoPage struct {
+	Todo   store.Todo
+	Pretty string // the payload indented, when it is JSON
+	Audit  []store.AuditEntry
+}
+
+// todoPage serves GET /todos/:id: everything known about one todo and its history.
+func (u *UI) todoPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	id, ok := pathID(rc, "id")
+	if !ok {
+		u.fail(w, r, rc, http.StatusNotFound, "There is no such todo.")
+		return
+	}
+	t, err := u.store.Todo(r.Context(), id)
+	if err != nil {
+		u.storeError(w, r, rc, fmt.Sprintf("Todo %d", id), err)
+		return
+	}
+	trail, err := u.store.ListAudit(r.Context(), store.AuditFilter{Target: fmt.Sprintf("todo:%d", id), Limit: 200})
+	if err != nil {
+		u.storeError(w, r, rc, fmt.Sprintf("Audit trail of todo %d", id), err)
+		return
+	}
+	v := view{Title: fmt.Sprintf("Todo %d", id), Nav: "board",
+		Page:    todoPage{Todo: t, Pretty: prettyJSON(t.Payload), Audit: trail},
+		LiveURL: fmt.Sprintf("/todos/%d?fragment=1", id)}
+	if r.URL.Query().Get("fragment") == "1" {
+		u.renderFragment(w, rc, "todo", v)
+		return
+	}
+	u.render(w, r, rc, http.StatusOK, "todo", v)
+}
+
+// addTodo serves POST /todos: a human puts a todo on a queue.
+func (u *UI) addTodo(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	queue := strings.TrimSpace(r.PostForm.Get("queue"))
+	payload := r.PostForm.Get("payload")
+	switch {
+	case !store.ValidQueueName(queue):
+		u.fail(w, r, rc, http.StatusBadRequest,
+			fmt.Sprintf("%q is not a valid queue name: use 1-128 letters, digits and . _ - : / (starting with a letter or digit).", queue))
+		return
+	case len(payload) > maxPayload:
+		u.fail(w, r, rc, http.StatusBadRequest, "The payload is larger than 1 MiB.")
+		return
+	case !utf8.ValidString(payload):
+		u.fail(w, r, rc, http.StatusBadRequest, "The payload is not valid UTF-8 text.")
+		return
+	}
+	t, err := u.store.AddTodo(r.Context(), store.NewTodo{Queue: queue, Payload: payload, CreatedBy: rc.actor()})
+	if err != nil {
+		u.storeError(w, r, rc, "Adding the todo", err)
+		return
+	}
+	http.Redirect(w, r, fmt.Sprintf("/todos/%d?flash=added", t.ID), http.StatusSeeOther)
+}
+
+// releaseTodo serves POST /todos/:id/release: hand a claimed todo back to its queue
+// whoever holds it (SPEC-0013's human release). The claim does not count as an attempt.
+func (u *UI) releaseTodo(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	u.todoAction(w, r, rc, "Releasing todo", "released", func(id int64) error {
+		_, err := u.store.ReleaseByHuman(r.Context(), id, rc.actor())
+		return err
+	})
+}
+
+// retryTodo serves POST /todos/:id/retry: put a dead-lettered todo back on its queue.
+func (u *UI) retryTodo(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	u.todoAction(w, r, rc, "Retrying todo", "retried", func(id int64) error {
+		_, err := u.store.Retry(r.Context(), id, rc.actor())
+		return err
+	})
+}
+
+func (u *UI) todoAction(w http.ResponseWriter, r *http.Request, rc *reqCtx, what, flash string, act func(int64) error) {
+	id, ok := pathID(rc, "id")
+	if !ok {
+		u.fail(w, r, rc, http.StatusNotFound, "There is no such todo.")
+		return
+	}
+	if err := act(id); err != nil {
+		u.storeError(w, r, rc, fmt.Sprintf("%s %d", what, id), err)
+		return
+	}
+	// Go back where the button was (the board or the todo page), with the filters.
+	back := fmt.Sprintf("/todos/%d", id)
+	if ret := r.PostForm.Get("return"); ret != "" {
+		back = safeNext(ret)
+	}
+	http.Redirect(w, r, withFlash(back, flash), http.StatusSeeOther)
+}
+
+// withFlash adds (or replaces) the ?flash= confirmation on a local path.
+func withFlash(path, flash string) string {
+	p, err := url.Parse(path)
+	if err != nil {
+		return "/?flash=" + flash
+	}
+	q := p.Query()
+	q.Set("flash", flash)
+	p.RawQuery = q.Encode()
+	return p.String()
+}
+
+func pathID(rc *reqCtx, name string) (int64, bool) {
+	id, err := strconv.ParseInt(rc.Params.ByName(name), 10, 64)
+	return id, err == nil && id > 0
+}

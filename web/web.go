@@ -1,0 +1,126 @@
+// Package web is the operator board: the server-rendered UI through which the humans
+// behind the agents watch and steer the queues, manage agent endpoints and read the
+// audit log. Assets and templates are embedded; there is no front-end build step.
+//
+// Every state-changing request is authenticated by a session cookie, carries a CSRF
+// token checked here, and is audited as human:<id> by the store. This package never
+// runs SQL (queries live in store/), never logs a credential, session token or
+// payload, and never renders a credential except once, on the page that created it.
+package web
+
+import (
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// Options configure the board. The zero value is usable.
+type Options struct {
+	// BaseURL is the public URL of this Switchboard (used in the MCP client config and
+	// ingest URLs). Empty: derived from each request's Host.
+	BaseURL string
+	// TrustProxy honours X-Forwarded-Proto (Secure cookies) and X-Forwarded-For
+	// (login throttling per client) from a reverse proxy in front of Switchboard.
+	// Leave it off when clients connect directly: they could forge the headers.
+	TrustProxy bool
+	// SessionTTL is how long a login lasts without being used (default 7 days);
+	// every use within the second half of it extends it.
+	SessionTTL time.Duration
+	// PageSize is how many rows a listing shows per page (default 50).
+	PageSize int
+	// Modules reports capability modules for the Modules page; nil hides the page.
+	Modules Modules
+	// Now is the clock (default: the store's).
+	Now func() time.Time
+	// Logger receives diagnostics (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// UI is the operator board. Build it with New, mount it with Register.
+type UI struct {
+	store    *store.Store
+	opts     Options
+	log      *slog.Logger
+	now      func() time.Time
+	assets   *assets
+	pages    *pages
+	live     *broadcaster
+	throttle *throttle
+
+	closeOnce sync.Once
+}
+
+// New builds the board on st. It registers a todo-change hook on st for live
+// updates, so call it at wiring time, before traffic starts.
+func New(st *store.Store, opts Options) *UI {
+	if opts.SessionTTL <= 0 {
+		opts.SessionTTL = 7 * 24 * time.Hour
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = 50
+	}
+	if opts.Now == nil {
+		opts.Now = st.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	u := &UI{
+		store:    st,
+		opts:     opts,
+		log:      opts.Logger,
+		now:      opts.Now,
+		assets:   loadAssets(),
+		live:     newBroadcaster(),
+		throttle: newThrottle(opts.Now),
+	}
+	u.pages = loadPages(u.funcs())
+	st.OnTodoChange(u.live.publish)
+	return u
+}
+
+// Register mounts the board's routes under / on router.
+func (u *UI) Register(r *httprouter.Router) {
+	r.GET("/assets/*file", u.serveAsset)
+	r.GET("/login", u.public(u.loginPage))
+	r.POST("/login", u.public(u.login))
+	r.POST("/logout", u.action(u.logout))
+
+	r.GET("/", u.page(u.board))
+	r.GET("/glance", u.page(u.glance))
+	r.GET("/live", u.page(u.stream))
+
+	r.POST("/todos", u.action(u.addTodo))
+	r.GET("/todos/:id", u.page(u.todoPage))
+	r.POST("/todos/:id/release", u.action(u.releaseTodo))
+	r.POST("/todos/:id/retry", u.action(u.retryTodo))
+
+	r.GET("/endpoints", u.page(u.endpointList))
+	r.POST("/endpoints", u.action(u.createEndpoint))
+	r.GET("/endpoints/:id", u.page(u.endpointPage)) // "new" is the creation form
+	r.POST("/endpoints/:id", u.action(u.updateEndpoint))
+	r.POST("/endpoints/:id/revoke", u.action(u.revokeEndpoint))
+
+	r.GET("/audit", u.page(u.auditPage))
+
+	r.GET("/modules", u.page(u.modulesPage))
+	r.POST("/modules/:module/approve", u.action(u.approveTool))
+}
+
+// Close ends the live-update streams so that an HTTP server shutdown does not wait
+// for them. Wire it with http.Server.RegisterOnShutdown.
+func (u *UI) Close() {
+	u.closeOnce.Do(u.live.close)
+}
+
+// Handler returns the board on its own router, for tests and for mounting elsewhere.
+func (u *UI) Handler() http.Handler {
+	r := httprouter.New()
+	u.Register(r)
+	return r
+}
