@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,6 +35,24 @@ type writer struct {
 
 	mu     sync.Mutex
 	closed bool
+
+	batches  atomic.Int64 // transactions committed or rolled back
+	requests atomic.Int64 // write requests answered
+}
+
+// WriterStats says how well group commit is batching: Requests/Batches is the mean
+// number of writes that shared one fsync.
+type WriterStats struct {
+	Batches  int64
+	Requests int64
+}
+
+// WriterStats reports the writer's counters since Open.
+func (s *Store) WriterStats() WriterStats {
+	if s.writer == nil {
+		return WriterStats{}
+	}
+	return WriterStats{Batches: s.writer.batches.Load(), Requests: s.writer.requests.Load()}
 }
 
 // wtx is what a write function sees: statements on the writer's connection inside
@@ -146,6 +165,8 @@ func (w *writer) run(batch []*writeReq) {
 	ctx := context.Background()
 	now := w.s.now()
 	finish := func(err error) {
+		w.batches.Add(1)
+		w.requests.Add(int64(len(batch)))
 		for _, r := range batch {
 			if err != nil && r.err == nil {
 				r.err = err
