@@ -319,3 +319,32 @@ func TestWatchForeignRingsForOtherProcessCommits(t *testing.T) {
 	cancel()
 	<-done
 }
+
+func TestMaintainCheckpointsTheWAL(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	for i := 0; i < 200; i++ {
+		if _, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: strings.Repeat("x", 2000)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	size := func() int64 {
+		fi, err := os.Stat(s.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	// 400 KB of rows is below the automatic checkpoint threshold: it sits in the WAL
+	// until Maintain copies it into the database file.
+	before := size()
+	if err := s.Maintain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := size(); after < before+300<<10 {
+		t.Fatalf("database file %d bytes before Maintain, %d after: the WAL was not checkpointed", before, after)
+	}
+	if _, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: "after"}); err != nil {
+		t.Fatal(err)
+	}
+}

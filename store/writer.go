@@ -20,6 +20,7 @@ import (
 type writeReq struct {
 	ctx  context.Context
 	fn   func(*wtx) error
+	raw  func(*sql.Conn) error // runs alone, outside any transaction (checkpoints, VACUUM INTO)
 	err  error
 	wtx  wtx
 	done chan struct{}
@@ -86,10 +87,19 @@ func newWriter(ctx context.Context, s *Store) (*writer, error) {
 // Once a request is accepted the caller waits for its commit even if ctx ends, so
 // that an answer never says "failed" about work that was committed.
 func (s *Store) write(ctx context.Context, fn func(*wtx) error) error {
+	return s.submit(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan struct{})})
+}
+
+// exclusive runs fn on the writer's connection between batches, outside any
+// transaction, for statements that cannot run inside one.
+func (s *Store) exclusive(ctx context.Context, fn func(*sql.Conn) error) error {
+	return s.submit(ctx, &writeReq{ctx: ctx, raw: fn, done: make(chan struct{})})
+}
+
+func (s *Store) submit(ctx context.Context, req *writeReq) error {
 	if s.writer == nil {
 		return fmt.Errorf("store: %s was opened read-only", s.path)
 	}
-	req := &writeReq{ctx: ctx, fn: fn, done: make(chan struct{})}
 	w := s.writer
 	w.mu.Lock()
 	if w.closed {
@@ -141,6 +151,7 @@ func (w *writer) loop() {
 				select {
 				case r := <-w.reqs:
 					w.run([]*writeReq{r})
+
 				default:
 					return
 				}
@@ -161,7 +172,26 @@ func (w *writer) loop() {
 }
 
 // run executes one batch in one transaction and answers every request in it.
+// Exclusive requests run on their own, before or after the transaction.
 func (w *writer) run(batch []*writeReq) {
+	txn := batch[:0:0]
+	for _, r := range batch {
+		if r.raw == nil {
+			txn = append(txn, r)
+			continue
+		}
+		if r.err = r.ctx.Err(); r.err == nil {
+			r.err = r.raw(w.conn)
+		}
+		w.requests.Add(1)
+		close(r.done)
+	}
+	if len(txn) > 0 {
+		w.runTx(txn)
+	}
+}
+
+func (w *writer) runTx(batch []*writeReq) {
 	ctx := context.Background()
 	now := w.s.now()
 	finish := func(err error) {
