@@ -30,6 +30,7 @@ type serveConfig struct {
 	ReaperInterval  time.Duration
 	Retention       time.Duration
 	ShutdownTimeout time.Duration
+	MetricsAllow    string
 }
 
 func (c *serveConfig) register(fs interface {
@@ -44,6 +45,8 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.LogFormat, "log-format", envOr(env, "SWITCHBOARD_LOG_FORMAT", "text"), "text or json (env SWITCHBOARD_LOG_FORMAT)")
 	fs.DurationVar(&c.ReaperInterval, "reaper-interval", envDuration(env, "SWITCHBOARD_REAPER_INTERVAL", 30*time.Second), "how often expired leases are requeued (env SWITCHBOARD_REAPER_INTERVAL)")
 	fs.DurationVar(&c.Retention, "retention", envDuration(env, "SWITCHBOARD_RETENTION", 30*24*time.Hour), "how long done todos are kept (env SWITCHBOARD_RETENTION)")
+	fs.StringVar(&c.MetricsAllow, "metrics-allow", envOr(env, "SWITCHBOARD_METRICS_ALLOW", "127.0.0.0/8,::1"),
+		"comma-separated IPs/CIDRs allowed to read /metrics, which names queues (env SWITCHBOARD_METRICS_ALLOW)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration(env, "SWITCHBOARD_SHUTDOWN_TIMEOUT", 10*time.Second), "how long in-flight requests may take to finish on shutdown")
 }
 
@@ -118,10 +121,11 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 // server is one running Switchboard: the store, the HTTP surface and the background
 // jobs. Tests and `bench` build it the same way serve does.
 type server struct {
-	cfg   serveConfig
-	log   *slog.Logger
-	store *store.Store
-	http  *http.Server
+	cfg     serveConfig
+	log     *slog.Logger
+	store   *store.Store
+	http    *http.Server
+	metrics *metrics
 
 	bg     sync.WaitGroup
 	bgCtx  context.Context
@@ -133,12 +137,21 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*serv
 	if err != nil {
 		return nil, err
 	}
-	s := &server{cfg: cfg, log: logger, store: st}
+	if cfg.MetricsAllow == "" {
+		cfg.MetricsAllow = "127.0.0.0/8,::1"
+	}
+	allow, err := parseCIDRs(cfg.MetricsAllow)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	s := &server{cfg: cfg, log: logger, store: st, metrics: newMetrics(st, allow)}
 	router := httprouter.New()
 	router.HandlerFunc(http.MethodGet, "/healthz", s.healthz)
 	router.HandlerFunc(http.MethodGet, "/readyz", s.readyz)
+	router.Handler(http.MethodGet, "/metrics", s.metrics.handler())
 	s.http = &http.Server{
-		Handler:           router,
+		Handler:           s.metrics.instrument(router),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
