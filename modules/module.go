@@ -226,28 +226,34 @@ func (m *module) serve(ctx context.Context) error {
 	m.mu.RLock()
 	sess, proc := m.sess, m.proc
 	m.mu.RUnlock()
+	// down carries the stdout failure, or nil when the process exited first.
 	down := make(chan error, 1)
 	go func() {
-		var why error
+		var broke error
 		select {
 		case <-proc.done:
-			why = fmt.Errorf("module %s", proc.exit)
 		case <-sess.frames.ended:
-			why = fmt.Errorf("module session broke: %w", sess.frames.reason)
+			broke = sess.frames.reason
 		case <-ctx.Done():
 			return
 		}
 		m.markDown(sess, StateBackoff)
-		down <- why
+		down <- broke
 	}()
 	for {
 		select {
 		case <-ctx.Done():
 			m.shutdown(m.sup.shutdownCtx())
 			return ctx.Err()
-		case why := <-down:
-			m.log.Warn("module down", "err", why)
+		case broke := <-down:
 			m.cleanup(context.Background(), proc)
+			// A crash usually closes stdout a moment before the exit is
+			// seen; either way both facts belong in the report.
+			why := fmt.Errorf("module %s", proc.exit)
+			if broke != nil {
+				why = fmt.Errorf("module session broke: %w (process %s)", broke, proc.exit)
+			}
+			m.log.Warn("module down", "err", why)
 			return why
 		case <-m.refresh:
 			m.relist(ctx, sess)

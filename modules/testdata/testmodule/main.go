@@ -33,7 +33,7 @@ func main() {
 
 	if *grandchild {
 		signal.Ignore(syscall.SIGTERM)
-		select {}
+		sleepForever()
 	}
 	if *stubborn {
 		signal.Ignore(syscall.SIGTERM)
@@ -62,7 +62,15 @@ func main() {
 	err := server.NewStdioServer(s).Listen(ctx, os.Stdin, os.Stdout)
 	fmt.Fprintln(os.Stderr, "testmodule: stdin closed:", err)
 	if *stubborn {
-		select {}
+		sleepForever()
+	}
+}
+
+// sleepForever blocks without tripping the runtime's deadlock detector,
+// which a bare select{} would.
+func sleepForever() {
+	for {
+		time.Sleep(time.Hour)
 	}
 }
 
