@@ -9,10 +9,27 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // toolNamePattern is MCP's tool-name rule, applied to the exposed name.
 var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// Tool is one module tool in the catalog.
+type Tool struct {
+	Name     string // exposed name, "<module>_<tool>" unless already prefixed
+	Module   string
+	Upstream string // the name the module advertises
+	// Definition is the module's tool definition, byte for byte, with only
+	// the name replaced by Name. Do not modify it.
+	Definition json.RawMessage
+	Hash       string // SHA-256 of the canonical upstream definition
+	// Available is true when the module is up and the tool is not withheld.
+	Available bool
+	// Withheld is true when the definition changed since it was pinned.
+	Withheld bool
+}
 
 // toolEntry is one selected tool of a module, as agents will see it.
 type toolEntry struct {
@@ -140,4 +157,30 @@ func hashDef(def json.RawMessage) (string, error) {
 	}
 	sum := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// MCPTool decodes the definition for registration with mcp-go's server. The
+// input and output schemas stay raw, so keys mcp-go's typed schema does not
+// know ("$schema", "$defs" details, extensions) reach agents unchanged.
+func (t Tool) MCPTool() (mcp.Tool, error) {
+	var tool mcp.Tool
+	if err := json.Unmarshal(t.Definition, &tool); err != nil {
+		return mcp.Tool{}, fmt.Errorf("modules: decode tool %s: %w", t.Name, err)
+	}
+	var schemas struct {
+		Input  json.RawMessage `json:"inputSchema"`
+		Output json.RawMessage `json:"outputSchema"`
+	}
+	if err := json.Unmarshal(t.Definition, &schemas); err != nil {
+		return mcp.Tool{}, fmt.Errorf("modules: decode tool %s: %w", t.Name, err)
+	}
+	tool.InputSchema, tool.OutputSchema = mcp.ToolInputSchema{}, mcp.ToolOutputSchema{}
+	tool.RawInputSchema, tool.RawOutputSchema = schemas.Input, nil
+	if len(schemas.Input) == 0 || string(schemas.Input) == "null" {
+		tool.RawInputSchema = json.RawMessage(`{"type":"object"}`)
+	}
+	if len(schemas.Output) > 0 && string(schemas.Output) != "null" {
+		tool.RawOutputSchema = schemas.Output
+	}
+	return tool, nil
 }

@@ -253,7 +253,6 @@ func (m *module) serve(ctx context.Context) error {
 			if broke != nil {
 				why = fmt.Errorf("module session broke: %w (process %s)", broke, proc.exit)
 			}
-			m.log.Warn("module down", "err", why)
 			return why
 		case <-m.refresh:
 			m.relist(ctx, sess)

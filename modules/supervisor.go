@@ -266,21 +266,6 @@ func (s *Supervisor) audit(action, target, detail string) {
 	}
 }
 
-// Tool is one module tool in the catalog.
-type Tool struct {
-	Name     string // exposed name, "<module>_<tool>" unless already prefixed
-	Module   string
-	Upstream string // the name the module advertises
-	// Definition is the module's tool definition, byte for byte, with only
-	// the name replaced by Name. Do not modify it.
-	Definition json.RawMessage
-	Hash       string // SHA-256 of the canonical upstream definition
-	// Available is true when the module is up and the tool is not withheld.
-	Available bool
-	// Withheld is true when the definition changed since it was pinned.
-	Withheld bool
-}
-
 // Tools returns the last known tools of every module, ordered by module and
 // name. Agents expose only the Available ones.
 func (s *Supervisor) Tools() []Tool {

@@ -58,6 +58,24 @@ func TestToolsAreListedWithPrefixesAndRawDefinitions(t *testing.T) {
 		}
 	}
 
+	// Re-exposing through mcp-go's server keeps the schema raw as well.
+	mt, err := echo.MCPTool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reencoded, err := json.Marshal(mt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again map[string]json.RawMessage
+	if err := json.Unmarshal(reencoded, &again); err != nil {
+		t.Fatal(err)
+	}
+	if string(again["inputSchema"]) != echoSchema || string(again["name"]) != `"testmod_echo"` ||
+		!strings.Contains(string(again["_meta"]), `"example.com/owner":"tests"`) || mt.Annotations.ReadOnlyHint == nil || !*mt.Annotations.ReadOnlyHint {
+		t.Fatalf("MCPTool re-encoded as %s", reencoded)
+	}
+
 	got := h.call("testmod_echo", map[string]any{"text": "hello"})
 	if got["text"] != "hello" {
 		t.Fatalf("echo structuredContent = %v", got)
