@@ -89,6 +89,9 @@ func (m *module) start(ctx context.Context, strict bool) error {
 	m.state, m.nextAttempt = StateStarting, time.Time{}
 	m.attempts++
 	m.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := m.man.Validate(o.loadOptions()); err != nil {
 		return err
 	}

@@ -153,12 +153,19 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	s.started = true
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	// Close waits for Start too, so no process outlives a Close that races
+	// the initial attempts.
+	s.wg.Add(1)
 	s.mu.Unlock()
+	defer s.wg.Done()
 
 	if err := checkManifests(s.opts.Manifests, s.opts.loadOptions()); err != nil {
 		cancel()
 		return err
 	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	context.AfterFunc(runCtx, stop)
 	first := make([]error, len(s.mods))
 	var wg sync.WaitGroup
 	for i, m := range s.mods {
