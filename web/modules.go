@@ -5,60 +5,22 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
+	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/store"
 )
 
-// Modules is what the board needs from the capability-module supervisor: what each
-// module is doing, and approving a tool whose definition changed since it was pinned.
+// Modules is what the board needs from the capability-module supervisor
+// (*modules.Supervisor): what each module is doing, and approving a tool whose
+// definition changed since it was pinned.
 type Modules interface {
-	Status() []ModuleStatus
+	Status() []modules.ModuleStatus
 	Approve(ctx context.Context, module, tool string) error
-}
-
-// ModuleStatus is one module's state as the Modules page shows it.
-type ModuleStatus struct {
-	Name         string
-	Title        string
-	State        string // starting, up, backoff, stopped
-	PID          int
-	Restarts     int
-	UpSince      time.Time
-	NextAttempt  time.Time
-	LastExit     *ModuleExit
-	LastError    string
-	Stderr       []string // last lines, oldest first
-	Tools        []ModuleTool
-	MissingTools []string
-}
-
-// ModuleExit is how a module's process last ended.
-type ModuleExit struct {
-	Code   int
-	Signal string
-	Time   time.Time
-}
-
-func (e ModuleExit) String() string {
-	if e.Signal != "" {
-		return "killed by " + e.Signal
-	}
-	return fmt.Sprintf("exited with code %d", e.Code)
-}
-
-// ModuleTool is one tool's pin state: Withheld when its definition changed since a
-// human last approved it.
-type ModuleTool struct {
-	Name     string
-	Upstream string
-	Hash     string
-	Withheld bool
 }
 
 type modulesPage struct {
 	Configured bool
-	Modules    []ModuleStatus
+	Modules    []modules.ModuleStatus
 }
 
 // modulesPage serves GET /modules.
@@ -94,3 +56,6 @@ func (u *UI) approveTool(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	}
 	http.Redirect(w, r, "/modules?flash=approved", http.StatusSeeOther)
 }
+
+// The supervisor is what serve wires in.
+var _ Modules = (*modules.Supervisor)(nil)

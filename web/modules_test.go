@@ -8,16 +8,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/modules"
 )
 
-// fakeModules stands in for the module supervisor, which is another package's
-// process manager; the store behind the board is real.
+// fakeModules stands in for the module supervisor (another package's process
+// manager, tested there with real modules); the store behind the board is real.
 type fakeModules struct {
-	status   []ModuleStatus
+	status   []modules.ModuleStatus
 	approved []string
 }
 
-func (m *fakeModules) Status() []ModuleStatus { return m.status }
+func (m *fakeModules) Status() []modules.ModuleStatus { return m.status }
 func (m *fakeModules) Approve(_ context.Context, module, tool string) error {
 	if module != "everything" || tool != "everything_echo" {
 		return errors.New("unknown tool")
@@ -26,12 +28,12 @@ func (m *fakeModules) Approve(_ context.Context, module, tool string) error {
 	return nil
 }
 
-func sampleModules() []ModuleStatus {
+func sampleModules() []modules.ModuleStatus {
 	at := time.Date(2026, 5, 1, 11, 0, 0, 0, time.UTC)
-	return []ModuleStatus{{
+	return []modules.ModuleStatus{{
 		Name: "everything", Title: "Everything", State: "up", PID: 4242, Restarts: 2, UpSince: at,
-		LastExit: &ModuleExit{Code: 1, Time: at.Add(-time.Minute)}, Stderr: []string{"listening on stdio", "warning: <slow>"},
-		Tools: []ModuleTool{
+		LastExit: &modules.Exit{Code: 1, Time: at.Add(-time.Minute)}, Stderr: []string{"listening on stdio", "warning: <slow>"},
+		Tools: []modules.ToolStatus{
 			{Name: "everything_add", Upstream: "add", Hash: "aaaaaaaaaaaaaaaaaaaa"},
 			{Name: "everything_echo", Upstream: "echo", Hash: "bbbbbbbbbbbbbbbbbbbb", Withheld: true},
 		},
