@@ -53,6 +53,8 @@ func BenchmarkBoard100k(b *testing.B) {
 		{"state=failed", "/?state=failed"},
 		{"queue", "/?queue=queue-3"},
 		{"queue+state", "/?queue=queue-3&state=claimed"},
+		{"state=done", "/?state=done"},
+		{"rare-queue", "/?queue=rare"},
 		{"deep-page", fmt.Sprintf("/?before=%d", mid[0].ID)},
 		{"live-fragment", "/?fragment=1"},
 	} {
@@ -76,6 +78,12 @@ func BenchmarkBoard100k(b *testing.B) {
 func seedTodos(b *testing.B, st *store.Store, n, queues int) {
 	b.Helper()
 	ctx := context.Background()
+	// A small, old queue: listing it must not walk the 100,000 newer todos.
+	for i := range 5 {
+		if _, err := st.AddTodo(ctx, store.NewTodo{Queue: "rare", Payload: fmt.Sprintf(`{"n":%d}`, i), CreatedBy: "bench"}); err != nil {
+			b.Fatal(err)
+		}
+	}
 	const workers = 64
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
