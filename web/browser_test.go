@@ -132,13 +132,13 @@ func setDark(t *testing.T, ctx context.Context, dark bool) {
 
 func TestBrowserBoard(t *testing.T) {
 	ctx := browser(t)
-	f := newFixture(t, Options{})
+	f := newFixture(t, Options{Modules: &fakeModules{status: sampleModules()}})
 	demo := seedDemo(t, f)
 
 	// Log in through the form.
+	step(t, ctx, "open the board", chromedp.Navigate(f.srv.URL+"/"), chromedp.WaitVisible(chromedp.ID("login-form")))
+	screenshot(t, ctx, "login-desktop", 1280, 800, 1, false)
 	step(t, ctx, "log in",
-		chromedp.Navigate(f.srv.URL+"/"),
-		chromedp.WaitVisible(chromedp.ID("login-form")),
 		chromedp.SendKeys(chromedp.CSS(`input[name="username"]`), "ana"),
 		chromedp.SendKeys(chromedp.CSS(`input[name="password"]`), testPassword),
 		chromedp.Submit(chromedp.ID("login-form")),
@@ -221,9 +221,15 @@ func TestBrowserBoard(t *testing.T) {
 	screenshot(t, ctx, "endpoint-created-desktop", 1280, 800, 1, false)
 	screenshot(t, ctx, "endpoint-created-phone", 390, 844, 2, true)
 
-	// Nothing the page loaded was refused by the CSP or failed in script.
+	// The other pages, for the record.
 	step(t, ctx, "endpoint list", chromedp.Navigate(f.srv.URL+"/endpoints"), chromedp.WaitVisible(chromedp.CSS(`table.endpoints`)))
 	screenshot(t, ctx, "endpoints-desktop", 1280, 800, 1, false)
+	step(t, ctx, "endpoint form", chromedp.Navigate(fmt.Sprintf("%s/endpoints/%d", f.srv.URL, ep.ID)), chromedp.WaitVisible(chromedp.ID("endpoint-form")))
+	screenshot(t, ctx, "endpoint-edit-desktop", 1280, 800, 1, false)
+	step(t, ctx, "audit log", chromedp.Navigate(f.srv.URL+"/audit"), chromedp.WaitVisible(chromedp.CSS(`table.audit`)))
+	screenshot(t, ctx, "audit-desktop", 1280, 800, 1, false)
+	step(t, ctx, "modules", chromedp.Navigate(f.srv.URL+"/modules"), chromedp.WaitVisible(chromedp.CSS(`.module`)))
+	screenshot(t, ctx, "modules-desktop", 1280, 800, 1, false)
 }
 
 type demoIDs struct{ claimed int64 }
