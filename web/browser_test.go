@@ -132,7 +132,7 @@ func setDark(t *testing.T, ctx context.Context, dark bool) {
 
 func TestBrowserBoard(t *testing.T) {
 	ctx := browser(t)
-	f := newFixture(t, Options{Modules: &fakeModules{status: sampleModules()}})
+	f := newFixture(t, Options{Modules: &fakeModules{status: sampleModules()}, BaseURL: "https://switchboard.example.net"})
 	demo := seedDemo(t, f)
 
 	// Log in through the form.

@@ -5,7 +5,7 @@ import "net/http"
 // contentSecurityPolicy allows only this origin's own files: no inline script, no
 // inline style attributes, no framing, no foreign form targets. A stored payload that
 // slips past escaping still cannot run.
-const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 	"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'"
 
 // securityHeaders sets the headers every response of the board carries.
