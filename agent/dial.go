@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -22,6 +23,8 @@ type DialOptions struct {
 	HTTPClient *http.Client
 	// ClientName is reported in initialize (default "switchboard-dial").
 	ClientName string
+	// Logger receives the transport's diagnostics (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // Dial connects an mcp-go client to a Switchboard /mcp URL with a bearer
@@ -33,6 +36,9 @@ func Dial(ctx context.Context, url, credential string, o DialOptions) (*client.C
 	}
 	if o.Listen {
 		topts = append(topts, transport.WithContinuousListening())
+	}
+	if o.Logger != nil {
+		topts = append(topts, transport.WithHTTPLogger(o.Logger))
 	}
 	if o.HTTPClient != nil {
 		topts = append(topts, transport.WithHTTPBasicClient(o.HTTPClient))

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -55,7 +56,8 @@ func newEnv(t testing.TB, tweak ...func(*Options)) *env {
 	}
 	t.Cleanup(func() { st.Close() })
 	e.st = st
-	opts := Options{Logger: e.quiet}
+	// Tests make calls in bursts; the rate limit has its own test.
+	opts := Options{Logger: e.quiet, RatePerSecond: 1e6, RateBurst: 1e6}
 	for _, f := range tweak {
 		f(&opts)
 	}
@@ -138,7 +140,7 @@ type agentClient struct {
 func (e *env) dial(cred string, listen bool) *agentClient {
 	e.t.Helper()
 	ac := &agentClient{notes: make(chan mcp.JSONRPCNotification, 256)}
-	c, res, err := Dial(context.Background(), e.url, cred, DialOptions{Listen: listen, OnNotification: func(n mcp.JSONRPCNotification) {
+	c, res, err := Dial(context.Background(), e.url, cred, DialOptions{Listen: listen, Logger: e.quiet, OnNotification: func(n mcp.JSONRPCNotification) {
 		select {
 		case ac.notes <- n:
 		default:
@@ -219,4 +221,15 @@ func (e *env) todo(id int64) store.Todo {
 		e.t.Fatal(err)
 	}
 	return td
+}
+
+func decodeResult(res *mcp.CallToolResult, out any) error {
+	return json.Unmarshal(res.RawStructuredContent, out)
+}
+
+func errFromResult(tool string, res *mcp.CallToolResult, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", tool, err)
+	}
+	return fmt.Errorf("%s: %s", tool, text(res))
 }
