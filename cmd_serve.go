@@ -9,11 +9,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/reaper"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -30,6 +33,7 @@ type serveConfig struct {
 	ReaperInterval  time.Duration
 	Retention       time.Duration
 	ShutdownTimeout time.Duration
+	AllowedOrigins  string
 }
 
 func (c *serveConfig) register(fs interface {
@@ -44,6 +48,7 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.LogFormat, "log-format", envOr(env, "SWITCHBOARD_LOG_FORMAT", "text"), "text or json (env SWITCHBOARD_LOG_FORMAT)")
 	fs.DurationVar(&c.ReaperInterval, "reaper-interval", envDuration(env, "SWITCHBOARD_REAPER_INTERVAL", 30*time.Second), "how often expired leases are requeued (env SWITCHBOARD_REAPER_INTERVAL)")
 	fs.DurationVar(&c.Retention, "retention", envDuration(env, "SWITCHBOARD_RETENTION", 30*24*time.Hour), "how long done todos are kept (env SWITCHBOARD_RETENTION)")
+	fs.StringVar(&c.AllowedOrigins, "allowed-origins", envOr(env, "SWITCHBOARD_ALLOWED_ORIGINS", ""), "comma-separated browser origins allowed to call /mcp besides the base URL's (env SWITCHBOARD_ALLOWED_ORIGINS)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration(env, "SWITCHBOARD_SHUTDOWN_TIMEOUT", 10*time.Second), "how long in-flight requests may take to finish on shutdown")
 }
 
@@ -106,10 +111,12 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 // server is one running Switchboard: the store, the HTTP surface and the background
 // jobs. Tests and `bench` build it the same way serve does.
 type server struct {
-	cfg   serveConfig
-	log   *slog.Logger
-	store *store.Store
-	http  *http.Server
+	cfg    serveConfig
+	log    *slog.Logger
+	store  *store.Store
+	http   *http.Server
+	agent  *agent.Agent
+	reaper *reaper.Reaper
 
 	bg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -121,15 +128,29 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*serv
 		return nil, err
 	}
 	s := &server{cfg: cfg, log: logger, store: st}
+	baseURL := cfg.BaseURL
+	if baseURL == "" {
+		baseURL = "http://" + cfg.Listen
+	}
+	s.agent, err = agent.New(st, agent.Options{BaseURL: baseURL, AllowedOrigins: strings.Split(cfg.AllowedOrigins, ","),
+		Version: version, Logger: logger})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	s.reaper = reaper.New(st, reaper.Options{Interval: cfg.ReaperInterval, Retention: cfg.Retention, Logger: logger})
 	router := httprouter.New()
 	router.HandlerFunc(http.MethodGet, "/healthz", s.healthz)
 	router.HandlerFunc(http.MethodGet, "/readyz", s.readyz)
+	s.agent.Mount(router, "/mcp")
 	s.http = &http.Server{
 		Handler:           router,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	// Open MCP streams would hold Shutdown until its timeout: end them first.
+	s.http.RegisterOnShutdown(s.agent.CloseSessions)
 	return s, nil
 }
 
@@ -141,6 +162,8 @@ func (s *server) startBackground(ctx context.Context) {
 			s.log.Error("foreign commit watcher stopped", "err", err)
 		}
 	})
+	s.goBG(func() { s.agent.Run(ctx) })
+	s.goBG(func() { s.reaper.Run(ctx) })
 }
 
 func (s *server) goBG(fn func()) {

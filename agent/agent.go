@@ -222,7 +222,7 @@ func (a *Agent) initialized(ctx context.Context, _ any, _ *mcp.InitializeRequest
 	}
 	res.Instructions = instructions(ep.DefaultLeaseTTL)
 	x.mu.Lock()
-	x.tools = withTools
+	x.tools, x.builtOn = withTools, toolInputs(ep)
 	x.mu.Unlock()
 	withTools.SetSessionTools(a.sessionTools(ctx, ep))
 }
@@ -235,6 +235,7 @@ func (a *Agent) refresh(ctx context.Context, ep store.Endpoint) {
 		x.setEndpoint(ep)
 		x.mu.Lock()
 		t := x.tools
+		x.builtOn = toolInputs(ep)
 		x.mu.Unlock()
 		if t == nil {
 			continue
@@ -265,11 +266,19 @@ func (a *Agent) RefreshSessions(ctx context.Context, endpointID int64) {
 	}
 }
 
+// toolInputs is everything about an endpoint that its sessions' tool list is
+// built from: when it changes, the tools are rebuilt.
+func toolInputs(ep store.Endpoint) string {
+	return fmt.Sprint(ep.Verbs, ep.Queues, ep.DefaultLeaseTTL, ep.Capabilities, ep.ToolAllow, ep.ToolDeny)
+}
+
 // Revalidate re-reads the endpoint of every live session. Sessions of revoked or
 // deleted endpoints end at once (their streams close and their ids stop working);
-// the others get the fresh scope the doorbell filters on.
+// the others get the fresh scope the doorbell filters on, and, when a human edited
+// the endpoint (say from the CLI), tools rebuilt from it with tools/list_changed.
 func (a *Agent) Revalidate(ctx context.Context) {
 	eps := map[int64]*store.Endpoint{}
+	stale := map[int64]store.Endpoint{}
 	for _, x := range a.sessions.all() {
 		ep, seen := eps[x.endpointID]
 		if !seen {
@@ -290,6 +299,14 @@ func (a *Agent) Revalidate(ctx context.Context) {
 			continue
 		}
 		x.setEndpoint(*ep)
+		x.mu.Lock()
+		if x.tools != nil && x.builtOn != toolInputs(*ep) {
+			stale[ep.ID] = *ep
+		}
+		x.mu.Unlock()
+	}
+	for _, ep := range stale {
+		a.refresh(ctx, ep)
 	}
 }
 

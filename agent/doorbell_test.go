@@ -11,21 +11,10 @@ import (
 	"github.com/switchboardhq/switchboard/store"
 )
 
-// nextRing waits for the next doorbell notification on c (skipping others). The
-// bound only stops a broken build from hanging; nothing is timed.
+// nextRing waits for the next doorbell notification on c.
 func nextRing(t *testing.T, c *agentClient) mcp.JSONRPCNotification {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case n := <-c.notes:
-			if n.Method == ChannelMethod {
-				return n
-			}
-		case <-deadline:
-			t.Fatal("no doorbell rang")
-		}
-	}
+	return waitNote(t, c, ChannelMethod)
 }
 
 func ringOf(t *testing.T, n mcp.JSONRPCNotification) (content string, meta map[string]any) {

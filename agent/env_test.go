@@ -44,24 +44,30 @@ type env struct {
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func newEnv(t testing.TB, tweak ...func(*Options)) *env {
+// envConfig is what a test may change about its env.
+type envConfig struct {
+	agent Options
+	sync  string // store.SyncNormal unless set: tests need no power-loss safety
+}
+
+func newEnv(t testing.TB, tweak ...func(*envConfig)) *env {
 	t.Helper()
 	e := &env{t: t, clock: &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}, quiet: quietLogger(),
 		attached: map[string]chan struct{}{}}
+	// Tests make calls in bursts; the rate limit has its own test.
+	cfg := envConfig{agent: Options{Logger: e.quiet, RatePerSecond: 1e6, RateBurst: 1e6}, sync: store.SyncNormal}
+	for _, f := range tweak {
+		f(&cfg)
+	}
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "switchboard.db"),
-		store.Options{Now: e.clock.Now, Logger: e.quiet, Synchronous: store.SyncNormal})
+		store.Options{Now: e.clock.Now, Logger: e.quiet, Synchronous: cfg.sync})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	e.st = st
-	// Tests make calls in bursts; the rate limit has its own test.
-	opts := Options{Logger: e.quiet, RatePerSecond: 1e6, RateBurst: 1e6}
-	for _, f := range tweak {
-		f(&opts)
-	}
-	ag, err := New(st, opts)
+	ag, err := New(st, cfg.agent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,4 +238,21 @@ func errFromResult(tool string, res *mcp.CallToolResult, err error) error {
 		return fmt.Errorf("%s: %w", tool, err)
 	}
 	return fmt.Errorf("%s: %s", tool, text(res))
+}
+
+// waitNote waits for the next notification of method on c, skipping others. The
+// bound only stops a broken build from hanging; nothing is timed.
+func waitNote(t testing.TB, c *agentClient, method string) mcp.JSONRPCNotification {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case n := <-c.notes:
+			if n.Method == method {
+				return n
+			}
+		case <-deadline:
+			t.Fatalf("no %s arrived", method)
+		}
+	}
 }

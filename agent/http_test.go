@@ -150,9 +150,9 @@ func TestSessionHijackRejected(t *testing.T) {
 }
 
 func TestOriginAndHostChecks(t *testing.T) {
-	e := newEnv(t, func(o *Options) {
-		o.BaseURL = "https://switchboard.example.net"
-		o.AllowedOrigins = []string{"https://console.example.net"}
+	e := newEnv(t, func(c *envConfig) {
+		c.agent.BaseURL = "https://switchboard.example.net"
+		c.agent.AllowedOrigins = []string{"https://console.example.net"}
 	})
 	_, cred := e.endpoint("browser", []string{"inbox"}, nil)
 	cases := []struct {

@@ -106,14 +106,7 @@ func TestSetDefaultLeaseReregistersLiveSessions(t *testing.T) {
 	if info.DefaultLeaseTTLSeconds == nil || *info.DefaultLeaseTTLSeconds != 7200 || info.EffectiveLeaseTTLSeconds != 7200 {
 		t.Fatalf("set_default_lease answered %+v", info)
 	}
-	select {
-	case n := <-watcher.notes:
-		if n.Method != string(mcp.MethodNotificationToolsListChanged) {
-			t.Fatalf("watcher got %s, want tools/list_changed", n.Method)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("watcher never got tools/list_changed")
-	}
+	waitNote(t, watcher, string(mcp.MethodNotificationToolsListChanged))
 	d := descs(watcher)
 	for name, want := range map[string]string{VerbClaim: claimDescription(7200), VerbClaimNext: claimNextDescription(7200),
 		VerbHeartbeat: heartbeatDescription(7200)} {

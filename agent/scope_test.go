@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -153,5 +155,41 @@ func TestNoQueuesSeesNothing(t *testing.T) {
 	c.ok(t, VerbClaimNext, nil, &next)
 	if next.Claimed {
 		t.Fatal("an endpoint without queues claimed a todo")
+	}
+}
+
+// A human's scope edit reaches live sessions: a withdrawn verb disappears from the
+// next request on, and Revalidate rebuilds the tool list (tools/list_changed) so a
+// newly granted verb appears.
+func TestScopeEditReachesLiveSessions(t *testing.T) {
+	e := newEnv(t)
+	ep, cred := e.endpoint("edited", []string{"inbox"}, []string{VerbListTodos, VerbClaimNext})
+	c := e.dial(cred, true)
+	names := func() []string {
+		res, err := c.ListTools(t.Context(), mcp.ListToolsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, tool := range res.Tools {
+			out = append(out, tool.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	verbs := []string{VerbListTodos, VerbComplete}
+	if _, err := e.st.UpdateEndpoint(t.Context(), ep.ID, store.EndpointSpec{Verbs: &verbs}, "human:cli"); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(); !slices.Equal(got, []string{VerbListTodos}) {
+		t.Fatalf("before revalidation tools = %v, want the withdrawn claim_next hidden", got)
+	}
+	if _, err := c.call(VerbClaimNext, nil); err == nil {
+		t.Fatal("a withdrawn verb was still callable")
+	}
+	e.ag.Revalidate(t.Context())
+	waitNote(t, c, string(mcp.MethodNotificationToolsListChanged))
+	if got := names(); !slices.Equal(got, []string{VerbComplete, VerbListTodos}) {
+		t.Fatalf("after revalidation tools = %v", got)
 	}
 }

@@ -31,6 +31,7 @@ type session struct {
 	mu      sync.Mutex
 	ep      store.Endpoint              // newest snapshot, refreshed by each request
 	tools   server.SessionWithTools     // mcp-go's session, set at initialize
+	builtOn string                      // toolInputs of the endpoint its tools came from
 	streams map[*int]context.CancelFunc // open GET streams, cancelled on revoke
 	leases  map[int64]int64             // todo id → lease_seq claimed in this session
 }
