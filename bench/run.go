@@ -372,13 +372,10 @@ func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) e
 				}
 				claimLat.Add(time.Since(t0))
 				todo, ok := res["todo"].(map[string]any)
-				if !ok {
+				if claimed, _ := res["claimed"].(bool); !claimed || !ok {
 					return // nothing claimable: the queue is drained
 				}
-				args := map[string]any{"todo_id": todo["id"]}
-				if seq, ok := todo["lease_seq"]; ok {
-					args["lease_seq"] = seq
-				}
+				args := map[string]any{"todo_id": todo["id"], "lease_seq": res["lease_seq"]}
 				t1 := time.Now()
 				if _, err := callTool(ctx, c, "complete", args); err != nil {
 					errs.Add(1)
