@@ -163,6 +163,7 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*serv
 		st.Close()
 		return nil, err
 	}
+	s.metrics.watchAgent(s.agent)
 	s.reaper = reaper.New(st, reaper.Options{Interval: cfg.ReaperInterval, Retention: cfg.Retention, Logger: logger})
 	router := httprouter.New()
 	router.HandlerFunc(http.MethodGet, "/healthz", s.healthz)
