@@ -9,11 +9,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/reaper"
 	"github.com/switchboardhq/switchboard/store"
 	"github.com/switchboardhq/switchboard/web"
 )
@@ -32,6 +35,7 @@ type serveConfig struct {
 	Retention       time.Duration
 	ShutdownTimeout time.Duration
 	MetricsAllow    string
+	AllowedOrigins  string
 	TrustProxy      bool
 }
 
@@ -50,6 +54,7 @@ func (c *serveConfig) register(fs interface {
 	fs.DurationVar(&c.Retention, "retention", envDuration(env, "SWITCHBOARD_RETENTION", 30*24*time.Hour), "how long done todos are kept (env SWITCHBOARD_RETENTION)")
 	fs.StringVar(&c.MetricsAllow, "metrics-allow", envOr(env, "SWITCHBOARD_METRICS_ALLOW", "127.0.0.0/8,::1"),
 		"comma-separated IPs/CIDRs allowed to read /metrics, which names queues (env SWITCHBOARD_METRICS_ALLOW)")
+	fs.StringVar(&c.AllowedOrigins, "allowed-origins", envOr(env, "SWITCHBOARD_ALLOWED_ORIGINS", ""), "comma-separated browser origins allowed to call /mcp besides the base URL's (env SWITCHBOARD_ALLOWED_ORIGINS)")
 	fs.BoolVar(&c.TrustProxy, "trust-proxy", env.getenv("SWITCHBOARD_TRUST_PROXY") == "1",
 		"a reverse proxy sets X-Forwarded-Proto/For: honour them for Secure cookies and login throttling (env SWITCHBOARD_TRUST_PROXY=1)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration(env, "SWITCHBOARD_SHUTDOWN_TIMEOUT", 10*time.Second), "how long in-flight requests may take to finish on shutdown")
@@ -131,6 +136,8 @@ type server struct {
 	store   *store.Store
 	http    *http.Server
 	metrics *metrics
+	agent   *agent.Agent
+	reaper  *reaper.Reaper
 
 	bg     sync.WaitGroup
 	bgCtx  context.Context
@@ -151,10 +158,23 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*serv
 		return nil, err
 	}
 	s := &server{cfg: cfg, log: logger, store: st, metrics: newMetrics(st, allow)}
+	baseURL := cfg.BaseURL
+	if baseURL == "" && cfg.Listen != "" {
+		baseURL = "http://" + cfg.Listen
+	}
+	s.agent, err = agent.New(st, agent.Options{BaseURL: baseURL, AllowedOrigins: strings.Split(cfg.AllowedOrigins, ","),
+		Version: version, Logger: logger})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	s.metrics.watchAgent(s.agent)
+	s.reaper = reaper.New(st, reaper.Options{Interval: cfg.ReaperInterval, Retention: cfg.Retention, Logger: logger})
 	router := httprouter.New()
 	router.HandlerFunc(http.MethodGet, "/healthz", s.healthz)
 	router.HandlerFunc(http.MethodGet, "/readyz", s.readyz)
 	router.Handler(http.MethodGet, "/metrics", s.metrics.handler())
+	s.agent.Mount(router, "/mcp")
 	ui := web.New(st, web.Options{BaseURL: cfg.BaseURL, TrustProxy: cfg.TrustProxy, Logger: logger})
 	ui.Register(router)
 	s.http = &http.Server{
@@ -163,6 +183,8 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*serv
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	// Open MCP streams would hold Shutdown until its timeout: end them first.
+	s.http.RegisterOnShutdown(s.agent.CloseSessions)
 	s.http.RegisterOnShutdown(ui.Close) // live-update streams never go idle on their own
 	return s, nil
 }
@@ -176,6 +198,8 @@ func (s *server) startBackground(ctx context.Context) {
 			s.log.Error("foreign commit watcher stopped", "err", err)
 		}
 	})
+	s.goBG(func() { s.agent.Run(ctx) })
+	s.goBG(func() { s.reaper.Run(ctx) })
 	s.goBG(func() { s.maintain(ctx, 5*time.Minute) })
 }
 
