@@ -62,6 +62,7 @@ type Store struct {
 	hooksMu sync.RWMutex
 	hooks   []func(TodoChange)
 	rungMax atomic.Int64 // newest todo id announced as claimable (see WatchForeign)
+	foreign []func()     // OnForeignCommit hooks, under hooksMu
 
 	closeOnce sync.Once
 }
