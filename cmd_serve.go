@@ -16,6 +16,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/reaper"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -35,11 +36,18 @@ type serveConfig struct {
 	ShutdownTimeout time.Duration
 	MetricsAllow    string
 	AllowedOrigins  string
+
+	ModulesDir        string
+	EgressPolicy      string
+	ModuleConcurrency int
+	// tweakModules lets tests shorten the supervisor's backoff and watch it.
+	tweakModules func(*modules.Options)
 }
 
 func (c *serveConfig) register(fs interface {
 	StringVar(*string, string, string, string)
 	DurationVar(*time.Duration, string, time.Duration, string)
+	IntVar(*int, string, int, string)
 }, env *environ) {
 	fs.StringVar(&c.Listen, "listen", envOr(env, "SWITCHBOARD_LISTEN", "127.0.0.1:8080"), "address to listen on (env SWITCHBOARD_LISTEN)")
 	fs.StringVar(&c.DB, "db", defaultDB(env), "SQLite database file (env SWITCHBOARD_DB)")
@@ -52,6 +60,9 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.MetricsAllow, "metrics-allow", envOr(env, "SWITCHBOARD_METRICS_ALLOW", "127.0.0.0/8,::1"),
 		"comma-separated IPs/CIDRs allowed to read /metrics, which names queues (env SWITCHBOARD_METRICS_ALLOW)")
 	fs.StringVar(&c.AllowedOrigins, "allowed-origins", envOr(env, "SWITCHBOARD_ALLOWED_ORIGINS", ""), "comma-separated browser origins allowed to call /mcp besides the base URL's (env SWITCHBOARD_ALLOWED_ORIGINS)")
+	fs.StringVar(&c.ModulesDir, "modules-dir", envOr(env, "SWITCHBOARD_MODULES_DIR", ""), "directory of capability module manifests (*.json); empty: no modules (env SWITCHBOARD_MODULES_DIR)")
+	fs.StringVar(&c.EgressPolicy, "egress-policy", envOr(env, "SWITCHBOARD_EGRESS_POLICY", ""), "global egress policy (JSON) passed to modules, which must then enforce it (env SWITCHBOARD_EGRESS_POLICY)")
+	fs.IntVar(&c.ModuleConcurrency, "module-concurrency", 8, "module tool calls in flight per module; more are refused as rate_limited")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration(env, "SWITCHBOARD_SHUTDOWN_TIMEOUT", 10*time.Second), "how long in-flight requests may take to finish on shutdown")
 }
 
@@ -70,6 +81,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.Retention <= 0 {
 		return usageErr("--retention must be positive")
+	}
+	if c.ModuleConcurrency <= 0 {
+		return usageErr("--module-concurrency must be positive")
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return usageErr("--log-format must be text or json")
@@ -133,6 +147,7 @@ type server struct {
 	metrics *metrics
 	agent   *agent.Agent
 	reaper  *reaper.Reaper
+	modules *gateway // nil without --modules-dir
 
 	bg     sync.WaitGroup
 	bgCtx  context.Context
@@ -153,13 +168,18 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*serv
 		return nil, err
 	}
 	s := &server{cfg: cfg, log: logger, store: st, metrics: newMetrics(st, allow)}
+	if s.modules, err = startGateway(ctx, cfg, st, s.metrics, logger); err != nil {
+		st.Close()
+		return nil, err
+	}
 	baseURL := cfg.BaseURL
 	if baseURL == "" && cfg.Listen != "" {
 		baseURL = "http://" + cfg.Listen
 	}
 	s.agent, err = agent.New(st, agent.Options{BaseURL: baseURL, AllowedOrigins: strings.Split(cfg.AllowedOrigins, ","),
-		Version: version, Logger: logger})
+		Version: version, Logger: logger, ToolSources: s.modules.sources()})
 	if err != nil {
+		s.modules.close(ctx)
 		st.Close()
 		return nil, err
 	}
@@ -190,6 +210,7 @@ func (s *server) startBackground(ctx context.Context) {
 		}
 	})
 	s.goBG(func() { s.agent.Run(ctx) })
+	s.goBG(func() { s.modules.run(ctx, s.agent) })
 	s.goBG(func() { s.reaper.Run(ctx) })
 	s.goBG(func() { s.maintain(ctx, 5*time.Minute) })
 }
@@ -253,6 +274,10 @@ func (s *server) close() {
 		s.cancel()
 	}
 	s.bg.Wait()
+	// Modules audit their shutdown, so they stop before the store closes.
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	s.modules.close(ctx)
+	cancel()
 	if err := s.store.Close(); err != nil {
 		s.log.Error("close store", "err", err)
 	}
@@ -263,8 +288,8 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "ok\n")
 }
 
-// readyz answers 200 when the database answers (and, once modules exist, every
-// granted module is up), else 503, with a JSON body that says which part is not.
+// readyz answers 200 when the database answers and every granted module is up,
+// else 503, with a JSON body that says which part is not and how each module is.
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
@@ -272,6 +297,13 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	code := http.StatusOK
 	if err := s.store.Ping(ctx); err != nil {
 		status["database"] = err.Error()
+		code = http.StatusServiceUnavailable
+	}
+	views, modulesReady, err := s.modules.readiness(ctx, s.store)
+	if views != nil {
+		status["modules"] = views
+	}
+	if err != nil || !modulesReady {
 		code = http.StatusServiceUnavailable
 	}
 	status["ready"] = code == http.StatusOK
