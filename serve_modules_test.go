@@ -83,7 +83,7 @@ type moduleServer struct {
 	changes chan string
 }
 
-func startModuleServer(t *testing.T, cfg serveConfig) *moduleServer {
+func startModuleServer(t *testing.T, cfg serveConfig, tweak ...func(*modules.Options)) *moduleServer {
 	t.Helper()
 	ms := &moduleServer{t: t, db: filepath.Join(t.TempDir(), "sb.db"),
 		waits: make(chan backoffWait, 16), changes: make(chan string, 1024)}
@@ -103,6 +103,9 @@ func startModuleServer(t *testing.T, cfg serveConfig) *moduleServer {
 			return w.fire
 		}
 		o.StopGrace = 5 * time.Second
+		for _, f := range tweak {
+			f(o)
+		}
 	}
 	ms.base, ms.stop = startServer(t, cfg)
 	return ms
