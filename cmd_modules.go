@@ -82,6 +82,10 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 		}
 		return writeJSON(env, views)
 	}
+	if len(views) == 0 {
+		fmt.Fprintln(env.stdout, "no capability modules are configured")
+		return nil
+	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MODULE\tSTATE\tGRANTED\tRESTARTS\tLAST EXIT\tTOOLS")
 	var withheld []string

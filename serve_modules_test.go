@@ -405,6 +405,16 @@ func TestModuleGateway(t *testing.T) {
 		if r.code != http.StatusOK || pid == 0 || !r.module("testmod").Granted {
 			t.Fatalf("readyz before the kill: %+v", r)
 		}
+		// /readyz answers anyone who can reach it: a module's stderr stays out.
+		resp, err := http.Get(ms.base + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), "testmodule starting") {
+			t.Fatalf("/readyz publishes module stderr: %s", body)
+		}
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
