@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/julienschmidt/httprouter v1.3.0
 	golang.org/x/crypto v0.59.0
+	golang.org/x/time v0.16.0
 	modernc.org/sqlite v1.62.0
 )
 
