@@ -32,6 +32,7 @@ type serveConfig struct {
 	ReaperInterval  time.Duration
 	Retention       time.Duration
 	ShutdownTimeout time.Duration
+	MetricsAllow    string
 	MaxBody         int64  // webhook body bound in bytes
 	SecretKeyFile   string // see loadSecretKey
 	SecretKey       []byte // resolved by runServe; nil = secrets stored as plaintext
@@ -50,6 +51,8 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.LogFormat, "log-format", envOr(env, "SWITCHBOARD_LOG_FORMAT", "text"), "text or json (env SWITCHBOARD_LOG_FORMAT)")
 	fs.DurationVar(&c.ReaperInterval, "reaper-interval", envDuration(env, "SWITCHBOARD_REAPER_INTERVAL", 30*time.Second), "how often expired leases are requeued (env SWITCHBOARD_REAPER_INTERVAL)")
 	fs.DurationVar(&c.Retention, "retention", envDuration(env, "SWITCHBOARD_RETENTION", 30*24*time.Hour), "how long done todos are kept (env SWITCHBOARD_RETENTION)")
+	fs.StringVar(&c.MetricsAllow, "metrics-allow", envOr(env, "SWITCHBOARD_METRICS_ALLOW", "127.0.0.0/8,::1"),
+		"comma-separated IPs/CIDRs allowed to read /metrics, which names queues (env SWITCHBOARD_METRICS_ALLOW)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration(env, "SWITCHBOARD_SHUTDOWN_TIMEOUT", 10*time.Second), "how long in-flight requests may take to finish on shutdown")
 	fs.Int64Var(&c.MaxBody, "max-body", envInt64(env, "SWITCHBOARD_MAX_BODY", ingest.DefaultMaxBody), "largest webhook body accepted, in bytes; larger ones get 413 (env SWITCHBOARD_MAX_BODY)")
 	secretKeyFlag(fs, env, &c.SecretKeyFile)
@@ -117,24 +120,38 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	// Under socket activation systemd holds the port and passes it in; otherwise
+	// listen on --listen.
+	lns, err := activationListeners()
 	if err != nil {
 		srv.close()
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		return err
 	}
-	fmt.Fprintf(env.stdout, "switchboard %s listening on http://%s (database %s)\n", version, ln.Addr(), cfg.DB)
-	return srv.serve(ctx, ln)
+	if len(lns) == 0 {
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			srv.close()
+			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+		lns = append(lns, ln)
+	}
+	for _, ln := range lns {
+		fmt.Fprintf(env.stdout, "switchboard %s listening on http://%s (database %s)\n", version, ln.Addr(), cfg.DB)
+	}
+	return srv.serve(ctx, lns...)
 }
 
 // server is one running Switchboard: the store, the HTTP surface and the background
 // jobs. Tests and `bench` build it the same way serve does.
 type server struct {
-	cfg   serveConfig
-	log   *slog.Logger
-	store *store.Store
-	http  *http.Server
+	cfg     serveConfig
+	log     *slog.Logger
+	store   *store.Store
+	http    *http.Server
+	metrics *metrics
 
 	bg     sync.WaitGroup
+	bgCtx  context.Context
 	cancel context.CancelFunc
 }
 
@@ -149,13 +166,22 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*serv
 		st.Close()
 		return nil, err
 	}
-	s := &server{cfg: cfg, log: logger, store: st}
+	if cfg.MetricsAllow == "" {
+		cfg.MetricsAllow = "127.0.0.0/8,::1"
+	}
+	allow, err := parseCIDRs(cfg.MetricsAllow)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	s := &server{cfg: cfg, log: logger, store: st, metrics: newMetrics(st, allow)}
 	router := httprouter.New()
 	router.HandlerFunc(http.MethodGet, "/healthz", s.healthz)
 	router.HandlerFunc(http.MethodGet, "/readyz", s.readyz)
+	router.Handler(http.MethodGet, "/metrics", s.metrics.handler())
 	router.Handler(http.MethodPost, ingest.Route, ingest.NewReceiver(st, ingest.ReceiverOptions{MaxBody: cfg.MaxBody, Logger: logger}))
 	s.http = &http.Server{
-		Handler:           router,
+		Handler:           s.metrics.instrument(router),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
@@ -166,11 +192,29 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*serv
 // startBackground starts the jobs that run beside the HTTP server.
 func (s *server) startBackground(ctx context.Context) {
 	ctx, s.cancel = context.WithCancel(ctx)
+	s.bgCtx = ctx
 	s.goBG(func() {
 		if err := s.store.WatchForeign(ctx, 500*time.Millisecond); err != nil {
 			s.log.Error("foreign commit watcher stopped", "err", err)
 		}
 	})
+	s.goBG(func() { s.maintain(ctx, 5*time.Minute) })
+}
+
+// maintain checkpoints the WAL and refreshes planner statistics periodically.
+func (s *server) maintain(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.store.Maintain(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("database maintenance failed", "err", err)
+			}
+		}
+	}
 }
 
 func (s *server) goBG(fn func()) {
@@ -180,16 +224,23 @@ func (s *server) goBG(fn func()) {
 
 // serve runs until ctx ends, then shuts down in order: stop accepting and let
 // in-flight requests finish within the bound, stop background jobs, close the store.
-func (s *server) serve(ctx context.Context, ln net.Listener) error {
+// systemd hears READY=1 once the listeners are open and everything has started.
+func (s *server) serve(ctx context.Context, lns ...net.Listener) error {
 	s.startBackground(ctx)
-	errc := make(chan error, 1)
-	go func() { errc <- s.http.Serve(ln) }()
-	s.log.Info("serving", "addr", ln.Addr().String(), "db", s.cfg.DB)
+	errc := make(chan error, len(lns))
+	for _, ln := range lns {
+		go func() { errc <- s.http.Serve(ln) }()
+		s.log.Info("serving", "addr", ln.Addr().String(), "db", s.cfg.DB)
+	}
+	notify(s.log, "READY=1")
+	notify(s.log, "STATUS="+s.statusLine(ctx))
+	s.goBG(func() { superviseSystemd(s.bgCtx, s.log, 30*time.Second, s.statusLine, s.store.Ping) })
 	var serveErr error
 	select {
 	case <-ctx.Done():
 	case serveErr = <-errc:
 	}
+	notify(s.log, "STOPPING=1")
 	s.log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
@@ -234,4 +285,20 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(status)
+}
+
+// statusLine is what `systemctl status` shows: the queue at a glance.
+func (s *server) statusLine(ctx context.Context) string {
+	counts, err := s.store.QueueCounts(ctx)
+	if err != nil {
+		return "database not answering: " + err.Error()
+	}
+	queues := map[string]bool{}
+	byState := map[string]int64{}
+	for _, c := range counts {
+		queues[c.Queue] = true
+		byState[c.State] += c.Count
+	}
+	return fmt.Sprintf("%d queues, %d pending, %d claimed, %d failed",
+		len(queues), byState[store.StatePending], byState[store.StateClaimed], byState[store.StateFailed])
 }

@@ -139,7 +139,7 @@ func Verify(sourceType string, secrets []string, h http.Header, body []byte, now
 // calls it.
 func Sign(sourceType, secret, id string, body []byte, now time.Time) (http.Header, error) {
 	if secret == "" {
-		return nil, fmt.Errorf("ingest: sign %s: %w", sourceType, ErrNoSecret)
+		return nil, fmt.Errorf("ingest: sign %q: %w", truncate(sourceType), ErrNoSecret)
 	}
 	h := http.Header{}
 	var err error

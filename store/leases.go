@@ -88,7 +88,7 @@ func (w *wtx) claim(id int64, owner string, ttl time.Duration, action string) (T
 	if err := w.audit(owner, action, todoTarget(id), "", fmt.Sprintf("attempt=%d lease_seq=%d", t.Attempts, t.LeaseSeq)); err != nil {
 		return Todo{}, err
 	}
-	w.changed(TodoChange{ID: id, Queue: t.Queue, State: StateClaimed, Source: t.Source.Type})
+	w.changed(TodoChange{ID: id, Queue: t.Queue, State: StateClaimed, Source: t.Source.Type, Cause: "claim"})
 	return t, nil
 }
 
@@ -173,7 +173,7 @@ func (s *Store) Complete(ctx context.Context, a Ack, result string) (Todo, error
 		if err != nil {
 			return fmt.Errorf("store: complete todo %d: %w", a.ID, err)
 		}
-		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateDone, Source: t.Source.Type})
+		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateDone, Source: t.Source.Type, Cause: "complete"})
 		return w.audit(a.Owner, "todo.complete", todoTarget(a.ID), "", "")
 	})
 	return t, err
@@ -206,7 +206,7 @@ func (s *Store) Fail(ctx context.Context, a Ack, errText string, retry bool) (To
 			if err != nil {
 				return fmt.Errorf("store: fail todo %d: %w", a.ID, err)
 			}
-			w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type, Claimable: true})
+			w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type, Claimable: true, Cause: "retry_backoff"})
 			return w.audit(a.Owner, "todo.fail", todoTarget(a.ID), "retry", truncate(errText, 200))
 		}
 		t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'failed', owner = NULL, lease_expires_at = NULL,
@@ -215,7 +215,7 @@ func (s *Store) Fail(ctx context.Context, a Ack, errText string, retry bool) (To
 		if err != nil {
 			return fmt.Errorf("store: fail todo %d: %w", a.ID, err)
 		}
-		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateFailed, Source: t.Source.Type})
+		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateFailed, Source: t.Source.Type, Cause: "dead_letter"})
 		return w.audit(a.Owner, "todo.fail", todoTarget(a.ID), "dead_letter", truncate(errText, 200))
 	})
 	return t, err
@@ -259,7 +259,7 @@ func (w *wtx) release(id int64, actor, action string) (Todo, error) {
 	if err != nil {
 		return Todo{}, fmt.Errorf("store: release todo %d: %w", id, err)
 	}
-	w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type, Claimable: true})
+	w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type, Claimable: true, Cause: "release"})
 	return t, w.audit(actor, action, todoTarget(id), "", "")
 }
 
@@ -280,7 +280,7 @@ func (s *Store) Retry(ctx context.Context, id int64, actor string) (Todo, error)
 		if err != nil {
 			return fmt.Errorf("store: retry todo %d: %w", id, err)
 		}
-		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type, Claimable: true})
+		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type, Claimable: true, Cause: "retry"})
 		return w.audit(actor, "todo.retry", todoTarget(id), "", "")
 	})
 	return t, err
@@ -330,7 +330,7 @@ func (s *Store) ReapExpired(ctx context.Context) (ReapResult, error) {
 						fmt.Sprintf("lease expired on attempt %d of %d", e.attempts, e.max), ms(w.now), ms(w.now), e.id), false)
 					if err == nil {
 						r.DeadLettered++
-						w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateFailed, Source: t.Source.Type})
+						w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateFailed, Source: t.Source.Type, Cause: "dead_letter"})
 						err = w.audit("system", "todo.dead_letter", todoTarget(e.id), "", "lease expired")
 					}
 				} else {
@@ -339,7 +339,7 @@ func (s *Store) ReapExpired(ctx context.Context) (ReapResult, error) {
 						WHERE id = ? RETURNING `+todoColumns, ms(w.now), ms(w.now), e.id), false)
 					if err == nil {
 						r.Requeued++
-						w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type, Claimable: true})
+						w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type, Claimable: true, Cause: "lease_expired"})
 						err = w.audit("system", "todo.requeue", todoTarget(e.id), "", "lease expired")
 					}
 				}

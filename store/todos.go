@@ -66,6 +66,9 @@ type TodoChange struct {
 	State     string
 	Source    string
 	Claimable bool
+	// Cause names the transition: add, claim, complete, release, retry,
+	// retry_backoff (fail with retry), dead_letter, lease_expired.
+	Cause string
 }
 
 // OnTodoChange registers a hook run after every commit that changes todos. Hooks run
@@ -166,7 +169,7 @@ func (w *wtx) addTodo(n NewTodo) (Todo, error) {
 	if err := w.audit(n.CreatedBy, "todo.add", target, "", "queue="+n.Queue); err != nil {
 		return Todo{}, err
 	}
-	w.changed(TodoChange{ID: id, Queue: n.Queue, State: StatePending, Source: n.Source.Type, Claimable: true})
+	w.changed(TodoChange{ID: id, Queue: n.Queue, State: StatePending, Source: n.Source.Type, Claimable: true, Cause: "add"})
 	return Todo{
 		ID: id, Queue: n.Queue, State: StatePending, PayloadSize: len(n.Payload), Source: n.Source, Trust: n.Trust,
 		CreatedBy: n.CreatedBy, MaxAttempts: n.MaxAttempts, AvailableAt: w.now, CreatedAt: w.now, UpdatedAt: w.now,

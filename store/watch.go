@@ -75,7 +75,7 @@ func (s *Store) announceNewer(ctx context.Context, conn *sql.Conn) {
 		if err := rows.Scan(&c.ID, &c.Queue, &c.Source); err != nil {
 			break
 		}
-		c.State, c.Claimable = StatePending, true
+		c.State, c.Claimable, c.Cause = StatePending, true, "add"
 		changes = append(changes, c)
 	}
 	rows.Close()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,6 +20,7 @@ import (
 type writeReq struct {
 	ctx  context.Context
 	fn   func(*wtx) error
+	raw  func(*sql.Conn) error // runs alone, outside any transaction (checkpoints, VACUUM INTO)
 	err  error
 	wtx  wtx
 	done chan struct{}
@@ -34,6 +36,24 @@ type writer struct {
 
 	mu     sync.Mutex
 	closed bool
+
+	batches  atomic.Int64 // transactions committed or rolled back
+	requests atomic.Int64 // write requests answered
+}
+
+// WriterStats says how well group commit is batching: Requests/Batches is the mean
+// number of writes that shared one fsync.
+type WriterStats struct {
+	Batches  int64
+	Requests int64
+}
+
+// WriterStats reports the writer's counters since Open.
+func (s *Store) WriterStats() WriterStats {
+	if s.writer == nil {
+		return WriterStats{}
+	}
+	return WriterStats{Batches: s.writer.batches.Load(), Requests: s.writer.requests.Load()}
 }
 
 // wtx is what a write function sees: statements on the writer's connection inside
@@ -67,10 +87,19 @@ func newWriter(ctx context.Context, s *Store) (*writer, error) {
 // Once a request is accepted the caller waits for its commit even if ctx ends, so
 // that an answer never says "failed" about work that was committed.
 func (s *Store) write(ctx context.Context, fn func(*wtx) error) error {
+	return s.submit(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan struct{})})
+}
+
+// exclusive runs fn on the writer's connection between batches, outside any
+// transaction, for statements that cannot run inside one.
+func (s *Store) exclusive(ctx context.Context, fn func(*sql.Conn) error) error {
+	return s.submit(ctx, &writeReq{ctx: ctx, raw: fn, done: make(chan struct{})})
+}
+
+func (s *Store) submit(ctx context.Context, req *writeReq) error {
 	if s.writer == nil {
 		return fmt.Errorf("store: %s was opened read-only", s.path)
 	}
-	req := &writeReq{ctx: ctx, fn: fn, done: make(chan struct{})}
 	w := s.writer
 	w.mu.Lock()
 	if w.closed {
@@ -122,6 +151,7 @@ func (w *writer) loop() {
 				select {
 				case r := <-w.reqs:
 					w.run([]*writeReq{r})
+
 				default:
 					return
 				}
@@ -142,10 +172,31 @@ func (w *writer) loop() {
 }
 
 // run executes one batch in one transaction and answers every request in it.
+// Exclusive requests run on their own, before or after the transaction.
 func (w *writer) run(batch []*writeReq) {
+	txn := batch[:0:0]
+	for _, r := range batch {
+		if r.raw == nil {
+			txn = append(txn, r)
+			continue
+		}
+		if r.err = r.ctx.Err(); r.err == nil {
+			r.err = r.raw(w.conn)
+		}
+		w.requests.Add(1)
+		close(r.done)
+	}
+	if len(txn) > 0 {
+		w.runTx(txn)
+	}
+}
+
+func (w *writer) runTx(batch []*writeReq) {
 	ctx := context.Background()
 	now := w.s.now()
 	finish := func(err error) {
+		w.batches.Add(1)
+		w.requests.Add(int64(len(batch)))
 		for _, r := range batch {
 			if err != nil && r.err == nil {
 				r.err = err
