@@ -10,12 +10,15 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/ingest"
+	"github.com/switchboardhq/switchboard/reaper"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -33,6 +36,7 @@ type serveConfig struct {
 	Retention       time.Duration
 	ShutdownTimeout time.Duration
 	MetricsAllow    string
+	AllowedOrigins  string
 	MaxBody         int64  // webhook body bound in bytes
 	SecretKeyFile   string // see loadSecretKey
 	SecretKey       []byte // resolved by runServe; nil = secrets stored as plaintext
@@ -53,6 +57,7 @@ func (c *serveConfig) register(fs interface {
 	fs.DurationVar(&c.Retention, "retention", envDuration(env, "SWITCHBOARD_RETENTION", 30*24*time.Hour), "how long done todos are kept (env SWITCHBOARD_RETENTION)")
 	fs.StringVar(&c.MetricsAllow, "metrics-allow", envOr(env, "SWITCHBOARD_METRICS_ALLOW", "127.0.0.0/8,::1"),
 		"comma-separated IPs/CIDRs allowed to read /metrics, which names queues (env SWITCHBOARD_METRICS_ALLOW)")
+	fs.StringVar(&c.AllowedOrigins, "allowed-origins", envOr(env, "SWITCHBOARD_ALLOWED_ORIGINS", ""), "comma-separated browser origins allowed to call /mcp besides the base URL's (env SWITCHBOARD_ALLOWED_ORIGINS)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration(env, "SWITCHBOARD_SHUTDOWN_TIMEOUT", 10*time.Second), "how long in-flight requests may take to finish on shutdown")
 	fs.Int64Var(&c.MaxBody, "max-body", envInt64(env, "SWITCHBOARD_MAX_BODY", ingest.DefaultMaxBody), "largest webhook body accepted, in bytes; larger ones get 413 (env SWITCHBOARD_MAX_BODY)")
 	secretKeyFlag(fs, env, &c.SecretKeyFile)
@@ -149,6 +154,8 @@ type server struct {
 	store   *store.Store
 	http    *http.Server
 	metrics *metrics
+	agent   *agent.Agent
+	reaper  *reaper.Reaper
 
 	bg     sync.WaitGroup
 	bgCtx  context.Context
@@ -175,10 +182,22 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*serv
 		return nil, err
 	}
 	s := &server{cfg: cfg, log: logger, store: st, metrics: newMetrics(st, allow)}
+	baseURL := cfg.BaseURL
+	if baseURL == "" && cfg.Listen != "" {
+		baseURL = "http://" + cfg.Listen
+	}
+	s.agent, err = agent.New(st, agent.Options{BaseURL: baseURL, AllowedOrigins: strings.Split(cfg.AllowedOrigins, ","),
+		Version: version, Logger: logger})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	s.reaper = reaper.New(st, reaper.Options{Interval: cfg.ReaperInterval, Retention: cfg.Retention, Logger: logger})
 	router := httprouter.New()
 	router.HandlerFunc(http.MethodGet, "/healthz", s.healthz)
 	router.HandlerFunc(http.MethodGet, "/readyz", s.readyz)
 	router.Handler(http.MethodGet, "/metrics", s.metrics.handler())
+	s.agent.Mount(router, "/mcp")
 	router.Handler(http.MethodPost, ingest.Route, ingest.NewReceiver(st, ingest.ReceiverOptions{MaxBody: cfg.MaxBody, Logger: logger}))
 	s.http = &http.Server{
 		Handler:           s.metrics.instrument(router),
@@ -186,6 +205,8 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*serv
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	// Open MCP streams would hold Shutdown until its timeout: end them first.
+	s.http.RegisterOnShutdown(s.agent.CloseSessions)
 	return s, nil
 }
 
@@ -199,6 +220,8 @@ func (s *server) startBackground(ctx context.Context) {
 		}
 	})
 	s.goBG(func() { s.maintain(ctx, 5*time.Minute) })
+	s.goBG(func() { s.agent.Run(ctx) })
+	s.goBG(func() { s.reaper.Run(ctx) })
 }
 
 // maintain checkpoints the WAL and refreshes planner statistics periodically.
