@@ -53,6 +53,7 @@ func commands() []command {
 		{"todo", "add or list todos", runTodo},
 		{"webhook", "create, list, rotate or delete webhooks (ingest URLs)", runWebhook},
 		{"secrets", "encrypt stored webhook secrets with the configured key", runSecrets},
+		{"bench", "measure ingest, drain and doorbell capacity on this machine", runBench},
 		{"version", "print version, commit and Go version", runVersion},
 	}
 }
