@@ -192,6 +192,7 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*serv
 		st.Close()
 		return nil, err
 	}
+	s.metrics.watchAgent(s.agent)
 	s.reaper = reaper.New(st, reaper.Options{Interval: cfg.ReaperInterval, Retention: cfg.Retention, Logger: logger})
 	router := httprouter.New()
 	router.HandlerFunc(http.MethodGet, "/healthz", s.healthz)
@@ -219,9 +220,9 @@ func (s *server) startBackground(ctx context.Context) {
 			s.log.Error("foreign commit watcher stopped", "err", err)
 		}
 	})
-	s.goBG(func() { s.maintain(ctx, 5*time.Minute) })
 	s.goBG(func() { s.agent.Run(ctx) })
 	s.goBG(func() { s.reaper.Run(ctx) })
+	s.goBG(func() { s.maintain(ctx, 5*time.Minute) })
 }
 
 // maintain checkpoints the WAL and refreshes planner statistics periodically.

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -185,3 +186,17 @@ func (w *statusWriter) Flush() {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// watchAgent exports the MCP endpoint's session and doorbell counters.
+func (m *metrics) watchAgent(a *agent.Agent) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_mcp_sessions", Help: "Live MCP sessions."},
+			func() float64 { return float64(a.Stats().Sessions) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_mcp_streams", Help: "MCP sessions with an open GET stream (doorbell listeners)."},
+			func() float64 { return float64(a.Stats().Streams) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "switchboard_doorbell_rings_total", Help: "Doorbell notifications handed to sessions."},
+			func() float64 { return float64(a.Stats().RingsSent) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "switchboard_doorbell_drops_total", Help: "Doorbell rings dropped (queue full or a session's buffer full); the todo stays queued."},
+			func() float64 { st := a.Stats(); return float64(st.RingsDropped + st.RingsBlocked) }),
+	)
+}

@@ -37,6 +37,7 @@ func TestMetricsExposeQueueAndTransitions(t *testing.T) {
 		`switchboard_todos{queue="inbox",state="pending"} 1`,
 		`switchboard_http_request_duration_seconds_count{code="200",method="GET",route="/healthz"} 1`,
 		`switchboard_store_commits_total`,
+		`switchboard_doorbell_drops_total 0`,
 		`process_resident_memory_bytes`,
 	} {
 		if !strings.Contains(string(body), want) {

@@ -32,9 +32,19 @@
 //
 // Module tools come from a ToolSource (Options.ToolSources). A source is asked for
 // an endpoint's tools when each session starts and whenever that endpoint's
-// sessions are refreshed (RefreshSessions); it decides which tools the endpoint may
-// see. Its handlers run behind the same authentication and rate limit, and read the
-// calling endpoint with EndpointFromContext.
+// sessions are refreshed; it decides which tools the endpoint may see. Its handlers
+// run behind the same authentication and rate limit, and read the calling endpoint
+// with EndpointFromContext.
+//
+// # Keeping live sessions current
+//
+// A session's tool list is built when it starts. set_default_lease rebuilds it on
+// every live session of the endpoint at once; Revalidate (run by Run every
+// RevalidateEvery) rebuilds it when a human edited the endpoint, and ends the
+// sessions of a revoked one; RefreshSessions rebuilds on demand (say, when a
+// module's tools changed). Each rebuild sends notifications/tools/list_changed. A
+// verb withdrawn from an endpoint is hidden and refused from the next request on,
+// without waiting for a rebuild.
 //
 // # Doorbell
 //

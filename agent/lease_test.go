@@ -9,6 +9,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/switchboardhq/switchboard/reaper"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -192,8 +193,9 @@ func TestLapsedLeaseIsLost(t *testing.T) {
 	}
 
 	// The reaper requeues it; the same agent claims it again from another session.
-	if _, err := e.st.ReapExpired(t.Context()); err != nil {
-		t.Fatal(err)
+	res, err := reaper.New(e.st, reaper.Options{Logger: e.quiet}).RunOnce(t.Context())
+	if err != nil || res.Requeued != 1 {
+		t.Fatalf("reaper pass = %+v, %v; want 1 requeued", res, err)
 	}
 	var again struct {
 		LeaseSeq int64 `json:"lease_seq"`

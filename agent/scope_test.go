@@ -193,3 +193,20 @@ func TestScopeEditReachesLiveSessions(t *testing.T) {
 		t.Fatalf("after revalidation tools = %v", got)
 	}
 }
+
+// claim_next takes a list of queues too; every one of them must be in scope.
+func TestClaimNextQueuesList(t *testing.T) {
+	e := newEnv(t)
+	_, cred := e.endpoint("lists", []string{"a", "b", "c"}, nil)
+	c := e.dial(cred, false)
+	e.addTodo("a", "p")
+	inB := e.addTodo("b", "p")
+	if code := c.code(t, VerbClaimNext, map[string]any{"queues": []string{"b", "elsewhere"}}); code != CodeForbidden {
+		t.Fatalf("a list with an out-of-scope queue: %s", code)
+	}
+	var claim claimResult
+	c.ok(t, VerbClaimNext, map[string]any{"queues": []string{"b", "c"}}, &claim)
+	if !claim.Claimed || claim.Todo.ID != inB.ID {
+		t.Fatalf("claimed %+v, want todo %d from b", claim.Todo, inB.ID)
+	}
+}

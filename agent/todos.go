@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -134,9 +135,15 @@ func defineClaim(ep store.Endpoint) mcp.Tool {
 }
 
 func defineClaimNext(ep store.Endpoint) mcp.Tool {
+	items := []mcp.PropertyOption{}
+	if len(ep.Queues) > 0 {
+		items = append(items, mcp.Enum(ep.Queues...))
+	}
 	return mcp.NewTool(VerbClaimNext,
 		mcp.WithDescription(claimNextDescription(ep.DefaultLeaseTTL)),
 		queueArg(ep, "Claim only from this queue (default: every queue this endpoint may work)."),
+		mcp.WithArray("queues", mcp.WithStringItems(items...), mcp.UniqueItems(true),
+			mcp.Description("Claim only from these queues, oldest todo first across them (with queue, from all named).")),
 		leaseTTLArg(ep), closed,
 		annotate("Claim the next todo", false, false, false, false),
 	)
@@ -335,6 +342,7 @@ func claimedResult(t store.Todo, ttl time.Duration) claimResult {
 func (a *Agent) claimNext(ctx context.Context, c *Call) (any, error) {
 	var in struct {
 		Queue    string   `json:"queue"`
+		Queues   []string `json:"queues"`
 		LeaseTTL *float64 `json:"lease_ttl_seconds"`
 	}
 	if err := c.Decode(&in); err != nil {
@@ -342,10 +350,14 @@ func (a *Agent) claimNext(ctx context.Context, c *Call) (any, error) {
 	}
 	queues := c.Endpoint.Queues
 	if in.Queue != "" {
-		if err := checkScope(c.Endpoint, VerbClaimNext, in.Queue); err != nil {
+		in.Queues = append(in.Queues, in.Queue)
+	}
+	if len(in.Queues) > 0 {
+		if err := checkScope(c.Endpoint, VerbClaimNext, in.Queues...); err != nil {
 			return nil, err
 		}
-		queues = []string{in.Queue}
+		slices.Sort(in.Queues)
+		queues = slices.Compact(in.Queues)
 	}
 	ttl, err := a.lease(ctx, c.Endpoint.ID, in.LeaseTTL)
 	if err != nil {
