@@ -199,7 +199,8 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*serv
 	router.HandlerFunc(http.MethodGet, "/readyz", s.readyz)
 	router.Handler(http.MethodGet, "/metrics", s.metrics.handler())
 	s.agent.Mount(router, "/mcp")
-	router.Handler(http.MethodPost, ingest.Route, ingest.NewReceiver(st, ingest.ReceiverOptions{MaxBody: cfg.MaxBody, Logger: logger}))
+	router.Handler(http.MethodPost, ingest.Route, ingest.NewReceiver(st, ingest.ReceiverOptions{MaxBody: cfg.MaxBody, Logger: logger,
+		Observe: s.metrics.observeDelivery}))
 	s.http = &http.Server{
 		Handler:           s.metrics.instrument(router),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -25,6 +25,7 @@ type metrics struct {
 	reg         *prometheus.Registry
 	httpLatency *prometheus.HistogramVec
 	transitions *prometheus.CounterVec
+	deliveries  *prometheus.CounterVec
 	allow       []*net.IPNet
 }
 
@@ -40,7 +41,11 @@ func newMetrics(st *store.Store, allow []*net.IPNet) *metrics {
 		Name: "switchboard_todo_transitions_total",
 		Help: "Todo transitions by queue and cause (add, claim, complete, release, retry, retry_backoff, dead_letter, lease_expired).",
 	}, []string{"queue", "cause"})
-	m.reg.MustRegister(m.httpLatency, m.transitions, &todoCollector{st: st},
+	m.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchboard_webhook_deliveries_total",
+		Help: "Webhook deliveries by source type and outcome (accepted, duplicate, bad signature, rate limited, …).",
+	}, []string{"source", "outcome"})
+	m.reg.MustRegister(m.httpLatency, m.transitions, m.deliveries, &todoCollector{st: st},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "switchboard_store_commits_total",
 			Help: "Group-commit transactions (each one fsync under synchronous=FULL).",
@@ -199,4 +204,9 @@ func (m *metrics) watchAgent(a *agent.Agent) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "switchboard_doorbell_drops_total", Help: "Doorbell rings dropped (queue full or a session's buffer full); the todo stays queued."},
 			func() float64 { st := a.Stats(); return float64(st.RingsDropped + st.RingsBlocked) }),
 	)
+}
+
+// observeDelivery counts one webhook delivery; the receiver calls it.
+func (m *metrics) observeDelivery(source, outcome string) {
+	m.deliveries.WithLabelValues(source, outcome).Inc()
 }
