@@ -75,25 +75,31 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 		if body == nil {
 			body = []byte{} // the column is NOT NULL; an empty body is still a delivery
 		}
-		err = w.queryRow(`INSERT INTO webhook_events (webhook_id, delivery_id, event_type, received_at, headers, body,
-				size, verified, trust_mode) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)
-			ON CONFLICT (webhook_id, delivery_id) DO NOTHING RETURNING id`,
-			d.WebhookID, nullString(d.DeliveryID), d.EventType, ms(w.now), string(headers), body, len(body),
-			d.TrustMode).Scan(&res.EventID)
-		if notFound(err) {
-			// The conflict: a redelivery. Answer with the first one.
+		if d.DeliveryID != "" {
 			var todo sql.NullInt64
-			if err := w.queryRow(`SELECT id, todo_id FROM webhook_events WHERE webhook_id = ? AND delivery_id = ?`,
-				d.WebhookID, d.DeliveryID).Scan(&res.EventID, &todo); err != nil {
+			err := w.queryRow(`SELECT id, todo_id FROM webhook_events WHERE webhook_id = ? AND delivery_id = ?`,
+				d.WebhookID, d.DeliveryID).Scan(&res.EventID, &todo)
+			if err == nil {
+				// A redelivery: answer with the first one.
+				res.TodoID, res.Duplicate = todo.Int64, true
+				return nil
+			}
+			if !notFound(err) {
 				return fmt.Errorf("store: record delivery for webhook %d: find first delivery: %w", d.WebhookID, err)
 			}
-			res.TodoID, res.Duplicate = todo.Int64, true
-			return nil
 		}
-		if err != nil {
+		// The todo and its event point at each other. Ids are taken the way SQLite
+		// would take them (the writer holds the write lock, so nobody else can), so
+		// that both rows are written once: no UPDATE rewrites the event's body.
+		if err := w.queryRow(`SELECT coalesce(max(id), 0) + 1 FROM webhook_events`).Scan(&res.EventID); err != nil {
+			return fmt.Errorf("store: record delivery for webhook %d: %w", d.WebhookID, err)
+		}
+		var todoID int64
+		if err := w.queryRow(`SELECT coalesce(max(id), 0) + 1 FROM todos`).Scan(&todoID); err != nil {
 			return fmt.Errorf("store: record delivery for webhook %d: %w", d.WebhookID, err)
 		}
 		t, err := w.addTodo(NewTodo{
+			id:        todoID,
 			Queue:     res.Queue,
 			Payload:   string(body),
 			Source:    Source{Type: src, WebhookID: d.WebhookID, EventID: res.EventID, EventType: d.EventType},
@@ -104,8 +110,11 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 			return err
 		}
 		res.TodoID = t.ID
-		if _, err := w.exec(`UPDATE webhook_events SET todo_id = ? WHERE id = ?`, t.ID, res.EventID); err != nil {
-			return fmt.Errorf("store: record delivery for webhook %d: link todo: %w", d.WebhookID, err)
+		if _, err := w.exec(`INSERT INTO webhook_events (id, webhook_id, delivery_id, event_type, received_at, headers,
+				body, size, verified, trust_mode, todo_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`,
+			res.EventID, d.WebhookID, nullString(d.DeliveryID), d.EventType, ms(w.now), string(headers), body,
+			len(body), d.TrustMode, t.ID); err != nil {
+			return fmt.Errorf("store: record delivery for webhook %d: %w", d.WebhookID, err)
 		}
 		return nil
 	})
