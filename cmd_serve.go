@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/ingest"
 	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/reaper"
 	"github.com/switchboardhq/switchboard/store"
@@ -36,6 +38,9 @@ type serveConfig struct {
 	ShutdownTimeout time.Duration
 	MetricsAllow    string
 	AllowedOrigins  string
+	MaxBody         int64  // webhook body bound in bytes
+	SecretKeyFile   string // see loadSecretKey
+	SecretKey       []byte // resolved by runServe; nil = secrets stored as plaintext
 
 	ModulesDir        string
 	EgressPolicy      string
@@ -48,6 +53,7 @@ func (c *serveConfig) register(fs interface {
 	StringVar(*string, string, string, string)
 	DurationVar(*time.Duration, string, time.Duration, string)
 	IntVar(*int, string, int, string)
+	Int64Var(*int64, string, int64, string)
 }, env *environ) {
 	fs.StringVar(&c.Listen, "listen", envOr(env, "SWITCHBOARD_LISTEN", "127.0.0.1:8080"), "address to listen on (env SWITCHBOARD_LISTEN)")
 	fs.StringVar(&c.DB, "db", defaultDB(env), "SQLite database file (env SWITCHBOARD_DB)")
@@ -64,6 +70,8 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.EgressPolicy, "egress-policy", envOr(env, "SWITCHBOARD_EGRESS_POLICY", ""), "global egress policy (JSON) passed to modules, which must then enforce it (env SWITCHBOARD_EGRESS_POLICY)")
 	fs.IntVar(&c.ModuleConcurrency, "module-concurrency", 8, "module tool calls in flight per module; more are refused as rate_limited")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration(env, "SWITCHBOARD_SHUTDOWN_TIMEOUT", 10*time.Second), "how long in-flight requests may take to finish on shutdown")
+	fs.Int64Var(&c.MaxBody, "max-body", envInt64(env, "SWITCHBOARD_MAX_BODY", ingest.DefaultMaxBody), "largest webhook body accepted, in bytes; larger ones get 413 (env SWITCHBOARD_MAX_BODY)")
+	secretKeyFlag(fs, env, &c.SecretKeyFile)
 }
 
 func envDuration(env *environ, name string, def time.Duration) time.Duration {
@@ -71,6 +79,13 @@ func envDuration(env *environ, name string, def time.Duration) time.Duration {
 		if d, err := time.ParseDuration(v); err == nil {
 			return d
 		}
+	}
+	return def
+}
+
+func envInt64(env *environ, name string, def int64) int64 {
+	if v, err := strconv.ParseInt(env.getenv(name), 10, 64); err == nil {
+		return v
 	}
 	return def
 }
@@ -84,6 +99,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.ModuleConcurrency <= 0 {
 		return usageErr("--module-concurrency must be positive")
+	}
+	if c.MaxBody <= 0 {
+		return usageErr("--max-body must be positive")
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return usageErr("--log-format must be text or json")
@@ -111,6 +129,11 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
+	key, err := loadSecretKey(env, cfg.SecretKeyFile)
+	if err != nil {
+		return err
+	}
+	cfg.SecretKey = key
 	logger := newLogger(env.stderr, cfg.LogFormat)
 	srv, err := newServer(ctx, cfg, logger)
 	if err != nil {
@@ -155,8 +178,14 @@ type server struct {
 }
 
 func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*server, error) {
-	st, err := store.Open(ctx, cfg.DB, store.Options{Synchronous: cfg.Synchronous, Logger: logger})
+	st, err := store.Open(ctx, cfg.DB, store.Options{Synchronous: cfg.Synchronous, Logger: logger, SecretKey: cfg.SecretKey})
 	if err != nil {
+		return nil, err
+	}
+	// Refuse to start rather than answer every delivery 401: sealed secrets need
+	// the key they were sealed with.
+	if err := st.CheckSecrets(ctx); err != nil {
+		st.Close()
 		return nil, err
 	}
 	if cfg.MetricsAllow == "" {
@@ -183,12 +212,15 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*serv
 		st.Close()
 		return nil, err
 	}
+	s.metrics.watchAgent(s.agent)
 	s.reaper = reaper.New(st, reaper.Options{Interval: cfg.ReaperInterval, Retention: cfg.Retention, Logger: logger})
 	router := httprouter.New()
 	router.HandlerFunc(http.MethodGet, "/healthz", s.healthz)
 	router.HandlerFunc(http.MethodGet, "/readyz", s.readyz)
 	router.Handler(http.MethodGet, "/metrics", s.metrics.handler())
 	s.agent.Mount(router, "/mcp")
+	router.Handler(http.MethodPost, ingest.Route, ingest.NewReceiver(st, ingest.ReceiverOptions{MaxBody: cfg.MaxBody, Logger: logger,
+		Observe: s.metrics.observeDelivery}))
 	s.http = &http.Server{
 		Handler:           s.metrics.instrument(router),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -26,6 +26,7 @@ type metrics struct {
 	reg         *prometheus.Registry
 	httpLatency *prometheus.HistogramVec
 	transitions *prometheus.CounterVec
+	deliveries  *prometheus.CounterVec
 	allow       []*net.IPNet
 }
 
@@ -41,7 +42,11 @@ func newMetrics(st *store.Store, allow []*net.IPNet) *metrics {
 		Name: "switchboard_todo_transitions_total",
 		Help: "Todo transitions by queue and cause (add, claim, complete, release, retry, retry_backoff, dead_letter, lease_expired).",
 	}, []string{"queue", "cause"})
-	m.reg.MustRegister(m.httpLatency, m.transitions, &todoCollector{st: st},
+	m.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchboard_webhook_deliveries_total",
+		Help: "Webhook deliveries by source type and outcome (accepted, duplicate, bad signature, rate limited, …).",
+	}, []string{"source", "outcome"})
+	m.reg.MustRegister(m.httpLatency, m.transitions, m.deliveries, &todoCollector{st: st},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "switchboard_store_commits_total",
 			Help: "Group-commit transactions (each one fsync under synchronous=FULL).",
@@ -187,6 +192,25 @@ func (w *statusWriter) Flush() {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// watchAgent exports the MCP endpoint's session and doorbell counters.
+func (m *metrics) watchAgent(a *agent.Agent) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_mcp_sessions", Help: "Live MCP sessions."},
+			func() float64 { return float64(a.Stats().Sessions) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_mcp_streams", Help: "MCP sessions with an open GET stream (doorbell listeners)."},
+			func() float64 { return float64(a.Stats().Streams) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "switchboard_doorbell_rings_total", Help: "Doorbell notifications handed to sessions."},
+			func() float64 { return float64(a.Stats().RingsSent) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "switchboard_doorbell_drops_total", Help: "Doorbell rings dropped (queue full or a session's buffer full); the todo stays queued."},
+			func() float64 { st := a.Stats(); return float64(st.RingsDropped + st.RingsBlocked) }),
+	)
+}
+
+// observeDelivery counts one webhook delivery; the receiver calls it.
+func (m *metrics) observeDelivery(source, outcome string) {
+	m.deliveries.WithLabelValues(source, outcome).Inc()
+}
 
 // observeModules registers the capability-module metrics and returns the hook the
 // gateway reports each finished call to. Restarts and states are read from status

@@ -59,7 +59,7 @@ type ToolSource interface {
 
 // table is every verb the agent serves. Add a verb here (see the package comment).
 func (a *Agent) table() []Tool {
-	return a.todoTools()
+	return append(a.todoTools(), a.webhookTools()...)
 }
 
 // annotate sets every annotation hint explicitly: mcp.NewTool defaults
