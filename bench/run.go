@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -295,6 +296,7 @@ func connect(ctx context.Context, t Target, listen bool, onNote func(mcp.JSONRPC
 	c, _, err := agent.Dial(ctx, strings.TrimSuffix(t.URL, "/")+"/mcp", t.Credential, agent.DialOptions{
 		Listen: listen, OnNotification: onNote, ClientName: "switchboard-bench",
 		HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}},
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
