@@ -21,7 +21,7 @@ type auditPage struct {
 var auditActions = []string{"todo.", "todo.add", "todo.claim", "todo.claim_next", "todo.complete", "todo.fail",
 	"todo.release", "todo.retry", "todo.requeue", "todo.dead_letter", "endpoint.", "endpoint.create",
 	"endpoint.update", "endpoint.revoke", "human.", "human.login", "human.logout", "human.create",
-	"webhook.", "module."}
+	"webhook.", "webhook.create", "webhook.rotate", "webhook.delete", "webhook_event.replay", "module."}
 
 // auditPage serves GET /audit, filterable by actor and action, newest first.
 func (u *UI) auditPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {

@@ -230,25 +230,64 @@ func TestBrowserBoard(t *testing.T) {
 	screenshot(t, ctx, "audit-desktop", 1280, 800, 1, false)
 	step(t, ctx, "modules", chromedp.Navigate(f.srv.URL+"/modules"), chromedp.WaitVisible(chromedp.CSS(`.module`)))
 	screenshot(t, ctx, "modules-desktop", 1280, 800, 1, false)
+
+	// Replay a webhook event from its page.
+	step(t, ctx, "webhooks", chromedp.Navigate(f.srv.URL+"/webhooks"), chromedp.WaitVisible(chromedp.CSS(`table.webhooks`)))
+	screenshot(t, ctx, "webhooks-desktop", 1280, 800, 1, false)
+	events, err := f.st.ListWebhookEvents(t.Context(), store.EventFilter{WebhookID: demo.webhook, Limit: 1})
+	if err != nil || len(events) == 0 {
+		t.Fatalf("demo events: %v", err)
+	}
+	ev := events[0]
+	step(t, ctx, "open event", chromedp.Navigate(fmt.Sprintf("%s/events/%d", f.srv.URL, ev.ID)), chromedp.WaitVisible(chromedp.ID("event-body")))
+	screenshot(t, ctx, "event-desktop", 1280, 800, 1, false)
+	step(t, ctx, "replay", chromedp.Click(chromedp.ID("replay")), chromedp.WaitVisible(chromedp.CSS(`.flash.ok`)))
+	loc := run(t, ctx, "location", chromedp.Location())
+	var replayed int64
+	if _, err := fmt.Sscanf(loc[len(f.srv.URL):], "/todos/%d", &replayed); err != nil {
+		t.Fatalf("after replay the browser is at %s", loc)
+	}
+	got := f.todo(replayed)
+	if got.Source.Type != "replay" || got.Source.EventID != ev.ID || got.Queue != "github-issues" || got.CreatedBy != humanActor(f.human.ID) {
+		t.Fatalf("replayed todo %+v", got)
+	}
 }
 
-type demoIDs struct{ claimed int64 }
+type demoIDs struct{ claimed, webhook int64 }
 
 // seedDemo fills the board with a realistic spread of work, minutes apart, so the
 // screenshots show what an operator would see.
 func seedDemo(t *testing.T, f *fixture) demoIDs {
 	t.Helper()
 	ctx := t.Context()
+	hooks := map[string]store.Webhook{}
+	for _, hk := range []struct{ src, queue, by string }{
+		{"github", "github-issues", "agent:triage"}, {"stripe", "stripe-payments", "agent:billing"},
+		{"slack", "slack-mentions", humanActor(f.human.ID)},
+	} {
+		h, err := f.st.CreateWebhook(ctx, store.NewWebhook{SourceType: hk.src, Queue: hk.queue,
+			Secret: "demo-signing-secret-" + hk.src, CreatedBy: hk.by})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hooks[hk.queue] = h
+	}
+	deliveries := 0
+	// add puts a todo on a queue: through its webhook as a verified delivery, or by
+	// hand for the inbox.
 	add := func(queue, src, event, payload string, verified bool) store.Todo {
 		f.clock.Add(47 * time.Second)
-		n := store.NewTodo{Queue: queue, Payload: payload, CreatedBy: "webhook:1",
-			Source: store.Source{Type: src, EventType: event}}
-		if verified {
-			n.Trust = store.Trust{Verified: true, Mode: "signed", WebhookCreatedBy: "agent:triage"}
+		if h, ok := hooks[queue]; ok && verified {
+			deliveries++
+			res, err := f.st.RecordDelivery(ctx, store.NewDelivery{WebhookID: h.ID, DeliveryID: fmt.Sprintf("%s-%04d", src, deliveries),
+				EventType: event, TrustMode: "signed", Body: []byte(payload),
+				Headers: map[string]string{"Content-Type": "application/json", "User-Agent": src + "-hookshot/1.0"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f.todo(res.TodoID)
 		}
-		if src == "manual" {
-			n.CreatedBy = humanActor(f.human.ID)
-		}
+		n := store.NewTodo{Queue: queue, Payload: payload, CreatedBy: humanActor(f.human.ID), Source: store.Source{Type: src, EventType: event}}
 		td, err := f.st.AddTodo(ctx, n)
 		if err != nil {
 			t.Fatal(err)
@@ -297,5 +336,5 @@ func seedDemo(t *testing.T, f *fixture) demoIDs {
 	claim(add("stripe-payments", "stripe", "customer.subscription.updated", `{"id":"evt_2Q","type":"customer.subscription.updated"}`, true), "agent:billing")
 	add("inbox", "manual", "", "Call the accountant about the Q2 VAT return", false)
 	f.clock.Add(2 * time.Minute)
-	return demoIDs{claimed: c1.ID}
+	return demoIDs{claimed: c1.ID, webhook: hooks["github-issues"].ID}
 }

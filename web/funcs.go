@@ -33,6 +33,12 @@ func (u *UI) funcs() template.FuncMap {
 			return relative(u.now(), *t, true)
 		},
 		"expired": func(t *time.Time) bool { return t != nil && !t.After(u.now()) },
+		"deref": func(t *time.Time) time.Time {
+			if t == nil {
+				return time.Time{}
+			}
+			return *t
+		},
 		"future":  func(t time.Time) bool { return t.After(u.now()) },
 		"iso":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		"stamp":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
@@ -114,6 +120,10 @@ func targetURL(target string) string {
 		return "/todos/" + id
 	case "endpoint":
 		return "/endpoints/" + id
+	case "webhook":
+		return "/webhook/" + id
+	case "webhook_event":
+		return "/events/" + id
 	}
 	return ""
 }

@@ -12,7 +12,7 @@ func TestPagesRequireLogin(t *testing.T) {
 	f := newFixture(t, Options{})
 	td := f.addTodo("inbox", "{}")
 	for _, path := range []string{"/", "/?queue=inbox", "/glance", fmt.Sprintf("/todos/%d", td.ID), "/endpoints",
-		"/endpoints/new", "/audit", "/modules"} {
+		"/endpoints/new", "/audit", "/modules", "/webhooks", "/webhook/1", "/events/1"} {
 		t.Run(path, func(t *testing.T) {
 			res, _ := f.get(path, nil)
 			if res.StatusCode != http.StatusSeeOther {
@@ -62,6 +62,7 @@ func TestCSRF(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hook, events := f.webhookWithEvents(`{}`)
 	other := otherCSRF(f)
 	auditBefore := len(f.allAudit())
 	todosBefore := f.countTodos()
@@ -77,6 +78,8 @@ func TestCSRF(t *testing.T) {
 		{fmt.Sprintf("/endpoints/%d", ep.ID), url.Values{"queues": {"other"}}},
 		{fmt.Sprintf("/endpoints/%d/revoke", ep.ID), nil},
 		{"/modules/everything/approve", url.Values{"tool": {"echo"}}},
+		{fmt.Sprintf("/webhook/%d/delete", hook.ID), nil},
+		{fmt.Sprintf("/events/%d/replay", events[0].EventID), nil},
 		{"/logout", nil},
 	}
 	tokens := map[string]string{"missing": "", "wrong": "AAAA" + csrf[4:], "other session": other}
@@ -108,6 +111,9 @@ func TestCSRF(t *testing.T) {
 	}
 	if got, err := f.st.Endpoint(t.Context(), ep.ID); err != nil || got.RevokedAt != nil || got.Queues[0] != "inbox" {
 		t.Errorf("endpoint changed: %+v %v", got, err)
+	}
+	if _, _, err := f.st.WebhookByToken(t.Context(), hook.Token); err != nil {
+		t.Errorf("webhook deleted without a CSRF token: %v", err)
 	}
 	if n := f.countTodos(); n != todosBefore {
 		t.Errorf("todos: %d, want %d", n, todosBefore)
@@ -163,7 +169,7 @@ func TestSecurityHeaders(t *testing.T) {
 	td := f.addTodo("inbox", "{}")
 	css := f.ui.assets.url("app.css")
 	for _, path := range []string{"/", "/login", fmt.Sprintf("/todos/%d", td.ID), "/endpoints", "/endpoints/new",
-		"/audit", "/modules", "/todos/999999", css} {
+		"/audit", "/modules", "/webhooks", "/todos/999999", css} {
 		t.Run(path, func(t *testing.T) {
 			res, _ := f.get(path, cookie)
 			h := res.Header
@@ -195,7 +201,9 @@ func TestNoInlineScriptOrStyle(t *testing.T) {
 	if _, _, err := f.st.CreateEndpoint(t.Context(), "bot", endpointSpec([]string{"inbox"}), "test"); err != nil {
 		t.Fatal(err)
 	}
-	pages := []string{"/", fmt.Sprintf("/todos/%d", td.ID), "/endpoints", "/endpoints/1", "/endpoints/new", "/audit", "/modules"}
+	h, ev := f.webhookWithEvents(`{"a":1}`)
+	pages := []string{"/", fmt.Sprintf("/todos/%d", td.ID), "/endpoints", "/endpoints/1", "/endpoints/new", "/audit", "/modules",
+		"/webhooks", fmt.Sprintf("/webhook/%d", h.ID), fmt.Sprintf("/events/%d", ev[0].EventID)}
 	for _, path := range pages {
 		res, body := f.get(path, cookie)
 		if res.StatusCode != http.StatusOK {

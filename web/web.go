@@ -33,8 +33,12 @@ type Options struct {
 	SessionTTL time.Duration
 	// PageSize is how many rows a listing shows per page (default 50).
 	PageSize int
-	// Modules reports capability modules for the Modules page; nil hides the page.
+	// Modules reports capability modules for the Modules page; nil: the page says
+	// none are configured.
 	Modules Modules
+	// Failures reports refused deliveries per webhook (from the ingest receiver);
+	// nil: the Webhooks page says they are not tracked.
+	Failures DeliveryFailures
 	// Now is the clock (default: the store's).
 	Now func() time.Time
 	// Logger receives diagnostics (default slog.Default()).
@@ -105,6 +109,14 @@ func (u *UI) Register(r *httprouter.Router) {
 	r.GET("/endpoints/:id", u.page(u.endpointPage)) // "new" is the creation form
 	r.POST("/endpoints/:id", u.action(u.updateEndpoint))
 	r.POST("/endpoints/:id/revoke", u.action(u.revokeEndpoint))
+
+	// Webhook pages live under /webhook/:id, not /webhooks/:id, which would clash
+	// with the ingest route /webhooks/w/:token in httprouter.
+	r.GET("/webhooks", u.page(u.webhookList))
+	r.GET("/webhook/:id", u.page(u.webhookPage))
+	r.POST("/webhook/:id/delete", u.action(u.deleteWebhook))
+	r.GET("/events/:id", u.page(u.eventPage))
+	r.POST("/events/:id/replay", u.action(u.replayEvent))
 
 	r.GET("/audit", u.page(u.auditPage))
 

@@ -1,0 +1,174 @@
+package web
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/switchboardhq/switchboard/ingest"
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// DeliveryFailures reports the deliveries refused for each webhook (missing, wrong
+// or stale signatures) since start-up. Nothing about a refused delivery is stored,
+// so only the receiver knows; when it is not wired the board says so.
+type DeliveryFailures interface {
+	Failures(webhookID int64) (count int64, last time.Time)
+}
+
+type webhookRow struct {
+	store.Webhook
+	URL      string
+	Stats    store.DeliveryStats
+	Failures int64
+	LastFail time.Time
+}
+
+type webhooksPage struct {
+	Webhooks      []webhookRow
+	All           bool
+	TrackFailures bool
+}
+
+// webhookList serves GET /webhooks: every webhook with its ingest URL and traffic.
+func (u *UI) webhookList(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	all := r.URL.Query().Get("all") == "1"
+	hooks, err := u.store.ListWebhooks(r.Context(), store.WebhookFilter{IncludeDeleted: all})
+	if err != nil {
+		u.storeError(w, r, rc, "Listing webhooks", err)
+		return
+	}
+	stats, err := u.store.WebhookDeliveryStats(r.Context())
+	if err != nil {
+		u.storeError(w, r, rc, "Counting deliveries", err)
+		return
+	}
+	p := webhooksPage{All: all, TrackFailures: u.opts.Failures != nil}
+	for _, h := range hooks {
+		row := u.webhookRow(r, h)
+		row.Stats = stats[h.ID]
+		p.Webhooks = append(p.Webhooks, row)
+	}
+	u.render(w, r, rc, http.StatusOK, "webhooks", view{Title: "Webhooks", Nav: "webhooks", Page: p})
+}
+
+func (u *UI) webhookRow(r *http.Request, h store.Webhook) webhookRow {
+	row := webhookRow{Webhook: h, URL: ingest.URL(u.baseURL(r), h.Token)}
+	if u.opts.Failures != nil {
+		row.Failures, row.LastFail = u.opts.Failures.Failures(h.ID)
+	}
+	return row
+}
+
+type webhookPage struct {
+	Hook          webhookRow
+	Events        []store.WebhookEvent
+	Before, Older int64
+	TrackFailures bool
+}
+
+// webhookPage serves GET /webhook/:id: one webhook and its event history, newest
+// first.
+func (u *UI) webhookPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	id, ok := pathID(rc, "id")
+	if !ok {
+		u.fail(w, r, rc, http.StatusNotFound, "There is no such webhook.")
+		return
+	}
+	h, err := u.store.Webhook(r.Context(), id)
+	if err != nil {
+		u.storeError(w, r, rc, fmt.Sprintf("Webhook %d", id), err)
+		return
+	}
+	p := webhookPage{Hook: u.webhookRow(r, h), TrackFailures: u.opts.Failures != nil}
+	p.Before, _ = strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
+	p.Events, err = u.store.ListWebhookEvents(r.Context(), store.EventFilter{WebhookID: id, Before: p.Before, Limit: u.opts.PageSize + 1})
+	if err != nil {
+		u.storeError(w, r, rc, fmt.Sprintf("Events of webhook %d", id), err)
+		return
+	}
+	if len(p.Events) > u.opts.PageSize {
+		p.Events = p.Events[:u.opts.PageSize]
+		p.Older = p.Events[len(p.Events)-1].ID
+	}
+	if stats, err := u.store.WebhookDeliveryStats(r.Context()); err == nil {
+		p.Hook.Stats = stats[id]
+	}
+	u.render(w, r, rc, http.StatusOK, "webhook", view{Title: fmt.Sprintf("Webhook %d", id), Nav: "webhooks", Page: p})
+}
+
+// deleteWebhook serves POST /webhook/:id/delete.
+func (u *UI) deleteWebhook(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	id, ok := pathID(rc, "id")
+	if !ok {
+		u.fail(w, r, rc, http.StatusNotFound, "There is no such webhook.")
+		return
+	}
+	if err := u.store.DeleteWebhook(r.Context(), id, 0, rc.actor()); err != nil {
+		u.storeError(w, r, rc, fmt.Sprintf("Deleting webhook %d", id), err)
+		return
+	}
+	http.Redirect(w, r, "/webhooks?flash=deleted", http.StatusSeeOther)
+}
+
+type header struct{ Name, Value string }
+
+type eventPage struct {
+	Event   store.WebhookEvent
+	Hook    store.Webhook
+	Headers []header
+	Body    string // the body as text, indented when JSON
+	Binary  bool   // Body is base64: the body is not UTF-8 text
+}
+
+// eventPage serves GET /events/:id: one delivery's headers and body, as received.
+func (u *UI) eventPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	id, ok := pathID(rc, "id")
+	if !ok {
+		u.fail(w, r, rc, http.StatusNotFound, "There is no such event.")
+		return
+	}
+	e, err := u.store.WebhookEvent(r.Context(), id)
+	if err != nil {
+		u.storeError(w, r, rc, fmt.Sprintf("Event %d", id), err)
+		return
+	}
+	h, err := u.store.Webhook(r.Context(), e.WebhookID)
+	if err != nil {
+		u.storeError(w, r, rc, fmt.Sprintf("Webhook %d", e.WebhookID), err)
+		return
+	}
+	p := eventPage{Event: e, Hook: h}
+	for k, v := range e.Headers {
+		p.Headers = append(p.Headers, header{k, v})
+	}
+	sort.Slice(p.Headers, func(i, j int) bool { return p.Headers[i].Name < p.Headers[j].Name })
+	switch {
+	case !utf8.Valid(e.Body):
+		p.Body, p.Binary = base64.StdEncoding.EncodeToString(e.Body), true
+	case prettyJSON(string(e.Body)) != "":
+		p.Body = prettyJSON(string(e.Body))
+	default:
+		p.Body = string(e.Body)
+	}
+	u.render(w, r, rc, http.StatusOK, "event", view{Title: fmt.Sprintf("Event %d", id), Nav: "webhooks", Page: p})
+}
+
+// replayEvent serves POST /events/:id/replay: a new todo from the stored delivery.
+func (u *UI) replayEvent(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	id, ok := pathID(rc, "id")
+	if !ok {
+		u.fail(w, r, rc, http.StatusNotFound, "There is no such event.")
+		return
+	}
+	t, err := u.store.ReplayWebhookEvent(r.Context(), id, 0, rc.actor())
+	if err != nil {
+		u.storeError(w, r, rc, fmt.Sprintf("Replaying event %d", id), err)
+		return
+	}
+	http.Redirect(w, r, fmt.Sprintf("/todos/%d?flash=replayed", t.ID), http.StatusSeeOther)
+}
