@@ -39,17 +39,17 @@ func (u *UI) funcs() template.FuncMap {
 			}
 			return *t
 		},
-		"future":  func(t time.Time) bool { return t.After(u.now()) },
-		"iso":     func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-		"stamp":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
-		"size":    byteSize,
-		"join":    strings.Join,
-		"has":     func(list []string, v string) bool { return contains(list, v) },
-		"pretty":  prettyJSON,
-		"target":  targetURL,
-		"link":    link,
-		"pct":     func(n, total int64) string { return percent(n, total) },
-		"offset":  func(parts ...int64) string { return percent(sum(parts[:len(parts)-1]), parts[len(parts)-1]) },
+		"future": func(t time.Time) bool { return t.After(u.now()) },
+		"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"stamp":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"size":   byteSize,
+		"join":   strings.Join,
+		"has":    func(list []string, v string) bool { return contains(list, v) },
+		"pretty": prettyJSON,
+		"target": targetURL,
+		"link":   link,
+		"pct":    func(n, total int64) string { return percent(n, total) },
+		"offset": func(parts ...int64) string { return percent(sum(parts[:len(parts)-1]), parts[len(parts)-1]) },
 		"states": func() []string {
 			return []string{store.StatePending, store.StateClaimed, store.StateFailed, store.StateDone}
 		},
