@@ -48,7 +48,7 @@ type serveConfig struct {
 	ModuleConcurrency int
 	// tweakModules lets tests shorten the supervisor's backoff and watch it.
 	tweakModules func(*modules.Options)
-	TrustProxy      bool
+	TrustProxy   bool
 }
 
 func (c *serveConfig) register(fs interface {
