@@ -1,0 +1,332 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// SupportedProtocolVersions are the MCP revisions /mcp serves, newest first. All
+// keep sessions: the doorbell rides a session's GET stream, and a session is bound
+// to the credential that opened it. 2026-07-28 has no sessions, so a client that
+// asks for it is told to negotiate down to one of these.
+var SupportedProtocolVersions = []string{
+	mcp.ProtocolVersion20251125,
+	mcp.ProtocolVersion20250618,
+	mcp.ProtocolVersion20250326,
+}
+
+// Options configure New. The zero value is usable.
+type Options struct {
+	// BaseURL is the public URL of this server. Its origin is an allowed Origin,
+	// and its host passes the DNS-rebinding check on loopback connections.
+	BaseURL string
+	// AllowedOrigins are further browser origins allowed to call /mcp.
+	AllowedOrigins []string
+	// Version is reported to clients as the server version.
+	Version string
+	// Logger receives diagnostics. Default slog.Default().
+	Logger *slog.Logger
+	// RatePerSecond and RateBurst are the tool-call rate limit of endpoints that
+	// set none (default 50 per second, bursts of 100).
+	RatePerSecond float64
+	RateBurst     int
+	// DoorbellBuffer bounds rings waiting to be sent (default 1024); more are dropped.
+	DoorbellBuffer int
+	// MaxRequestBytes bounds a request body (default 1 MiB).
+	MaxRequestBytes int64
+	// SessionIdleTTL forgets sessions idle this long (default 30 minutes).
+	SessionIdleTTL time.Duration
+	// StreamPing is how often an open GET stream is pinged, which keeps proxies
+	// from closing it and keeps its session from idling out (default 25 s).
+	StreamPing time.Duration
+	// RevalidateEvery is how often Run re-reads the endpoints of live sessions,
+	// ending those of revoked endpoints (default 30 s).
+	RevalidateEvery time.Duration
+	// ToolSources add tools that are not verbs (module tools).
+	ToolSources []ToolSource
+}
+
+func (o *Options) defaults() {
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.RatePerSecond <= 0 {
+		o.RatePerSecond = 50
+	}
+	if o.RateBurst <= 0 {
+		o.RateBurst = 100
+	}
+	if o.DoorbellBuffer <= 0 {
+		o.DoorbellBuffer = 1024
+	}
+	if o.MaxRequestBytes <= 0 {
+		o.MaxRequestBytes = 1 << 20
+	}
+	if o.SessionIdleTTL <= 0 {
+		o.SessionIdleTTL = 30 * time.Minute
+	}
+	if o.StreamPing <= 0 {
+		o.StreamPing = 25 * time.Second
+	}
+	if o.RevalidateEvery <= 0 {
+		o.RevalidateEvery = 30 * time.Second
+	}
+}
+
+// Agent is the MCP endpoint for agents.
+type Agent struct {
+	st   *store.Store
+	opts Options
+	log  *slog.Logger
+
+	mcp      *server.MCPServer
+	http     *server.StreamableHTTPServer
+	sessions *sessions
+	limits   *limiters
+	bell     *doorbell
+	tools    []Tool
+	verbOf   map[string]string // tool name → verb, for the filter
+
+	origins   map[string]bool // allowed Origin values
+	localHost string          // BaseURL's host, accepted on loopback connections
+
+	// onAttach, when set (by tests), is called when a GET stream attaches.
+	onAttach func(sessionID string)
+}
+
+// New builds the agent endpoint on st and subscribes it to st's todo changes.
+// Call it at wiring time, before traffic; serve its Handler and run Run.
+func New(st *store.Store, opts Options) (*Agent, error) {
+	opts.defaults()
+	a := &Agent{
+		st:       st,
+		opts:     opts,
+		log:      opts.Logger,
+		sessions: newSessions(),
+		limits:   newLimiters(opts.RatePerSecond, opts.RateBurst),
+		bell:     newDoorbell(opts.DoorbellBuffer),
+		verbOf:   map[string]string{},
+		origins:  map[string]bool{},
+	}
+	if opts.BaseURL != "" {
+		u, err := url.Parse(opts.BaseURL)
+		if err != nil || u.Scheme == "" || u.Host == "" {
+			return nil, fmt.Errorf("agent: base URL %q is not an absolute URL", opts.BaseURL)
+		}
+		a.origins[strings.ToLower(u.Scheme+"://"+u.Host)] = true
+		a.localHost = strings.ToLower(u.Host)
+	}
+	for _, o := range opts.AllowedOrigins {
+		if o = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(o), "/")); o != "" {
+			a.origins[o] = true
+		}
+	}
+	a.tools = a.table()
+	for _, t := range a.tools {
+		if _, dup := a.verbOf[t.Name]; dup {
+			return nil, fmt.Errorf("agent: two tools are named %s", t.Name)
+		}
+		a.verbOf[t.Name] = t.Verb
+	}
+
+	hooks := &server.Hooks{}
+	hooks.AddAfterInitialize(a.initialized)
+	a.mcp = server.NewMCPServer("switchboard", opts.Version,
+		server.WithInstructions(instructions(0)),
+		server.WithToolCapabilities(true),
+		server.WithExperimental(map[string]any{"claude/channel": map[string]any{}}),
+		server.WithToolFilter(a.hideWithdrawn),
+		server.WithHooks(hooks),
+		server.WithRecovery(),
+	)
+	a.http = server.NewStreamableHTTPServer(a.mcp,
+		server.WithSessionIdManagerResolver(a.sessions),
+		server.WithStreamableHTTPProtocolVersions(SupportedProtocolVersions...),
+		// The wrapper applies the same DNS-rebinding rule, plus the configured
+		// public host, so a reverse proxy on the same machine keeps working.
+		server.WithDisableLocalhostProtection(true),
+		server.WithSessionIdleTTL(opts.SessionIdleTTL),
+		server.WithHeartbeatInterval(opts.StreamPing),
+		server.WithStreamableHTTPLogger(opts.Logger),
+	)
+	st.OnTodoChange(a.bell.publish)
+	return a, nil
+}
+
+// Mount serves the endpoint at path on r for GET, POST and DELETE.
+func (a *Agent) Mount(r *httprouter.Router, path string) {
+	h := a.Handler()
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+		r.Handler(m, path, h)
+	}
+}
+
+// Run sends doorbell rings and re-checks the endpoints of live sessions until ctx
+// ends.
+func (a *Agent) Run(ctx context.Context) error {
+	t := time.NewTicker(a.opts.RevalidateEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case c := <-a.bell.ch:
+			a.ring(c)
+		case <-t.C:
+			a.Revalidate(ctx)
+		}
+	}
+}
+
+// CloseSessions ends every session's open stream, so that an HTTP server shutdown
+// does not wait on them. Register it with http.Server.RegisterOnShutdown.
+func (a *Agent) CloseSessions() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, x := range a.sessions.all() {
+		x.closeStreams()
+	}
+	if err := a.http.Shutdown(ctx); err != nil {
+		a.log.Warn("close MCP sessions", "err", err)
+	}
+}
+
+// initialized runs after mcp-go answers initialize and before the answer is
+// written: it gives the new session its endpoint's tools and instructions, so the
+// client can never list tools before they are there.
+func (a *Agent) initialized(ctx context.Context, _ any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
+	ep, ok := EndpointFromContext(ctx)
+	cs := server.ClientSessionFromContext(ctx)
+	if !ok || cs == nil || res == nil {
+		return
+	}
+	x := a.sessions.get(cs.SessionID())
+	withTools, canTool := cs.(server.SessionWithTools)
+	if x == nil || !canTool {
+		return
+	}
+	res.Instructions = instructions(ep.DefaultLeaseTTL)
+	x.mu.Lock()
+	x.tools, x.builtOn = withTools, toolInputs(ep)
+	x.mu.Unlock()
+	withTools.SetSessionTools(a.sessionTools(ctx, ep))
+}
+
+// refresh rebuilds the tools of every live session of ep (whose definitions quote
+// its settings) and tells each client with tools/list_changed.
+func (a *Agent) refresh(ctx context.Context, ep store.Endpoint) {
+	tools := a.sessionTools(ctx, ep)
+	for _, x := range a.sessions.ofEndpoint(ep.ID) {
+		x.setEndpoint(ep)
+		x.mu.Lock()
+		t := x.tools
+		x.builtOn = toolInputs(ep)
+		x.mu.Unlock()
+		if t == nil {
+			continue
+		}
+		t.SetSessionTools(tools)
+		err := a.mcp.SendNotificationToSpecificClient(x.id, string(mcp.MethodNotificationToolsListChanged), nil)
+		if err != nil && !errors.Is(err, server.ErrSessionNotFound) {
+			a.log.Debug("tools/list_changed not sent", "session", x.id, "err", err)
+		}
+	}
+}
+
+// RefreshSessions rebuilds the tools of the live sessions of one endpoint (or of
+// all, for id 0), for example after a module's tools changed.
+func (a *Agent) RefreshSessions(ctx context.Context, endpointID int64) {
+	seen := map[int64]bool{}
+	for _, x := range a.sessions.all() {
+		if (endpointID != 0 && x.endpointID != endpointID) || seen[x.endpointID] {
+			continue
+		}
+		seen[x.endpointID] = true
+		ep, err := a.st.Endpoint(ctx, x.endpointID)
+		if err != nil {
+			a.log.Warn("refresh sessions: load endpoint", "endpoint", x.endpointID, "err", err)
+			continue
+		}
+		a.refresh(ctx, ep)
+	}
+}
+
+// toolInputs is everything about an endpoint that its sessions' tool list is
+// built from: when it changes, the tools are rebuilt.
+func toolInputs(ep store.Endpoint) string {
+	return fmt.Sprint(ep.Verbs, ep.Queues, ep.DefaultLeaseTTL, ep.Capabilities, ep.ToolAllow, ep.ToolDeny)
+}
+
+// Revalidate re-reads the endpoint of every live session. Sessions of revoked or
+// deleted endpoints end at once (their streams close and their ids stop working);
+// the others get the fresh scope the doorbell filters on, and, when a human edited
+// the endpoint (say from the CLI), tools rebuilt from it with tools/list_changed.
+func (a *Agent) Revalidate(ctx context.Context) {
+	eps := map[int64]*store.Endpoint{}
+	stale := map[int64]store.Endpoint{}
+	for _, x := range a.sessions.all() {
+		ep, seen := eps[x.endpointID]
+		if !seen {
+			got, err := a.st.Endpoint(ctx, x.endpointID)
+			switch {
+			case err == nil && got.RevokedAt == nil:
+				ep = &got
+			case err == nil || errors.Is(err, store.ErrNotFound):
+				ep = nil
+			default:
+				a.log.Warn("revalidate sessions: load endpoint", "endpoint", x.endpointID, "err", err)
+				continue
+			}
+			eps[x.endpointID] = ep
+		}
+		if ep == nil {
+			a.sessions.remove(x.id)
+			continue
+		}
+		x.setEndpoint(*ep)
+		x.mu.Lock()
+		if x.tools != nil && x.builtOn != toolInputs(*ep) {
+			stale[ep.ID] = *ep
+		}
+		x.mu.Unlock()
+	}
+	for _, ep := range stale {
+		a.refresh(ctx, ep)
+	}
+}
+
+// Stats are counters for metrics.
+type Stats struct {
+	Sessions     int   // live sessions
+	Streams      int   // sessions with an open GET stream
+	RingsSent    int64 // notifications handed to a session
+	RingsDropped int64 // rings dropped because the doorbell queue was full
+	RingsBlocked int64 // notifications dropped because a session's buffer was full
+}
+
+// Stats reports the endpoint's counters.
+func (a *Agent) Stats() Stats {
+	s := Stats{RingsSent: a.bell.sent.Load(), RingsDropped: a.bell.dropped.Load(), RingsBlocked: a.bell.blocked.Load()}
+	for _, x := range a.sessions.all() {
+		s.Sessions++
+		if x.listening() {
+			s.Streams++
+		}
+	}
+	return s
+}

@@ -1,0 +1,158 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// Benchmarks run the real /mcp handler over HTTP on a real SQLite file with the
+// durability serve uses by default (synchronous FULL). Run them with
+//
+//	go test -run '^$' -bench . -benchtime 2000x ./agent/
+//
+// The million-todo depth case seeds a million rows and is skipped under -short.
+// SWITCHBOARD_BENCH_SYNC=NORMAL runs them with synchronous NORMAL.
+
+// benchEnv uses synchronous FULL, serve's default, unless
+// SWITCHBOARD_BENCH_SYNC=NORMAL asks for the fewer-fsyncs mode.
+func benchEnv(b *testing.B) *env {
+	sync := store.SyncFull
+	if os.Getenv("SWITCHBOARD_BENCH_SYNC") == store.SyncNormal {
+		sync = store.SyncNormal
+	}
+	return newEnv(b, func(c *envConfig) { c.sync = sync })
+}
+
+// claim_next + complete throughput with 1 and 8 agents working one queue.
+func BenchmarkClaimComplete(b *testing.B) {
+	for _, agents := range []int{1, 8} {
+		b.Run(fmt.Sprintf("agents=%d", agents), func(b *testing.B) {
+			e := benchEnv(b)
+			_, cred := e.endpoint("bench", []string{"inbox"}, nil)
+			if err := e.st.SeedTodosForBench(context.Background(), "inbox", b.N, `{"n":1}`); err != nil {
+				b.Fatal(err)
+			}
+			clients := make([]*agentClient, agents)
+			for i := range clients {
+				clients[i] = e.dial(cred, false)
+			}
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for _, c := range clients {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						res, err := c.call(VerbClaimNext, nil)
+						if err != nil || res.IsError {
+							b.Error(errFromResult("claim_next", res, err))
+							return
+						}
+						var claim claimResult
+						if err := decodeResult(res, &claim); err != nil {
+							b.Error(err)
+							return
+						}
+						if !claim.Claimed {
+							return
+						}
+						res, err = c.call(VerbComplete, map[string]any{"todo_id": claim.Todo.ID, "lease_seq": claim.LeaseSeq})
+						if err != nil || res.IsError {
+							b.Error(errFromResult("complete", res, err))
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "todos/s")
+		})
+	}
+}
+
+// Enqueue → doorbell: from the start of AddTodo (which returns after the commit)
+// to the ring arriving at an attached client over its GET stream.
+func BenchmarkDoorbellLatency(b *testing.B) {
+	e := benchEnv(b)
+	_, cred := e.endpoint("bench", []string{"inbox"}, nil)
+	c := e.dial(cred, true)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		td, err := e.st.AddTodo(context.Background(), store.NewTodo{Queue: "inbox", Payload: "{}"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		want := strconv.FormatInt(td.ID, 10)
+		for {
+			n := <-c.notes
+			if n.Method != ChannelMethod {
+				continue
+			}
+			if meta, _ := n.Params.AdditionalFields["meta"].(map[string]any); meta["todo_id"] == want {
+				break
+			}
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+}
+
+// The cost of claim_next must not grow with queue depth: one index probe per
+// queue. Measured over MCP (what an agent sees) and at the store (the claim
+// alone). The queue is topped up by b.N before each run, so it stays at depth.
+func BenchmarkClaimNextDepth(b *testing.B) {
+	for _, depth := range []int{1_000, 1_000_000} {
+		if depth > 1_000 && testing.Short() {
+			b.Logf("skipping depth %d under -short", depth)
+			continue
+		}
+		e := benchEnv(b)
+		_, cred := e.endpoint("bench", []string{"inbox"}, nil)
+		if err := e.st.SeedTodosForBench(context.Background(), "inbox", depth, `{"n":1}`); err != nil {
+			b.Fatal(err)
+		}
+		c := e.dial(cred, false)
+		b.Run(fmt.Sprintf("mcp/pending=%d", depth), func(b *testing.B) {
+			b.StopTimer()
+			if err := e.st.SeedTodosForBench(context.Background(), "inbox", b.N, `{"n":1}`); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			for range b.N {
+				var claim claimResult
+				c.ok(b, VerbClaimNext, nil, &claim)
+				if !claim.Claimed {
+					b.Fatal("queue ran dry")
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("store/pending=%d", depth), func(b *testing.B) {
+			b.StopTimer()
+			if err := e.st.SeedTodosForBench(context.Background(), "inbox", b.N, `{"n":1}`); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			for range b.N {
+				if _, ok, err := e.st.ClaimNext(context.Background(), "agent:bench", []string{"inbox"}, time.Minute); err != nil || !ok {
+					b.Fatalf("claim: %v %v", ok, err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,73 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// DialOptions configure Dial.
+type DialOptions struct {
+	// Listen opens the GET stream after the handshake, which carries the
+	// doorbell and tools/list_changed.
+	Listen bool
+	// OnNotification receives every notification, from the GET stream or a
+	// streamed response. It is registered before the handshake.
+	OnNotification func(mcp.JSONRPCNotification)
+	// HTTPClient replaces http.DefaultClient.
+	HTTPClient *http.Client
+	// ClientName is reported in initialize (default "switchboard-dial").
+	ClientName string
+	// Logger receives the transport's diagnostics (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Dial connects an mcp-go client to a Switchboard /mcp URL with a bearer
+// credential and completes the handshake. It is for tests, benchmarks and the
+// bench command; agents use their own MCP clients. Close the client when done.
+func Dial(ctx context.Context, url, credential string, o DialOptions) (*client.Client, *mcp.InitializeResult, error) {
+	topts := []transport.StreamableHTTPCOption{
+		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + credential}),
+	}
+	if o.Listen {
+		topts = append(topts, transport.WithContinuousListening())
+	}
+	if o.Logger != nil {
+		topts = append(topts, transport.WithHTTPLogger(o.Logger))
+	}
+	if o.HTTPClient != nil {
+		topts = append(topts, transport.WithHTTPBasicClient(o.HTTPClient))
+	}
+	tr, err := transport.NewStreamableHTTP(url, topts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("agent: dial %s: %w", url, err)
+	}
+	// Ask for the newest session-ful revision straight away rather than probing
+	// for the stateless one, which /mcp declines.
+	c := client.NewClient(tr, client.WithProtocolVersion(SupportedProtocolVersions[0]))
+	if o.OnNotification != nil {
+		c.OnNotification(o.OnNotification)
+	}
+	// The GET stream lives until Close, not until ctx, which bounds the handshake.
+	if err := c.Start(context.WithoutCancel(ctx)); err != nil {
+		return nil, nil, fmt.Errorf("agent: dial %s: start: %w", url, err)
+	}
+	name := o.ClientName
+	if name == "" {
+		name = "switchboard-dial"
+	}
+	res, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
+		ProtocolVersion: SupportedProtocolVersions[0],
+		ClientInfo:      mcp.Implementation{Name: name, Version: "1"},
+	}})
+	if err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("agent: dial %s: initialize: %w", url, err)
+	}
+	return c, res, nil
+}

@@ -1,0 +1,57 @@
+// Package agent is the MCP endpoint agents work through: Streamable HTTP at /mcp,
+// bearer authentication, session binding, scope checks, the todo and lease verbs,
+// the session instructions, the doorbell, and rate limits.
+//
+// It must never hold SQL (every query is a store method), never trust a session id
+// without the credential that opened it, and never return a todo's payload except
+// from claim and claim_next.
+//
+// # Request path
+//
+// An HTTP request passes, in order: the Host check (DNS rebinding), the Origin check,
+// the bearer credential (resolved to a live store.Endpoint on every request, so a
+// revocation or a scope edit applies to the next request), the 1 MiB body bound, and
+// the session binding (a session id is usable only by the endpoint that opened it).
+// Only then does mcp-go see it. A tool call then passes the endpoint's rate limit and
+// the verb check, and the handler checks every queue it touches with the same helper
+// (checkScope) before it calls the store.
+//
+// # Adding a verb
+//
+// A verb is one entry in the table built by (*Agent).table: a Tool with the tool's
+// Name, the scope Verb that grants it, Define (the mcp.Tool definition, built per
+// endpoint when a session starts, so descriptions can quote that endpoint's
+// settings) and Handle (decode arguments with Call.Decode, check queues with
+// checkScope or Agent.todoInScope, call the store, return a JSON object or an
+// error). Rate limiting, the verb check, the structured result, the text copy of it
+// and the mapping of errors to codes are done once, around every handler. Webhook
+// verbs go in their own file (webhooks.go) as a method returning []Tool that table
+// appends. Every annotation hint must be set explicitly (see annotate).
+//
+// # Tools that are not verbs
+//
+// Module tools come from a ToolSource (Options.ToolSources). A source is asked for
+// an endpoint's tools when each session starts and whenever that endpoint's
+// sessions are refreshed; it decides which tools the endpoint may see. Its handlers
+// run behind the same authentication and rate limit, and read the calling endpoint
+// with EndpointFromContext.
+//
+// # Keeping live sessions current
+//
+// A session's tool list is built when it starts. set_default_lease rebuilds it on
+// every live session of the endpoint at once; Revalidate (run by Run every
+// RevalidateEvery) rebuilds it when a human edited the endpoint, and ends the
+// sessions of a revoked one; RefreshSessions rebuilds on demand (say, when a
+// module's tools changed). Each rebuild sends notifications/tools/list_changed. A
+// verb withdrawn from an endpoint is hidden and refused from the next request on,
+// without waiting for a rebuild.
+//
+// # Doorbell
+//
+// The store announces committed changes that make a todo claimable; the agent puts
+// them on a bounded channel (a full channel drops the ring) and one goroutine (Run)
+// sends notifications/claude/channel to every session with an open GET stream whose
+// endpoint's queue scope covers the todo's queue. Sending never blocks either: a
+// session whose buffer is full misses that ring. The queue is the ledger; the ring is
+// only a wake-up.
+package agent

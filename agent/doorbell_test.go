@@ -1,0 +1,155 @@
+package agent
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// nextRing waits for the next doorbell notification on c.
+func nextRing(t *testing.T, c *agentClient) mcp.JSONRPCNotification {
+	t.Helper()
+	return waitNote(t, c, ChannelMethod)
+}
+
+func ringOf(t *testing.T, n mcp.JSONRPCNotification) (content string, meta map[string]any) {
+	t.Helper()
+	content, _ = n.Params.AdditionalFields["content"].(string)
+	meta, _ = n.Params.AdditionalFields["meta"].(map[string]any)
+	if content == "" || meta == nil {
+		t.Fatalf("ring without content or meta: %+v", n.Params.AdditionalFields)
+	}
+	return content, meta
+}
+
+// A new todo rings every attached session whose scope covers its queue, on the
+// GET stream, and no other.
+func TestDoorbellRingsTheRightSessions(t *testing.T) {
+	e := newEnv(t)
+	_, inboxCred := e.endpoint("inbox-worker", []string{"inbox"}, nil)
+	_, otherCred := e.endpoint("other-worker", []string{"other"}, nil)
+	inbox1 := e.dial(inboxCred, true)
+	inbox2 := e.dial(inboxCred, true)
+	other := e.dial(otherCred, true)
+
+	td := e.addTodo("inbox", "p")
+	for _, c := range []*agentClient{inbox1, inbox2} {
+		content, meta := ringOf(t, nextRing(t, c))
+		if want := "todo " + strconv.FormatInt(td.ID, 10) + " ready on queue inbox"; content != want {
+			t.Errorf("content %q, want %q", content, want)
+		}
+		if meta["queue"] != "inbox" || meta["todo_id"] != strconv.FormatInt(td.ID, 10) || meta["source"] != "manual" {
+			t.Errorf("meta = %v", meta)
+		}
+	}
+	// The out-of-scope session's first ring is for its own queue: rings are sent
+	// in order, so it never got the inbox one.
+	mine := e.addTodo("other", "q")
+	_, meta := ringOf(t, nextRing(t, other))
+	if meta["todo_id"] != strconv.FormatInt(mine.ID, 10) {
+		t.Fatalf("out-of-scope session got a ring for todo %v (queue %v)", meta["todo_id"], meta["queue"])
+	}
+
+	// A requeue rings too (the reaper's, a release, a retry): claimable again.
+	inbox1.ok(t, VerbClaim, map[string]any{"todo_id": td.ID}, nil)
+	inbox1.ok(t, VerbRelease, map[string]any{"todo_id": td.ID}, nil)
+	_, meta = ringOf(t, nextRing(t, inbox2))
+	if meta["todo_id"] != strconv.FormatInt(td.ID, 10) {
+		t.Fatalf("release rang for %v", meta["todo_id"])
+	}
+	if s := e.ag.Stats(); s.Streams != 3 || s.RingsSent < 3 { // the last ring may still be counting
+		t.Fatalf("stats = %+v", s)
+	}
+}
+
+// A todo added by another process on the same file (the CLI while serve runs)
+// rings too, through the foreign-commit watcher.
+func TestDoorbellRingsForForeignCommits(t *testing.T) {
+	e := newEnv(t)
+	_, cred := e.endpoint("watcher", []string{"inbox"}, nil)
+	c := e.dial(cred, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	watching := make(chan struct{})
+	go func() { e.st.WatchForeign(ctx, 5*time.Millisecond); close(watching) }()
+	t.Cleanup(func() { cancel(); <-watching })
+
+	cli, err := store.Open(ctx, e.st.Path(), store.Options{Logger: e.quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	// The watcher takes its baseline when it starts, and a todo committed before
+	// that is not news; add until one rings (the first almost always does).
+	for attempt := 0; ; attempt++ {
+		td, err := cli.AddTodo(ctx, store.NewTodo{Queue: "inbox", Payload: "from the cli", CreatedBy: "human:cli"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case n := <-c.notes:
+			if n.Method != ChannelMethod {
+				continue
+			}
+			_, meta := ringOf(t, n)
+			if meta["queue"] != "inbox" {
+				t.Fatalf("foreign ring meta = %v", meta)
+			}
+			id, _ := strconv.ParseInt(meta["todo_id"].(string), 10, 64)
+			if id < 1 || id > td.ID {
+				t.Fatalf("ring for todo %d, newest foreign todo is %d", id, td.ID)
+			}
+			return
+		case <-time.After(2 * time.Second):
+			if attempt == 5 {
+				t.Fatal("a foreign commit never rang the doorbell")
+			}
+		}
+	}
+}
+
+// Publishing never blocks the committing goroutine: a full doorbell drops rings
+// and counts them; changes that make nothing claimable never ring.
+func TestDoorbellPublishNeverBlocks(t *testing.T) {
+	d := newDoorbell(1)
+	d.publish(store.TodoChange{ID: 1, Queue: "q", Claimable: true})
+	d.publish(store.TodoChange{ID: 2, Queue: "q", Claimable: true}) // full: dropped, not blocked
+	d.publish(store.TodoChange{ID: 3, Queue: "q", State: store.StateDone})
+	if got := d.dropped.Load(); got != 1 {
+		t.Fatalf("dropped %d, want 1", got)
+	}
+	if c := <-d.ch; c.ID != 1 || len(d.ch) != 0 {
+		t.Fatalf("queued %d, %d left", c.ID, len(d.ch))
+	}
+}
+
+// Revalidate ends the sessions of a revoked endpoint: their ids stop working and
+// their streams get no more rings.
+func TestRevokedEndpointLosesItsStream(t *testing.T) {
+	e := newEnv(t)
+	ep, cred := e.endpoint("revoked", []string{"inbox"}, nil)
+	_, keep := e.endpoint("kept", []string{"inbox"}, nil)
+	gone := e.dial(cred, true)
+	kept := e.dial(keep, true)
+	if err := e.st.RevokeEndpoint(t.Context(), ep.ID, "human:test"); err != nil {
+		t.Fatal(err)
+	}
+	e.ag.Revalidate(t.Context())
+	if e.ag.sessions.get(gone.GetSessionId()) != nil {
+		t.Fatal("the revoked endpoint's session survived")
+	}
+	if e.ag.sessions.get(kept.GetSessionId()) == nil {
+		t.Fatal("another endpoint's session was ended")
+	}
+	// Ring synchronously, so that the count is final when ring returns.
+	before := e.ag.Stats().RingsSent
+	e.ag.ring(store.TodoChange{ID: 99, Queue: "inbox", Source: "manual", Claimable: true})
+	if sent := e.ag.Stats().RingsSent - before; sent != 1 {
+		t.Fatalf("%d rings sent after the revocation, want 1 (the kept session's)", sent)
+	}
+	nextRing(t, kept)
+}

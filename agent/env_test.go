@@ -1,0 +1,258 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// fakeClock is the store's clock in tests: leases expire when a test says so.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// env is one Switchboard /mcp endpoint over real HTTP on a real SQLite file.
+type env struct {
+	t     testing.TB
+	clock *fakeClock
+	st    *store.Store
+	ag    *Agent
+	srv   *httptest.Server
+	url   string
+	quiet *slog.Logger
+
+	attachMu sync.Mutex
+	attached map[string]chan struct{} // session id → closed when its GET stream attaches
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// envConfig is what a test may change about its env.
+type envConfig struct {
+	agent Options
+	sync  string // store.SyncNormal unless set: tests need no power-loss safety
+}
+
+func newEnv(t testing.TB, tweak ...func(*envConfig)) *env {
+	t.Helper()
+	e := &env{t: t, clock: &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}, quiet: quietLogger(),
+		attached: map[string]chan struct{}{}}
+	// Tests make calls in bursts; the rate limit has its own test.
+	cfg := envConfig{agent: Options{Logger: e.quiet, RatePerSecond: 1e6, RateBurst: 1e6}, sync: store.SyncNormal}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "switchboard.db"),
+		store.Options{Now: e.clock.Now, Logger: e.quiet, Synchronous: cfg.sync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e.st = st
+	ag, err := New(st, cfg.agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag.onAttach = e.noteAttach
+	e.ag = ag
+	router := httprouter.New()
+	ag.Mount(router, "/mcp")
+	e.srv = httptest.NewServer(router)
+	t.Cleanup(e.srv.Close)
+	e.url = e.srv.URL + "/mcp"
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { ag.Run(runCtx); close(done) }()
+	// Cleanups run last-registered first: end the streams, then stop Run, then
+	// the HTTP server (which waits for handlers) and the store.
+	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(ag.CloseSessions)
+	return e
+}
+
+func (e *env) attachCh(id string) chan struct{} {
+	e.attachMu.Lock()
+	defer e.attachMu.Unlock()
+	ch := e.attached[id]
+	if ch == nil {
+		ch = make(chan struct{})
+		e.attached[id] = ch
+	}
+	return ch
+}
+
+func (e *env) noteAttach(id string) {
+	ch := e.attachCh(id)
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// waitAttached blocks until the session's GET stream is attached (or fails the
+// test after a generous bound, which only a broken build reaches).
+func (e *env) waitAttached(id string) {
+	e.t.Helper()
+	select {
+	case <-e.attachCh(id):
+	case <-time.After(10 * time.Second):
+		e.t.Fatalf("GET stream of session %s never attached", id)
+	}
+}
+
+// endpoint creates an endpoint and returns it with its credential.
+func (e *env) endpoint(agentID string, queues, verbs []string, tweak ...func(*store.EndpointSpec)) (store.Endpoint, string) {
+	e.t.Helper()
+	if verbs == nil {
+		verbs = AllVerbs()
+	}
+	spec := store.EndpointSpec{Queues: &queues, Verbs: &verbs}
+	for _, f := range tweak {
+		f(&spec)
+	}
+	ep, cred, err := e.st.CreateEndpoint(context.Background(), agentID, spec, "human:test")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ep, cred
+}
+
+// agentClient is a connected MCP client and the notifications it received.
+type agentClient struct {
+	*client.Client
+	init  *mcp.InitializeResult
+	notes chan mcp.JSONRPCNotification
+}
+
+func (e *env) dial(cred string, listen bool) *agentClient {
+	e.t.Helper()
+	ac := &agentClient{notes: make(chan mcp.JSONRPCNotification, 256)}
+	c, res, err := Dial(context.Background(), e.url, cred, DialOptions{Listen: listen, Logger: e.quiet, OnNotification: func(n mcp.JSONRPCNotification) {
+		select {
+		case ac.notes <- n:
+		default:
+		}
+	}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { c.Close() })
+	ac.Client, ac.init = c, res
+	if listen {
+		e.waitAttached(c.GetSessionId())
+	}
+	return ac
+}
+
+// call calls a tool and returns the raw result (nil with err for protocol errors).
+func (ac *agentClient) call(tool string, args map[string]any) (*mcp.CallToolResult, error) {
+	return ac.CallTool(context.Background(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool, Arguments: args}})
+}
+
+// ok calls a tool that must succeed and decodes its structuredContent into out.
+func (ac *agentClient) ok(t testing.TB, tool string, args map[string]any, out any) {
+	t.Helper()
+	res, err := ac.call(tool, args)
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	if res.IsError {
+		t.Fatalf("%s: error result %s", tool, text(res))
+	}
+	if out != nil {
+		if err := json.Unmarshal(res.RawStructuredContent, out); err != nil {
+			t.Fatalf("%s: decode structuredContent %s: %v", tool, res.RawStructuredContent, err)
+		}
+	}
+}
+
+// code calls a tool that must fail with a tool error and returns its code.
+func (ac *agentClient) code(t testing.TB, tool string, args map[string]any) string {
+	t.Helper()
+	res, err := ac.call(tool, args)
+	if err != nil {
+		t.Fatalf("%s: protocol error %v, want a tool error", tool, err)
+	}
+	if !res.IsError {
+		t.Fatalf("%s: succeeded (%s), want an error", tool, text(res))
+	}
+	var p errorPayload
+	if err := json.Unmarshal(res.RawStructuredContent, &p); err != nil || p.Code == "" {
+		t.Fatalf("%s: error without a code: %s", tool, res.RawStructuredContent)
+	}
+	return p.Code
+}
+
+func text(res *mcp.CallToolResult) string {
+	for _, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			return tc.Text
+		}
+	}
+	return ""
+}
+
+func (e *env) addTodo(queue, payload string) store.Todo {
+	e.t.Helper()
+	td, err := e.st.AddTodo(context.Background(), store.NewTodo{Queue: queue, Payload: payload, CreatedBy: "human:test"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return td
+}
+
+func (e *env) todo(id int64) store.Todo {
+	e.t.Helper()
+	td, err := e.st.Todo(context.Background(), id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return td
+}
+
+func decodeResult(res *mcp.CallToolResult, out any) error {
+	return json.Unmarshal(res.RawStructuredContent, out)
+}
+
+func errFromResult(tool string, res *mcp.CallToolResult, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", tool, err)
+	}
+	return fmt.Errorf("%s: %s", tool, text(res))
+}
+
+// waitNote waits for the next notification of method on c, skipping others. The
+// bound only stops a broken build from hanging; nothing is timed.
+func waitNote(t testing.TB, c *agentClient, method string) mcp.JSONRPCNotification {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case n := <-c.notes:
+			if n.Method == method {
+				return n
+			}
+		case <-deadline:
+			t.Fatalf("no %s arrived", method)
+		}
+	}
+}

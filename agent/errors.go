@@ -1,0 +1,75 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// Error codes agents can act on. They are a contract: never rename one.
+const (
+	CodeForbidden       = "forbidden"
+	CodeNotFound        = "not_found"
+	CodeConflict        = "conflict"
+	CodeInvalidArgument = "invalid_argument"
+	CodeRateLimited     = "rate_limited"
+	CodeUnavailable     = "unavailable"
+	CodeCeilingExceeded = "ceiling_exceeded"
+)
+
+// Error is a refusal with a stable code. Handlers return it for outcomes the store
+// does not decide (scope, arguments, rate); store sentinels are mapped in toolError.
+type Error struct {
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+func errorf(code, format string, a ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, a...)}
+}
+
+// errorPayload is the structuredContent of a failed call.
+type errorPayload struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// toolError turns any handler error into the tool result the agent sees. It is the
+// one place where store sentinel errors become codes. Errors with no code are
+// logged and reported as unavailable without their detail, which may name files
+// or SQL.
+func (a *Agent) toolError(tool string, err error) *mcp.CallToolResult {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+	case errors.Is(err, store.ErrNotFound):
+		e = &Error{CodeNotFound, storeMessage(err)}
+	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrAlreadyExists):
+		e = &Error{CodeConflict, storeMessage(err)}
+	case errors.Is(err, store.ErrInvalid):
+		e = &Error{CodeInvalidArgument, storeMessage(err)}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, store.ErrClosed):
+		e = &Error{CodeUnavailable, "the server is busy or shutting down; retry shortly"}
+	default:
+		a.log.Error("tool call failed", "tool", tool, "err", err)
+		e = &Error{CodeUnavailable, "the server could not complete the call; retry shortly"}
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{mcp.NewTextContent(e.Error())},
+		StructuredContent: errorPayload{Code: e.Code, Message: e.Message},
+		IsError:           true,
+	}
+}
+
+// storeMessage drops the package prefix from a store error; the rest says what was
+// refused and why in words an agent can use.
+func storeMessage(err error) string {
+	return strings.TrimPrefix(err.Error(), "store: ")
+}

@@ -1,0 +1,154 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+type endpointKey struct{}
+
+// EndpointFromContext returns the endpoint a request authenticated as. Tool
+// handlers, including those of a ToolSource, use it to find their caller.
+func EndpointFromContext(ctx context.Context) (store.Endpoint, bool) {
+	ep, ok := ctx.Value(endpointKey{}).(store.Endpoint)
+	return ep, ok
+}
+
+// Handler is the /mcp handler: the checks below, then mcp-go's Streamable HTTP
+// server. mcp-go's WithHTTPContextFunc cannot refuse a request, so the refusals
+// live here, before mcp-go reads anything.
+func (a *Agent) Handler() http.Handler {
+	return http.HandlerFunc(a.serveHTTP)
+}
+
+func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if !a.hostAllowed(r) {
+		http.Error(w, "forbidden: Host header does not name this server", http.StatusForbidden)
+		return
+	}
+	if o := r.Header.Get("Origin"); o != "" && !a.origins[strings.ToLower(o)] {
+		http.Error(w, "forbidden: Origin not allowed", http.StatusForbidden)
+		return
+	}
+	ep, ok := a.authenticate(w, r)
+	if !ok {
+		return
+	}
+	ctx := context.WithValue(r.Context(), endpointKey{}, ep)
+
+	if r.Method == http.MethodPost {
+		if !a.readBody(w, r) {
+			return
+		}
+	}
+
+	sid := r.Header.Get(server.HeaderKeySessionID)
+	var x *session
+	if sid != "" {
+		x = a.sessions.get(sid)
+		switch {
+		case x == nil:
+			// 404 tells a client its session is gone and it must initialize again.
+			http.Error(w, "unknown or ended session: initialize a new one", http.StatusNotFound)
+			return
+		case x.endpointID != ep.ID:
+			a.log.Warn("request with another endpoint's session refused", "agent", ep.AgentID, "method", r.Method)
+			http.Error(w, "forbidden: this session belongs to another credential", http.StatusForbidden)
+			return
+		}
+		x.setEndpoint(ep)
+	} else if r.Method != http.MethodPost {
+		http.Error(w, "bad request: Mcp-Session-Id header required", http.StatusBadRequest)
+		return
+	}
+
+	if r.Method == http.MethodGet {
+		ctx, cancel := context.WithCancel(ctx)
+		detach := x.attach(cancel)
+		defer detach()
+		if a.onAttach != nil {
+			a.onAttach(sid)
+		}
+		a.http.ServeHTTP(w, r.WithContext(ctx))
+		return
+	}
+	a.http.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// authenticate resolves the bearer credential to a live endpoint or answers 401.
+func (a *Agent) authenticate(w http.ResponseWriter, r *http.Request) (store.Endpoint, bool) {
+	scheme, cred, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	cred = strings.TrimSpace(cred)
+	if !strings.EqualFold(scheme, "Bearer") || cred == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
+		http.Error(w, "unauthorized: send Authorization: Bearer <credential>", http.StatusUnauthorized)
+		return store.Endpoint{}, false
+	}
+	ep, err := a.st.EndpointByCredential(r.Context(), cred)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard", error="invalid_token"`)
+		http.Error(w, "unauthorized: unknown or revoked credential", http.StatusUnauthorized)
+		return store.Endpoint{}, false
+	case err != nil:
+		a.log.Error("authenticate agent", "err", err)
+		http.Error(w, "service unavailable", http.StatusServiceUnavailable)
+		return store.Endpoint{}, false
+	}
+	return ep, true
+}
+
+// readBody reads a POST body up to the bound, before anything parses it, and puts
+// it back for mcp-go. A larger body is answered 413.
+func (a *Agent) readBody(w http.ResponseWriter, r *http.Request) bool {
+	if r.ContentLength > a.opts.MaxRequestBytes {
+		http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+		return false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.opts.MaxRequestBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+		} else {
+			http.Error(w, "bad request: could not read body", http.StatusBadRequest)
+		}
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return true
+}
+
+// hostAllowed is DNS-rebinding protection, mcp-go's rule plus one exception: a
+// request that arrived on a loopback address must name a loopback host, or the
+// host of the configured public URL (a reverse proxy on the same machine forwards
+// that one). A hostile web page can make a browser send neither.
+func (a *Agent) hostAllowed(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || local == nil || !isLoopback(local.String()) {
+		return true
+	}
+	return isLoopback(r.Host) || (a.localHost != "" && strings.EqualFold(r.Host, a.localHost))
+}
+
+func isLoopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = strings.Trim(hostport, "[]")
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}

@@ -1,0 +1,274 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",` +
+	`"capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+
+const listToolsBody = `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`
+
+// raw sends one HTTP request to /mcp and returns the response with its body read.
+func (e *env) raw(method, cred, session, body string, header map[string]string) (*http.Response, string) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.url, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if body == "" {
+		req.Body = nil
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if cred != "" {
+		req.Header.Set("Authorization", "Bearer "+cred)
+	}
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	if method == http.MethodGet {
+		// A GET that is let through streams until the session ends; read
+		// only the status.
+		ctx, cancel := context.WithCancel(context.Background())
+		req = req.WithContext(ctx)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		cancel()
+		resp.Body.Close()
+		return resp, ""
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func TestAuthentication(t *testing.T) {
+	e := newEnv(t)
+	ep, cred := e.endpoint("authed", []string{"inbox"}, nil)
+
+	for name, c := range map[string]string{"no credential": "", "unknown credential": store.CredentialPrefix + "nope"} {
+		resp, _ := e.raw(http.MethodPost, c, "", initializeBody, nil)
+		if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("%s: %d, WWW-Authenticate %q", name, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+		}
+	}
+
+	// A revoked credential fails from the next request on, mid-session.
+	c := e.dial(cred, false)
+	c.ok(t, VerbListTodos, nil, nil)
+	if err := e.st.RevokeEndpoint(t.Context(), ep.ID, "human:test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.call(VerbListTodos, nil); err == nil {
+		t.Fatal("a revoked credential still worked")
+	}
+	resp, _ := e.raw(http.MethodPost, cred, c.GetSessionId(), listToolsBody, nil)
+	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
+		t.Fatalf("revoked credential: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+}
+
+// A session belongs to the credential that opened it: another endpoint cannot
+// post in it, listen on it or end it.
+func TestSessionHijackRejected(t *testing.T) {
+	e := newEnv(t)
+	_, credA := e.endpoint("alice", []string{"inbox"}, nil)
+	_, credB := e.endpoint("mallory", []string{"inbox"}, nil)
+	alice := e.dial(credA, false)
+	sid := alice.GetSessionId()
+	if sid == "" {
+		t.Fatal("no session id")
+	}
+	for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+		body := ""
+		if method == http.MethodPost {
+			body = listToolsBody
+		}
+		resp, _ := e.raw(method, credB, sid, body, nil)
+		if resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s with another endpoint's session: %d", method, resp.StatusCode)
+		}
+	}
+	// Mallory's own client pointed at alice's session fails too.
+	tr, err := transport.NewStreamableHTTP(e.url, transport.WithSession(sid),
+		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + credB}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := client.NewClient(tr, client.WithSession())
+	if err := mc.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	if _, err := mc.ListTools(t.Context(), mcp.ListToolsRequest{}); err == nil {
+		t.Error("mallory listed tools in alice's session")
+	}
+	// Alice's session is untouched.
+	alice.ok(t, VerbListTodos, nil, nil)
+
+	// Unknown session ids are 404 (initialize again); GET needs a session.
+	if resp, _ := e.raw(http.MethodPost, credA, "sb-unknown", listToolsBody, nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("unknown session: %d", resp.StatusCode)
+	}
+	if resp, _ := e.raw(http.MethodGet, credA, "", "", nil); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("GET without a session: %d", resp.StatusCode)
+	}
+	// Alice ends her session; its id stops working.
+	if resp, _ := e.raw(http.MethodDelete, credA, sid, "", nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("DELETE own session: %d", resp.StatusCode)
+	}
+	if resp, _ := e.raw(http.MethodPost, credA, sid, listToolsBody, nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("ended session: %d", resp.StatusCode)
+	}
+}
+
+func TestOriginAndHostChecks(t *testing.T) {
+	e := newEnv(t, func(c *envConfig) {
+		c.agent.BaseURL = "https://switchboard.example.net"
+		c.agent.AllowedOrigins = []string{"https://console.example.net"}
+	})
+	_, cred := e.endpoint("browser", []string{"inbox"}, nil)
+	cases := []struct {
+		name   string
+		header map[string]string
+		want   int
+	}{
+		{"no Origin", nil, http.StatusOK},
+		{"same origin as the base URL", map[string]string{"Origin": "https://switchboard.example.net"}, http.StatusOK},
+		{"allowed origin", map[string]string{"Origin": "https://console.example.net"}, http.StatusOK},
+		{"foreign origin", map[string]string{"Origin": "https://evil.example"}, http.StatusForbidden},
+		{"null origin", map[string]string{"Origin": "null"}, http.StatusForbidden},
+		// The test server listens on loopback: a rebinding page's Host is refused,
+		// the public host (a local reverse proxy) is not.
+		{"rebinding Host", map[string]string{"Host": "evil.example"}, http.StatusForbidden},
+		{"public Host via a local proxy", map[string]string{"Host": "switchboard.example.net"}, http.StatusOK},
+	}
+	for _, tc := range cases {
+		resp, body := e.raw(http.MethodPost, cred, "", initializeBody, tc.header)
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %d %s, want %d", tc.name, resp.StatusCode, body, tc.want)
+		}
+	}
+	// The Origin check comes before authentication: a foreign page learns nothing.
+	if resp, _ := e.raw(http.MethodPost, "", "", initializeBody, map[string]string{"Origin": "https://evil.example"}); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("foreign origin without credential: %d", resp.StatusCode)
+	}
+}
+
+func TestOversizedRequestRejected(t *testing.T) {
+	e := newEnv(t)
+	_, cred := e.endpoint("big", []string{"inbox"}, nil)
+	c := e.dial(cred, false)
+	td := e.addTodo("inbox", "p")
+	c.ok(t, VerbClaim, map[string]any{"todo_id": td.ID}, nil)
+	huge := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"complete","arguments":{"todo_id":` +
+		jsonInt(td.ID) + `,"result":"` + strings.Repeat("x", 1<<20) + `"}}}`
+	resp, _ := e.raw(http.MethodPost, cred, c.GetSessionId(), huge, nil)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("1 MiB+ body: %d", resp.StatusCode)
+	}
+	// Without a Content-Length the bound still holds.
+	req, _ := http.NewRequest(http.MethodPost, e.url, io.MultiReader(strings.NewReader(huge)))
+	req.ContentLength = -1
+	req.Header.Set("Authorization", "Bearer "+cred)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Mcp-Session-Id", c.GetSessionId())
+	r2, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.Body.Close()
+	if r2.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("chunked 1 MiB+ body: %d", r2.StatusCode)
+	}
+	if got := e.todo(td.ID); got.State != store.StateClaimed {
+		t.Fatalf("the oversized call reached the store: %s", got.State)
+	}
+}
+
+func jsonInt(v int64) string { b, _ := json.Marshal(v); return string(b) }
+
+// /mcp serves only the session-ful revisions: a stateless (2026-07-28) request is
+// told which versions to use, and mcp-go's default client negotiates down.
+func TestProtocolVersionsPinned(t *testing.T) {
+	e := newEnv(t)
+	_, cred := e.endpoint("modern", []string{"inbox"}, nil)
+	discover := `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"` + mcp.MetaKeyProtocolVersion +
+		`":"2026-07-28","` + mcp.MetaKeyClientCapabilities + `":{}}}}`
+	resp, body := e.raw(http.MethodPost, cred, "", discover, map[string]string{mcp.HeaderProtocolVersion: "2026-07-28"})
+	var rpc struct {
+		Error struct {
+			Data mcp.UnsupportedProtocolVersionData `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(body), &rpc); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("modern discover: %d %s", resp.StatusCode, body)
+	}
+	if !slices.Equal(rpc.Error.Data.Supported, SupportedProtocolVersions) {
+		t.Fatalf("supported = %v, want %v", rpc.Error.Data.Supported, SupportedProtocolVersions)
+	}
+
+	tr, err := transport.NewStreamableHTTP(e.url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + cred}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewClient(tr) // prefers 2026-07-28 by default
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	res, err := c.Initialize(t.Context(), mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "default", Version: "1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(SupportedProtocolVersions, res.ProtocolVersion) || c.GetSessionId() == "" {
+		t.Fatalf("default client settled on %q with session %q", res.ProtocolVersion, c.GetSessionId())
+	}
+	if _, ok := res.Capabilities.Experimental["claude/channel"]; !ok {
+		t.Fatalf("capabilities lack experimental claude/channel: %+v", res.Capabilities.Experimental)
+	}
+}
+
+func TestRateLimited(t *testing.T) {
+	e := newEnv(t)
+	// Two tokens, refilled once an hour: the third call in a row is over.
+	_, cred := e.endpoint("hasty", []string{"inbox"}, nil, func(s *store.EndpointSpec) {
+		s.RatePerSecond, s.RateBurst = ptr(1.0/3600), ptr(2)
+	})
+	c := e.dial(cred, false)
+	c.ok(t, VerbListTodos, nil, nil)
+	c.ok(t, VerbListTodos, nil, nil)
+	if code := c.code(t, VerbListTodos, nil); code != CodeRateLimited {
+		t.Fatalf("third call: %s, want rate_limited", code)
+	}
+	// Another endpoint has its own bucket.
+	_, other := e.endpoint("patient", []string{"inbox"}, nil)
+	e.dial(other, false).ok(t, VerbListTodos, nil, nil)
+}

@@ -1,0 +1,71 @@
+package agent
+
+import "fmt"
+
+// The texts below state the lease contract to the model. Every number in them comes
+// from DefaultLeaseSeconds, MaxLeaseSeconds and the endpoint's default lease, so
+// the contract stated is the contract enforced (lease_test.go pins this).
+
+// leaseSentence states how long a lease is, for an endpoint whose default lease is
+// endpointDefault seconds (0 = not set).
+func leaseSentence(endpointDefault int) string {
+	if endpointDefault > 0 {
+		return fmt.Sprintf("A claim holds the todo under a lease of %d seconds (this endpoint's default; the built-in default is %d) "+
+			"unless you pass lease_ttl_seconds, at most %d (longer values are cut to %d).",
+			effectiveDefault(endpointDefault), DefaultLeaseSeconds, MaxLeaseSeconds, MaxLeaseSeconds)
+	}
+	return fmt.Sprintf("A claim holds the todo under a lease of %d seconds unless you pass lease_ttl_seconds, "+
+		"at most %d (longer values are cut to %d).", DefaultLeaseSeconds, MaxLeaseSeconds, MaxLeaseSeconds)
+}
+
+// leaseRules is what a worker must do to keep a lease, and what losing one means.
+const leaseRules = "Call heartbeat before the lease runs out and before any irreversible step (merging, sending, paying). " +
+	"If the lease lapses the todo is requeued for another worker, and heartbeat, complete and fail answer conflict, " +
+	"even before anyone else has claimed it: on conflict, stop work on that todo and take no irreversible step for it. " +
+	"If you cannot call heartbeat, claim with a lease_ttl_seconds that covers the whole job."
+
+// instructions is the text every session reads before its first call.
+func instructions(endpointDefault int) string {
+	return "Switchboard hands you todos from the queues this endpoint may work. " +
+		"Loop: call claim_next (or claim a todo by id), do the work, then call complete with a short result, " +
+		"or fail with an error (retry=true puts it back after a backoff; retry=false, or the last attempt, dead-letters it). " +
+		"release hands a todo back at once.\n\n" +
+		"Lease contract: " + leaseSentence(endpointDefault) + " " + leaseRules + " " +
+		"A heartbeat without lease_ttl_seconds extends the lease by the endpoint default and never shortens a longer lease. " +
+		"Pass the lease_seq from your claim to heartbeat, complete, fail and release, so that a lease you lost " +
+		"can never act on a todo another worker holds now.\n\n" +
+		"Only claim and claim_next return a todo's payload; list_todos and every acknowledgement return compact rows " +
+		"with payload_size instead. A notifications/claude/channel message (\"todo N ready on queue Q\") is only a " +
+		"wake-up: it may be missed, so call claim_next when you start and after each todo, until it says nothing is claimable."
+}
+
+// leaseTTLSchemaText describes the lease_ttl_seconds argument.
+func leaseTTLSchemaText(endpointDefault int) string {
+	return fmt.Sprintf("Lease length in seconds, 1 to %d (longer values are cut to %d). Default: %d seconds (%s).",
+		MaxLeaseSeconds, MaxLeaseSeconds, effectiveDefault(endpointDefault), defaultSource(endpointDefault))
+}
+
+func defaultSource(endpointDefault int) string {
+	if endpointDefault > 0 {
+		return "this endpoint's default"
+	}
+	return "built in"
+}
+
+func claimDescription(endpointDefault int) string {
+	return "Claim one pending todo by id. Returns the full todo with its payload, and lease_seq: pass it to " +
+		"heartbeat, complete, fail and release. " + leaseSentence(endpointDefault) + " " + leaseRules
+}
+
+func claimNextDescription(endpointDefault int) string {
+	return "Claim the oldest claimable todo in your queues (or in one queue you name). Returns the full todo with " +
+		"its payload and lease_seq, or claimed=false when nothing is claimable (not an error). " +
+		leaseSentence(endpointDefault) + " " + leaseRules
+}
+
+func heartbeatDescription(endpointDefault int) string {
+	return fmt.Sprintf("Extend the lease on a todo you hold to now + lease_ttl_seconds (default %d seconds, %s). "+
+		"A heartbeat never shortens a longer lease already granted, and it cannot revive a lapsed one: "+
+		"it answers conflict, and then you must stop work on that todo. ",
+		effectiveDefault(endpointDefault), defaultSource(endpointDefault)) + leaseSentence(endpointDefault) + " " + leaseRules
+}

@@ -1,0 +1,55 @@
+package agent
+
+import (
+	"context"
+	"math"
+	"time"
+)
+
+// The lease contract's numbers. The instructions, the tool descriptions and the
+// schema text are built from these, and a test pins them together.
+const (
+	// DefaultLeaseSeconds is the lease a claim gets when neither the call nor the
+	// endpoint says otherwise.
+	DefaultLeaseSeconds = 300
+	// MaxLeaseSeconds bounds any lease: longer requests are cut to it.
+	MaxLeaseSeconds = 86400
+)
+
+// leaseTTL is the one rule for the length of a lease: the per-call
+// lease_ttl_seconds, cut to MaxLeaseSeconds; else the endpoint's default; else
+// DefaultLeaseSeconds. A requested lease that is not a whole number of seconds of
+// at least 1 is an invalid argument rather than a silent default, because a worker
+// that asked for an hour must not get five minutes.
+func leaseTTL(requested *float64, endpointDefault int) (time.Duration, error) {
+	if requested != nil {
+		v := *requested
+		if math.IsNaN(v) || v < 1 || v != math.Trunc(v) {
+			return 0, errorf(CodeInvalidArgument, "lease_ttl_seconds must be a whole number of seconds from 1 to %d, not %v", MaxLeaseSeconds, v)
+		}
+		return time.Duration(min(v, MaxLeaseSeconds)) * time.Second, nil
+	}
+	return time.Duration(effectiveDefault(endpointDefault)) * time.Second, nil
+}
+
+// effectiveDefault is the lease in seconds a call without lease_ttl_seconds gets.
+func effectiveDefault(endpointDefault int) int {
+	if endpointDefault > 0 {
+		return min(endpointDefault, MaxLeaseSeconds)
+	}
+	return DefaultLeaseSeconds
+}
+
+// lease resolves the lease for a call on behalf of endpoint id. The endpoint's
+// default is read from the database on each call that passes no lease_ttl_seconds,
+// so a human's edit applies to the next claim without a reconnect.
+func (a *Agent) lease(ctx context.Context, endpointID int64, requested *float64) (time.Duration, error) {
+	if requested != nil {
+		return leaseTTL(requested, 0)
+	}
+	def, err := a.st.DefaultLease(ctx, endpointID)
+	if err != nil {
+		return 0, err
+	}
+	return leaseTTL(nil, def)
+}

@@ -1,0 +1,51 @@
+package agent
+
+import (
+	"sync"
+
+	"golang.org/x/time/rate"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// limiters holds one token bucket per endpoint. An endpoint's own rate and burst
+// win over the server default, and an edit to them applies on the next call.
+// Buckets run on wall time, not the store's clock: a rate is about load on this
+// machine, not about lease arithmetic.
+type limiters struct {
+	perSecond float64
+	burst     int
+
+	mu sync.Mutex
+	m  map[int64]*rate.Limiter
+}
+
+func newLimiters(perSecond float64, burst int) *limiters {
+	return &limiters{perSecond: perSecond, burst: burst, m: map[int64]*rate.Limiter{}}
+}
+
+// allow takes one token from ep's bucket, or reports that there is none.
+func (l *limiters) allow(ep store.Endpoint) bool {
+	r, b := ep.RatePerSecond, ep.RateBurst
+	if r <= 0 {
+		r = l.perSecond
+	}
+	if b <= 0 {
+		b = l.burst
+	}
+	l.mu.Lock()
+	lim := l.m[ep.ID]
+	if lim == nil {
+		lim = rate.NewLimiter(rate.Limit(r), b)
+		l.m[ep.ID] = lim
+	} else {
+		if lim.Limit() != rate.Limit(r) {
+			lim.SetLimit(rate.Limit(r))
+		}
+		if lim.Burst() != b {
+			lim.SetBurst(b)
+		}
+	}
+	l.mu.Unlock()
+	return lim.Allow()
+}

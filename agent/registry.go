@@ -1,0 +1,169 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// Tool is one entry of the verb table (see the package comment).
+type Tool struct {
+	// Name is what agents call. For verbs it is the verb.
+	Name string
+	// Verb is the scope verb that grants the tool.
+	Verb string
+	// Define builds the tool's definition for one endpoint when a session starts
+	// or is refreshed, so its text can quote that endpoint's settings.
+	Define func(ep store.Endpoint) mcp.Tool
+	// Handle does the work. It returns a JSON object for structuredContent, or an
+	// error (an *Error, a store sentinel, or anything else, which becomes
+	// unavailable).
+	Handle func(ctx context.Context, c *Call) (any, error)
+}
+
+// Call is one tool call as a handler sees it.
+type Call struct {
+	Endpoint store.Endpoint // fresh from the database for this request
+	Actor    string         // agent:<agent id>, the owner of claims and the audit actor
+	session  *session       // nil when the call is not in a known session
+	args     json.RawMessage
+}
+
+// Decode reads the call's arguments into dst, refusing unknown fields and wrong
+// types as invalid_argument.
+func (c *Call) Decode(dst any) error {
+	if len(bytes.TrimSpace(c.args)) == 0 || bytes.Equal(bytes.TrimSpace(c.args), []byte("null")) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(c.args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return errorf(CodeInvalidArgument, "arguments: %v", err)
+	}
+	return nil
+}
+
+// ToolSource supplies tools that are not verbs, such as module tools. SessionTools
+// returns the tools ep may see, with handlers; it is called when a session starts
+// and when RefreshSessions runs. Handlers find the caller with EndpointFromContext.
+type ToolSource interface {
+	SessionTools(ctx context.Context, ep store.Endpoint) []server.ServerTool
+}
+
+// table is every verb the agent serves. Add a verb here (see the package comment).
+func (a *Agent) table() []Tool {
+	return a.todoTools()
+}
+
+// annotate sets every annotation hint explicitly: mcp.NewTool defaults
+// destructiveHint and openWorldHint to true, which would misdescribe every verb.
+func annotate(title string, readOnly, destructive, idempotent, openWorld bool) mcp.ToolOption {
+	return mcp.WithToolAnnotation(mcp.ToolAnnotation{
+		Title:           title,
+		ReadOnlyHint:    mcp.ToBoolPtr(readOnly),
+		DestructiveHint: mcp.ToBoolPtr(destructive),
+		IdempotentHint:  mcp.ToBoolPtr(idempotent),
+		OpenWorldHint:   mcp.ToBoolPtr(openWorld),
+	})
+}
+
+// sessionTools builds the tools ep may use: the granted verbs, then the sources'.
+// Tools ep may not use are not in the map, so they are neither listed nor callable.
+func (a *Agent) sessionTools(ctx context.Context, ep store.Endpoint) map[string]server.ServerTool {
+	out := map[string]server.ServerTool{}
+	for _, t := range a.tools {
+		if slices.Contains(ep.Verbs, t.Verb) {
+			out[t.Name] = server.ServerTool{Tool: t.Define(ep), Handler: a.serve(t)}
+		}
+	}
+	for _, src := range a.opts.ToolSources {
+		for _, st := range src.SessionTools(ctx, ep) {
+			if _, clash := out[st.Tool.Name]; clash {
+				a.log.Warn("tool source offers a tool named like a verb; ignored", "tool", st.Tool.Name)
+				continue
+			}
+			st.Handler = a.limit(st.Tool.Name, st.Handler)
+			out[st.Tool.Name] = st
+		}
+	}
+	return out
+}
+
+// hideWithdrawn is mcp-go's tool filter: a verb withdrawn from the endpoint since
+// its session started is neither listed nor callable from the next request on.
+// Tools that are not verbs are left to their source.
+func (a *Agent) hideWithdrawn(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
+	ep, ok := EndpointFromContext(ctx)
+	if !ok {
+		return nil
+	}
+	return slices.DeleteFunc(tools, func(t mcp.Tool) bool {
+		v, isVerb := a.verbOf[t.Name]
+		return isVerb && !slices.Contains(ep.Verbs, v)
+	})
+}
+
+// limit wraps a source's handler in the endpoint's rate limit.
+func (a *Agent) limit(name string, h server.ToolHandlerFunc) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		ep, ok := EndpointFromContext(ctx)
+		if !ok {
+			return a.toolError(name, errorf(CodeForbidden, "no authenticated endpoint")), nil
+		}
+		if !a.limits.allow(ep) {
+			return a.toolError(name, errorf(CodeRateLimited, "this endpoint is over its rate limit; retry shortly")), nil
+		}
+		return h(ctx, req)
+	}
+}
+
+// serve wraps a verb's handler in everything every verb shares: the endpoint, the
+// rate limit, the verb check, argument bytes, the result's two forms, and error
+// codes.
+func (a *Agent) serve(t Tool) server.ToolHandlerFunc {
+	return a.limit(t.Name, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		ep, _ := EndpointFromContext(ctx)
+		if err := checkScope(ep, t.Verb); err != nil {
+			return a.toolError(t.Name, err), nil
+		}
+		c := &Call{Endpoint: ep, Actor: "agent:" + ep.AgentID, args: req.Params.RawArguments}
+		if c.args == nil && req.Params.Arguments != nil {
+			b, err := json.Marshal(req.Params.Arguments)
+			if err != nil {
+				return a.toolError(t.Name, errorf(CodeInvalidArgument, "arguments: %v", err)), nil
+			}
+			c.args = b
+		}
+		if cs := server.ClientSessionFromContext(ctx); cs != nil {
+			if x := a.sessions.get(cs.SessionID()); x != nil && x.endpointID == ep.ID {
+				c.session = x
+			}
+		}
+		out, err := t.Handle(ctx, c)
+		if err != nil {
+			return a.toolError(t.Name, err), nil
+		}
+		return result(out)
+	})
+}
+
+// result carries out as structuredContent and, for clients that read only text,
+// as its JSON in a text block.
+func result(out any) (*mcp.CallToolResult, error) {
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("agent: encode result: %w", err)
+	}
+	return &mcp.CallToolResult{
+		Content:              []mcp.Content{mcp.NewTextContent(string(b))},
+		StructuredContent:    out,
+		RawStructuredContent: b,
+	}, nil
+}

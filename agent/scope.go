@@ -1,0 +1,36 @@
+package agent
+
+import (
+	"context"
+	"slices"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// checkScope is the one gate between an agent and the store: the verb must be
+// granted to the endpoint, and every queue named must be in its queue scope. It
+// fails closed and reads nothing, so a refusal reveals nothing about the queue.
+func checkScope(ep store.Endpoint, verb string, queues ...string) error {
+	if !slices.Contains(ep.Verbs, verb) {
+		return errorf(CodeForbidden, "the verb %s is not granted to this endpoint", verb)
+	}
+	for _, q := range queues {
+		if !slices.Contains(ep.Queues, q) {
+			return errorf(CodeForbidden, "queue %q is outside this endpoint's scope", q)
+		}
+	}
+	return nil
+}
+
+// todoInScope checks a verb on a todo named by id: it reads only the todo's queue,
+// then applies checkScope. The store checks the queue again inside the transition.
+func (a *Agent) todoInScope(ctx context.Context, ep store.Endpoint, verb string, id int64) error {
+	if err := checkScope(ep, verb); err != nil {
+		return err
+	}
+	q, err := a.st.TodoQueue(ctx, id)
+	if err != nil {
+		return err
+	}
+	return checkScope(ep, verb, q)
+}

@@ -1,0 +1,217 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// sessions binds every MCP session id to the endpoint whose credential opened it.
+// mcp-go accepts any request that carries a known session id; the HTTP wrapper
+// checks the binding first, so one agent cannot speak, listen or hang up in
+// another's session. It is also mcp-go's SessionIdManager, so an id exists here
+// from the moment it is minted until the session is deleted, swept or revoked.
+type sessions struct {
+	mu   sync.Mutex
+	byID map[string]*session
+}
+
+// session is what the agent knows about one MCP session.
+type session struct {
+	id         string
+	endpointID int64
+
+	mu      sync.Mutex
+	ep      store.Endpoint              // newest snapshot, refreshed by each request
+	tools   server.SessionWithTools     // mcp-go's session, set at initialize
+	builtOn string                      // toolInputs of the endpoint its tools came from
+	streams map[*int]context.CancelFunc // open GET streams, cancelled on revoke
+	leases  map[int64]int64             // todo id → lease_seq claimed in this session
+}
+
+func newSessions() *sessions { return &sessions{byID: map[string]*session{}} }
+
+// maxRememberedLeases bounds the per-session fencing memory: a session that claims
+// and abandons todos forever must not grow without bound.
+const maxRememberedLeases = 1024
+
+func (s *sessions) get(id string) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byID[id]
+}
+
+// all returns every live session.
+func (s *sessions) all() []*session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*session, 0, len(s.byID))
+	for _, x := range s.byID {
+		out = append(out, x)
+	}
+	return out
+}
+
+// ofEndpoint returns the live sessions opened by endpoint id.
+func (s *sessions) ofEndpoint(id int64) []*session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*session
+	for _, x := range s.byID {
+		if x.endpointID == id {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// remove forgets a session and closes its open streams.
+func (s *sessions) remove(id string) {
+	s.mu.Lock()
+	x := s.byID[id]
+	delete(s.byID, id)
+	s.mu.Unlock()
+	if x != nil {
+		x.closeStreams()
+	}
+}
+
+func (s *sessions) add(ep store.Endpoint) string {
+	b := make([]byte, 16)
+	rand.Read(b) // never fails: crypto/rand panics rather than return short
+	id := "sb-" + base64.RawURLEncoding.EncodeToString(b)
+	s.mu.Lock()
+	s.byID[id] = &session{id: id, endpointID: ep.ID, ep: ep}
+	s.mu.Unlock()
+	return id
+}
+
+func (x *session) endpoint() store.Endpoint {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.ep
+}
+
+func (x *session) setEndpoint(ep store.Endpoint) {
+	x.mu.Lock()
+	x.ep = ep
+	x.mu.Unlock()
+}
+
+// attach records an open GET stream; the returned function detaches it.
+func (x *session) attach(cancel context.CancelFunc) (detach func()) {
+	key := new(int)
+	x.mu.Lock()
+	if x.streams == nil {
+		x.streams = map[*int]context.CancelFunc{}
+	}
+	x.streams[key] = cancel
+	x.mu.Unlock()
+	return func() {
+		x.mu.Lock()
+		delete(x.streams, key)
+		x.mu.Unlock()
+		cancel()
+	}
+}
+
+func (x *session) listening() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.streams) > 0
+}
+
+func (x *session) closeStreams() {
+	x.mu.Lock()
+	cancels := make([]context.CancelFunc, 0, len(x.streams))
+	for _, c := range x.streams {
+		cancels = append(cancels, c)
+	}
+	x.mu.Unlock()
+	for _, c := range cancels {
+		c()
+	}
+}
+
+// rememberLease records the lease a claim in this session obtained, so that an ack
+// from this session without lease_seq is still fenced to it.
+func (x *session) rememberLease(todo, seq int64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.leases == nil {
+		x.leases = map[int64]int64{}
+	}
+	if len(x.leases) >= maxRememberedLeases {
+		// Forget the lowest todo id: the oldest claim, most likely long lapsed.
+		var oldest int64 = -1
+		for id := range x.leases {
+			if oldest < 0 || id < oldest {
+				oldest = id
+			}
+		}
+		delete(x.leases, oldest)
+	}
+	x.leases[todo] = seq
+}
+
+func (x *session) leaseOf(todo int64) int64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.leases[todo]
+}
+
+func (x *session) forgetLease(todo int64) {
+	x.mu.Lock()
+	delete(x.leases, todo)
+	x.mu.Unlock()
+}
+
+// ResolveSessionIdManager implements server.SessionIdManagerResolver: the manager
+// it returns mints ids bound to the endpoint the request authenticated as. r is nil
+// when mcp-go's idle sweeper calls.
+func (s *sessions) ResolveSessionIdManager(r *http.Request) server.SessionIdManager {
+	m := idManager{s: s}
+	if r != nil {
+		if ep, ok := EndpointFromContext(r.Context()); ok {
+			m.ep = &ep
+		}
+	}
+	return m
+}
+
+type idManager struct {
+	s  *sessions
+	ep *store.Endpoint
+}
+
+var errUnknownSession = errors.New("unknown or ended session")
+
+// Generate mints an id for an initialize request. Without an authenticated
+// endpoint (which the wrapper never lets through) it mints an id bound to no one.
+func (m idManager) Generate() string {
+	ep := store.Endpoint{ID: -1}
+	if m.ep != nil {
+		ep = *m.ep
+	}
+	return m.s.add(ep)
+}
+
+func (m idManager) Validate(id string) (bool, error) {
+	x := m.s.get(id)
+	if x == nil || (m.ep != nil && x.endpointID != m.ep.ID) {
+		return false, errUnknownSession
+	}
+	return false, nil
+}
+
+func (m idManager) Terminate(id string) (bool, error) {
+	m.s.remove(id)
+	return false, nil
+}

@@ -1,0 +1,531 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// List limits for list_todos.
+const (
+	defaultListLimit = 50
+	maxListLimit     = 200
+)
+
+// todoTools is the table of todo and lease verbs.
+func (a *Agent) todoTools() []Tool {
+	return []Tool{
+		{Name: VerbListTodos, Verb: VerbListTodos, Define: defineListTodos, Handle: a.listTodos},
+		{Name: VerbClaim, Verb: VerbClaim, Define: defineClaim, Handle: a.claim},
+		{Name: VerbClaimNext, Verb: VerbClaimNext, Define: defineClaimNext, Handle: a.claimNext},
+		{Name: VerbHeartbeat, Verb: VerbHeartbeat, Define: defineHeartbeat, Handle: a.heartbeat},
+		{Name: VerbComplete, Verb: VerbComplete, Define: defineComplete, Handle: a.complete},
+		{Name: VerbFail, Verb: VerbFail, Define: defineFail, Handle: a.fail},
+		{Name: VerbRelease, Verb: VerbRelease, Define: defineRelease, Handle: a.release},
+		{Name: VerbGetDefaultLease, Verb: VerbGetDefaultLease, Define: defineGetDefaultLease, Handle: a.getDefaultLease},
+		{Name: VerbSetDefaultLease, Verb: VerbSetDefaultLease, Define: defineSetDefaultLease, Handle: a.setDefaultLease},
+	}
+}
+
+// Results. Compact rows are store.Todo with no payload (its JSON omits the field);
+// only claimedTodo carries one.
+
+// claimedTodo is the full todo that claim and claim_next return. Its Payload
+// shadows the embedded one so that an empty payload is still present.
+type claimedTodo struct {
+	store.Todo
+	Payload string `json:"payload"`
+}
+
+type claimResult struct {
+	Claimed         bool         `json:"claimed"`
+	Todo            *claimedTodo `json:"todo,omitempty"`
+	LeaseSeq        int64        `json:"lease_seq,omitempty"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseTTLSeconds int          `json:"lease_ttl_seconds,omitempty"`
+	Message         string       `json:"message,omitempty"`
+}
+
+type listResult struct {
+	Todos      []store.Todo `json:"todos"`
+	NextCursor string       `json:"next_cursor,omitempty"`
+}
+
+type ackResult struct {
+	Todo store.Todo `json:"todo"`
+	// DeadLettered is set by fail: true when the todo went to the failed state.
+	DeadLettered *bool `json:"dead_lettered,omitempty"`
+}
+
+type leaseInfo struct {
+	DefaultLeaseTTLSeconds   *int `json:"default_lease_ttl_seconds"` // null: not set
+	EffectiveLeaseTTLSeconds int  `json:"effective_lease_ttl_seconds"`
+	BuiltinLeaseTTLSeconds   int  `json:"builtin_lease_ttl_seconds"`
+	MaxLeaseTTLSeconds       int  `json:"max_lease_ttl_seconds"`
+}
+
+func compact(t store.Todo) store.Todo {
+	t.Payload = ""
+	return t
+}
+
+func newLeaseInfo(def int) leaseInfo {
+	info := leaseInfo{EffectiveLeaseTTLSeconds: effectiveDefault(def), BuiltinLeaseTTLSeconds: DefaultLeaseSeconds,
+		MaxLeaseTTLSeconds: MaxLeaseSeconds}
+	if def > 0 {
+		info.DefaultLeaseTTLSeconds = &def
+	}
+	return info
+}
+
+// Arguments shared by the verbs that act on a claimed todo.
+
+func todoIDArg() mcp.ToolOption {
+	return mcp.WithInteger("todo_id", mcp.Required(), mcp.Min(1), mcp.Description("The todo's id."))
+}
+
+func leaseSeqArg() mcp.ToolOption {
+	return mcp.WithInteger("lease_seq", mcp.Min(1), mcp.Description(
+		"The lease_seq your claim returned. With it, an acknowledgement from a lease you lost answers conflict "+
+			"even if the todo was claimed again by a worker with the same credential."))
+}
+
+func leaseTTLArg(ep store.Endpoint) mcp.ToolOption {
+	return mcp.WithInteger("lease_ttl_seconds", mcp.Min(1), mcp.Description(leaseTTLSchemaText(ep.DefaultLeaseTTL)))
+}
+
+func queueArg(ep store.Endpoint, what string) mcp.ToolOption {
+	opts := []mcp.PropertyOption{mcp.Description(what)}
+	if len(ep.Queues) > 0 {
+		opts = append(opts, mcp.Enum(ep.Queues...))
+	}
+	return mcp.WithString("queue", opts...)
+}
+
+var closed = mcp.WithSchemaAdditionalProperties(false)
+
+func defineListTodos(ep store.Endpoint) mcp.Tool {
+	return mcp.NewTool(VerbListTodos,
+		mcp.WithDescription(fmt.Sprintf("List todos in your queues, newest first, as compact rows: payload_size "+
+			"instead of the payload (claim a todo to read its payload). Up to %d rows per page (default %d); "+
+			"pass next_cursor back as cursor for the next page.", maxListLimit, defaultListLimit)),
+		queueArg(ep, "Only this queue (default: every queue this endpoint may work)."),
+		mcp.WithString("state", mcp.Enum(store.StatePending, store.StateClaimed, store.StateDone, store.StateFailed),
+			mcp.Description("Only todos in this state.")),
+		mcp.WithInteger("limit", mcp.Min(1), mcp.Max(maxListLimit), mcp.DefaultNumber(defaultListLimit),
+			mcp.Description(fmt.Sprintf("Rows per page, 1 to %d.", maxListLimit))),
+		mcp.WithString("cursor", mcp.Description("The next_cursor of the previous page.")),
+		closed,
+		annotate("List todos", true, false, true, false),
+	)
+}
+
+func defineClaim(ep store.Endpoint) mcp.Tool {
+	return mcp.NewTool(VerbClaim,
+		mcp.WithDescription(claimDescription(ep.DefaultLeaseTTL)),
+		todoIDArg(), leaseTTLArg(ep), closed,
+		annotate("Claim a todo", false, false, false, false),
+	)
+}
+
+func defineClaimNext(ep store.Endpoint) mcp.Tool {
+	items := []mcp.PropertyOption{}
+	if len(ep.Queues) > 0 {
+		items = append(items, mcp.Enum(ep.Queues...))
+	}
+	return mcp.NewTool(VerbClaimNext,
+		mcp.WithDescription(claimNextDescription(ep.DefaultLeaseTTL)),
+		queueArg(ep, "Claim only from this queue (default: every queue this endpoint may work)."),
+		mcp.WithArray("queues", mcp.WithStringItems(items...), mcp.UniqueItems(true),
+			mcp.Description("Claim only from these queues, oldest todo first across them (with queue, from all named).")),
+		leaseTTLArg(ep), closed,
+		annotate("Claim the next todo", false, false, false, false),
+	)
+}
+
+func defineHeartbeat(ep store.Endpoint) mcp.Tool {
+	return mcp.NewTool(VerbHeartbeat,
+		mcp.WithDescription(heartbeatDescription(ep.DefaultLeaseTTL)),
+		todoIDArg(), leaseSeqArg(), leaseTTLArg(ep), closed,
+		// Idempotent: repeating it moves the expiry to the same now+ttl, never shorter.
+		annotate("Extend a lease", false, false, true, false),
+	)
+}
+
+func defineComplete(store.Endpoint) mcp.Tool {
+	return mcp.NewTool(VerbComplete,
+		mcp.WithDescription("Mark a todo you hold done, with an optional short result. Answers conflict if your "+
+			"lease lapsed or the todo is no longer yours. Returns the compact row."),
+		todoIDArg(), leaseSeqArg(),
+		mcp.WithString("result", mcp.Description("A short outcome for the record (not a copy of the payload).")),
+		closed,
+		// Not destructive: the todo is finished, not deleted; its row stays in the history.
+		annotate("Complete a todo", false, false, false, false),
+	)
+}
+
+func defineFail(store.Endpoint) mcp.Tool {
+	return mcp.NewTool(VerbFail,
+		mcp.WithDescription("Record that work on a todo you hold failed. With retry (the default) it goes back to "+
+			"pending after a backoff; with retry=false, or when its attempts are used up, it is dead-lettered "+
+			"(state failed). Answers conflict if your lease lapsed. Returns the compact row."),
+		todoIDArg(), leaseSeqArg(),
+		mcp.WithString("error", mcp.Required(), mcp.MinLength(1), mcp.Description("What went wrong.")),
+		mcp.WithBoolean("retry", mcp.DefaultBool(true), mcp.Description("Whether the todo may be tried again.")),
+		closed,
+		annotate("Fail a todo", false, false, false, false),
+	)
+}
+
+func defineRelease(store.Endpoint) mcp.Tool {
+	return mcp.NewTool(VerbRelease,
+		mcp.WithDescription("Hand a todo you hold back to its queue at once, without using up an attempt. "+
+			"Returns the compact row."),
+		todoIDArg(), leaseSeqArg(), closed,
+		annotate("Release a todo", false, false, false, false),
+	)
+}
+
+func defineGetDefaultLease(store.Endpoint) mcp.Tool {
+	return mcp.NewTool(VerbGetDefaultLease,
+		mcp.WithDescription(fmt.Sprintf("Show this endpoint's default lease: what a claim or heartbeat without "+
+			"lease_ttl_seconds gets. Built-in default %d seconds, at most %d.", DefaultLeaseSeconds, MaxLeaseSeconds)),
+		closed,
+		annotate("Show the default lease", true, false, true, false),
+	)
+}
+
+func defineSetDefaultLease(store.Endpoint) mcp.Tool {
+	return mcp.NewTool(VerbSetDefaultLease,
+		mcp.WithDescription(fmt.Sprintf("Set this endpoint's default lease in seconds (0 restores the built-in %d). "+
+			"It applies to the next claim and heartbeat of every session of this endpoint; their tool "+
+			"descriptions are updated (tools/list_changed).", DefaultLeaseSeconds)),
+		mcp.WithInteger("default_lease_ttl_seconds", mcp.Required(), mcp.Min(0), mcp.Max(MaxLeaseSeconds),
+			mcp.Description(fmt.Sprintf("Seconds, 0 to %d.", MaxLeaseSeconds))),
+		closed,
+		// Destructive: it overwrites the setting the endpoint's human chose.
+		annotate("Set the default lease", false, true, true, false),
+	)
+}
+
+// todoID checks a required todo id.
+func todoID(p *int64) (int64, error) {
+	if p == nil {
+		return 0, errorf(CodeInvalidArgument, "todo_id is required")
+	}
+	if *p < 1 {
+		return 0, errorf(CodeInvalidArgument, "todo_id must be a positive whole number")
+	}
+	return *p, nil
+}
+
+// ack builds the store acknowledgement for a call on todo id. Without lease_seq it
+// is fenced to the lease this session claimed, when it claimed one.
+func (c *Call) ack(id int64, seq *int64) (store.Ack, error) {
+	a := store.Ack{ID: id, Owner: c.Actor, Queues: c.Endpoint.Queues}
+	switch {
+	case seq != nil && *seq < 1:
+		return a, errorf(CodeInvalidArgument, "lease_seq must be a positive whole number")
+	case seq != nil:
+		a.LeaseSeq = *seq
+	case c.session != nil:
+		a.LeaseSeq = c.session.leaseOf(id)
+	}
+	return a, nil
+}
+
+func (c *Call) claimed(t store.Todo) {
+	if c.session != nil {
+		c.session.rememberLease(t.ID, t.LeaseSeq)
+	}
+}
+
+func (c *Call) finished(id int64) {
+	if c.session != nil {
+		c.session.forgetLease(id)
+	}
+}
+
+func (a *Agent) listTodos(ctx context.Context, c *Call) (any, error) {
+	var in struct {
+		Queue  string `json:"queue"`
+		State  string `json:"state"`
+		Limit  *int64 `json:"limit"`
+		Cursor string `json:"cursor"`
+	}
+	if err := c.Decode(&in); err != nil {
+		return nil, err
+	}
+	queues := c.Endpoint.Queues
+	if in.Queue != "" {
+		if err := checkScope(c.Endpoint, VerbListTodos, in.Queue); err != nil {
+			return nil, err
+		}
+		queues = []string{in.Queue}
+	}
+	switch in.State {
+	case "", store.StatePending, store.StateClaimed, store.StateDone, store.StateFailed:
+	default:
+		return nil, errorf(CodeInvalidArgument, "state must be pending, claimed, done or failed, not %q", in.State)
+	}
+	limit := int64(defaultListLimit)
+	if in.Limit != nil {
+		if *in.Limit < 1 {
+			return nil, errorf(CodeInvalidArgument, "limit must be at least 1")
+		}
+		limit = min(*in.Limit, maxListLimit)
+	}
+	var before int64
+	if in.Cursor != "" {
+		v, err := strconv.ParseInt(in.Cursor, 10, 64)
+		if err != nil || v < 1 {
+			return nil, errorf(CodeInvalidArgument, "cursor %q is not one this server issued", in.Cursor)
+		}
+		before = v
+	}
+	out := listResult{Todos: []store.Todo{}}
+	// An empty queue list means "every queue" to the store: never pass one.
+	if len(queues) == 0 {
+		return out, nil
+	}
+	rows, err := a.st.ListTodos(ctx, store.TodoFilter{Queues: queues, State: in.State, Before: before, Limit: int(limit)})
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range rows {
+		out.Todos = append(out.Todos, compact(t))
+	}
+	if int64(len(rows)) == limit {
+		out.NextCursor = strconv.FormatInt(rows[len(rows)-1].ID, 10)
+	}
+	return out, nil
+}
+
+func (a *Agent) claim(ctx context.Context, c *Call) (any, error) {
+	var in struct {
+		TodoID   *int64   `json:"todo_id"`
+		LeaseTTL *float64 `json:"lease_ttl_seconds"`
+	}
+	if err := c.Decode(&in); err != nil {
+		return nil, err
+	}
+	id, err := todoID(in.TodoID)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.todoInScope(ctx, c.Endpoint, VerbClaim, id); err != nil {
+		return nil, err
+	}
+	ttl, err := a.lease(ctx, c.Endpoint.ID, in.LeaseTTL)
+	if err != nil {
+		return nil, err
+	}
+	t, err := a.st.Claim(ctx, store.Ack{ID: id, Owner: c.Actor, Queues: c.Endpoint.Queues}, ttl)
+	if err != nil {
+		return nil, err
+	}
+	c.claimed(t)
+	return claimedResult(t, ttl), nil
+}
+
+func claimedResult(t store.Todo, ttl time.Duration) claimResult {
+	return claimResult{Claimed: true, Todo: &claimedTodo{Todo: t, Payload: t.Payload}, LeaseSeq: t.LeaseSeq,
+		LeaseExpiresAt: t.LeaseExpiry, LeaseTTLSeconds: int(ttl / time.Second)}
+}
+
+func (a *Agent) claimNext(ctx context.Context, c *Call) (any, error) {
+	var in struct {
+		Queue    string   `json:"queue"`
+		Queues   []string `json:"queues"`
+		LeaseTTL *float64 `json:"lease_ttl_seconds"`
+	}
+	if err := c.Decode(&in); err != nil {
+		return nil, err
+	}
+	queues := c.Endpoint.Queues
+	if in.Queue != "" {
+		in.Queues = append(in.Queues, in.Queue)
+	}
+	if len(in.Queues) > 0 {
+		if err := checkScope(c.Endpoint, VerbClaimNext, in.Queues...); err != nil {
+			return nil, err
+		}
+		slices.Sort(in.Queues)
+		queues = slices.Compact(in.Queues)
+	}
+	ttl, err := a.lease(ctx, c.Endpoint.ID, in.LeaseTTL)
+	if err != nil {
+		return nil, err
+	}
+	if len(queues) == 0 {
+		return claimResult{Message: "this endpoint has no queues to claim from"}, nil
+	}
+	t, ok, err := a.st.ClaimNext(ctx, c.Actor, queues, ttl)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return claimResult{Message: "nothing is claimable right now; wait for a notification or call again later"}, nil
+	}
+	c.claimed(t)
+	return claimedResult(t, ttl), nil
+}
+
+func (a *Agent) heartbeat(ctx context.Context, c *Call) (any, error) {
+	var in struct {
+		TodoID   *int64   `json:"todo_id"`
+		LeaseSeq *int64   `json:"lease_seq"`
+		LeaseTTL *float64 `json:"lease_ttl_seconds"`
+	}
+	if err := c.Decode(&in); err != nil {
+		return nil, err
+	}
+	id, err := todoID(in.TodoID)
+	if err != nil {
+		return nil, err
+	}
+	ack, err := c.ack(id, in.LeaseSeq)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.todoInScope(ctx, c.Endpoint, VerbHeartbeat, id); err != nil {
+		return nil, err
+	}
+	ttl, err := a.lease(ctx, c.Endpoint.ID, in.LeaseTTL)
+	if err != nil {
+		return nil, err
+	}
+	t, err := a.st.Heartbeat(ctx, ack, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return ackResult{Todo: compact(t)}, nil
+}
+
+func (a *Agent) complete(ctx context.Context, c *Call) (any, error) {
+	var in struct {
+		TodoID   *int64 `json:"todo_id"`
+		LeaseSeq *int64 `json:"lease_seq"`
+		Result   string `json:"result"`
+	}
+	if err := c.Decode(&in); err != nil {
+		return nil, err
+	}
+	id, err := todoID(in.TodoID)
+	if err != nil {
+		return nil, err
+	}
+	ack, err := c.ack(id, in.LeaseSeq)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.todoInScope(ctx, c.Endpoint, VerbComplete, id); err != nil {
+		return nil, err
+	}
+	t, err := a.st.Complete(ctx, ack, in.Result)
+	if err != nil {
+		return nil, err
+	}
+	c.finished(id)
+	return ackResult{Todo: compact(t)}, nil
+}
+
+func (a *Agent) fail(ctx context.Context, c *Call) (any, error) {
+	var in struct {
+		TodoID   *int64 `json:"todo_id"`
+		LeaseSeq *int64 `json:"lease_seq"`
+		Error    string `json:"error"`
+		Retry    *bool  `json:"retry"`
+	}
+	if err := c.Decode(&in); err != nil {
+		return nil, err
+	}
+	id, err := todoID(in.TodoID)
+	if err != nil {
+		return nil, err
+	}
+	if in.Error == "" {
+		return nil, errorf(CodeInvalidArgument, "error is required: say what went wrong")
+	}
+	ack, err := c.ack(id, in.LeaseSeq)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.todoInScope(ctx, c.Endpoint, VerbFail, id); err != nil {
+		return nil, err
+	}
+	retry := in.Retry == nil || *in.Retry
+	t, err := a.st.Fail(ctx, ack, in.Error, retry)
+	if err != nil {
+		return nil, err
+	}
+	c.finished(id)
+	dead := t.State == store.StateFailed
+	return ackResult{Todo: compact(t), DeadLettered: &dead}, nil
+}
+
+func (a *Agent) release(ctx context.Context, c *Call) (any, error) {
+	var in struct {
+		TodoID   *int64 `json:"todo_id"`
+		LeaseSeq *int64 `json:"lease_seq"`
+	}
+	if err := c.Decode(&in); err != nil {
+		return nil, err
+	}
+	id, err := todoID(in.TodoID)
+	if err != nil {
+		return nil, err
+	}
+	ack, err := c.ack(id, in.LeaseSeq)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.todoInScope(ctx, c.Endpoint, VerbRelease, id); err != nil {
+		return nil, err
+	}
+	t, err := a.st.Release(ctx, ack)
+	if err != nil {
+		return nil, err
+	}
+	c.finished(id)
+	return ackResult{Todo: compact(t)}, nil
+}
+
+func (a *Agent) getDefaultLease(ctx context.Context, c *Call) (any, error) {
+	if err := c.Decode(&struct{}{}); err != nil {
+		return nil, err
+	}
+	def, err := a.st.DefaultLease(ctx, c.Endpoint.ID)
+	if err != nil {
+		return nil, err
+	}
+	return newLeaseInfo(def), nil
+}
+
+func (a *Agent) setDefaultLease(ctx context.Context, c *Call) (any, error) {
+	var in struct {
+		Seconds *int64 `json:"default_lease_ttl_seconds"`
+	}
+	if err := c.Decode(&in); err != nil {
+		return nil, err
+	}
+	if in.Seconds == nil {
+		return nil, errorf(CodeInvalidArgument, "default_lease_ttl_seconds is required")
+	}
+	if *in.Seconds < 0 || *in.Seconds > MaxLeaseSeconds {
+		return nil, errorf(CodeInvalidArgument, "default_lease_ttl_seconds must be from 0 to %d", MaxLeaseSeconds)
+	}
+	v := int(*in.Seconds)
+	ep, err := a.st.UpdateEndpoint(ctx, c.Endpoint.ID, store.EndpointSpec{DefaultLeaseTTL: &v}, c.Actor)
+	if err != nil {
+		return nil, err
+	}
+	a.refresh(ctx, ep)
+	return newLeaseInfo(ep.DefaultLeaseTTL), nil
+}

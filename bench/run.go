@@ -1,0 +1,494 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/switchboardhq/switchboard/ingest"
+)
+
+// Target is the Switchboard under test.
+type Target struct {
+	URL        string // base URL, e.g. http://127.0.0.1:8080
+	Credential string // an endpoint credential with the webhook verbs and a ceiling of 2+ (generic, github)
+	Queue      string // the queue the bench's webhooks feed; in the endpoint's scope
+	PID        int    // the server's process id when it runs on this machine (0 = unknown)
+}
+
+// Config says how hard to push.
+type Config struct {
+	Deliveries int           // signed deliveries in the ingest phase
+	Senders    int           // concurrent senders
+	Agents     int           // concurrent agents draining over MCP
+	Doorbells  int           // todos enqueued one at a time in the doorbell phase
+	BodyBytes  int           // size of each delivery body (~2 KB)
+	PacedFor   time.Duration // how long the half-rate ingest run lasts
+	Floor      func() (float64, error)
+	Progress   io.Writer // a progress line per phase; nil for none
+}
+
+// Report is every figure bench prints.
+type Report struct {
+	FloorCommitsPerSec float64 `json:"floor_commits_per_sec"`
+
+	Ingest struct {
+		Senders       int     `json:"senders"`
+		Deliveries    int     `json:"deliveries"`
+		Errors        int64   `json:"errors"`
+		PerSec        float64 `json:"per_sec"`
+		RatioToFloor  float64 `json:"ratio_to_floor"`
+		Latency       Summary `json:"latency"`
+		HalfRatePerS  float64 `json:"half_rate_per_sec"`
+		HalfRateLat   Summary `json:"half_rate_latency"`
+		HalfRateError int64   `json:"half_rate_errors"`
+	} `json:"ingest"`
+
+	Drain struct {
+		Agents       int     `json:"agents"`
+		Todos        int64   `json:"todos"`
+		Errors       int64   `json:"errors"`
+		PerSec       float64 `json:"per_sec"`
+		RatioToFloor float64 `json:"ratio_to_floor"`
+		ClaimNext    Summary `json:"claim_next"`
+		Complete     Summary `json:"complete"`
+	} `json:"drain"`
+
+	Doorbell struct {
+		Sessions int     `json:"sessions"`
+		Rung     int     `json:"rung"`
+		Missed   int     `json:"missed"`
+		Latency  Summary `json:"latency"`
+	} `json:"doorbell"`
+
+	Process *struct {
+		IdleRSSMB   float64 `json:"idle_rss_mb"`
+		PeakRSSMB   float64 `json:"peak_rss_mb"`
+		CPUSeconds  float64 `json:"cpu_seconds"`
+		IngestRSSMB float64 `json:"rss_after_ingest_mb"`
+	} `json:"process,omitempty"`
+}
+
+type webhook struct {
+	source string
+	url    string
+	secret string
+}
+
+// Run runs every phase against t and returns the figures.
+func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
+	if cfg.Deliveries <= 0 || cfg.Senders <= 0 || cfg.Agents <= 0 {
+		return nil, fmt.Errorf("bench: deliveries, senders and agents must be positive")
+	}
+	if cfg.BodyBytes <= 0 {
+		cfg.BodyBytes = 2048
+	}
+	if cfg.Doorbells <= 0 {
+		cfg.Doorbells = 200
+	}
+	if cfg.PacedFor <= 0 {
+		cfg.PacedFor = 3 * time.Second
+	}
+	r := &Report{}
+	progress := func(format string, a ...any) {
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, format+"\n", a...)
+		}
+	}
+	var idle ProcUsage
+	if t.PID > 0 {
+		var err error
+		if idle, err = ReadProc(t.PID); err != nil {
+			return nil, err
+		}
+	}
+
+	setup, err := connect(ctx, t, false, nil)
+	if err != nil {
+		return nil, err
+	}
+	var hooks []webhook
+	for _, src := range []string{"generic", "github"} {
+		res, err := callTool(ctx, setup, "create_webhook", map[string]any{"source_type": src, "queue": t.Queue,
+			"description": "switchboard bench"})
+		if err != nil {
+			setup.Close()
+			return nil, fmt.Errorf("bench: create %s webhook: %w", src, err)
+		}
+		hooks = append(hooks, webhook{source: src, url: str(res["ingest_url"]), secret: str(res["signing_secret"])})
+	}
+	defer setup.Close()
+	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Senders * 2, MaxConnsPerHost: 0}}
+
+	// 1. ingest, flat out.
+	progress("ingest: %d deliveries from %d senders…", cfg.Deliveries, cfg.Senders)
+	var seq atomic.Int64
+	lat := &Latencies{}
+	var errs atomic.Int64
+	start := time.Now()
+	sendAll(ctx, httpc, hooks, cfg, cfg.Deliveries, cfg.Senders, &seq, lat, &errs, 0)
+	el := time.Since(start)
+	r.Ingest.Senders, r.Ingest.Deliveries, r.Ingest.Errors = cfg.Senders, cfg.Deliveries, errs.Load()
+	r.Ingest.PerSec = float64(cfg.Deliveries-int(errs.Load())) / el.Seconds()
+	r.Ingest.Latency = lat.Summary()
+	progress("ingest: %.0f deliveries/s, p50 %.2f ms, p99 %.2f ms, %d errors", r.Ingest.PerSec, r.Ingest.Latency.P50,
+		r.Ingest.Latency.P99, r.Ingest.Errors)
+	if t.PID > 0 {
+		u, _ := ReadProc(t.PID)
+		r.Process = &struct {
+			IdleRSSMB   float64 `json:"idle_rss_mb"`
+			PeakRSSMB   float64 `json:"peak_rss_mb"`
+			CPUSeconds  float64 `json:"cpu_seconds"`
+			IngestRSSMB float64 `json:"rss_after_ingest_mb"`
+		}{IdleRSSMB: idle.RSSMB, IngestRSSMB: u.PeakRSSMB}
+	}
+
+	// 1b. ingest at half that rate: the latency a producer sees in normal running.
+	half := r.Ingest.PerSec / 2
+	n := int(half * cfg.PacedFor.Seconds())
+	if n > 0 {
+		progress("ingest: %d deliveries paced at %.0f/s…", n, half)
+		plat := &Latencies{}
+		var perrs atomic.Int64
+		start = time.Now()
+		sendAll(ctx, httpc, hooks, cfg, n, cfg.Senders, &seq, plat, &perrs, time.Duration(float64(time.Second)/half))
+		r.Ingest.HalfRatePerS = float64(n) / time.Since(start).Seconds()
+		r.Ingest.HalfRateLat = plat.Summary()
+		r.Ingest.HalfRateError = perrs.Load()
+		progress("ingest: at half rate p50 %.2f ms, p99 %.2f ms", r.Ingest.HalfRateLat.P50, r.Ingest.HalfRateLat.P99)
+	}
+	queued := int64(cfg.Deliveries + n - int(errs.Load()))
+
+	// 2. drain over MCP.
+	progress("drain: %d agents over MCP, claim_next → complete…", cfg.Agents)
+	if err := drain(ctx, t, cfg.Agents, queued, r); err != nil {
+		return nil, err
+	}
+	progress("drain: %.0f todos/s, claim_next p50 %.2f ms, complete p50 %.2f ms", r.Drain.PerSec, r.Drain.ClaimNext.P50,
+		r.Drain.Complete.P50)
+
+	// 3. doorbell latency with agents idle on their GET streams.
+	progress("doorbell: %d todos one at a time to %d idle sessions…", cfg.Doorbells, cfg.Agents)
+	if err := doorbell(ctx, t, httpc, hooks[0], cfg, &seq, r); err != nil {
+		return nil, err
+	}
+	progress("doorbell: p50 %.2f ms, p99 %.2f ms", r.Doorbell.Latency.P50, r.Doorbell.Latency.P99)
+
+	// Leave the target as we found it: delete the bench's webhooks.
+	if list, err := callTool(ctx, setup, "list_webhooks", map[string]any{}); err == nil {
+		if rows, ok := list["webhooks"].([]any); ok {
+			for _, row := range rows {
+				if m, ok := row.(map[string]any); ok && str(m["description"]) == "switchboard bench" {
+					callTool(ctx, setup, "delete_webhook", map[string]any{"webhook_id": m["webhook_id"]})
+				}
+			}
+		}
+	}
+
+	// 4. the floor, measured last so it does not warm anything for the phases.
+	if cfg.Floor != nil {
+		progress("floor: raw durable single-row commits on the same disk…")
+		f, err := cfg.Floor()
+		if err != nil {
+			return nil, err
+		}
+		r.FloorCommitsPerSec = f
+		r.Ingest.RatioToFloor = r.Ingest.PerSec / f
+		r.Drain.RatioToFloor = r.Drain.PerSec / f
+	}
+
+	// 5. the server's own footprint.
+	if t.PID > 0 {
+		u, err := ReadProc(t.PID)
+		if err == nil {
+			r.Process.PeakRSSMB, r.Process.CPUSeconds = u.PeakRSSMB, u.CPUSec
+		}
+	}
+	return r, nil
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// sendAll posts n signed deliveries from senders goroutines; with a gap, the
+// deliveries are spread so that one starts every gap (an open-loop pace).
+func sendAll(ctx context.Context, c *http.Client, hooks []webhook, cfg Config, n, senders int, seq *atomic.Int64,
+	lat *Latencies, errs *atomic.Int64, gap time.Duration) {
+	var next atomic.Int64
+	start := time.Now()
+	pad := strings.Repeat("x", max(0, cfg.BodyBytes-160))
+	var wg sync.WaitGroup
+	for g := 0; g < senders; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) || ctx.Err() != nil {
+					return
+				}
+				if gap > 0 {
+					if wait := time.Until(start.Add(time.Duration(i) * gap)); wait > 0 {
+						time.Sleep(wait)
+					}
+				}
+				h := hooks[int(i)%len(hooks)]
+				id := "bench-" + strconv.FormatInt(seq.Add(1), 10) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+				body := []byte(`{"id":"` + id + `","action":"opened","number":` + strconv.FormatInt(i, 10) +
+					`,"padding":"` + pad + `"}`)
+				t0 := time.Now()
+				if err := deliver(ctx, c, h, id, body); err != nil {
+					errs.Add(1)
+					continue
+				}
+				lat.Add(time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func deliver(ctx context.Context, c *http.Client, h webhook, id string, body []byte) error {
+	hdr, err := ingest.Sign(h.source, h.secret, id, body, time.Now())
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header = hdr
+	req.Header.Set("Content-Type", "application/json")
+	if h.source == "generic" {
+		req.Header.Set("X-Delivery-Id", id)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("delivery answered %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// connect opens an MCP session with the target's credential. listen opens the GET
+// stream that doorbells arrive on.
+func connect(ctx context.Context, t Target, listen bool, onNote func(mcp.JSONRPCNotification)) (*client.Client, error) {
+	opts := []transport.StreamableHTTPCOption{
+		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + t.Credential}),
+	}
+	if listen {
+		opts = append(opts, transport.WithContinuousListening())
+	}
+	c, err := client.NewStreamableHttpClient(strings.TrimSuffix(t.URL, "/")+"/mcp", opts...)
+	if err != nil {
+		return nil, fmt.Errorf("bench: MCP client: %w", err)
+	}
+	if onNote != nil {
+		c.OnNotification(onNote)
+	}
+	if err := c.Start(ctx); err != nil {
+		return nil, fmt.Errorf("bench: start MCP client: %w", err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = "2025-06-18"
+	init.Params.ClientInfo = mcp.Implementation{Name: "switchboard-bench", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("bench: MCP initialize: %w", err)
+	}
+	return c, nil
+}
+
+// callTool calls a tool and returns its structured result; a tool error is an error.
+func callTool(ctx context.Context, c *client.Client, name string, args map[string]any) (map[string]any, error) {
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	res, err := c.CallTool(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]any
+	if res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(b, &out)
+	} else {
+		for _, ct := range res.Content {
+			if tc, ok := ct.(mcp.TextContent); ok {
+				json.Unmarshal([]byte(tc.Text), &out)
+			}
+		}
+	}
+	if res.IsError {
+		return out, fmt.Errorf("%s: %v", name, out)
+	}
+	return out, nil
+}
+
+// drain has agents loop claim_next → complete until queued todos are done.
+func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) error {
+	clients := make([]*client.Client, agents)
+	for i := range clients {
+		c, err := connect(ctx, t, false, nil)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		clients[i] = c
+	}
+	claimLat, completeLat := &Latencies{}, &Latencies{}
+	var done, errs atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for done.Load() < queued && ctx.Err() == nil {
+				t0 := time.Now()
+				res, err := callTool(ctx, c, "claim_next", map[string]any{"queues": []string{t.Queue}})
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				claimLat.Add(time.Since(t0))
+				todo, ok := res["todo"].(map[string]any)
+				if !ok {
+					return // nothing claimable: the queue is drained
+				}
+				args := map[string]any{"todo_id": todo["id"]}
+				if seq, ok := todo["lease_seq"]; ok {
+					args["lease_seq"] = seq
+				}
+				t1 := time.Now()
+				if _, err := callTool(ctx, c, "complete", args); err != nil {
+					errs.Add(1)
+					continue
+				}
+				completeLat.Add(time.Since(t1))
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	r.Drain.Agents, r.Drain.Todos, r.Drain.Errors = agents, done.Load(), errs.Load()
+	r.Drain.PerSec = float64(done.Load()) / el.Seconds()
+	r.Drain.ClaimNext, r.Drain.Complete = claimLat.Summary(), completeLat.Summary()
+	return nil
+}
+
+// doorbell measures enqueue → notification: agents sit on their GET streams; one
+// delivery at a time, at random gaps, and the first session to hear of its todo
+// stops the clock. The ring can arrive before the delivery's answer (it is sent
+// after the commit, before the response), so both orders are matched up.
+func doorbell(ctx context.Context, t Target, httpc *http.Client, h webhook, cfg Config, seq *atomic.Int64, r *Report) error {
+	var mu sync.Mutex
+	sent := map[string]time.Time{}    // todo id → enqueue start, ring not heard yet
+	arrived := map[string]time.Time{} // todo id → ring heard before the answer came
+	seen := map[string]bool{}
+	lat := &Latencies{}
+	onNote := func(n mcp.JSONRPCNotification) {
+		if n.Method != "notifications/claude/channel" {
+			return
+		}
+		at := time.Now()
+		meta, _ := n.Params.AdditionalFields["meta"].(map[string]any)
+		id := str(meta["todo_id"])
+		mu.Lock()
+		defer mu.Unlock()
+		if seen[id] {
+			return
+		}
+		seen[id] = true
+		if t0, ok := sent[id]; ok {
+			lat.Add(at.Sub(t0))
+			delete(sent, id)
+		} else {
+			arrived[id] = at
+		}
+	}
+	for i := 0; i < cfg.Agents; i++ {
+		c, err := connect(ctx, t, true, onNote)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+	}
+	time.Sleep(300 * time.Millisecond) // let every GET stream attach
+	rung := 0
+	for i := 0; i < cfg.Doorbells && ctx.Err() == nil; i++ {
+		time.Sleep(time.Duration(5+rand.IntN(20)) * time.Millisecond)
+		id := "bell-" + strconv.FormatInt(seq.Add(1), 10)
+		body := []byte(`{"id":"` + id + `","action":"ring"}`)
+		t0 := time.Now()
+		todoID, err := deliverForID(ctx, httpc, h, id, body)
+		if err != nil {
+			continue
+		}
+		rung++
+		mu.Lock()
+		if at, ok := arrived[todoID]; ok {
+			lat.Add(at.Sub(t0))
+			delete(arrived, todoID)
+		} else {
+			sent[todoID] = t0
+		}
+		mu.Unlock()
+	}
+	time.Sleep(200 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	r.Doorbell.Sessions = cfg.Agents
+	r.Doorbell.Rung = rung
+	r.Doorbell.Missed = len(sent)
+	r.Doorbell.Latency = lat.Summary()
+	return nil
+}
+
+// deliverForID posts one delivery and returns the todo id from the answer.
+func deliverForID(ctx context.Context, c *http.Client, h webhook, id string, body []byte) (string, error) {
+	hdr, err := ingest.Sign(h.source, h.secret, id, body, time.Now())
+	if err != nil {
+		return "", err
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
+	req.Header = hdr
+	req.Header.Set("X-Delivery-Id", id)
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var ans map[string]any
+	json.NewDecoder(resp.Body).Decode(&ans)
+	if resp.StatusCode/100 != 2 {
+		return "", fmt.Errorf("delivery answered %d", resp.StatusCode)
+	}
+	switch v := ans["todo_id"].(type) {
+	case float64:
+		return strconv.FormatInt(int64(v), 10), nil
+	case string:
+		return v, nil
+	}
+	return "", fmt.Errorf("delivery answer has no todo_id")
+}

@@ -1,0 +1,302 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/store"
+)
+
+const endpointSynopsis = `endpoint create --agent NAME --queues q1,q2 [--verbs v1,v2] [--default-lease SECONDS]
+                      [--max-webhooks N] [--webhook-sources github,stripe,…] [--webhook-queues q1,…]
+                      [--capabilities cap1,…] [--json] [--db FILE]
+       switchboard endpoint list [--all] [--json] [--db FILE]
+       switchboard endpoint update ID [--queues …] [--verbs …] [--default-lease SECONDS] [--max-webhooks N]
+                      [--webhook-sources …] [--webhook-queues …] [--capabilities …] [--json] [--db FILE]
+       switchboard endpoint revoke ID [--db FILE]`
+
+func runEndpoint(ctx context.Context, env *environ, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprintf(env.stderr, "usage: switchboard %s\n", endpointSynopsis)
+		return usageErr("missing subcommand (create, list, update, revoke)")
+	}
+	switch args[0] {
+	case "create":
+		return endpointCreate(ctx, env, args[1:])
+	case "list":
+		return endpointList(ctx, env, args[1:])
+	case "update":
+		return endpointUpdate(ctx, env, args[1:])
+	case "revoke":
+		return endpointRevoke(ctx, env, args[1:])
+	}
+	fmt.Fprintf(env.stderr, "usage: switchboard %s\n", endpointSynopsis)
+	return usageErr("unknown subcommand %q", args[0])
+}
+
+// listValue is a comma-separated flag that remembers whether it was given.
+type listValue struct {
+	set  bool
+	list []string
+}
+
+func (l *listValue) String() string { return strings.Join(l.list, ",") }
+func (l *listValue) Set(v string) error {
+	l.set = true
+	l.list = nil
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			l.list = append(l.list, p)
+		}
+	}
+	return nil
+}
+
+func (l *listValue) ptr() *[]string {
+	if !l.set {
+		return nil
+	}
+	out := append([]string{}, l.list...)
+	return &out
+}
+
+// intValue is an int flag that remembers whether it was given.
+type intValue struct {
+	set bool
+	v   int
+}
+
+func (i *intValue) String() string { return strconv.Itoa(i.v) }
+func (i *intValue) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("not a whole number: %q", s)
+	}
+	if n < 0 {
+		return fmt.Errorf("must not be negative: %d", n)
+	}
+	i.set, i.v = true, n
+	return nil
+}
+
+func (i *intValue) ptr() *int {
+	if !i.set {
+		return nil
+	}
+	v := i.v
+	return &v
+}
+
+// scopeFlags are the endpoint fields a human sets, shared by create and update.
+type scopeFlags struct {
+	queues, verbs, sources, wqueues, caps listValue
+	lease, maxWebhooks                    intValue
+}
+
+func (f *scopeFlags) register(fs *flag.FlagSet) {
+	fs.Var(&f.queues, "queues", "comma-separated queues the agent may work")
+	fs.Var(&f.verbs, "verbs", "comma-separated verbs granted (default: all: "+strings.Join(agent.AllVerbs(), ",")+")")
+	fs.Var(&f.lease, "default-lease", "default lease in seconds for claims that pass none (0 clears; built-in default 300)")
+	fs.Var(&f.maxWebhooks, "max-webhooks", "how many webhooks the agent may create for itself (default 0)")
+	fs.Var(&f.sources, "webhook-sources", "source types the agent may create webhooks for (github,stripe,slack,standard,gitlab,generic)")
+	fs.Var(&f.wqueues, "webhook-queues", "queues the agent's webhooks may feed (default: its --queues)")
+	fs.Var(&f.caps, "capabilities", "capability modules granted (comma-separated names)")
+}
+
+func (f *scopeFlags) spec() (store.EndpointSpec, error) {
+	for _, v := range f.verbs.list {
+		if !agent.KnownVerb(v) {
+			return store.EndpointSpec{}, usageErr("unknown verb %q (known: %s)", v, strings.Join(agent.AllVerbs(), ","))
+		}
+	}
+	for _, q := range append(append([]string{}, f.queues.list...), f.wqueues.list...) {
+		if !store.ValidQueueName(q) {
+			return store.EndpointSpec{}, usageErr("%q is not a valid queue name (letters, digits and . _ - : /)", q)
+		}
+	}
+	if f.lease.set && f.lease.v > maxLeaseSeconds {
+		return store.EndpointSpec{}, usageErr("--default-lease must be at most %d seconds", maxLeaseSeconds)
+	}
+	return store.EndpointSpec{
+		Verbs: f.verbs.ptr(), Queues: f.queues.ptr(), DefaultLeaseTTL: f.lease.ptr(),
+		MaxWebhooks: f.maxWebhooks.ptr(), WebhookSources: f.sources.ptr(), WebhookQueues: f.wqueues.ptr(),
+		Capabilities: f.caps.ptr(),
+	}, nil
+}
+
+// maxLeaseSeconds mirrors the lease clamp agents get (24 h).
+const maxLeaseSeconds = 86400
+
+func endpointCreate(ctx context.Context, env *environ, args []string) error {
+	fs := newFlags(env, "endpoint create", endpointSynopsis)
+	db := dbFlag(fs, env)
+	agentID := fs.String("agent", "", "agent id: 1-64 of a-z 0-9 _ . - (required)")
+	name := fs.String("name", "", "display name (default: the agent id)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	var sf scopeFlags
+	sf.register(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	if *agentID == "" {
+		return usageErr("--agent is required")
+	}
+	if !store.ValidAgentID(*agentID) {
+		return usageErr("--agent %q: use 1-64 of a-z 0-9 _ . -", *agentID)
+	}
+	if len(sf.queues.list) == 0 {
+		return usageErr("--queues is required (the queues this agent may work)")
+	}
+	spec, err := sf.spec()
+	if err != nil {
+		return err
+	}
+	if spec.Verbs == nil {
+		all := agent.AllVerbs()
+		spec.Verbs = &all
+	}
+	if spec.WebhookQueues == nil {
+		spec.WebhookQueues = spec.Queues
+	}
+	spec.AgentName = *name
+	s, err := openStore(ctx, env, *db)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ep, cred, err := s.CreateEndpoint(ctx, *agentID, spec, "human:cli")
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(env, struct {
+			Credential string `json:"credential"`
+			store.Endpoint
+		}{cred, ep})
+	}
+	fmt.Fprintf(env.stdout, "endpoint %d for agent %s\n", ep.ID, ep.AgentID)
+	fmt.Fprintf(env.stdout, "credential: %s\n", cred)
+	fmt.Fprintln(env.stdout, "This credential is shown once. Give it to the agent as 'Authorization: Bearer <credential>'.")
+	return nil
+}
+
+func endpointList(ctx context.Context, env *environ, args []string) error {
+	fs := newFlags(env, "endpoint list", endpointSynopsis)
+	db := dbFlag(fs, env)
+	all := fs.Bool("all", false, "include revoked endpoints")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	s, err := openStoreRO(ctx, env, *db)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	eps, err := s.ListEndpoints(ctx, *all)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if eps == nil {
+			eps = []store.Endpoint{}
+		}
+		return writeJSON(env, eps)
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tAGENT\tCREDENTIAL\tQUEUES\tLEASE\tWEBHOOKS\tCAPABILITIES\tSTATUS")
+	for _, e := range eps {
+		status := "active"
+		if e.RevokedAt != nil {
+			status = "revoked"
+		}
+		lease := "300 (built-in)"
+		if e.DefaultLeaseTTL > 0 {
+			lease = strconv.Itoa(e.DefaultLeaseTTL)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.ID, e.AgentID, e.CredentialHint,
+			strings.Join(e.Queues, ","), lease, e.Ceiling.MaxWebhooks, strings.Join(e.Capabilities, ","), status)
+	}
+	return tw.Flush()
+}
+
+func endpointID(fs *flag.FlagSet, args []string) (int64, []string, error) {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return 0, nil, usageErr("missing endpoint ID")
+	}
+	id, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || id <= 0 {
+		return 0, nil, usageErr("endpoint ID must be a positive number, not %q", args[0])
+	}
+	return id, args[1:], nil
+}
+
+func endpointUpdate(ctx context.Context, env *environ, args []string) error {
+	fs := newFlags(env, "endpoint update", endpointSynopsis)
+	db := dbFlag(fs, env)
+	asJSON := fs.Bool("json", false, "print JSON")
+	var sf scopeFlags
+	sf.register(fs)
+	id, rest, err := endpointID(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := parse(fs, rest); err != nil {
+		return err
+	}
+	spec, err := sf.spec()
+	if err != nil {
+		return err
+	}
+	s, err := openStore(ctx, env, *db)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ep, err := s.UpdateEndpoint(ctx, id, spec, "human:cli")
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(env, ep)
+	}
+	fmt.Fprintf(env.stdout, "endpoint %d updated\n", ep.ID)
+	return nil
+}
+
+func endpointRevoke(ctx context.Context, env *environ, args []string) error {
+	fs := newFlags(env, "endpoint revoke", endpointSynopsis)
+	db := dbFlag(fs, env)
+	id, rest, err := endpointID(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := parse(fs, rest); err != nil {
+		return err
+	}
+	s, err := openStore(ctx, env, *db)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := s.RevokeEndpoint(ctx, id, "human:cli"); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.stdout, "endpoint %d revoked\n", id)
+	return nil
+}
+
+func writeJSON(env *environ, v any) error {
+	enc := json.NewEncoder(env.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

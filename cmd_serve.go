@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/reaper"
+	"github.com/switchboardhq/switchboard/store"
+)
+
+const serveSynopsis = `serve [--listen ADDR] [--db FILE] [--base-url URL] [--reaper-interval DURATION] [flags]`
+
+// serveConfig is everything serve is told by flags and SWITCHBOARD_* variables
+// (flags win over the environment, which wins over the defaults).
+type serveConfig struct {
+	Listen          string
+	DB              string
+	BaseURL         string
+	Synchronous     string
+	LogFormat       string
+	ReaperInterval  time.Duration
+	Retention       time.Duration
+	ShutdownTimeout time.Duration
+	MetricsAllow    string
+	AllowedOrigins  string
+}
+
+func (c *serveConfig) register(fs interface {
+	StringVar(*string, string, string, string)
+	DurationVar(*time.Duration, string, time.Duration, string)
+}, env *environ) {
+	fs.StringVar(&c.Listen, "listen", envOr(env, "SWITCHBOARD_LISTEN", "127.0.0.1:8080"), "address to listen on (env SWITCHBOARD_LISTEN)")
+	fs.StringVar(&c.DB, "db", defaultDB(env), "SQLite database file (env SWITCHBOARD_DB)")
+	fs.StringVar(&c.BaseURL, "base-url", envOr(env, "SWITCHBOARD_BASE_URL", ""), "public URL used in ingest URLs (env SWITCHBOARD_BASE_URL; default http://<listen>)")
+	fs.StringVar(&c.Synchronous, "synchronous", envOr(env, "SWITCHBOARD_SYNCHRONOUS", store.SyncFull),
+		"FULL: every acknowledged write survives power loss; NORMAL: fewer fsyncs, may lose the last writes on power loss (env SWITCHBOARD_SYNCHRONOUS)")
+	fs.StringVar(&c.LogFormat, "log-format", envOr(env, "SWITCHBOARD_LOG_FORMAT", "text"), "text or json (env SWITCHBOARD_LOG_FORMAT)")
+	fs.DurationVar(&c.ReaperInterval, "reaper-interval", envDuration(env, "SWITCHBOARD_REAPER_INTERVAL", 30*time.Second), "how often expired leases are requeued (env SWITCHBOARD_REAPER_INTERVAL)")
+	fs.DurationVar(&c.Retention, "retention", envDuration(env, "SWITCHBOARD_RETENTION", 30*24*time.Hour), "how long done todos are kept (env SWITCHBOARD_RETENTION)")
+	fs.StringVar(&c.MetricsAllow, "metrics-allow", envOr(env, "SWITCHBOARD_METRICS_ALLOW", "127.0.0.0/8,::1"),
+		"comma-separated IPs/CIDRs allowed to read /metrics, which names queues (env SWITCHBOARD_METRICS_ALLOW)")
+	fs.StringVar(&c.AllowedOrigins, "allowed-origins", envOr(env, "SWITCHBOARD_ALLOWED_ORIGINS", ""), "comma-separated browser origins allowed to call /mcp besides the base URL's (env SWITCHBOARD_ALLOWED_ORIGINS)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration(env, "SWITCHBOARD_SHUTDOWN_TIMEOUT", 10*time.Second), "how long in-flight requests may take to finish on shutdown")
+}
+
+func envDuration(env *environ, name string, def time.Duration) time.Duration {
+	if v := env.getenv(name); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+	}
+	return def
+}
+
+func (c *serveConfig) validate() error {
+	if c.ReaperInterval <= 0 {
+		return usageErr("--reaper-interval must be positive")
+	}
+	if c.Retention <= 0 {
+		return usageErr("--retention must be positive")
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return usageErr("--log-format must be text or json")
+	}
+	return nil
+}
+
+func newLogger(w io.Writer, format string) *slog.Logger {
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, nil))
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
+}
+
+func runServe(ctx context.Context, env *environ, args []string) error {
+	fs := newFlags(env, "serve", serveSynopsis)
+	var cfg serveConfig
+	cfg.register(fs, env)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	logger := newLogger(env.stderr, cfg.LogFormat)
+	srv, err := newServer(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	// Under socket activation systemd holds the port and passes it in; otherwise
+	// listen on --listen.
+	lns, err := activationListeners()
+	if err != nil {
+		srv.close()
+		return err
+	}
+	if len(lns) == 0 {
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			srv.close()
+			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+		lns = append(lns, ln)
+	}
+	for _, ln := range lns {
+		fmt.Fprintf(env.stdout, "switchboard %s listening on http://%s (database %s)\n", version, ln.Addr(), cfg.DB)
+	}
+	return srv.serve(ctx, lns...)
+}
+
+// server is one running Switchboard: the store, the HTTP surface and the background
+// jobs. Tests and `bench` build it the same way serve does.
+type server struct {
+	cfg     serveConfig
+	log     *slog.Logger
+	store   *store.Store
+	http    *http.Server
+	metrics *metrics
+	agent   *agent.Agent
+	reaper  *reaper.Reaper
+
+	bg     sync.WaitGroup
+	bgCtx  context.Context
+	cancel context.CancelFunc
+}
+
+func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*server, error) {
+	st, err := store.Open(ctx, cfg.DB, store.Options{Synchronous: cfg.Synchronous, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MetricsAllow == "" {
+		cfg.MetricsAllow = "127.0.0.0/8,::1"
+	}
+	allow, err := parseCIDRs(cfg.MetricsAllow)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	s := &server{cfg: cfg, log: logger, store: st, metrics: newMetrics(st, allow)}
+	baseURL := cfg.BaseURL
+	if baseURL == "" && cfg.Listen != "" {
+		baseURL = "http://" + cfg.Listen
+	}
+	s.agent, err = agent.New(st, agent.Options{BaseURL: baseURL, AllowedOrigins: strings.Split(cfg.AllowedOrigins, ","),
+		Version: version, Logger: logger})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	s.reaper = reaper.New(st, reaper.Options{Interval: cfg.ReaperInterval, Retention: cfg.Retention, Logger: logger})
+	router := httprouter.New()
+	router.HandlerFunc(http.MethodGet, "/healthz", s.healthz)
+	router.HandlerFunc(http.MethodGet, "/readyz", s.readyz)
+	router.Handler(http.MethodGet, "/metrics", s.metrics.handler())
+	s.agent.Mount(router, "/mcp")
+	s.http = &http.Server{
+		Handler:           s.metrics.instrument(router),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	// Open MCP streams would hold Shutdown until its timeout: end them first.
+	s.http.RegisterOnShutdown(s.agent.CloseSessions)
+	return s, nil
+}
+
+// startBackground starts the jobs that run beside the HTTP server.
+func (s *server) startBackground(ctx context.Context) {
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.bgCtx = ctx
+	s.goBG(func() {
+		if err := s.store.WatchForeign(ctx, 500*time.Millisecond); err != nil {
+			s.log.Error("foreign commit watcher stopped", "err", err)
+		}
+	})
+	s.goBG(func() { s.agent.Run(ctx) })
+	s.goBG(func() { s.reaper.Run(ctx) })
+	s.goBG(func() { s.maintain(ctx, 5*time.Minute) })
+}
+
+// maintain checkpoints the WAL and refreshes planner statistics periodically.
+func (s *server) maintain(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.store.Maintain(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("database maintenance failed", "err", err)
+			}
+		}
+	}
+}
+
+func (s *server) goBG(fn func()) {
+	s.bg.Add(1)
+	go func() { defer s.bg.Done(); fn() }()
+}
+
+// serve runs until ctx ends, then shuts down in order: stop accepting and let
+// in-flight requests finish within the bound, stop background jobs, close the store.
+// systemd hears READY=1 once the listeners are open and everything has started.
+func (s *server) serve(ctx context.Context, lns ...net.Listener) error {
+	s.startBackground(ctx)
+	errc := make(chan error, len(lns))
+	for _, ln := range lns {
+		go func() { errc <- s.http.Serve(ln) }()
+		s.log.Info("serving", "addr", ln.Addr().String(), "db", s.cfg.DB)
+	}
+	notify(s.log, "READY=1")
+	notify(s.log, "STATUS="+s.statusLine(ctx))
+	s.goBG(func() { superviseSystemd(s.bgCtx, s.log, 30*time.Second, s.statusLine, s.store.Ping) })
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	notify(s.log, "STOPPING=1")
+	s.log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := s.http.Shutdown(sctx); err != nil {
+		s.log.Warn("in-flight requests did not finish in time", "err", err)
+		s.http.Close()
+	}
+	s.close()
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("http: %w", serveErr)
+	}
+	return nil
+}
+
+func (s *server) close() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.bg.Wait()
+	if err := s.store.Close(); err != nil {
+		s.log.Error("close store", "err", err)
+	}
+}
+
+func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.WriteString(w, "ok\n")
+}
+
+// readyz answers 200 when the database answers (and, once modules exist, every
+// granted module is up), else 503, with a JSON body that says which part is not.
+func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	status := map[string]any{"database": "ok"}
+	code := http.StatusOK
+	if err := s.store.Ping(ctx); err != nil {
+		status["database"] = err.Error()
+		code = http.StatusServiceUnavailable
+	}
+	status["ready"] = code == http.StatusOK
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(status)
+}
+
+// statusLine is what `systemctl status` shows: the queue at a glance.
+func (s *server) statusLine(ctx context.Context) string {
+	counts, err := s.store.QueueCounts(ctx)
+	if err != nil {
+		return "database not answering: " + err.Error()
+	}
+	queues := map[string]bool{}
+	byState := map[string]int64{}
+	for _, c := range counts {
+		queues[c.Queue] = true
+		byState[c.State] += c.Count
+	}
+	return fmt.Sprintf("%d queues, %d pending, %d claimed, %d failed",
+		len(queues), byState[store.StatePending], byState[store.StateClaimed], byState[store.StateFailed])
+}

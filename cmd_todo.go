@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+const todoSynopsis = `todo add --queue Q [--payload TEXT | --payload-file F | -] [--max-attempts N] [--json] [--db FILE]
+       switchboard todo list [--queue Q] [--state S] [--limit N] [--json] [--db FILE]`
+
+// maxPayload bounds a todo's payload, like the webhook body bound.
+const maxPayload = 1 << 20
+
+func runTodo(ctx context.Context, env *environ, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprintf(env.stderr, "usage: switchboard %s\n", todoSynopsis)
+		return usageErr("missing subcommand (add, list)")
+	}
+	switch args[0] {
+	case "add":
+		return todoAdd(ctx, env, args[1:])
+	case "list":
+		return todoList(ctx, env, args[1:])
+	}
+	fmt.Fprintf(env.stderr, "usage: switchboard %s\n", todoSynopsis)
+	return usageErr("unknown subcommand %q", args[0])
+}
+
+func todoAdd(ctx context.Context, env *environ, args []string) error {
+	fs := newFlags(env, "todo add", todoSynopsis)
+	db := dbFlag(fs, env)
+	queue := fs.String("queue", "", "queue to add to (required)")
+	payload := fs.String("payload", "", "payload text (JSON recommended)")
+	payloadFile := fs.String("payload-file", "", "read the payload from this file")
+	maxAttempts := fs.Int("max-attempts", store.DefaultMaxAttempts, "claims before the todo is dead-lettered")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	fromStdin := false
+	switch {
+	case fs.NArg() == 1 && fs.Arg(0) == "-":
+		fromStdin = true
+	case fs.NArg() > 0:
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	if *queue == "" {
+		return usageErr("--queue is required")
+	}
+	if !store.ValidQueueName(*queue) {
+		return usageErr("%q is not a valid queue name (letters, digits and . _ - : /)", *queue)
+	}
+	if *maxAttempts < 1 {
+		return usageErr("--max-attempts must be at least 1")
+	}
+	sources := 0
+	for _, b := range []bool{*payload != "", *payloadFile != "", fromStdin} {
+		if b {
+			sources++
+		}
+	}
+	if sources > 1 {
+		return usageErr("give the payload one way: --payload, --payload-file or - (stdin)")
+	}
+	body := *payload
+	var r io.Reader
+	if *payloadFile != "" {
+		f, err := os.Open(*payloadFile)
+		if err != nil {
+			return fmt.Errorf("read payload: %w", err)
+		}
+		defer f.Close()
+		r = f
+	} else if fromStdin {
+		r = env.stdin
+	}
+	if r != nil {
+		b, err := io.ReadAll(io.LimitReader(r, maxPayload+1))
+		if err != nil {
+			return fmt.Errorf("read payload: %w", err)
+		}
+		body = string(b)
+	}
+	if len(body) > maxPayload {
+		return usageErr("payload is larger than %d bytes", maxPayload)
+	}
+	s, err := openStore(ctx, env, *db)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	t, err := s.AddTodo(ctx, store.NewTodo{Queue: *queue, Payload: body, MaxAttempts: *maxAttempts, CreatedBy: "human:cli"})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(env, t)
+	}
+	fmt.Fprintf(env.stdout, "todo %d added to %s\n", t.ID, t.Queue)
+	return nil
+}
+
+func todoList(ctx context.Context, env *environ, args []string) error {
+	fs := newFlags(env, "todo list", todoSynopsis)
+	db := dbFlag(fs, env)
+	queue := fs.String("queue", "", "only this queue")
+	state := fs.String("state", "", "only this state (pending, claimed, done, failed)")
+	limit := fs.Int("limit", 50, "at most this many rows (max 1000)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	switch *state {
+	case "", store.StatePending, store.StateClaimed, store.StateDone, store.StateFailed:
+	default:
+		return usageErr("--state must be pending, claimed, done or failed")
+	}
+	if *limit < 1 || *limit > 1000 {
+		return usageErr("--limit must be between 1 and 1000")
+	}
+	s, err := openStoreRO(ctx, env, *db)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	f := store.TodoFilter{State: *state, Limit: *limit}
+	if *queue != "" {
+		f.Queues = []string{*queue}
+	}
+	todos, err := s.ListTodos(ctx, f)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if todos == nil {
+			todos = []store.Todo{}
+		}
+		return writeJSON(env, todos)
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tQUEUE\tSTATE\tSIZE\tSOURCE\tOWNER\tATTEMPTS\tCREATED")
+	for _, t := range todos {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%d/%d\t%s\n", t.ID, t.Queue, t.State, t.PayloadSize, t.Source.Type,
+			dash(t.Owner), t.Attempts, t.MaxAttempts, t.CreatedAt.Local().Format(time.DateTime))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,64 @@
+package ingest
+
+import (
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// GitHub signs the raw body with HMAC-SHA256 keyed by the webhook secret and
+// sends it as X-Hub-Signature-256: sha256=<hex>. It signs no timestamp, so
+// there is no tolerance to enforce; X-GitHub-Delivery (a GUID, unsigned) is
+// the idempotency key. The legacy SHA-1 X-Hub-Signature is ignored.
+const (
+	githubSignatureHeader = "X-Hub-Signature-256"
+	githubDeliveryHeader  = "X-GitHub-Delivery"
+	githubEventHeader     = "X-GitHub-Event"
+	githubPrefix          = "sha256="
+)
+
+func verifyGitHub(secrets []string, h http.Header, body []byte) (Delivery, error) {
+	v := h.Get(githubSignatureHeader)
+	if v == "" {
+		return Delivery{}, fmt.Errorf("no %s header: %w", githubSignatureHeader, ErrMissingSignature)
+	}
+	sig, err := parseGitHubSignature(v)
+	if err != nil {
+		return Delivery{}, err
+	}
+	keys, err := rawKeys(secrets)
+	if err != nil {
+		return Delivery{}, err
+	}
+	i := matchSecret(keys, [][]byte{sig}, func(k []byte) []byte { return macSHA256(k, body) })
+	if i < 0 {
+		return Delivery{}, fmt.Errorf("%s: %w", githubSignatureHeader, ErrBadSignature)
+	}
+	d := Delivery{TrustMode: TrustSigned, Secret: i}
+	if err := d.setFields(h.Get(githubDeliveryHeader), h.Get(githubEventHeader)); err != nil {
+		return Delivery{}, err
+	}
+	return d, nil
+}
+
+// parseGitHubSignature reads "sha256=<64 hex>"; surrounding spaces are
+// tolerated, anything else is malformed.
+func parseGitHubSignature(v string) ([]byte, error) {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(v), githubPrefix)
+	if !ok {
+		return nil, fmt.Errorf("%s lacks the %q prefix: %w", githubSignatureHeader, githubPrefix, ErrMalformed)
+	}
+	sig, ok := hexSig(rest)
+	if !ok {
+		return nil, fmt.Errorf("%s is not 64 hex digits: %w", githubSignatureHeader, ErrMalformed)
+	}
+	return sig, nil
+}
+
+func signGitHub(h http.Header, secret, id string, body []byte) {
+	h.Set(githubSignatureHeader, githubPrefix+hex.EncodeToString(macSHA256([]byte(secret), body)))
+	if id != "" {
+		h.Set(githubDeliveryHeader, id)
+	}
+}

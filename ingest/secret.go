@@ -1,0 +1,81 @@
+package ingest
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+)
+
+// alnum is the alphabet of Stripe-style secrets: letters and digits survive
+// copy, paste and double-click selection in every dashboard.
+const alnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+// NewSecret mints a fresh signing secret in the form producers of sourceType
+// expect to be given:
+//
+//	standard  whsec_ + base64 of 24 random bytes (the Standard Webhooks form)
+//	stripe    whsec_ + 32 random letters and digits (used as-is as the HMAC key)
+//	github, slack, generic  64 hex digits (32 random bytes)
+//	gitlab    48 hex digits (24 random bytes), sent back as X-Gitlab-Token
+//
+// It reads crypto/rand only.
+func NewSecret(sourceType string) (string, error) {
+	switch sourceType {
+	case "standard":
+		b, err := randomBytes(24)
+		if err != nil {
+			return "", err
+		}
+		return standardSecretPrefix + base64.StdEncoding.EncodeToString(b), nil
+	case "stripe":
+		s, err := randomAlnum(32)
+		if err != nil {
+			return "", err
+		}
+		return standardSecretPrefix + s, nil
+	case "github", "slack", "generic":
+		b, err := randomBytes(32)
+		if err != nil {
+			return "", err
+		}
+		return hex.EncodeToString(b), nil
+	case "gitlab":
+		b, err := randomBytes(24)
+		if err != nil {
+			return "", err
+		}
+		return hex.EncodeToString(b), nil
+	}
+	return "", fmt.Errorf("ingest: new secret %q: %w", truncate(sourceType), ErrUnknownSource)
+}
+
+func randomBytes(n int) ([]byte, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("ingest: new secret: %w", err)
+	}
+	return b, nil
+}
+
+// randomAlnum draws n characters uniformly from alnum by rejection sampling:
+// bytes at or above 248 (= 4*62) are discarded so that b%62 has no bias.
+func randomAlnum(n int) (string, error) {
+	out := make([]byte, 0, n)
+	buf := make([]byte, n+n/4)
+	for len(out) < n {
+		if _, err := rand.Read(buf); err != nil {
+			return "", fmt.Errorf("ingest: new secret: %w", err)
+		}
+		for _, b := range buf {
+			if b >= 248 {
+				continue
+			}
+			out = append(out, alnum[b%62])
+			if len(out) == n {
+				break
+			}
+		}
+	}
+	return string(out), nil
+}

@@ -1,0 +1,185 @@
+// Command switchboard is a durable todo queue, webhook receiver and MCP gateway for
+// AI agents, in one binary on one SQLite file.
+//
+// main.go dispatches subcommands; each subcommand is one small type in a cmd_*.go
+// file. The packages do the work; this package only wires them.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// Stamped by the build (-ldflags "-X main.version=… -X main.commit=…").
+var (
+	version = "dev"
+	commit  = ""
+)
+
+// errUsage marks a command-line mistake: usage is printed and the exit code is 2.
+var errUsage = errors.New("usage")
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, env *environ, args []string) error
+}
+
+// environ is what a command sees of the world, so tests can run commands in-process.
+type environ struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "run the server (HTTP, MCP, webhooks, reaper, modules)", runServe},
+		{"endpoint", "create, list, update or revoke agent endpoints", runEndpoint},
+		{"admin", "create a human operator (password on stdin)", runAdmin},
+		{"todo", "add or list todos", runTodo},
+		{"bench", "measure ingest, drain and doorbell capacity on this machine", runBench},
+		{"version", "print version, commit and Go version", runVersion},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	env := &environ{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	os.Exit(run(ctx, env, os.Args[1:]))
+}
+
+// run dispatches args to a subcommand and returns the process exit code.
+func run(ctx context.Context, env *environ, args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(env.stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, env, args[1:])
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.Is(err, errUsage):
+			if msg := strings.TrimPrefix(err.Error(), errUsage.Error()+": "); msg != errUsage.Error() {
+				fmt.Fprintf(env.stderr, "switchboard %s: %s\n", c.name, msg)
+			}
+			return 2
+		default:
+			fmt.Fprintf(env.stderr, "switchboard %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(env.stderr, "switchboard: unknown command %q\n\n", args[0])
+	usage(env.stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: switchboard <command> [flags]")
+	fmt.Fprintln(w, "\ncommands:")
+	cs := commands()
+	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
+	for _, c := range cs {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'switchboard <command> -h' for a command's flags.")
+}
+
+// usageErr wraps a message as a command-line mistake.
+func usageErr(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
+}
+
+// newFlags returns a flag set that reports mistakes as errUsage and prints its
+// usage to stderr.
+func newFlags(env *environ, name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet("switchboard "+name, flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(env.stderr, "usage: switchboard %s\n\nflags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags; a mistake becomes errUsage (flag already printed why and usage).
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	return nil
+}
+
+// envOr is the flag default: the SWITCHBOARD_* variable when set, else def.
+func envOr(env *environ, name, def string) string {
+	if v := env.getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// defaultDB is $STATE_DIRECTORY/switchboard.db under systemd, else ./switchboard.db.
+func defaultDB(env *environ) string {
+	if v := env.getenv("SWITCHBOARD_DB"); v != "" {
+		return v
+	}
+	if dir := env.getenv("STATE_DIRECTORY"); dir != "" {
+		// systemd may pass several directories separated by ':'; the first is ours.
+		dir, _, _ = strings.Cut(dir, ":")
+		return filepath.Join(dir, "switchboard.db")
+	}
+	return "switchboard.db"
+}
+
+// dbFlag adds --db to a flag set.
+func dbFlag(fs *flag.FlagSet, env *environ) *string {
+	return fs.String("db", defaultDB(env), "SQLite database file (env SWITCHBOARD_DB)")
+}
+
+func runVersion(_ context.Context, env *environ, args []string) error {
+	fs := newFlags(env, "version", "version")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	c := commit
+	if c == "" {
+		if bi, ok := debug.ReadBuildInfo(); ok {
+			for _, s := range bi.Settings {
+				if s.Key == "vcs.revision" {
+					c = s.Value
+				}
+			}
+		}
+	}
+	if c == "" {
+		c = "unknown"
+	}
+	fmt.Fprintf(env.stdout, "switchboard %s (commit %s, %s, %s/%s)\n", version, c, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return nil
+}

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// cli runs one command in-process and returns its exit code and output.
+func cli(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := &environ{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+	code = run(context.Background(), env, args)
+	return code, out.String(), errb.String()
+}
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	for _, args := range [][]string{
+		{},
+		{"bogus"},
+		{"serve", "--no-such-flag"},
+		{"todo"},
+		{"todo", "add", "--db", db}, // no queue
+		{"todo", "add", "--db", db, "--queue", "bad name"}, // invalid queue
+		{"todo", "list", "--db", db, "--state", "lost"},
+		{"endpoint", "create", "--db", db, "--agent", "x"}, // no queues
+		{"endpoint", "create", "--db", db, "--agent", "x", "--queues", "q", "--verbs", "launch_missiles"},
+		{"endpoint", "revoke", "--db", db, "abc"},
+		{"admin", "create", "--db", db}, // no username
+		{"admin", "create", "--db", db, "--username", "ana", "hunter22"},
+	} {
+		code, _, stderr := cli(t, "", args...)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, stderr)
+		}
+		if stderr == "" {
+			t.Errorf("%v: nothing on stderr", args)
+		}
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Error("a refused command created the database")
+	}
+}
+
+func TestBadDatabaseIsOneClearLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notes.txt")
+	content := []byte("definitely not a database\n")
+	os.WriteFile(path, content, 0o600)
+	code, _, stderr := cli(t, "", "todo", "add", "--db", path, "--queue", "q", "--payload", "x")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	if strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "not a Switchboard database") {
+		t.Fatalf("stderr = %q, want one line saying it is not a Switchboard database", stderr)
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, content) {
+		t.Fatal("the file was modified")
+	}
+}
+
+func TestEndpointTodoAdminCommands(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	code, out, stderr := cli(t, "", "endpoint", "create", "--db", db, "--agent", "reviewer", "--queues", "inbox,review",
+		"--default-lease", "900", "--max-webhooks", "3", "--webhook-sources", "github,stripe", "--json")
+	if code != 0 {
+		t.Fatalf("endpoint create: exit %d: %s", code, stderr)
+	}
+	var created struct {
+		Credential string   `json:"credential"`
+		EndpointID int64    `json:"endpoint_id"`
+		AgentID    string   `json:"agent_id"`
+		Queues     []string `json:"queues"`
+		Lease      int      `json:"default_lease_ttl_seconds"`
+	}
+	if err := json.Unmarshal([]byte(out), &created); err != nil {
+		t.Fatalf("endpoint create --json: %v\n%s", err, out)
+	}
+	if !strings.HasPrefix(created.Credential, "sb_") || created.EndpointID == 0 || created.AgentID != "reviewer" || created.Lease != 900 {
+		t.Fatalf("endpoint create --json = %+v", created)
+	}
+
+	code, out, _ = cli(t, "", "endpoint", "list", "--db", db)
+	if code != 0 || !strings.Contains(out, "reviewer") || strings.Contains(out, created.Credential) {
+		t.Fatalf("endpoint list (exit %d) shows the credential or misses the endpoint:\n%s", code, out)
+	}
+	code, out, _ = cli(t, "", "endpoint", "list", "--db", db, "--json")
+	if code != 0 || strings.Contains(out, created.Credential) {
+		t.Fatalf("endpoint list --json shows the credential:\n%s", out)
+	}
+
+	id := itoa(created.EndpointID)
+	if code, _, stderr := cli(t, "", "endpoint", "update", id, "--db", db, "--queues", "inbox", "--default-lease", "60"); code != 0 {
+		t.Fatalf("endpoint update: %s", stderr)
+	}
+	st := openRO(t, db)
+	ep, err := st.Endpoint(context.Background(), created.EndpointID)
+	st.Close()
+	if err != nil || ep.DefaultLeaseTTL != 60 || len(ep.Queues) != 1 || ep.Ceiling.MaxWebhooks != 3 {
+		t.Fatalf("after update: %+v, %v", ep, err)
+	}
+
+	if code, _, stderr := cli(t, "", "todo", "add", "--db", db, "--queue", "inbox", "--payload", `{"pr":42}`); code != 0 {
+		t.Fatalf("todo add: %s", stderr)
+	}
+	payloadFile := filepath.Join(t.TempDir(), "p.json")
+	os.WriteFile(payloadFile, []byte(`{"from":"file"}`), 0o600)
+	if code, _, stderr := cli(t, "", "todo", "add", "--db", db, "--queue", "review", "--payload-file", payloadFile); code != 0 {
+		t.Fatalf("todo add --payload-file: %s", stderr)
+	}
+	if code, _, stderr := cli(t, `{"from":"stdin"}`, "todo", "add", "--db", db, "--queue", "review", "-"); code != 0 {
+		t.Fatalf("todo add -: %s", stderr)
+	}
+	code, out, _ = cli(t, "", "todo", "list", "--db", db, "--queue", "review", "--json")
+	var todos []store.Todo
+	if err := json.Unmarshal([]byte(out), &todos); err != nil || code != 0 {
+		t.Fatalf("todo list --json: %v\n%s", err, out)
+	}
+	if len(todos) != 2 || todos[0].PayloadSize != len(`{"from":"stdin"}`) || todos[0].Payload != "" {
+		t.Fatalf("todo list --json = %+v", todos)
+	}
+
+	if code, _, stderr := cli(t, "a long enough password\n", "admin", "create", "--db", db, "--username", "ana"); code != 0 {
+		t.Fatalf("admin create: %s", stderr)
+	}
+	st = openRO(t, db)
+	defer st.Close()
+	if _, err := st.CheckPassword(context.Background(), "ana", "a long enough password"); err != nil {
+		t.Fatalf("password from stdin not stored: %v", err)
+	}
+
+	if code, _, _ := cli(t, "", "endpoint", "revoke", id, "--db", db); code != 0 {
+		t.Fatal("endpoint revoke failed")
+	}
+	if _, err := st.EndpointByCredential(context.Background(), created.Credential); err == nil {
+		t.Fatal("revoked credential still resolves")
+	}
+}
+
+func openRO(t *testing.T, path string) *store.Store {
+	t.Helper()
+	s, err := store.Open(context.Background(), path, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+func TestVersion(t *testing.T) {
+	code, out, _ := cli(t, "", "version")
+	if code != 0 || !strings.HasPrefix(out, "switchboard ") || !strings.Contains(out, "go1.") {
+		t.Fatalf("version: exit %d, %q", code, out)
+	}
+}
+
+// startServer runs serve's server on a free loopback port until the test ends.
+func startServer(t *testing.T, cfg serveConfig) (base string, stop func()) {
+	t.Helper()
+	if cfg.DB == "" {
+		cfg.DB = filepath.Join(t.TempDir(), "sb.db")
+	}
+	if cfg.ReaperInterval == 0 {
+		cfg.ReaperInterval = 30 * time.Second
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = time.Hour
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = 5 * time.Second
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := newServer(ctx, cfg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.serve(ctx, ln) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve returned %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return "http://" + ln.Addr().String(), stop
+}
+
+func TestServeHealthAndReady(t *testing.T) {
+	base, stop := startServer(t, serveConfig{})
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: %d %s", path, resp.StatusCode, body)
+		}
+	}
+	stop()
+	if _, err := http.Get(base + "/healthz"); err == nil {
+		t.Fatal("still serving after shutdown")
+	}
+}
+
+func TestServeFinishesInFlightRequestsOnShutdown(t *testing.T) {
+	cfg := serveConfig{DB: filepath.Join(t.TempDir(), "sb.db"), ReaperInterval: time.Minute, Retention: time.Hour, ShutdownTimeout: 5 * time.Second}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := newServer(ctx, cfg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A slow handler stands in for a request in flight when the signal comes.
+	entered := make(chan struct{})
+	srv.http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		time.Sleep(200 * time.Millisecond)
+		io.WriteString(w, "finished")
+	})
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	done := make(chan error, 1)
+	go func() { done <- srv.serve(ctx, ln) }()
+	got := make(chan string, 1)
+	go func() {
+		resp, err := http.Get("http://" + ln.Addr().String() + "/")
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- string(b)
+	}()
+	<-entered
+	cancel()
+	if body := <-got; body != "finished" {
+		t.Fatalf("in-flight request got %q", body)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

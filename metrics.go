@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// Metrics are built here, from hooks and stats the packages expose, so that only
+// the wiring depends on Prometheus. /metrics names queues and agents, so it answers
+// only clients in --metrics-allow (loopback by default).
+
+type metrics struct {
+	reg         *prometheus.Registry
+	httpLatency *prometheus.HistogramVec
+	transitions *prometheus.CounterVec
+	allow       []*net.IPNet
+}
+
+func newMetrics(st *store.Store, allow []*net.IPNet) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry(), allow: allow}
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.httpLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "switchboard_http_request_duration_seconds",
+		Help:    "HTTP request latency by route family, method and status code.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10},
+	}, []string{"route", "method", "code"})
+	m.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchboard_todo_transitions_total",
+		Help: "Todo transitions by queue and cause (add, claim, complete, release, retry, retry_backoff, dead_letter, lease_expired).",
+	}, []string{"queue", "cause"})
+	m.reg.MustRegister(m.httpLatency, m.transitions, &todoCollector{st: st},
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "switchboard_store_commits_total",
+			Help: "Group-commit transactions (each one fsync under synchronous=FULL).",
+		}, func() float64 { return float64(st.WriterStats().Batches) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "switchboard_store_writes_total",
+			Help: "Write requests committed or refused; writes/commits is the mean group-commit batch.",
+		}, func() float64 { return float64(st.WriterStats().Requests) }),
+	)
+	st.OnTodoChange(func(c store.TodoChange) {
+		if c.Cause != "" {
+			m.transitions.WithLabelValues(c.Queue, c.Cause).Inc()
+		}
+	})
+	return m
+}
+
+// todoCollector reports todos by queue and state at scrape time.
+type todoCollector struct{ st *store.Store }
+
+var todosDesc = prometheus.NewDesc("switchboard_todos", "Todos by queue and state.", []string{"queue", "state"}, nil)
+
+func (c *todoCollector) Describe(ch chan<- *prometheus.Desc) { ch <- todosDesc }
+
+func (c *todoCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	counts, err := c.st.QueueCounts(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(todosDesc, err)
+		return
+	}
+	for _, q := range counts {
+		ch <- prometheus.MustNewConstMetric(todosDesc, prometheus.GaugeValue, float64(q.Count), q.Queue, q.State)
+	}
+}
+
+// handler serves /metrics to allowed clients only.
+func (m *metrics) handler() http.Handler {
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !m.allowed(r) {
+			http.Error(w, "metrics are not served to this address (see --metrics-allow)", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (m *metrics) allowed(r *http.Request) bool {
+	// Behind a reverse proxy every peer looks local: a forwarded request is judged
+	// by who it was forwarded for, and refused when that is not allowed either.
+	addrs := []string{}
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		addrs = append(addrs, host)
+	}
+	if f := r.Header.Get("X-Forwarded-For"); f != "" {
+		for _, a := range strings.Split(f, ",") {
+			addrs = append(addrs, strings.TrimSpace(a))
+		}
+	}
+	for _, a := range addrs {
+		ip := net.ParseIP(a)
+		if ip == nil || !ipAllowed(ip, m.allow) {
+			return false
+		}
+	}
+	return len(addrs) > 0
+}
+
+func ipAllowed(ip net.IP, nets []*net.IPNet) bool {
+	for _, n := range nets {
+		if n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseCIDRs parses a comma-separated list of CIDRs or bare IPs.
+func parseCIDRs(list string) ([]*net.IPNet, error) {
+	var out []*net.IPNet
+	for _, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !strings.Contains(p, "/") {
+			if ip := net.ParseIP(p); ip != nil && ip.To4() != nil {
+				p += "/32"
+			} else {
+				p += "/128"
+			}
+		}
+		_, n, err := net.ParseCIDR(p)
+		if err != nil {
+			return nil, fmt.Errorf("metrics allow list: %q is not an IP or CIDR", p)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// instrument wraps the whole HTTP surface to record latency by route family (not
+// by full path: tokens and ids would explode the label set).
+func (m *metrics) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: 200}
+		next.ServeHTTP(sw, r)
+		m.httpLatency.WithLabelValues(routeFamily(r.URL.Path), r.Method, strconv.Itoa(sw.code)).Observe(time.Since(start).Seconds())
+	})
+}
+
+func routeFamily(path string) string {
+	for _, p := range []string{"/mcp", "/webhooks/", "/metrics", "/healthz", "/readyz", "/assets/", "/events"} {
+		if strings.HasPrefix(path, p) {
+			return strings.TrimSuffix(p, "/")
+		}
+	}
+	return "ui"
+}
+
+// statusWriter records the status code; it passes Flush through for SSE streams.
+type statusWriter struct {
+	http.ResponseWriter
+	code        int
+	wroteHeader bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		w.code, w.wroteHeader = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+func TestMetricsExposeQueueAndTransitions(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	base, _ := startServer(t, serveConfig{DB: db})
+	// A second handle stands for the CLI; its todos show up in the gauge at scrape.
+	st, err := store.Open(context.Background(), db, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.AddTodo(context.Background(), store.NewTodo{Queue: "inbox", Payload: "{}"})
+	st.Close()
+	http.Get(base + "/healthz")
+
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/metrics from loopback: %d", resp.StatusCode)
+	}
+	for _, want := range []string{
+		`switchboard_todos{queue="inbox",state="pending"} 1`,
+		`switchboard_http_request_duration_seconds_count{code="200",method="GET",route="/healthz"} 1`,
+		`switchboard_store_commits_total`,
+		`process_resident_memory_bytes`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+func TestMetricsRefuseOtherAddresses(t *testing.T) {
+	allow, err := parseCIDRs("127.0.0.0/8,::1,10.1.2.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &metrics{allow: allow}
+	for _, c := range []struct {
+		remote, fwd string
+		ok          bool
+	}{
+		{"127.0.0.1:5000", "", true},
+		{"[::1]:5000", "", true},
+		{"10.1.2.3:5000", "", true},
+		{"192.168.1.9:5000", "", false},
+		{"127.0.0.1:5000", "203.0.113.7", false}, // a reverse proxy forwarding the internet
+		{"127.0.0.1:5000", "10.1.2.3", true},
+	} {
+		r := httptest.NewRequest("GET", "/metrics", nil)
+		r.RemoteAddr = c.remote
+		if c.fwd != "" {
+			r.Header.Set("X-Forwarded-For", c.fwd)
+		}
+		if got := m.allowed(r); got != c.ok {
+			t.Errorf("remote %s forwarded-for %q: allowed=%v, want %v", c.remote, c.fwd, got, c.ok)
+		}
+	}
+	if _, err := parseCIDRs("not-an-ip"); err == nil {
+		t.Error("a bad allow entry was accepted")
+	}
+}

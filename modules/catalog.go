@@ -1,0 +1,186 @@
+package modules
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// toolNamePattern is MCP's tool-name rule, applied to the exposed name.
+var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// Tool is one module tool in the catalog.
+type Tool struct {
+	Name     string // exposed name, "<module>_<tool>" unless already prefixed
+	Module   string
+	Upstream string // the name the module advertises
+	// Definition is the module's tool definition, byte for byte, with only
+	// the name replaced by Name. Do not modify it.
+	Definition json.RawMessage
+	Hash       string // SHA-256 of the canonical upstream definition
+	// Available is true when the module is up and the tool is not withheld.
+	Available bool
+	// Withheld is true when the definition changed since it was pinned.
+	Withheld bool
+}
+
+// toolEntry is one selected tool of a module, as agents will see it.
+type toolEntry struct {
+	Name     string          // exposed, prefixed name
+	Upstream string          // name the module advertises
+	Def      json.RawMessage // module's definition with Name substituted
+	Hash     string          // SHA-256 of the canonical upstream definition
+	Withheld bool            // definition differs from the pinned one
+}
+
+// exposedName prefixes an unqualified tool name with the capability name; a
+// module that already namespaces its tools is not double-prefixed.
+func exposedName(module, upstream string) string {
+	if strings.HasPrefix(upstream, module+"_") {
+		return upstream
+	}
+	return module + "_" + upstream
+}
+
+// selectTools applies include_tools and prefixing to a listing. missing
+// holds include_tools entries the module did not advertise; whether that is
+// fatal is the caller's decision (it is at gateway start-up).
+func selectTools(m Manifest, listed []upstreamTool) (tools []toolEntry, missing []string, err error) {
+	keep := func(string) bool { return true }
+	if m.IncludeTools != nil {
+		advertised := map[string]bool{}
+		for _, t := range listed {
+			advertised[t.Name] = true
+		}
+		for _, want := range m.IncludeTools {
+			if !advertised[want] {
+				missing = append(missing, want)
+			}
+		}
+		keep = func(name string) bool { return slices.Contains(m.IncludeTools, name) }
+	}
+	byExposed := map[string]string{}
+	for _, t := range listed {
+		if !keep(t.Name) {
+			continue
+		}
+		name := exposedName(m.Name, t.Name)
+		if !toolNamePattern.MatchString(name) {
+			return nil, missing, fmt.Errorf("modules: %s: tool %q: exposed name %q is not a valid MCP tool name", m.Name, t.Name, name)
+		}
+		if other, dup := byExposed[name]; dup {
+			return nil, missing, fmt.Errorf("modules: %s: tools %q and %q would both be exposed as %q", m.Name, other, t.Name, name)
+		}
+		byExposed[name] = t.Name
+		def, err := renameDef(t.Def, name)
+		if err != nil {
+			return nil, missing, fmt.Errorf("modules: %s: tool %q: %w", m.Name, t.Name, err)
+		}
+		hash, err := hashDef(t.Def)
+		if err != nil {
+			return nil, missing, fmt.Errorf("modules: %s: tool %q: %w", m.Name, t.Name, err)
+		}
+		tools = append(tools, toolEntry{Name: name, Upstream: t.Name, Def: def, Hash: hash})
+	}
+	return tools, missing, nil
+}
+
+// renameDef replaces the value of the top-level "name" member in place, so
+// every other byte of the module's definition (input schema with its
+// "$schema", annotations, title, _meta, unknown extensions) is kept as sent.
+func renameDef(def json.RawMessage, name string) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(def))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, fmt.Errorf("definition is not a JSON object")
+	}
+	type span struct{ start, end int }
+	var spans []span
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("definition: %w", err)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("definition: %w", err)
+		}
+		if tok != "name" {
+			continue
+		}
+		end := int(dec.InputOffset())
+		start := end - len(v)
+		if start < 0 || !bytes.Equal(def[start:end], v) {
+			return nil, fmt.Errorf("definition: cannot locate the name member")
+		}
+		spans = append(spans, span{start, end})
+	}
+	if len(spans) == 0 {
+		return nil, fmt.Errorf("definition has no name")
+	}
+	quoted, err := json.Marshal(name)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	prev := 0
+	for _, s := range spans {
+		out.Write(def[prev:s.start])
+		out.Write(quoted)
+		prev = s.end
+	}
+	out.Write(def[prev:])
+	return out.Bytes(), nil
+}
+
+// hashDef hashes a definition in canonical form (sorted keys, no
+// insignificant whitespace, numbers as written), so only a change in meaning,
+// not in formatting, withholds a tool.
+func hashDef(def json.RawMessage) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(def))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "", fmt.Errorf("definition: %w", err)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", fmt.Errorf("definition: %w", err)
+	}
+	sum := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// MCPTool decodes the definition for registration with mcp-go's server. The
+// input and output schemas stay raw, so keys mcp-go's typed schema does not
+// know ("$schema", "$defs" details, extensions) reach agents unchanged.
+func (t Tool) MCPTool() (mcp.Tool, error) {
+	var tool mcp.Tool
+	if err := json.Unmarshal(t.Definition, &tool); err != nil {
+		return mcp.Tool{}, fmt.Errorf("modules: decode tool %s: %w", t.Name, err)
+	}
+	var schemas struct {
+		Input  json.RawMessage `json:"inputSchema"`
+		Output json.RawMessage `json:"outputSchema"`
+	}
+	if err := json.Unmarshal(t.Definition, &schemas); err != nil {
+		return mcp.Tool{}, fmt.Errorf("modules: decode tool %s: %w", t.Name, err)
+	}
+	tool.InputSchema, tool.OutputSchema = mcp.ToolInputSchema{}, mcp.ToolOutputSchema{}
+	tool.RawInputSchema, tool.RawOutputSchema = schemas.Input, nil
+	if len(schemas.Input) == 0 || string(schemas.Input) == "null" {
+		tool.RawInputSchema = json.RawMessage(`{"type":"object"}`)
+	}
+	if len(schemas.Output) > 0 && string(schemas.Output) != "null" {
+		tool.RawOutputSchema = schemas.Output
+	}
+	return tool, nil
+}

@@ -1,0 +1,113 @@
+package modules
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestRenameDefKeepsEveryOtherByte(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{`{"name":"echo","inputSchema":{"$schema":"x","type":"object"}}`,
+			`{"name":"mod_echo","inputSchema":{"$schema":"x","type":"object"}}`},
+		// Whitespace, key order and odd members survive untouched.
+		{"{ \"inputSchema\" : {\"type\": \"object\",\n \"x-k\": [1.0, 2e3]},\n  \"name\" :  \"echo\" , \"_meta\":{\"name\":\"inner\"} }",
+			"{ \"inputSchema\" : {\"type\": \"object\",\n \"x-k\": [1.0, 2e3]},\n  \"name\" :  \"mod_echo\" , \"_meta\":{\"name\":\"inner\"} }"},
+		// Escapes in the old name do not confuse the splice.
+		{`{"description":"say \"name\"","name":"e\u0063ho"}`, `{"description":"say \"name\"","name":"mod_echo"}`},
+	}
+	for _, tc := range cases {
+		got, err := renameDef(json.RawMessage(tc.in), "mod_echo")
+		if err != nil {
+			t.Fatalf("renameDef(%s): %v", tc.in, err)
+		}
+		if string(got) != tc.want {
+			t.Errorf("renameDef(%s)\n got %s\nwant %s", tc.in, got, tc.want)
+		}
+	}
+	for _, bad := range []string{`[1]`, `{"title":"no name"}`, `"echo"`} {
+		if _, err := renameDef(json.RawMessage(bad), "x"); err == nil {
+			t.Errorf("renameDef(%s) succeeded", bad)
+		}
+	}
+}
+
+func TestHashDefIgnoresFormattingOnly(t *testing.T) {
+	a, _ := hashDef(json.RawMessage(`{"name":"e","inputSchema":{"type":"object","required":["a"]}}`))
+	b, _ := hashDef(json.RawMessage("{ \"inputSchema\": {\"required\": [\"a\"], \"type\": \"object\"},\n \"name\": \"e\" }"))
+	c, _ := hashDef(json.RawMessage(`{"name":"e","inputSchema":{"type":"object","required":["b"]}}`))
+	d, _ := hashDef(json.RawMessage(`{"name":"e","annotations":{"destructiveHint":true},"inputSchema":{"type":"object","required":["a"]}}`))
+	if a != b {
+		t.Error("reformatting changed the hash")
+	}
+	if a == c || a == d {
+		t.Error("a changed schema or annotation kept the hash")
+	}
+	if len(a) != 64 {
+		t.Errorf("hash %q is not hex SHA-256", a)
+	}
+}
+
+func TestExposedName(t *testing.T) {
+	for _, tc := range []struct{ module, upstream, want string }{
+		{"everything", "echo", "everything_echo"},
+		{"everything", "everything_echo", "everything_echo"},
+		{"git", "github_list", "git_github_list"}, // "git" alone is not "git_"
+		{"log_watcher", "log_watcher_add_exclude", "log_watcher_add_exclude"},
+	} {
+		if got := exposedName(tc.module, tc.upstream); got != tc.want {
+			t.Errorf("exposedName(%q, %q) = %q, want %q", tc.module, tc.upstream, got, tc.want)
+		}
+	}
+}
+
+func TestSelectTools(t *testing.T) {
+	listed := []upstreamTool{
+		{Name: "a", Def: json.RawMessage(`{"name":"a","inputSchema":{"type":"object"}}`)},
+		{Name: "m_b", Def: json.RawMessage(`{"name":"m_b","inputSchema":{"type":"object"}}`)},
+		{Name: "c", Def: json.RawMessage(`{"name":"c","inputSchema":{"type":"object"}}`)},
+	}
+	m := Manifest{Name: "m", File: "m.json"}
+	tools, missing, err := selectTools(m, listed)
+	if err != nil || len(missing) != 0 {
+		t.Fatal(err, missing)
+	}
+	var names []string
+	for _, tool := range tools {
+		names = append(names, tool.Name)
+	}
+	if !slices.Equal(names, []string{"m_a", "m_b", "m_c"}) {
+		t.Fatalf("names = %q", names)
+	}
+
+	m.IncludeTools = []string{"c", "m_b", "gone"}
+	tools, missing, err = selectTools(m, listed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools) != 2 || tools[0].Name != "m_b" || tools[1].Name != "m_c" || !slices.Equal(missing, []string{"gone"}) {
+		t.Fatalf("include_tools selection = %+v, missing %q", tools, missing)
+	}
+
+	clash := append(slices.Clone(listed), upstreamTool{Name: "m_a", Def: json.RawMessage(`{"name":"m_a"}`)})
+	if _, _, err := selectTools(Manifest{Name: "m"}, clash); err == nil || !strings.Contains(err.Error(), `both be exposed as "m_a"`) {
+		t.Fatalf("clash err = %v", err)
+	}
+	long := []upstreamTool{{Name: strings.Repeat("x", 130), Def: json.RawMessage(`{"name":"x"}`)}}
+	if _, _, err := selectTools(Manifest{Name: "m"}, long); err == nil {
+		t.Fatal("an over-long exposed name was accepted")
+	}
+}
+
+func TestBackoffDelay(t *testing.T) {
+	want := []string{"5s", "10s", "20s", "40s", "1m20s", "2m40s", "5m0s", "5m0s"}
+	for i, w := range want {
+		if got := backoffDelay(i).String(); got != w {
+			t.Errorf("backoffDelay(%d) = %s, want %s", i, got, w)
+		}
+	}
+	if got := backoffDelay(1000).String(); got != "5m0s" {
+		t.Errorf("backoffDelay(1000) = %s", got)
+	}
+}

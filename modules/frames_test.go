@@ -1,0 +1,83 @@
+package modules
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestFrameReaderPassesJSONRPCAndStopsAtGarbage(t *testing.T) {
+	in := "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n  {\"jsonrpc\":\"2.0\",\"method\":\"n\"}  \r\nnot json\n{\"jsonrpc\":\"2.0\",\"id\":2}\n"
+	f := newFrameReader(strings.NewReader(in))
+	got, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n{\"jsonrpc\":\"2.0\",\"method\":\"n\"}\n"
+	if string(got) != want {
+		t.Fatalf("passed %q, want %q", got, want)
+	}
+	<-f.ended
+	if !errors.Is(f.reason, errGarbage) || !strings.Contains(f.reason.Error(), "not json") {
+		t.Fatalf("reason = %v", f.reason)
+	}
+}
+
+func TestFrameReaderRefusesOtherJSON(t *testing.T) {
+	for _, line := range []string{`{"id":1}`, `[{"jsonrpc":"2.0"}]`, `{"jsonrpc":"1.0"}`, `"jsonrpc"`} {
+		f := newFrameReader(strings.NewReader(line + "\n"))
+		if b, _ := io.ReadAll(f); len(b) != 0 {
+			t.Errorf("%s passed through", line)
+		}
+		if !errors.Is(f.reason, errGarbage) {
+			t.Errorf("%s: reason %v", line, f.reason)
+		}
+	}
+}
+
+func TestFrameReaderBoundsMessageSize(t *testing.T) {
+	huge := `{"jsonrpc":"2.0","result":"` + strings.Repeat("a", maxFrame) + `"}` + "\n"
+	f := newFrameReader(strings.NewReader(huge))
+	if b, _ := io.ReadAll(f); len(b) != 0 {
+		t.Fatal("an over-long message passed")
+	}
+	if f.reason == nil || !strings.Contains(f.reason.Error(), "longer than") {
+		t.Fatalf("reason = %v", f.reason)
+	}
+}
+
+func TestFrameReaderReportsEOF(t *testing.T) {
+	f := newFrameReader(strings.NewReader(`{"jsonrpc":"2.0","id":1}` + "\n"))
+	if b, _ := io.ReadAll(f); len(b) == 0 {
+		t.Fatal("nothing passed")
+	}
+	if f.reason == nil || !strings.Contains(f.reason.Error(), "stdout closed") {
+		t.Fatalf("reason = %v", f.reason)
+	}
+}
+
+func TestReadBoundedLine(t *testing.T) {
+	long := strings.Repeat("x", 50)
+	r := bufio.NewReaderSize(strings.NewReader("short\r\n"+long+"\nlast"), 16)
+	var got []string
+	for {
+		line, err := readBoundedLine(r, 20)
+		got = append(got, line)
+		if err != nil {
+			break
+		}
+	}
+	want := []string{"short", strings.Repeat("x", 20) + " …[truncated]", "last"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("lines = %q, want %q", got, want)
+	}
+	ring := newLineRing(2)
+	for _, l := range []string{"a", "b", "c"} {
+		ring.add(l)
+	}
+	if s := ring.snapshot(); strings.Join(s, ",") != "b,c" {
+		t.Fatalf("ring = %q", s)
+	}
+}

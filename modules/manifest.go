@@ -1,0 +1,331 @@
+// Package modules runs capability modules: MCP servers spoken to over stdio
+// that Switchboard starts, supervises and re-exposes to agents. It loads and
+// validates manifests, owns each module's process group, keeps one MCP client
+// session per module, and maintains the catalog of prefixed, pinned tools.
+//
+// It never decides who may call a tool (that is agent's job), never runs a
+// shell, and never passes a module anything from Switchboard's environment
+// that its manifest did not name.
+package modules
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// Manifest is one validated capability manifest ("type": "module").
+type Manifest struct {
+	// File is the manifest's base name, used in every error about it.
+	File string `json:"-"`
+
+	Version             int      `json:"version"`
+	Type                string   `json:"type"`
+	Name                string   `json:"name"`
+	Title               string   `json:"title"`
+	Description         string   `json:"description"`
+	Tags                []string `json:"tags"`
+	Risk                string   `json:"risk"`
+	Command             string   `json:"command"`
+	Arguments           []string `json:"arguments"`
+	Environment         []string `json:"environment"`
+	EnforceEgressPolicy bool     `json:"enforce_egress_policy"`
+	// IncludeTools is nil when the manifest omits it (every advertised tool
+	// is selected) and otherwise the exact upstream allowlist.
+	IncludeTools []string `json:"include_tools"`
+}
+
+// LoadOptions carries what manifest validation needs from the gateway.
+type LoadOptions struct {
+	// LookupEnv reads Switchboard's own environment; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// EgressPolicy is the serialized global egress policy, "" when none.
+	EgressPolicy string
+}
+
+var (
+	namePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+	tagPattern  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+	envPattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+const (
+	manifestVersion = 1
+	reservedEnv     = "SWITCHBOARD_MODULE_"
+	maxManifest     = 1 << 20
+	maxTitle        = 200
+	maxDesc         = 4000
+)
+
+// validRisk reports whether r is a catalog risk level a manifest may declare.
+func validRisk(r string) bool {
+	switch r {
+	case "read", "mutating", "destructive":
+		return true
+	}
+	return false
+}
+
+// LoadDir reads every *.json file in dir (sorted by name), decodes each
+// strictly and validates it. Any invalid manifest, and any module name
+// defined twice (or prefixing another), fails the whole load: the gateway must not start on a
+// partial or ambiguous configuration.
+func LoadDir(dir string, opts LoadOptions) ([]Manifest, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("modules: read manifest dir: %w", err)
+	}
+	var out []Manifest
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		m, err := LoadFile(filepath.Join(dir, e.Name()), opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, prev := range out {
+			if err := nameConflict(prev, m); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// LoadFile reads and validates one manifest.
+func LoadFile(path string, opts LoadOptions) (Manifest, error) {
+	file := filepath.Base(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return Manifest{}, fmt.Errorf("modules: %s: %w", file, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxManifest+1))
+	if err != nil {
+		return Manifest{}, fmt.Errorf("modules: %s: %w", file, err)
+	}
+	if int64(len(data)) > maxManifest {
+		return Manifest{}, fmt.Errorf("modules: %s: larger than %d bytes", file, maxManifest)
+	}
+	m, err := decodeManifest(file, data)
+	if err != nil {
+		return Manifest{}, err
+	}
+	if err := m.Validate(opts); err != nil {
+		return Manifest{}, err
+	}
+	return m, nil
+}
+
+// wireManifest uses pointers where "missing" must differ from "zero".
+type wireManifest struct {
+	Version             *int            `json:"version"`
+	Type                *string         `json:"type"`
+	Name                string          `json:"name"`
+	Title               string          `json:"title"`
+	Description         string          `json:"description"`
+	Tags                []string        `json:"tags"`
+	Risk                string          `json:"risk"`
+	Command             string          `json:"command"`
+	Arguments           []string        `json:"arguments"`
+	Environment         []string        `json:"environment"`
+	EnforceEgressPolicy bool            `json:"enforce_egress_policy"`
+	IncludeTools        json.RawMessage `json:"include_tools"` // null must differ from absent
+}
+
+func decodeManifest(file string, data []byte) (Manifest, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var w wireManifest
+	if err := dec.Decode(&w); err != nil {
+		return Manifest{}, decodeErr(file, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Manifest{}, fmt.Errorf("modules: %s: invalid JSON: data after the manifest object", file)
+	}
+	if w.Version == nil {
+		return Manifest{}, fieldErr(file, "version", "is required")
+	}
+	if *w.Version != manifestVersion {
+		return Manifest{}, fieldErr(file, "version", "unsupported version %d (want %d)", *w.Version, manifestVersion)
+	}
+	if w.Type == nil {
+		return Manifest{}, fieldErr(file, "type", "is required")
+	}
+	if *w.Type != "module" {
+		return Manifest{}, fieldErr(file, "type", "unknown capability type %q (want \"module\")", *w.Type)
+	}
+	m := Manifest{
+		File: file, Version: *w.Version, Type: *w.Type, Name: w.Name, Title: w.Title,
+		Description: w.Description, Tags: w.Tags, Risk: w.Risk, Command: w.Command,
+		Arguments: w.Arguments, Environment: w.Environment,
+		EnforceEgressPolicy: w.EnforceEgressPolicy,
+	}
+	if w.IncludeTools != nil {
+		if err := json.Unmarshal(w.IncludeTools, &m.IncludeTools); err != nil {
+			return Manifest{}, fieldErr(file, "include_tools", "must be a list of tool names")
+		}
+		if m.IncludeTools == nil { // "include_tools": null
+			return Manifest{}, fieldErr(file, "include_tools", "must be a non-empty list when present")
+		}
+	}
+	return m, nil
+}
+
+func decodeErr(file string, err error) error {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) && typeErr.Field != "" {
+		return fieldErr(file, typeErr.Field, "must be %s, not JSON %s", typeErr.Type, typeErr.Value)
+	}
+	// encoding/json reports unknown fields only as text.
+	if rest, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return fieldErr(file, strings.Trim(rest, `"`), "unknown field")
+	}
+	return fmt.Errorf("modules: %s: invalid JSON: %w", file, err)
+}
+
+func fieldErr(file, field, format string, args ...any) error {
+	return fmt.Errorf("modules: %s: field %q: %s", file, field, fmt.Sprintf(format, args...))
+}
+
+// Validate checks the manifest against the contract, including the
+// executable on disk and the parent environment, so a module that could not
+// be started safely is refused before anything runs. It is called again
+// before every (re)start because files and environment can change.
+func (m Manifest) Validate(opts LoadOptions) error {
+	if !namePattern.MatchString(m.Name) {
+		return fieldErr(m.File, "name", "%q must match %s", m.Name, namePattern)
+	}
+	if err := m.validateMetadata(); err != nil {
+		return err
+	}
+	if err := checkExecutable(m.Command); err != nil {
+		return fieldErr(m.File, "command", "%v", err)
+	}
+	if err := m.validateEnvironment(opts.LookupEnv); err != nil {
+		return err
+	}
+	if opts.EgressPolicy != "" && !m.EnforceEgressPolicy {
+		return fieldErr(m.File, "enforce_egress_policy", "must be true because a global egress policy is configured")
+	}
+	if m.IncludeTools != nil {
+		if len(m.IncludeTools) == 0 {
+			return fieldErr(m.File, "include_tools", "must be a non-empty list when present")
+		}
+		seen := map[string]bool{}
+		for _, t := range m.IncludeTools {
+			if t == "" {
+				return fieldErr(m.File, "include_tools", "contains an empty tool name")
+			}
+			if seen[t] {
+				return fieldErr(m.File, "include_tools", "lists %q more than once", t)
+			}
+			seen[t] = true
+		}
+	}
+	return nil
+}
+
+func (m Manifest) validateMetadata() error {
+	if strings.TrimSpace(m.Title) == "" || len(m.Title) > maxTitle {
+		return fieldErr(m.File, "title", "must be 1 to %d characters", maxTitle)
+	}
+	if strings.TrimSpace(m.Description) == "" || len(m.Description) > maxDesc {
+		return fieldErr(m.File, "description", "must be 1 to %d characters", maxDesc)
+	}
+	seen := map[string]bool{}
+	for _, t := range m.Tags {
+		if !tagPattern.MatchString(t) {
+			return fieldErr(m.File, "tags", "tag %q must match %s", t, tagPattern)
+		}
+		if seen[t] {
+			return fieldErr(m.File, "tags", "lists %q more than once", t)
+		}
+		seen[t] = true
+	}
+	if !validRisk(m.Risk) {
+		return fieldErr(m.File, "risk", "%q must be one of read, mutating, destructive", m.Risk)
+	}
+	return nil
+}
+
+// checkExecutable enforces "clean absolute path to a regular executable":
+// no symlink (which could be repointed), no group/world-writable file (which
+// someone other than the owner could replace the contents of).
+func checkExecutable(path string) error {
+	if path == "" {
+		return errors.New("is required")
+	}
+	if !filepath.IsAbs(path) {
+		return errors.New("must be an absolute path")
+	}
+	if filepath.Clean(path) != path {
+		return fmt.Errorf("must be a clean path (%s)", filepath.Clean(path))
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return fmt.Errorf("cannot stat executable: %w", err)
+	}
+	mode := fi.Mode()
+	switch {
+	case mode&os.ModeSymlink != 0:
+		return errors.New("must not be a symlink")
+	case !mode.IsRegular():
+		return errors.New("must be a regular file")
+	case mode.Perm()&0o111 == 0:
+		return errors.New("must be executable")
+	case mode.Perm()&0o022 != 0:
+		return fmt.Errorf("must not be group- or world-writable (mode %04o)", mode.Perm())
+	}
+	return nil
+}
+
+func (m Manifest) validateEnvironment(lookup func(string) (string, bool)) error {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	seen := map[string]bool{}
+	for _, name := range m.Environment {
+		if !envPattern.MatchString(name) {
+			return fieldErr(m.File, "environment", "%q is not a valid variable name", name)
+		}
+		if strings.HasPrefix(name, reservedEnv) {
+			return fieldErr(m.File, "environment", "%q is reserved (%s* names cannot be selected)", name, reservedEnv)
+		}
+		if name == "LANG" {
+			return fieldErr(m.File, "environment", "%q is set by Switchboard and cannot be selected", name)
+		}
+		if seen[name] {
+			return fieldErr(m.File, "environment", "lists %q more than once", name)
+		}
+		seen[name] = true
+		if v, ok := lookup(name); !ok || v == "" {
+			return fieldErr(m.File, "environment", "%q is not set or empty in Switchboard's environment", name)
+		}
+	}
+	return nil
+}
+
+// childEnv builds the module's whole environment: nothing is inherited.
+func (m Manifest) childEnv(lookup func(string) (string, bool), egressPolicy string) []string {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	env := []string{"LANG=C.UTF-8", "SWITCHBOARD_MODULE_NAME=" + m.Name}
+	for _, name := range m.Environment {
+		v, _ := lookup(name)
+		env = append(env, name+"="+v)
+	}
+	if egressPolicy != "" {
+		env = append(env, "SWITCHBOARD_MODULE_EGRESS_POLICY="+egressPolicy)
+	}
+	return env
+}

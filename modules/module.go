@@ -1,0 +1,362 @@
+package modules
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+)
+
+// selectionError marks a start failure that is a configuration error (an
+// include_tools entry the module does not advertise): at gateway start-up it
+// is fatal rather than retried.
+type selectionError struct{ err error }
+
+func (e *selectionError) Error() string { return e.err.Error() }
+func (e *selectionError) Unwrap() error { return e.err }
+
+// module is the supervised state of one manifest.
+type module struct {
+	sup     *Supervisor
+	man     Manifest
+	log     *slog.Logger
+	stderr  *lineRing
+	refresh chan struct{} // tools/list_changed from the module; coalesced
+
+	mu          sync.RWMutex
+	state       State
+	sess        *session // non-nil only while up
+	proc        *process // non-nil from process start until clean-up
+	attempts    int
+	upSince     time.Time
+	nextAttempt time.Time
+	lastExit    *Exit
+	lastErr     string
+	tools       []toolEntry // last known catalog, kept while down
+	missing     []string
+}
+
+// run supervises the module until ctx ends: serve while up, and after any
+// failure wait out the backoff and start again.
+func (m *module) run(ctx context.Context, err error) {
+	defer m.sup.wg.Done()
+	now := m.sup.opts.Now
+	failures := 0
+	for {
+		if err == nil {
+			upSince := now()
+			err = m.serve(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			if now().Sub(upSince) >= backoffMax {
+				failures = 0
+			}
+		}
+		delay := backoffDelay(failures)
+		failures++
+		m.mu.Lock()
+		m.state, m.nextAttempt, m.lastErr = StateBackoff, now().Add(delay), err.Error()
+		m.mu.Unlock()
+		m.log.Warn("module down; restarting after backoff", "err", err, "backoff", delay)
+		select {
+		case <-m.sup.opts.After(delay):
+		case <-ctx.Done():
+			m.setState(StateStopped)
+			return
+		}
+		err = m.start(ctx, false)
+		if err != nil && ctx.Err() != nil {
+			m.setState(StateStopped)
+			return
+		}
+	}
+}
+
+func (m *module) setState(s State) {
+	m.mu.Lock()
+	m.state = s
+	m.mu.Unlock()
+}
+
+// start makes one start attempt: validate, spawn, initialize, list, select,
+// pin. strict makes a missing include_tools entry a selectionError.
+func (m *module) start(ctx context.Context, strict bool) error {
+	o := &m.sup.opts
+	m.mu.Lock()
+	m.state, m.nextAttempt = StateStarting, time.Time{}
+	m.attempts++
+	m.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := m.man.Validate(o.loadOptions()); err != nil {
+		return err
+	}
+	proc, err := startProcess(m.man, m.man.childEnv(o.LookupEnv, o.EgressPolicy), m.log, m.stderr, o.Now)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.proc = proc
+	m.mu.Unlock()
+	m.log.Info("module started", "pid", proc.pid)
+
+	ctx, cancel := context.WithTimeout(ctx, o.StartTimeout)
+	defer cancel()
+	sess, err := openSession(ctx, proc.stdout, proc.stdin, o.Version, m.requestRefresh)
+	var tools []toolEntry
+	var missing []string
+	if err == nil {
+		tools, missing, err = m.catalog(ctx, sess)
+		if err == nil && len(missing) > 0 {
+			err = fieldErr(m.man.File, "include_tools", "module does not advertise %q", missing)
+			if strict {
+				err = &selectionError{err}
+			}
+		}
+		if err != nil {
+			sess.close()
+		}
+	}
+	if err != nil {
+		m.cleanup(ctx, proc)
+		return fmt.Errorf("modules: %s: start: %w (process %s)", m.man.Name, err, proc.exit)
+	}
+	m.mu.Lock()
+	m.state, m.sess, m.upSince, m.lastErr = StateUp, sess, o.Now(), ""
+	m.tools, m.missing = tools, missing
+	m.mu.Unlock()
+	m.log.Info("module up", "pid", proc.pid, "tools", len(tools))
+	m.sup.changed(m.man.Name)
+	return nil
+}
+
+// catalog lists the module's tools, selects and pins them.
+func (m *module) catalog(ctx context.Context, sess *session) ([]toolEntry, []string, error) {
+	listed, err := sess.listTools(ctx)
+	if err != nil {
+		if reason := sess.brokenReason(); reason != nil {
+			err = fmt.Errorf("%w (%v)", err, reason)
+		}
+		return nil, nil, err
+	}
+	tools, missing, err := selectTools(m.man, listed)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := m.pin(ctx, tools); err != nil {
+		return nil, nil, err
+	}
+	return tools, missing, nil
+}
+
+// pin compares each tool with its pin: first sight pins it, a changed
+// definition withholds it (OWASP MCP03) until a human approves.
+func (m *module) pin(ctx context.Context, tools []toolEntry) error {
+	o := &m.sup.opts
+	name := m.man.Name
+	pins, err := o.Pins.ToolPins(ctx, name)
+	if err != nil {
+		return fmt.Errorf("modules: %s: read tool pins: %w", name, err)
+	}
+	for i := range tools {
+		t := &tools[i]
+		pinned, ok := pins[t.Name]
+		switch {
+		case !ok:
+			if err := o.Pins.PinTool(ctx, name, t.Name, t.Hash); err != nil {
+				return fmt.Errorf("modules: %s: pin %s: %w", name, t.Name, err)
+			}
+			m.sup.audit("module.tool_pinned", name+"/"+t.Name, "sha256 "+t.Hash)
+		case pinned != t.Hash:
+			t.Withheld = true
+			if m.withheldAlready(t.Name, t.Hash) {
+				continue
+			}
+			if err := o.Pins.WithholdTool(ctx, name, t.Name, t.Hash); err != nil {
+				return fmt.Errorf("modules: %s: withhold %s: %w", name, t.Name, err)
+			}
+			detail := fmt.Sprintf("definition changed: pinned sha256 %s, now %s; approve with: switchboard modules approve %s %s",
+				pinned, t.Hash, name, t.Name)
+			m.sup.audit("module.tool_withheld", name+"/"+t.Name, detail)
+			m.log.Warn("tool definition changed; withheld until approved", "tool", t.Name, "pinned", pinned, "now", t.Hash)
+		}
+	}
+	return nil
+}
+
+func (m *module) withheldAlready(tool, hash string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for _, t := range m.tools {
+		if t.Name == tool && t.Hash == hash && t.Withheld {
+			return true
+		}
+	}
+	return false
+}
+
+// release un-withholds tools whose current hash is now pinned; it reports
+// whether anything changed.
+func (m *module) release(pins map[string]string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	changed := false
+	for i := range m.tools {
+		t := &m.tools[i]
+		if t.Withheld && pins[t.Name] == t.Hash {
+			t.Withheld = false
+			changed = true
+		}
+	}
+	return changed
+}
+
+func (m *module) requestRefresh() {
+	select {
+	case m.refresh <- struct{}{}:
+	default: // a refresh is already pending; it will see the latest list
+	}
+}
+
+// serve watches the running module until it dies or ctx ends. Death is
+// acted on at once by a watcher, so calls fail fast even while serve is busy
+// re-listing tools.
+func (m *module) serve(ctx context.Context) error {
+	m.mu.RLock()
+	sess, proc := m.sess, m.proc
+	m.mu.RUnlock()
+	// down carries the stdout failure, or nil when the process exited first.
+	down := make(chan error, 1)
+	go func() {
+		var broke error
+		select {
+		case <-proc.done:
+		case <-sess.frames.ended:
+			broke = sess.frames.reason
+		case <-ctx.Done():
+			return
+		}
+		m.markDown(sess, StateBackoff)
+		down <- broke
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			m.shutdown(m.sup.shutdownCtx())
+			return ctx.Err()
+		case broke := <-down:
+			m.cleanup(context.Background(), proc)
+			// A crash usually closes stdout a moment before the exit is
+			// seen; either way both facts belong in the report.
+			why := fmt.Errorf("module %s", proc.exit)
+			if broke != nil {
+				why = fmt.Errorf("module session broke: %w (process %s)", broke, proc.exit)
+			}
+			return why
+		case <-m.refresh:
+			m.relist(ctx, sess)
+		}
+	}
+}
+
+// markDown takes the session out of service: state changes first, so calls
+// answer ErrUnavailable, then requests in flight are failed.
+func (m *module) markDown(sess *session, state State) {
+	m.mu.Lock()
+	if m.sess != sess {
+		m.mu.Unlock()
+		return
+	}
+	m.sess, m.state = nil, state
+	m.mu.Unlock()
+	sess.close()
+	m.sup.changed(m.man.Name)
+}
+
+// cleanup stops the process (if it still runs) and records how it ended.
+func (m *module) cleanup(ctx context.Context, proc *process) {
+	proc.stop(ctx, m.sup.opts.StopGrace)
+	proc.release()
+	exit := proc.exit
+	m.mu.Lock()
+	m.proc, m.lastExit = nil, &exit
+	m.mu.Unlock()
+	m.log.Info("module process ended", "pid", proc.pid, "exit", exit.String())
+}
+
+// shutdown stops the module for good (gateway shutdown).
+func (m *module) shutdown(ctx context.Context) {
+	m.mu.RLock()
+	sess, proc := m.sess, m.proc
+	m.mu.RUnlock()
+	if sess != nil {
+		m.markDown(sess, StateStopped)
+	}
+	if proc != nil {
+		m.cleanup(ctx, proc)
+	}
+	m.setState(StateStopped)
+}
+
+// relist refreshes the catalog after the module announced a change. A
+// failed listing keeps the previous catalog; a dying module is handled by
+// serve's watcher.
+func (m *module) relist(ctx context.Context, sess *session) {
+	ctx, cancel := context.WithTimeout(ctx, m.sup.opts.StartTimeout)
+	defer cancel()
+	tools, missing, err := m.catalog(ctx, sess)
+	if err != nil {
+		m.log.Warn("re-listing tools failed; keeping the previous list", "err", err)
+		return
+	}
+	if len(missing) > 0 {
+		m.log.Warn("module no longer advertises tools in include_tools", "file", m.man.File, "missing", missing)
+	}
+	m.mu.Lock()
+	if m.sess != sess {
+		m.mu.Unlock()
+		return
+	}
+	changed := !sameTools(m.tools, tools)
+	m.tools, m.missing = tools, missing
+	m.mu.Unlock()
+	if changed {
+		m.log.Info("module tools changed", "tools", len(tools))
+		m.sup.changed(m.man.Name)
+	}
+}
+
+func sameTools(a, b []toolEntry) bool {
+	return slices.EqualFunc(a, b, func(x, y toolEntry) bool {
+		return x.Name == y.Name && x.Hash == y.Hash && x.Withheld == y.Withheld
+	})
+}
+
+func (m *module) status() ModuleStatus {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	st := ModuleStatus{
+		Name: m.man.Name, Title: m.man.Title, State: m.state,
+		Restarts: max(m.attempts-1, 0), NextAttempt: m.nextAttempt,
+		LastError: m.lastErr, Stderr: m.stderr.snapshot(),
+		Tools: []ToolStatus{}, MissingTools: slices.Clone(m.missing),
+	}
+	if m.proc != nil {
+		st.PID = m.proc.pid
+	}
+	if m.state == StateUp {
+		st.UpSince = m.upSince
+	}
+	if m.lastExit != nil {
+		e := *m.lastExit
+		st.LastExit = &e
+	}
+	for _, t := range m.tools {
+		st.Tools = append(st.Tools, ToolStatus{Name: t.Name, Upstream: t.Upstream, Hash: t.Hash, Withheld: t.Withheld})
+	}
+	return st
+}

@@ -1,0 +1,77 @@
+package modules
+
+import (
+	"context"
+	"sync"
+)
+
+// PinStore persists tool-definition pins (OWASP MCP03, "rug pull"): the hash
+// of each tool's definition when first seen, or when a human last approved
+// it. Tool names are the exposed, prefixed names. The store package
+// implements it on SQLite; MemoryPins serves tests.
+type PinStore interface {
+	// ToolPins returns the pinned hash of every pinned tool of module.
+	ToolPins(ctx context.Context, module string) (map[string]string, error)
+	// PinTool records hash as the approved definition of tool, replacing any
+	// earlier pin, and clears a pending hash for it.
+	PinTool(ctx context.Context, module, tool, hash string) error
+	// WithholdTool records hash as the changed definition that is withheld
+	// pending approval, so an operator can approve it from another process
+	// (CLI) by pinning that hash.
+	WithholdTool(ctx context.Context, module, tool, hash string) error
+}
+
+// MemoryPins is a PinStore kept in memory, for tests and for running without
+// persistence (every restart of the gateway then re-pins on first sight).
+type MemoryPins struct {
+	mu      sync.Mutex
+	pins    map[string]map[string]string
+	pending map[string]map[string]string
+}
+
+// NewMemoryPins returns an empty in-memory pin store.
+func NewMemoryPins() *MemoryPins {
+	return &MemoryPins{pins: map[string]map[string]string{}, pending: map[string]map[string]string{}}
+}
+
+// ToolPins implements PinStore.
+func (p *MemoryPins) ToolPins(_ context.Context, module string) (map[string]string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]string{}
+	for tool, hash := range p.pins[module] {
+		out[tool] = hash
+	}
+	return out, nil
+}
+
+// PinTool implements PinStore.
+func (p *MemoryPins) PinTool(_ context.Context, module, tool, hash string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pins[module] == nil {
+		p.pins[module] = map[string]string{}
+	}
+	p.pins[module][tool] = hash
+	delete(p.pending[module], tool)
+	return nil
+}
+
+// WithholdTool implements PinStore.
+func (p *MemoryPins) WithholdTool(_ context.Context, module, tool, hash string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pending[module] == nil {
+		p.pending[module] = map[string]string{}
+	}
+	p.pending[module][tool] = hash
+	return nil
+}
+
+// Pending returns the withheld hash recorded for tool, if any.
+func (p *MemoryPins) Pending(module, tool string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h, ok := p.pending[module][tool]
+	return h, ok
+}

@@ -1,0 +1,250 @@
+package modules
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+var (
+	// ErrUnavailable means the module that owns the tool is not up (starting,
+	// crashed, backing off, stopped) or its session broke during the call.
+	// Agents see it as the "unavailable" error code.
+	ErrUnavailable = errors.New("modules: module unavailable")
+	// ErrUnknownTool means no module advertises the tool.
+	ErrUnknownTool = errors.New("modules: unknown tool")
+	// ErrWithheld means the tool's definition changed since it was pinned and
+	// a human has not approved the new one yet.
+	ErrWithheld = errors.New("modules: tool withheld until its changed definition is approved")
+)
+
+// RPCError is a JSON-RPC error the module answered with (for example an
+// unknown tool or invalid params); the module stayed healthy.
+type RPCError struct {
+	Code    int
+	Message string
+}
+
+func (e *RPCError) Error() string {
+	return fmt.Sprintf("modules: module answered error %d: %s", e.Code, e.Message)
+}
+
+const (
+	maxListPages    = 100
+	cancelNotifyTTL = 5 * time.Second
+)
+
+// session is the gateway's one MCP client session with a module. mcp-go's
+// client performs the initialize handshake and answers the module's pings;
+// tools/list and tools/call go through the transport directly so that
+// definitions and results stay the module's own JSON, byte for byte.
+type session struct {
+	client *client.Client
+	tr     *transport.Stdio
+	frames *frameReader
+	ids    atomic.Int64
+
+	// alive is cancelled when the session can no longer answer: the process
+	// exited, stdout broke, or the gateway closed it. Requests in flight then
+	// fail with ErrUnavailable instead of waiting for their deadline.
+	alive context.Context
+	kill  context.CancelFunc
+}
+
+// openSession starts the client over the module's pipes and initializes it.
+// onListChanged must not block: it runs on the transport's read loop.
+func openSession(ctx context.Context, stdout io.Reader, stdin io.WriteCloser, version string, onListChanged func()) (*session, error) {
+	frames := newFrameReader(stdout)
+	tr := transport.NewIO(frames, stdin, nil)
+	// The legacy (initialize) protocol is pinned on purpose: in 2026-07-28
+	// notifications are opt-in per request stream, while a stdio module's
+	// unsolicited notifications/tools/list_changed is what keeps our catalog
+	// current. It also skips a server/discover probe that costs older
+	// servers a timeout.
+	c := client.NewClient(tr, client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION))
+	alive, kill := context.WithCancel(context.Background())
+	s := &session{client: c, tr: tr, frames: frames, alive: alive, kill: kill}
+	go func() {
+		<-frames.ended
+		kill()
+	}()
+	// Start's context lives as long as the transport: it is the context of
+	// requests the module sends us (pings).
+	if err := c.Start(alive); err != nil {
+		s.close()
+		return nil, fmt.Errorf("start client: %w", err)
+	}
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == string(mcp.MethodNotificationToolsListChanged) {
+			onListChanged()
+		}
+	})
+	req := mcp.InitializeRequest{}
+	req.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
+	req.Params.ClientInfo = mcp.Implementation{Name: "switchboard", Version: version}
+	initCtx, release := s.bound(ctx)
+	defer release()
+	if _, err := c.Initialize(initCtx, req); err != nil {
+		s.close()
+		if reason := s.brokenReason(); reason != nil {
+			return nil, fmt.Errorf("initialize: %w", reason)
+		}
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	return s, nil
+}
+
+// bound returns ctx, additionally cancelled when the session dies, and the
+// function that releases it.
+func (s *session) bound(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.alive, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// brokenReason reports why stdout ended, or nil while it is open.
+func (s *session) brokenReason() error {
+	select {
+	case <-s.frames.ended:
+		return s.frames.reason
+	default:
+		return nil
+	}
+}
+
+func (s *session) close() {
+	s.kill()
+	_ = s.tr.Close()
+}
+
+// request sends one JSON-RPC request and returns the raw result.
+func (s *session) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	if s.alive.Err() != nil {
+		return nil, ErrUnavailable
+	}
+	// String ids keep ours apart from the numeric ids mcp-go's client uses.
+	id := mcp.NewRequestId("sb-" + strconv.FormatInt(s.ids.Add(1), 10))
+	call, release := s.bound(ctx)
+	defer release()
+	resp, err := s.tr.SendRequest(call, transport.JSONRPCRequest{
+		JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: params,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			s.cancelled(id, ctx.Err())
+			return nil, fmt.Errorf("modules: %s: %w", method, ctx.Err())
+		}
+		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, method, err)
+	}
+	if resp.Error != nil {
+		return nil, &RPCError{Code: resp.Error.Code, Message: resp.Error.Message}
+	}
+	return resp.Result, nil
+}
+
+// cancelled tells the module to stop working on a request we gave up on;
+// over stdio that notification is the only way to cancel. Best effort.
+func (s *session) cancelled(id mcp.RequestId, cause error) {
+	n := mcp.JSONRPCNotification{
+		JSONRPC: mcp.JSONRPC_VERSION,
+		Notification: mcp.Notification{
+			Method: string(mcp.MethodNotificationCancelled),
+			Params: mcp.NotificationParams{AdditionalFields: map[string]any{"requestId": id, "reason": cause.Error()}},
+		},
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(s.alive, cancelNotifyTTL)
+		defer cancel()
+		_ = s.tr.SendNotification(ctx, n)
+	}()
+}
+
+// upstreamTool is one tool as the module advertised it.
+type upstreamTool struct {
+	Name string
+	Def  json.RawMessage
+}
+
+// listTools pages through tools/list, keeping every definition raw.
+func (s *session) listTools(ctx context.Context) ([]upstreamTool, error) {
+	var tools []upstreamTool
+	seenCursor := map[string]bool{}
+	seenName := map[string]bool{}
+	cursor := ""
+	for page := 0; ; page++ {
+		if page == maxListPages {
+			return nil, fmt.Errorf("modules: tools/list: more than %d pages", maxListPages)
+		}
+		params := map[string]any{}
+		if cursor != "" {
+			params["cursor"] = cursor
+		}
+		raw, err := s.request(ctx, string(mcp.MethodToolsList), params)
+		if err != nil {
+			return nil, err
+		}
+		var res struct {
+			Tools      []json.RawMessage `json:"tools"`
+			NextCursor string            `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return nil, fmt.Errorf("modules: tools/list: decode result: %w", err)
+		}
+		for _, def := range res.Tools {
+			var head struct {
+				Name string `json:"name"`
+			}
+			if err := json.Unmarshal(def, &head); err != nil || head.Name == "" {
+				return nil, fmt.Errorf("modules: tools/list: a tool has no name: %s", preview(def))
+			}
+			if seenName[head.Name] {
+				return nil, fmt.Errorf("modules: tools/list: tool %q advertised twice", head.Name)
+			}
+			seenName[head.Name] = true
+			tools = append(tools, upstreamTool{Name: head.Name, Def: def})
+		}
+		if res.NextCursor == "" {
+			return tools, nil
+		}
+		if seenCursor[res.NextCursor] {
+			return nil, fmt.Errorf("modules: tools/list: cursor %q repeats", res.NextCursor)
+		}
+		seenCursor[res.NextCursor] = true
+		cursor = res.NextCursor
+	}
+}
+
+// callTool forwards tools/call and returns the module's result unchanged.
+func (s *session) callTool(ctx context.Context, upstream string, args json.RawMessage) (json.RawMessage, error) {
+	params := struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments,omitempty"`
+	}{Name: upstream}
+	if len(args) > 0 && string(args) != "null" {
+		if !json.Valid(args) || firstByte(args) != '{' {
+			return nil, fmt.Errorf("modules: call %s: arguments must be a JSON object", upstream)
+		}
+		params.Arguments = args
+	}
+	return s.request(ctx, string(mcp.MethodToolsCall), params)
+}
+
+func firstByte(b []byte) byte {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c
+	}
+	return 0
+}

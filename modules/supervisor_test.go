@@ -1,0 +1,447 @@
+package modules
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// echoSchema is the test module's raw input schema for echo, as it sends it.
+const echoSchema = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"text":{"type":"string","x-sensitive":false}},"additionalProperties":false}`
+
+func TestToolsAreListedWithPrefixesAndRawDefinitions(t *testing.T) {
+	// A page size of 3 makes the gateway follow tools/list cursors.
+	h := newHarness(t, []Manifest{testManifest("testmod", "-page-size", "3")})
+	h.start()
+
+	var names []string
+	for _, tool := range h.sup.Tools() {
+		names = append(names, tool.Name)
+		if !tool.Available || tool.Withheld || tool.Module != "testmod" {
+			t.Errorf("tool %+v: want available, not withheld, module testmod", tool)
+		}
+	}
+	want := []string{"testmod_add_tool", "testmod_crash", "testmod_echo", "testmod_emit_garbage",
+		"testmod_get_env", "testmod_sleep", "testmod_spawn_grandchild", "testmod_status"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("tools = %q, want %q", names, want)
+	}
+	status, _ := h.tool("testmod_status")
+	if status.Upstream != "testmod_status" {
+		t.Errorf("already-prefixed tool: upstream %q, want testmod_status (no double prefix)", status.Upstream)
+	}
+
+	echo, _ := h.tool("testmod_echo")
+	if echo.Upstream != "echo" {
+		t.Errorf("echo upstream = %q", echo.Upstream)
+	}
+	var def map[string]json.RawMessage
+	if err := json.Unmarshal(echo.Definition, &def); err != nil {
+		t.Fatalf("definition %s: %v", echo.Definition, err)
+	}
+	for key, want := range map[string]string{
+		"name":        `"testmod_echo"`,
+		"title":       `"Echo"`,
+		"inputSchema": echoSchema, // byte for byte, $schema and x- keys included
+		"_meta":       `{"example.com/owner":"tests"}`,
+		"annotations": `{"title":"Echo text","readOnlyHint":true}`,
+	} {
+		if string(def[key]) != want {
+			t.Errorf("definition %s = %s, want %s", key, def[key], want)
+		}
+	}
+
+	// Re-exposing through mcp-go's server keeps the schema raw as well.
+	mt, err := echo.MCPTool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reencoded, err := json.Marshal(mt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again map[string]json.RawMessage
+	if err := json.Unmarshal(reencoded, &again); err != nil {
+		t.Fatal(err)
+	}
+	if string(again["inputSchema"]) != echoSchema || string(again["name"]) != `"testmod_echo"` ||
+		!strings.Contains(string(again["_meta"]), `"example.com/owner":"tests"`) || mt.Annotations.ReadOnlyHint == nil || !*mt.Annotations.ReadOnlyHint {
+		t.Fatalf("MCPTool re-encoded as %s", reencoded)
+	}
+
+	got := h.call("testmod_echo", map[string]any{"text": "hello"})
+	if got["text"] != "hello" {
+		t.Fatalf("echo structuredContent = %v", got)
+	}
+	if !h.sup.Ready() {
+		t.Fatal("Ready() = false with the only module up")
+	}
+}
+
+func TestModuleEnvironmentIsExactlyTheAllowlist(t *testing.T) {
+	t.Setenv("SWITCHBOARD_TEST_LEAK", "must-not-reach-the-module")
+	h := newHarness(t, []Manifest{testManifest("testmod")})
+	h.start()
+
+	got := h.call("testmod_get_env", nil)
+	var env []string
+	for _, e := range got["env"].([]any) {
+		env = append(env, e.(string))
+	}
+	want := []string{
+		"LANG=C.UTF-8",
+		`SWITCHBOARD_MODULE_EGRESS_POLICY={"allow":["example.test"]}`,
+		"SWITCHBOARD_MODULE_NAME=testmod",
+		"TESTMOD_TOKEN=" + testToken,
+	}
+	if !slices.Equal(env, want) {
+		t.Fatalf("module environment = %q, want exactly %q", env, want)
+	}
+	if cwd := got["cwd"]; cwd != filepath.Dir(testModuleBin) {
+		t.Fatalf("module working directory = %v, want %s", cwd, filepath.Dir(testModuleBin))
+	}
+}
+
+func TestKilledModuleFailsFastAndComesBack(t *testing.T) {
+	h := newHarness(t, []Manifest{testManifest("testmod")})
+	h.start()
+	first := h.status("testmod")
+	if first.State != StateUp || first.PID == 0 {
+		t.Fatalf("status after start = %+v", first)
+	}
+
+	if err := syscall.Kill(first.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	w := h.nextWait()
+	if w.d != 5*time.Second {
+		t.Fatalf("first restart backoff = %v, want 5s", w.d)
+	}
+	down := h.status("testmod")
+	if down.State != StateBackoff || down.LastExit == nil || down.LastExit.Signal != "SIGKILL" {
+		t.Fatalf("status while down = %+v, want backoff after SIGKILL", down)
+	}
+	if !slices.Contains(down.Stderr, "testmodule starting") {
+		t.Errorf("stderr lines = %q, want the module's start-up line", down.Stderr)
+	}
+	if h.sup.Ready() {
+		t.Fatal("Ready() = true while the module is down")
+	}
+	if _, err := h.sup.Call(context.Background(), "testmod_echo", json.RawMessage(`{"text":"x"}`)); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Call while down: err = %v, want ErrUnavailable", err)
+	}
+	if echo, ok := h.tool("testmod_echo"); !ok || echo.Available {
+		t.Fatalf("echo while down = %+v (listed %v), want listed and unavailable", echo, ok)
+	}
+
+	w.fire <- time.Now()
+	h.until("module up again", h.sup.Ready)
+	again := h.status("testmod")
+	if again.Restarts != 1 || again.PID == first.PID || again.PID == 0 {
+		t.Fatalf("status after restart = %+v, want 1 restart and a new pid", again)
+	}
+	if got := h.call("testmod_echo", map[string]any{"text": "back"}); got["text"] != "back" {
+		t.Fatalf("echo after restart = %v", got)
+	}
+
+	// A crash loop backs off exponentially and keeps its evidence.
+	if _, err := h.sup.Call(context.Background(), "testmod_crash", json.RawMessage(`{"code":3}`)); err == nil {
+		t.Fatal("crash call returned a result")
+	}
+	w = h.nextWait()
+	if w.d != 10*time.Second {
+		t.Fatalf("second restart backoff = %v, want 10s", w.d)
+	}
+	crashed := h.status("testmod")
+	if crashed.LastExit == nil || crashed.LastExit.Code != 3 || !slices.Contains(crashed.Stderr, "crashing with code 3") {
+		t.Fatalf("status after crash = %+v, want exit code 3 and its stderr line", crashed)
+	}
+	if !strings.Contains(crashed.LastError, "exited with code 3") {
+		t.Fatalf("last error = %q", crashed.LastError)
+	}
+}
+
+func TestModuleListChangedRefreshesTools(t *testing.T) {
+	h := newHarness(t, []Manifest{testManifest("testmod")})
+	h.start()
+	if _, ok := h.tool("testmod_extra"); ok {
+		t.Fatal("testmod_extra listed before it was added")
+	}
+	h.call("testmod_add_tool", map[string]any{"name": "extra"})
+	h.until("testmod_extra listed", func() bool {
+		tool, ok := h.tool("testmod_extra")
+		return ok && tool.Available
+	})
+	raw, err := h.sup.Call(context.Background(), "testmod_extra", nil)
+	if err != nil || !strings.Contains(string(raw), `"text":"extra"`) {
+		t.Fatalf("call testmod_extra = %s, %v", raw, err)
+	}
+}
+
+func TestChangedDefinitionIsWithheldUntilApproved(t *testing.T) {
+	h := newHarness(t, []Manifest{testManifest("testmod")})
+	h.start()
+	before, _ := h.tool("testmod_echo")
+	if n := len(h.auditsOf("module.tool_pinned")); n != 8 {
+		t.Fatalf("first-sight pins audited = %d, want 8", n)
+	}
+
+	// The module redefines echo at runtime (a "rug pull").
+	h.call("testmod_add_tool", map[string]any{"name": "echo", "description": "Now also emails your files."})
+	h.until("echo withheld", func() bool {
+		tool, _ := h.tool("testmod_echo")
+		return tool.Withheld
+	})
+	after, _ := h.tool("testmod_echo")
+	if after.Available || after.Hash == before.Hash {
+		t.Fatalf("withheld echo = %+v", after)
+	}
+	if _, err := h.sup.Call(context.Background(), "testmod_echo", json.RawMessage(`{"text":"x"}`)); !errors.Is(err, ErrWithheld) {
+		t.Fatalf("Call withheld tool: err = %v, want ErrWithheld", err)
+	}
+	withheld := h.auditsOf("module.tool_withheld")
+	if len(withheld) != 1 || withheld[0].target != "testmod/testmod_echo" || !strings.Contains(withheld[0].detail, after.Hash) {
+		t.Fatalf("withheld audits = %+v", withheld)
+	}
+	if pending, ok := h.pins.Pending("testmod", "testmod_echo"); !ok || pending != after.Hash {
+		t.Fatalf("pending pin = %q, %v; want %q", pending, ok, after.Hash)
+	}
+	if st := h.status("testmod"); !slices.ContainsFunc(st.Tools, func(ts ToolStatus) bool { return ts.Name == "testmod_echo" && ts.Withheld }) {
+		t.Fatalf("status tools = %+v, want echo withheld", st.Tools)
+	}
+
+	if err := h.sup.Approve(context.Background(), "testmod", "echo"); err != nil {
+		t.Fatal(err)
+	}
+	approved, _ := h.tool("testmod_echo")
+	if !approved.Available || approved.Withheld {
+		t.Fatalf("approved echo = %+v", approved)
+	}
+	if got := h.call("testmod_echo", map[string]any{"text": "ok"}); got["text"] != "ok" {
+		t.Fatalf("echo after approval = %v", got)
+	}
+	if n := len(h.auditsOf("module.tool_approved")); n != 1 {
+		t.Fatalf("approval audits = %d", n)
+	}
+	if err := h.sup.Approve(context.Background(), "testmod", "nope"); !errors.Is(err, ErrUnknownTool) {
+		t.Fatalf("Approve unknown tool: %v", err)
+	}
+}
+
+func TestDefinitionChangedAcrossRestartIsWithheld(t *testing.T) {
+	desc := filepath.Join(t.TempDir(), "desc")
+	if err := os.WriteFile(desc, []byte("Echo, version one."), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, []Manifest{testManifest("testmod", "-desc-file", desc)})
+	h.start()
+	if err := os.WriteFile(desc, []byte("Echo, version two."), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(h.status("testmod").PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	h.nextWait().fire <- time.Now()
+	h.until("module up", h.sup.Ready)
+	echo, _ := h.tool("testmod_echo")
+	if !echo.Withheld || echo.Available {
+		t.Fatalf("echo after a restart with a new definition = %+v, want withheld", echo)
+	}
+	if status, _ := h.tool("testmod_status"); !status.Available {
+		t.Fatal("an unchanged tool was withheld")
+	}
+
+	// An approval written by another process (the CLI) takes effect on reload.
+	if err := h.pins.PinTool(context.Background(), "testmod", "testmod_echo", echo.Hash); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.sup.ReloadPins(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if echo, _ := h.tool("testmod_echo"); !echo.Available {
+		t.Fatalf("echo after an out-of-process approval = %+v", echo)
+	}
+}
+
+func TestGarbageOnStdoutRestartsTheModule(t *testing.T) {
+	h := newHarness(t, []Manifest{testManifest("testmod")})
+	h.start()
+	pid := h.status("testmod").PID
+	_, _ = h.sup.Call(context.Background(), "testmod_emit_garbage", nil)
+	w := h.nextWait()
+	st := h.status("testmod")
+	if !strings.Contains(st.LastError, "not JSON-RPC") {
+		t.Fatalf("last error = %q, want the garbage reported", st.LastError)
+	}
+	if !processGone(pid) {
+		t.Fatalf("module %d still runs after its session broke", pid)
+	}
+	w.fire <- time.Now()
+	h.until("module up", h.sup.Ready)
+	if got := h.call("testmod_echo", map[string]any{"text": "clean"}); got["text"] != "clean" {
+		t.Fatalf("echo after restart = %v", got)
+	}
+}
+
+func TestCloseLeavesNoProcessBehind(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		wantSignal string
+	}{
+		{"orderly", nil, ""},
+		{"stubborn module is killed", []string{"-stubborn"}, "SIGKILL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, []Manifest{testManifest("testmod", tc.args...)}, func(o *Options) {
+				o.StopGrace = 200 * time.Millisecond
+			})
+			h.start()
+			pid := h.status("testmod").PID
+			got := h.call("testmod_spawn_grandchild", nil)
+			grandchild := int(got["pid"].(float64))
+			gone := watchExit(t, grandchild)
+
+			if err := h.sup.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			st := h.status("testmod")
+			if st.State != StateStopped || st.LastExit == nil || st.LastExit.Signal != tc.wantSignal {
+				t.Fatalf("status after Close = %+v, want stopped with signal %q", st, tc.wantSignal)
+			}
+			if !processGone(pid) {
+				t.Fatalf("module %d survived Close", pid)
+			}
+			select {
+			case <-gone:
+			case <-time.After(waitLimit):
+				t.Fatalf("grandchild %d survived Close", grandchild)
+			}
+			if !processGone(grandchild) {
+				t.Fatalf("grandchild %d still runs", grandchild)
+			}
+			if _, err := h.sup.Call(context.Background(), "testmod_echo", nil); !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("Call after Close: %v", err)
+			}
+		})
+	}
+}
+
+func TestStartRefusesIncludeToolTheModuleDoesNotAdvertise(t *testing.T) {
+	m := testManifest("testmod")
+	m.IncludeTools = []string{"echo", "does_not_exist"}
+	h := newHarness(t, []Manifest{m})
+	err := h.sup.Start(context.Background())
+	if err == nil {
+		_ = h.sup.Close(context.Background())
+		t.Fatal("Start accepted an include_tools entry the module does not advertise")
+	}
+	if !strings.Contains(err.Error(), `testmod.json: field "include_tools": module does not advertise ["does_not_exist"]`) {
+		t.Fatalf("err = %v", err)
+	}
+	st := h.status("testmod")
+	if st.State != StateStopped || st.LastExit == nil || !processGone(st.PID) {
+		t.Fatalf("status after refused start = %+v", st)
+	}
+}
+
+func TestIncludeToolsSelectsExactly(t *testing.T) {
+	m := testManifest("testmod")
+	m.IncludeTools = []string{"echo", "testmod_status"}
+	h := newHarness(t, []Manifest{m})
+	h.start()
+	var names []string
+	for _, tool := range h.sup.Tools() {
+		names = append(names, tool.Name)
+	}
+	if !slices.Equal(names, []string{"testmod_echo", "testmod_status"}) {
+		t.Fatalf("tools = %q", names)
+	}
+	if _, err := h.sup.Call(context.Background(), "testmod_get_env", nil); !errors.Is(err, ErrUnknownTool) {
+		t.Fatalf("Call of an unselected tool: %v, want ErrUnknownTool", err)
+	}
+}
+
+func TestBrokenModuleRetriesWhileOthersServe(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "broken-module")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho 'cannot reach upstream' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	broken := testManifest("broken")
+	broken.Command = script
+	h := newHarness(t, []Manifest{testManifest("testmod"), broken})
+	h.start()
+
+	if tool, ok := h.tool("testmod_echo"); !ok || !tool.Available {
+		t.Fatal("the healthy module does not serve")
+	}
+	if h.sup.Ready() {
+		t.Fatal("Ready() = true with a module down")
+	}
+	for _, want := range []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second} {
+		w := h.nextWait()
+		if w.d != want {
+			t.Fatalf("backoff = %v, want %v", w.d, want)
+		}
+		st := h.status("broken")
+		if st.State != StateBackoff || st.LastExit == nil || st.LastExit.Code != 1 ||
+			!slices.Contains(st.Stderr, "cannot reach upstream") || st.NextAttempt.IsZero() {
+			t.Fatalf("broken module status = %+v", st)
+		}
+		w.fire <- time.Now()
+	}
+	h.nextWait() // the fourth wait: the loop goes on
+	if _, err := h.sup.Call(context.Background(), "broken_anything", nil); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Call to a module that never came up: %v", err)
+	}
+	if got := h.call("testmod_echo", map[string]any{"text": "still here"}); got["text"] != "still here" {
+		t.Fatalf("echo = %v", got)
+	}
+	if st := h.status("broken"); st.Restarts != 3 {
+		t.Fatalf("restarts = %d, want 3", st.Restarts)
+	}
+}
+
+func TestCallHonoursContext(t *testing.T) {
+	h := newHarness(t, []Manifest{testManifest("testmod")})
+	h.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := h.sup.Call(ctx, "testmod_sleep", json.RawMessage(`{"ms":600000}`))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want context.DeadlineExceeded", err)
+	}
+	// The session survives an abandoned call.
+	if got := h.call("testmod_echo", map[string]any{"text": "still"}); got["text"] != "still" {
+		t.Fatalf("echo = %v", got)
+	}
+	if _, err := h.sup.Call(context.Background(), "testmod_echo", json.RawMessage(`[1]`)); err == nil {
+		t.Fatal("non-object arguments accepted")
+	}
+	if _, err := h.sup.Call(context.Background(), "nomodule_echo", nil); !errors.Is(err, ErrUnknownTool) {
+		t.Fatalf("unknown module tool: %v", err)
+	}
+}
+
+func TestStartRefusesInvalidManifest(t *testing.T) {
+	m := testManifest("testmod")
+	m.Environment = []string{"TESTMOD_UNSET_VARIABLE"}
+	h := newHarness(t, []Manifest{m})
+	err := h.sup.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `testmod.json: field "environment"`) {
+		t.Fatalf("Start err = %v", err)
+	}
+	if st := h.status("testmod"); st.State != StateStopped || st.PID != 0 {
+		t.Fatalf("a module ran despite its invalid manifest: %+v", st)
+	}
+}

@@ -1,0 +1,96 @@
+// Package reaper keeps the queue honest without an agent's help: on a ticker it
+// requeues claimed todos whose lease has expired (or dead-letters them when their
+// attempts are used up), and deletes done todos older than the retention period.
+//
+// It holds no SQL and no state of its own: each pass is two store calls, so a
+// missed or doubled pass does no harm.
+package reaper
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// Options configure New. The zero value is usable.
+type Options struct {
+	// Interval between passes (default 30 s).
+	Interval time.Duration
+	// Retention is how long done todos are kept (default 30 days).
+	Retention time.Duration
+	// Now is the clock that dates the retention cutoff (default: the store's).
+	// Lease expiry is judged by the store's own clock.
+	Now func() time.Time
+	// Logger receives a line per pass that did something. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Reaper runs passes over a store.
+type Reaper struct {
+	st   *store.Store
+	opts Options
+	log  *slog.Logger
+}
+
+// Result is what one pass did.
+type Result struct {
+	Requeued     int
+	DeadLettered int
+	Pruned       int64
+}
+
+// New returns a reaper for st.
+func New(st *store.Store, opts Options) *Reaper {
+	if opts.Interval <= 0 {
+		opts.Interval = 30 * time.Second
+	}
+	if opts.Retention <= 0 {
+		opts.Retention = 30 * 24 * time.Hour
+	}
+	if opts.Now == nil {
+		opts.Now = st.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Reaper{st: st, opts: opts, log: opts.Logger}
+}
+
+// Run makes a pass at once and then every Interval until ctx ends. A failed pass
+// is logged and retried at the next tick.
+func (r *Reaper) Run(ctx context.Context) error {
+	t := time.NewTicker(r.opts.Interval)
+	defer t.Stop()
+	for {
+		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			r.log.Error("reaper pass failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// RunOnce makes one pass: requeue or dead-letter expired leases, then prune done
+// todos finished before now minus Retention.
+func (r *Reaper) RunOnce(ctx context.Context) (Result, error) {
+	var res Result
+	reaped, err := r.st.ReapExpired(ctx)
+	if err != nil {
+		return res, fmt.Errorf("reaper: reap expired leases: %w", err)
+	}
+	res.Requeued, res.DeadLettered = reaped.Requeued, reaped.DeadLettered
+	res.Pruned, err = r.st.PruneDone(ctx, r.opts.Now().Add(-r.opts.Retention))
+	if err != nil {
+		return res, fmt.Errorf("reaper: prune done todos: %w", err)
+	}
+	if res != (Result{}) {
+		r.log.Info("reaper pass", "requeued", res.Requeued, "dead_lettered", res.DeadLettered, "pruned", res.Pruned)
+	}
+	return res, nil
+}

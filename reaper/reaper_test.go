@@ -1,0 +1,148 @@
+package reaper
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// clock is a fake clock shared by the store and the reaper.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+func setup(t *testing.T) (*store.Store, *clock, *Reaper) {
+	t.Helper()
+	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "sb.db"), store.Options{Now: clk.Now, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, clk, New(st, Options{Retention: 24 * time.Hour, Now: clk.Now, Logger: quiet})
+}
+
+func add(t *testing.T, st *store.Store, maxAttempts int) store.Todo {
+	t.Helper()
+	td, err := st.AddTodo(context.Background(), store.NewTodo{Queue: "inbox", Payload: "{}", MaxAttempts: maxAttempts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return td
+}
+
+func claim(t *testing.T, st *store.Store, id int64, ttl time.Duration) {
+	t.Helper()
+	if _, err := st.Claim(context.Background(), store.Ack{ID: id, Owner: "agent:w"}, ttl); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func state(t *testing.T, st *store.Store, id int64) store.Todo {
+	t.Helper()
+	td, err := st.Todo(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return td
+}
+
+func TestRunOnceRequeuesAndDeadLettersExpiredLeases(t *testing.T) {
+	ctx := context.Background()
+	st, clk, r := setup(t)
+	retry := add(t, st, 3) // attempts left: requeued
+	last := add(t, st, 1)  // last attempt: dead-lettered
+	live := add(t, st, 3)  // lease still running: untouched
+	claim(t, st, retry.ID, time.Minute)
+	claim(t, st, last.ID, time.Minute)
+	claim(t, st, live.ID, time.Hour)
+
+	res, err := r.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res != (Result{}) {
+		t.Fatalf("before expiry a pass did %+v", res)
+	}
+
+	clk.Advance(time.Minute + time.Second)
+	res, err = r.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requeued != 1 || res.DeadLettered != 1 {
+		t.Fatalf("pass = %+v, want 1 requeued, 1 dead-lettered", res)
+	}
+	if got := state(t, st, retry.ID); got.State != store.StatePending || got.Owner != "" || got.Attempts != 1 {
+		t.Errorf("requeued todo = %s owner %q attempts %d", got.State, got.Owner, got.Attempts)
+	}
+	if got := state(t, st, last.ID); got.State != store.StateFailed || got.LastError == "" {
+		t.Errorf("dead-lettered todo = %s, last error %q", got.State, got.LastError)
+	}
+	if got := state(t, st, live.ID); got.State != store.StateClaimed {
+		t.Errorf("live lease was reaped: %s", got.State)
+	}
+
+	// The requeued todo is claimable again, by anyone.
+	next, ok, err := st.ClaimNext(ctx, "agent:other", []string{"inbox"}, time.Minute)
+	if err != nil || !ok || next.ID != retry.ID {
+		t.Fatalf("claim after requeue = %d %v %v, want todo %d", next.ID, ok, err, retry.ID)
+	}
+}
+
+func TestRunOncePrunesDoneTodosPastRetention(t *testing.T) {
+	ctx := context.Background()
+	st, clk, r := setup(t)
+	old := add(t, st, 3)
+	claim(t, st, old.ID, time.Minute)
+	if _, err := st.Complete(ctx, store.Ack{ID: old.ID, Owner: "agent:w"}, "ok"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(12 * time.Hour)
+	recent := add(t, st, 3)
+	claim(t, st, recent.ID, time.Minute)
+	if _, err := st.Complete(ctx, store.Ack{ID: recent.ID, Owner: "agent:w"}, "ok"); err != nil {
+		t.Fatal(err)
+	}
+	pending := add(t, st, 3)
+
+	clk.Advance(12*time.Hour + time.Second) // old is 24h+1s done, recent 12h+1s
+	res, err := r.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pruned != 1 {
+		t.Fatalf("pruned %d, want 1", res.Pruned)
+	}
+	if _, err := st.Todo(ctx, old.ID); err == nil {
+		t.Error("done todo past retention still there")
+	}
+	for _, id := range []int64{recent.ID, pending.ID} {
+		if _, err := st.Todo(ctx, id); err != nil {
+			t.Errorf("todo %d pruned too early: %v", id, err)
+		}
+	}
+}
+
+func TestRunStopsWithContext(t *testing.T) {
+	st, _, _ := setup(t)
+	r := New(st, Options{Interval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,81 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// AuditEntry is one row of the append-only audit log.
+type AuditEntry struct {
+	ID      int64     `json:"id"`
+	At      time.Time `json:"at"`
+	Actor   string    `json:"actor"`
+	Action  string    `json:"action"`
+	Target  string    `json:"target"`
+	Outcome string    `json:"outcome"`
+	Detail  string    `json:"detail,omitempty"`
+}
+
+// Audit appends an entry for an action that changed nothing in the store itself
+// (a module call, a login). Actions that change rows audit inside their own write.
+func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
+	return s.write(ctx, func(w *wtx) error {
+		return w.audit(e.Actor, e.Action, e.Target, e.Outcome, e.Detail)
+	})
+}
+
+// AuditFilter selects audit rows, newest first; Before pages.
+type AuditFilter struct {
+	Actor  string
+	Action string // exact, or a prefix ending in "." (e.g. "todo.")
+	Target string
+	Before int64
+	Limit  int // default 100, at most 1000
+}
+
+// ListAudit lists audit rows, newest first.
+func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	f.Limit = min(f.Limit, 1000)
+	var where []string
+	var args []any
+	if f.Actor != "" {
+		where, args = append(where, "actor = ?"), append(args, f.Actor)
+	}
+	if strings.HasSuffix(f.Action, ".") {
+		where, args = append(where, "action >= ? AND action < ?"), append(args, f.Action, f.Action[:len(f.Action)-1]+"/")
+	} else if f.Action != "" {
+		where, args = append(where, "action = ?"), append(args, f.Action)
+	}
+	if f.Target != "" {
+		where, args = append(where, "target = ?"), append(args, f.Target)
+	}
+	if f.Before > 0 {
+		where, args = append(where, "id < ?"), append(args, f.Before)
+	}
+	q := `SELECT id, at, actor, action, target, outcome, detail FROM audit`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY id DESC LIMIT ?"
+	rows, err := s.query(ctx, q, append(args, f.Limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list audit: %w", err)
+	}
+	defer rows.Close()
+	var out []AuditEntry
+	for rows.Next() {
+		var e AuditEntry
+		var at int64
+		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Target, &e.Outcome, &e.Detail); err != nil {
+			return nil, fmt.Errorf("store: list audit: %w", err)
+		}
+		e.At = fromMS(at)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,41 @@
+package store
+
+import (
+	"errors"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Domain outcomes. The edges map these to MCP error codes and HTTP statuses, each in
+// one place.
+var (
+	ErrNotFound      = errors.New("not found")
+	ErrConflict      = errors.New("conflict")
+	ErrAlreadyExists = errors.New("already exists")
+	ErrInvalid       = errors.New("invalid argument")
+	ErrClosed        = errors.New("store is closed")
+	// ErrNotSwitchboard: the file is not a database, or a database of something else.
+	ErrNotSwitchboard = errors.New("not a Switchboard database")
+	// ErrSchemaTooNew: the database was migrated by a newer Switchboard.
+	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
+)
+
+// isUnique reports whether err is a UNIQUE or PRIMARY KEY constraint violation.
+func isUnique(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		c := se.Code()
+		return c == sqlite3.SQLITE_CONSTRAINT_UNIQUE || c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+	}
+	return false
+}
+
+// isNotADB reports whether err says the file is not a SQLite database.
+func isNotADB(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code()&0xff == sqlite3.SQLITE_NOTADB
+	}
+	return false
+}

@@ -1,0 +1,405 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Lease transitions. A claimed todo belongs to its owner until its lease expires;
+// from that instant heartbeat, complete, fail and release answer ErrConflict, even
+// before the reaper has requeued it. LeaseSeq is the fencing token: when an Ack
+// carries one, it must match the todo's current lease, so a worker that lost its
+// lease cannot act on a todo another worker of the same agent has claimed since.
+
+// Ack identifies the lease an agent acts under.
+type Ack struct {
+	ID       int64
+	Owner    string   // agent:<id>
+	LeaseSeq int64    // 0 = not fenced by token (owner and expiry still checked)
+	Queues   []string // the caller's queue scope, checked again in the transaction
+}
+
+// ClaimNext claims the oldest claimable todo in any of queues for owner. ok is false
+// when nothing is claimable.
+func (s *Store) ClaimNext(ctx context.Context, owner string, queues []string, ttl time.Duration) (t Todo, ok bool, err error) {
+	err = s.write(ctx, func(w *wtx) error {
+		now := ms(w.now)
+		var best int64
+		// One index probe per queue (todos_claimable): the cost does not grow with
+		// the depth of the queue.
+		for _, q := range queues {
+			var id int64
+			err := w.queryRow(`SELECT id FROM todos INDEXED BY todos_claimable
+				WHERE state = 'pending' AND queue = ? AND available_at <= ? ORDER BY id LIMIT 1`, q, now).Scan(&id)
+			if notFound(err) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("store: claim next in %s: %w", q, err)
+			}
+			if best == 0 || id < best {
+				best = id
+			}
+		}
+		if best == 0 {
+			return nil
+		}
+		t, err = w.claim(best, owner, ttl, "todo.claim_next")
+		ok = err == nil
+		return err
+	})
+	return t, ok, err
+}
+
+// Claim claims one pending todo by id.
+func (s *Store) Claim(ctx context.Context, a Ack, ttl time.Duration) (Todo, error) {
+	var t Todo
+	err := s.write(ctx, func(w *wtx) error {
+		cur, err := w.current(a)
+		if err != nil {
+			return err
+		}
+		if cur.state != StatePending {
+			return fmt.Errorf("store: claim todo %d: it is %s: %w", a.ID, cur.state, ErrConflict)
+		}
+		if cur.availableAt > ms(w.now) {
+			return fmt.Errorf("store: claim todo %d: it is backing off until %s: %w", a.ID,
+				fromMS(cur.availableAt).Format(time.RFC3339), ErrConflict)
+		}
+		t, err = w.claim(a.ID, a.Owner, ttl, "todo.claim")
+		return err
+	})
+	return t, err
+}
+
+func (w *wtx) claim(id int64, owner string, ttl time.Duration, action string) (Todo, error) {
+	now := w.now
+	t, err := scanTodo(w.queryRow(`UPDATE todos SET state = 'claimed', owner = ?, attempts = attempts + 1,
+			lease_seq = lease_seq + 1, lease_expires_at = ?, updated_at = ?
+		WHERE id = ? AND state = 'pending' RETURNING `+todoColumnsFull,
+		owner, ms(now.Add(ttl)), ms(now), id), true)
+	if notFound(err) {
+		return Todo{}, fmt.Errorf("store: claim todo %d: %w", id, ErrConflict)
+	}
+	if err != nil {
+		return Todo{}, fmt.Errorf("store: claim todo %d: %w", id, err)
+	}
+	if err := w.audit(owner, action, todoTarget(id), "", fmt.Sprintf("attempt=%d lease_seq=%d", t.Attempts, t.LeaseSeq)); err != nil {
+		return Todo{}, err
+	}
+	w.changed(TodoChange{ID: id, Queue: t.Queue, State: StateClaimed, Source: t.Source.Type, Cause: "claim"})
+	return t, nil
+}
+
+type curTodo struct {
+	queue, state, owner string
+	leaseSeq            int64
+	leaseExpiry         int64
+	availableAt         int64
+	attempts, maxAtt    int
+}
+
+// current reads the fields a transition decides on, and checks the caller's queue
+// scope before anything else is looked at.
+func (w *wtx) current(a Ack) (curTodo, error) {
+	var c curTodo
+	err := w.queryRow(`SELECT queue, state, coalesce(owner, ''), lease_seq, coalesce(lease_expires_at, 0),
+			available_at, attempts, max_attempts FROM todos WHERE id = ?`, a.ID).
+		Scan(&c.queue, &c.state, &c.owner, &c.leaseSeq, &c.leaseExpiry, &c.availableAt, &c.attempts, &c.maxAtt)
+	if notFound(err) {
+		return c, fmt.Errorf("store: todo %d: %w", a.ID, ErrNotFound)
+	}
+	if err != nil {
+		return c, fmt.Errorf("store: load todo %d: %w", a.ID, err)
+	}
+	if a.Queues != nil && !contains(a.Queues, c.queue) {
+		// Out of scope looks the same as absent: nothing about it is revealed.
+		return c, fmt.Errorf("store: todo %d: %w", a.ID, ErrNotFound)
+	}
+	return c, nil
+}
+
+// held checks that a holds the live lease on the todo.
+func (w *wtx) held(a Ack, verb string) (curTodo, error) {
+	c, err := w.current(a)
+	if err != nil {
+		return c, err
+	}
+	switch {
+	case c.state != StateClaimed:
+		return c, fmt.Errorf("store: %s todo %d: it is %s, not claimed: %w", verb, a.ID, c.state, ErrConflict)
+	case c.owner != a.Owner:
+		return c, fmt.Errorf("store: %s todo %d: it is claimed by someone else: %w", verb, a.ID, ErrConflict)
+	case a.LeaseSeq != 0 && a.LeaseSeq != c.leaseSeq:
+		return c, fmt.Errorf("store: %s todo %d: lease %d was lost (current lease is %d): %w", verb, a.ID, a.LeaseSeq, c.leaseSeq, ErrConflict)
+	case c.leaseExpiry <= ms(w.now):
+		return c, fmt.Errorf("store: %s todo %d: the lease expired at %s: %w", verb, a.ID,
+			fromMS(c.leaseExpiry).Format(time.RFC3339), ErrConflict)
+	}
+	return c, nil
+}
+
+// Heartbeat extends a live lease to now+ttl. It never shortens a lease: a longer
+// expiry already granted is kept.
+func (s *Store) Heartbeat(ctx context.Context, a Ack, ttl time.Duration) (Todo, error) {
+	var t Todo
+	err := s.write(ctx, func(w *wtx) error {
+		if _, err := w.held(a, "heartbeat"); err != nil {
+			return err
+		}
+		var err error
+		t, err = scanTodo(w.queryRow(`UPDATE todos SET lease_expires_at = max(lease_expires_at, ?), updated_at = ?
+			WHERE id = ? RETURNING `+todoColumns, ms(w.now.Add(ttl)), ms(w.now), a.ID), false)
+		if err != nil {
+			return fmt.Errorf("store: heartbeat todo %d: %w", a.ID, err)
+		}
+		return w.audit(a.Owner, "todo.heartbeat", todoTarget(a.ID), "", "")
+	})
+	return t, err
+}
+
+// Complete marks a claimed todo done with an optional result.
+func (s *Store) Complete(ctx context.Context, a Ack, result string) (Todo, error) {
+	var t Todo
+	err := s.write(ctx, func(w *wtx) error {
+		if _, err := w.held(a, "complete"); err != nil {
+			return err
+		}
+		var err error
+		t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'done', result = ?, lease_expires_at = NULL,
+				updated_at = ?, finished_at = ?
+			WHERE id = ? RETURNING `+todoColumns, result, ms(w.now), ms(w.now), a.ID), false)
+		if err != nil {
+			return fmt.Errorf("store: complete todo %d: %w", a.ID, err)
+		}
+		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateDone, Source: t.Source.Type, Cause: "complete"})
+		return w.audit(a.Owner, "todo.complete", todoTarget(a.ID), "", "")
+	})
+	return t, err
+}
+
+// RetryBackoff is how long a failed todo waits before it is claimable again:
+// 5 s doubled per attempt, at most 10 minutes.
+func RetryBackoff(attempts int) time.Duration {
+	d := 5 * time.Second
+	for i := 1; i < attempts && d < 10*time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, 10*time.Minute)
+}
+
+// Fail records an error on a claimed todo. With retry and attempts left it goes back
+// to pending after RetryBackoff; otherwise it is dead-lettered (state failed).
+func (s *Store) Fail(ctx context.Context, a Ack, errText string, retry bool) (Todo, error) {
+	var t Todo
+	err := s.write(ctx, func(w *wtx) error {
+		c, err := w.held(a, "fail")
+		if err != nil {
+			return err
+		}
+		if retry && c.attempts < c.maxAtt {
+			t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL,
+					last_error = ?, available_at = ?, updated_at = ?
+				WHERE id = ? RETURNING `+todoColumns,
+				errText, ms(w.now.Add(RetryBackoff(c.attempts))), ms(w.now), a.ID), false)
+			if err != nil {
+				return fmt.Errorf("store: fail todo %d: %w", a.ID, err)
+			}
+			w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type, Claimable: true, Cause: "retry_backoff"})
+			return w.audit(a.Owner, "todo.fail", todoTarget(a.ID), "retry", truncate(errText, 200))
+		}
+		t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'failed', owner = NULL, lease_expires_at = NULL,
+				last_error = ?, updated_at = ?, finished_at = ?
+			WHERE id = ? RETURNING `+todoColumns, errText, ms(w.now), ms(w.now), a.ID), false)
+		if err != nil {
+			return fmt.Errorf("store: fail todo %d: %w", a.ID, err)
+		}
+		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateFailed, Source: t.Source.Type, Cause: "dead_letter"})
+		return w.audit(a.Owner, "todo.fail", todoTarget(a.ID), "dead_letter", truncate(errText, 200))
+	})
+	return t, err
+}
+
+// Release hands a claimed todo back at once. The claim does not count as an attempt.
+func (s *Store) Release(ctx context.Context, a Ack) (Todo, error) {
+	var t Todo
+	err := s.write(ctx, func(w *wtx) error {
+		if _, err := w.held(a, "release"); err != nil {
+			return err
+		}
+		var err error
+		t, err = w.release(a.ID, a.Owner, "todo.release")
+		return err
+	})
+	return t, err
+}
+
+// ReleaseByHuman hands a claimed todo back on an operator's word, whoever holds it.
+func (s *Store) ReleaseByHuman(ctx context.Context, id int64, actor string) (Todo, error) {
+	var t Todo
+	err := s.write(ctx, func(w *wtx) error {
+		c, err := w.current(Ack{ID: id})
+		if err != nil {
+			return err
+		}
+		if c.state != StateClaimed {
+			return fmt.Errorf("store: release todo %d: it is %s, not claimed: %w", id, c.state, ErrConflict)
+		}
+		t, err = w.release(id, actor, "todo.release")
+		return err
+	})
+	return t, err
+}
+
+func (w *wtx) release(id int64, actor, action string) (Todo, error) {
+	t, err := scanTodo(w.queryRow(`UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL,
+			attempts = max(attempts - 1, 0), available_at = ?, updated_at = ?
+		WHERE id = ? RETURNING `+todoColumns, ms(w.now), ms(w.now), id), false)
+	if err != nil {
+		return Todo{}, fmt.Errorf("store: release todo %d: %w", id, err)
+	}
+	w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type, Claimable: true, Cause: "release"})
+	return t, w.audit(actor, action, todoTarget(id), "", "")
+}
+
+// Retry puts a dead-lettered todo back on its queue with its attempts reset.
+func (s *Store) Retry(ctx context.Context, id int64, actor string) (Todo, error) {
+	var t Todo
+	err := s.write(ctx, func(w *wtx) error {
+		c, err := w.current(Ack{ID: id})
+		if err != nil {
+			return err
+		}
+		if c.state != StateFailed {
+			return fmt.Errorf("store: retry todo %d: it is %s, not failed: %w", id, c.state, ErrConflict)
+		}
+		t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'pending', attempts = 0, available_at = ?,
+				updated_at = ?, finished_at = NULL
+			WHERE id = ? RETURNING `+todoColumns, ms(w.now), ms(w.now), id), false)
+		if err != nil {
+			return fmt.Errorf("store: retry todo %d: %w", id, err)
+		}
+		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type, Claimable: true, Cause: "retry"})
+		return w.audit(actor, "todo.retry", todoTarget(id), "", "")
+	})
+	return t, err
+}
+
+// ReapResult counts what one reaper pass did.
+type ReapResult struct {
+	Requeued     int
+	DeadLettered int
+}
+
+// ReapExpired requeues every claimed todo whose lease has expired, or dead-letters it
+// when its attempts are used up. It works in bounded chunks so one pass never holds
+// the writer for long.
+func (s *Store) ReapExpired(ctx context.Context) (ReapResult, error) {
+	var total ReapResult
+	for {
+		var r ReapResult
+		more := false
+		err := s.write(ctx, func(w *wtx) error {
+			rows, err := w.query(`SELECT id, attempts, max_attempts FROM todos INDEXED BY todos_leases
+				WHERE state = 'claimed' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT 500`, ms(w.now))
+			if err != nil {
+				return fmt.Errorf("store: find expired leases: %w", err)
+			}
+			type exp struct {
+				id            int64
+				attempts, max int
+			}
+			var list []exp
+			for rows.Next() {
+				var e exp
+				if err := rows.Scan(&e.id, &e.attempts, &e.max); err != nil {
+					rows.Close()
+					return fmt.Errorf("store: find expired leases: %w", err)
+				}
+				list = append(list, e)
+			}
+			rows.Close()
+			more = len(list) == 500
+			for _, e := range list {
+				var t Todo
+				if e.attempts >= e.max {
+					t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'failed', owner = NULL, lease_expires_at = NULL,
+							last_error = ?, updated_at = ?, finished_at = ?
+						WHERE id = ? RETURNING `+todoColumns,
+						fmt.Sprintf("lease expired on attempt %d of %d", e.attempts, e.max), ms(w.now), ms(w.now), e.id), false)
+					if err == nil {
+						r.DeadLettered++
+						w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateFailed, Source: t.Source.Type, Cause: "dead_letter"})
+						err = w.audit("system", "todo.dead_letter", todoTarget(e.id), "", "lease expired")
+					}
+				} else {
+					t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL,
+							last_error = 'lease expired', available_at = ?, updated_at = ?
+						WHERE id = ? RETURNING `+todoColumns, ms(w.now), ms(w.now), e.id), false)
+					if err == nil {
+						r.Requeued++
+						w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type, Claimable: true, Cause: "lease_expired"})
+						err = w.audit("system", "todo.requeue", todoTarget(e.id), "", "lease expired")
+					}
+				}
+				if err != nil {
+					return fmt.Errorf("store: reap todo %d: %w", e.id, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		total.Requeued += r.Requeued
+		total.DeadLettered += r.DeadLettered
+		if !more {
+			return total, nil
+		}
+	}
+}
+
+// PruneDone deletes done todos finished before cutoff, in bounded chunks, and
+// returns how many went.
+func (s *Store) PruneDone(ctx context.Context, cutoff time.Time) (int64, error) {
+	var total int64
+	for {
+		var n int64
+		err := s.write(ctx, func(w *wtx) error {
+			res, err := w.exec(`DELETE FROM todos WHERE id IN (SELECT id FROM todos INDEXED BY todos_finished
+				WHERE state = 'done' AND finished_at < ? LIMIT 1000)`, ms(cutoff))
+			if err != nil {
+				return fmt.Errorf("store: prune done todos: %w", err)
+			}
+			n, _ = res.RowsAffected()
+			if n > 0 {
+				return w.audit("system", "todo.prune", "", "", fmt.Sprintf("deleted=%d", n))
+			}
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n < 1000 {
+			return total, nil
+		}
+	}
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

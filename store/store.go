@@ -1,0 +1,262 @@
+// Package store keeps Switchboard's state in one WAL-mode SQLite file: the todo
+// queue, endpoints, humans and the audit log. Every query lives here, written out next
+// to the Go that runs it. All writes go through one group-commit writer; reads use a
+// separate pool.
+//
+// The store knows nothing of HTTP or MCP and imports none of the project's packages.
+// SQLite-only tricks stay inside this package so another backend can replace it.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
+)
+
+// Synchronous modes. FULL makes every acknowledged commit survive power loss; NORMAL
+// in WAL mode stays consistent after a crash but may lose the last commits on power
+// loss, in exchange for fewer fsyncs.
+const (
+	SyncFull   = "FULL"
+	SyncNormal = "NORMAL"
+)
+
+// Options configure Open. The zero value is usable.
+type Options struct {
+	// Synchronous is SyncFull (default) or SyncNormal.
+	Synchronous string
+	// ReadConns bounds the read pool (default 4).
+	ReadConns int
+	// MaxBatch bounds how many write requests one group commit carries (default 256).
+	MaxBatch int
+	// Now is the clock; tests inject a fake one. Default time.Now.
+	Now func() time.Time
+	// Logger receives store diagnostics. Default slog.Default().
+	Logger *slog.Logger
+	// ReadOnly opens without migrating and without a writer (for inspection commands).
+	ReadOnly bool
+}
+
+// Store is an open Switchboard database.
+type Store struct {
+	path   string
+	opts   Options
+	now    func() time.Time
+	log    *slog.Logger
+	rdb    *sql.DB // read pool, query_only
+	wdb    *sql.DB // one connection, owned by the writer goroutine
+	writer *writer
+
+	rstmts sync.Map // query text → *sql.Stmt on the read pool
+
+	hooksMu sync.RWMutex
+	hooks   []func(TodoChange)
+	rungMax atomic.Int64 // newest todo id announced as claimable (see WatchForeign)
+
+	closeOnce sync.Once
+}
+
+// Open opens (creating if needed) the database at path, checks that it is a
+// Switchboard database no newer than this binary, applies pending migrations and starts
+// the writer. A file that is not a Switchboard database is left untouched.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if opts.Synchronous == "" {
+		opts.Synchronous = SyncFull
+	}
+	opts.Synchronous = strings.ToUpper(opts.Synchronous)
+	if opts.Synchronous != SyncFull && opts.Synchronous != SyncNormal {
+		return nil, fmt.Errorf("store: synchronous must be FULL or NORMAL, not %q", opts.Synchronous)
+	}
+	if opts.ReadConns <= 0 {
+		opts.ReadConns = 4
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 256
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if path == "" {
+		return nil, errors.New("store: database path is empty")
+	}
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("store: database path %q must not contain '?' or '#'", path)
+	}
+	// Look before we touch: setting WAL mode rewrites the header of whatever file is
+	// there, so a foreign or newer file is refused from a read-only peek first.
+	if err := preflight(ctx, path); err != nil {
+		return nil, err
+	}
+	if opts.ReadOnly {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("store: open %s: %w", path, err)
+		}
+	}
+
+	s := &Store{path: path, opts: opts, now: opts.Now, log: opts.Logger}
+	var err error
+	if !opts.ReadOnly {
+		s.wdb, err = sql.Open("sqlite", dsn(path, opts, false))
+		if err != nil {
+			return nil, fmt.Errorf("store: open %s: %w", path, err)
+		}
+		s.wdb.SetMaxOpenConns(1)
+		s.wdb.SetMaxIdleConns(1)
+		s.wdb.SetConnMaxLifetime(0)
+		s.wdb.SetConnMaxIdleTime(0)
+		if err := s.migrate(ctx); err != nil {
+			s.wdb.Close()
+			return nil, err
+		}
+	}
+	s.rdb, err = sql.Open("sqlite", dsn(path, opts, true))
+	if err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("store: open %s for reading: %w", path, err)
+	}
+	s.rdb.SetMaxOpenConns(opts.ReadConns)
+	s.rdb.SetMaxIdleConns(opts.ReadConns)
+	if err := s.rdb.PingContext(ctx); err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if opts.ReadOnly {
+		if err := s.checkSchema(ctx); err != nil {
+			s.closeDBs()
+			return nil, err
+		}
+		return s, nil
+	}
+	s.writer, err = newWriter(ctx, s)
+	if err != nil {
+		s.closeDBs()
+		return nil, err
+	}
+	return s, nil
+}
+
+// dsn builds a modernc.org/sqlite DSN. Pragmas go in the DSN, not in db.Exec, so
+// that every pooled connection gets them, including ones opened later.
+func dsn(path string, opts Options, readOnly bool) string {
+	q := url.Values{}
+	// Wait for a lock instead of failing at once: a foreign process (the CLI adding a
+	// todo while serve runs) may hold the write lock for a moment.
+	q.Add("_pragma", "busy_timeout(5000)")
+	// Endpoints reference humans, events reference webhooks: keep them honest.
+	q.Add("_pragma", "foreign_keys(1)")
+	if readOnly {
+		// The read pool must never write, even by mistake.
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		// WAL lets readers proceed while the writer commits; it persists in the file.
+		q.Add("_pragma", "journal_mode(WAL)")
+		// FULL: an acknowledged commit is fsynced (see SyncFull/SyncNormal).
+		q.Add("_pragma", "synchronous("+opts.Synchronous+")")
+		// Writers take the lock at BEGIN so a transaction never fails half-way
+		// with SQLITE_BUSY when upgrading from a read lock.
+		q.Set("_txlock", "immediate")
+	}
+	return path + "?" + q.Encode()
+}
+
+// Path is the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Now is the store's clock.
+func (s *Store) Now() time.Time { return s.now() }
+
+// Ping checks that the database answers a query.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.rstmt(ctx, `SELECT 1`).QueryRowContext(ctx).Scan(&one); err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	return nil
+}
+
+// Close stops the writer after it has finished the writes it accepted, then closes
+// the database.
+func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		if s.writer != nil {
+			s.writer.close()
+		}
+		s.rstmts.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
+		err = s.closeDBs()
+	})
+	return err
+}
+
+func (s *Store) closeDBs() error {
+	var errs []error
+	if s.rdb != nil {
+		errs = append(errs, s.rdb.Close())
+	}
+	if s.wdb != nil {
+		errs = append(errs, s.wdb.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// rstmt returns a prepared statement on the read pool, preparing it once per query
+// text; database/sql re-prepares it lazily on each pooled connection.
+func (s *Store) rstmt(ctx context.Context, query string) *sql.Stmt {
+	if st, ok := s.rstmts.Load(query); ok {
+		return st.(*sql.Stmt)
+	}
+	st, err := s.rdb.PrepareContext(ctx, query)
+	if err != nil {
+		// Surface the error at execution time through an unprepared path.
+		return nil
+	}
+	if prev, loaded := s.rstmts.LoadOrStore(query, st); loaded {
+		st.Close()
+		return prev.(*sql.Stmt)
+	}
+	return st
+}
+
+// queryRow runs a read query on the pool.
+func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := s.rstmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return s.rdb.QueryRowContext(ctx, query, args...)
+}
+
+// query runs a read query on the pool.
+func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := s.rstmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return s.rdb.QueryContext(ctx, query, args...)
+}
+
+// ms converts a time to the Unix milliseconds stored in every time column.
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+// fromMS converts stored Unix milliseconds back to a time.
+func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+// fromNullMS converts a nullable time column.
+func fromNullMS(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMS(v.Int64)
+	return &t
+}

@@ -1,0 +1,350 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// openTest opens a fresh store in a temp dir.
+func openTest(t testing.TB, opts Options) *Store {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "sb.db"), opts)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestMigrationsFreshAndReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "sb.db")
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "hello"}); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := s.rdb.QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	list, _ := migrations()
+	if n != len(list) {
+		t.Fatalf("recorded %d migrations, want %d", n, len(list))
+	}
+	var mode string
+	s.rdb.QueryRow(`PRAGMA journal_mode`).Scan(&mode)
+	if mode != "wal" {
+		t.Fatalf("journal_mode = %q, want wal", mode)
+	}
+	s.Close()
+
+	// Re-open: nothing applied twice, data kept.
+	s, err = Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s.Close()
+	todos, err := s.ListTodos(ctx, TodoFilter{})
+	if err != nil || len(todos) != 1 {
+		t.Fatalf("after reopen: %d todos, err %v", len(todos), err)
+	}
+	if err := s.rdb.QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil || n != len(list) {
+		t.Fatalf("after reopen: %d migrations recorded, err %v", n, err)
+	}
+}
+
+func TestPragmasOnEveryConnection(t *testing.T) {
+	s := openTest(t, Options{ReadConns: 3})
+	ctx := context.Background()
+	// Hold several read connections at once so the pool must open distinct ones.
+	var conns []*sql.Conn
+	for i := 0; i < 3; i++ {
+		c, err := s.rdb.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for i, c := range conns {
+		var busy, fk, qo int
+		c.QueryRowContext(ctx, `PRAGMA busy_timeout`).Scan(&busy)
+		c.QueryRowContext(ctx, `PRAGMA foreign_keys`).Scan(&fk)
+		c.QueryRowContext(ctx, `PRAGMA query_only`).Scan(&qo)
+		if busy != 5000 || fk != 1 || qo != 1 {
+			t.Errorf("read conn %d: busy_timeout=%d foreign_keys=%d query_only=%d", i, busy, fk, qo)
+		}
+		c.Close()
+	}
+	var sync int
+	s.writer.conn.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync)
+	if sync != 2 { // FULL
+		t.Errorf("writer synchronous = %d, want 2 (FULL)", sync)
+	}
+}
+
+func TestSynchronousNormal(t *testing.T) {
+	s := openTest(t, Options{Synchronous: "normal"})
+	var sync int
+	s.writer.conn.QueryRowContext(context.Background(), `PRAGMA synchronous`).Scan(&sync)
+	if sync != 1 {
+		t.Fatalf("synchronous = %d, want 1 (NORMAL)", sync)
+	}
+	if _, err := Open(context.Background(), filepath.Join(t.TempDir(), "x.db"), Options{Synchronous: "OFF"}); err == nil {
+		t.Fatal("synchronous OFF was accepted")
+	}
+}
+
+func TestRefusesNewerSchema(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "sb.db")
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.writer.conn.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, '9999_future.sql', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	before := fileSum(t, path)
+	_, err = Open(ctx, path, Options{})
+	if !errors.Is(err, ErrSchemaTooNew) {
+		t.Fatalf("open newer schema: err = %v, want ErrSchemaTooNew", err)
+	}
+	if !strings.Contains(err.Error(), "9999") {
+		t.Errorf("error does not name the version: %v", err)
+	}
+	if fileSum(t, path) != before {
+		t.Fatal("refused database was modified")
+	}
+}
+
+func TestRefusesForeignFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+
+	text := filepath.Join(dir, "notes.txt")
+	os.WriteFile(text, []byte("this is not a database, it is a shopping list\n"), 0o600)
+
+	other := filepath.Join(dir, "other.db")
+	db, err := sql.Open("sqlite", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE recipes (id INTEGER PRIMARY KEY, name TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	for _, path := range []string{text, other} {
+		before := fileSum(t, path)
+		_, err := Open(ctx, path, Options{})
+		if !errors.Is(err, ErrNotSwitchboard) {
+			t.Errorf("open %s: err = %v, want ErrNotSwitchboard", filepath.Base(path), err)
+		}
+		if fileSum(t, path) != before {
+			t.Errorf("%s was modified by a refused open", filepath.Base(path))
+		}
+		if _, err := os.Stat(path + "-wal"); err == nil {
+			t.Errorf("%s: a -wal file appeared", filepath.Base(path))
+		}
+	}
+
+	if _, err := Open(ctx, filepath.Join(dir, "missing-dir", "sb.db"), Options{}); err == nil {
+		t.Error("open in a missing directory succeeded")
+	}
+}
+
+func fileSum(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestCredentialHashing(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	q := []string{"inbox"}
+	ep, cred, err := s.CreateEndpoint(ctx, "reviewer", EndpointSpec{Queues: &q}, "human:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(cred, CredentialPrefix) || len(cred) < 40 {
+		t.Fatalf("credential %q lacks the prefix or entropy", cred)
+	}
+	// Only the hash is stored: the credential appears in no column.
+	var hits int
+	if err := s.rdb.QueryRow(`SELECT count(*) FROM endpoints WHERE instr(CAST(credential_hash AS TEXT), ?) > 0
+		OR instr(credential_hint, ?) > 0`, cred, cred).Scan(&hits); err != nil {
+		t.Fatal(err)
+	}
+	if hits != 0 {
+		t.Fatal("the credential is stored in clear")
+	}
+	got, err := s.EndpointByCredential(ctx, cred)
+	if err != nil || got.ID != ep.ID {
+		t.Fatalf("lookup by credential: %v, %v", got.ID, err)
+	}
+	if _, err := s.EndpointByCredential(ctx, cred+"x"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("wrong credential: err = %v", err)
+	}
+	// A second endpoint gets a different credential.
+	_, cred2, err := s.CreateEndpoint(ctx, "reviewer", EndpointSpec{Queues: &q}, "human:1")
+	if err != nil || cred2 == cred {
+		t.Fatalf("second credential %q (err %v) repeats the first", cred2, err)
+	}
+	if err := s.RevokeEndpoint(ctx, ep.ID, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.EndpointByCredential(ctx, cred); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("revoked credential still resolves: %v", err)
+	}
+	if err := s.RevokeEndpoint(ctx, ep.ID, "human:1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second revoke: err = %v, want ErrNotFound", err)
+	}
+	audit, _ := s.ListAudit(ctx, AuditFilter{Target: endpointTarget(ep.ID)})
+	if len(audit) != 2 {
+		t.Fatalf("audit rows for endpoint: %d, want create and revoke", len(audit))
+	}
+}
+
+func TestHumans(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	if _, err := s.CreateHuman(ctx, "ana", "short", "system"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("short password: %v", err)
+	}
+	h, err := s.CreateHuman(ctx, "ana", "correct horse battery", "system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateHuman(ctx, "ana", "another password", "system"); !errors.Is(err, ErrAlreadyExists) {
+		t.Fatalf("duplicate username: %v", err)
+	}
+	var hash string
+	s.rdb.QueryRow(`SELECT password_hash FROM humans WHERE id = ?`, h.ID).Scan(&hash)
+	if !strings.HasPrefix(hash, "$2") || strings.Contains(hash, "horse") {
+		t.Fatalf("password not stored as a bcrypt hash: %q", hash)
+	}
+	if got, err := s.CheckPassword(ctx, "ana", "correct horse battery"); err != nil || got.ID != h.ID {
+		t.Fatalf("right password: %v", err)
+	}
+	for _, c := range [][2]string{{"ana", "wrong horse battery"}, {"bob", "correct horse battery"}} {
+		if _, err := s.CheckPassword(ctx, c[0], c[1]); !errors.Is(err, ErrBadPassword) {
+			t.Errorf("CheckPassword(%s): %v", c[0], err)
+		}
+	}
+}
+
+func TestOnTodoChangeFiresAfterCommit(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	var mu sync.Mutex
+	var got []TodoChange
+	s.OnTodoChange(func(c TodoChange) {
+		// The change must already be visible to readers when the hook runs.
+		if _, err := s.Todo(ctx, c.ID); err != nil {
+			t.Errorf("hook ran before the commit was visible: %v", err)
+		}
+		mu.Lock()
+		got = append(got, c)
+		mu.Unlock()
+	})
+	td, err := s.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "{}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddTodo(ctx, NewTodo{Queue: "bad queue!", Payload: "{}"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("bad queue name: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0].ID != td.ID || !got[0].Claimable || got[0].Queue != "inbox" {
+		t.Fatalf("hook saw %+v", got)
+	}
+}
+
+func TestWatchForeignRingsForOtherProcessCommits(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "sb.db")
+	serveSide, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer serveSide.Close()
+	rang := make(chan TodoChange, 10)
+	serveSide.OnTodoChange(func(c TodoChange) { rang <- c })
+	own, _ := serveSide.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "own"})
+	<-rang // its own add rang directly
+
+	done := make(chan struct{})
+	go func() { serveSide.WatchForeign(ctx, 5*time.Millisecond); close(done) }()
+
+	// A second handle on the same file stands for `switchboard todo add`.
+	cli, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := cli.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "from the CLI"})
+	cli.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-rang:
+		if c.ID != foreign.ID || !c.Claimable {
+			t.Fatalf("rang for %+v, want todo %d (own todo was %d)", c, foreign.ID, own.ID)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no ring for a todo added by another process")
+	}
+	cancel()
+	<-done
+}
+
+func TestMaintainCheckpointsTheWAL(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	for i := 0; i < 200; i++ {
+		if _, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: strings.Repeat("x", 2000)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	size := func() int64 {
+		fi, err := os.Stat(s.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	// 400 KB of rows is below the automatic checkpoint threshold: it sits in the WAL
+	// until Maintain copies it into the database file.
+	before := size()
+	if err := s.Maintain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := size(); after < before+300<<10 {
+		t.Fatalf("database file %d bytes before Maintain, %d after: the WAL was not checkpointed", before, after)
+	}
+	if _, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: "after"}); err != nil {
+		t.Fatal(err)
+	}
+}

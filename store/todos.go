@@ -1,0 +1,329 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Todo states.
+const (
+	StatePending = "pending"
+	StateClaimed = "claimed"
+	StateDone    = "done"
+	StateFailed  = "failed"
+)
+
+// DefaultMaxAttempts is how many claims a todo gets before it is dead-lettered.
+const DefaultMaxAttempts = 5
+
+// Todo is one unit of work on a queue. Payload is empty in listings (PayloadSize says
+// how big it is); only claims and Todo load it.
+type Todo struct {
+	ID          int64      `json:"id"`
+	Queue       string     `json:"queue"`
+	State       string     `json:"state"`
+	Payload     string     `json:"payload,omitempty"`
+	PayloadSize int        `json:"payload_size"`
+	Source      Source     `json:"source"`
+	Trust       Trust      `json:"trust"`
+	CreatedBy   string     `json:"created_by"`
+	Owner       string     `json:"owner,omitempty"`
+	Attempts    int        `json:"attempts"`
+	MaxAttempts int        `json:"max_attempts"`
+	LeaseSeq    int64      `json:"lease_seq"`
+	LeaseExpiry *time.Time `json:"lease_expires_at,omitempty"`
+	AvailableAt time.Time  `json:"available_at"`
+	Result      string     `json:"result,omitempty"`
+	LastError   string     `json:"last_error,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+}
+
+// Source says where a todo came from.
+type Source struct {
+	Type      string `json:"type"` // manual, webhook source type (github, stripe, …), or replay
+	WebhookID int64  `json:"webhook_id,omitempty"`
+	EventID   int64  `json:"event_id,omitempty"`
+	EventType string `json:"event_type,omitempty"`
+}
+
+// Trust records how far the content of a todo can be believed.
+type Trust struct {
+	Verified         bool   `json:"verified"`
+	Mode             string `json:"mode"` // signed, token, none
+	WebhookCreatedBy string `json:"webhook_created_by,omitempty"`
+}
+
+// TodoChange is announced after the commit that made it. Claimable is true when the
+// todo became claimable (new, requeued, released, retried): the doorbell rings.
+type TodoChange struct {
+	ID        int64
+	Queue     string
+	State     string
+	Source    string
+	Claimable bool
+	// Cause names the transition: add, claim, complete, release, retry,
+	// retry_backoff (fail with retry), dead_letter, lease_expired.
+	Cause string
+}
+
+// OnTodoChange registers a hook run after every commit that changes todos. Hooks run
+// on the committing goroutine before its caller is answered and must never block.
+// Register hooks at wiring time, before traffic starts.
+func (s *Store) OnTodoChange(fn func(TodoChange)) {
+	s.hooksMu.Lock()
+	s.hooks = append(s.hooks, fn)
+	s.hooksMu.Unlock()
+}
+
+func (s *Store) fire(changes []TodoChange) {
+	if len(changes) == 0 {
+		return
+	}
+	s.hooksMu.RLock()
+	hooks := s.hooks
+	s.hooksMu.RUnlock()
+	for _, c := range changes {
+		if c.Claimable {
+			s.noteRung(c.ID)
+		}
+		for _, h := range hooks {
+			h(c)
+		}
+	}
+}
+
+// NewTodo is what AddTodo needs.
+type NewTodo struct {
+	Queue       string
+	Payload     string
+	MaxAttempts int // 0 = DefaultMaxAttempts
+	Source      Source
+	Trust       Trust
+	CreatedBy   string // actor: human:<id>, agent:<id>, system
+}
+
+// ValidQueueName reports whether q is a usable queue name: 1–128 characters of
+// letters, digits and . _ - : /, starting with a letter or digit.
+func ValidQueueName(q string) bool {
+	if len(q) == 0 || len(q) > 128 {
+		return false
+	}
+	for i, r := range q {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case i > 0 && strings.ContainsRune("._-:/", r):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// AddTodo puts a todo on a queue.
+func (s *Store) AddTodo(ctx context.Context, n NewTodo) (Todo, error) {
+	var t Todo
+	err := s.write(ctx, func(w *wtx) error {
+		var err error
+		t, err = w.addTodo(n)
+		return err
+	})
+	return t, err
+}
+
+// addTodo inserts a todo inside a write; ingestion reuses it in the same transaction
+// as its event.
+func (w *wtx) addTodo(n NewTodo) (Todo, error) {
+	if !ValidQueueName(n.Queue) {
+		return Todo{}, fmt.Errorf("store: add todo: queue %q: %w", n.Queue, ErrInvalid)
+	}
+	if n.MaxAttempts <= 0 {
+		n.MaxAttempts = DefaultMaxAttempts
+	}
+	if n.Source.Type == "" {
+		n.Source.Type = "manual"
+	}
+	if n.Trust.Mode == "" {
+		n.Trust.Mode = "none"
+	}
+	if n.CreatedBy == "" {
+		n.CreatedBy = "system"
+	}
+	now := ms(w.now)
+	var id int64
+	err := w.queryRow(`INSERT INTO todos (queue, state, payload, payload_size, source_type, source_webhook_id,
+			source_event_id, source_event_type, verified, trust_mode, webhook_created_by, created_by,
+			max_attempts, available_at, created_at, updated_at)
+		VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		n.Queue, n.Payload, len(n.Payload), n.Source.Type, nullID(n.Source.WebhookID), nullID(n.Source.EventID),
+		n.Source.EventType, n.Trust.Verified, n.Trust.Mode, n.Trust.WebhookCreatedBy, n.CreatedBy,
+		n.MaxAttempts, now, now, now).Scan(&id)
+	if err != nil {
+		return Todo{}, fmt.Errorf("store: add todo to %s: %w", n.Queue, err)
+	}
+	target := todoTarget(id)
+	if err := w.audit(n.CreatedBy, "todo.add", target, "", "queue="+n.Queue); err != nil {
+		return Todo{}, err
+	}
+	w.changed(TodoChange{ID: id, Queue: n.Queue, State: StatePending, Source: n.Source.Type, Claimable: true, Cause: "add"})
+	return Todo{
+		ID: id, Queue: n.Queue, State: StatePending, PayloadSize: len(n.Payload), Source: n.Source, Trust: n.Trust,
+		CreatedBy: n.CreatedBy, MaxAttempts: n.MaxAttempts, AvailableAt: w.now, CreatedAt: w.now, UpdatedAt: w.now,
+	}, nil
+}
+
+func todoTarget(id int64) string { return fmt.Sprintf("todo:%d", id) }
+
+func nullID(id int64) any {
+	if id == 0 {
+		return nil
+	}
+	return id
+}
+
+// todoColumns selects a compact todo (no payload); todoColumnsFull adds the payload.
+const todoColumns = `id, queue, state, payload_size, source_type, coalesce(source_webhook_id, 0),
+	coalesce(source_event_id, 0), source_event_type, verified, trust_mode, webhook_created_by, created_by,
+	coalesce(owner, ''), attempts, max_attempts, lease_seq, lease_expires_at, available_at, result, last_error,
+	created_at, updated_at, finished_at`
+
+const todoColumnsFull = todoColumns + `, payload`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanTodo(sc scanner, full bool) (Todo, error) {
+	var t Todo
+	var lease, finished sql.NullInt64
+	var avail, created, updated int64
+	dest := []any{&t.ID, &t.Queue, &t.State, &t.PayloadSize, &t.Source.Type, &t.Source.WebhookID,
+		&t.Source.EventID, &t.Source.EventType, &t.Trust.Verified, &t.Trust.Mode, &t.Trust.WebhookCreatedBy,
+		&t.CreatedBy, &t.Owner, &t.Attempts, &t.MaxAttempts, &t.LeaseSeq, &lease, &avail, &t.Result, &t.LastError,
+		&created, &updated, &finished}
+	if full {
+		dest = append(dest, &t.Payload)
+	}
+	if err := sc.Scan(dest...); err != nil {
+		return Todo{}, err
+	}
+	t.LeaseExpiry = fromNullMS(lease)
+	t.FinishedAt = fromNullMS(finished)
+	t.AvailableAt, t.CreatedAt, t.UpdatedAt = fromMS(avail), fromMS(created), fromMS(updated)
+	return t, nil
+}
+
+// Todo loads one todo with its payload.
+func (s *Store) Todo(ctx context.Context, id int64) (Todo, error) {
+	t, err := scanTodo(s.queryRow(ctx, `SELECT `+todoColumnsFull+` FROM todos WHERE id = ?`, id), true)
+	if notFound(err) {
+		return Todo{}, fmt.Errorf("store: todo %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Todo{}, fmt.Errorf("store: load todo %d: %w", id, err)
+	}
+	return t, nil
+}
+
+// TodoQueue returns only the queue of a todo, so the edge can check scope before it
+// reads anything else.
+func (s *Store) TodoQueue(ctx context.Context, id int64) (string, error) {
+	var q string
+	err := s.queryRow(ctx, `SELECT queue FROM todos WHERE id = ?`, id).Scan(&q)
+	if notFound(err) {
+		return "", fmt.Errorf("store: todo %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: load todo %d: %w", id, err)
+	}
+	return q, nil
+}
+
+// TodoFilter selects todos for ListTodos. Results are newest first; pass the last
+// row's ID as Before to page.
+type TodoFilter struct {
+	Queues []string // empty = every queue
+	State  string   // empty = every state
+	Before int64    // cursor: only ids below this
+	Limit  int      // default 50, at most 1000
+}
+
+// ListTodos lists compact todos (no payload), newest first.
+func (s *Store) ListTodos(ctx context.Context, f TodoFilter) ([]Todo, error) {
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	if f.Limit > 1000 {
+		f.Limit = 1000
+	}
+	var where []string
+	var args []any
+	if f.State != "" {
+		where = append(where, "state = ?")
+		args = append(args, f.State)
+	}
+	if len(f.Queues) > 0 {
+		where = append(where, "queue IN ("+placeholders(len(f.Queues))+")")
+		for _, q := range f.Queues {
+			args = append(args, q)
+		}
+	}
+	if f.Before > 0 {
+		where = append(where, "id < ?")
+		args = append(args, f.Before)
+	}
+	q := `SELECT ` + todoColumns + ` FROM todos`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY id DESC LIMIT ?"
+	args = append(args, f.Limit)
+	rows, err := s.query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list todos: %w", err)
+	}
+	defer rows.Close()
+	var out []Todo
+	for rows.Next() {
+		t, err := scanTodo(rows, false)
+		if err != nil {
+			return nil, fmt.Errorf("store: list todos: %w", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list todos: %w", err)
+	}
+	return out, nil
+}
+
+// QueueCount is the number of todos in one queue and state.
+type QueueCount struct {
+	Queue string `json:"queue"`
+	State string `json:"state"`
+	Count int64  `json:"count"`
+}
+
+// QueueCounts counts todos by queue and state.
+func (s *Store) QueueCounts(ctx context.Context) ([]QueueCount, error) {
+	rows, err := s.query(ctx, `SELECT queue, state, count(*) FROM todos GROUP BY state, queue ORDER BY queue, state`)
+	if err != nil {
+		return nil, fmt.Errorf("store: count todos: %w", err)
+	}
+	defer rows.Close()
+	var out []QueueCount
+	for rows.Next() {
+		var c QueueCount
+		if err := rows.Scan(&c.Queue, &c.State, &c.Count); err != nil {
+			return nil, fmt.Errorf("store: count todos: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}

@@ -1,0 +1,327 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The writer is the single write path. Callers hand it a function; the writer
+// goroutine runs every function that is waiting at the same moment inside one
+// transaction, each under its own savepoint, and commits once. A function that fails
+// is rolled back to its savepoint and does not fail the others. Each caller is
+// answered only after the commit that holds its work is durable, so N concurrent
+// writers cost one fsync instead of N. A lone writer runs without a savepoint.
+
+type writeReq struct {
+	ctx  context.Context
+	fn   func(*wtx) error
+	raw  func(*sql.Conn) error // runs alone, outside any transaction (checkpoints, VACUUM INTO)
+	err  error
+	wtx  wtx
+	done chan struct{}
+}
+
+type writer struct {
+	s     *Store
+	reqs  chan *writeReq
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	conn  *sql.Conn
+	stmts map[string]*sql.Stmt
+
+	mu     sync.Mutex
+	closed bool
+
+	batches  atomic.Int64 // transactions committed or rolled back
+	requests atomic.Int64 // write requests answered
+}
+
+// WriterStats says how well group commit is batching: Requests/Batches is the mean
+// number of writes that shared one fsync.
+type WriterStats struct {
+	Batches  int64
+	Requests int64
+}
+
+// WriterStats reports the writer's counters since Open.
+func (s *Store) WriterStats() WriterStats {
+	if s.writer == nil {
+		return WriterStats{}
+	}
+	return WriterStats{Batches: s.writer.batches.Load(), Requests: s.writer.requests.Load()}
+}
+
+// wtx is what a write function sees: statements on the writer's connection inside
+// the open transaction, the commit's timestamp, and a place to record the todo
+// changes that the commit announces.
+type wtx struct {
+	w       *writer
+	ctx     context.Context
+	now     time.Time
+	changes []TodoChange
+}
+
+func newWriter(ctx context.Context, s *Store) (*writer, error) {
+	conn, err := s.wdb.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: open write connection: %w", err)
+	}
+	w := &writer{
+		s:     s,
+		reqs:  make(chan *writeReq, s.opts.MaxBatch),
+		stop:  make(chan struct{}),
+		conn:  conn,
+		stmts: map[string]*sql.Stmt{},
+	}
+	w.wg.Add(1)
+	go w.loop()
+	return w, nil
+}
+
+// write runs fn in the next group commit and returns fn's error, or the commit's.
+// Once a request is accepted the caller waits for its commit even if ctx ends, so
+// that an answer never says "failed" about work that was committed.
+func (s *Store) write(ctx context.Context, fn func(*wtx) error) error {
+	return s.submit(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan struct{})})
+}
+
+// exclusive runs fn on the writer's connection between batches, outside any
+// transaction, for statements that cannot run inside one.
+func (s *Store) exclusive(ctx context.Context, fn func(*sql.Conn) error) error {
+	return s.submit(ctx, &writeReq{ctx: ctx, raw: fn, done: make(chan struct{})})
+}
+
+func (s *Store) submit(ctx context.Context, req *writeReq) error {
+	if s.writer == nil {
+		return fmt.Errorf("store: %s was opened read-only", s.path)
+	}
+	w := s.writer
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrClosed
+	}
+	// Holding mu while sending keeps close from racing a send; the channel is
+	// buffered to MaxBatch so this blocks only under heavy load.
+	select {
+	case w.reqs <- req:
+	case <-ctx.Done():
+		w.mu.Unlock()
+		return ctx.Err()
+	}
+	w.mu.Unlock()
+	<-req.done
+	if req.err == nil {
+		s.fire(req.wtx.changes)
+	}
+	return req.err
+}
+
+func (w *writer) close() {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.closed = true
+	close(w.stop)
+	w.mu.Unlock()
+	w.wg.Wait()
+	for _, st := range w.stmts {
+		st.Close()
+	}
+	w.conn.Close()
+}
+
+func (w *writer) loop() {
+	defer w.wg.Done()
+	batch := make([]*writeReq, 0, w.s.opts.MaxBatch)
+	for {
+		var first *writeReq
+		select {
+		case first = <-w.reqs:
+		case <-w.stop:
+			// Finish what was accepted before close.
+			for {
+				select {
+				case r := <-w.reqs:
+					w.run([]*writeReq{r})
+
+				default:
+					return
+				}
+			}
+		}
+		batch = append(batch[:0], first)
+	drain:
+		for len(batch) < cap(batch) {
+			select {
+			case r := <-w.reqs:
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		w.run(batch)
+	}
+}
+
+// run executes one batch in one transaction and answers every request in it.
+// Exclusive requests run on their own, before or after the transaction.
+func (w *writer) run(batch []*writeReq) {
+	txn := batch[:0:0]
+	for _, r := range batch {
+		if r.raw == nil {
+			txn = append(txn, r)
+			continue
+		}
+		if r.err = r.ctx.Err(); r.err == nil {
+			r.err = r.raw(w.conn)
+		}
+		w.requests.Add(1)
+		close(r.done)
+	}
+	if len(txn) > 0 {
+		w.runTx(txn)
+	}
+}
+
+func (w *writer) runTx(batch []*writeReq) {
+	ctx := context.Background()
+	now := w.s.now()
+	finish := func(err error) {
+		w.batches.Add(1)
+		w.requests.Add(int64(len(batch)))
+		for _, r := range batch {
+			if err != nil && r.err == nil {
+				r.err = err
+				r.wtx.changes = nil
+			}
+			close(r.done)
+		}
+	}
+	if _, err := w.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		finish(fmt.Errorf("store: begin write: %w", err))
+		return
+	}
+	single := len(batch) == 1
+	ran := 0
+	for _, r := range batch {
+		r.wtx = wtx{w: w, ctx: r.ctx, now: now}
+		if err := r.ctx.Err(); err != nil {
+			r.err = err
+			continue
+		}
+		if single {
+			r.err = r.fn(&r.wtx)
+			if r.err != nil {
+				w.rollback()
+				finish(nil)
+				return
+			}
+			ran++
+			continue
+		}
+		if _, err := w.conn.ExecContext(ctx, "SAVEPOINT req"); err != nil {
+			w.rollback()
+			finish(fmt.Errorf("store: savepoint: %w", err))
+			return
+		}
+		if r.err = r.fn(&r.wtx); r.err != nil {
+			r.wtx.changes = nil
+			// If SQLite already rolled the whole transaction back (it may on
+			// SQLITE_FULL or IOERR), the savepoint is gone: fail the whole batch
+			// rather than let later requests run outside a transaction.
+			if _, err := w.conn.ExecContext(ctx, "ROLLBACK TO req"); err != nil {
+				w.rollback()
+				finish(fmt.Errorf("store: write aborted after %v: %w", r.err, err))
+				return
+			}
+		}
+		if _, err := w.conn.ExecContext(ctx, "RELEASE req"); err != nil {
+			w.rollback()
+			finish(fmt.Errorf("store: release savepoint: %w", err))
+			return
+		}
+		ran++
+	}
+	if ran == 0 {
+		w.rollback()
+		finish(nil)
+		return
+	}
+	if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
+		w.rollback()
+		finish(fmt.Errorf("store: commit: %w", err))
+		return
+	}
+	finish(nil)
+}
+
+// rollback ends whatever transaction is open; "no transaction is active" is fine.
+func (w *writer) rollback() {
+	w.conn.ExecContext(context.Background(), "ROLLBACK")
+}
+
+// stmt returns a statement prepared once on the writer's connection.
+func (t *wtx) stmt(query string) (*sql.Stmt, error) {
+	if st, ok := t.w.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := t.w.conn.PrepareContext(context.Background(), query)
+	if err != nil {
+		return nil, err
+	}
+	t.w.stmts[query] = st
+	return st, nil
+}
+
+func (t *wtx) exec(query string, args ...any) (sql.Result, error) {
+	st, err := t.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(t.ctx, args...)
+}
+
+func (t *wtx) queryRow(query string, args ...any) *sql.Row {
+	st, err := t.stmt(query)
+	if err != nil {
+		// Let Scan report the preparation error.
+		return t.w.conn.QueryRowContext(t.ctx, query, args...)
+	}
+	return st.QueryRowContext(t.ctx, args...)
+}
+
+func (t *wtx) query(query string, args ...any) (*sql.Rows, error) {
+	st, err := t.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(t.ctx, args...)
+}
+
+// audit appends an audit row inside the write.
+func (t *wtx) audit(actor, action, target, outcome, detail string) error {
+	if outcome == "" {
+		outcome = "ok"
+	}
+	_, err := t.exec(`INSERT INTO audit (at, actor, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?)`,
+		ms(t.now), actor, action, target, outcome, detail)
+	if err != nil {
+		return fmt.Errorf("store: audit %s: %w", action, err)
+	}
+	return nil
+}
+
+// changed records a todo change to announce after the commit.
+func (t *wtx) changed(c TodoChange) { t.changes = append(t.changes, c) }
+
+var errNoRows = sql.ErrNoRows
+
+func notFound(err error) bool { return errors.Is(err, errNoRows) }

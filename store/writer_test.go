@@ -1,0 +1,375 @@
+package store
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// holdWriter occupies the writer goroutine until the returned func is called, so
+// that requests made meanwhile queue up and commit together as one batch.
+func holdWriter(t *testing.T, s *Store) (release func()) {
+	t.Helper()
+	entered := make(chan struct{})
+	gate := make(chan struct{})
+	go s.write(context.Background(), func(w *wtx) error {
+		close(entered)
+		<-gate
+		return nil
+	})
+	<-entered
+	return func() { close(gate) }
+}
+
+// waitQueued waits until n requests are queued behind a held writer.
+func waitQueued(t *testing.T, s *Store, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(s.writer.reqs) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d requests queued", len(s.writer.reqs), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestGroupCommitIsolatesFailingRequests(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	release := holdWriter(t, s)
+	before := s.WriterStats()
+
+	const n = 12
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			errs[i] = s.write(ctx, func(w *wtx) error {
+				if _, err := w.addTodo(NewTodo{Queue: "q", Payload: fmt.Sprintf("req-%d", i)}); err != nil {
+					return err
+				}
+				if i%3 == 0 {
+					// Fails after writing: its insert must be undone, the others kept.
+					return fmt.Errorf("request %d gives up", i)
+				}
+				return nil
+			})
+		}(i)
+	}
+	waitQueued(t, s, n)
+	release()
+	wg.Wait()
+
+	after := s.WriterStats()
+	if got := after.Batches - before.Batches; got != 2 {
+		t.Errorf("%d transactions, want 2 (the holder's and one batch of %d)", got, n)
+	}
+	for i := 0; i < n; i++ {
+		var count int
+		s.rdb.QueryRow(`SELECT count(*) FROM todos WHERE payload = ?`, fmt.Sprintf("req-%d", i)).Scan(&count)
+		if i%3 == 0 {
+			if errs[i] == nil || count != 0 {
+				t.Errorf("failing request %d: err=%v rows=%d, want an error and no row", i, errs[i], count)
+			}
+		} else if errs[i] != nil || count != 1 {
+			t.Errorf("request %d: err=%v rows=%d, want success and one row", i, errs[i], count)
+		}
+	}
+	// The failed requests' audit rows went with them.
+	var audits int
+	s.rdb.QueryRow(`SELECT count(*) FROM audit WHERE action = 'todo.add'`).Scan(&audits)
+	if audits != n-n/3 {
+		t.Errorf("%d audit rows, want %d", audits, n-n/3)
+	}
+}
+
+func TestConcurrentWritersNeverBusy(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	const writers, each = 48, 40
+	var wg sync.WaitGroup
+	errc := make(chan error, writers*each)
+	for g := 0; g < writers; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				if _, err := s.AddTodo(ctx, NewTodo{Queue: fmt.Sprintf("q%d", g%4), Payload: "x"}); err != nil {
+					errc <- err
+				}
+			}
+		}(g)
+	}
+	// Readers at the same time must not disturb the writer either.
+	for r := 0; r < 4; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				if _, err := s.QueueCounts(ctx); err != nil {
+					errc <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatalf("concurrent write failed: %v", err)
+	}
+	var n int
+	s.rdb.QueryRow(`SELECT count(*) FROM todos`).Scan(&n)
+	if n != writers*each {
+		t.Fatalf("%d todos, want %d", n, writers*each)
+	}
+	st := s.WriterStats()
+	t.Logf("%d requests in %d transactions", st.Requests, st.Batches)
+}
+
+// TestDiskFull stands in for a full disk with max_page_count, which makes SQLite
+// answer SQLITE_FULL exactly as a full filesystem does. The caller gets an error,
+// nothing is half-written, and writes work again once space returns.
+func TestDiskFull(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	if _, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: "before"}); err != nil {
+		t.Fatal(err)
+	}
+	var pages int
+	s.writer.conn.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages)
+	setMax := func(n int) {
+		// The writer goroutine is idle between requests; run on its connection
+		// from inside a write so nothing else uses it at the same moment.
+		s.write(ctx, func(w *wtx) error {
+			_, err := w.w.conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA max_page_count = %d`, n))
+			return err
+		})
+	}
+	setMax(pages)
+	big := strings.Repeat("x", 256<<10)
+	_, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: big})
+	if err == nil {
+		t.Fatal("a write that does not fit succeeded")
+	}
+	if !strings.Contains(err.Error(), "full") {
+		t.Logf("error: %v", err)
+	}
+	// Several writers at once while full: each gets an error, none half-writes.
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: big}); err == nil {
+				t.Error("write succeeded on a full disk")
+			}
+		}()
+	}
+	wg.Wait()
+	var n, audits int
+	s.rdb.QueryRow(`SELECT count(*) FROM todos`).Scan(&n)
+	s.rdb.QueryRow(`SELECT count(*) FROM audit`).Scan(&audits)
+	if n != 1 || audits != 1 {
+		t.Fatalf("after failed writes: %d todos, %d audit rows; want 1 and 1", n, audits)
+	}
+	setMax(1 << 30) // space returns
+	if _, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: big}); err != nil {
+		t.Fatalf("write after space returned: %v", err)
+	}
+	var ok string
+	s.rdb.QueryRow(`PRAGMA integrity_check`).Scan(&ok)
+	if ok != "ok" {
+		t.Fatalf("integrity_check: %s", ok)
+	}
+}
+
+func TestCloseFinishesAcceptedWrites(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	release := holdWriter(t, s)
+	var wg sync.WaitGroup
+	errs := make(chan error, 5)
+	for i := 0; i < 5; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: "x"})
+			errs <- err
+		}()
+	}
+	waitQueued(t, s, 5)
+	go func() { time.Sleep(10 * time.Millisecond); release() }()
+	s.writer.close()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("accepted write failed at close: %v", err)
+		}
+	}
+	if _, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: "late"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("write after close: %v, want ErrClosed", err)
+	}
+}
+
+// The crash test re-runs this test binary as a child that writes and prints the id
+// of each acknowledged write, and SIGKILLs it at a random moment. Every printed id
+// must survive, and the file must pass integrity_check.
+const crashChildEnv = "SWITCHBOARD_CRASH_CHILD_DB"
+
+func TestMain(m *testing.M) {
+	if path := os.Getenv(crashChildEnv); path != "" {
+		crashChild(path)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func crashChild(path string) {
+	ctx := context.Background()
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	out := bufio.NewWriter(os.Stdout)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				t, err := s.AddTodo(ctx, NewTodo{Queue: "crash", Payload: strings.Repeat("p", 300)})
+				if err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					os.Exit(4)
+				}
+				mu.Lock()
+				fmt.Fprintln(out, t.ID)
+				out.Flush()
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test runs child processes; skipped in -short")
+	}
+	path := filepath.Join(t.TempDir(), "crash.db")
+	acked := map[int64]bool{}
+	for round := 0; round < 5; round++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), crashChildEnv+"="+path)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		killAfter := 20 + rand.IntN(200)
+		sc := bufio.NewScanner(stdout)
+		lines := 0
+		for sc.Scan() {
+			id, err := strconv.ParseInt(sc.Text(), 10, 64)
+			if err != nil {
+				t.Fatalf("child printed %q", sc.Text())
+			}
+			acked[id] = true
+			lines++
+			if lines == killAfter {
+				cmd.Process.Signal(syscall.SIGKILL)
+			}
+		}
+		cmd.Wait()
+		if lines < killAfter {
+			t.Fatalf("round %d: child stopped after %d writes: %s", round, lines, stderr.String())
+		}
+	}
+	s, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatalf("reopen after crashes: %v", err)
+	}
+	defer s.Close()
+	var ok string
+	s.rdb.QueryRow(`PRAGMA integrity_check`).Scan(&ok)
+	if ok != "ok" {
+		t.Fatalf("integrity_check after crashes: %s", ok)
+	}
+	missing := 0
+	for id := range acked {
+		var n int
+		s.rdb.QueryRow(`SELECT count(*) FROM todos WHERE id = ?`, id).Scan(&n)
+		if n != 1 {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Fatalf("%d of %d acknowledged writes lost", missing, len(acked))
+	}
+	t.Logf("%d acknowledged writes across 5 SIGKILLs, all present", len(acked))
+}
+
+// BenchmarkWrite measures durable commits/s through the writer with one writer and
+// with 16 concurrent writers (synchronous=FULL). Group commit should make the
+// concurrent figure several times the single one.
+func BenchmarkWrite(b *testing.B) {
+	for _, writers := range []int{1, 16} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			s := openTest(b, Options{})
+			ctx := context.Background()
+			payload := strings.Repeat("p", 200)
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			per := (b.N + writers - 1) / writers
+			for g := 0; g < writers; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < per; i++ {
+						if _, err := s.AddTodo(ctx, NewTodo{Queue: "bench", Payload: payload}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			el := time.Since(start)
+			b.ReportMetric(float64(per*writers)/el.Seconds(), "commits/s")
+			st := s.WriterStats()
+			b.ReportMetric(float64(st.Requests)/float64(max(st.Batches, 1)), "writes/fsync")
+		})
+	}
+}
+
+// BenchmarkFloor is the raw durable single-row commit rate of this disk with the
+// same pragmas, without the writer: the figure other throughputs are compared to.
+func BenchmarkFloor(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "floor.db")
+	rate, err := MeasureFloor(context.Background(), path, Options{}, time.Duration(b.N)*time.Millisecond)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(rate, "commits/s")
+}
