@@ -15,10 +15,11 @@ import (
 
 const endpointSynopsis = `endpoint create --agent NAME --queues q1,q2 [--verbs v1,v2] [--default-lease SECONDS]
                       [--max-webhooks N] [--webhook-sources github,stripe,…] [--webhook-queues q1,…]
-                      [--capabilities cap1,…] [--json] [--db FILE]
+                      [--capabilities cap1,…] [--tool-allow t1,…] [--tool-deny t1,…] [--json] [--db FILE]
        switchboard endpoint list [--all] [--json] [--db FILE]
        switchboard endpoint update ID [--queues …] [--verbs …] [--default-lease SECONDS] [--max-webhooks N]
-                      [--webhook-sources …] [--webhook-queues …] [--capabilities …] [--json] [--db FILE]
+                      [--webhook-sources …] [--webhook-queues …] [--capabilities …] [--tool-allow …]
+                      [--tool-deny …] [--json] [--db FILE]
        switchboard endpoint revoke ID [--db FILE]`
 
 func runEndpoint(ctx context.Context, env *environ, args []string) error {
@@ -96,6 +97,7 @@ func (i *intValue) ptr() *int {
 // scopeFlags are the endpoint fields a human sets, shared by create and update.
 type scopeFlags struct {
 	queues, verbs, sources, wqueues, caps listValue
+	toolAllow, toolDeny                   listValue
 	lease, maxWebhooks                    intValue
 }
 
@@ -107,6 +109,8 @@ func (f *scopeFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.sources, "webhook-sources", "source types the agent may create webhooks for (github,stripe,slack,standard,gitlab,generic)")
 	fs.Var(&f.wqueues, "webhook-queues", "queues the agent's webhooks may feed (default: its --queues)")
 	fs.Var(&f.caps, "capabilities", "capability modules granted (comma-separated names)")
+	fs.Var(&f.toolAllow, "tool-allow", "if set, only these module tools (exact prefixed names) of the granted capabilities; empty: all")
+	fs.Var(&f.toolDeny, "tool-deny", "module tools (exact prefixed names) refused even if granted")
 }
 
 func (f *scopeFlags) spec() (store.EndpointSpec, error) {
@@ -120,18 +124,15 @@ func (f *scopeFlags) spec() (store.EndpointSpec, error) {
 			return store.EndpointSpec{}, usageErr("%q is not a valid queue name (letters, digits and . _ - : /)", q)
 		}
 	}
-	if f.lease.set && f.lease.v > maxLeaseSeconds {
-		return store.EndpointSpec{}, usageErr("--default-lease must be at most %d seconds", maxLeaseSeconds)
+	if f.lease.set && f.lease.v > agent.MaxLeaseSeconds {
+		return store.EndpointSpec{}, usageErr("--default-lease must be at most %d seconds", agent.MaxLeaseSeconds)
 	}
 	return store.EndpointSpec{
 		Verbs: f.verbs.ptr(), Queues: f.queues.ptr(), DefaultLeaseTTL: f.lease.ptr(),
 		MaxWebhooks: f.maxWebhooks.ptr(), WebhookSources: f.sources.ptr(), WebhookQueues: f.wqueues.ptr(),
-		Capabilities: f.caps.ptr(),
+		Capabilities: f.caps.ptr(), ToolAllow: f.toolAllow.ptr(), ToolDeny: f.toolDeny.ptr(),
 	}, nil
 }
-
-// maxLeaseSeconds mirrors the lease clamp agents get (24 h).
-const maxLeaseSeconds = 86400
 
 func endpointCreate(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "endpoint create", endpointSynopsis)

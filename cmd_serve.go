@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/ingest"
+	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/reaper"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -35,11 +38,22 @@ type serveConfig struct {
 	ShutdownTimeout time.Duration
 	MetricsAllow    string
 	AllowedOrigins  string
+	MaxBody         int64  // webhook body bound in bytes
+	SecretKeyFile   string // see loadSecretKey
+	SecretKey       []byte // resolved by runServe; nil = secrets stored as plaintext
+
+	ModulesDir        string
+	EgressPolicy      string
+	ModuleConcurrency int
+	// tweakModules lets tests shorten the supervisor's backoff and watch it.
+	tweakModules func(*modules.Options)
 }
 
 func (c *serveConfig) register(fs interface {
 	StringVar(*string, string, string, string)
 	DurationVar(*time.Duration, string, time.Duration, string)
+	IntVar(*int, string, int, string)
+	Int64Var(*int64, string, int64, string)
 }, env *environ) {
 	fs.StringVar(&c.Listen, "listen", envOr(env, "SWITCHBOARD_LISTEN", "127.0.0.1:8080"), "address to listen on (env SWITCHBOARD_LISTEN)")
 	fs.StringVar(&c.DB, "db", defaultDB(env), "SQLite database file (env SWITCHBOARD_DB)")
@@ -52,7 +66,12 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.MetricsAllow, "metrics-allow", envOr(env, "SWITCHBOARD_METRICS_ALLOW", "127.0.0.0/8,::1"),
 		"comma-separated IPs/CIDRs allowed to read /metrics, which names queues (env SWITCHBOARD_METRICS_ALLOW)")
 	fs.StringVar(&c.AllowedOrigins, "allowed-origins", envOr(env, "SWITCHBOARD_ALLOWED_ORIGINS", ""), "comma-separated browser origins allowed to call /mcp besides the base URL's (env SWITCHBOARD_ALLOWED_ORIGINS)")
+	fs.StringVar(&c.ModulesDir, "modules-dir", envOr(env, "SWITCHBOARD_MODULES_DIR", ""), "directory of capability module manifests (*.json); empty: no modules (env SWITCHBOARD_MODULES_DIR)")
+	fs.StringVar(&c.EgressPolicy, "egress-policy", envOr(env, "SWITCHBOARD_EGRESS_POLICY", ""), "global egress policy (JSON) passed to modules, which must then enforce it (env SWITCHBOARD_EGRESS_POLICY)")
+	fs.IntVar(&c.ModuleConcurrency, "module-concurrency", 8, "module tool calls in flight per module; more are refused as rate_limited")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration(env, "SWITCHBOARD_SHUTDOWN_TIMEOUT", 10*time.Second), "how long in-flight requests may take to finish on shutdown")
+	fs.Int64Var(&c.MaxBody, "max-body", envInt64(env, "SWITCHBOARD_MAX_BODY", ingest.DefaultMaxBody), "largest webhook body accepted, in bytes; larger ones get 413 (env SWITCHBOARD_MAX_BODY)")
+	secretKeyFlag(fs, env, &c.SecretKeyFile)
 }
 
 func envDuration(env *environ, name string, def time.Duration) time.Duration {
@@ -64,12 +83,25 @@ func envDuration(env *environ, name string, def time.Duration) time.Duration {
 	return def
 }
 
+func envInt64(env *environ, name string, def int64) int64 {
+	if v, err := strconv.ParseInt(env.getenv(name), 10, 64); err == nil {
+		return v
+	}
+	return def
+}
+
 func (c *serveConfig) validate() error {
 	if c.ReaperInterval <= 0 {
 		return usageErr("--reaper-interval must be positive")
 	}
 	if c.Retention <= 0 {
 		return usageErr("--retention must be positive")
+	}
+	if c.ModuleConcurrency <= 0 {
+		return usageErr("--module-concurrency must be positive")
+	}
+	if c.MaxBody <= 0 {
+		return usageErr("--max-body must be positive")
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return usageErr("--log-format must be text or json")
@@ -97,6 +129,11 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
+	key, err := loadSecretKey(env, cfg.SecretKeyFile)
+	if err != nil {
+		return err
+	}
+	cfg.SecretKey = key
 	logger := newLogger(env.stderr, cfg.LogFormat)
 	srv, err := newServer(ctx, cfg, logger)
 	if err != nil {
@@ -133,6 +170,7 @@ type server struct {
 	metrics *metrics
 	agent   *agent.Agent
 	reaper  *reaper.Reaper
+	modules *gateway // nil without --modules-dir
 
 	bg     sync.WaitGroup
 	bgCtx  context.Context
@@ -140,8 +178,14 @@ type server struct {
 }
 
 func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*server, error) {
-	st, err := store.Open(ctx, cfg.DB, store.Options{Synchronous: cfg.Synchronous, Logger: logger})
+	st, err := store.Open(ctx, cfg.DB, store.Options{Synchronous: cfg.Synchronous, Logger: logger, SecretKey: cfg.SecretKey})
 	if err != nil {
+		return nil, err
+	}
+	// Refuse to start rather than answer every delivery 401: sealed secrets need
+	// the key they were sealed with.
+	if err := st.CheckSecrets(ctx); err != nil {
+		st.Close()
 		return nil, err
 	}
 	if cfg.MetricsAllow == "" {
@@ -153,22 +197,30 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*serv
 		return nil, err
 	}
 	s := &server{cfg: cfg, log: logger, store: st, metrics: newMetrics(st, allow)}
+	if s.modules, err = startGateway(ctx, cfg, st, s.metrics, logger); err != nil {
+		st.Close()
+		return nil, err
+	}
 	baseURL := cfg.BaseURL
 	if baseURL == "" && cfg.Listen != "" {
 		baseURL = "http://" + cfg.Listen
 	}
 	s.agent, err = agent.New(st, agent.Options{BaseURL: baseURL, AllowedOrigins: strings.Split(cfg.AllowedOrigins, ","),
-		Version: version, Logger: logger})
+		Version: version, Logger: logger, ToolSources: s.modules.sources()})
 	if err != nil {
+		s.modules.close(ctx)
 		st.Close()
 		return nil, err
 	}
+	s.metrics.watchAgent(s.agent)
 	s.reaper = reaper.New(st, reaper.Options{Interval: cfg.ReaperInterval, Retention: cfg.Retention, Logger: logger})
 	router := httprouter.New()
 	router.HandlerFunc(http.MethodGet, "/healthz", s.healthz)
 	router.HandlerFunc(http.MethodGet, "/readyz", s.readyz)
 	router.Handler(http.MethodGet, "/metrics", s.metrics.handler())
 	s.agent.Mount(router, "/mcp")
+	router.Handler(http.MethodPost, ingest.Route, ingest.NewReceiver(st, ingest.ReceiverOptions{MaxBody: cfg.MaxBody, Logger: logger,
+		Observe: s.metrics.observeDelivery}))
 	s.http = &http.Server{
 		Handler:           s.metrics.instrument(router),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -190,6 +242,7 @@ func (s *server) startBackground(ctx context.Context) {
 		}
 	})
 	s.goBG(func() { s.agent.Run(ctx) })
+	s.goBG(func() { s.modules.run(ctx, s.agent) })
 	s.goBG(func() { s.reaper.Run(ctx) })
 	s.goBG(func() { s.maintain(ctx, 5*time.Minute) })
 }
@@ -253,6 +306,10 @@ func (s *server) close() {
 		s.cancel()
 	}
 	s.bg.Wait()
+	// Modules audit their shutdown, so they stop before the store closes.
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	s.modules.close(ctx)
+	cancel()
 	if err := s.store.Close(); err != nil {
 		s.log.Error("close store", "err", err)
 	}
@@ -263,8 +320,8 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "ok\n")
 }
 
-// readyz answers 200 when the database answers (and, once modules exist, every
-// granted module is up), else 503, with a JSON body that says which part is not.
+// readyz answers 200 when the database answers and every granted module is up,
+// else 503, with a JSON body that says which part is not and how each module is.
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
@@ -272,6 +329,13 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	code := http.StatusOK
 	if err := s.store.Ping(ctx); err != nil {
 		status["database"] = err.Error()
+		code = http.StatusServiceUnavailable
+	}
+	views, modulesReady, err := s.modules.readiness(ctx, s.store)
+	if views != nil {
+		status["modules"] = views
+	}
+	if err != nil || !modulesReady {
 		code = http.StatusServiceUnavailable
 	}
 	status["ready"] = code == http.StatusOK

@@ -51,6 +51,9 @@ func commands() []command {
 		{"endpoint", "create, list, update or revoke agent endpoints", runEndpoint},
 		{"admin", "create a human operator (password on stdin)", runAdmin},
 		{"todo", "add or list todos", runTodo},
+		{"webhook", "create, list, rotate or delete webhooks (ingest URLs)", runWebhook},
+		{"secrets", "encrypt stored webhook secrets with the configured key", runSecrets},
+		{"modules", "list capability modules or approve a changed tool definition", runModules},
 		{"bench", "measure ingest, drain and doorbell capacity on this machine", runBench},
 		{"version", "print version, commit and Go version", runVersion},
 	}

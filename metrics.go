@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -24,6 +26,7 @@ type metrics struct {
 	reg         *prometheus.Registry
 	httpLatency *prometheus.HistogramVec
 	transitions *prometheus.CounterVec
+	deliveries  *prometheus.CounterVec
 	allow       []*net.IPNet
 }
 
@@ -39,7 +42,11 @@ func newMetrics(st *store.Store, allow []*net.IPNet) *metrics {
 		Name: "switchboard_todo_transitions_total",
 		Help: "Todo transitions by queue and cause (add, claim, complete, release, retry, retry_backoff, dead_letter, lease_expired).",
 	}, []string{"queue", "cause"})
-	m.reg.MustRegister(m.httpLatency, m.transitions, &todoCollector{st: st},
+	m.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchboard_webhook_deliveries_total",
+		Help: "Webhook deliveries by source type and outcome (accepted, duplicate, bad signature, rate limited, …).",
+	}, []string{"source", "outcome"})
+	m.reg.MustRegister(m.httpLatency, m.transitions, m.deliveries, &todoCollector{st: st},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "switchboard_store_commits_total",
 			Help: "Group-commit transactions (each one fsync under synchronous=FULL).",
@@ -185,3 +192,66 @@ func (w *statusWriter) Flush() {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// watchAgent exports the MCP endpoint's session and doorbell counters.
+func (m *metrics) watchAgent(a *agent.Agent) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_mcp_sessions", Help: "Live MCP sessions."},
+			func() float64 { return float64(a.Stats().Sessions) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_mcp_streams", Help: "MCP sessions with an open GET stream (doorbell listeners)."},
+			func() float64 { return float64(a.Stats().Streams) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "switchboard_doorbell_rings_total", Help: "Doorbell notifications handed to sessions."},
+			func() float64 { return float64(a.Stats().RingsSent) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "switchboard_doorbell_drops_total", Help: "Doorbell rings dropped (queue full or a session's buffer full); the todo stays queued."},
+			func() float64 { st := a.Stats(); return float64(st.RingsDropped + st.RingsBlocked) }),
+	)
+}
+
+// observeDelivery counts one webhook delivery; the receiver calls it.
+func (m *metrics) observeDelivery(source, outcome string) {
+	m.deliveries.WithLabelValues(source, outcome).Inc()
+}
+
+// observeModules registers the capability-module metrics and returns the hook the
+// gateway reports each finished call to. Restarts and states are read from status
+// at scrape time.
+func (m *metrics) observeModules(status func() []modules.ModuleStatus) func(agent.ModuleCall) {
+	calls := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchboard_module_calls_total",
+		Help: "Module tool calls by module, tool and outcome (ok, error, unavailable, forbidden, rate_limited, not_found).",
+	}, []string{"module", "tool", "outcome"})
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "switchboard_module_call_duration_seconds",
+		Help:    "Module tool call latency through the gateway, by module.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10, 30},
+	}, []string{"module"})
+	m.reg.MustRegister(calls, latency, &moduleCollector{status: status})
+	return func(c agent.ModuleCall) {
+		calls.WithLabelValues(c.Module, c.Tool, c.Outcome).Inc()
+		latency.WithLabelValues(c.Module).Observe(c.Duration.Seconds())
+	}
+}
+
+var (
+	moduleRestartsDesc = prometheus.NewDesc("switchboard_module_restarts_total", "Times a module was started again after it failed.", []string{"module"}, nil)
+	moduleUpDesc       = prometheus.NewDesc("switchboard_module_up", "1 while the module is up and serving its tools.", []string{"module"}, nil)
+)
+
+// moduleCollector reports each module's restarts and whether it is up.
+type moduleCollector struct{ status func() []modules.ModuleStatus }
+
+func (c *moduleCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- moduleRestartsDesc
+	ch <- moduleUpDesc
+}
+
+func (c *moduleCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, ms := range c.status() {
+		up := 0.0
+		if ms.State == modules.StateUp {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(moduleRestartsDesc, prometheus.CounterValue, float64(ms.Restarts), ms.Name)
+		ch <- prometheus.MustNewConstMetric(moduleUpDesc, prometheus.GaugeValue, up, ms.Name)
+	}
+}

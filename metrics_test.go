@@ -21,8 +21,19 @@ func TestMetricsExposeQueueAndTransitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.AddTodo(context.Background(), store.NewTodo{Queue: "inbox", Payload: "{}"})
+	wh, err := st.CreateWebhook(context.Background(), store.NewWebhook{SourceType: "github", Queue: "inbox",
+		Secret: "s3cret", CreatedBy: "human:1"})
 	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
 	http.Get(base + "/healthz")
+	// A delivery with a wrong signature is refused and counted.
+	req, _ := http.NewRequest("POST", base+"/webhooks/w/"+wh.Token, strings.NewReader(`{"zen":"x"}`))
+	req.Header.Set("X-Hub-Signature-256", "sha256=00")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 401 {
+		t.Fatalf("bad signature: %v %v", resp, err)
+	}
 
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
@@ -37,6 +48,8 @@ func TestMetricsExposeQueueAndTransitions(t *testing.T) {
 		`switchboard_todos{queue="inbox",state="pending"} 1`,
 		`switchboard_http_request_duration_seconds_count{code="200",method="GET",route="/healthz"} 1`,
 		`switchboard_store_commits_total`,
+		`switchboard_webhook_deliveries_total{outcome="unauthorized",source="github"} 1`,
+		`switchboard_doorbell_drops_total 0`,
 		`process_resident_memory_bytes`,
 	} {
 		if !strings.Contains(string(body), want) {

@@ -146,6 +146,7 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(a.initialized)
+	hooks.AddBeforeCallTool(noteCall)
 	a.mcp = server.NewMCPServer("switchboard", opts.Version,
 		server.WithInstructions(instructions(0)),
 		server.WithToolCapabilities(true),

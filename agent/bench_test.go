@@ -46,6 +46,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 			}
 			var wg sync.WaitGroup
 			b.ResetTimer()
+			before := e.st.WriterStats()
 			start := time.Now()
 			for _, c := range clients {
 				wg.Add(1)
@@ -76,6 +77,8 @@ func BenchmarkClaimComplete(b *testing.B) {
 			wg.Wait()
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "todos/s")
+			after := e.st.WriterStats()
+			b.ReportMetric(float64(after.Requests-before.Requests)/float64(max(1, after.Batches-before.Batches)), "writes/commit")
 		})
 	}
 }

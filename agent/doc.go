@@ -34,7 +34,12 @@
 // an endpoint's tools when each session starts and whenever that endpoint's
 // sessions are refreshed; it decides which tools the endpoint may see. Its handlers
 // run behind the same authentication and rate limit, and read the calling endpoint
-// with EndpointFromContext.
+// with EndpointFromContext. A source may also offer tools an endpoint may only be
+// refused (Modules does, so a call to an ungranted or downed module tool answers
+// forbidden or unavailable instead of "unknown tool"): its Hidden method names
+// them, and the tool filter keeps them out of tools/list. Because mcp-go filters
+// calls too, a before-call hook notes the called name in the request's context,
+// and the filter lets exactly that tool through to its handler (modules.go).
 //
 // # Keeping live sessions current
 //

@@ -61,6 +61,11 @@ func (a *Agent) toolError(tool string, err error) *mcp.CallToolResult {
 		a.log.Error("tool call failed", "tool", tool, "err", err)
 		e = &Error{CodeUnavailable, "the server could not complete the call; retry shortly"}
 	}
+	return e.result()
+}
+
+// result is the tool result that carries the refusal.
+func (e *Error) result() *mcp.CallToolResult {
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{mcp.NewTextContent(e.Error())},
 		StructuredContent: errorPayload{Code: e.Code, Message: e.Message},

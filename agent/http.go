@@ -50,6 +50,7 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		if !a.readBody(w, r) {
 			return
 		}
+		ctx = withCallNote(ctx)
 	}
 
 	sid := r.Header.Get(server.HeaderKeySessionID)

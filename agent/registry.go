@@ -59,7 +59,7 @@ type ToolSource interface {
 
 // table is every verb the agent serves. Add a verb here (see the package comment).
 func (a *Agent) table() []Tool {
-	return a.todoTools()
+	return append(a.todoTools(), a.webhookTools()...)
 }
 
 // annotate sets every annotation hint explicitly: mcp.NewTool defaults
@@ -98,15 +98,17 @@ func (a *Agent) sessionTools(ctx context.Context, ep store.Endpoint) map[string]
 
 // hideWithdrawn is mcp-go's tool filter: a verb withdrawn from the endpoint since
 // its session started is neither listed nor callable from the next request on.
-// Tools that are not verbs are left to their source.
+// Tools that are not verbs are left to their source, which may hide some (see
+// hidingSource).
 func (a *Agent) hideWithdrawn(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	ep, ok := EndpointFromContext(ctx)
 	if !ok {
 		return nil
 	}
+	hidden := a.hiddenTools(ctx, ep)
 	return slices.DeleteFunc(tools, func(t mcp.Tool) bool {
 		v, isVerb := a.verbOf[t.Name]
-		return isVerb && !slices.Contains(ep.Verbs, v)
+		return (isVerb && !slices.Contains(ep.Verbs, v)) || (!isVerb && hidden[t.Name])
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -15,9 +16,9 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/ingest"
 )
 
@@ -292,28 +293,13 @@ func deliver(ctx context.Context, c *http.Client, h webhook, id string, body []b
 // connect opens an MCP session with the target's credential. listen opens the GET
 // stream that doorbells arrive on.
 func connect(ctx context.Context, t Target, listen bool, onNote func(mcp.JSONRPCNotification)) (*client.Client, error) {
-	opts := []transport.StreamableHTTPCOption{
-		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + t.Credential}),
-	}
-	if listen {
-		opts = append(opts, transport.WithContinuousListening())
-	}
-	c, err := client.NewStreamableHttpClient(strings.TrimSuffix(t.URL, "/")+"/mcp", opts...)
+	c, _, err := agent.Dial(ctx, strings.TrimSuffix(t.URL, "/")+"/mcp", t.Credential, agent.DialOptions{
+		Listen: listen, OnNotification: onNote, ClientName: "switchboard-bench",
+		HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}},
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
 	if err != nil {
-		return nil, fmt.Errorf("bench: MCP client: %w", err)
-	}
-	if onNote != nil {
-		c.OnNotification(onNote)
-	}
-	if err := c.Start(ctx); err != nil {
-		return nil, fmt.Errorf("bench: start MCP client: %w", err)
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = "2025-06-18"
-	init.Params.ClientInfo = mcp.Implementation{Name: "switchboard-bench", Version: "1"}
-	if _, err := c.Initialize(ctx, init); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("bench: MCP initialize: %w", err)
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	return c, nil
 }
@@ -372,13 +358,10 @@ func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) e
 				}
 				claimLat.Add(time.Since(t0))
 				todo, ok := res["todo"].(map[string]any)
-				if !ok {
+				if claimed, _ := res["claimed"].(bool); !claimed || !ok {
 					return // nothing claimable: the queue is drained
 				}
-				args := map[string]any{"todo_id": todo["id"]}
-				if seq, ok := todo["lease_seq"]; ok {
-					args["lease_seq"] = seq
-				}
+				args := map[string]any{"todo_id": todo["id"], "lease_seq": res["lease_seq"]}
 				t1 := time.Now()
 				if _, err := callTool(ctx, c, "complete", args); err != nil {
 					errs.Add(1)

@@ -18,13 +18,24 @@ func (s *Store) SeedTodosForBench(ctx context.Context, queue string, n int, payl
 	}
 	return s.write(ctx, func(w *wtx) error {
 		now := ms(w.now)
+		var first int64
+		if err := w.queryRow(`SELECT coalesce(max(id), 0) + 1 FROM todos`).Scan(&first); err != nil {
+			return fmt.Errorf("store: seed %d todos on %s: %w", n, queue, err)
+		}
 		_, err := w.exec(`WITH RECURSIVE seq(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < ?)
-			INSERT INTO todos (queue, state, payload, payload_size, created_by, max_attempts, available_at,
+			INSERT INTO todos (queue, state, payload_size, created_by, max_attempts, available_at,
 				created_at, updated_at)
-			SELECT ?, 'pending', ?, ?, 'system:bench', ?, ?, ?, ? FROM seq`,
-			n, queue, payload, len(payload), DefaultMaxAttempts, now, now, now)
+			SELECT ?, 'pending', ?, 'system:bench', ?, ?, ?, ? FROM seq`,
+			n, queue, len(payload), DefaultMaxAttempts, now, now, now)
 		if err != nil {
 			return fmt.Errorf("store: seed %d todos on %s: %w", n, queue, err)
+		}
+		if payload == "" {
+			return nil
+		}
+		_, err = w.exec(`INSERT INTO todo_payloads (todo_id, payload) SELECT id, ? FROM todos WHERE id >= ?`, payload, first)
+		if err != nil {
+			return fmt.Errorf("store: seed %d todo payloads on %s: %w", n, queue, err)
 		}
 		return nil
 	})

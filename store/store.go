@@ -45,6 +45,9 @@ type Options struct {
 	Logger *slog.Logger
 	// ReadOnly opens without migrating and without a writer (for inspection commands).
 	ReadOnly bool
+	// SecretKey (32 bytes) seals webhook signing secrets at rest; nil stores them as
+	// plaintext. Open refuses a key that does not open the secrets already stored.
+	SecretKey []byte
 }
 
 // Store is an open Switchboard database.
@@ -56,12 +59,14 @@ type Store struct {
 	rdb    *sql.DB // read pool, query_only
 	wdb    *sql.DB // one connection, owned by the writer goroutine
 	writer *writer
+	box    *SecretBox // nil: secrets are stored as plaintext
 
 	rstmts sync.Map // query text → *sql.Stmt on the read pool
 
 	hooksMu sync.RWMutex
 	hooks   []func(TodoChange)
 	rungMax atomic.Int64 // newest todo id announced as claimable (see WatchForeign)
+	foreign []func()     // OnForeignCommit hooks, under hooksMu
 
 	closeOnce sync.Once
 }
@@ -108,6 +113,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 	s := &Store{path: path, opts: opts, now: opts.Now, log: opts.Logger}
 	var err error
+	if opts.SecretKey != nil {
+		if s.box, err = NewSecretBox(opts.SecretKey); err != nil {
+			return nil, err
+		}
+	}
 	if !opts.ReadOnly {
 		s.wdb, err = sql.Open("sqlite", dsn(path, opts, false))
 		if err != nil {
@@ -138,6 +148,14 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			s.closeDBs()
 			return nil, err
 		}
+	}
+	if s.box != nil {
+		if err := s.CheckSecrets(ctx); err != nil {
+			s.closeDBs()
+			return nil, err
+		}
+	}
+	if opts.ReadOnly {
 		return s, nil
 	}
 	s.writer, err = newWriter(ctx, s)

@@ -323,8 +323,8 @@ func TestWatchForeignRingsForOtherProcessCommits(t *testing.T) {
 func TestMaintainCheckpointsTheWAL(t *testing.T) {
 	s := openTest(t, Options{})
 	ctx := context.Background()
-	for i := 0; i < 200; i++ {
-		if _, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: strings.Repeat("x", 2000)}); err != nil {
+	for i := 0; i < 50; i++ {
+		if _, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: strings.Repeat("x", 3000)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -335,13 +335,13 @@ func TestMaintainCheckpointsTheWAL(t *testing.T) {
 		}
 		return fi.Size()
 	}
-	// 400 KB of rows is below the automatic checkpoint threshold: it sits in the WAL
+	// 150 KB of rows is below the automatic checkpoint threshold: it sits in the WAL
 	// until Maintain copies it into the database file.
 	before := size()
 	if err := s.Maintain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if after := size(); after < before+300<<10 {
+	if after := size(); after < before+100<<10 {
 		t.Fatalf("database file %d bytes before Maintain, %d after: the WAL was not checkpointed", before, after)
 	}
 	if _, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: "after"}); err != nil {

@@ -99,12 +99,16 @@ func (s *Store) fire(changes []TodoChange) {
 
 // NewTodo is what AddTodo needs.
 type NewTodo struct {
-	Queue       string
+	Queue string
+	// Payload is the todo's content. When Source.EventID is set, it must be that
+	// event's body, which is stored once, with the event, not again here.
 	Payload     string
 	MaxAttempts int // 0 = DefaultMaxAttempts
 	Source      Source
 	Trust       Trust
 	CreatedBy   string // actor: human:<id>, agent:<id>, system
+
+	id int64 // a preassigned id (ingestion links event and todo without an UPDATE)
 }
 
 // ValidQueueName reports whether q is a usable queue name: 1–128 characters of
@@ -155,15 +159,21 @@ func (w *wtx) addTodo(n NewTodo) (Todo, error) {
 	}
 	now := ms(w.now)
 	var id int64
-	err := w.queryRow(`INSERT INTO todos (queue, state, payload, payload_size, source_type, source_webhook_id,
+	err := w.queryRow(`INSERT INTO todos (id, queue, state, payload_size, source_type, source_webhook_id,
 			source_event_id, source_event_type, verified, trust_mode, webhook_created_by, created_by,
 			max_attempts, available_at, created_at, updated_at)
-		VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		n.Queue, n.Payload, len(n.Payload), n.Source.Type, nullID(n.Source.WebhookID), nullID(n.Source.EventID),
+		VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		nullID(n.id), n.Queue, len(n.Payload), n.Source.Type, nullID(n.Source.WebhookID), nullID(n.Source.EventID),
 		n.Source.EventType, n.Trust.Verified, n.Trust.Mode, n.Trust.WebhookCreatedBy, n.CreatedBy,
 		n.MaxAttempts, now, now, now).Scan(&id)
 	if err != nil {
 		return Todo{}, fmt.Errorf("store: add todo to %s: %w", n.Queue, err)
+	}
+	// A todo made from a webhook event reads its payload from the event's body.
+	if n.Source.EventID == 0 && n.Payload != "" {
+		if _, err := w.exec(`INSERT INTO todo_payloads (todo_id, payload) VALUES (?, ?)`, id, n.Payload); err != nil {
+			return Todo{}, fmt.Errorf("store: add todo to %s: payload: %w", n.Queue, err)
+		}
 	}
 	target := todoTarget(id)
 	if err := w.audit(n.CreatedBy, "todo.add", target, "", "queue="+n.Queue); err != nil {
@@ -191,7 +201,9 @@ const todoColumns = `id, queue, state, payload_size, source_type, coalesce(sourc
 	coalesce(owner, ''), attempts, max_attempts, lease_seq, lease_expires_at, available_at, result, last_error,
 	created_at, updated_at, finished_at`
 
-const todoColumnsFull = todoColumns + `, payload`
+const todoColumnsFull = todoColumns + `, coalesce(
+	(SELECT payload FROM todo_payloads WHERE todo_id = todos.id),
+	(SELECT CAST(body AS TEXT) FROM webhook_events WHERE id = todos.source_event_id), '')`
 
 type scanner interface{ Scan(dest ...any) error }
 

@@ -24,7 +24,8 @@ func (s *Store) noteRung(id int64) {
 }
 
 // WatchForeign runs until ctx ends, checking every interval for commits made by
-// other processes and firing the todo hooks for the claimable todos they added.
+// other processes and firing the todo hooks for the claimable todos they added, then
+// the OnForeignCommit hooks.
 func (s *Store) WatchForeign(ctx context.Context, interval time.Duration) error {
 	conn, err := s.rdb.Conn(ctx)
 	if err != nil {
@@ -58,6 +59,7 @@ func (s *Store) WatchForeign(ctx context.Context, interval time.Duration) error 
 		}
 		last = v
 		s.announceNewer(ctx, conn)
+		s.fireForeign()
 	}
 }
 
@@ -80,4 +82,24 @@ func (s *Store) announceNewer(ctx context.Context, conn *sql.Conn) {
 	}
 	rows.Close()
 	s.fire(changes)
+}
+
+// OnForeignCommit registers fn to run, on WatchForeign's goroutine, after it sees
+// that the file changed: state a human changed from another process (the CLI pinning
+// a tool definition) reaches this one. data_version also moves for this process's
+// own commits, so fn runs at most once per watch interval for any write at all: it
+// must be cheap, idempotent and must not block for long.
+func (s *Store) OnForeignCommit(fn func()) {
+	s.hooksMu.Lock()
+	s.foreign = append(s.foreign, fn)
+	s.hooksMu.Unlock()
+}
+
+func (s *Store) fireForeign() {
+	s.hooksMu.RLock()
+	hooks := s.foreign
+	s.hooksMu.RUnlock()
+	for _, h := range hooks {
+		h()
+	}
 }

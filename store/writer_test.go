@@ -79,7 +79,7 @@ func TestGroupCommitIsolatesFailingRequests(t *testing.T) {
 	}
 	for i := 0; i < n; i++ {
 		var count int
-		s.rdb.QueryRow(`SELECT count(*) FROM todos WHERE payload = ?`, fmt.Sprintf("req-%d", i)).Scan(&count)
+		s.rdb.QueryRow(`SELECT count(*) FROM todo_payloads WHERE payload = ?`, fmt.Sprintf("req-%d", i)).Scan(&count)
 		if i%3 == 0 {
 			if errs[i] == nil || count != 0 {
 				t.Errorf("failing request %d: err=%v rows=%d, want an error and no row", i, errs[i], count)

@@ -1,0 +1,341 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/switchboardhq/switchboard/modules"
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// The supervisor and its processes are tested in modules/ and end to end in the
+// main package; here a catalog in memory stands in for it, so the policy, the
+// limits and the error mapping can be driven exactly.
+
+const fakeSchema = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"text":{"type":"string"}}}`
+
+func fakeTool(module, name string) modules.Tool {
+	def := fmt.Sprintf(`{"name":%q,"description":"%s tool","inputSchema":%s,"annotations":{"readOnlyHint":true}}`, name, module, fakeSchema)
+	return modules.Tool{Name: name, Module: module, Upstream: strings.TrimPrefix(name, module+"_"),
+		Definition: json.RawMessage(def), Hash: "h-" + name, Available: true}
+}
+
+// fakeCatalog answers Call the way the supervisor does for unknown, withheld and
+// unavailable tools, and otherwise runs handle.
+type fakeCatalog struct {
+	mu     sync.Mutex
+	tools  []modules.Tool
+	handle func(ctx context.Context, tool string, args json.RawMessage) (json.RawMessage, error)
+}
+
+func (f *fakeCatalog) Tools() []modules.Tool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.tools)
+}
+
+func (f *fakeCatalog) set(name string, edit func(*modules.Tool)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.tools {
+		if f.tools[i].Name == name {
+			edit(&f.tools[i])
+		}
+	}
+}
+
+func (f *fakeCatalog) Call(ctx context.Context, tool string, args json.RawMessage) (json.RawMessage, error) {
+	i := slices.IndexFunc(f.Tools(), func(t modules.Tool) bool { return t.Name == tool })
+	if i < 0 {
+		return nil, modules.ErrUnknownTool
+	}
+	t := f.Tools()[i]
+	switch {
+	case t.Withheld:
+		return nil, modules.ErrWithheld
+	case !t.Available:
+		return nil, modules.ErrUnavailable
+	}
+	return f.handle(ctx, tool, args)
+}
+
+// echoResult answers like a module would, with fields mcp-go's types do not know.
+func echoResult(_ context.Context, tool string, args json.RawMessage) (json.RawMessage, error) {
+	return json.RawMessage(fmt.Sprintf(`{"content":[{"type":"text","text":"%s","annotations":{"priority":0.5},"_meta":{"x.example/k":1}}],`+
+		`"structuredContent":{"tool":%q,"args":%s}}`, tool, tool, args)), nil
+}
+
+// lateModules lets a test build Modules on the env's store after newEnv opened it.
+type lateModules struct{ *Modules }
+
+type moduleEnv struct {
+	*env
+	cat  *fakeCatalog
+	mods *Modules
+}
+
+func newModuleEnv(t *testing.T, opts ModuleOptions, tools ...modules.Tool) *moduleEnv {
+	t.Helper()
+	src := &lateModules{}
+	e := newEnv(t, func(c *envConfig) { c.agent.ToolSources = []ToolSource{src} })
+	cat := &fakeCatalog{tools: tools, handle: echoResult}
+	opts.Logger = e.quiet
+	src.Modules = NewModules(cat, e.st, opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { src.Run(ctx, e.ag); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return &moduleEnv{env: e, cat: cat, mods: src.Modules}
+}
+
+func grant(caps, allow, deny []string) func(*store.EndpointSpec) {
+	return func(s *store.EndpointSpec) { s.Capabilities, s.ToolAllow, s.ToolDeny = &caps, &allow, &deny }
+}
+
+func (ac *agentClient) toolNames(t *testing.T) []string {
+	t.Helper()
+	res, err := ac.ListTools(t.Context(), mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, tool := range res.Tools {
+		if !KnownVerb(tool.Name) {
+			out = append(out, tool.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestModuleToolPolicy(t *testing.T) {
+	e := newModuleEnv(t, ModuleOptions{},
+		fakeTool("alpha", "alpha_one"), fakeTool("alpha", "alpha_two"), fakeTool("beta", "beta_one"))
+	all := []string{"alpha_one", "alpha_two", "beta_one"}
+	for _, tc := range []struct {
+		name              string
+		caps, allow, deny []string
+		want              []string
+	}{
+		{"nothing granted", nil, nil, nil, nil},
+		{"one capability", []string{"alpha"}, nil, nil, []string{"alpha_one", "alpha_two"}},
+		{"allow list narrows", []string{"alpha", "beta"}, []string{"alpha_one", "beta_one"}, nil, []string{"alpha_one", "beta_one"}},
+		{"allow list cannot widen", []string{"alpha"}, []string{"alpha_one", "beta_one"}, nil, []string{"alpha_one"}},
+		{"deny list", []string{"alpha", "beta"}, nil, []string{"alpha_two"}, []string{"alpha_one", "beta_one"}},
+		{"deny wins over allow", []string{"alpha"}, []string{"alpha_one"}, []string{"alpha_one"}, nil},
+		{"an unknown capability grants nothing", []string{"gamma"}, nil, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, cred := e.endpoint(strings.ReplaceAll(tc.name, " ", "-"), []string{"q"}, nil, grant(tc.caps, tc.allow, tc.deny))
+			c := e.dial(cred, false)
+			if got := c.toolNames(t); !slices.Equal(got, tc.want) {
+				t.Fatalf("listed %v, want %v", got, tc.want)
+			}
+			for _, tool := range all {
+				if slices.Contains(tc.want, tool) {
+					var out struct {
+						Tool string         `json:"tool"`
+						Args map[string]any `json:"args"`
+					}
+					c.ok(t, tool, map[string]any{"text": "hi"}, &out)
+					if out.Tool != tool || out.Args["text"] != "hi" {
+						t.Errorf("%s answered %+v", tool, out)
+					}
+				} else if code := c.code(t, tool, map[string]any{"text": "hi"}); code != CodeForbidden {
+					t.Errorf("%s (not granted) refused with %s, want forbidden", tool, code)
+				}
+			}
+			// A name no module offers is unknown, as for any tool.
+			if _, err := c.call("alpha_three", nil); err == nil {
+				t.Error("a tool no module offers was callable")
+			}
+		})
+	}
+}
+
+func TestModuleToolsFollowGrantsAndAvailability(t *testing.T) {
+	e := newModuleEnv(t, ModuleOptions{}, fakeTool("alpha", "alpha_one"), fakeTool("alpha", "alpha_two"))
+	ep, cred := e.endpoint("mover", []string{"q"}, nil)
+	c := e.dial(cred, false)
+	if got := c.toolNames(t); len(got) != 0 {
+		t.Fatalf("listed %v before any grant", got)
+	}
+	// A grant applies from the next request, to the session already open.
+	caps := []string{"alpha"}
+	if _, err := e.st.UpdateEndpoint(t.Context(), ep.ID, store.EndpointSpec{Capabilities: &caps}, "human:test"); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.toolNames(t); !slices.Equal(got, []string{"alpha_one", "alpha_two"}) {
+		t.Fatalf("after the grant: listed %v", got)
+	}
+	c.ok(t, "alpha_one", nil, nil)
+
+	// Down and withheld tools are not listed, and calls say unavailable at once.
+	e.cat.set("alpha_one", func(t *modules.Tool) { t.Available = false })
+	e.cat.set("alpha_two", func(t *modules.Tool) { t.Available, t.Withheld = false, true })
+	if got := c.toolNames(t); len(got) != 0 {
+		t.Fatalf("listed %v while down and withheld", got)
+	}
+	for _, tool := range []string{"alpha_one", "alpha_two"} {
+		if code := c.code(t, tool, nil); code != CodeUnavailable {
+			t.Errorf("%s refused with %s, want unavailable", tool, code)
+		}
+	}
+
+	// The module's change reaches the live session as tools/list_changed.
+	listener := e.dial(cred, true)
+	e.cat.set("alpha_one", func(t *modules.Tool) { t.Available = true })
+	e.mods.Changed("alpha")
+	waitNote(t, listener, string(mcp.MethodNotificationToolsListChanged))
+	if got := listener.toolNames(t); !slices.Equal(got, []string{"alpha_one"}) {
+		t.Fatalf("after the module came back: listed %v", got)
+	}
+
+	// Revoking the grant refuses at once.
+	none := []string{}
+	if _, err := e.st.UpdateEndpoint(t.Context(), ep.ID, store.EndpointSpec{Capabilities: &none}, "human:test"); err != nil {
+		t.Fatal(err)
+	}
+	if code := c.code(t, "alpha_one", nil); code != CodeForbidden {
+		t.Fatalf("after the grant was withdrawn: %s, want forbidden", code)
+	}
+}
+
+func TestModuleResultsPassThroughUnchanged(t *testing.T) {
+	e := newModuleEnv(t, ModuleOptions{}, fakeTool("alpha", "alpha_one"), fakeTool("alpha", "alpha_fails"))
+	e.cat.handle = func(ctx context.Context, tool string, args json.RawMessage) (json.RawMessage, error) {
+		if tool == "alpha_fails" {
+			return json.RawMessage(`{"content":[{"type":"text","text":"upstream said no"}],"isError":true}`), nil
+		}
+		return echoResult(ctx, tool, args)
+	}
+	_, cred := e.endpoint("raw", []string{"q"}, nil, grant([]string{"alpha"}, nil, nil))
+	c := e.dial(cred, false)
+	sid := c.GetSessionId()
+
+	// tools/list on the wire: the module's schema, $schema included.
+	_, body := e.raw(http.MethodPost, cred, sid, listToolsBody, nil)
+	if !strings.Contains(body, `"$schema":"https://json-schema.org/draft/2020-12/schema"`) {
+		t.Fatalf("tools/list lost the module's $schema: %s", body)
+	}
+
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"alpha_one","arguments":{"text":"big 12345678901234567890"}}}`
+	_, body = e.raw(http.MethodPost, cred, sid, call, nil)
+	for _, want := range []string{
+		`"annotations":{"priority":0.5}`, `"_meta":{"x.example/k":1}`, // content block kept whole
+		`"args":{"text":"big 12345678901234567890"}`, // arguments forwarded as sent
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("result lost %s: %s", want, body)
+		}
+	}
+	res, err := c.call("alpha_fails", nil)
+	if err != nil || !res.IsError || text(res) != "upstream said no" {
+		t.Fatalf("a module's isError result = %+v, %v; want it unchanged", res, err)
+	}
+}
+
+func TestModuleCallErrorsMapToCodes(t *testing.T) {
+	e := newModuleEnv(t, ModuleOptions{}, fakeTool("alpha", "alpha_one"))
+	_, cred := e.endpoint("errs", []string{"q"}, nil, grant([]string{"alpha"}, nil, nil))
+	c := e.dial(cred, false)
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"module answered invalid params", &modules.RPCError{Code: mcp.INVALID_PARAMS, Message: "text is required"}, CodeInvalidArgument},
+		{"module answered an internal error", &modules.RPCError{Code: mcp.INTERNAL_ERROR, Message: "boom"}, CodeUnavailable},
+		{"module did not answer in time", fmt.Errorf("modules: tools/call: %w", context.DeadlineExceeded), CodeUnavailable},
+		{"session broke mid-call", fmt.Errorf("%w: tools/call: EOF", modules.ErrUnavailable), CodeUnavailable},
+		{"tool left the catalog", fmt.Errorf("%w: %q", modules.ErrUnknownTool, "alpha_one"), CodeNotFound},
+	} {
+		e.cat.handle = func(context.Context, string, json.RawMessage) (json.RawMessage, error) { return nil, tc.err }
+		if code := c.code(t, "alpha_one", nil); code != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, code, tc.want)
+		}
+	}
+	e.cat.handle = func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(`not json`), nil
+	}
+	if code := c.code(t, "alpha_one", nil); code != CodeUnavailable {
+		t.Errorf("malformed result: %s, want unavailable", code)
+	}
+}
+
+func TestModuleConcurrencyLimitAnswersAtOnce(t *testing.T) {
+	e := newModuleEnv(t, ModuleOptions{Concurrency: 1}, fakeTool("alpha", "alpha_slow"), fakeTool("beta", "beta_one"))
+	entered, release := make(chan struct{}), make(chan struct{})
+	e.cat.handle = func(ctx context.Context, tool string, args json.RawMessage) (json.RawMessage, error) {
+		if tool == "alpha_slow" && string(args) == `{"hold":true}` {
+			close(entered)
+			<-release
+		}
+		return echoResult(ctx, tool, args)
+	}
+	_, cred := e.endpoint("busy", []string{"q"}, nil, grant([]string{"alpha", "beta"}, nil, nil))
+	c := e.dial(cred, false)
+	held := make(chan error, 1)
+	go func() {
+		res, err := c.call("alpha_slow", map[string]any{"hold": true})
+		if err == nil && res.IsError {
+			err = fmt.Errorf("held call failed: %s", text(res))
+		}
+		held <- err
+	}()
+	<-entered
+	// The module's one slot is taken: the next call is refused without waiting
+	// (it would block forever on release otherwise), other modules are unaffected.
+	if code := c.code(t, "alpha_slow", nil); code != CodeRateLimited {
+		t.Fatalf("call over the limit: %s, want rate_limited", code)
+	}
+	c.ok(t, "beta_one", nil, nil)
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	c.ok(t, "alpha_slow", nil, nil) // the slot was given back
+}
+
+func TestModuleCallsAreAuditedWithoutArguments(t *testing.T) {
+	var mu sync.Mutex
+	var observed []ModuleCall
+	e := newModuleEnv(t, ModuleOptions{Observe: func(c ModuleCall) { mu.Lock(); observed = append(observed, c); mu.Unlock() }},
+		fakeTool("alpha", "alpha_one"), fakeTool("beta", "beta_one"))
+	_, cred := e.endpoint("audited", []string{"q"}, nil, grant([]string{"alpha"}, nil, nil))
+	c := e.dial(cred, false)
+	const canary = "secret-argument-canary"
+	c.ok(t, "alpha_one", map[string]any{"text": canary}, nil)
+	c.code(t, "beta_one", map[string]any{"text": canary})
+
+	rows, err := e.st.ListAudit(t.Context(), store.AuditFilter{Action: "module.call"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range rows {
+		if r.Actor != "agent:audited" || !strings.HasPrefix(r.Detail, "duration_ms=") {
+			t.Errorf("audit row %+v", r)
+		}
+		if strings.Contains(r.Detail+r.Target, canary) {
+			t.Errorf("audit row carries the arguments: %+v", r)
+		}
+		got[r.Target] = r.Outcome
+	}
+	if want := map[string]string{"alpha_one": OutcomeOK, "beta_one": OutcomeForbidden}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("audited outcomes %v, want %v", got, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(observed) != 2 || observed[0].Module != "alpha" || observed[0].Outcome != OutcomeOK || observed[1].Outcome != OutcomeForbidden {
+		t.Fatalf("observed %+v", observed)
+	}
+}

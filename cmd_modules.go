@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/switchboardhq/switchboard/modules"
+	"github.com/switchboardhq/switchboard/store"
+)
+
+const modulesSynopsis = `modules list [--url URL] [--modules-dir DIR] [--db FILE] [--json]
+       switchboard modules approve NAME TOOL [--db FILE]`
+
+// stateNotRunning is what `modules list` says of a module when no serve answers.
+const stateNotRunning modules.State = "not running"
+
+// moduleView is one module as /readyz and `modules list` show it: its status
+// without the last stderr lines (which /readyz would publish to anyone who can
+// reach it), and whether a live endpoint is granted it.
+type moduleView struct {
+	modules.ModuleStatus
+	Granted bool `json:"granted"`
+}
+
+func newModuleView(ms modules.ModuleStatus, granted bool) moduleView {
+	ms.Stderr = nil
+	return moduleView{ModuleStatus: ms, Granted: granted}
+}
+
+func runModules(ctx context.Context, env *environ, args []string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "list":
+			return modulesList(ctx, env, args[1:])
+		case "approve":
+			return modulesApprove(ctx, env, args[1:])
+		}
+	}
+	fmt.Fprintf(env.stderr, "usage: switchboard %s\n", modulesSynopsis)
+	if len(args) == 0 {
+		return usageErr("missing subcommand (list, approve)")
+	}
+	return usageErr("unknown subcommand %q", args[0])
+}
+
+// modulesList shows what a running serve says about its modules (state, restarts,
+// tools, withheld definitions); when none answers at --url, it shows the manifests
+// in --modules-dir and the pins in the database instead.
+func modulesList(ctx context.Context, env *environ, args []string) error {
+	fs := newFlags(env, "modules list", modulesSynopsis)
+	db := dbFlag(fs, env)
+	url := fs.String("url", defaultURL(env), "URL of the running serve whose /readyz is asked")
+	dir := fs.String("modules-dir", envOr(env, "SWITCHBOARD_MODULES_DIR", ""), "manifest directory, read when no serve answers (env SWITCHBOARD_MODULES_DIR)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	views, err := fetchModules(ctx, *url)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "no serve answered at %s (%v); showing manifests and pins\n", *url, err)
+		if views, err = offlineModules(ctx, env, *dir, *db); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		if views == nil {
+			views = []moduleView{}
+		}
+		return writeJSON(env, views)
+	}
+	if len(views) == 0 {
+		fmt.Fprintln(env.stdout, "no capability modules are configured")
+		return nil
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODULE\tSTATE\tGRANTED\tRESTARTS\tLAST EXIT\tTOOLS")
+	var withheld []string
+	for _, v := range views {
+		exit := "-"
+		if v.LastExit != nil {
+			exit = v.LastExit.String()
+		}
+		var tools []string
+		for _, t := range v.Tools {
+			if t.Withheld {
+				tools = append(tools, t.Name+" (withheld)")
+				withheld = append(withheld, fmt.Sprintf("switchboard modules approve %s %s", v.Name, t.Name))
+			} else {
+				tools = append(tools, t.Name)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", v.Name, v.State, yesNo(v.Granted), v.Restarts, exit, strings.Join(tools, ", "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(withheld) > 0 {
+		fmt.Fprintln(env.stdout, "\nWithheld tools changed their definition since it was pinned. Review the change, then:")
+		for _, cmd := range withheld {
+			fmt.Fprintln(env.stdout, "  "+cmd)
+		}
+	}
+	return nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// defaultURL is the serve the CLI asks by default: the one SWITCHBOARD_LISTEN
+// names, reached over loopback when it listens on every address.
+func defaultURL(env *environ) string {
+	addr := envOr(env, "SWITCHBOARD_LISTEN", "127.0.0.1:8080")
+	if host, port, err := net.SplitHostPort(addr); err == nil {
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			addr = net.JoinHostPort("127.0.0.1", port)
+		}
+	}
+	return "http://" + addr
+}
+
+// fetchModules reads the modules from a running serve's /readyz, which answers
+// 503 while a granted module is down and says so in the same body.
+func fetchModules(ctx context.Context, url string) ([]moduleView, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(url, "/")+"/readyz", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Modules []moduleView `json:"modules"`
+		Ready   *bool        `json:"ready"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Ready == nil {
+		return nil, fmt.Errorf("%s/readyz is not a Switchboard readiness answer (HTTP %d)", url, resp.StatusCode)
+	}
+	return body.Modules, nil
+}
+
+// offlineModules lists the manifests in dir and the pins in the database, every
+// module "not running". The manifest and its executable are checked, not the
+// environment: serve's environment (say a systemd EnvironmentFile) is not this
+// shell's.
+func offlineModules(ctx context.Context, env *environ, dir, db string) ([]moduleView, error) {
+	byName := map[string]*moduleView{}
+	var order []string
+	add := func(name string) *moduleView {
+		if v := byName[name]; v != nil {
+			return v
+		}
+		v := &moduleView{ModuleStatus: modules.ModuleStatus{Name: name, State: stateNotRunning, Tools: []modules.ToolStatus{}}}
+		byName[name] = v
+		order = append(order, name)
+		return v
+	}
+	if dir != "" {
+		files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+		if err != nil {
+			return nil, fmt.Errorf("read manifest dir %s: %w", dir, err)
+		}
+		sort.Strings(files)
+		opts := modules.LoadOptions{
+			LookupEnv:    func(string) (string, bool) { return "set in serve's environment", true },
+			EgressPolicy: envOr(env, "SWITCHBOARD_EGRESS_POLICY", ""),
+		}
+		for _, f := range files {
+			m, err := modules.LoadFile(f, opts)
+			if err != nil {
+				v := add(filepath.Base(f))
+				v.State, v.LastError = "invalid", err.Error()
+				continue
+			}
+			add(m.Name).Title = m.Title
+		}
+	}
+	st, err := openStoreRO(ctx, env, db)
+	if errors.Is(err, os.ErrNotExist) {
+		return views(order, byName), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	pins, err := st.ListToolPins(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pins {
+		v := add(p.Module)
+		v.Tools = append(v.Tools, modules.ToolStatus{Name: p.Tool, Hash: p.Hash, Withheld: p.PendingHash != ""})
+	}
+	granted, err := grantedCapabilities(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	for name, v := range byName {
+		v.Granted = granted[name]
+	}
+	return views(order, byName), nil
+}
+
+func views(order []string, byName map[string]*moduleView) []moduleView {
+	out := make([]moduleView, 0, len(order))
+	for _, name := range order {
+		out = append(out, *byName[name])
+	}
+	return out
+}
+
+// modulesApprove pins the pending (withheld) definition of a module tool. A running
+// serve notices the commit and makes the tool available again.
+func modulesApprove(ctx context.Context, env *environ, args []string) error {
+	fs := newFlags(env, "modules approve", modulesSynopsis)
+	db := dbFlag(fs, env)
+	name, tool, err := twoArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	// TOOL may be the module's own name for it or the exposed, prefixed one.
+	if !strings.HasPrefix(tool, name+"_") {
+		tool = name + "_" + tool
+	}
+	st, err := openStore(ctx, env, *db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	pin, err := st.ApprovePendingTool(ctx, name, tool, "human:cli")
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("module %s has no pinned tool %s (see switchboard modules list)", name, tool)
+	case errors.Is(err, store.ErrConflict):
+		return fmt.Errorf("nothing to approve for %s %s: its definition has not changed since it was pinned", name, tool)
+	case err != nil:
+		return err
+	}
+	fmt.Fprintf(env.stdout, "approved %s of module %s (sha256 %s); a running serve makes it available within a second\n",
+		pin.Tool, pin.Module, pin.Hash)
+	return nil
+}
+
+// twoArgs reads NAME TOOL given before or after the flags.
+func twoArgs(fs *flag.FlagSet, args []string) (string, string, error) {
+	var pos []string
+	for len(args) > 0 && !strings.HasPrefix(args[0], "-") && len(pos) < 2 {
+		pos, args = append(pos, args[0]), args[1:]
+	}
+	if err := parse(fs, args); err != nil {
+		return "", "", err
+	}
+	pos = append(pos, fs.Args()...)
+	if len(pos) != 2 {
+		return "", "", usageErr("want NAME TOOL, got %d arguments", len(pos))
+	}
+	return pos[0], pos[1], nil
+}

@@ -1,0 +1,368 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/switchboardhq/switchboard/ingest"
+	"github.com/switchboardhq/switchboard/store"
+)
+
+const webhookSynopsis = `webhook create --source TYPE --queue Q [--description D] [--endpoint ID] [--json] [--db FILE]
+       switchboard webhook list [--all] [--endpoint ID] [--json] [--db FILE]
+       switchboard webhook rotate ID [--grace DURATION] [--json] [--db FILE]
+       switchboard webhook delete ID [--db FILE]
+  (create and rotate seal the secret with SWITCHBOARD_SECRET_ENCRYPTION_KEY or --secret-key-file when set;
+   ingest URLs use SWITCHBOARD_BASE_URL or --base-url)`
+
+const secretsSynopsis = `secrets reencrypt [--secret-key-file FILE] [--db FILE]
+  (seals every plaintext webhook secret with SWITCHBOARD_SECRET_ENCRYPTION_KEY or the key file)`
+
+// defaultRotationGrace is how long a rotated-out secret still verifies, like
+// Stripe's roll: long enough to update the producer without dropping deliveries.
+const defaultRotationGrace = 24 * time.Hour
+
+// credentialName is the systemd credential the key is read from when neither the
+// variable nor a file is given (LoadCredential=secret-key:/etc/switchboard/secret-key).
+const credentialName = "secret-key"
+
+// loadSecretKey resolves the secret encryption key: the key file (flag, or env
+// SWITCHBOARD_SECRET_KEY_FILE), else SWITCHBOARD_SECRET_ENCRYPTION_KEY, else the
+// systemd credential in $CREDENTIALS_DIRECTORY. nil means no key: secrets are
+// stored as plaintext. Both a file and the variable is a mistake, not a choice.
+func loadSecretKey(env *environ, file string) ([]byte, error) {
+	inline := env.getenv("SWITCHBOARD_SECRET_ENCRYPTION_KEY")
+	if file != "" && inline != "" {
+		return nil, usageErr("give the secret encryption key one way: SWITCHBOARD_SECRET_ENCRYPTION_KEY or --secret-key-file, not both")
+	}
+	if file == "" && inline == "" {
+		if dir := env.getenv("CREDENTIALS_DIRECTORY"); dir != "" {
+			if p := filepath.Join(dir, credentialName); fileExists(p) {
+				file = p
+			}
+		}
+	}
+	switch {
+	case inline != "":
+		k, err := store.ParseSecretKey(inline)
+		if err != nil {
+			return nil, fmt.Errorf("SWITCHBOARD_SECRET_ENCRYPTION_KEY: %w", err)
+		}
+		return k, nil
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("read secret key: %w", err)
+		}
+		k, err := store.ParseSecretKey(string(b))
+		if err != nil {
+			return nil, fmt.Errorf("secret key file %s: %w", file, err)
+		}
+		return k, nil
+	}
+	return nil, nil
+}
+
+func fileExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// secretKeyFlag adds --secret-key-file to a flag set.
+func secretKeyFlag(fs interface {
+	StringVar(*string, string, string, string)
+}, env *environ, p *string) {
+	fs.StringVar(p, "secret-key-file", envOr(env, "SWITCHBOARD_SECRET_KEY_FILE", ""),
+		"file holding the 32-byte secret encryption key, hex or base64 (env SWITCHBOARD_SECRET_KEY_FILE; "+
+			"default: $CREDENTIALS_DIRECTORY/"+credentialName+" when systemd provides it)")
+}
+
+// baseURL is the public URL ingest URLs start with.
+func baseURL(env *environ, flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	return "http://" + envOr(env, "SWITCHBOARD_LISTEN", "127.0.0.1:8080")
+}
+
+// openKeyedStore opens the database with the secret key, for commands that write
+// secrets.
+func openKeyedStore(ctx context.Context, env *environ, path, keyFile string) (*store.Store, error) {
+	key, err := loadSecretKey(env, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	return store.Open(ctx, path, store.Options{
+		Synchronous: envOr(env, "SWITCHBOARD_SYNCHRONOUS", store.SyncFull),
+		Logger:      slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		SecretKey:   key,
+	})
+}
+
+func runWebhook(ctx context.Context, env *environ, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprintf(env.stderr, "usage: switchboard %s\n", webhookSynopsis)
+		return usageErr("missing subcommand (create, list, rotate, delete)")
+	}
+	switch args[0] {
+	case "create":
+		return webhookCreate(ctx, env, args[1:])
+	case "list":
+		return webhookList(ctx, env, args[1:])
+	case "rotate":
+		return webhookRotate(ctx, env, args[1:])
+	case "delete":
+		return webhookDelete(ctx, env, args[1:])
+	}
+	fmt.Fprintf(env.stderr, "usage: switchboard %s\n", webhookSynopsis)
+	return usageErr("unknown subcommand %q", args[0])
+}
+
+// webhookView is a webhook as the CLI prints it.
+type webhookView struct {
+	store.Webhook
+	IngestURL     string `json:"ingest_url"`
+	SigningSecret string `json:"signing_secret,omitempty"`
+}
+
+func webhookCreate(ctx context.Context, env *environ, args []string) error {
+	fs := newFlags(env, "webhook create", webhookSynopsis)
+	db := dbFlag(fs, env)
+	source := fs.String("source", "", "source type: "+strings.Join(ingest.SourceTypes, ", ")+" (required)")
+	queue := fs.String("queue", "", "queue its deliveries go to (required)")
+	desc := fs.String("description", "", "what the webhook is for")
+	endpoint := fs.Int64("endpoint", 0, "endpoint (agent) the webhook belongs to; it then counts toward no ceiling")
+	base := fs.String("base-url", envOr(env, "SWITCHBOARD_BASE_URL", ""), "public URL of this server (env SWITCHBOARD_BASE_URL)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	var keyFile string
+	secretKeyFlag(fs, env, &keyFile)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	if !ingest.ValidSourceType(*source) {
+		return usageErr("--source must be one of %s", strings.Join(ingest.SourceTypes, ", "))
+	}
+	if !store.ValidQueueName(*queue) {
+		return usageErr("--queue %q is not a valid queue name (letters, digits and . _ - : /)", *queue)
+	}
+	s, err := openKeyedStore(ctx, env, *db, keyFile)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if *endpoint != 0 {
+		if _, err := s.Endpoint(ctx, *endpoint); err != nil {
+			return err
+		}
+	}
+	secret, err := ingest.NewSecret(*source)
+	if err != nil {
+		return err
+	}
+	h, err := s.CreateWebhook(ctx, store.NewWebhook{SourceType: *source, Queue: *queue, Description: *desc,
+		Secret: secret, CreatedBy: "human:cli", EndpointID: *endpoint})
+	if err != nil {
+		return err
+	}
+	return printSecretOnce(env, webhookView{h, ingest.URL(baseURL(env, *base), h.Token), secret}, *asJSON, "created")
+}
+
+func printSecretOnce(env *environ, v webhookView, asJSON bool, verb string) error {
+	if asJSON {
+		return writeJSON(env, v)
+	}
+	fmt.Fprintf(env.stdout, "webhook %d %s (%s → queue %s)\n", v.ID, verb, v.SourceType, v.Queue)
+	fmt.Fprintf(env.stdout, "ingest URL:     %s\n", v.IngestURL)
+	fmt.Fprintf(env.stdout, "signing secret: %s\n", v.SigningSecret)
+	fmt.Fprintln(env.stdout, "The secret is shown once. Paste the URL and the secret into the producer's webhook settings.")
+	if !v.SecretEncrypted {
+		fmt.Fprintln(env.stdout, "Note: no secret encryption key is configured, so the secret is stored as plaintext.")
+	}
+	return nil
+}
+
+func webhookList(ctx context.Context, env *environ, args []string) error {
+	fs := newFlags(env, "webhook list", webhookSynopsis)
+	db := dbFlag(fs, env)
+	all := fs.Bool("all", false, "include deleted webhooks")
+	endpoint := fs.Int64("endpoint", 0, "only this endpoint's webhooks")
+	base := fs.String("base-url", envOr(env, "SWITCHBOARD_BASE_URL", ""), "public URL of this server (env SWITCHBOARD_BASE_URL)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	s, err := openStoreRO(ctx, env, *db)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	list, err := s.ListWebhooks(ctx, store.WebhookFilter{EndpointID: *endpoint, IncludeDeleted: *all})
+	if err != nil {
+		return err
+	}
+	views := make([]webhookView, 0, len(list))
+	for _, h := range list {
+		v := webhookView{Webhook: h}
+		if h.DeletedAt == nil {
+			v.IngestURL = ingest.URL(baseURL(env, *base), h.Token)
+		}
+		views = append(views, v)
+	}
+	if *asJSON {
+		return writeJSON(env, views)
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSOURCE\tQUEUE\tENDPOINT\tCREATED BY\tSECRET\tINGEST URL\tSTATUS")
+	for _, v := range views {
+		status, secret := "active", "plaintext"
+		if v.DeletedAt != nil {
+			status, secret = "deleted", "-"
+		} else if v.PreviousExpiresAt != nil && v.PreviousExpiresAt.After(time.Now()) {
+			status = "rotating until " + v.PreviousExpiresAt.Local().Format(time.DateTime)
+		}
+		if v.SecretEncrypted {
+			secret = "encrypted"
+		}
+		ep := "-"
+		if v.EndpointID != 0 {
+			ep = strconv.FormatInt(v.EndpointID, 10)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.SourceType, v.Queue, ep, v.CreatedBy, secret,
+			dash(v.IngestURL), status)
+	}
+	return tw.Flush()
+}
+
+// webhookID reads the leading ID argument.
+func webhookID(args []string) (int64, []string, error) {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return 0, nil, usageErr("missing webhook ID")
+	}
+	id, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || id <= 0 {
+		return 0, nil, usageErr("webhook ID must be a positive number, not %q", args[0])
+	}
+	return id, args[1:], nil
+}
+
+func webhookRotate(ctx context.Context, env *environ, args []string) error {
+	fs := newFlags(env, "webhook rotate", webhookSynopsis)
+	db := dbFlag(fs, env)
+	grace := fs.Duration("grace", defaultRotationGrace, "how long the old secret still verifies (0: not at all)")
+	base := fs.String("base-url", envOr(env, "SWITCHBOARD_BASE_URL", ""), "public URL of this server (env SWITCHBOARD_BASE_URL)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	var keyFile string
+	secretKeyFlag(fs, env, &keyFile)
+	id, rest, err := webhookID(args)
+	if err != nil {
+		return err
+	}
+	if err := parse(fs, rest); err != nil {
+		return err
+	}
+	if *grace < 0 {
+		return usageErr("--grace must not be negative")
+	}
+	s, err := openKeyedStore(ctx, env, *db, keyFile)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	h, err := s.Webhook(ctx, id)
+	if err != nil {
+		return err
+	}
+	secret, err := ingest.NewSecret(h.SourceType)
+	if err != nil {
+		return err
+	}
+	if h, err = s.RotateWebhook(ctx, id, 0, secret, *grace, "human:cli"); err != nil {
+		return err
+	}
+	if err := printSecretOnce(env, webhookView{h, ingest.URL(baseURL(env, *base), h.Token), secret}, *asJSON, "rotated"); err != nil {
+		return err
+	}
+	if !*asJSON && h.PreviousExpiresAt != nil {
+		fmt.Fprintf(env.stdout, "The old secret still verifies until %s.\n", h.PreviousExpiresAt.Local().Format(time.DateTime))
+	}
+	return nil
+}
+
+func webhookDelete(ctx context.Context, env *environ, args []string) error {
+	fs := newFlags(env, "webhook delete", webhookSynopsis)
+	db := dbFlag(fs, env)
+	id, rest, err := webhookID(args)
+	if err != nil {
+		return err
+	}
+	if err := parse(fs, rest); err != nil {
+		return err
+	}
+	s, err := openStore(ctx, env, *db)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := s.DeleteWebhook(ctx, id, 0, "human:cli"); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("webhook %d: unknown or already deleted", id)
+		}
+		return err
+	}
+	fmt.Fprintf(env.stdout, "webhook %d deleted; its URL answers 404 from now on\n", id)
+	return nil
+}
+
+func runSecrets(ctx context.Context, env *environ, args []string) error {
+	if len(args) == 0 || args[0] != "reencrypt" {
+		fmt.Fprintf(env.stderr, "usage: switchboard %s\n", secretsSynopsis)
+		if len(args) == 0 {
+			return usageErr("missing subcommand (reencrypt)")
+		}
+		return usageErr("unknown subcommand %q", args[0])
+	}
+	fs := newFlags(env, "secrets reencrypt", secretsSynopsis)
+	db := dbFlag(fs, env)
+	var keyFile string
+	secretKeyFlag(fs, env, &keyFile)
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	key, err := loadSecretKey(env, keyFile)
+	if err != nil {
+		return err
+	}
+	if key == nil {
+		return usageErr("no secret encryption key: set SWITCHBOARD_SECRET_ENCRYPTION_KEY or --secret-key-file (generate one with: openssl rand -base64 32)")
+	}
+	// Opening with the key already refuses one that does not open the secrets
+	// sealed before, so two keys never end up mixed in one database.
+	s, err := openKeyedStore(ctx, env, *db, keyFile)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	n, err := s.ReencryptSecrets(ctx, "human:cli")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.stdout, "encrypted %d plaintext webhook secrets\n", n)
+	return nil
+}

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// runCLI runs a command in-process with the given SWITCHBOARD_* environment.
+func runCLI(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	e := &environ{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(k string) string { return env[k] }}
+	code = run(context.Background(), e, args)
+	return code, out.String(), errb.String()
+}
+
+func newKey(t *testing.T, b byte) string {
+	t.Helper()
+	return base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{b}, 32))
+}
+
+var (
+	urlLine    = regexp.MustCompile(`ingest URL: +(\S+)`)
+	secretLine = regexp.MustCompile(`signing secret: +(\S+)`)
+)
+
+func secretsOf(t *testing.T, db, key, token string) []string {
+	t.Helper()
+	opts := store.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if key != "" {
+		k, err := store.ParseSecretKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.SecretKey = k
+	}
+	s, err := store.Open(context.Background(), db, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, secrets, err := s.WebhookByToken(context.Background(), token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secrets
+}
+
+func TestWebhookCommands(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	env := map[string]string{"SWITCHBOARD_DB": db, "SWITCHBOARD_BASE_URL": "https://sb.example.net/"}
+
+	if code, _, errs := runCLI(t, env, "webhook", "create", "--source", "myspace", "--queue", "inbox"); code != 2 || !strings.Contains(errs, "github, stripe") {
+		t.Fatalf("unknown source: exit %d, %q", code, errs)
+	}
+	code, out, errs := runCLI(t, env, "webhook", "create", "--source", "standard", "--queue", "inbox", "--description", "billing events")
+	if code != 0 {
+		t.Fatalf("create: exit %d, %s", code, errs)
+	}
+	u, sec := urlLine.FindStringSubmatch(out), secretLine.FindStringSubmatch(out)
+	if u == nil || sec == nil || !strings.HasPrefix(u[1], "https://sb.example.net/webhooks/w/") || !strings.HasPrefix(sec[1], "whsec_") {
+		t.Fatalf("create printed:\n%s", out)
+	}
+	if !strings.Contains(out, "stored as plaintext") {
+		t.Fatalf("create without a key does not say the secret is plaintext:\n%s", out)
+	}
+	token := strings.TrimPrefix(u[1], "https://sb.example.net/webhooks/w/")
+	if got := secretsOf(t, db, "", token); len(got) != 1 || got[0] != sec[1] {
+		t.Fatalf("stored secret %q, printed %q", got, sec[1])
+	}
+
+	code, out, _ = runCLI(t, env, "webhook", "list")
+	if code != 0 || !strings.Contains(out, u[1]) || strings.Contains(out, sec[1]) || !strings.Contains(out, "plaintext") {
+		t.Fatalf("list: exit %d\n%s", code, out)
+	}
+	code, out, _ = runCLI(t, env, "webhook", "list", "--json")
+	var listed []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 1 || listed[0]["ingest_url"] != u[1] ||
+		listed[0]["description"] != "billing events" || strings.Contains(out, sec[1]) || strings.Contains(out, "signing_secret") {
+		t.Fatalf("list --json: exit %d\n%s", code, out)
+	}
+
+	code, out, _ = runCLI(t, env, "webhook", "rotate", "1", "--grace", "1h")
+	newSec := secretLine.FindStringSubmatch(out)
+	if code != 0 || newSec == nil || newSec[1] == sec[1] || !strings.Contains(out, "still verifies until") {
+		t.Fatalf("rotate: exit %d\n%s", code, out)
+	}
+	if got := secretsOf(t, db, "", token); len(got) != 2 || got[0] != newSec[1] || got[1] != sec[1] {
+		t.Fatalf("after rotate: %q", got)
+	}
+
+	if code, out, _ = runCLI(t, env, "webhook", "delete", "1"); code != 0 || !strings.Contains(out, "deleted") {
+		t.Fatalf("delete: exit %d %q", code, out)
+	}
+	if code, _, errs = runCLI(t, env, "webhook", "delete", "1"); code != 1 || !strings.Contains(errs, "unknown or already deleted") {
+		t.Fatalf("second delete: exit %d %q", code, errs)
+	}
+	if _, out, _ = runCLI(t, env, "webhook", "list", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("list after delete: %s", out)
+	}
+	if _, out, _ = runCLI(t, env, "webhook", "list", "--all"); !strings.Contains(out, "deleted") {
+		t.Fatalf("list --all after delete:\n%s", out)
+	}
+	if code, _, _ = runCLI(t, env, "webhook", "create", "--source", "github", "--queue", "inbox", "--endpoint", "42"); code != 1 {
+		t.Fatalf("create for an unknown endpoint: exit %d", code)
+	}
+}
+
+func TestSecretsReencryptCommand(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "sb.db")
+	plain := map[string]string{"SWITCHBOARD_DB": db}
+	var tokens []string
+	for _, src := range []string{"github", "stripe"} {
+		code, out, errs := runCLI(t, plain, "webhook", "create", "--source", src, "--queue", "inbox", "--json")
+		var v map[string]any
+		if code != 0 || json.Unmarshal([]byte(out), &v) != nil {
+			t.Fatalf("create: exit %d %s", code, errs)
+		}
+		tokens = append(tokens, strings.TrimPrefix(v["ingest_url"].(string), "http://127.0.0.1:8080/webhooks/w/"))
+	}
+	if code, _, errs := runCLI(t, plain, "secrets", "reencrypt"); code != 2 || !strings.Contains(errs, "no secret encryption key") {
+		t.Fatalf("without a key: exit %d %q", code, errs)
+	}
+
+	key := newKey(t, 7)
+	keyed := map[string]string{"SWITCHBOARD_DB": db, "SWITCHBOARD_SECRET_ENCRYPTION_KEY": key}
+	if code, out, errs := runCLI(t, keyed, "secrets", "reencrypt"); code != 0 || !strings.Contains(out, "encrypted 2 ") {
+		t.Fatalf("reencrypt: exit %d %q %q", code, out, errs)
+	}
+	if code, out, _ := runCLI(t, keyed, "secrets", "reencrypt"); code != 0 || !strings.Contains(out, "encrypted 0 ") {
+		t.Fatalf("second reencrypt: exit %d %q", code, out)
+	}
+	if _, out, _ := runCLI(t, plain, "webhook", "list"); strings.Count(out, "encrypted") != 2 {
+		t.Fatalf("list after reencrypt:\n%s", out)
+	}
+	for _, tok := range tokens {
+		if got := secretsOf(t, db, key, tok); len(got) != 1 || got[0] == "" {
+			t.Fatalf("secret after reencrypt: %q", got)
+		}
+	}
+
+	// Another key is refused rather than mixed in.
+	other := map[string]string{"SWITCHBOARD_DB": db, "SWITCHBOARD_SECRET_ENCRYPTION_KEY": newKey(t, 8)}
+	if code, _, errs := runCLI(t, other, "secrets", "reencrypt"); code != 1 || !strings.Contains(errs, "does not open 2 of the 2") {
+		t.Fatalf("other key: exit %d %q", code, errs)
+	}
+	// The key from a file (here systemd's credentials directory) seals new secrets too,
+	// and a key given two ways is a mistake.
+	if err := os.WriteFile(filepath.Join(dir, credentialName), []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	creds := map[string]string{"SWITCHBOARD_DB": db, "CREDENTIALS_DIRECTORY": dir}
+	if code, out, errs := runCLI(t, creds, "webhook", "create", "--source", "slack", "--queue", "inbox"); code != 0 || strings.Contains(out, "plaintext") {
+		t.Fatalf("create with the credential: exit %d %q %q", code, out, errs)
+	}
+	both := map[string]string{"SWITCHBOARD_DB": db, "SWITCHBOARD_SECRET_ENCRYPTION_KEY": key}
+	if code, _, errs := runCLI(t, both, "secrets", "reencrypt", "--secret-key-file", filepath.Join(dir, credentialName)); code != 2 || !strings.Contains(errs, "one way") {
+		t.Fatalf("key given twice: exit %d %q", code, errs)
+	}
+}
+
+func TestServeRefusesWrongSecretKey(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	key := newKey(t, 1)
+	env := map[string]string{"SWITCHBOARD_DB": db, "SWITCHBOARD_SECRET_ENCRYPTION_KEY": key}
+	if code, _, errs := runCLI(t, env, "webhook", "create", "--source", "github", "--queue", "inbox"); code != 0 {
+		t.Fatalf("create: %s", errs)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for name, k := range map[string]string{"wrong key": newKey(t, 2), "no key": ""} {
+		cfg := serveConfig{DB: db}
+		if k != "" {
+			cfg.SecretKey, _ = store.ParseSecretKey(k)
+		}
+		srv, err := newServer(context.Background(), cfg, quiet)
+		if err == nil {
+			srv.close()
+			t.Fatalf("%s: serve started", name)
+		}
+		if !errors.Is(err, store.ErrSecretKey) {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	// Through the command line: one clear line, exit 1, before listening.
+	env["SWITCHBOARD_SECRET_ENCRYPTION_KEY"] = newKey(t, 3)
+	code, out, errs := runCLI(t, env, "serve", "--listen", "127.0.0.1:0")
+	if code != 1 || strings.Contains(out, "listening") || !strings.Contains(errs, "is it the key they were encrypted with") {
+		t.Fatalf("serve with a wrong key: exit %d, %q, %q", code, out, errs)
+	}
+	cfg := serveConfig{DB: db}
+	cfg.SecretKey, _ = store.ParseSecretKey(key)
+	srv, err := newServer(context.Background(), cfg, quiet)
+	if err != nil {
+		t.Fatalf("right key: %v", err)
+	}
+	srv.close()
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// BenchmarkGatewayModuleCall measures what the gateway adds to a module tool call:
+// the test module's echo called through serve's /mcp (auth, policy, rate and
+// concurrency limits, forwarding, the audit row under synchronous FULL) against
+// the same module called directly over stdio by an mcp-go client; one agent, and
+// 8 agents (8 endpoints, 8 sessions) at once. Run:
+//
+//	go test -run '^$' -bench BenchmarkGatewayModuleCall -benchtime 2000x .
+//
+// SWITCHBOARD_BENCH_SYNC=NORMAL runs serve with synchronous NORMAL.
+func BenchmarkGatewayModuleCall(b *testing.B) {
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "testmodule")
+	build := exec.Command("go", "build", "-o", bin, "./modules/testdata/testmodule")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build test module: %v\n%s", err, out)
+	}
+	os.Chmod(bin, 0o755)
+	b.Setenv("TESTMOD_TOKEN", "bench")
+
+	for _, bc := range []struct {
+		name   string
+		setup  func(*testing.B, string, int) []func(context.Context) error
+		agents int
+	}{
+		{"direct", direct, 1},
+		{"gateway", viaGateway, 1},
+		{"direct-8callers", direct, 8},
+		{"gateway-8agents", viaGateway, 8},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			measure(b, bc.setup(b, bin, bc.agents))
+		})
+	}
+}
+
+// direct is one stdio MCP session with the module, shared by n callers.
+func direct(b *testing.B, bin string, n int) []func(context.Context) error {
+	c, err := client.NewStdioMCPClient(bin, []string{"SWITCHBOARD_MODULE_NAME=testmod", "TESTMOD_TOKEN=bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "bench", Version: "1"}
+	if _, err := c.Initialize(context.Background(), init); err != nil {
+		b.Fatal(err)
+	}
+	req := mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "ping"}}}
+	call := func(ctx context.Context) error { return checkCall(c.CallTool(ctx, req)) }
+	return slices.Repeat([]func(context.Context) error{call}, n)
+}
+
+// viaGateway is serve with the module, and n agents, each with its own endpoint
+// and session.
+func viaGateway(b *testing.B, bin string, n int) []func(context.Context) error {
+	manifests := filepath.Join(b.TempDir(), "manifests")
+	os.Mkdir(manifests, 0o755)
+	os.WriteFile(filepath.Join(manifests, "testmod.json"), []byte(fmt.Sprintf(`{"version":1,"type":"module","name":"testmod",
+		"title":"Test module","description":"Benchmark module.","risk":"read","command":%q,"environment":["TESTMOD_TOKEN"]}`, bin)), 0o644)
+	mode := store.SyncFull
+	if os.Getenv("SWITCHBOARD_BENCH_SYNC") == store.SyncNormal {
+		mode = store.SyncNormal
+	}
+	cfg := serveConfig{DB: filepath.Join(b.TempDir(), "sb.db"), ModulesDir: manifests, Synchronous: mode,
+		ReaperInterval: time.Minute, Retention: time.Hour, ShutdownTimeout: 5 * time.Second, ModuleConcurrency: 64}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := newServer(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.serve(ctx, ln) }()
+	b.Cleanup(func() { cancel(); <-done })
+
+	// The benchmark measures the gateway, not the per-endpoint rate limit.
+	rate, burst, caps := 1e6, 1_000_000, []string{"testmod"}
+	calls := make([]func(context.Context) error, n)
+	for i := range calls {
+		_, cred, err := srv.store.CreateEndpoint(ctx, fmt.Sprintf("bench-%d", i), store.EndpointSpec{
+			Capabilities: &caps, RatePerSecond: &rate, RateBurst: &burst}, "human:bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, _, err := agent.Dial(ctx, "http://"+ln.Addr().String()+"/mcp", cred, agent.DialOptions{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close() })
+		req := mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "testmod_echo", Arguments: map[string]any{"text": "ping"}}}
+		calls[i] = func(ctx context.Context) error { return checkCall(c.CallTool(ctx, req)) }
+	}
+	return calls
+}
+
+func checkCall(res *mcp.CallToolResult, err error) error {
+	if err != nil {
+		return err
+	}
+	if res.IsError {
+		return fmt.Errorf("tool error: %+v", res.Content)
+	}
+	return nil
+}
+
+// measure runs b.N calls spread over the callers and reports per-call p50/p99
+// latency and throughput.
+func measure(b *testing.B, callers []func(context.Context) error) {
+	ctx := context.Background()
+	lat := make([]time.Duration, b.N)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for _, call := range callers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(b.N) {
+					return
+				}
+				t0 := time.Now()
+				if err := call(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[i] = time.Since(t0)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
+}

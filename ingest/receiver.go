@@ -1,0 +1,270 @@
+package ingest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// The receiver is the one place a delivery enters Switchboard. Its order is the
+// contract: a bounded read of the raw body, the webhook by its URL token, the
+// signature over those raw bytes, then one transaction that stores the event and
+// its todo. Nothing is persisted for a request that fails any step, and a 2xx is
+// sent only once the delivery is on disk. It never logs the token, a secret, a
+// signature or a body.
+
+// Route is where the receiver is mounted (httprouter syntax).
+const Route = "/webhooks/w/:token"
+
+// URL is a webhook's ingest URL under the server's public base URL.
+func URL(baseURL, token string) string {
+	return strings.TrimRight(baseURL, "/") + "/webhooks/w/" + token
+}
+
+// DefaultMaxBody bounds a delivery's body. GitHub caps payloads at 25 MB but sends
+// far less for the events agents act on; a larger bound is a flag away.
+const DefaultMaxBody = 1 << 20
+
+// Outcomes passed to ReceiverOptions.Observe, one per request.
+const (
+	OutcomeAccepted       = "accepted"        // new event and todo committed
+	OutcomeDuplicate      = "duplicate"       // known delivery id; nothing new
+	OutcomeChallenge      = "challenge"       // Slack url_verification answered
+	OutcomeUnauthorized   = "unauthorized"    // signature missing, wrong, stale or malformed
+	OutcomeRateLimited    = "rate_limited"    // failed verification past the webhook's failure budget
+	OutcomeUnknownWebhook = "unknown_webhook" // no live webhook has that token
+	OutcomeTooLarge       = "too_large"       // body over the bound
+	OutcomeBadRequest     = "bad_request"     // the body could not be read
+	OutcomeError          = "error"           // our fault (database); the producer should retry
+)
+
+// ReceiverOptions configure NewReceiver. The zero value is usable.
+type ReceiverOptions struct {
+	// MaxBody bounds the raw body in bytes (default DefaultMaxBody).
+	MaxBody int64
+	// FailureRate and FailureBurst are the token bucket, per webhook, of requests
+	// that fail verification and still get a 401; past it they get 429. Valid
+	// deliveries never draw on it. Default 1 per second, burst 20.
+	FailureRate  float64
+	FailureBurst int
+	// Now is the clock for signature timestamps and the limiter (default: the
+	// store's clock).
+	Now func() time.Time
+	// Logger receives one line per request (default slog.Default()).
+	Logger *slog.Logger
+	// Observe, when set, is called once per request with the webhook's source type
+	// ("" before the webhook is known) and the outcome; metrics attach here. It
+	// must not block.
+	Observe func(sourceType, outcome string)
+}
+
+// Receiver answers POST /webhooks/w/{token}.
+type Receiver struct {
+	store   *store.Store
+	maxBody int64
+	now     func() time.Time
+	log     *slog.Logger
+	observe func(sourceType, outcome string)
+	failed  *failureLimiter
+}
+
+// NewReceiver returns a receiver that records deliveries in st.
+func NewReceiver(st *store.Store, opts ReceiverOptions) *Receiver {
+	if opts.MaxBody <= 0 {
+		opts.MaxBody = DefaultMaxBody
+	}
+	if opts.FailureRate <= 0 {
+		opts.FailureRate = 1
+	}
+	if opts.FailureBurst <= 0 {
+		opts.FailureBurst = 20
+	}
+	if opts.Now == nil {
+		opts.Now = st.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Observe == nil {
+		opts.Observe = func(string, string) {}
+	}
+	return &Receiver{
+		store: st, maxBody: opts.MaxBody, now: opts.Now, log: opts.Logger, observe: opts.Observe,
+		failed: newFailureLimiter(opts.FailureRate, opts.FailureBurst, opts.Now),
+	}
+}
+
+// ServeHTTP handles one delivery. Mount it with httprouter at Route.
+func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	token := httprouter.ParamsFromContext(r.Context()).ByName("token")
+	body, status := rc.readBody(w, r)
+	if status != 0 {
+		outcome := OutcomeTooLarge
+		if status == http.StatusBadRequest {
+			outcome = OutcomeBadRequest
+		}
+		rc.log.Warn("webhook delivery refused", "outcome", outcome, "max_body", rc.maxBody, "remote", r.RemoteAddr)
+		rc.finish(w, "", outcome, status, errorBody(outcome))
+		return
+	}
+
+	// Unknown, deleted and malformed tokens get the same answer, and nothing of the
+	// token is logged: it is the URL's only routing secret.
+	if !plausibleToken(token) {
+		rc.unknown(w, r)
+		return
+	}
+	hook, secrets, err := rc.store.WebhookByToken(r.Context(), token)
+	if errors.Is(err, store.ErrNotFound) {
+		rc.unknown(w, r)
+		return
+	}
+	if err != nil {
+		rc.log.Error("webhook delivery: look up webhook", "err", err)
+		rc.finish(w, "", OutcomeError, http.StatusServiceUnavailable, errorBody(OutcomeError))
+		return
+	}
+
+	d, err := Verify(hook.SourceType, secrets, r.Header, body, rc.now())
+	if err != nil {
+		if !rc.failed.allow(hook.ID) {
+			w.Header().Set("Retry-After", "1")
+			rc.finish(w, hook.SourceType, OutcomeRateLimited, http.StatusTooManyRequests, errorBody(OutcomeRateLimited))
+			return
+		}
+		level := slog.LevelWarn
+		if errors.Is(err, ErrNoSecret) {
+			level = slog.LevelError // our configuration, not the sender
+		}
+		// The verifiers' errors name the scheme and the fault, never a secret or a
+		// signature.
+		rc.log.Log(r.Context(), level, "webhook delivery not verified", "webhook_id", hook.ID,
+			"source", hook.SourceType, "reason", err.Error(), "remote", r.RemoteAddr)
+		rc.finish(w, hook.SourceType, OutcomeUnauthorized, http.StatusUnauthorized, errorBody(OutcomeUnauthorized))
+		return
+	}
+
+	if d.Challenge != "" {
+		// Slack's url_verification proves the URL, not an event: answer it, keep nothing.
+		rc.log.Info("webhook url verification answered", "webhook_id", hook.ID, "source", hook.SourceType)
+		rc.finish(w, hook.SourceType, OutcomeChallenge, http.StatusOK, map[string]any{"challenge": d.Challenge})
+		return
+	}
+
+	res, err := rc.store.RecordDelivery(r.Context(), store.NewDelivery{
+		WebhookID: hook.ID, DeliveryID: d.ID, EventType: d.EventType, TrustMode: d.TrustMode,
+		Headers: selectHeaders(r.Header), Body: body,
+	})
+	if errors.Is(err, store.ErrNotFound) { // deleted since the lookup
+		rc.unknown(w, r)
+		return
+	}
+	if err != nil {
+		rc.log.Error("webhook delivery: record", "webhook_id", hook.ID, "source", hook.SourceType, "err", err)
+		rc.finish(w, hook.SourceType, OutcomeError, http.StatusServiceUnavailable, errorBody(OutcomeError))
+		return
+	}
+	outcome, status := OutcomeAccepted, http.StatusAccepted
+	answer := map[string]any{"event_id": res.EventID, "todo_id": res.TodoID}
+	if res.Duplicate {
+		outcome, status = OutcomeDuplicate, http.StatusOK
+		answer["duplicate"] = true
+	}
+	rc.log.Info("webhook delivery "+outcome, "webhook_id", hook.ID, "source", hook.SourceType,
+		"event_type", d.EventType, "delivery_id", d.ID, "event_id", res.EventID, "todo_id", res.TodoID,
+		"queue", res.Queue, "secret", secretName(d.Secret), "size", len(body))
+	rc.finish(w, hook.SourceType, outcome, status, answer)
+}
+
+// readBody reads the raw body within the bound. A non-zero status is the answer.
+func (rc *Receiver) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int) {
+	// A declared length over the bound is refused before a byte is read.
+	if r.ContentLength > rc.maxBody {
+		return nil, http.StatusRequestEntityTooLarge
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead) // one allocation when the length is declared
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, rc.maxBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, http.StatusRequestEntityTooLarge
+	case err != nil:
+		return nil, http.StatusBadRequest
+	}
+	return buf.Bytes(), 0
+}
+
+func (rc *Receiver) unknown(w http.ResponseWriter, r *http.Request) {
+	rc.log.Info("webhook delivery for an unknown webhook", "remote", r.RemoteAddr)
+	rc.finish(w, "", OutcomeUnknownWebhook, http.StatusNotFound, errorBody(OutcomeUnknownWebhook))
+}
+
+func (rc *Receiver) finish(w http.ResponseWriter, source, outcome string, status int, body any) {
+	rc.observe(source, outcome)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(body)
+}
+
+func errorBody(outcome string) map[string]string { return map[string]string{"error": outcome} }
+
+// plausibleToken rejects, without a database read, what no minted token looks like.
+func plausibleToken(t string) bool {
+	if len(t) < 16 || len(t) > 128 {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func secretName(i int) string {
+	if i == 0 {
+		return "current"
+	}
+	return "previous"
+}
+
+// keptHeaders are the request headers an event keeps: what says which delivery and
+// event it was, never a signature or a token (X-Gitlab-Token is the secret itself).
+var keptHeaders = []string{
+	"Content-Type", "User-Agent",
+	"X-GitHub-Event", "X-GitHub-Delivery", "X-GitHub-Hook-ID",
+	"X-GitHub-Hook-Installation-Target-Type", "X-GitHub-Hook-Installation-Target-ID",
+	"X-Gitlab-Event", "X-Gitlab-Event-UUID", "X-Gitlab-Instance", "X-Gitlab-Webhook-UUID", "Idempotency-Key",
+	"Webhook-Id", "Webhook-Timestamp", "Svix-Id", "Svix-Timestamp",
+	"X-Slack-Request-Timestamp", "X-Slack-Retry-Num", "X-Slack-Retry-Reason",
+	"X-Delivery-Id", "X-Event-Type",
+}
+
+// maxHeaderValue bounds each kept header value.
+const maxHeaderValue = 256
+
+func selectHeaders(h http.Header) map[string]string {
+	out := map[string]string{}
+	for _, name := range keptHeaders {
+		if v := h.Get(name); v != "" {
+			if len(v) > maxHeaderValue {
+				v = v[:maxHeaderValue]
+			}
+			out[name] = v
+		}
+	}
+	return out
+}

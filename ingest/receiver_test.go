@@ -1,0 +1,449 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// manualClock is a clock the test moves; the store, the receiver and the signer
+// all read it, so timestamps and grace periods need no sleeps.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *manualClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *manualClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// lockedBuffer collects log output from concurrent handlers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// rig is a receiver over httptest on a real SQLite file.
+type rig struct {
+	t       *testing.T
+	store   *store.Store
+	clock   *manualClock
+	srv     *httptest.Server
+	logs    *lockedBuffer
+	rung    chan store.TodoChange
+	mu      sync.Mutex
+	outcome map[string]int
+}
+
+func newRig(t *testing.T, opts ReceiverOptions) *rig {
+	t.Helper()
+	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "sb.db"), store.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r := &rig{t: t, store: st, clock: clock, logs: &lockedBuffer{}, rung: make(chan store.TodoChange, 64), outcome: map[string]int{}}
+	st.OnTodoChange(func(c store.TodoChange) {
+		if c.Claimable {
+			r.rung <- c
+		}
+	})
+	opts.Logger = slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	opts.Observe = func(_, outcome string) { r.mu.Lock(); r.outcome[outcome]++; r.mu.Unlock() }
+	router := httprouter.New()
+	router.Handler(http.MethodPost, Route, NewReceiver(st, opts))
+	r.srv = httptest.NewServer(router)
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *rig) webhook(source, queue string) (store.Webhook, string) {
+	r.t.Helper()
+	secret, err := NewSecret(source)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	h, err := r.store.CreateWebhook(context.Background(), store.NewWebhook{SourceType: source, Queue: queue,
+		Secret: secret, CreatedBy: "human:1"})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return h, secret
+}
+
+type reply struct {
+	status int
+	body   map[string]any
+}
+
+func (r *rig) post(token string, h http.Header, body []byte) reply {
+	r.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, URL(r.srv.URL, token), bytes.NewReader(body))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return r.do(req)
+}
+
+func (r *rig) do(req *http.Request) reply {
+	r.t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := reply{status: resp.StatusCode}
+	raw, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(raw, &out.body); err != nil {
+		r.t.Fatalf("status %d, body %q is not JSON", resp.StatusCode, raw)
+	}
+	return out
+}
+
+func (r *rig) signed(source, secret, id string, body []byte) http.Header {
+	r.t.Helper()
+	h, err := Sign(source, secret, id, body, r.clock.Now())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return h
+}
+
+func (r *rig) count(what string) int {
+	r.t.Helper()
+	switch what {
+	case "events":
+		ev, err := r.store.ListWebhookEvents(context.Background(), store.EventFilter{Limit: 500})
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		return len(ev)
+	case "todos":
+		td, err := r.store.ListTodos(context.Background(), store.TodoFilter{Limit: 1000})
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		return len(td)
+	}
+	r.t.Fatalf("count %q", what)
+	return 0
+}
+
+func id(v any) int64 { f, _ := v.(float64); return int64(f) }
+
+func TestReceiverAcceptsEverySource(t *testing.T) {
+	cases := []struct {
+		source, id, eventType, mode string
+		body                        string
+		extra                       http.Header
+	}{
+		{"github", "72d3162e-cc78-11e3-81ab-4c9367dc0958", "pull_request", TrustSigned, `{"action":"opened"}`,
+			http.Header{"X-Github-Event": {"pull_request"}}},
+		{"stripe", "evt_1NG8Du2eZvKYlo2CUI79vXWy", "invoice.paid", TrustSigned, `{"id":"evt_1NG8Du2eZvKYlo2CUI79vXWy","object":"event","type":"invoice.paid"}`, nil},
+		{"slack", "Ev08MFMKH6", "app_mention", TrustSigned, `{"type":"event_callback","event_id":"Ev08MFMKH6","event":{"type":"app_mention"}}`, nil},
+		{"standard", "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W", "user.created", TrustSigned, `{"type":"user.created","data":{}}`, nil},
+		{"gitlab", "b5a2e7c0-4f4b-4f4b-9a1e-000000000001", "Push Hook", TrustToken, `{"object_kind":"push"}`,
+			http.Header{"X-Gitlab-Event": {"Push Hook"}}},
+		{"generic", "delivery-42", "thing.happened", TrustSigned, `{"n":42}`, http.Header{"X-Event-Type": {"thing.happened"}}},
+	}
+	r := newRig(t, ReceiverOptions{})
+	for _, c := range cases {
+		t.Run(c.source, func(t *testing.T) {
+			hook, secret := r.webhook(c.source, "q-"+c.source)
+			h := r.signed(c.source, secret, c.id, []byte(c.body))
+			for k, v := range c.extra {
+				h[k] = v
+			}
+			first := r.post(hook.Token, h, []byte(c.body))
+			if first.status != http.StatusAccepted {
+				t.Fatalf("status %d %v", first.status, first.body)
+			}
+			// The doorbell rang before the answer: the hook fires after the commit,
+			// before the write returns.
+			select {
+			case c := <-r.rung:
+				if c.ID != id(first.body["todo_id"]) {
+					t.Fatalf("rang for todo %d, answered %v", c.ID, first.body["todo_id"])
+				}
+			default:
+				t.Fatal("answered 202 before the doorbell rang")
+			}
+			todo, err := r.store.Todo(context.Background(), id(first.body["todo_id"]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantSrc := store.Source{Type: c.source, WebhookID: hook.ID, EventID: id(first.body["event_id"]), EventType: c.eventType}
+			wantTrust := store.Trust{Verified: true, Mode: c.mode, WebhookCreatedBy: "human:1"}
+			if todo.Payload != c.body || todo.Queue != "q-"+c.source || todo.Source != wantSrc || todo.Trust != wantTrust {
+				t.Fatalf("todo %+v\nwant source %+v trust %+v", todo, wantSrc, wantTrust)
+			}
+			ev, err := r.store.WebhookEvent(context.Background(), id(first.body["event_id"]))
+			if err != nil || ev.DeliveryID != c.id || string(ev.Body) != c.body {
+				t.Fatalf("event %+v, %v", ev, err)
+			}
+			for k, v := range ev.Headers {
+				if strings.Contains(strings.ToLower(k), "signature") || strings.Contains(v, secret) {
+					t.Fatalf("event kept header %s", k)
+				}
+			}
+
+			// The producer retries the same delivery: same ids, nothing new, no ring.
+			again := r.post(hook.Token, r.signed(c.source, secret, c.id, []byte(c.body)), []byte(c.body))
+			if again.status != http.StatusOK || again.body["duplicate"] != true ||
+				id(again.body["event_id"]) != id(first.body["event_id"]) || id(again.body["todo_id"]) != id(first.body["todo_id"]) {
+				t.Fatalf("redelivery: %d %v, first %v", again.status, again.body, first.body)
+			}
+			select {
+			case c := <-r.rung:
+				t.Fatalf("redelivery rang for %+v", c)
+			default:
+			}
+		})
+	}
+	if n := r.count("todos"); n != len(cases) {
+		t.Fatalf("%d todos, want one per source (%d)", n, len(cases))
+	}
+}
+
+func TestReceiverRefusesBadSignaturesAndPersistsNothing(t *testing.T) {
+	r := newRig(t, ReceiverOptions{})
+	hook, secret := r.webhook("github", "inbox")
+	body := []byte(`{"action":"opened"}`)
+	good := r.signed("github", secret, "d-1", body)
+	wrong := r.signed("github", "not-the-secret", "d-1", body)
+	stripeHeaders, _ := Sign("stripe", secret, "", body, r.clock.Now())
+	cases := []struct {
+		name string
+		h    http.Header
+		body []byte
+	}{
+		{"wrong secret", wrong, body},
+		{"no signature", http.Header{"X-Github-Delivery": {"d-1"}}, body},
+		{"tampered body", good, []byte(`{"action":"closed"}`)},
+		{"truncated signature", http.Header{"X-Hub-Signature-256": {good.Get("X-Hub-Signature-256")[:20]}}, body},
+		{"another scheme's headers", stripeHeaders, body},
+	}
+	for _, c := range cases {
+		got := r.post(hook.Token, c.h, c.body)
+		if got.status != http.StatusUnauthorized || got.body["error"] != OutcomeUnauthorized {
+			t.Errorf("%s: %d %v, want 401", c.name, got.status, got.body)
+		}
+	}
+	if e, td := r.count("events"), r.count("todos"); e != 0 || td != 0 {
+		t.Fatalf("refused deliveries left %d events and %d todos", e, td)
+	}
+	if r.outcome[OutcomeUnauthorized] != len(cases) {
+		t.Fatalf("observed %v", r.outcome)
+	}
+}
+
+func TestReceiverBodyBound(t *testing.T) {
+	r := newRig(t, ReceiverOptions{})
+	hook, secret := r.webhook("generic", "inbox")
+	atLimit := bytes.Repeat([]byte("a"), DefaultMaxBody)
+	over := bytes.Repeat([]byte("a"), DefaultMaxBody+1)
+
+	if got := r.post(hook.Token, r.signed("generic", secret, "at", atLimit), atLimit); got.status != http.StatusAccepted {
+		t.Fatalf("exactly 1 MiB: %d %v", got.status, got.body)
+	}
+	// Over the bound with a Content-Length, and streamed without one (chunked): both
+	// are refused, even correctly signed.
+	if got := r.post(hook.Token, r.signed("generic", secret, "over", over), over); got.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("1 MiB + 1 with Content-Length: %d %v", got.status, got.body)
+	}
+	req, _ := http.NewRequest(http.MethodPost, URL(r.srv.URL, hook.Token), io.MultiReader(bytes.NewReader(over)))
+	req.ContentLength = -1
+	req.Header = r.signed("generic", secret, "over-chunked", over)
+	if got := r.do(req); got.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("1 MiB + 1 chunked: %d %v", got.status, got.body)
+	}
+	if e, td := r.count("events"), r.count("todos"); e != 1 || td != 1 {
+		t.Fatalf("%d events, %d todos; want only the 1 MiB one", e, td)
+	}
+}
+
+func TestReceiverUnknownWebhooksLookAlike(t *testing.T) {
+	r := newRig(t, ReceiverOptions{})
+	hook, secret := r.webhook("github", "inbox")
+	body := []byte(`{}`)
+	if err := r.store.DeleteWebhook(context.Background(), hook.ID, 0, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	for name, token := range map[string]string{
+		"deleted":   hook.Token,
+		"unknown":   strings.Repeat("A", len(hook.Token)),
+		"malformed": "not a token",
+		"short":     "abc",
+	} {
+		got := r.post(strings.ReplaceAll(token, " ", "%20"), r.signed("github", secret, "d", body), body)
+		if got.status != http.StatusNotFound || len(got.body) != 1 || got.body["error"] != OutcomeUnknownWebhook {
+			t.Errorf("%s: %d %v", name, got.status, got.body)
+		}
+	}
+	if e, td := r.count("events"), r.count("todos"); e != 0 || td != 0 {
+		t.Fatalf("%d events, %d todos", e, td)
+	}
+}
+
+func TestReceiverSlackURLVerification(t *testing.T) {
+	r := newRig(t, ReceiverOptions{})
+	hook, secret := r.webhook("slack", "inbox")
+	body := []byte(`{"token":"legacy","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`)
+	got := r.post(hook.Token, r.signed("slack", secret, "", body), body)
+	if got.status != http.StatusOK || got.body["challenge"] != "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P" {
+		t.Fatalf("challenge: %d %v", got.status, got.body)
+	}
+	// The challenge is answered only to Slack: unsigned, it is an ordinary 401.
+	if got := r.post(hook.Token, nil, body); got.status != http.StatusUnauthorized || got.body["challenge"] != nil {
+		t.Fatalf("unsigned challenge: %d %v", got.status, got.body)
+	}
+	if e, td := r.count("events"), r.count("todos"); e != 0 || td != 0 {
+		t.Fatalf("the handshake left %d events, %d todos", e, td)
+	}
+}
+
+func TestReceiverRotationOverlap(t *testing.T) {
+	r := newRig(t, ReceiverOptions{})
+	hook, old := r.webhook("standard", "inbox")
+	fresh, _ := NewSecret("standard")
+	if _, err := r.store.RotateWebhook(context.Background(), hook.ID, 0, fresh, 24*time.Hour, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"type":"ping"}`)
+	send := func(secret, msgID string) int {
+		return r.post(hook.Token, r.signed("standard", secret, msgID, body), body).status
+	}
+	if s := send(fresh, "m1"); s != http.StatusAccepted {
+		t.Fatalf("new secret: %d", s)
+	}
+	if s := send(old, "m2"); s != http.StatusAccepted {
+		t.Fatalf("old secret within the grace period: %d", s)
+	}
+	r.clock.Add(24*time.Hour + time.Second)
+	if s := send(old, "m3"); s != http.StatusUnauthorized {
+		t.Fatalf("old secret after the grace period: %d", s)
+	}
+	if s := send(fresh, "m4"); s != http.StatusAccepted {
+		t.Fatalf("new secret after the grace period: %d", s)
+	}
+	if !strings.Contains(r.logs.String(), "secret=previous") {
+		t.Fatal("a delivery under the previous secret is not logged as such")
+	}
+}
+
+func TestReceiverRateLimitsOnlyFailures(t *testing.T) {
+	r := newRig(t, ReceiverOptions{FailureRate: 1, FailureBurst: 3})
+	hook, secret := r.webhook("github", "inbox")
+	other, _ := r.webhook("github", "inbox")
+	body := []byte(`{"zen":"x"}`)
+	forged := r.signed("github", "forged", "f", body)
+
+	for i := 0; i < 3; i++ {
+		if got := r.post(hook.Token, forged, body); got.status != http.StatusUnauthorized {
+			t.Fatalf("forgery %d within the burst: %d", i, got.status)
+		}
+	}
+	for i := 0; i < 5; i++ {
+		if got := r.post(hook.Token, forged, body); got.status != http.StatusTooManyRequests {
+			t.Fatalf("forgery past the burst: %d", got.status)
+		}
+	}
+	// The bucket is empty, and valid deliveries still pass, every one of them.
+	for i := 0; i < 10; i++ {
+		got := r.post(hook.Token, r.signed("github", secret, "ok-"+string(rune('a'+i)), body), body)
+		if got.status != http.StatusAccepted {
+			t.Fatalf("valid delivery %d while flooded: %d %v", i, got.status, got.body)
+		}
+	}
+	// Another webhook has its own bucket.
+	if got := r.post(other.Token, forged, body); got.status != http.StatusUnauthorized {
+		t.Fatalf("other webhook: %d", got.status)
+	}
+	// The bucket refills with time.
+	r.clock.Add(time.Second)
+	if got := r.post(hook.Token, forged, body); got.status != http.StatusUnauthorized {
+		t.Fatalf("after a second: %d", got.status)
+	}
+	if got := r.post(hook.Token, forged, body); got.status != http.StatusTooManyRequests {
+		t.Fatalf("and again: %d", got.status)
+	}
+	if e, td := r.count("events"), r.count("todos"); e != 10 || td != 10 {
+		t.Fatalf("%d events, %d todos; want the 10 valid ones", e, td)
+	}
+	if r.outcome[OutcomeRateLimited] != 6 || r.outcome[OutcomeAccepted] != 10 {
+		t.Fatalf("observed %v", r.outcome)
+	}
+}
+
+// Every path through the receiver, then a search of everything it logged for the
+// token, the secret, the signature and the body.
+func TestReceiverNeverLogsSecrets(t *testing.T) {
+	r := newRig(t, ReceiverOptions{MaxBody: 4096})
+	hook, secret := r.webhook("github", "inbox")
+	slackHook, slackSecret := r.webhook("slack", "inbox")
+	gitlabHook, gitlabSecret := r.webhook("gitlab", "inbox")
+	body := []byte(`{"marker":"BODY-MARKER-7f3a"}`)
+	good := r.signed("github", secret, "d-1", body)
+	forged := r.signed("github", "forged-secret", "d-2", body)
+	challenge := []byte(`{"type":"url_verification","challenge":"CHALLENGE-MARKER-91b2"}`)
+	gitlab := r.signed("gitlab", gitlabSecret, "g-1", body)
+
+	r.post(hook.Token, good, body)                                                    // accepted
+	r.post(hook.Token, good, body)                                                    // duplicate
+	r.post(hook.Token, forged, body)                                                  // unauthorized
+	r.post(hook.Token, r.signed("github", secret, "d-3", []byte("x")), body)          // tampered
+	r.post(hook.Token, good, bytes.Repeat(body, 200))                                 // too large
+	r.post(slackHook.Token, r.signed("slack", slackSecret, "", challenge), challenge) // challenge
+	r.post(gitlabHook.Token, gitlab, body)                                            // token scheme
+	r.post(gitlabHook.Token, http.Header{"X-Gitlab-Token": {gitlabSecret + "x"}}, body)
+	r.post(strings.Repeat("B", len(hook.Token)), good, body) // unknown
+	if err := r.store.DeleteWebhook(context.Background(), hook.ID, 0, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	r.post(hook.Token, good, body) // deleted
+
+	logs := r.logs.String()
+	if !strings.Contains(logs, "webhook delivery accepted") || !strings.Contains(logs, "not verified") {
+		t.Fatalf("the paths did not all run:\n%s", logs)
+	}
+	for what, s := range map[string]string{
+		"token": hook.Token, "slack token": slackHook.Token, "gitlab token": gitlabHook.Token,
+		"secret": secret, "slack secret": slackSecret, "gitlab secret": gitlabSecret,
+		"signature":        strings.TrimPrefix(good.Get("X-Hub-Signature-256"), "sha256="),
+		"forged signature": strings.TrimPrefix(forged.Get("X-Hub-Signature-256"), "sha256="),
+		"body":             "BODY-MARKER-7f3a", "challenge": "CHALLENGE-MARKER-91b2",
+	} {
+		if strings.Contains(logs, s) {
+			t.Errorf("the log contains the %s", what)
+		}
+	}
+}

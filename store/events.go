@@ -1,0 +1,251 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// WebhookEvent is one verified delivery as it arrived. Listings leave Headers and
+// Body empty (PayloadSize says how big the body is); WebhookEvent loads both.
+type WebhookEvent struct {
+	ID          int64             `json:"event_id"`
+	WebhookID   int64             `json:"webhook_id"`
+	SourceType  string            `json:"source_type"`
+	DeliveryID  string            `json:"delivery_id,omitempty"`
+	EventType   string            `json:"event_type,omitempty"`
+	ReceivedAt  time.Time         `json:"received_at"`
+	Headers     map[string]string `json:"headers,omitempty"`
+	Body        []byte            `json:"-"`
+	PayloadSize int               `json:"payload_size"`
+	Verified    bool              `json:"verified"`
+	TrustMode   string            `json:"trust_mode"`
+	TodoID      int64             `json:"todo_id,omitempty"` // 0 once retention pruned the todo
+	EndpointID  int64             `json:"-"`                 // the webhook's endpoint, for scope checks
+}
+
+// NewDelivery is a delivery whose signature the receiver has verified.
+type NewDelivery struct {
+	WebhookID  int64
+	DeliveryID string // the provider's id, the idempotency key; "" = none given
+	EventType  string
+	TrustMode  string            // signed or token
+	Headers    map[string]string // the selected, non-secret headers to keep
+	Body       []byte
+}
+
+// DeliveryResult says what RecordDelivery did. Duplicate: the delivery id was seen
+// before, and EventID/TodoID are the first delivery's.
+type DeliveryResult struct {
+	EventID   int64
+	TodoID    int64
+	Queue     string
+	Duplicate bool
+}
+
+// RecordDelivery stores a verified delivery and creates its todo on the webhook's
+// queue, in one transaction: either both are on disk when it returns, or neither
+// is, so a failed write never swallows the redelivery meant to recover it. A
+// delivery id already recorded for the webhook creates nothing. A webhook deleted
+// since the caller looked it up is ErrNotFound.
+func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResult, error) {
+	headers, err := json.Marshal(d.Headers)
+	if err != nil {
+		return DeliveryResult{}, fmt.Errorf("store: record delivery: encode headers: %w", err)
+	}
+	if d.Headers == nil {
+		headers = []byte("{}")
+	}
+	var res DeliveryResult
+	err = s.write(ctx, func(w *wtx) error {
+		res = DeliveryResult{}
+		var src, createdBy string
+		err := w.queryRow(`SELECT source_type, queue, created_by FROM webhooks WHERE id = ? AND deleted_at IS NULL`,
+			d.WebhookID).Scan(&src, &res.Queue, &createdBy)
+		if notFound(err) {
+			return fmt.Errorf("store: record delivery: webhook %d: %w", d.WebhookID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("store: record delivery for webhook %d: %w", d.WebhookID, err)
+		}
+		body := d.Body
+		if body == nil {
+			body = []byte{} // the column is NOT NULL; an empty body is still a delivery
+		}
+		if d.DeliveryID != "" {
+			var todo sql.NullInt64
+			err := w.queryRow(`SELECT id, todo_id FROM webhook_events WHERE webhook_id = ? AND delivery_id = ?`,
+				d.WebhookID, d.DeliveryID).Scan(&res.EventID, &todo)
+			if err == nil {
+				// A redelivery: answer with the first one.
+				res.TodoID, res.Duplicate = todo.Int64, true
+				return nil
+			}
+			if !notFound(err) {
+				return fmt.Errorf("store: record delivery for webhook %d: find first delivery: %w", d.WebhookID, err)
+			}
+		}
+		// The todo and its event point at each other. Ids are taken the way SQLite
+		// would take them (the writer holds the write lock, so nobody else can), so
+		// that both rows are written once: no UPDATE rewrites the event's body.
+		if err := w.queryRow(`SELECT coalesce(max(id), 0) + 1 FROM webhook_events`).Scan(&res.EventID); err != nil {
+			return fmt.Errorf("store: record delivery for webhook %d: %w", d.WebhookID, err)
+		}
+		var todoID int64
+		if err := w.queryRow(`SELECT coalesce(max(id), 0) + 1 FROM todos`).Scan(&todoID); err != nil {
+			return fmt.Errorf("store: record delivery for webhook %d: %w", d.WebhookID, err)
+		}
+		t, err := w.addTodo(NewTodo{
+			id:        todoID,
+			Queue:     res.Queue,
+			Payload:   string(body),
+			Source:    Source{Type: src, WebhookID: d.WebhookID, EventID: res.EventID, EventType: d.EventType},
+			Trust:     Trust{Verified: true, Mode: d.TrustMode, WebhookCreatedBy: createdBy},
+			CreatedBy: webhookTarget(d.WebhookID),
+		})
+		if err != nil {
+			return err
+		}
+		res.TodoID = t.ID
+		if _, err := w.exec(`INSERT INTO webhook_events (id, webhook_id, delivery_id, event_type, received_at, headers,
+				body, size, verified, trust_mode, todo_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`,
+			res.EventID, d.WebhookID, nullString(d.DeliveryID), d.EventType, ms(w.now), string(headers), body,
+			len(body), d.TrustMode, t.ID); err != nil {
+			return fmt.Errorf("store: record delivery for webhook %d: %w", d.WebhookID, err)
+		}
+		return nil
+	})
+	return res, err
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// EventFilter selects events for ListWebhookEvents, newest first; pass the last
+// row's ID as Before to page.
+type EventFilter struct {
+	WebhookID  int64 // 0 = every webhook (of EndpointID, when set)
+	EndpointID int64 // 0 = every endpoint's and the humans'
+	Before     int64
+	Limit      int // default 50, at most 500
+}
+
+const eventColumns = `e.id, e.webhook_id, w.source_type, coalesce(e.delivery_id, ''), e.event_type, e.received_at,
+	e.size, e.verified, e.trust_mode, coalesce(e.todo_id, 0), coalesce(w.endpoint_id, 0)`
+
+func scanEvent(sc scanner, extra ...any) (WebhookEvent, error) {
+	var e WebhookEvent
+	var received int64
+	dest := append([]any{&e.ID, &e.WebhookID, &e.SourceType, &e.DeliveryID, &e.EventType, &received,
+		&e.PayloadSize, &e.Verified, &e.TrustMode, &e.TodoID, &e.EndpointID}, extra...)
+	if err := sc.Scan(dest...); err != nil {
+		return WebhookEvent{}, err
+	}
+	e.ReceivedAt = fromMS(received)
+	return e, nil
+}
+
+// ListWebhookEvents lists events without headers or body, newest first.
+func (s *Store) ListWebhookEvents(ctx context.Context, f EventFilter) ([]WebhookEvent, error) {
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	f.Limit = min(f.Limit, 500)
+	var where []string
+	var args []any
+	if f.WebhookID != 0 {
+		where, args = append(where, "e.webhook_id = ?"), append(args, f.WebhookID)
+	}
+	if f.EndpointID != 0 {
+		where, args = append(where, "w.endpoint_id = ?"), append(args, f.EndpointID)
+	}
+	if f.Before > 0 {
+		where, args = append(where, "e.id < ?"), append(args, f.Before)
+	}
+	q := `SELECT ` + eventColumns + ` FROM webhook_events e JOIN webhooks w ON w.id = e.webhook_id`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	rows, err := s.query(ctx, q+" ORDER BY e.id DESC LIMIT ?", append(args, f.Limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list webhook events: %w", err)
+	}
+	defer rows.Close()
+	out := []WebhookEvent{}
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list webhook events: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list webhook events: %w", err)
+	}
+	return out, nil
+}
+
+// WebhookEvent loads one event with its headers and body.
+func (s *Store) WebhookEvent(ctx context.Context, id int64) (WebhookEvent, error) {
+	var headers string
+	var body []byte
+	e, err := scanEvent(s.queryRow(ctx, `SELECT `+eventColumns+`, e.headers, e.body
+		FROM webhook_events e JOIN webhooks w ON w.id = e.webhook_id WHERE e.id = ?`, id), &headers, &body)
+	if notFound(err) {
+		return WebhookEvent{}, fmt.Errorf("store: webhook event %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return WebhookEvent{}, fmt.Errorf("store: load webhook event %d: %w", id, err)
+	}
+	if err := json.Unmarshal([]byte(headers), &e.Headers); err != nil {
+		return WebhookEvent{}, fmt.Errorf("store: load webhook event %d: decode headers: %w", id, err)
+	}
+	e.Body = body
+	if e.Body == nil {
+		e.Body = []byte{}
+	}
+	return e, nil
+}
+
+// ReplayWebhookEvent puts a new todo on the webhook's queue from a stored event: the
+// same body and trust, source type "replay", and an audit row naming the event and
+// the new todo. endpointID confines it to that endpoint's webhooks (0: any).
+func (s *Store) ReplayWebhookEvent(ctx context.Context, eventID, endpointID int64, actor string) (Todo, error) {
+	var t Todo
+	err := s.write(ctx, func(w *wtx) error {
+		var body []byte
+		var eventType, mode, queue, createdBy string
+		var webhookID int64
+		var verified bool
+		err := w.queryRow(`SELECT e.body, e.event_type, e.verified, e.trust_mode, w.id, w.queue, w.created_by
+			FROM webhook_events e JOIN webhooks w ON w.id = e.webhook_id
+			WHERE e.id = ? AND (? = 0 OR w.endpoint_id = ?)`, eventID, endpointID, endpointID).Scan(
+			&body, &eventType, &verified, &mode, &webhookID, &queue, &createdBy)
+		if notFound(err) {
+			return fmt.Errorf("store: replay webhook event %d: %w", eventID, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("store: replay webhook event %d: %w", eventID, err)
+		}
+		t, err = w.addTodo(NewTodo{
+			Queue:     queue,
+			Payload:   string(body),
+			Source:    Source{Type: "replay", WebhookID: webhookID, EventID: eventID, EventType: eventType},
+			Trust:     Trust{Verified: verified, Mode: mode, WebhookCreatedBy: createdBy},
+			CreatedBy: actor,
+		})
+		if err != nil {
+			return err
+		}
+		return w.audit(actor, "webhook_event.replay", fmt.Sprintf("webhook_event:%d", eventID), "",
+			fmt.Sprintf("todo=%d queue=%s", t.ID, queue))
+	})
+	return t, err
+}

@@ -1,0 +1,231 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// rings collects the doorbell's announcements.
+type rings struct {
+	mu   sync.Mutex
+	list []TodoChange
+}
+
+func (r *rings) hook(c TodoChange) { r.mu.Lock(); r.list = append(r.list, c); r.mu.Unlock() }
+func (r *rings) claimable() []TodoChange {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []TodoChange
+	for _, c := range r.list {
+		if c.Claimable {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func countRows(t *testing.T, s *Store, table string) int {
+	t.Helper()
+	var n int
+	if err := s.rdb.QueryRow(`SELECT count(*) FROM ` + table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestRecordDelivery(t *testing.T) {
+	ctx := context.Background()
+	s := openWebhookStore(t, Options{})
+	var r rings
+	s.OnTodoChange(r.hook)
+	ep := ceilingEndpoint(t, s, 5, []string{"github"}, []string{"inbox"})
+	h := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "x", CreatedBy: "agent:bot", EndpointID: ep.ID})
+	body := []byte(`{"action":"opened","n":1}`)
+	d := NewDelivery{WebhookID: h.ID, DeliveryID: "d-1", EventType: "pull_request", TrustMode: "signed",
+		Headers: map[string]string{"X-GitHub-Event": "pull_request"}, Body: body}
+
+	first, err := s.RecordDelivery(ctx, d)
+	if err != nil || first.Duplicate || first.EventID == 0 || first.TodoID == 0 || first.Queue != "inbox" {
+		t.Fatalf("first delivery: %+v, %v", first, err)
+	}
+	todo, err := s.Todo(ctx, first.TodoID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Todo{Queue: "inbox", Payload: string(body), Source: Source{Type: "github", WebhookID: h.ID, EventID: first.EventID,
+		EventType: "pull_request"}, Trust: Trust{Verified: true, Mode: "signed", WebhookCreatedBy: "agent:bot"}}
+	if todo.Queue != want.Queue || todo.Payload != want.Payload || todo.Source != want.Source || todo.Trust != want.Trust ||
+		todo.State != StatePending {
+		t.Fatalf("todo = %+v\nwant %+v", todo, want)
+	}
+
+	again, err := s.RecordDelivery(ctx, d)
+	if err != nil || !again.Duplicate || again.EventID != first.EventID || again.TodoID != first.TodoID {
+		t.Fatalf("redelivery: %+v, %v; want the first's ids", again, err)
+	}
+	if n := countRows(t, s, "todos"); n != 1 {
+		t.Fatalf("%d todos after a redelivery, want 1", n)
+	}
+	if got := r.claimable(); len(got) != 1 || got[0].ID != first.TodoID || got[0].Source != "github" {
+		t.Fatalf("doorbell rang %+v, want once for the todo", got)
+	}
+
+	// Without a delivery id nothing can be deduplicated: each is a new event.
+	for i := 0; i < 2; i++ {
+		res, err := s.RecordDelivery(ctx, NewDelivery{WebhookID: h.ID, TrustMode: "signed", Body: []byte("x")})
+		if err != nil || res.Duplicate {
+			t.Fatalf("id-less delivery %d: %+v, %v", i, res, err)
+		}
+	}
+	// The same delivery id on another webhook is another delivery.
+	other := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "y", CreatedBy: "human:1"})
+	if res, err := s.RecordDelivery(ctx, NewDelivery{WebhookID: other.ID, DeliveryID: "d-1", TrustMode: "signed"}); err != nil || res.Duplicate {
+		t.Fatalf("same id, other webhook: %+v, %v", res, err)
+	}
+	if n := countRows(t, s, "webhook_events"); n != 4 {
+		t.Fatalf("%d events, want 4", n)
+	}
+
+	if err := s.DeleteWebhook(ctx, h.ID, 0, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecordDelivery(ctx, NewDelivery{WebhookID: h.ID, DeliveryID: "d-2", TrustMode: "signed"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("delivery to a deleted webhook: %v, want ErrNotFound", err)
+	}
+	if n := countRows(t, s, "webhook_events"); n != 4 {
+		t.Fatalf("a refused delivery left a row: %d events", n)
+	}
+}
+
+func TestConcurrentRedeliveriesMakeOneTodo(t *testing.T) {
+	ctx := context.Background()
+	s := openWebhookStore(t, Options{})
+	h := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "x", CreatedBy: "human:1"})
+	// Many copies of one delivery arrive at once and share group commits; the
+	// unique key decides inside the transaction.
+	var wg sync.WaitGroup
+	results := make(chan DeliveryResult, 16)
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := s.RecordDelivery(ctx, NewDelivery{WebhookID: h.ID, DeliveryID: "same", TrustMode: "signed", Body: []byte("b")})
+			if err != nil {
+				t.Error(err)
+			}
+			results <- res
+		}()
+	}
+	wg.Wait()
+	close(results)
+	fresh := 0
+	var ids []int64
+	for r := range results {
+		if !r.Duplicate {
+			fresh++
+		}
+		ids = append(ids, r.EventID)
+	}
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("event ids differ: %v", ids)
+		}
+	}
+	if fresh != 1 || countRows(t, s, "todos") != 1 {
+		t.Fatalf("%d fresh answers, %d todos; want 1 and 1", fresh, countRows(t, s, "todos"))
+	}
+}
+
+func TestListGetReplayEvents(t *testing.T) {
+	ctx := context.Background()
+	s := openWebhookStore(t, Options{})
+	ep := ceilingEndpoint(t, s, 5, []string{"github"}, []string{"inbox"})
+	mine := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "x", CreatedBy: "agent:bot", EndpointID: ep.ID})
+	theirs := mustWebhook(t, s, NewWebhook{SourceType: "gitlab", Queue: "ops", Secret: "y", CreatedBy: "human:1"})
+	var ids []int64
+	for i, w := range []int64{mine.ID, theirs.ID, mine.ID, mine.ID} {
+		res, err := s.RecordDelivery(ctx, NewDelivery{WebhookID: w, DeliveryID: string(rune('a' + i)), EventType: "push",
+			TrustMode: "signed", Headers: map[string]string{"User-Agent": "GitHub-Hookshot/x"}, Body: bytes.Repeat([]byte("z"), 10+i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.EventID)
+	}
+
+	page, err := s.ListWebhookEvents(ctx, EventFilter{EndpointID: ep.ID, Limit: 2})
+	if err != nil || len(page) != 2 || page[0].ID != ids[3] || page[1].ID != ids[2] {
+		t.Fatalf("first page = %+v, %v", page, err)
+	}
+	if page[0].Body != nil || page[0].Headers != nil || page[0].PayloadSize != 13 || page[0].SourceType != "github" {
+		t.Fatalf("listing row carries body/headers or wrong size: %+v", page[0])
+	}
+	rest, _ := s.ListWebhookEvents(ctx, EventFilter{EndpointID: ep.ID, Before: page[1].ID})
+	if len(rest) != 1 || rest[0].ID != ids[0] {
+		t.Fatalf("second page = %+v", rest)
+	}
+	if other, _ := s.ListWebhookEvents(ctx, EventFilter{WebhookID: theirs.ID}); len(other) != 1 || other[0].ID != ids[1] {
+		t.Fatalf("by webhook = %+v", other)
+	}
+
+	ev, err := s.WebhookEvent(ctx, ids[0])
+	if err != nil || string(ev.Body) != "zzzzzzzzzz" || ev.Headers["User-Agent"] != "GitHub-Hookshot/x" ||
+		ev.DeliveryID != "a" || ev.EndpointID != ep.ID || !ev.Verified {
+		t.Fatalf("event = %+v, %v", ev, err)
+	}
+	if _, err := s.WebhookEvent(ctx, 999); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown event: %v", err)
+	}
+
+	if _, err := s.ReplayWebhookEvent(ctx, ids[1], ep.ID, "agent:bot"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("replay of another's event: %v, want ErrNotFound", err)
+	}
+	todo, err := s.ReplayWebhookEvent(ctx, ids[0], ep.ID, "agent:bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, _ := s.Todo(ctx, todo.ID)
+	if full.Payload != "zzzzzzzzzz" || full.Queue != "inbox" || full.CreatedBy != "agent:bot" ||
+		full.Source != (Source{Type: "replay", WebhookID: mine.ID, EventID: ids[0], EventType: "push"}) ||
+		full.Trust != (Trust{Verified: true, Mode: "signed", WebhookCreatedBy: "agent:bot"}) {
+		t.Fatalf("replayed todo = %+v", full)
+	}
+	audit, _ := s.ListAudit(ctx, AuditFilter{Action: "webhook_event.replay"})
+	if len(audit) != 1 || audit[0].Actor != "agent:bot" || audit[0].Target != "webhook_event:1" {
+		t.Fatalf("replay audit = %+v", audit)
+	}
+}
+
+func TestPrunedTodoLeavesEvent(t *testing.T) {
+	ctx := context.Background()
+	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	s := openWebhookStore(t, Options{Now: clock.Now})
+	h := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "x", CreatedBy: "human:1"})
+	res, err := s.RecordDelivery(ctx, NewDelivery{WebhookID: h.ID, DeliveryID: "p", TrustMode: "signed", Body: []byte("b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	todo, ok, err := s.ClaimNext(ctx, "agent:bot", []string{"inbox"}, time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if _, err := s.Complete(ctx, Ack{ID: todo.ID, Owner: "agent:bot", Queues: []string{"inbox"}}, "done"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(time.Hour)
+	if n, err := s.PruneDone(ctx, clock.Now()); err != nil || n != 1 {
+		t.Fatalf("prune: %d, %v (an event must not block pruning its todo)", n, err)
+	}
+	ev, err := s.WebhookEvent(ctx, res.EventID)
+	if err != nil || ev.TodoID != 0 || string(ev.Body) != "b" {
+		t.Fatalf("event after its todo was pruned: %+v, %v", ev, err)
+	}
+	// The redelivery is still recognised.
+	again, err := s.RecordDelivery(ctx, NewDelivery{WebhookID: h.ID, DeliveryID: "p", TrustMode: "signed", Body: []byte("b")})
+	if err != nil || !again.Duplicate || again.EventID != res.EventID || again.TodoID != 0 {
+		t.Fatalf("redelivery after prune: %+v, %v", again, err)
+	}
+}

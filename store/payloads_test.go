@@ -1,0 +1,75 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// Payloads live outside the todos row; every way of reading a todo in full must
+// still see them, and pruning must take them along.
+func TestPayloadsAreStoredOnceAndFollowTheTodo(t *testing.T) {
+	clock := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	s := openTest(t, Options{Now: func() time.Time { return clock }})
+	ctx := context.Background()
+
+	manual, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: `{"manual":true}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh, err := s.CreateWebhook(ctx, NewWebhook{SourceType: "generic", Queue: "q", Secret: "k", CreatedBy: "human:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"from":"a webhook"}`
+	d, err := s.RecordDelivery(ctx, NewDelivery{WebhookID: wh.ID, DeliveryID: "d1", TrustMode: "signed", Body: []byte(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[int64]string{manual.ID: `{"manual":true}`, d.TodoID: body} {
+		got, err := s.Todo(ctx, id)
+		if err != nil || got.Payload != want || got.PayloadSize != len(want) {
+			t.Fatalf("todo %d: payload %q size %d (err %v), want %q", id, got.Payload, got.PayloadSize, err, want)
+		}
+	}
+	// The webhook's body is stored once: with its event, not again for the todo.
+	var copies int
+	s.rdb.QueryRow(`SELECT count(*) FROM todo_payloads WHERE payload = ?`, body).Scan(&copies)
+	if copies != 0 {
+		t.Fatalf("the delivery's body was stored %d extra times", copies)
+	}
+	ev, err := s.WebhookEvent(ctx, d.EventID)
+	if err != nil || ev.TodoID != d.TodoID {
+		t.Fatalf("event %d links todo %d (err %v), want %d", d.EventID, ev.TodoID, err, d.TodoID)
+	}
+
+	// Claims return the payload from either place.
+	seen := map[int64]string{}
+	for i := 0; i < 2; i++ {
+		c, ok, err := s.ClaimNext(ctx, "agent:a", []string{"q"}, time.Minute)
+		if err != nil || !ok {
+			t.Fatalf("claim: ok=%v err=%v", ok, err)
+		}
+		seen[c.ID] = c.Payload
+		if _, err := s.Complete(ctx, Ack{ID: c.ID, Owner: "agent:a"}, "done"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seen[manual.ID] != `{"manual":true}` || seen[d.TodoID] != body {
+		t.Fatalf("claimed payloads %v", seen)
+	}
+
+	// Pruning done todos deletes their payload rows; the event stays, unlinked.
+	clock = clock.Add(48 * time.Hour)
+	if n, err := s.PruneDone(ctx, clock.Add(-time.Hour)); err != nil || n != 2 {
+		t.Fatalf("pruned %d (err %v), want 2", n, err)
+	}
+	var left int
+	s.rdb.QueryRow(`SELECT count(*) FROM todo_payloads`).Scan(&left)
+	if left != 0 {
+		t.Fatalf("%d payload rows outlived their todos", left)
+	}
+	if ev, err := s.WebhookEvent(ctx, d.EventID); err != nil || ev.TodoID != 0 {
+		t.Fatalf("after prune the event links todo %d (err %v)", ev.TodoID, err)
+	}
+}

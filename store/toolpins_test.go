@@ -1,0 +1,140 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestToolPinsLifecycle(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+
+	if err := s.WithholdTool(ctx, "git", "git_log", "h2"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("withhold an unpinned tool: %v, want ErrNotFound", err)
+	}
+	for _, p := range []struct{ module, tool, hash string }{
+		{"git", "git_log", "h1"}, {"git", "git_diff", "d1"}, {"web", "web_fetch", "f1"},
+	} {
+		if err := s.PinTool(ctx, p.module, p.tool, p.hash); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pins, err := s.ToolPins(ctx, "git")
+	if err != nil || len(pins) != 2 || pins["git_log"] != "h1" || pins["git_diff"] != "d1" {
+		t.Fatalf("ToolPins(git) = %v, %v", pins, err)
+	}
+	if _, err := s.ApprovePendingTool(ctx, "git", "git_log", "human:cli"); !errors.Is(err, ErrConflict) {
+		t.Fatalf("approve with nothing pending: %v, want ErrConflict", err)
+	}
+	if _, err := s.ApprovePendingTool(ctx, "git", "git_blame", "human:cli"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("approve an unknown tool: %v, want ErrNotFound", err)
+	}
+
+	// A changed definition is recorded as pending; the pin itself stays.
+	if err := s.WithholdTool(ctx, "git", "git_log", "h2"); err != nil {
+		t.Fatal(err)
+	}
+	if pins, _ := s.ToolPins(ctx, "git"); pins["git_log"] != "h1" {
+		t.Fatalf("withholding moved the pin: %v", pins)
+	}
+	all, err := s.ListToolPins(ctx, "")
+	if err != nil || len(all) != 3 {
+		t.Fatalf("ListToolPins = %+v, %v", all, err)
+	}
+	if p := all[1]; p.Tool != "git_log" || p.PendingHash != "h2" || p.PendingAt == nil || p.Hash != "h1" {
+		t.Fatalf("pending pin = %+v", p)
+	}
+	if only, _ := s.ListToolPins(ctx, "web"); len(only) != 1 || only[0].Tool != "web_fetch" || only[0].PendingHash != "" {
+		t.Fatalf("ListToolPins(web) = %+v", only)
+	}
+
+	pin, err := s.ApprovePendingTool(ctx, "git", "git_log", "human:cli")
+	if err != nil || pin.Hash != "h2" {
+		t.Fatalf("approve: %+v, %v", pin, err)
+	}
+	if pins, _ := s.ToolPins(ctx, "git"); pins["git_log"] != "h2" {
+		t.Fatalf("after approval the pin is %v, want h2", pins)
+	}
+	if list, _ := s.ListToolPins(ctx, "git"); list[1].PendingHash != "" || list[1].PendingAt != nil {
+		t.Fatalf("pending left after approval: %+v", list[1])
+	}
+	audit, err := s.ListAudit(ctx, AuditFilter{Action: "module.tool_approved"})
+	if err != nil || len(audit) != 1 || audit[0].Actor != "human:cli" || audit[0].Target != "git/git_log" {
+		t.Fatalf("approval audit = %+v, %v", audit, err)
+	}
+
+	// Re-pinning (first sight after a reset, or an approval from the UI) clears
+	// anything pending.
+	s.WithholdTool(ctx, "git", "git_diff", "d2")
+	if err := s.PinTool(ctx, "git", "git_diff", "d2"); err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := s.ListToolPins(ctx, "git"); list[0].Hash != "d2" || list[0].PendingHash != "" {
+		t.Fatalf("PinTool left %+v", list[0])
+	}
+}
+
+func TestOnForeignCommitSeesAnotherHandle(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "sb.db")
+	serveSide, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer serveSide.Close()
+	if err := serveSide.PinTool(ctx, "git", "git_log", "h1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := serveSide.WithholdTool(ctx, "git", "git_log", "h2"); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan string, 16)
+	serveSide.OnForeignCommit(func() {
+		pins, err := serveSide.ToolPins(ctx, "git")
+		if err == nil {
+			select {
+			case seen <- pins["git_log"]:
+			default:
+			}
+		}
+	})
+	done := make(chan struct{})
+	go func() { serveSide.WatchForeign(ctx, 5*time.Millisecond); close(done) }()
+
+	// A second handle on the same file stands for `switchboard modules approve`.
+	cli, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cli.ApprovePendingTool(ctx, "git", "git_log", "human:cli")
+	cli.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The watcher may have read its starting data_version only after the approval
+	// committed; a write of our own then moves data_version again, so keep nudging
+	// until the hook has run over the approved pin.
+	nudge := time.NewTicker(50 * time.Millisecond)
+	defer nudge.Stop()
+	limit := time.After(10 * time.Second)
+	for {
+		select {
+		case h := <-seen:
+			if h == "h2" {
+				cancel()
+				<-done
+				return
+			}
+		case <-nudge.C:
+			if err := serveSide.PinTool(ctx, "other", "other_x", "x"); err != nil {
+				t.Fatal(err)
+			}
+		case <-limit:
+			t.Fatal("OnForeignCommit never saw the approval made by another handle")
+		}
+	}
+}
