@@ -171,6 +171,7 @@ type server struct {
 	cfg     serveConfig
 	log     *slog.Logger
 	store   *store.Store
+	unlock  func() // releases the one-serve-per-database lock
 	http    *http.Server
 	metrics *metrics
 	agent   *agent.Agent
@@ -182,7 +183,21 @@ type server struct {
 	cancel context.CancelFunc
 }
 
-func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*server, error) {
+func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *server, err error) {
+	// One serve per database: a second one would run a second reaper and module
+	// set against the same queue, and `restore` must not swap the file under us.
+	unlock, err := store.LockForServe(cfg.DB)
+	if errors.Is(err, store.ErrInUse) {
+		return nil, fmt.Errorf("another switchboard serve is running on %s", cfg.DB)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			unlock()
+		}
+	}()
 	st, err := store.Open(ctx, cfg.DB, store.Options{Synchronous: cfg.Synchronous, Logger: logger, SecretKey: cfg.SecretKey})
 	if err != nil {
 		return nil, err
@@ -201,7 +216,7 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*serv
 		st.Close()
 		return nil, err
 	}
-	s := &server{cfg: cfg, log: logger, store: st, metrics: newMetrics(st, allow)}
+	s := &server{cfg: cfg, log: logger, store: st, unlock: unlock, metrics: newMetrics(st, allow)}
 	if s.modules, err = startGateway(ctx, cfg, st, s.metrics, logger); err != nil {
 		st.Close()
 		return nil, err
@@ -325,6 +340,7 @@ func (s *server) close() {
 	if err := s.store.Close(); err != nil {
 		s.log.Error("close store", "err", err)
 	}
+	s.unlock()
 }
 
 func (s *server) healthz(w http.ResponseWriter, r *http.Request) {

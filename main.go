@@ -54,6 +54,9 @@ func commands() []command {
 		{"webhook", "create, list, rotate or delete webhooks (ingest URLs)", runWebhook},
 		{"secrets", "encrypt stored webhook secrets with the configured key", runSecrets},
 		{"modules", "list capability modules or approve a changed tool definition", runModules},
+		{"backup", "write a consistent copy of the database (safe while serve runs)", runBackup},
+		{"restore", "replace the database with a backup (stop serve first)", runRestore},
+		{"connect", "bridge a stdio-only MCP client to a running Switchboard", runConnect},
 		{"bench", "measure ingest, drain and doorbell capacity on this machine", runBench},
 		{"version", "print version, commit and Go version", runVersion},
 	}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+const backupSynopsis = `backup --to FILE [--db FILE]     (safe while serve runs)`
+const restoreSynopsis = `restore --from FILE [--db FILE]  (refused while serve runs)`
+
+// runBackup writes a consistent copy of a live database: VACUUM INTO reads one
+// snapshot while serve goes on committing.
+func runBackup(ctx context.Context, env *environ, args []string) error {
+	fs := newFlags(env, "backup", backupSynopsis)
+	db := dbFlag(fs, env)
+	to := fs.String("to", "", "where to write the backup (must not exist)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *to == "" {
+		return usageErr("--to is required")
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	s, err := openStoreRO(ctx, env, *db)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := s.Backup(ctx, *to); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.stdout, "backed up %s to %s\n", *db, *to)
+	return nil
+}
+
+// runRestore replaces the database with a backup, after checking the backup is an
+// intact Switchboard database. Stop serve first.
+func runRestore(ctx context.Context, env *environ, args []string) error {
+	fs := newFlags(env, "restore", restoreSynopsis)
+	db := dbFlag(fs, env)
+	from := fs.String("from", "", "the backup to restore")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *from == "" {
+		return usageErr("--from is required")
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	if err := store.Restore(ctx, *from, *db); err != nil {
+		if errors.Is(err, store.ErrInUse) {
+			return fmt.Errorf("%s is in use by a running serve: stop it first (systemctl stop switchboard)", *db)
+		}
+		return err
+	}
+	fmt.Fprintf(env.stdout, "restored %s from %s\n", *db, *from)
+	return nil
+}

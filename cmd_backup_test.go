@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+func TestBackupWhileServingAndRestoreRefusedUntilStopped(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "sb.db")
+	_, stop := startServer(t, serveConfig{DB: db})
+	ctx := context.Background()
+	w, err := store.Open(ctx, db, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		w.AddTodo(ctx, store.NewTodo{Queue: "q", Payload: "before"})
+	}
+	backup := filepath.Join(dir, "backup.db")
+	if code, _, stderr := cli(t, "", "backup", "--db", db, "--to", backup); code != 0 {
+		t.Fatalf("backup while serving: %s", stderr)
+	}
+	w.AddTodo(ctx, store.NewTodo{Queue: "q", Payload: "after"})
+	w.Close()
+
+	if code, _, stderr := cli(t, "", "backup", "--db", db, "--to", backup); code == 0 {
+		t.Fatal("backup overwrote an existing file")
+	} else if !strings.Contains(stderr, "exist") {
+		t.Logf("stderr: %s", stderr)
+	}
+	code, _, stderr := cli(t, "", "restore", "--db", db, "--from", backup)
+	if code == 0 || !strings.Contains(stderr, "running serve") {
+		t.Fatalf("restore under a running serve: exit %d, %q", code, stderr)
+	}
+	stop()
+	if code, _, stderr := cli(t, "", "restore", "--db", db, "--from", backup); code != 0 {
+		t.Fatalf("restore after stop: %s", stderr)
+	}
+	s := openRO(t, db)
+	defer s.Close()
+	todos, err := s.ListTodos(ctx, store.TodoFilter{Limit: 100})
+	if err != nil || len(todos) != 20 {
+		t.Fatalf("restored %d todos (err %v), want the 20 from before the backup", len(todos), err)
+	}
+}
+
+func TestSecondServeOnTheSameDatabaseIsRefused(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	startServer(t, serveConfig{DB: db})
+	code, _, stderr := cli(t, "", "serve", "--db", db, "--listen", "127.0.0.1:0")
+	if code == 0 || !strings.Contains(stderr, "another switchboard serve") {
+		t.Fatalf("second serve: exit %d, %q", code, stderr)
+	}
+}

@@ -1,0 +1,222 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrInUse: a running serve holds the database (see LockForServe).
+var ErrInUse = errors.New("database is in use by a running serve")
+
+// LockForServe takes the advisory lock that marks path as served: an exclusive
+// flock on path+".lock", held until unlock is called or the process exits (the
+// kernel drops it even on SIGKILL, so a crash never leaves a stale lock). It
+// fails with ErrInUse while another process holds it, which keeps a second
+// serve and Restore away from a live database. CLI commands that only add or
+// read rows do not take it: SQLite's own locking covers them.
+func LockForServe(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("store: lock %s: %w", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("store: %s: %w", path, ErrInUse)
+		}
+		return nil, fmt.Errorf("store: lock %s: %w", path, err)
+	}
+	// The lock file stays: removing it would race a process about to lock it.
+	return func() { f.Close() }, nil
+}
+
+// Backup writes a consistent copy of the live database to dst, which must not
+// exist yet. It runs VACUUM INTO on a connection of its own, so it reads one
+// snapshot (every transaction committed before it began, none after) while
+// serve keeps reading and committing: the writer is never paused. The copy is
+// compact, self-contained (no -wal file), fsynced, and appears at dst only
+// when complete.
+func (s *Store) Backup(ctx context.Context, dst string) error {
+	return vacuumInto(ctx, s.path, dst, false)
+}
+
+// Restore replaces the database at dst with the backup src. It refuses while a
+// serve holds dst (ErrInUse), and refuses a src that is not an intact
+// Switchboard database (ErrNotSwitchboard, ErrSchemaTooNew, or a failed
+// integrity check). dst is replaced atomically: a crash leaves the old
+// database or the new one, never a mix; the old database's -wal and -shm go
+// first, since a stale WAL would be replayed into the restored file.
+func Restore(ctx context.Context, src, dst string) error {
+	// Held for the whole restore, so serve cannot start on a half-done file.
+	unlock, err := LockForServe(dst)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := checkBackup(ctx, src); err != nil {
+		return err
+	}
+	return vacuumInto(ctx, src, dst, true)
+}
+
+// checkBackup verifies that src is a readable, intact Switchboard database that
+// this binary can open.
+func checkBackup(ctx context.Context, src string) error {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return fmt.Errorf("store: restore: %w", err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return fmt.Errorf("store: restore %s: %w (empty or not a regular file)", src, ErrNotSwitchboard)
+	}
+	db, err := openSnapshot(src)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := checkVersion(ctx, db, src); err != nil {
+		return err
+	}
+	var migrated int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master
+		WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&migrated); err != nil {
+		return fmt.Errorf("store: restore: inspect %s: %w", src, err)
+	}
+	if migrated == 0 {
+		return fmt.Errorf("store: restore %s: %w (no schema_migrations)", src, ErrNotSwitchboard)
+	}
+	rows, err := db.QueryContext(ctx, `PRAGMA integrity_check`)
+	if err != nil {
+		return fmt.Errorf("store: restore: integrity check of %s: %w", src, err)
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return fmt.Errorf("store: restore: integrity check of %s: %w", src, err)
+		}
+		if line != "ok" {
+			problems = append(problems, line)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: restore: integrity check of %s: %w", src, err)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("store: restore: %s fails the integrity check: %s", src, strings.Join(problems[:min(len(problems), 5)], "; "))
+	}
+	return nil
+}
+
+// openSnapshot opens path read-only for one VACUUM INTO or inspection.
+// VACUUM INTO needs only a read transaction, so in WAL mode it neither waits
+// for nor blocks the writer.
+func openSnapshot(path string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	return db, nil
+}
+
+// vacuumInto copies the database at src into a new file in dst's directory and
+// then moves it to dst: without replacing anything for a backup, replacing dst
+// (and dropping its -wal and -shm) for a restore.
+func vacuumInto(ctx context.Context, src, dst string, replace bool) error {
+	op := "backup"
+	if replace {
+		op = "restore"
+	}
+	if !replace {
+		if _, err := os.Lstat(dst); err == nil {
+			return fmt.Errorf("store: backup: %s: %w", dst, os.ErrExist)
+		}
+	}
+	// VACUUM INTO writes to a file that is absent or empty: an empty temp file
+	// in the destination's directory, so the final rename stays on one
+	// filesystem.
+	tmpf, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("store: %s: %w", op, err)
+	}
+	tmp := tmpf.Name()
+	tmpf.Close()
+	keep := false
+	defer func() {
+		if !keep {
+			os.Remove(tmp)
+		}
+	}()
+
+	db, err := openSnapshot(src)
+	if err != nil {
+		return err
+	}
+	_, err = db.ExecContext(ctx, `VACUUM INTO ?`, tmp)
+	db.Close()
+	if err != nil {
+		return fmt.Errorf("store: %s: copy %s: %w", op, src, err)
+	}
+	// VACUUM INTO does not sync its output; a backup that vanishes at the next
+	// power cut is not one.
+	if err := syncFile(tmp); err != nil {
+		return fmt.Errorf("store: %s: %w", op, err)
+	}
+
+	if replace {
+		for _, suffix := range []string{"-wal", "-shm"} {
+			if err := os.Remove(dst + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("store: restore: remove stale %s%s: %w", dst, suffix, err)
+			}
+		}
+		if err := os.Rename(tmp, dst); err != nil {
+			return fmt.Errorf("store: restore: %w", err)
+		}
+	} else if err := moveNoReplace(tmp, dst); err != nil {
+		return fmt.Errorf("store: backup: %w", err)
+	}
+	keep = true
+	if err := syncFile(filepath.Dir(dst)); err != nil {
+		return fmt.Errorf("store: %s: %w", op, err)
+	}
+	return nil
+}
+
+// moveNoReplace moves tmp to dst unless dst exists. A hard link is the atomic
+// no-clobber move; filesystems without links (FAT on a USB stick) get a check
+// and a rename.
+func moveNoReplace(tmp, dst string) error {
+	err := os.Link(tmp, dst)
+	if err == nil {
+		return os.Remove(tmp)
+	}
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("%s: %w", dst, os.ErrExist)
+	}
+	if _, serr := os.Lstat(dst); serr == nil {
+		return fmt.Errorf("%s: %w", dst, os.ErrExist)
+	}
+	return os.Rename(tmp, dst)
+}
+
+// syncFile fsyncs a file or directory.
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	return nil
+}

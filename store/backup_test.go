@@ -1,0 +1,280 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// addTodos adds n todos to queue and returns their ids.
+func addTodos(t *testing.T, s *Store, queue string, n int) []int64 {
+	t.Helper()
+	ids := make([]int64, 0, n)
+	for i := range n {
+		td, err := s.AddTodo(context.Background(), NewTodo{Queue: queue, Payload: fmt.Sprintf("%s-%d", queue, i)})
+		if err != nil {
+			t.Fatalf("add todo: %v", err)
+		}
+		ids = append(ids, td.ID)
+	}
+	return ids
+}
+
+// integrityOK runs PRAGMA integrity_check on an open store.
+func integrityOK(t *testing.T, s *Store) {
+	t.Helper()
+	var res string
+	if err := s.rdb.QueryRow(`PRAGMA integrity_check`).Scan(&res); err != nil {
+		t.Fatalf("integrity_check: %v", err)
+	}
+	if res != "ok" {
+		t.Fatalf("integrity_check = %q", res)
+	}
+}
+
+// missing returns the ids that s does not have.
+func missing(t *testing.T, s *Store, ids []int64) []int64 {
+	t.Helper()
+	var gone []int64
+	for _, id := range ids {
+		if _, err := s.Todo(context.Background(), id); errors.Is(err, ErrNotFound) {
+			gone = append(gone, id)
+		} else if err != nil {
+			t.Fatalf("todo %d: %v", id, err)
+		}
+	}
+	return gone
+}
+
+func TestBackupUnderConcurrentWrites(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{})
+
+	// Writers commit todos until the backup is done; every id whose AddTodo
+	// returned before Backup was called must be in the copy.
+	const writers = 4
+	var (
+		mu        sync.Mutex
+		committed []int64
+		wg        sync.WaitGroup
+	)
+	stop := make(chan struct{})
+	warm := make(chan struct{})
+	var warmOnce sync.Once
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				td, err := s.AddTodo(ctx, NewTodo{Queue: "builds", Payload: fmt.Sprintf("w%d-%d", w, i)})
+				if err != nil {
+					t.Errorf("add todo: %v", err)
+					return
+				}
+				mu.Lock()
+				committed = append(committed, td.ID)
+				if len(committed) == 200 {
+					warmOnce.Do(func() { close(warm) })
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	<-warm
+	mu.Lock()
+	before := append([]int64(nil), committed...)
+	mu.Unlock()
+
+	dst := filepath.Join(t.TempDir(), "backup.db")
+	err := s.Backup(ctx, dst)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("backup: %v", err)
+	}
+	mu.Lock()
+	t.Logf("%d todos committed before the backup, %d by the end", len(before), len(committed))
+	mu.Unlock()
+
+	b, err := Open(ctx, dst, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("open backup: %v", err)
+	}
+	defer b.Close()
+	integrityOK(t, b)
+	if gone := missing(t, b, before); len(gone) > 0 {
+		t.Fatalf("backup lacks %d todos committed before it started, e.g. %v", len(gone), gone[:min(len(gone), 5)])
+	}
+	if _, err := os.Stat(dst + "-wal"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("backup has a -wal file (err %v); it should be self-contained", err)
+	}
+}
+
+func TestBackupRefusesExistingFile(t *testing.T) {
+	s := openTest(t, Options{})
+	addTodos(t, s, "inbox", 3)
+	dir := t.TempDir()
+	dst := filepath.Join(dir, "backup.db")
+	if err := os.WriteFile(dst, []byte("an older backup"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	err := s.Backup(context.Background(), dst)
+	if !errors.Is(err, os.ErrExist) {
+		t.Fatalf("backup over an existing file = %v, want os.ErrExist", err)
+	}
+	if got, _ := os.ReadFile(dst); string(got) != "an older backup" {
+		t.Errorf("existing file changed to %q", got)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("backup left files behind: %v", entries)
+	}
+}
+
+func TestRestore(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sb.db")
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := addTodos(t, s, "inbox", 20)
+	backup := filepath.Join(dir, "backup.db")
+	if err := s.Backup(ctx, backup); err != nil {
+		t.Fatalf("backup: %v", err)
+	}
+	lost := addTodos(t, s, "after", 5)
+	s.Close()
+	// A WAL left by the old database must not be replayed into the restored one.
+	if err := os.WriteFile(path+"-wal", bytes.Repeat([]byte{0x37}, 4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := Restore(ctx, backup, path); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	if _, err := os.Stat(path + "-wal"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale -wal survived the restore (err %v)", err)
+	}
+	r, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatalf("open restored database: %v", err)
+	}
+	defer r.Close()
+	integrityOK(t, r)
+	if gone := missing(t, r, kept); len(gone) > 0 {
+		t.Errorf("restored database lacks backed-up todos %v", gone)
+	}
+	if gone := missing(t, r, lost); len(gone) != len(lost) {
+		t.Errorf("restored database has todos added after the backup: %d of %d", len(lost)-len(gone), len(lost))
+	}
+	// The restored database takes writes again.
+	addTodos(t, r, "inbox", 1)
+}
+
+func TestRestoreRefuses(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, filepath.Join(dir, "source.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addTodos(t, s, "inbox", 50)
+	good := filepath.Join(dir, "good.db")
+	if err := s.Backup(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	foreign := filepath.Join(dir, "foreign.db")
+	f, err := sql.Open("sqlite", foreign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Exec(`CREATE TABLE recipes (name TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	goodBytes, _ := os.ReadFile(good)
+	corrupt := bytes.Clone(goodBytes)
+	// Scribble over every page after the first two: the header still says
+	// SQLite, the b-trees do not add up.
+	for i := 2 * 4096; i < len(corrupt); i++ {
+		corrupt[i] ^= 0x5a
+	}
+
+	tests := []struct {
+		name    string
+		src     string
+		serving bool
+		want    error // nil: any error
+	}{
+		{name: "serve holds the database", src: good, serving: true, want: ErrInUse},
+		{name: "not SQLite at all", src: write("notes.txt", []byte(strings.Repeat("not a database\n", 100))), want: ErrNotSwitchboard},
+		{name: "empty file", src: write("empty.db", nil), want: ErrNotSwitchboard},
+		{name: "another program's database", src: foreign, want: ErrNotSwitchboard},
+		{name: "corrupt", src: write("corrupt.db", corrupt)},
+		{name: "missing", src: filepath.Join(dir, "nope.db"), want: os.ErrNotExist},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dst := filepath.Join(t.TempDir(), "live.db")
+			if err := os.WriteFile(dst, []byte("the live database"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if tt.serving {
+				unlock, err := LockForServe(dst)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer unlock()
+			}
+			err := Restore(ctx, tt.src, dst)
+			if err == nil || (tt.want != nil && !errors.Is(err, tt.want)) {
+				t.Fatalf("restore = %v, want %v", err, tt.want)
+			}
+			t.Logf("refused: %v", err)
+			if got, _ := os.ReadFile(dst); string(got) != "the live database" {
+				t.Errorf("refused restore changed the live database")
+			}
+		})
+	}
+}
+
+func TestLockForServe(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sb.db")
+	unlock, err := LockForServe(path)
+	if err != nil {
+		t.Fatalf("first lock: %v", err)
+	}
+	if _, err := LockForServe(path); !errors.Is(err, ErrInUse) {
+		t.Fatalf("second lock = %v, want ErrInUse", err)
+	}
+	unlock()
+	unlock2, err := LockForServe(path)
+	if err != nil {
+		t.Fatalf("lock after unlock: %v", err)
+	}
+	unlock2()
+}
