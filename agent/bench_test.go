@@ -159,3 +159,58 @@ func BenchmarkClaimNextDepth(b *testing.B) {
 		})
 	}
 }
+
+// Doorbell fan-out: one enqueue rings 100 attached sessions; the figure is the time
+// until the last of them has heard it (and the first, for comparison).
+func BenchmarkDoorbellFanout100(b *testing.B) {
+	e := benchEnv(b)
+	_, cred := e.endpoint("bench", []string{"inbox"}, nil)
+	const sessions = 100
+	clients := make([]*agentClient, sessions)
+	for i := range clients {
+		clients[i] = e.dial(cred, true)
+	}
+	first := make([]time.Duration, 0, b.N)
+	last := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		td, err := e.st.AddTodo(context.Background(), store.NewTodo{Queue: "inbox", Payload: "{}"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		want := strconv.FormatInt(td.ID, 10)
+		arrived := make(chan time.Duration, sessions)
+		for _, c := range clients {
+			go func() {
+				for n := range c.notes {
+					if meta, _ := n.Params.AdditionalFields["meta"].(map[string]any); n.Method == ChannelMethod && meta["todo_id"] == want {
+						arrived <- time.Since(start)
+						return
+					}
+				}
+			}()
+		}
+		var lo, hi time.Duration
+		timeout := time.After(10 * time.Second)
+		for i := 0; i < sessions; i++ {
+			select {
+			case d := <-arrived:
+				if i == 0 {
+					lo = d
+				}
+				hi = d
+			case <-timeout:
+				b.Fatalf("only %d of %d sessions heard todo %s", i, sessions, want)
+			}
+		}
+		first, last = append(first, lo), append(last, hi)
+	}
+	b.StopTimer()
+	slices.Sort(first)
+	slices.Sort(last)
+	pct := func(l []time.Duration, p float64) float64 { return float64(l[int(p*float64(len(l)-1))].Microseconds()) }
+	b.ReportMetric(pct(first, 0.50), "first-p50-µs")
+	b.ReportMetric(pct(last, 0.50), "all100-p50-µs")
+	b.ReportMetric(pct(last, 0.99), "all100-p99-µs")
+}
