@@ -18,12 +18,22 @@ import (
 )
 
 // Browser tests drive Debian's chromium through chromedp against a real board on a
-// real SQLite file. They also write the screenshots under docs/screenshots/.
+// real SQLite file. They also write screenshots (see screenshotDir).
 
 const chromiumPath = "/usr/bin/chromium"
 
-// screenshotDir is where the browser run leaves its screenshots (repo-relative).
-var screenshotDir = filepath.Join("..", "docs", "screenshots")
+// screenshotDir is where the browser run leaves its screenshots: screenshots/ at the
+// repository root (git ignores it, so a test run leaves the tree clean), or
+// SWITCHBOARD_SCREENSHOT_DIR, e.g. docs/screenshots to refresh the committed set.
+var screenshotDir = func() string {
+	if d := os.Getenv("SWITCHBOARD_SCREENSHOT_DIR"); d != "" {
+		if filepath.IsAbs(d) {
+			return d
+		}
+		return filepath.Join("..", d)
+	}
+	return filepath.Join("..", "screenshots")
+}()
 
 // browser starts a fresh headless chromium, or skips when there is none.
 func browser(t *testing.T) context.Context {
@@ -98,7 +108,7 @@ func run[T any](t *testing.T, ctx context.Context, what string, a chromedp.Actio
 }
 
 // screenshot saves the current page at a width and height (CSS pixels) as
-// docs/screenshots/<name>.png, the whole page long.
+// <screenshotDir>/<name>.png, the whole page long.
 func screenshot(t *testing.T, ctx context.Context, name string, width, height int64, scale float64, mobile bool) {
 	t.Helper()
 	opts := []chromedp.EmulateViewportOption{chromedp.EmulateScale(scale)}
