@@ -239,9 +239,10 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 	router.HandlerFunc(http.MethodGet, "/readyz", s.readyz)
 	router.Handler(http.MethodGet, "/metrics", s.metrics.handler())
 	s.agent.Mount(router, "/mcp")
-	router.Handler(http.MethodPost, ingest.Route, ingest.NewReceiver(st, ingest.ReceiverOptions{MaxBody: cfg.MaxBody, Logger: logger,
-		Observe: s.metrics.observeDelivery}))
-	uiOpts := web.Options{BaseURL: cfg.BaseURL, TrustProxy: cfg.TrustProxy, Logger: logger}
+	receiver := ingest.NewReceiver(st, ingest.ReceiverOptions{MaxBody: cfg.MaxBody, Logger: logger,
+		Observe: s.metrics.observeDelivery})
+	router.Handler(http.MethodPost, ingest.Route, receiver)
+	uiOpts := web.Options{BaseURL: cfg.BaseURL, TrustProxy: cfg.TrustProxy, Logger: logger, Failures: receiver}
 	if s.modules != nil {
 		uiOpts.Modules = s.modules.sup
 	}

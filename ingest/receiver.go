@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -74,6 +75,9 @@ type Receiver struct {
 	log     *slog.Logger
 	observe func(sourceType, outcome string)
 	failed  *failureLimiter
+
+	failMu   sync.Mutex
+	failures map[int64]failureCount // refused deliveries per known webhook, since start
 }
 
 // NewReceiver returns a receiver that records deliveries in st.
@@ -98,7 +102,8 @@ func NewReceiver(st *store.Store, opts ReceiverOptions) *Receiver {
 	}
 	return &Receiver{
 		store: st, maxBody: opts.MaxBody, now: opts.Now, log: opts.Logger, observe: opts.Observe,
-		failed: newFailureLimiter(opts.FailureRate, opts.FailureBurst, opts.Now),
+		failed:   newFailureLimiter(opts.FailureRate, opts.FailureBurst, opts.Now),
+		failures: map[int64]failureCount{},
 	}
 }
 
@@ -135,6 +140,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	d, err := Verify(hook.SourceType, secrets, r.Header, body, rc.now())
 	if err != nil {
+		rc.noteFailure(hook.ID)
 		if !rc.failed.allow(hook.ID) {
 			w.Header().Set("Retry-After", "1")
 			rc.finish(w, hook.SourceType, OutcomeRateLimited, http.StatusTooManyRequests, errorBody(OutcomeRateLimited))
@@ -267,4 +273,31 @@ func selectHeaders(h http.Header) map[string]string {
 		}
 	}
 	return out
+}
+
+type failureCount struct {
+	n    int64
+	last time.Time
+}
+
+// noteFailure counts a delivery refused for a known webhook (bad, missing, stale
+// or rate-limited signature). The map holds one entry per webhook that exists.
+func (rc *Receiver) noteFailure(webhookID int64) {
+	now := rc.now()
+	rc.failMu.Lock()
+	c := rc.failures[webhookID]
+	c.n++
+	c.last = now
+	rc.failures[webhookID] = c
+	rc.failMu.Unlock()
+}
+
+// Failures reports how many deliveries to a webhook were refused since this
+// process started, and when the last one was: what the board shows beside a
+// webhook so a misconfigured producer is noticed.
+func (rc *Receiver) Failures(webhookID int64) (int64, time.Time) {
+	rc.failMu.Lock()
+	defer rc.failMu.Unlock()
+	c := rc.failures[webhookID]
+	return c.n, c.last
 }

@@ -53,6 +53,7 @@ type rig struct {
 	store   *store.Store
 	clock   *manualClock
 	srv     *httptest.Server
+	rc      *Receiver
 	logs    *lockedBuffer
 	rung    chan store.TodoChange
 	mu      sync.Mutex
@@ -76,7 +77,8 @@ func newRig(t *testing.T, opts ReceiverOptions) *rig {
 	opts.Logger = slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts.Observe = func(_, outcome string) { r.mu.Lock(); r.outcome[outcome]++; r.mu.Unlock() }
 	router := httprouter.New()
-	router.Handler(http.MethodPost, Route, NewReceiver(st, opts))
+	r.rc = NewReceiver(st, opts)
+	router.Handler(http.MethodPost, Route, r.rc)
 	r.srv = httptest.NewServer(router)
 	t.Cleanup(r.srv.Close)
 	return r
@@ -445,5 +447,31 @@ func TestReceiverNeverLogsSecrets(t *testing.T) {
 		if strings.Contains(logs, s) {
 			t.Errorf("the log contains the %s", what)
 		}
+	}
+}
+
+func TestReceiverCountsRefusedDeliveriesPerWebhook(t *testing.T) {
+	r := newRig(t, ReceiverOptions{})
+	hook, secret := r.webhook("github", "inbox")
+	other, _ := r.webhook("github", "inbox")
+	if n, _ := r.rc.Failures(hook.ID); n != 0 {
+		t.Fatalf("fresh webhook has %d failures", n)
+	}
+	for i := 0; i < 3; i++ {
+		h := http.Header{"X-Hub-Signature-256": {"sha256=" + strings.Repeat("0", 64)}}
+		if got := r.post(hook.Token, h, []byte(`{"zen":"x"}`)); got.status != http.StatusUnauthorized {
+			t.Fatalf("bad signature answered %d", got.status)
+		}
+	}
+	good := []byte(`{"zen":"y"}`)
+	if got := r.post(hook.Token, r.signed("github", secret, "d-1", good), good); got.status != http.StatusAccepted {
+		t.Fatalf("good delivery answered %d", got.status)
+	}
+	n, last := r.rc.Failures(hook.ID)
+	if n != 3 || !last.Equal(r.clock.Now()) {
+		t.Fatalf("Failures = %d at %v; want 3 at %v", n, last, r.clock.Now())
+	}
+	if n, _ := r.rc.Failures(other.ID); n != 0 {
+		t.Fatalf("another webhook has %d failures", n)
 	}
 }
