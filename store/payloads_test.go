@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -72,4 +73,61 @@ func TestPayloadsAreStoredOnceAndFollowTheTodo(t *testing.T) {
 	if ev, err := s.WebhookEvent(ctx, d.EventID); err != nil || ev.TodoID != 0 {
 		t.Fatalf("after prune the event links todo %d (err %v)", ev.TodoID, err)
 	}
+}
+
+// queue_counts is kept by triggers; after every kind of transition it must agree
+// with a count over the todos themselves.
+func TestQueueCountsFollowEveryTransition(t *testing.T) {
+	clock := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	s := openTest(t, Options{Now: func() time.Time { return clock }})
+	ctx := context.Background()
+	check := func(step string) {
+		t.Helper()
+		got, err := s.QueueCounts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := s.rdb.Query(`SELECT queue, state, count(*) FROM todos GROUP BY queue, state ORDER BY queue, state`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []QueueCount
+		for rows.Next() {
+			var c QueueCount
+			rows.Scan(&c.Queue, &c.State, &c.Count)
+			want = append(want, c)
+		}
+		rows.Close()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: QueueCounts = %v, todos say %v", step, got, want)
+		}
+	}
+	for i := 0; i < 6; i++ {
+		s.AddTodo(ctx, NewTodo{Queue: []string{"a", "b"}[i%2], Payload: "x", MaxAttempts: 1})
+	}
+	s.SeedTodosForBench(ctx, "c", 50, "y")
+	check("after adds")
+	var claimed []Todo
+	for i := 0; i < 4; i++ {
+		td, ok, err := s.ClaimNext(ctx, "agent:w", []string{"a", "b"}, time.Minute)
+		if err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		claimed = append(claimed, td)
+	}
+	check("after claims")
+	s.Complete(ctx, Ack{ID: claimed[0].ID, Owner: "agent:w"}, "")
+	s.Fail(ctx, Ack{ID: claimed[1].ID, Owner: "agent:w"}, "boom", false)
+	s.Release(ctx, Ack{ID: claimed[2].ID, Owner: "agent:w"})
+	check("after complete, fail, release")
+	s.Retry(ctx, claimed[1].ID, "human:1")
+	clock = clock.Add(time.Hour)
+	if r, err := s.ReapExpired(ctx); err != nil || r.DeadLettered != 1 {
+		t.Fatalf("reap: %+v %v", r, err)
+	}
+	check("after retry and reap")
+	if n, err := s.PruneDone(ctx, clock.Add(time.Minute)); err != nil || n != 1 {
+		t.Fatalf("prune: %d %v", n, err)
+	}
+	check("after prune")
 }

@@ -320,7 +320,7 @@ type QueueCount struct {
 
 // QueueCounts counts todos by queue and state.
 func (s *Store) QueueCounts(ctx context.Context) ([]QueueCount, error) {
-	rows, err := s.query(ctx, `SELECT queue, state, count(*) FROM todos GROUP BY state, queue ORDER BY queue, state`)
+	rows, err := s.query(ctx, `SELECT queue, state, n FROM queue_counts WHERE n > 0 ORDER BY queue, state`)
 	if err != nil {
 		return nil, fmt.Errorf("store: count todos: %w", err)
 	}
