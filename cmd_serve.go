@@ -114,11 +114,23 @@ func (c *serveConfig) validate() error {
 	return nil
 }
 
-func newLogger(w io.Writer, format string) *slog.Logger {
+// newLogger logs text (or JSON) to w. Under systemd, stderr goes to the journal,
+// which stamps every line itself (systemd sets JOURNAL_STREAM for that stream), so
+// text lines leave their own timestamp out.
+func newLogger(w io.Writer, format string, underJournal bool) *slog.Logger {
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, nil))
 	}
-	return slog.New(slog.NewTextHandler(w, nil))
+	opts := &slog.HandlerOptions{}
+	if underJournal {
+		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 func runServe(ctx context.Context, env *environ, args []string) error {
@@ -139,7 +151,7 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 		return err
 	}
 	cfg.SecretKey = key
-	logger := newLogger(env.stderr, cfg.LogFormat)
+	logger := newLogger(env.stderr, cfg.LogFormat, env.getenv("JOURNAL_STREAM") != "")
 	srv, err := newServer(ctx, cfg, logger)
 	if err != nil {
 		return err

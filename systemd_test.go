@@ -138,3 +138,19 @@ func TestSocketActivation(t *testing.T) {
 		t.Fatalf("serve did not exit cleanly on SIGTERM: %v\n%s", err, stderr.String())
 	}
 }
+
+func TestLogsLeaveTimestampsToTheJournal(t *testing.T) {
+	for _, c := range []struct {
+		journal bool
+		stamped bool
+	}{{false, true}, {true, false}} {
+		var b bytes.Buffer
+		newLogger(&b, "text", c.journal).Info("hello", "k", "v")
+		if got := strings.Contains(b.String(), "time="); got != c.stamped {
+			t.Errorf("under journal=%v: %q", c.journal, b.String())
+		}
+		if !strings.Contains(b.String(), "msg=hello k=v") {
+			t.Errorf("under journal=%v the message is lost: %q", c.journal, b.String())
+		}
+	}
+}
