@@ -397,6 +397,16 @@ func (s *server) statusLine(ctx context.Context) string {
 		queues[c.Queue] = true
 		byState[c.State] += c.Count
 	}
-	return fmt.Sprintf("%d queues, %d pending, %d claimed, %d failed",
+	line := fmt.Sprintf("%d queues, %d pending, %d claimed, %d failed",
 		len(queues), byState[store.StatePending], byState[store.StateClaimed], byState[store.StateFailed])
+	if s.modules != nil {
+		up, all := 0, s.modules.sup.Status()
+		for _, m := range all {
+			if m.State == modules.StateUp {
+				up++
+			}
+		}
+		line += fmt.Sprintf(", modules %d/%d up", up, len(all))
+	}
+	return line
 }
