@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -34,6 +35,9 @@ func runAdmin(ctx context.Context, env *environ, args []string) error {
 		fmt.Fprintf(env.stderr, "usage: switchboard %s\n", adminSynopsis)
 		if len(args) == 0 {
 			return usageErr("missing subcommand (create)")
+		}
+		if isHelp(args[0]) {
+			return flag.ErrHelp
 		}
 		return usageErr("unknown subcommand %q", args[0])
 	}

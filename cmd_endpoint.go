@@ -38,6 +38,9 @@ func runEndpoint(ctx context.Context, env *environ, args []string) error {
 		return endpointRevoke(ctx, env, args[1:])
 	}
 	fmt.Fprintf(env.stderr, "usage: switchboard %s\n", endpointSynopsis)
+	if isHelp(args[0]) {
+		return flag.ErrHelp
+	}
 	return usageErr("unknown subcommand %q", args[0])
 }
 
@@ -231,6 +234,10 @@ func endpointList(ctx context.Context, env *environ, args []string) error {
 }
 
 func endpointID(fs *flag.FlagSet, args []string) (int64, []string, error) {
+	if len(args) > 0 && isHelp(args[0]) {
+		fs.Usage()
+		return 0, nil, flag.ErrHelp
+	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return 0, nil, usageErr("missing endpoint ID")
 	}

@@ -51,6 +51,9 @@ func runModules(ctx context.Context, env *environ, args []string) error {
 	if len(args) == 0 {
 		return usageErr("missing subcommand (list, approve)")
 	}
+	if isHelp(args[0]) {
+		return flag.ErrHelp
+	}
 	return usageErr("unknown subcommand %q", args[0])
 }
 

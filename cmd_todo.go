@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -30,6 +31,9 @@ func runTodo(ctx context.Context, env *environ, args []string) error {
 		return todoList(ctx, env, args[1:])
 	}
 	fmt.Fprintf(env.stderr, "usage: switchboard %s\n", todoSynopsis)
+	if isHelp(args[0]) {
+		return flag.ErrHelp
+	}
 	return usageErr("unknown subcommand %q", args[0])
 }
 

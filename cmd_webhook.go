@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -123,6 +124,9 @@ func runWebhook(ctx context.Context, env *environ, args []string) error {
 		return webhookDelete(ctx, env, args[1:])
 	}
 	fmt.Fprintf(env.stderr, "usage: switchboard %s\n", webhookSynopsis)
+	if isHelp(args[0]) {
+		return flag.ErrHelp
+	}
 	return usageErr("unknown subcommand %q", args[0])
 }
 
@@ -248,7 +252,11 @@ func webhookList(ctx context.Context, env *environ, args []string) error {
 }
 
 // webhookID reads the leading ID argument.
-func webhookID(args []string) (int64, []string, error) {
+func webhookID(fs *flag.FlagSet, args []string) (int64, []string, error) {
+	if len(args) > 0 && isHelp(args[0]) {
+		fs.Usage()
+		return 0, nil, flag.ErrHelp
+	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return 0, nil, usageErr("missing webhook ID")
 	}
@@ -267,7 +275,7 @@ func webhookRotate(ctx context.Context, env *environ, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	var keyFile string
 	secretKeyFlag(fs, env, &keyFile)
-	id, rest, err := webhookID(args)
+	id, rest, err := webhookID(fs, args)
 	if err != nil {
 		return err
 	}
@@ -305,7 +313,7 @@ func webhookRotate(ctx context.Context, env *environ, args []string) error {
 func webhookDelete(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "webhook delete", webhookSynopsis)
 	db := dbFlag(fs, env)
-	id, rest, err := webhookID(args)
+	id, rest, err := webhookID(fs, args)
 	if err != nil {
 		return err
 	}
@@ -332,6 +340,9 @@ func runSecrets(ctx context.Context, env *environ, args []string) error {
 		fmt.Fprintf(env.stderr, "usage: switchboard %s\n", secretsSynopsis)
 		if len(args) == 0 {
 			return usageErr("missing subcommand (reencrypt)")
+		}
+		if isHelp(args[0]) {
+			return flag.ErrHelp
 		}
 		return usageErr("unknown subcommand %q", args[0])
 	}

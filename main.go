@@ -114,6 +114,17 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun 'switchboard <command> -h' for a command's flags.")
 }
 
+// isHelp reports whether arg asks for help where a subcommand or an ID is
+// expected, so that `switchboard todo -h` and `switchboard webhook rotate -h`
+// print their usage and exit 0 like every flag set's -h does.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--h", "--help", "help":
+		return true
+	}
+	return false
+}
+
 // usageErr wraps a message as a command-line mistake.
 func usageErr(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))

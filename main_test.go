@@ -56,6 +56,44 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 	}
 }
 
+// TestHelpExitsZero checks that -h works wherever the README says it does:
+// after a command with subcommands and before a subcommand's ID, not only
+// after a flag set, and that it prints a usage line without touching a database.
+func TestHelpExitsZero(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, args := range [][]string{
+		{"admin", "-h"},
+		{"endpoint", "-h"},
+		{"endpoint", "--help"},
+		{"endpoint", "update", "-h"},
+		{"endpoint", "revoke", "-h"},
+		{"modules", "-h"},
+		{"secrets", "-h"},
+		{"todo", "-h"},
+		{"todo", "help"},
+		{"webhook", "-h"},
+		{"webhook", "rotate", "-h"},
+		{"webhook", "delete", "--help"},
+		{"todo", "add", "-h"},
+		{"serve", "-h"},
+	} {
+		code, _, stderr := cli(t, "", args...)
+		if code != 0 {
+			t.Errorf("%v: exit %d, want 0 (stderr %q)", args, code, stderr)
+		}
+		if !strings.Contains(stderr, "usage: switchboard "+args[0]) {
+			t.Errorf("%v: no usage on stderr: %q", args, stderr)
+		}
+		if strings.Contains(stderr, "unknown subcommand") || strings.Contains(stderr, "missing") {
+			t.Errorf("%v: help reported as a mistake: %q", args, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "switchboard.db")); err == nil {
+		t.Error("asking for help created the database")
+	}
+}
+
 func TestBadDatabaseIsOneClearLine(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "notes.txt")
 	content := []byte("definitely not a database\n")
