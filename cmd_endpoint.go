@@ -23,22 +23,8 @@ const endpointSynopsis = `endpoint create --agent NAME --queues q1,q2 [--verbs v
        switchboard endpoint revoke ID [--db FILE]`
 
 func runEndpoint(ctx context.Context, env *environ, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprintf(env.stderr, "usage: switchboard %s\n", endpointSynopsis)
-		return usageErr("missing subcommand (create, list, update, revoke)")
-	}
-	switch args[0] {
-	case "create":
-		return endpointCreate(ctx, env, args[1:])
-	case "list":
-		return endpointList(ctx, env, args[1:])
-	case "update":
-		return endpointUpdate(ctx, env, args[1:])
-	case "revoke":
-		return endpointRevoke(ctx, env, args[1:])
-	}
-	fmt.Fprintf(env.stderr, "usage: switchboard %s\n", endpointSynopsis)
-	return usageErr("unknown subcommand %q", args[0])
+	return dispatch(ctx, env, args, endpointSynopsis, subcommand{"create", endpointCreate},
+		subcommand{"list", endpointList}, subcommand{"update", endpointUpdate}, subcommand{"revoke", endpointRevoke})
 }
 
 // listValue is a comma-separated flag that remembers whether it was given.

@@ -108,22 +108,8 @@ func openKeyedStore(ctx context.Context, env *environ, path, keyFile string) (*s
 }
 
 func runWebhook(ctx context.Context, env *environ, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprintf(env.stderr, "usage: switchboard %s\n", webhookSynopsis)
-		return usageErr("missing subcommand (create, list, rotate, delete)")
-	}
-	switch args[0] {
-	case "create":
-		return webhookCreate(ctx, env, args[1:])
-	case "list":
-		return webhookList(ctx, env, args[1:])
-	case "rotate":
-		return webhookRotate(ctx, env, args[1:])
-	case "delete":
-		return webhookDelete(ctx, env, args[1:])
-	}
-	fmt.Fprintf(env.stderr, "usage: switchboard %s\n", webhookSynopsis)
-	return usageErr("unknown subcommand %q", args[0])
+	return dispatch(ctx, env, args, webhookSynopsis, subcommand{"create", webhookCreate},
+		subcommand{"list", webhookList}, subcommand{"rotate", webhookRotate}, subcommand{"delete", webhookDelete})
 }
 
 // webhookView is a webhook as the CLI prints it.
@@ -328,18 +314,15 @@ func webhookDelete(ctx context.Context, env *environ, args []string) error {
 }
 
 func runSecrets(ctx context.Context, env *environ, args []string) error {
-	if len(args) == 0 || args[0] != "reencrypt" {
-		fmt.Fprintf(env.stderr, "usage: switchboard %s\n", secretsSynopsis)
-		if len(args) == 0 {
-			return usageErr("missing subcommand (reencrypt)")
-		}
-		return usageErr("unknown subcommand %q", args[0])
-	}
+	return dispatch(ctx, env, args, secretsSynopsis, subcommand{"reencrypt", secretsReencrypt})
+}
+
+func secretsReencrypt(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "secrets reencrypt", secretsSynopsis)
 	db := dbFlag(fs, env)
 	var keyFile string
 	secretKeyFlag(fs, env, &keyFile)
-	if err := parse(fs, args[1:]); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
