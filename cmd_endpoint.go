@@ -216,24 +216,13 @@ func endpointList(ctx context.Context, env *environ, args []string) error {
 	return tw.Flush()
 }
 
-func endpointID(fs *flag.FlagSet, args []string) (int64, []string, error) {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return 0, nil, usageErr("missing endpoint ID")
-	}
-	id, err := strconv.ParseInt(args[0], 10, 64)
-	if err != nil || id <= 0 {
-		return 0, nil, usageErr("endpoint ID must be a positive number, not %q", args[0])
-	}
-	return id, args[1:], nil
-}
-
 func endpointUpdate(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "endpoint update", endpointSynopsis)
 	db := dbFlag(fs, env)
 	asJSON := fs.Bool("json", false, "print JSON")
 	var sf scopeFlags
 	sf.register(fs)
-	id, rest, err := endpointID(fs, args)
+	id, rest, err := leadingID("endpoint", args)
 	if err != nil {
 		return err
 	}
@@ -263,7 +252,7 @@ func endpointUpdate(ctx context.Context, env *environ, args []string) error {
 func endpointRevoke(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "endpoint revoke", endpointSynopsis)
 	db := dbFlag(fs, env)
-	id, rest, err := endpointID(fs, args)
+	id, rest, err := leadingID("endpoint", args)
 	if err != nil {
 		return err
 	}

@@ -233,18 +233,6 @@ func webhookList(ctx context.Context, env *environ, args []string) error {
 	return tw.Flush()
 }
 
-// webhookID reads the leading ID argument.
-func webhookID(args []string) (int64, []string, error) {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return 0, nil, usageErr("missing webhook ID")
-	}
-	id, err := strconv.ParseInt(args[0], 10, 64)
-	if err != nil || id <= 0 {
-		return 0, nil, usageErr("webhook ID must be a positive number, not %q", args[0])
-	}
-	return id, args[1:], nil
-}
-
 func webhookRotate(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "webhook rotate", webhookSynopsis)
 	db := dbFlag(fs, env)
@@ -253,7 +241,7 @@ func webhookRotate(ctx context.Context, env *environ, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	var keyFile string
 	secretKeyFlag(fs, env, &keyFile)
-	id, rest, err := webhookID(args)
+	id, rest, err := leadingID("webhook", args)
 	if err != nil {
 		return err
 	}
@@ -291,7 +279,7 @@ func webhookRotate(ctx context.Context, env *environ, args []string) error {
 func webhookDelete(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "webhook delete", webhookSynopsis)
 	db := dbFlag(fs, env)
-	id, rest, err := webhookID(args)
+	id, rest, err := leadingID("webhook", args)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -31,4 +32,17 @@ func dispatch(ctx context.Context, env *environ, args []string, synopsis string,
 		return usageErr("missing subcommand (%s)", strings.Join(names, ", "))
 	}
 	return usageErr("unknown subcommand %q", args[0])
+}
+
+// leadingID reads the ID argument that comes before a subcommand's flags, as in
+// `endpoint update 7 --queues q`; what names the thing it identifies.
+func leadingID(what string, args []string) (int64, []string, error) {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return 0, nil, usageErr("missing %s ID", what)
+	}
+	id, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || id <= 0 {
+		return 0, nil, usageErr("%s ID must be a positive number, not %q", what, args[0])
+	}
+	return id, args[1:], nil
 }
