@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,20 +30,14 @@ func openStoreRO(ctx context.Context, env *environ, path string) (*store.Store, 
 const adminSynopsis = `admin create --username NAME [--db FILE]   (password read from stdin)`
 
 func runAdmin(ctx context.Context, env *environ, args []string) error {
-	if len(args) == 0 || args[0] != "create" {
-		fmt.Fprintf(env.stderr, "usage: switchboard %s\n", adminSynopsis)
-		if len(args) == 0 {
-			return usageErr("missing subcommand (create)")
-		}
-		if isHelp(args[0]) {
-			return flag.ErrHelp
-		}
-		return usageErr("unknown subcommand %q", args[0])
-	}
+	return dispatch(ctx, env, args, adminSynopsis, subcommand{"create", adminCreate})
+}
+
+func adminCreate(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "admin create", adminSynopsis)
 	db := dbFlag(fs, env)
 	username := fs.String("username", "", "operator's username (required)")
-	if err := parse(fs, args[1:]); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *username == "" {

@@ -23,25 +23,8 @@ const endpointSynopsis = `endpoint create --agent NAME --queues q1,q2 [--verbs v
        switchboard endpoint revoke ID [--db FILE]`
 
 func runEndpoint(ctx context.Context, env *environ, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprintf(env.stderr, "usage: switchboard %s\n", endpointSynopsis)
-		return usageErr("missing subcommand (create, list, update, revoke)")
-	}
-	switch args[0] {
-	case "create":
-		return endpointCreate(ctx, env, args[1:])
-	case "list":
-		return endpointList(ctx, env, args[1:])
-	case "update":
-		return endpointUpdate(ctx, env, args[1:])
-	case "revoke":
-		return endpointRevoke(ctx, env, args[1:])
-	}
-	fmt.Fprintf(env.stderr, "usage: switchboard %s\n", endpointSynopsis)
-	if isHelp(args[0]) {
-		return flag.ErrHelp
-	}
-	return usageErr("unknown subcommand %q", args[0])
+	return dispatch(ctx, env, args, endpointSynopsis, subcommand{"create", endpointCreate},
+		subcommand{"list", endpointList}, subcommand{"update", endpointUpdate}, subcommand{"revoke", endpointRevoke})
 }
 
 // listValue is a comma-separated flag that remembers whether it was given.
@@ -233,28 +216,13 @@ func endpointList(ctx context.Context, env *environ, args []string) error {
 	return tw.Flush()
 }
 
-func endpointID(fs *flag.FlagSet, args []string) (int64, []string, error) {
-	if len(args) > 0 && isHelp(args[0]) {
-		fs.Usage()
-		return 0, nil, flag.ErrHelp
-	}
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return 0, nil, usageErr("missing endpoint ID")
-	}
-	id, err := strconv.ParseInt(args[0], 10, 64)
-	if err != nil || id <= 0 {
-		return 0, nil, usageErr("endpoint ID must be a positive number, not %q", args[0])
-	}
-	return id, args[1:], nil
-}
-
 func endpointUpdate(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "endpoint update", endpointSynopsis)
 	db := dbFlag(fs, env)
 	asJSON := fs.Bool("json", false, "print JSON")
 	var sf scopeFlags
 	sf.register(fs)
-	id, rest, err := endpointID(fs, args)
+	id, rest, err := leadingID(fs, "endpoint", args)
 	if err != nil {
 		return err
 	}
@@ -284,7 +252,7 @@ func endpointUpdate(ctx context.Context, env *environ, args []string) error {
 func endpointRevoke(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "endpoint revoke", endpointSynopsis)
 	db := dbFlag(fs, env)
-	id, rest, err := endpointID(fs, args)
+	id, rest, err := leadingID(fs, "endpoint", args)
 	if err != nil {
 		return err
 	}

@@ -39,22 +39,7 @@ func newModuleView(ms modules.ModuleStatus, granted bool) moduleView {
 }
 
 func runModules(ctx context.Context, env *environ, args []string) error {
-	if len(args) > 0 {
-		switch args[0] {
-		case "list":
-			return modulesList(ctx, env, args[1:])
-		case "approve":
-			return modulesApprove(ctx, env, args[1:])
-		}
-	}
-	fmt.Fprintf(env.stderr, "usage: switchboard %s\n", modulesSynopsis)
-	if len(args) == 0 {
-		return usageErr("missing subcommand (list, approve)")
-	}
-	if isHelp(args[0]) {
-		return flag.ErrHelp
-	}
-	return usageErr("unknown subcommand %q", args[0])
+	return dispatch(ctx, env, args, modulesSynopsis, subcommand{"list", modulesList}, subcommand{"approve", modulesApprove})
 }
 
 // modulesList shows what a running serve says about its modules (state, restarts,

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,21 +19,7 @@ const todoSynopsis = `todo add --queue Q [--payload TEXT | --payload-file F | -]
 const maxPayload = 1 << 20
 
 func runTodo(ctx context.Context, env *environ, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprintf(env.stderr, "usage: switchboard %s\n", todoSynopsis)
-		return usageErr("missing subcommand (add, list)")
-	}
-	switch args[0] {
-	case "add":
-		return todoAdd(ctx, env, args[1:])
-	case "list":
-		return todoList(ctx, env, args[1:])
-	}
-	fmt.Fprintf(env.stderr, "usage: switchboard %s\n", todoSynopsis)
-	if isHelp(args[0]) {
-		return flag.ErrHelp
-	}
-	return usageErr("unknown subcommand %q", args[0])
+	return dispatch(ctx, env, args, todoSynopsis, subcommand{"add", todoAdd}, subcommand{"list", todoList})
 }
 
 func todoAdd(ctx context.Context, env *environ, args []string) error {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -109,25 +108,8 @@ func openKeyedStore(ctx context.Context, env *environ, path, keyFile string) (*s
 }
 
 func runWebhook(ctx context.Context, env *environ, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprintf(env.stderr, "usage: switchboard %s\n", webhookSynopsis)
-		return usageErr("missing subcommand (create, list, rotate, delete)")
-	}
-	switch args[0] {
-	case "create":
-		return webhookCreate(ctx, env, args[1:])
-	case "list":
-		return webhookList(ctx, env, args[1:])
-	case "rotate":
-		return webhookRotate(ctx, env, args[1:])
-	case "delete":
-		return webhookDelete(ctx, env, args[1:])
-	}
-	fmt.Fprintf(env.stderr, "usage: switchboard %s\n", webhookSynopsis)
-	if isHelp(args[0]) {
-		return flag.ErrHelp
-	}
-	return usageErr("unknown subcommand %q", args[0])
+	return dispatch(ctx, env, args, webhookSynopsis, subcommand{"create", webhookCreate},
+		subcommand{"list", webhookList}, subcommand{"rotate", webhookRotate}, subcommand{"delete", webhookDelete})
 }
 
 // webhookView is a webhook as the CLI prints it.
@@ -251,22 +233,6 @@ func webhookList(ctx context.Context, env *environ, args []string) error {
 	return tw.Flush()
 }
 
-// webhookID reads the leading ID argument.
-func webhookID(fs *flag.FlagSet, args []string) (int64, []string, error) {
-	if len(args) > 0 && isHelp(args[0]) {
-		fs.Usage()
-		return 0, nil, flag.ErrHelp
-	}
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return 0, nil, usageErr("missing webhook ID")
-	}
-	id, err := strconv.ParseInt(args[0], 10, 64)
-	if err != nil || id <= 0 {
-		return 0, nil, usageErr("webhook ID must be a positive number, not %q", args[0])
-	}
-	return id, args[1:], nil
-}
-
 func webhookRotate(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "webhook rotate", webhookSynopsis)
 	db := dbFlag(fs, env)
@@ -275,7 +241,7 @@ func webhookRotate(ctx context.Context, env *environ, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	var keyFile string
 	secretKeyFlag(fs, env, &keyFile)
-	id, rest, err := webhookID(fs, args)
+	id, rest, err := leadingID(fs, "webhook", args)
 	if err != nil {
 		return err
 	}
@@ -313,7 +279,7 @@ func webhookRotate(ctx context.Context, env *environ, args []string) error {
 func webhookDelete(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "webhook delete", webhookSynopsis)
 	db := dbFlag(fs, env)
-	id, rest, err := webhookID(fs, args)
+	id, rest, err := leadingID(fs, "webhook", args)
 	if err != nil {
 		return err
 	}
@@ -336,21 +302,15 @@ func webhookDelete(ctx context.Context, env *environ, args []string) error {
 }
 
 func runSecrets(ctx context.Context, env *environ, args []string) error {
-	if len(args) == 0 || args[0] != "reencrypt" {
-		fmt.Fprintf(env.stderr, "usage: switchboard %s\n", secretsSynopsis)
-		if len(args) == 0 {
-			return usageErr("missing subcommand (reencrypt)")
-		}
-		if isHelp(args[0]) {
-			return flag.ErrHelp
-		}
-		return usageErr("unknown subcommand %q", args[0])
-	}
+	return dispatch(ctx, env, args, secretsSynopsis, subcommand{"reencrypt", secretsReencrypt})
+}
+
+func secretsReencrypt(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "secrets reencrypt", secretsSynopsis)
 	db := dbFlag(fs, env)
 	var keyFile string
 	secretKeyFlag(fs, env, &keyFile)
-	if err := parse(fs, args[1:]); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -214,15 +214,21 @@ func defineSetDefaultLease(store.Endpoint) mcp.Tool {
 	)
 }
 
-// todoID checks a required todo id.
-func todoID(p *int64) (int64, error) {
-	if p == nil {
-		return 0, errorf(CodeInvalidArgument, "todo_id is required")
+// held checks the todo_id and lease_seq arguments of a verb on a todo the caller
+// holds, then the verb's scope, and returns the acknowledgement for the store.
+func (a *Agent) held(ctx context.Context, c *Call, verb string, todoID, leaseSeq *int64) (store.Ack, error) {
+	id, err := positiveID("todo_id", todoID)
+	if err != nil {
+		return store.Ack{}, err
 	}
-	if *p < 1 {
-		return 0, errorf(CodeInvalidArgument, "todo_id must be a positive whole number")
+	ack, err := c.ack(id, leaseSeq)
+	if err != nil {
+		return store.Ack{}, err
 	}
-	return *p, nil
+	if err := a.todoInScope(ctx, c.Endpoint, verb, id); err != nil {
+		return store.Ack{}, err
+	}
+	return ack, nil
 }
 
 // ack builds the store acknowledgement for a call on todo id. Without lease_seq it
@@ -274,34 +280,23 @@ func (a *Agent) listTodos(ctx context.Context, c *Call) (any, error) {
 	default:
 		return nil, errorf(CodeInvalidArgument, "state must be pending, claimed, done or failed, not %q", in.State)
 	}
-	limit := int64(defaultListLimit)
-	if in.Limit != nil {
-		if *in.Limit < 1 {
-			return nil, errorf(CodeInvalidArgument, "limit must be at least 1")
-		}
-		limit = min(*in.Limit, maxListLimit)
-	}
-	var before int64
-	if in.Cursor != "" {
-		v, err := strconv.ParseInt(in.Cursor, 10, 64)
-		if err != nil || v < 1 {
-			return nil, errorf(CodeInvalidArgument, "cursor %q is not one this server issued", in.Cursor)
-		}
-		before = v
+	limit, before, err := pageArgs(in.Limit, in.Cursor, defaultListLimit, maxListLimit)
+	if err != nil {
+		return nil, err
 	}
 	out := listResult{Todos: []store.Todo{}}
 	// An empty queue list means "every queue" to the store: never pass one.
 	if len(queues) == 0 {
 		return out, nil
 	}
-	rows, err := a.st.ListTodos(ctx, store.TodoFilter{Queues: queues, State: in.State, Before: before, Limit: int(limit)})
+	rows, err := a.st.ListTodos(ctx, store.TodoFilter{Queues: queues, State: in.State, Before: before, Limit: limit})
 	if err != nil {
 		return nil, err
 	}
 	for _, t := range rows {
 		out.Todos = append(out.Todos, compact(t))
 	}
-	if int64(len(rows)) == limit {
+	if len(rows) == limit {
 		out.NextCursor = strconv.FormatInt(rows[len(rows)-1].ID, 10)
 	}
 	return out, nil
@@ -315,7 +310,7 @@ func (a *Agent) claim(ctx context.Context, c *Call) (any, error) {
 	if err := c.Decode(&in); err != nil {
 		return nil, err
 	}
-	id, err := todoID(in.TodoID)
+	id, err := positiveID("todo_id", in.TodoID)
 	if err != nil {
 		return nil, err
 	}
@@ -386,15 +381,8 @@ func (a *Agent) heartbeat(ctx context.Context, c *Call) (any, error) {
 	if err := c.Decode(&in); err != nil {
 		return nil, err
 	}
-	id, err := todoID(in.TodoID)
+	ack, err := a.held(ctx, c, VerbHeartbeat, in.TodoID, in.LeaseSeq)
 	if err != nil {
-		return nil, err
-	}
-	ack, err := c.ack(id, in.LeaseSeq)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.todoInScope(ctx, c.Endpoint, VerbHeartbeat, id); err != nil {
 		return nil, err
 	}
 	ttl, err := a.lease(ctx, c.Endpoint.ID, in.LeaseTTL)
@@ -417,22 +405,15 @@ func (a *Agent) complete(ctx context.Context, c *Call) (any, error) {
 	if err := c.Decode(&in); err != nil {
 		return nil, err
 	}
-	id, err := todoID(in.TodoID)
+	ack, err := a.held(ctx, c, VerbComplete, in.TodoID, in.LeaseSeq)
 	if err != nil {
-		return nil, err
-	}
-	ack, err := c.ack(id, in.LeaseSeq)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.todoInScope(ctx, c.Endpoint, VerbComplete, id); err != nil {
 		return nil, err
 	}
 	t, err := a.st.Complete(ctx, ack, in.Result)
 	if err != nil {
 		return nil, err
 	}
-	c.finished(id)
+	c.finished(ack.ID)
 	return ackResult{Todo: compact(t)}, nil
 }
 
@@ -446,18 +427,11 @@ func (a *Agent) fail(ctx context.Context, c *Call) (any, error) {
 	if err := c.Decode(&in); err != nil {
 		return nil, err
 	}
-	id, err := todoID(in.TodoID)
-	if err != nil {
-		return nil, err
-	}
 	if in.Error == "" {
 		return nil, errorf(CodeInvalidArgument, "error is required: say what went wrong")
 	}
-	ack, err := c.ack(id, in.LeaseSeq)
+	ack, err := a.held(ctx, c, VerbFail, in.TodoID, in.LeaseSeq)
 	if err != nil {
-		return nil, err
-	}
-	if err := a.todoInScope(ctx, c.Endpoint, VerbFail, id); err != nil {
 		return nil, err
 	}
 	retry := in.Retry == nil || *in.Retry
@@ -465,7 +439,7 @@ func (a *Agent) fail(ctx context.Context, c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.finished(id)
+	c.finished(ack.ID)
 	dead := t.State == store.StateFailed
 	return ackResult{Todo: compact(t), DeadLettered: &dead}, nil
 }
@@ -478,22 +452,15 @@ func (a *Agent) release(ctx context.Context, c *Call) (any, error) {
 	if err := c.Decode(&in); err != nil {
 		return nil, err
 	}
-	id, err := todoID(in.TodoID)
+	ack, err := a.held(ctx, c, VerbRelease, in.TodoID, in.LeaseSeq)
 	if err != nil {
-		return nil, err
-	}
-	ack, err := c.ack(id, in.LeaseSeq)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.todoInScope(ctx, c.Endpoint, VerbRelease, id); err != nil {
 		return nil, err
 	}
 	t, err := a.st.Release(ctx, ack)
 	if err != nil {
 		return nil, err
 	}
-	c.finished(id)
+	c.finished(ack.ID)
 	return ackResult{Todo: compact(t)}, nil
 }
 

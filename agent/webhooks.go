@@ -227,13 +227,24 @@ func (a *Agent) ownWebhook(ctx context.Context, ep store.Endpoint, id int64) (st
 	return h, nil
 }
 
-// ownEvent loads an event of one of the caller's endpoint's webhooks.
-func (a *Agent) ownEvent(ctx context.Context, ep store.Endpoint, id int64) (store.WebhookEvent, error) {
+// ownEvent loads the event a call names by its event_id argument, when it is an
+// event of one of the caller's endpoint's webhooks.
+func (a *Agent) ownEvent(ctx context.Context, c *Call) (store.WebhookEvent, error) {
+	var in struct {
+		EventID *int64 `json:"event_id"`
+	}
+	if err := c.Decode(&in); err != nil {
+		return store.WebhookEvent{}, err
+	}
+	id, err := positiveID("event_id", in.EventID)
+	if err != nil {
+		return store.WebhookEvent{}, err
+	}
 	e, err := a.st.WebhookEvent(ctx, id)
 	if err != nil {
 		return store.WebhookEvent{}, err
 	}
-	if e.EndpointID != ep.ID {
+	if e.EndpointID != c.Endpoint.ID {
 		return store.WebhookEvent{}, errorf(CodeNotFound, "webhook event %d: not found", id)
 	}
 	return e, nil
@@ -347,7 +358,7 @@ func (a *Agent) listWebhookEvents(ctx context.Context, c *Call) (any, error) {
 	if err := c.Decode(&in); err != nil {
 		return nil, err
 	}
-	f := store.EventFilter{EndpointID: c.Endpoint.ID, Limit: defaultEventLimit}
+	f := store.EventFilter{EndpointID: c.Endpoint.ID}
 	if in.WebhookID != nil {
 		id, err := positiveID("webhook_id", in.WebhookID)
 		if err != nil {
@@ -363,19 +374,11 @@ func (a *Agent) listWebhookEvents(ctx context.Context, c *Call) (any, error) {
 		}
 		f.WebhookID = id
 	}
-	if in.Limit != nil {
-		if *in.Limit < 1 {
-			return nil, errorf(CodeInvalidArgument, "limit must be at least 1")
-		}
-		f.Limit = int(min(*in.Limit, maxEventLimit))
+	limit, before, err := pageArgs(in.Limit, in.Cursor, defaultEventLimit, maxEventLimit)
+	if err != nil {
+		return nil, err
 	}
-	if in.Cursor != "" {
-		v, err := strconv.ParseInt(in.Cursor, 10, 64)
-		if err != nil || v < 1 {
-			return nil, errorf(CodeInvalidArgument, "cursor %q is not one this server issued", in.Cursor)
-		}
-		f.Before = v
-	}
+	f.Limit, f.Before = limit, before
 	rows, err := a.st.ListWebhookEvents(ctx, f)
 	if err != nil {
 		return nil, err
@@ -388,17 +391,7 @@ func (a *Agent) listWebhookEvents(ctx context.Context, c *Call) (any, error) {
 }
 
 func (a *Agent) getWebhookEvent(ctx context.Context, c *Call) (any, error) {
-	var in struct {
-		EventID *int64 `json:"event_id"`
-	}
-	if err := c.Decode(&in); err != nil {
-		return nil, err
-	}
-	id, err := positiveID("event_id", in.EventID)
-	if err != nil {
-		return nil, err
-	}
-	e, err := a.ownEvent(ctx, c.Endpoint, id)
+	e, err := a.ownEvent(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -413,17 +406,7 @@ func (a *Agent) getWebhookEvent(ctx context.Context, c *Call) (any, error) {
 }
 
 func (a *Agent) replayWebhookEvent(ctx context.Context, c *Call) (any, error) {
-	var in struct {
-		EventID *int64 `json:"event_id"`
-	}
-	if err := c.Decode(&in); err != nil {
-		return nil, err
-	}
-	id, err := positiveID("event_id", in.EventID)
-	if err != nil {
-		return nil, err
-	}
-	e, err := a.ownEvent(ctx, c.Endpoint, id)
+	e, err := a.ownEvent(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -436,7 +419,7 @@ func (a *Agent) replayWebhookEvent(ctx context.Context, c *Call) (any, error) {
 	if !slices.Contains(c.Endpoint.Queues, h.Queue) && !slices.Contains(c.Endpoint.Ceiling.Queues, h.Queue) {
 		return nil, errorf(CodeForbidden, "queue %q is outside this endpoint's queues and webhook ceiling", h.Queue)
 	}
-	t, err := a.st.ReplayWebhookEvent(ctx, id, c.Endpoint.ID, c.Actor)
+	t, err := a.st.ReplayWebhookEvent(ctx, e.ID, c.Endpoint.ID, c.Actor)
 	if err != nil {
 		return nil, err
 	}

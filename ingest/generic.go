@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strings"
@@ -17,28 +16,13 @@ const (
 	genericEventHeader     = "X-Event-Type"
 )
 
+// genericMAC is GitHub's scheme (bodyMAC) under the generic header names.
+func genericMAC() bodyMAC {
+	return bodyMAC{genericSignatureHeader, genericDeliveryHeader, genericEventHeader, parseGenericSignature}
+}
+
 func verifyGeneric(secrets []string, h http.Header, body []byte) (Delivery, error) {
-	v := h.Get(genericSignatureHeader)
-	if v == "" {
-		return Delivery{}, fmt.Errorf("no %s header: %w", genericSignatureHeader, ErrMissingSignature)
-	}
-	sig, err := parseGenericSignature(v)
-	if err != nil {
-		return Delivery{}, err
-	}
-	keys, err := rawKeys(secrets)
-	if err != nil {
-		return Delivery{}, err
-	}
-	i := matchSecret(keys, [][]byte{sig}, func(k []byte) []byte { return macSHA256(k, body) })
-	if i < 0 {
-		return Delivery{}, fmt.Errorf("%s: %w", genericSignatureHeader, ErrBadSignature)
-	}
-	d := Delivery{TrustMode: TrustSigned, Secret: i}
-	if err := d.setFields(h.Get(genericDeliveryHeader), h.Get(genericEventHeader)); err != nil {
-		return Delivery{}, err
-	}
-	return d, nil
+	return genericMAC().verify(secrets, h, body)
 }
 
 // parseGenericSignature reads "[sha256=]<64 hex>".
@@ -53,8 +37,5 @@ func parseGenericSignature(v string) ([]byte, error) {
 }
 
 func signGeneric(h http.Header, secret, id string, body []byte) {
-	h.Set(genericSignatureHeader, githubPrefix+hex.EncodeToString(macSHA256([]byte(secret), body)))
-	if id != "" {
-		h.Set(genericDeliveryHeader, id)
-	}
+	genericMAC().sign(h, secret, id, body)
 }

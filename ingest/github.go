@@ -18,12 +18,28 @@ const (
 	githubPrefix          = "sha256="
 )
 
+// bodyMAC is a scheme that signs the raw body alone, HMAC-SHA256 in hex, in one
+// header: GitHub's, and the generic one modelled on it. They differ only in their
+// header names and in how strictly parse reads the signature header.
+type bodyMAC struct {
+	signatureHeader, deliveryHeader, eventHeader string
+	parse                                        func(v string) ([]byte, error)
+}
+
+func githubMAC() bodyMAC {
+	return bodyMAC{githubSignatureHeader, githubDeliveryHeader, githubEventHeader, parseGitHubSignature}
+}
+
 func verifyGitHub(secrets []string, h http.Header, body []byte) (Delivery, error) {
-	v := h.Get(githubSignatureHeader)
+	return githubMAC().verify(secrets, h, body)
+}
+
+func (s bodyMAC) verify(secrets []string, h http.Header, body []byte) (Delivery, error) {
+	v := h.Get(s.signatureHeader)
 	if v == "" {
-		return Delivery{}, fmt.Errorf("no %s header: %w", githubSignatureHeader, ErrMissingSignature)
+		return Delivery{}, fmt.Errorf("no %s header: %w", s.signatureHeader, ErrMissingSignature)
 	}
-	sig, err := parseGitHubSignature(v)
+	sig, err := s.parse(v)
 	if err != nil {
 		return Delivery{}, err
 	}
@@ -33,13 +49,9 @@ func verifyGitHub(secrets []string, h http.Header, body []byte) (Delivery, error
 	}
 	i := matchSecret(keys, [][]byte{sig}, func(k []byte) []byte { return macSHA256(k, body) })
 	if i < 0 {
-		return Delivery{}, fmt.Errorf("%s: %w", githubSignatureHeader, ErrBadSignature)
+		return Delivery{}, fmt.Errorf("%s: %w", s.signatureHeader, ErrBadSignature)
 	}
-	d := Delivery{TrustMode: TrustSigned, Secret: i}
-	if err := d.setFields(h.Get(githubDeliveryHeader), h.Get(githubEventHeader)); err != nil {
-		return Delivery{}, err
-	}
-	return d, nil
+	return verified(TrustSigned, i, h.Get(s.deliveryHeader), h.Get(s.eventHeader))
 }
 
 // parseGitHubSignature reads "sha256=<64 hex>"; surrounding spaces are
@@ -57,8 +69,13 @@ func parseGitHubSignature(v string) ([]byte, error) {
 }
 
 func signGitHub(h http.Header, secret, id string, body []byte) {
-	h.Set(githubSignatureHeader, githubPrefix+hex.EncodeToString(macSHA256([]byte(secret), body)))
+	githubMAC().sign(h, secret, id, body)
+}
+
+// sign writes the signature both schemes accept: with GitHub's "sha256=" prefix.
+func (s bodyMAC) sign(h http.Header, secret, id string, body []byte) {
+	h.Set(s.signatureHeader, githubPrefix+hex.EncodeToString(macSHA256([]byte(secret), body)))
 	if id != "" {
-		h.Set(githubDeliveryHeader, id)
+		h.Set(s.deliveryHeader, id)
 	}
 }

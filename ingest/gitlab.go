@@ -48,11 +48,7 @@ func verifyGitLab(secrets []string, h http.Header) (Delivery, error) {
 	if id == "" {
 		id = h.Get(gitlabEventUUIDHeader)
 	}
-	d := Delivery{TrustMode: TrustToken, Secret: match}
-	if err := d.setFields(id, h.Get(gitlabEventHeader)); err != nil {
-		return Delivery{}, err
-	}
-	return d, nil
+	return verified(TrustToken, match, id, h.Get(gitlabEventHeader))
 }
 
 func signGitLab(h http.Header, secret, id string) {

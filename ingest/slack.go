@@ -54,8 +54,8 @@ func verifySlack(secrets []string, h http.Header, body []byte, now time.Time) (D
 		return Delivery{}, err
 	}
 	id, eventType, challenge := parseSlackBody(body)
-	d := Delivery{TrustMode: TrustSigned, Secret: i}
-	if err := d.setFields(id, eventType); err != nil {
+	d, err := verified(TrustSigned, i, id, eventType)
+	if err != nil {
 		return Delivery{}, err
 	}
 	if eventType == slackURLVerification {

@@ -69,11 +69,7 @@ func verifyStandard(secrets []string, h http.Header, body []byte, now time.Time)
 		Type string `json:"type"`
 	}
 	_ = json.Unmarshal(body, &ev)
-	d := Delivery{TrustMode: TrustSigned, Secret: i}
-	if err := d.setFields(id, ev.Type); err != nil {
-		return Delivery{}, err
-	}
-	return d, nil
+	return verified(TrustSigned, i, id, ev.Type)
 }
 
 // parseStandardSignature reads space-separated "version,base64" entries and

@@ -48,11 +48,7 @@ func verifyStripe(secrets []string, h http.Header, body []byte, now time.Time) (
 		Type string `json:"type"`
 	}
 	_ = json.Unmarshal(body, &ev)
-	d := Delivery{TrustMode: TrustSigned, Secret: i}
-	if err := d.setFields(ev.ID, ev.Type); err != nil {
-		return Delivery{}, err
-	}
-	return d, nil
+	return verified(TrustSigned, i, ev.ID, ev.Type)
 }
 
 // parseStripeSignature reads the comma-separated key=value list. It needs

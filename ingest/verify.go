@@ -262,16 +262,18 @@ func field(what, s string) (string, error) {
 	return s, nil
 }
 
-// setFields validates id and eventType with field and stores them.
-func (d *Delivery) setFields(id, eventType string) error {
+// verified is the Delivery a verifier returns once secret (an index into the
+// candidates) matched: id and eventType are validated with field.
+func verified(trust string, secret int, id, eventType string) (Delivery, error) {
+	d := Delivery{TrustMode: trust, Secret: secret}
 	var err error
 	if d.ID, err = field("delivery id", id); err != nil {
-		return err
+		return Delivery{}, err
 	}
 	if d.EventType, err = field("event type", eventType); err != nil {
-		return err
+		return Delivery{}, err
 	}
-	return nil
+	return d, nil
 }
 
 // hexSig decodes a hex-encoded HMAC-SHA256 (exactly 64 hex digits, either

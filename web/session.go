@@ -74,15 +74,8 @@ func (u *UI) session(w http.ResponseWriter, r *http.Request) (*reqCtx, bool) {
 // of a redirect, so the page script can reload into the login page.
 func (u *UI) page(h handler) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-		securityHeaders(w.Header())
-		w.Header().Set("Cache-Control", "no-store")
-		rc, ok := u.session(w, r)
+		rc, ok := u.signedIn(w, r, "/login?next="+urlQueryEscape(r.URL.RequestURI()))
 		if !ok {
-			if isBackground(r) {
-				http.Error(w, "login required", http.StatusUnauthorized)
-				return
-			}
-			http.Redirect(w, r, "/login?next="+urlQueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
 		rc.Params = p
@@ -90,19 +83,31 @@ func (u *UI) page(h handler) httprouter.Handle {
 	}
 }
 
+// signedIn sets the headers every session page gets and finds the session. Without
+// one it answers (401 to a background request, else a redirect to login) and
+// returns false.
+func (u *UI) signedIn(w http.ResponseWriter, r *http.Request, login string) (*reqCtx, bool) {
+	securityHeaders(w.Header())
+	w.Header().Set("Cache-Control", "no-store")
+	rc, ok := u.session(w, r)
+	if !ok {
+		if isBackground(r) {
+			http.Error(w, "login required", http.StatusUnauthorized)
+		} else {
+			http.Redirect(w, r, login, http.StatusSeeOther)
+		}
+		return nil, false
+	}
+	return rc, true
+}
+
 // action wraps a state-changing handler: everything page does, plus a bounded form
 // body and the CSRF check. A request without the right token changes nothing.
 func (u *UI) action(h handler) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-		securityHeaders(w.Header())
-		w.Header().Set("Cache-Control", "no-store")
-		rc, ok := u.session(w, r)
+		// A form is not replayed after login, so the way back is the login page alone.
+		rc, ok := u.signedIn(w, r, "/login")
 		if !ok {
-			if isBackground(r) {
-				http.Error(w, "login required", http.StatusUnauthorized)
-				return
-			}
-			http.Redirect(w, r, "/login", http.StatusSeeOther)
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
