@@ -26,7 +26,7 @@ const SecretKeySize = 32
 
 // ErrSecretKey: the configured key does not open the sealed secrets, or sealed
 // secrets exist and no key is configured.
-var ErrSecretKey = errors.New("secret encryption key does not match the stored secrets")
+var ErrSecretKey = errors.New("webhook secrets and the secret encryption key do not match")
 
 // ParseSecretKey decodes a 32-byte key written as hex (64 digits) or base64
 // (standard or URL alphabet, padded or not). Surrounding whitespace (a trailing
