@@ -1,0 +1,66 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// switchboard bench end to end, small: it starts serve as a child process (this
+// test binary, through TestMain), drives it over HTTP and MCP and reports.
+func TestBenchRunsEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server process and drives it")
+	}
+	code, out, stderr := cli(t, "", "bench", "--deliveries", "300", "--senders", "8", "--agents", "3",
+		"--doorbells", "20", "--duration", "300ms", "--json")
+	if code != 0 {
+		t.Fatalf("bench exited %d: %s", code, stderr)
+	}
+	var r struct {
+		Floor  float64 `json:"floor_commits_per_sec"`
+		Ingest struct {
+			Deliveries int     `json:"deliveries"`
+			Errors     int     `json:"errors"`
+			PerSec     float64 `json:"per_sec"`
+			Ratio      float64 `json:"ratio_to_floor"`
+			Latency    struct {
+				Count int     `json:"count"`
+				P99   float64 `json:"p99_ms"`
+			} `json:"latency"`
+		} `json:"ingest"`
+		Drain struct {
+			Todos  int     `json:"todos"`
+			Errors int     `json:"errors"`
+			PerSec float64 `json:"per_sec"`
+		} `json:"drain"`
+		Doorbell struct {
+			Rung    int `json:"rung"`
+			Latency struct {
+				Count int `json:"count"`
+			} `json:"latency"`
+		} `json:"doorbell"`
+		Process *struct {
+			IdleRSSMB float64 `json:"idle_rss_mb"`
+			CPU       float64 `json:"cpu_seconds"`
+		} `json:"process"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, out)
+	}
+	if r.Floor <= 0 || r.Ingest.PerSec <= 0 || r.Ingest.Ratio <= 0 {
+		t.Errorf("floor %v, ingest %v/s (ratio %v)", r.Floor, r.Ingest.PerSec, r.Ingest.Ratio)
+	}
+	if r.Ingest.Errors != 0 || r.Ingest.Latency.Count != 300 {
+		t.Errorf("ingest: %d errors, %d latencies of 300", r.Ingest.Errors, r.Ingest.Latency.Count)
+	}
+	// Every delivery became a todo and the agents drained them all.
+	if r.Drain.Errors != 0 || r.Drain.Todos < 300 || r.Drain.PerSec <= 0 {
+		t.Errorf("drain: %d todos at %v/s, %d errors", r.Drain.Todos, r.Drain.PerSec, r.Drain.Errors)
+	}
+	if r.Doorbell.Rung != 20 || r.Doorbell.Latency.Count == 0 {
+		t.Errorf("doorbell: rang %d of 20, heard %d", r.Doorbell.Rung, r.Doorbell.Latency.Count)
+	}
+	if r.Process == nil || r.Process.IdleRSSMB <= 0 || r.Process.CPU <= 0 {
+		t.Errorf("no process figures: %+v", r.Process)
+	}
+}
