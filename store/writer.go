@@ -212,7 +212,11 @@ func (w *writer) runTx(batch []*writeReq) {
 	single := len(batch) == 1
 	ran := 0
 	for _, r := range batch {
-		r.wtx = wtx{w: w, ctx: r.ctx, now: now}
+		// A caller that gives up is skipped if it has not started, but once its
+		// statements run they are not cancelled: SQLite answers an interrupted
+		// write by rolling back the whole transaction, which would fail every
+		// other request sharing this commit.
+		r.wtx = wtx{w: w, ctx: context.WithoutCancel(r.ctx), now: now}
 		if err := r.ctx.Err(); err != nil {
 			r.err = err
 			continue

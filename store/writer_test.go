@@ -373,3 +373,50 @@ func BenchmarkFloor(b *testing.B) {
 	}
 	b.ReportMetric(rate, "commits/s")
 }
+
+// A caller whose context ends while its statement runs must not take the other
+// requests of its group commit down with it (an interrupted SQLite write rolls back
+// the whole transaction).
+func TestCancelledCallerDoesNotFailItsBatch(t *testing.T) {
+	s := openTest(t, Options{})
+	release := holdWriter(t, s)
+	slowCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan struct{})
+	slow := make(chan error, 1)
+	go func() {
+		slow <- s.write(slowCtx, func(w *wtx) error {
+			close(started)
+			// Long enough for the cancel below to land mid-statement.
+			var n int64
+			if err := w.queryRow(`WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 3000000)
+				SELECT count(*) FROM c`).Scan(&n); err != nil {
+				return err
+			}
+			_, err := w.addTodo(NewTodo{Queue: "q", Payload: "slow"})
+			return err
+		})
+	}()
+	waitQueued(t, s, 1)
+	other := make(chan error, 1)
+	go func() {
+		_, err := s.AddTodo(context.Background(), NewTodo{Queue: "q", Payload: "bystander"})
+		other <- err
+	}()
+	waitQueued(t, s, 2)
+	release()
+	<-started
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	if err := <-other; err != nil {
+		t.Fatalf("a bystander in the same commit failed: %v", err)
+	}
+	if err := <-slow; err != nil {
+		t.Fatalf("the cancelled caller's started write failed: %v", err)
+	}
+	var n int
+	s.rdb.QueryRow(`SELECT count(*) FROM todo_payloads WHERE payload IN ('slow', 'bystander')`).Scan(&n)
+	if n != 2 {
+		t.Fatalf("%d of 2 writes committed", n)
+	}
+}
