@@ -39,13 +39,20 @@ type writer struct {
 
 	batches  atomic.Int64 // transactions committed or rolled back
 	requests atomic.Int64 // write requests answered
+	busy     atomic.Int64 // nanoseconds spent running transactions, COMMIT included
+	commit   atomic.Int64 // nanoseconds spent inside COMMIT (WAL writes, fsync, autocheckpoint)
 }
 
 // WriterStats says how well group commit is batching: Requests/Batches is the mean
-// number of writes that shared one fsync.
+// number of writes that shared one fsync. Busy/elapsed near 1 means the writer is the
+// bottleneck; Commit/Busy says how much of that is the durable commit itself rather
+// than the statements. Both are wall time on the writer goroutine, so they include
+// time it waited for a CPU.
 type WriterStats struct {
 	Batches  int64
 	Requests int64
+	Busy     time.Duration
+	Commit   time.Duration
 }
 
 // WriterStats reports the writer's counters since Open.
@@ -53,7 +60,9 @@ func (s *Store) WriterStats() WriterStats {
 	if s.writer == nil {
 		return WriterStats{}
 	}
-	return WriterStats{Batches: s.writer.batches.Load(), Requests: s.writer.requests.Load()}
+	w := s.writer
+	return WriterStats{Batches: w.batches.Load(), Requests: w.requests.Load(),
+		Busy: time.Duration(w.busy.Load()), Commit: time.Duration(w.commit.Load())}
 }
 
 // wtx is what a write function sees: statements on the writer's connection inside
@@ -192,6 +201,8 @@ func (w *writer) run(batch []*writeReq) {
 }
 
 func (w *writer) runTx(batch []*writeReq) {
+	start := time.Now()
+	defer func() { w.busy.Add(int64(time.Since(start))) }()
 	ctx := context.Background()
 	now := w.s.now()
 	finish := func(err error) {
@@ -259,7 +270,10 @@ func (w *writer) runTx(batch []*writeReq) {
 		finish(nil)
 		return
 	}
-	if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
+	commitStart := time.Now()
+	_, err := w.conn.ExecContext(ctx, "COMMIT")
+	w.commit.Add(int64(time.Since(commitStart)))
+	if err != nil {
 		w.rollback()
 		finish(fmt.Errorf("store: commit: %w", err))
 		return

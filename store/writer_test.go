@@ -420,3 +420,33 @@ func TestCancelledCallerDoesNotFailItsBatch(t *testing.T) {
 		t.Fatalf("%d of 2 writes committed", n)
 	}
 }
+
+// WriterStats times the writer: a committed write adds to both Busy and Commit, a
+// lone write that fails is rolled back and adds to Busy only, and the time inside
+// COMMIT is always part of the busy time.
+func TestWriterStatsTimes(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	before := s.WriterStats()
+	if _, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	committed := s.WriterStats()
+	if committed.Commit <= before.Commit || committed.Busy <= before.Busy {
+		t.Errorf("after a commit: %+v, before: %+v; want Busy and Commit to grow", committed, before)
+	}
+	failed := errors.New("gives up")
+	if err := s.write(ctx, func(w *wtx) error { return failed }); !errors.Is(err, failed) {
+		t.Fatalf("write: %v, want %v", err, failed)
+	}
+	rolledBack := s.WriterStats()
+	if rolledBack.Commit != committed.Commit {
+		t.Errorf("a rolled-back write changed Commit from %v to %v", committed.Commit, rolledBack.Commit)
+	}
+	if rolledBack.Busy <= committed.Busy {
+		t.Errorf("a rolled-back write left Busy at %v", rolledBack.Busy)
+	}
+	if rolledBack.Commit > rolledBack.Busy {
+		t.Errorf("Commit %v exceeds Busy %v", rolledBack.Commit, rolledBack.Busy)
+	}
+}
