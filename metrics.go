@@ -52,6 +52,10 @@ func newMetrics(st *store.Store, allow []*net.IPNet) *metrics {
 			Help: "Group-commit transactions (each one fsync under synchronous=FULL).",
 		}, func() float64 { return float64(st.WriterStats().Batches) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "switchboard_store_writer_busy_seconds_total",
+			Help: "Time the single writer spent running transactions; near 1 s per second, writes queue.",
+		}, func() float64 { return st.WriterStats().Busy.Seconds() }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "switchboard_store_writes_total",
 			Help: "Write requests committed or refused; writes/commits is the mean group-commit batch.",
 		}, func() float64 { return float64(st.WriterStats().Requests) }),

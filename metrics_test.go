@@ -48,6 +48,7 @@ func TestMetricsExposeQueueAndTransitions(t *testing.T) {
 		`switchboard_todos{queue="inbox",state="pending"} 1`,
 		`switchboard_http_request_duration_seconds_count{code="200",method="GET",route="/healthz"} 1`,
 		`switchboard_store_commits_total`,
+		`switchboard_store_writer_busy_seconds_total`,
 		`switchboard_webhook_deliveries_total{outcome="unauthorized",source="github"} 1`,
 		`switchboard_doorbell_drops_total 0`,
 		`process_resident_memory_bytes`,
