@@ -16,12 +16,13 @@ import (
 	"github.com/switchboardhq/switchboard/store"
 )
 
-const webhookSynopsis = `webhook create --source TYPE --queue Q [--description D] [--endpoint ID] [--json] [--db FILE]
+const webhookSynopsis = `webhook create --source TYPE --queue Q [--description D] [--endpoint ID] [--secret-stdin] [--base-url URL] [--json] [--db FILE]
        switchboard webhook list [--all] [--endpoint ID] [--json] [--db FILE]
-       switchboard webhook rotate ID [--grace DURATION] [--json] [--db FILE]
+       switchboard webhook rotate ID [--grace DURATION] [--secret-stdin] [--json] [--db FILE]
        switchboard webhook delete ID [--db FILE]
   (create and rotate seal the secret with SWITCHBOARD_SECRET_ENCRYPTION_KEY or --secret-key-file when set;
-   ingest URLs use SWITCHBOARD_BASE_URL or --base-url)`
+   ingest URLs use SWITCHBOARD_BASE_URL or --base-url; --secret-stdin takes the producer's own secret,
+   e.g. the whsec_… Stripe shows or Slack's signing secret, from stdin instead of minting one)`
 
 const secretsSynopsis = `secrets reencrypt [--secret-key-file FILE] [--db FILE]
   (seals every plaintext webhook secret with SWITCHBOARD_SECRET_ENCRYPTION_KEY or the key file)`
@@ -127,6 +128,7 @@ func webhookCreate(ctx context.Context, env *environ, args []string) error {
 	desc := fs.String("description", "", "what the webhook is for")
 	endpoint := fs.Int64("endpoint", 0, "endpoint (agent) the webhook belongs to; it then counts toward no ceiling")
 	base := fs.String("base-url", envOr(env, "SWITCHBOARD_BASE_URL", ""), "public URL of this server (env SWITCHBOARD_BASE_URL)")
+	fromStdin := fs.Bool("secret-stdin", false, "read the producer's own signing secret from stdin (Stripe and Slack mint theirs) instead of minting one")
 	asJSON := fs.Bool("json", false, "print JSON")
 	var keyFile string
 	secretKeyFlag(fs, env, &keyFile)
@@ -152,7 +154,7 @@ func webhookCreate(ctx context.Context, env *environ, args []string) error {
 			return err
 		}
 	}
-	secret, err := ingest.NewSecret(*source)
+	secret, err := webhookSecret(env, *source, *fromStdin)
 	if err != nil {
 		return err
 	}
@@ -161,7 +163,38 @@ func webhookCreate(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printSecretOnce(env, webhookView{h, ingest.URL(baseURL(env, *base), h.Token), secret}, *asJSON, "created")
+	return printSecretOnce(env, webhookView{h, ingest.URL(baseURL(env, *base), h.Token), shownSecret(secret, *fromStdin)}, *asJSON, "created")
+}
+
+// webhookSecret mints a secret, or reads the producer's own from stdin: Stripe and
+// Slack issue their signing secrets and accept none from outside. A read secret
+// must be one the scheme can sign with, so a paste error fails here, not as a
+// stream of 401s later.
+func webhookSecret(env *environ, source string, fromStdin bool) (string, error) {
+	if !fromStdin {
+		return ingest.NewSecret(source)
+	}
+	line, err := readPassword(env.stdin)
+	if err != nil {
+		return "", usageErr("--secret-stdin: no secret on stdin")
+	}
+	secret := strings.TrimSpace(line)
+	if len(secret) < 8 || len(secret) > 512 || strings.ContainsAny(secret, " \t") {
+		return "", usageErr("--secret-stdin: the secret must be 8-512 characters without spaces")
+	}
+	if _, err := ingest.Sign(source, secret, "check", []byte("{}"), time.Now()); err != nil {
+		return "", usageErr("--secret-stdin: not a usable %s secret (%v)", source, err)
+	}
+	return secret, nil
+}
+
+// shownSecret is what the create/rotate output shows: nothing for a secret the
+// human brought (they already hold it, and echoing it helps no one).
+func shownSecret(secret string, fromStdin bool) string {
+	if fromStdin {
+		return ""
+	}
+	return secret
 }
 
 func printSecretOnce(env *environ, v webhookView, asJSON bool, verb string) error {
@@ -170,8 +203,12 @@ func printSecretOnce(env *environ, v webhookView, asJSON bool, verb string) erro
 	}
 	fmt.Fprintf(env.stdout, "webhook %d %s (%s → queue %s)\n", v.ID, verb, v.SourceType, v.Queue)
 	fmt.Fprintf(env.stdout, "ingest URL:     %s\n", v.IngestURL)
-	fmt.Fprintf(env.stdout, "signing secret: %s\n", v.SigningSecret)
-	fmt.Fprintln(env.stdout, "The secret is shown once. Paste the URL and the secret into the producer's webhook settings.")
+	if v.SigningSecret == "" {
+		fmt.Fprintln(env.stdout, "signing secret: the one read from stdin. Paste the URL into the producer's webhook settings.")
+	} else {
+		fmt.Fprintf(env.stdout, "signing secret: %s\n", v.SigningSecret)
+		fmt.Fprintln(env.stdout, "The secret is shown once. Paste the URL and the secret into the producer's webhook settings.")
+	}
 	if !v.SecretEncrypted {
 		fmt.Fprintln(env.stdout, "Note: no secret encryption key is configured, so the secret is stored as plaintext.")
 	}
@@ -238,6 +275,7 @@ func webhookRotate(ctx context.Context, env *environ, args []string) error {
 	db := dbFlag(fs, env)
 	grace := fs.Duration("grace", defaultRotationGrace, "how long the old secret still verifies (0: not at all)")
 	base := fs.String("base-url", envOr(env, "SWITCHBOARD_BASE_URL", ""), "public URL of this server (env SWITCHBOARD_BASE_URL)")
+	fromStdin := fs.Bool("secret-stdin", false, "read the producer's new signing secret from stdin (after rolling it at Stripe or Slack)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	var keyFile string
 	secretKeyFlag(fs, env, &keyFile)
@@ -260,14 +298,14 @@ func webhookRotate(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
-	secret, err := ingest.NewSecret(h.SourceType)
+	secret, err := webhookSecret(env, h.SourceType, *fromStdin)
 	if err != nil {
 		return err
 	}
 	if h, err = s.RotateWebhook(ctx, id, 0, secret, *grace, "human:cli"); err != nil {
 		return err
 	}
-	if err := printSecretOnce(env, webhookView{h, ingest.URL(baseURL(env, *base), h.Token), secret}, *asJSON, "rotated"); err != nil {
+	if err := printSecretOnce(env, webhookView{h, ingest.URL(baseURL(env, *base), h.Token), shownSecret(secret, *fromStdin)}, *asJSON, "rotated"); err != nil {
 		return err
 	}
 	if !*asJSON && h.PreviousExpiresAt != nil {

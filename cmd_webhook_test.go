@@ -208,3 +208,38 @@ func TestServeRefusesWrongSecretKey(t *testing.T) {
 	}
 	srv.close()
 }
+
+// Stripe and Slack mint their own secrets: --secret-stdin takes the producer's
+// secret instead of minting one, refuses one the scheme cannot sign with, and never
+// echoes it.
+func TestWebhookCreateWithTheProducersSecret(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	stripeSecret := "whsec_" + strings.Repeat("s", 32)
+	code, out, stderr := cli(t, stripeSecret+"\n", "webhook", "create", "--db", db, "--source", "stripe",
+		"--queue", "payments", "--secret-stdin")
+	if code != 0 {
+		t.Fatalf("create --secret-stdin: exit %d: %s", code, stderr)
+	}
+	if strings.Contains(out, stripeSecret) {
+		t.Fatalf("the imported secret was echoed:\n%s", out)
+	}
+	st := openRO(t, db)
+	hooks, err := st.ListWebhooks(context.Background(), store.WebhookFilter{})
+	if err != nil || len(hooks) != 1 {
+		t.Fatalf("webhooks: %v %v", hooks, err)
+	}
+	_, secrets, err := st.WebhookByToken(context.Background(), hooks[0].Token)
+	st.Close()
+	if err != nil || len(secrets) == 0 || secrets[0] != stripeSecret {
+		t.Fatalf("stored secret %q (err %v), want the one from stdin", secrets, err)
+	}
+	// A standard-webhooks secret must be whsec_ + base64; a paste error is refused.
+	code, _, stderr = cli(t, "whsec_not*base64!\n", "webhook", "create", "--db", db, "--source", "standard",
+		"--queue", "q", "--secret-stdin")
+	if code != 2 || !strings.Contains(stderr, "not a usable standard secret") {
+		t.Fatalf("bad standard secret: exit %d, %q", code, stderr)
+	}
+	if code, _, _ := cli(t, "", "webhook", "create", "--db", db, "--source", "slack", "--queue", "q", "--secret-stdin"); code != 2 {
+		t.Fatalf("empty stdin: exit %d, want 2", code)
+	}
+}
