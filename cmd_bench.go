@@ -120,7 +120,6 @@ func startBenchServer(ctx context.Context, env *environ, dir, sync string) (stop
 	}
 	cmd := exec.CommandContext(ctx, exe, "serve", "--listen", addr, "--db", db, "--base-url", "http://"+addr,
 		"--synchronous", sync)
-	cmd.Env = append(os.Environ(), "SWITCHBOARD_TEST_RUN_MAIN=1")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, t, err

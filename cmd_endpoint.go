@@ -250,25 +250,14 @@ func endpointUpdate(ctx context.Context, env *environ, args []string) error {
 }
 
 func endpointRevoke(ctx context.Context, env *environ, args []string) error {
-	fs := newFlags(env, "endpoint revoke", endpointSynopsis)
-	db := dbFlag(fs, env)
-	id, rest, err := leadingID(fs, "endpoint", args)
-	if err != nil {
-		return err
-	}
-	if err := parse(fs, rest); err != nil {
-		return err
-	}
-	s, err := openStore(ctx, env, *db)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	if err := s.RevokeEndpoint(ctx, id, "human:cli"); err != nil {
-		return err
-	}
-	fmt.Fprintf(env.stdout, "endpoint %d revoked\n", id)
-	return nil
+	return onID(ctx, env, args, "endpoint revoke", endpointSynopsis, "endpoint",
+		func(ctx context.Context, s *store.Store, id int64) error {
+			if err := s.RevokeEndpoint(ctx, id, "human:cli"); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.stdout, "endpoint %d revoked\n", id)
+			return nil
+		})
 }
 
 func writeJSON(env *environ, v any) error {

@@ -315,28 +315,17 @@ func webhookRotate(ctx context.Context, env *environ, args []string) error {
 }
 
 func webhookDelete(ctx context.Context, env *environ, args []string) error {
-	fs := newFlags(env, "webhook delete", webhookSynopsis)
-	db := dbFlag(fs, env)
-	id, rest, err := leadingID(fs, "webhook", args)
-	if err != nil {
-		return err
-	}
-	if err := parse(fs, rest); err != nil {
-		return err
-	}
-	s, err := openStore(ctx, env, *db)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	if err := s.DeleteWebhook(ctx, id, 0, "human:cli"); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("webhook %d: unknown or already deleted", id)
-		}
-		return err
-	}
-	fmt.Fprintf(env.stdout, "webhook %d deleted; its URL answers 404 from now on\n", id)
-	return nil
+	return onID(ctx, env, args, "webhook delete", webhookSynopsis, "webhook",
+		func(ctx context.Context, s *store.Store, id int64) error {
+			if err := s.DeleteWebhook(ctx, id, 0, "human:cli"); err != nil {
+				if errors.Is(err, store.ErrNotFound) {
+					return fmt.Errorf("webhook %d: unknown or already deleted", id)
+				}
+				return err
+			}
+			fmt.Fprintf(env.stdout, "webhook %d deleted; its URL answers 404 from now on\n", id)
+			return nil
+		})
 }
 
 func runSecrets(ctx context.Context, env *environ, args []string) error {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // subcommand is one verb of a command group, such as `endpoint create`.
@@ -54,4 +56,25 @@ func leadingID(fs *flag.FlagSet, what string, args []string) (int64, []string, e
 		return 0, nil, usageErr("%s ID must be a positive number, not %q", what, args[0])
 	}
 	return id, args[1:], nil
+}
+
+// onID runs a subcommand that acts on one stored thing by its leading ID, as in
+// `endpoint revoke 7`: parse, open the store, act.
+func onID(ctx context.Context, env *environ, args []string, name, synopsis, what string,
+	act func(ctx context.Context, s *store.Store, id int64) error) error {
+	fs := newFlags(env, name, synopsis)
+	db := dbFlag(fs, env)
+	id, rest, err := leadingID(fs, what, args)
+	if err != nil {
+		return err
+	}
+	if err := parse(fs, rest); err != nil {
+		return err
+	}
+	s, err := openStore(ctx, env, *db)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return act(ctx, s, id)
 }

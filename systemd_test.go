@@ -14,10 +14,12 @@ import (
 	"time"
 )
 
-// TestMain lets a test re-run this binary as the real `switchboard` (for socket
-// activation, which needs a process of its own).
+// TestMain lets this test binary stand in for the real `switchboard` when it is
+// started as `<binary> serve …` (socket activation needs a process of its own, and
+// `bench` starts serve from os.Executable, which is this binary under go test). go
+// test itself never passes "serve" as the first argument.
 func TestMain(m *testing.M) {
-	if os.Getenv("SWITCHBOARD_TEST_RUN_MAIN") == "1" {
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
 		main()
 		return
 	}
@@ -108,7 +110,7 @@ func TestSocketActivation(t *testing.T) {
 	// passed socket was used.
 	cmd := exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ exec "$0" "$@"`, os.Args[0],
 		"serve", "--listen", "256.0.0.1:0", "--db", filepath.Join(t.TempDir(), "sb.db"))
-	cmd.Env = append(os.Environ(), "SWITCHBOARD_TEST_RUN_MAIN=1", "LISTEN_FDS=1", "LISTEN_FDNAMES=http")
+	cmd.Env = append(os.Environ(), "LISTEN_FDS=1", "LISTEN_FDNAMES=http")
 	cmd.ExtraFiles = []*os.File{f}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
