@@ -100,6 +100,8 @@ func BenchmarkDelivery(b *testing.B) {
 			b.ReportMetric(ms(all[len(all)/2]), "p50-ms")
 			b.ReportMetric(ms(all[len(all)*99/100]), "p99-ms")
 			b.ReportMetric(float64(ws.Requests)/float64(max(ws.Batches, 1)), "writes/fsync")
+			b.ReportMetric(ws.Busy.Seconds()/elapsed.Seconds(), "writer-busy")
+			b.ReportMetric(float64(ws.Commit.Microseconds())/float64(max(ws.Batches, 1)), "commit-µs")
 		})
 	}
 }
