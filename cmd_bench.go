@@ -181,6 +181,8 @@ func printBench(w io.Writer, machine string, r *bench.Report) {
 	fmt.Fprintf(tw, "  complete\t\t\t%.2f\t%.2f\t%.2f\t\t\n", r.Drain.Complete.P50, r.Drain.Complete.P99, r.Drain.Complete.Max)
 	fmt.Fprintf(tw, "doorbell, %d sessions\t\t\t%.2f\t%.2f\t%.2f\t%d missed\t\n", r.Doorbell.Sessions,
 		r.Doorbell.Latency.P50, r.Doorbell.Latency.P99, r.Doorbell.Latency.Max, r.Doorbell.Missed)
+	fmt.Fprintf(tw, "  its enqueue POST, answered\t\t\t%.2f\t%.2f\t%.2f\t\t\n",
+		r.Doorbell.Answered.P50, r.Doorbell.Answered.P99, r.Doorbell.Answered.Max)
 	tw.Flush()
 	if p := r.Process; p != nil {
 		fmt.Fprintf(w, "\nserver process: idle RSS %.1f MB, RSS peak during ingest %.1f MB, peak RSS %.1f MB, CPU %.1f s\n",

@@ -38,6 +38,9 @@ func TestBenchRunsEndToEnd(t *testing.T) {
 			Latency struct {
 				Count int `json:"count"`
 			} `json:"latency"`
+			Answered struct {
+				Count int `json:"count"`
+			} `json:"enqueue_answered"`
 		} `json:"doorbell"`
 		Process *struct {
 			IdleRSSMB float64 `json:"idle_rss_mb"`
@@ -57,8 +60,9 @@ func TestBenchRunsEndToEnd(t *testing.T) {
 	if r.Drain.Errors != 0 || r.Drain.Todos < 300 || r.Drain.PerSec <= 0 {
 		t.Errorf("drain: %d todos at %v/s, %d errors", r.Drain.Todos, r.Drain.PerSec, r.Drain.Errors)
 	}
-	if r.Doorbell.Rung != 20 || r.Doorbell.Latency.Count == 0 {
-		t.Errorf("doorbell: rang %d of 20, heard %d", r.Doorbell.Rung, r.Doorbell.Latency.Count)
+	if r.Doorbell.Rung != 20 || r.Doorbell.Latency.Count == 0 || r.Doorbell.Answered.Count != 20 {
+		t.Errorf("doorbell: rang %d of 20, heard %d, answers timed %d", r.Doorbell.Rung, r.Doorbell.Latency.Count,
+			r.Doorbell.Answered.Count)
 	}
 	if r.Process == nil || r.Process.IdleRSSMB <= 0 || r.Process.CPU <= 0 {
 		t.Errorf("no process figures: %+v", r.Process)

@@ -72,7 +72,10 @@ type Report struct {
 		Sessions int     `json:"sessions"`
 		Rung     int     `json:"rung"`
 		Missed   int     `json:"missed"`
-		Latency  Summary `json:"latency"`
+		Latency  Summary `json:"latency"` // enqueue POST sent → first session hears the ring
+		// Answered is the same POSTs' own latency, sent → 202 read: the ring and
+		// the answer leave the server together, so the two are comparable.
+		Answered Summary `json:"enqueue_answered"`
 	} `json:"doorbell"`
 
 	Process *struct {
@@ -186,7 +189,8 @@ func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
 	if err := doorbell(ctx, t, httpc, hooks[0], cfg, &seq, r); err != nil {
 		return nil, err
 	}
-	progress("doorbell: p50 %.2f ms, p99 %.2f ms", r.Doorbell.Latency.P50, r.Doorbell.Latency.P99)
+	progress("doorbell: p50 %.2f ms, p99 %.2f ms (the enqueue POST itself: p50 %.2f ms)", r.Doorbell.Latency.P50,
+		r.Doorbell.Latency.P99, r.Doorbell.Answered.P50)
 
 	// Leave the target as we found it: delete the bench's webhooks.
 	if list, err := callTool(ctx, setup, "list_webhooks", map[string]any{}); err == nil {
@@ -389,7 +393,7 @@ func doorbell(ctx context.Context, t Target, httpc *http.Client, h webhook, cfg 
 	sent := map[string]time.Time{}    // todo id → enqueue start, ring not heard yet
 	arrived := map[string]time.Time{} // todo id → ring heard before the answer came
 	seen := map[string]bool{}
-	lat := &Latencies{}
+	lat, answered := &Latencies{}, &Latencies{}
 	onNote := func(n mcp.JSONRPCNotification) {
 		if n.Method != "notifications/claude/channel" {
 			return
@@ -428,6 +432,7 @@ func doorbell(ctx context.Context, t Target, httpc *http.Client, h webhook, cfg 
 		if err != nil {
 			continue
 		}
+		answered.Add(time.Since(t0))
 		rung++
 		mu.Lock()
 		if at, ok := arrived[todoID]; ok {
@@ -445,6 +450,7 @@ func doorbell(ctx context.Context, t Target, httpc *http.Client, h webhook, cfg 
 	r.Doorbell.Rung = rung
 	r.Doorbell.Missed = len(sent)
 	r.Doorbell.Latency = lat.Summary()
+	r.Doorbell.Answered = answered.Summary()
 	return nil
 }
 
