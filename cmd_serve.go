@@ -36,6 +36,7 @@ type serveConfig struct {
 	LogFormat       string
 	ReaperInterval  time.Duration
 	Retention       time.Duration
+	EventRetention  time.Duration
 	ShutdownTimeout time.Duration
 	MetricsAllow    string
 	AllowedOrigins  string
@@ -66,6 +67,8 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.LogFormat, "log-format", envOr(env, "SWITCHBOARD_LOG_FORMAT", "text"), "text or json (env SWITCHBOARD_LOG_FORMAT)")
 	fs.DurationVar(&c.ReaperInterval, "reaper-interval", envDuration(env, "SWITCHBOARD_REAPER_INTERVAL", 30*time.Second), "how often expired leases are requeued (env SWITCHBOARD_REAPER_INTERVAL)")
 	fs.DurationVar(&c.Retention, "retention", envDuration(env, "SWITCHBOARD_RETENTION", 30*24*time.Hour), "how long done todos are kept (env SWITCHBOARD_RETENTION)")
+	fs.DurationVar(&c.EventRetention, "event-retention", envDuration(env, "SWITCHBOARD_EVENT_RETENTION", 90*24*time.Hour),
+		"how long a webhook event is kept once no todo needs it; until then a redelivery is a duplicate (env SWITCHBOARD_EVENT_RETENTION)")
 	fs.StringVar(&c.MetricsAllow, "metrics-allow", envOr(env, "SWITCHBOARD_METRICS_ALLOW", "127.0.0.0/8,::1"),
 		"comma-separated IPs/CIDRs allowed to read /metrics, which names queues (env SWITCHBOARD_METRICS_ALLOW)")
 	fs.StringVar(&c.AllowedOrigins, "allowed-origins", envOr(env, "SWITCHBOARD_ALLOWED_ORIGINS", ""), "comma-separated browser origins allowed to call /mcp besides the base URL's (env SWITCHBOARD_ALLOWED_ORIGINS)")
@@ -99,8 +102,8 @@ func (c *serveConfig) validate() error {
 	if c.ReaperInterval <= 0 {
 		return usageErr("--reaper-interval must be positive")
 	}
-	if c.Retention <= 0 {
-		return usageErr("--retention must be positive")
+	if c.Retention <= 0 || c.EventRetention <= 0 {
+		return usageErr("--retention and --event-retention must be positive")
 	}
 	if c.ModuleConcurrency <= 0 {
 		return usageErr("--module-concurrency must be positive")
@@ -245,7 +248,8 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 		return nil, err
 	}
 	s.metrics.watchAgent(s.agent)
-	s.reaper = reaper.New(st, reaper.Options{Interval: cfg.ReaperInterval, Retention: cfg.Retention, Logger: logger})
+	s.reaper = reaper.New(st, reaper.Options{Interval: cfg.ReaperInterval, Retention: cfg.Retention,
+		EventRetention: cfg.EventRetention, Logger: logger})
 	router := httprouter.New()
 	router.HandlerFunc(http.MethodGet, "/healthz", s.healthz)
 	router.HandlerFunc(http.MethodGet, "/readyz", s.readyz)

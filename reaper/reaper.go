@@ -1,8 +1,9 @@
 // Package reaper keeps the queue honest without an agent's help: on a ticker it
 // requeues claimed todos whose lease has expired (or dead-letters them when their
-// attempts are used up), and deletes done todos older than the retention period.
+// attempts are used up), deletes done todos older than the retention period, and
+// deletes webhook events older than the event retention that no todo needs any more.
 //
-// It holds no SQL and no state of its own: each pass is two store calls, so a
+// It holds no SQL and no state of its own: each pass is three store calls, so a
 // missed or doubled pass does no harm.
 package reaper
 
@@ -21,6 +22,9 @@ type Options struct {
 	Interval time.Duration
 	// Retention is how long done todos are kept (default 30 days).
 	Retention time.Duration
+	// EventRetention is how long a webhook event is kept once no todo needs it
+	// (default 90 days). Until then it still answers redeliveries as duplicates.
+	EventRetention time.Duration
 	// Now is the clock that dates the retention cutoff (default: the store's).
 	// Lease expiry is judged by the store's own clock.
 	Now func() time.Time
@@ -40,6 +44,7 @@ type Result struct {
 	Requeued     int
 	DeadLettered int
 	Pruned       int64
+	EventsPruned int64
 }
 
 // New returns a reaper for st.
@@ -49,6 +54,9 @@ func New(st *store.Store, opts Options) *Reaper {
 	}
 	if opts.Retention <= 0 {
 		opts.Retention = 30 * 24 * time.Hour
+	}
+	if opts.EventRetention <= 0 {
+		opts.EventRetention = 90 * 24 * time.Hour
 	}
 	if opts.Now == nil {
 		opts.Now = st.Now
@@ -76,8 +84,9 @@ func (r *Reaper) Run(ctx context.Context) error {
 	}
 }
 
-// RunOnce makes one pass: requeue or dead-letter expired leases, then prune done
-// todos finished before now minus Retention.
+// RunOnce makes one pass: requeue or dead-letter expired leases, prune done todos
+// finished before now minus Retention, then prune events no todo needs that were
+// received before now minus EventRetention.
 func (r *Reaper) RunOnce(ctx context.Context) (Result, error) {
 	var res Result
 	reaped, err := r.st.ReapExpired(ctx)
@@ -89,8 +98,13 @@ func (r *Reaper) RunOnce(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("reaper: prune done todos: %w", err)
 	}
+	res.EventsPruned, err = r.st.PruneEvents(ctx, r.opts.Now().Add(-r.opts.EventRetention))
+	if err != nil {
+		return res, fmt.Errorf("reaper: prune webhook events: %w", err)
+	}
 	if res != (Result{}) {
-		r.log.Info("reaper pass", "requeued", res.Requeued, "dead_lettered", res.DeadLettered, "pruned", res.Pruned)
+		r.log.Info("reaper pass", "requeued", res.Requeued, "dead_lettered", res.DeadLettered, "pruned", res.Pruned,
+			"events_pruned", res.EventsPruned)
 	}
 	return res, nil
 }

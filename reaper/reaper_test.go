@@ -30,7 +30,7 @@ func setup(t *testing.T) (*store.Store, *clock, *Reaper) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return st, clk, New(st, Options{Retention: 24 * time.Hour, Now: clk.Now, Logger: quiet})
+	return st, clk, New(st, Options{Retention: 24 * time.Hour, EventRetention: 48 * time.Hour, Now: clk.Now, Logger: quiet})
 }
 
 func add(t *testing.T, st *store.Store, maxAttempts int) store.Todo {
@@ -132,6 +132,36 @@ func TestRunOncePrunesDoneTodosPastRetention(t *testing.T) {
 		if _, err := st.Todo(ctx, id); err != nil {
 			t.Errorf("todo %d pruned too early: %v", id, err)
 		}
+	}
+}
+
+// A webhook event outlives its pruned todo by EventRetention, so a late
+// redelivery is still a duplicate, and then goes.
+func TestRunOncePrunesEventsPastEventRetention(t *testing.T) {
+	ctx := context.Background()
+	st, clk, r := setup(t)
+	h, err := st.CreateWebhook(ctx, store.NewWebhook{SourceType: "generic", Queue: "inbox", Secret: "s", CreatedBy: "human:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := st.RecordDelivery(ctx, store.NewDelivery{WebhookID: h.ID, DeliveryID: "d1", TrustMode: "signed", Body: []byte("{}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim(t, st, ev.TodoID, time.Minute)
+	if _, err := st.Complete(ctx, store.Ack{ID: ev.TodoID, Owner: "agent:w"}, "ok"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(24*time.Hour + time.Second)
+	if res, err := r.RunOnce(ctx); err != nil || res.Pruned != 1 || res.EventsPruned != 0 {
+		t.Fatalf("first pass: %+v, %v (the todo goes, its event stays)", res, err)
+	}
+	clk.Advance(24 * time.Hour)
+	if res, err := r.RunOnce(ctx); err != nil || res.EventsPruned != 1 {
+		t.Fatalf("second pass: %+v, %v (the event is past its retention)", res, err)
+	}
+	if _, err := st.WebhookEvent(ctx, ev.EventID); err == nil {
+		t.Fatal("event past retention still there")
 	}
 }
 

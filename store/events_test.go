@@ -229,3 +229,81 @@ func TestPrunedTodoLeavesEvent(t *testing.T) {
 		t.Fatalf("redelivery after prune: %+v, %v", again, err)
 	}
 }
+
+// Event retention deletes only events that no todo needs: not one whose todo is
+// still kept (pending, failed or done within retention), nor one a live replay
+// reads its payload from.
+func TestPruneEventsKeepsWhatTodosNeed(t *testing.T) {
+	ctx := context.Background()
+	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	s := openWebhookStore(t, Options{Now: clock.Now})
+	h := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "x", CreatedBy: "human:1"})
+	deliver := func(id string) DeliveryResult {
+		t.Helper()
+		res, err := s.RecordDelivery(ctx, NewDelivery{WebhookID: h.ID, DeliveryID: id, TrustMode: "signed", Body: []byte("body " + id)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	finish := func(todoID int64) {
+		t.Helper()
+		if _, err := s.Claim(ctx, Ack{ID: todoID, Owner: "agent:bot"}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Complete(ctx, Ack{ID: todoID, Owner: "agent:bot"}, "ok"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := deliver("done")         // todo done, then pruned: its event may go
+	pending := deliver("pending")   // todo still pending: its event stays
+	replayed := deliver("replayed") // todo pruned, but a replay of it is pending
+	finish(done.TodoID)
+	finish(replayed.TodoID)
+	replay, err := s.ReplayWebhookEvent(ctx, replayed.EventID, 0, "human:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(time.Hour)
+	if n, err := s.PruneDone(ctx, clock.Now()); err != nil || n != 2 {
+		t.Fatalf("prune todos: %d, %v", n, err)
+	}
+	// Received before the cutoff, but too young: nothing goes.
+	if n, err := s.PruneEvents(ctx, clock.Now().Add(-2*time.Hour)); err != nil || n != 0 {
+		t.Fatalf("prune events before they are old: %d, %v", n, err)
+	}
+	if n, err := s.PruneEvents(ctx, clock.Now()); err != nil || n != 1 {
+		t.Fatalf("prune events: %d, %v (want only the done one)", n, err)
+	}
+	if _, err := s.WebhookEvent(ctx, done.EventID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the pruned todo's event is still there: %v", err)
+	}
+	for _, id := range []int64{pending.EventID, replayed.EventID} {
+		if _, err := s.WebhookEvent(ctx, id); err != nil {
+			t.Fatalf("event %d, which a todo still needs, was pruned: %v", id, err)
+		}
+	}
+	// The replay still reads its payload from the event.
+	got, err := s.Claim(ctx, Ack{ID: replay.ID, Owner: "agent:bot"}, time.Minute)
+	if err != nil || got.Payload != "body replayed" {
+		t.Fatalf("replay payload after event retention: %q, %v", got.Payload, err)
+	}
+	if _, err := s.Complete(ctx, Ack{ID: replay.ID, Owner: "agent:bot"}, "ok"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(time.Hour)
+	if n, err := s.PruneDone(ctx, clock.Now()); err != nil || n != 1 {
+		t.Fatalf("prune the replay: %d, %v", n, err)
+	}
+	if n, err := s.PruneEvents(ctx, clock.Now()); err != nil || n != 1 {
+		t.Fatalf("prune events once the replay is gone: %d, %v", n, err)
+	}
+	// A redelivery of a pruned event is new work.
+	if again := deliver("done"); again.Duplicate || again.TodoID == 0 {
+		t.Fatalf("redelivery after event retention: %+v", again)
+	}
+	audit, _ := s.ListAudit(ctx, AuditFilter{Action: "webhook_event.prune"})
+	if len(audit) != 2 || audit[0].Actor != "system" {
+		t.Fatalf("prune audit = %+v", audit)
+	}
+}

@@ -363,18 +363,38 @@ func (s *Store) ReapExpired(ctx context.Context) (ReapResult, error) {
 // PruneDone deletes done todos finished before cutoff, in bounded chunks, and
 // returns how many went.
 func (s *Store) PruneDone(ctx context.Context, cutoff time.Time) (int64, error) {
+	return s.prune(ctx, "done todos", "todo.prune", 1000, `DELETE FROM todos WHERE id IN (
+		SELECT id FROM todos INDEXED BY todos_finished
+		WHERE state = 'done' AND finished_at < ? LIMIT 1000)`, ms(cutoff))
+}
+
+// PruneEvents deletes webhook events received before cutoff that no todo needs any
+// more: their own todo was pruned (or never existed) and no live replay reads its
+// payload from them. It works in bounded chunks and returns how many went. A
+// redelivery of a pruned event's delivery id is accepted as new.
+func (s *Store) PruneEvents(ctx context.Context, cutoff time.Time) (int64, error) {
+	return s.prune(ctx, "webhook events", "webhook_event.prune", 500, `DELETE FROM webhook_events WHERE id IN (
+		SELECT e.id FROM webhook_events e INDEXED BY webhook_events_orphaned
+		WHERE e.todo_id IS NULL AND e.received_at < ?
+		  AND NOT EXISTS (SELECT 1 FROM todos t INDEXED BY todos_replays
+		                  WHERE t.source_type = 'replay' AND t.source_event_id = e.id)
+		ORDER BY e.received_at LIMIT 500)`, ms(cutoff))
+}
+
+// prune runs a DELETE of at most chunk rows, one write each, until a run deletes
+// fewer: short writes, so ingest and agents are never held up behind a big purge.
+func (s *Store) prune(ctx context.Context, what, action string, chunk int64, del string, args ...any) (int64, error) {
 	var total int64
 	for {
 		var n int64
 		err := s.write(ctx, func(w *wtx) error {
-			res, err := w.exec(`DELETE FROM todos WHERE id IN (SELECT id FROM todos INDEXED BY todos_finished
-				WHERE state = 'done' AND finished_at < ? LIMIT 1000)`, ms(cutoff))
+			res, err := w.exec(del, args...)
 			if err != nil {
-				return fmt.Errorf("store: prune done todos: %w", err)
+				return fmt.Errorf("store: prune %s: %w", what, err)
 			}
 			n, _ = res.RowsAffected()
 			if n > 0 {
-				return w.audit("system", "todo.prune", "", "", fmt.Sprintf("deleted=%d", n))
+				return w.audit("system", action, "", "", fmt.Sprintf("deleted=%d", n))
 			}
 			return nil
 		})
@@ -382,7 +402,7 @@ func (s *Store) PruneDone(ctx context.Context, cutoff time.Time) (int64, error) 
 			return total, err
 		}
 		total += n
-		if n < 1000 {
+		if n < chunk {
 			return total, nil
 		}
 	}
