@@ -60,7 +60,8 @@ type webhookRow struct {
 // places a secret is ever shown.
 type secretResult struct {
 	webhookRow
-	SigningSecret string `json:"signing_secret"`
+	SigningSecret string `json:"signing_secret,omitempty"` // minted secrets only
+	Imported      bool   `json:"secret_imported,omitempty"`
 	Setup         string `json:"setup"`
 }
 
@@ -87,16 +88,57 @@ func (a *Agent) row(h store.Webhook) webhookRow {
 }
 
 // setupHints say where the URL and secret go, per source type. Stripe and Slack
-// mint their own secrets and take none from outside, so a webhook of theirs
-// verifies only producers that sign with the secret given here (their CLIs and
-// test tools); importing a provider's secret is not a verb yet.
+// mint their own secrets and take none from outside: for a real account the caller
+// passes the provider's secret as signing_secret instead (see importedHints).
 var setupHints = map[string]string{
 	"github":   "Repository or organisation Settings → Webhooks → Add webhook: Payload URL = ingest_url, content type application/json, Secret = signing_secret.",
 	"gitlab":   "Project Settings → Webhooks: URL = ingest_url, Secret token = signing_secret (GitLab sends it back as X-Gitlab-Token).",
 	"standard": "Give the producer (Standard Webhooks, Svix) ingest_url and signing_secret in its whsec_ form.",
 	"generic":  "The producer signs each body: X-Signature-256: sha256=<hex HMAC-SHA256 of the raw body keyed with signing_secret>; X-Delivery-Id deduplicates.",
-	"stripe":   "Stripe signs with a secret it mints itself and takes none from outside: this webhook verifies deliveries signed with signing_secret (Stripe-Signature t=…,v1=…), as test tools do.",
-	"slack":    "Slack signs with the app's own Signing Secret and takes none from outside: this webhook verifies requests signed with signing_secret (X-Slack-Signature v0=…); url_verification is answered for you.",
+	"stripe":   "Stripe signs with a secret it mints itself and takes none from outside: this webhook verifies deliveries signed with signing_secret (Stripe-Signature t=…,v1=…), as test tools do. For a real Stripe account, add ingest_url as an endpoint in Stripe, then rotate_webhook with Stripe's whsec_… as signing_secret.",
+	"slack":    "Slack signs with the app's own Signing Secret and takes none from outside: this webhook verifies requests signed with signing_secret (X-Slack-Signature v0=…); url_verification is answered for you. For a real Slack app, pass its Signing Secret as signing_secret.",
+}
+
+// importedHints replace setupHints when the caller brought the secret: it is not
+// shown back, so the hint says only where the URL goes.
+var importedHints = map[string]string{
+	"stripe": "Verifying with the Stripe secret you gave. In Stripe: Developers → Webhooks → the endpoint whose URL is ingest_url.",
+	"slack":  "Verifying with the Slack Signing Secret you gave. In the Slack app: Event Subscriptions → Request URL = ingest_url (url_verification is answered for you).",
+}
+
+// signingSecretArg is create_webhook's and rotate_webhook's optional import of a
+// secret the producer minted.
+func signingSecretArg() mcp.ToolOption {
+	return mcp.WithString("signing_secret", mcp.MinLength(8), mcp.MaxLength(512),
+		mcp.Description("The producer's own signing secret, when it mints one and accepts none from outside "+
+			"(Stripe's whsec_…, a Slack app's Signing Secret). It is checked, stored sealed and never shown back. "+
+			"Omit it and Switchboard mints one."))
+}
+
+// secretFor returns the secret a create or rotate stores: the caller's, checked,
+// or a fresh one. imported says which.
+func secretFor(sourceType string, given *string) (secret string, imported bool, err error) {
+	if given == nil {
+		secret, err = ingest.NewSecret(sourceType)
+		return secret, false, err
+	}
+	if err := ingest.CheckSecret(sourceType, *given); err != nil {
+		return "", false, errorf(CodeInvalidArgument, "signing_secret: %v", err)
+	}
+	return *given, true, nil
+}
+
+// secretAnswer is the create/rotate answer: a minted secret is shown this once, an
+// imported one never.
+func (a *Agent) secretAnswer(h store.Webhook, secret string, imported bool) secretResult {
+	if !imported {
+		return secretResult{webhookRow: a.row(h), SigningSecret: secret, Setup: setupHints[h.SourceType]}
+	}
+	hint, ok := importedHints[h.SourceType]
+	if !ok {
+		hint = "Verifying with the secret you gave; configure the producer with ingest_url."
+	}
+	return secretResult{webhookRow: a.row(h), Imported: true, Setup: hint}
 }
 
 func webhookIDArg() mcp.ToolOption {
@@ -121,11 +163,13 @@ func defineCreateWebhook(ep store.Endpoint) mcp.Tool {
 	return mcp.NewTool(VerbCreateWebhook,
 		mcp.WithDescription(fmt.Sprintf("Create a webhook: an ingest URL whose verified deliveries become todos on a "+
 			"queue. Switchboard mints the signing secret and returns it ONCE, here; configure the producer with "+
-			"ingest_url and signing_secret. Your ceiling: at most %d webhooks, source types %s, queues %s; past it "+
+			"ingest_url and signing_secret. For a producer that mints its own secret (Stripe, Slack), pass that "+
+			"as signing_secret instead. Your ceiling: at most %d webhooks, source types %s, queues %s; past it "+
 			"the call answers ceiling_exceeded.", ep.Ceiling.MaxWebhooks, listOrNone(sources), listOrNone(queues))),
 		mcp.WithString("source_type", srcOpts...),
 		mcp.WithString("queue", qOpts...),
 		mcp.WithString("description", mcp.MaxLength(1024), mcp.Description("What the webhook is for.")),
+		signingSecretArg(),
 		closed,
 		// Open world: the URL it returns is meant for a producer outside Switchboard.
 		annotate("Create a webhook", false, false, false, true),
@@ -145,8 +189,10 @@ func defineRotateWebhook(store.Endpoint) mcp.Tool {
 	return mcp.NewTool(VerbRotateWebhook,
 		mcp.WithDescription(fmt.Sprintf("Replace a webhook's signing secret. The new one is returned ONCE; the old "+
 			"one still verifies for grace_seconds (default %d, 24 h) so the producer can be updated without dropping "+
-			"deliveries. A rotation during a grace period ends the older secret at once.", defaultGraceSeconds)),
+			"deliveries. A rotation during a grace period ends the older secret at once. Pass signing_secret to "+
+			"install a secret the producer rolled itself (Stripe) instead of minting one.", defaultGraceSeconds)),
 		webhookIDArg(),
+		signingSecretArg(),
 		mcp.WithInteger("grace_seconds", mcp.Min(0), mcp.Max(maxGraceSeconds), mcp.DefaultNumber(defaultGraceSeconds),
 			mcp.Description(fmt.Sprintf("How long the old secret still verifies, 0 to %d seconds.", maxGraceSeconds))),
 		closed,
@@ -252,9 +298,10 @@ func (a *Agent) ownEvent(ctx context.Context, c *Call) (store.WebhookEvent, erro
 
 func (a *Agent) createWebhook(ctx context.Context, c *Call) (any, error) {
 	var in struct {
-		SourceType  string `json:"source_type"`
-		Queue       string `json:"queue"`
-		Description string `json:"description"`
+		SourceType  string  `json:"source_type"`
+		Queue       string  `json:"queue"`
+		Description string  `json:"description"`
+		Secret      *string `json:"signing_secret"`
 	}
 	if err := c.Decode(&in); err != nil {
 		return nil, err
@@ -265,7 +312,7 @@ func (a *Agent) createWebhook(ctx context.Context, c *Call) (any, error) {
 	if !store.ValidQueueName(in.Queue) {
 		return nil, errorf(CodeInvalidArgument, "queue %q is not a valid queue name", in.Queue)
 	}
-	secret, err := ingest.NewSecret(in.SourceType)
+	secret, imported, err := secretFor(in.SourceType, in.Secret)
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +327,7 @@ func (a *Agent) createWebhook(ctx context.Context, c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return secretResult{webhookRow: a.row(h), SigningSecret: secret, Setup: setupHints[h.SourceType]}, nil
+	return a.secretAnswer(h, secret, imported), nil
 }
 
 func (a *Agent) listWebhooks(ctx context.Context, c *Call) (any, error) {
@@ -300,8 +347,9 @@ func (a *Agent) listWebhooks(ctx context.Context, c *Call) (any, error) {
 
 func (a *Agent) rotateWebhook(ctx context.Context, c *Call) (any, error) {
 	var in struct {
-		WebhookID *int64 `json:"webhook_id"`
-		Grace     *int64 `json:"grace_seconds"`
+		WebhookID *int64  `json:"webhook_id"`
+		Grace     *int64  `json:"grace_seconds"`
+		Secret    *string `json:"signing_secret"`
 	}
 	if err := c.Decode(&in); err != nil {
 		return nil, err
@@ -321,7 +369,7 @@ func (a *Agent) rotateWebhook(ctx context.Context, c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	secret, err := ingest.NewSecret(h.SourceType)
+	secret, imported, err := secretFor(h.SourceType, in.Secret)
 	if err != nil {
 		return nil, err
 	}
@@ -329,7 +377,7 @@ func (a *Agent) rotateWebhook(ctx context.Context, c *Call) (any, error) {
 	if h, err = a.st.RotateWebhook(ctx, id, c.Endpoint.ID, secret, time.Duration(grace)*time.Second, c.Actor); err != nil {
 		return nil, err
 	}
-	return secretResult{webhookRow: a.row(h), SigningSecret: secret, Setup: setupHints[h.SourceType]}, nil
+	return a.secretAnswer(h, secret, imported), nil
 }
 
 func (a *Agent) deleteWebhook(ctx context.Context, c *Call) (any, error) {

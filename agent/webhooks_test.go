@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -380,5 +381,64 @@ func TestWebhookVerbsNeedTheirGrant(t *testing.T) {
 	}
 	if hooks, _ := h.st.ListWebhooks(context.Background(), store.WebhookFilter{}); len(hooks) != 0 {
 		t.Fatalf("a webhook was created: %+v", hooks)
+	}
+}
+
+// Stripe and Slack mint their own secrets: an agent wiring a real account hands
+// Switchboard the provider's secret. It is checked, verifies deliveries, and is
+// never shown back.
+func TestCreateWebhookImportsTheProducersSecret(t *testing.T) {
+	h := newHookEnv(t)
+	_, cred := h.endpoint("payments", []string{"payments"}, nil, func(s *store.EndpointSpec) {
+		max, sources, queues := 2, []string{"stripe", "standard"}, []string{"payments"}
+		s.MaxWebhooks, s.WebhookSources, s.WebhookQueues = &max, &sources, &queues
+	})
+	bot := h.dial(cred, false)
+	const stripeSecret = "whsec_StripeMintedThisOne1234567890ab"
+
+	// A secret the scheme cannot use is refused, without repeating it.
+	for _, bad := range []map[string]any{
+		{"source_type": "stripe", "queue": "payments", "signing_secret": "short"},
+		{"source_type": "standard", "queue": "payments", "signing_secret": "whsec_not base64!"},
+	} {
+		p := bot.refusal(t, VerbCreateWebhook, bad)
+		if p.Code != CodeInvalidArgument || strings.Contains(p.Message, bad["signing_secret"].(string)) {
+			t.Fatalf("bad secret: %+v", p)
+		}
+	}
+
+	var hook createdHook
+	res, err := bot.call(VerbCreateWebhook, map[string]any{"source_type": "stripe", "queue": "payments", "signing_secret": stripeSecret})
+	if err != nil || res.IsError {
+		t.Fatalf("create with an imported secret: %v %s", err, text(res))
+	}
+	if err := decodeResult(res, &hook); err != nil {
+		t.Fatal(err)
+	}
+	if hook.SigningSecret != "" || !strings.Contains(hook.Setup, "Stripe") ||
+		strings.Contains(string(res.RawStructuredContent), stripeSecret) || strings.Contains(text(res), stripeSecret) {
+		t.Fatalf("create with an imported secret echoed it or lost the hint: %+v", hook)
+	}
+	var imported struct {
+		Imported bool `json:"secret_imported"`
+	}
+	if err := decodeResult(res, &imported); err != nil || !imported.Imported {
+		t.Fatalf("secret_imported missing: %v", err)
+	}
+	if code, ans := h.deliver(hook, stripeSecret, "evt_1", []byte(`{"type":"charge.succeeded"}`)); code != http.StatusAccepted {
+		t.Fatalf("delivery signed with the imported secret: %d %v", code, ans)
+	}
+
+	// Stripe rolled the secret: rotate installs the new one, the old one keeps its grace.
+	const rolled = "whsec_RolledAtStripe0987654321zyxwvu"
+	var rotated createdHook
+	bot.ok(t, VerbRotateWebhook, map[string]any{"webhook_id": hook.WebhookID, "signing_secret": rolled}, &rotated)
+	if rotated.SigningSecret != "" || rotated.PreviousUntil == "" {
+		t.Fatalf("rotate with an imported secret: %+v", rotated)
+	}
+	for i, secret := range []string{rolled, stripeSecret} {
+		if code, ans := h.deliver(hook, secret, "evt_r"+strconv.Itoa(i), []byte(`{}`)); code != http.StatusAccepted {
+			t.Fatalf("delivery with secret %d after rotate: %d %v", i, code, ans)
+		}
 	}
 }

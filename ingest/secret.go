@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"strings"
+	"time"
 )
 
 // alnum is the alphabet of Stripe-style secrets: letters and digits survive
@@ -48,6 +50,21 @@ func NewSecret(sourceType string) (string, error) {
 		return hex.EncodeToString(b), nil
 	}
 	return "", fmt.Errorf("ingest: new secret %q: %w", truncate(sourceType), ErrUnknownSource)
+}
+
+// CheckSecret says whether secret, brought by whoever configures the producer
+// (Stripe and Slack mint their own and accept none from outside), is one the
+// scheme of sourceType can verify with: 8 to 512 characters without spaces, in the
+// scheme's form (whsec_ base64 for standard). A paste error fails here, not as a
+// stream of 401s later. The error never repeats the secret.
+func CheckSecret(sourceType, secret string) error {
+	if len(secret) < 8 || len(secret) > 512 || strings.ContainsAny(secret, " \t\r\n") {
+		return fmt.Errorf("the secret must be 8-512 characters without spaces")
+	}
+	if _, err := Sign(sourceType, secret, "check", []byte("{}"), time.Now()); err != nil {
+		return fmt.Errorf("not a usable %s secret (%w)", truncate(sourceType), err)
+	}
+	return nil
 }
 
 func randomBytes(n int) ([]byte, error) {
