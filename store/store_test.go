@@ -8,10 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"modernc.org/sqlite"
 )
 
 // openTest opens a fresh store in a temp dir.
@@ -346,5 +349,21 @@ func TestMaintainCheckpointsTheWAL(t *testing.T) {
 	}
 	if _, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: "after"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The store commits with fdatasync where the platform has it, as native SQLite
+// builds on Linux do.
+func TestOpenSyncsWithFdatasync(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("fdatasync is switched on only where SQLite can use it; checked on Linux")
+	}
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "sb.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !sqlite.FdatasyncEnabled() {
+		t.Fatal("commits still use fsync")
 	}
 }
