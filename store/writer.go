@@ -202,9 +202,11 @@ func (w *writer) run(batch []*writeReq) {
 
 func (w *writer) runTx(batch []*writeReq) {
 	start := time.Now()
-	defer func() { w.busy.Add(int64(time.Since(start))) }()
 	now := w.s.now()
 	finish := func(err error) {
+		// Counted before anyone is answered, so a caller that reads WriterStats
+		// after its write sees the write in them.
+		w.busy.Add(int64(time.Since(start)))
 		w.batches.Add(1)
 		w.requests.Add(int64(len(batch)))
 		for _, r := range batch {
