@@ -40,9 +40,10 @@ type serveConfig struct {
 	ShutdownTimeout time.Duration
 	MetricsAllow    string
 	AllowedOrigins  string
-	MaxBody         int64  // webhook body bound in bytes
-	SecretKeyFile   string // see loadSecretKey
-	SecretKey       []byte // resolved by runServe; nil = secrets stored as plaintext
+	MaxBody         int64    // webhook body bound in bytes
+	SecretKeys      keyFiles // see keyFiles.load
+	SecretKey       []byte   // resolved by runServe; nil = secrets stored as plaintext
+	PreviousKeys    [][]byte // during a key rotation: keys that still open what they sealed
 
 	ModulesDir        string
 	EgressPolicy      string
@@ -79,7 +80,7 @@ func (c *serveConfig) register(fs interface {
 		"a reverse proxy sets X-Forwarded-Proto/For: honour them for Secure cookies and login throttling (env SWITCHBOARD_TRUST_PROXY=1)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration(env, "SWITCHBOARD_SHUTDOWN_TIMEOUT", 10*time.Second), "how long in-flight requests may take to finish on shutdown")
 	fs.Int64Var(&c.MaxBody, "max-body", envInt64(env, "SWITCHBOARD_MAX_BODY", ingest.DefaultMaxBody), "largest webhook body accepted, in bytes; larger ones get 413 (env SWITCHBOARD_MAX_BODY)")
-	secretKeyFlag(fs, env, &c.SecretKeyFile)
+	secretKeyFlags(fs, env, &c.SecretKeys)
 }
 
 func envDuration(env *environ, name string, def time.Duration) time.Duration {
@@ -149,11 +150,10 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	key, err := loadSecretKey(env, cfg.SecretKeyFile)
-	if err != nil {
+	var err error
+	if cfg.SecretKey, cfg.PreviousKeys, err = cfg.SecretKeys.load(env); err != nil {
 		return err
 	}
-	cfg.SecretKey = key
 	logger := newLogger(env.stderr, cfg.LogFormat, env.getenv("JOURNAL_STREAM") != "")
 	srv, err := newServer(ctx, cfg, logger)
 	if err != nil {
@@ -213,7 +213,8 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 			unlock()
 		}
 	}()
-	st, err := store.Open(ctx, cfg.DB, store.Options{Synchronous: cfg.Synchronous, Logger: logger, SecretKey: cfg.SecretKey})
+	st, err := store.Open(ctx, cfg.DB, store.Options{Synchronous: cfg.Synchronous, Logger: logger, SecretKey: cfg.SecretKey,
+		PreviousSecretKeys: cfg.PreviousKeys})
 	if err != nil {
 		return nil, err
 	}

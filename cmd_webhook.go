@@ -24,8 +24,9 @@ const webhookSynopsis = `webhook create --source TYPE --queue Q [--description D
    ingest URLs use SWITCHBOARD_BASE_URL or --base-url; --secret-stdin takes the producer's own secret,
    e.g. the whsec_… Stripe shows or Slack's signing secret, from stdin instead of minting one)`
 
-const secretsSynopsis = `secrets reencrypt [--secret-key-file FILE] [--db FILE]
-  (seals every plaintext webhook secret with SWITCHBOARD_SECRET_ENCRYPTION_KEY or the key file)`
+const secretsSynopsis = `secrets reencrypt [--secret-key-file FILE] [--previous-secret-key-file FILE] [--db FILE]
+  (seals every webhook secret not yet sealed with SWITCHBOARD_SECRET_ENCRYPTION_KEY or the key file:
+   plaintext ones, and during a key rotation those the previous key sealed)`
 
 // defaultRotationGrace is how long a rotated-out secret still verifies, like
 // Stripe's roll: long enough to update the producer without dropping deliveries.
@@ -35,18 +36,46 @@ const defaultRotationGrace = 24 * time.Hour
 // variable nor a file is given (LoadCredential=secret-key:/etc/switchboard/secret-key).
 const credentialName = "secret-key"
 
-// loadSecretKey resolves the secret encryption key: the key file (flag, or env
-// SWITCHBOARD_SECRET_KEY_FILE), else SWITCHBOARD_SECRET_ENCRYPTION_KEY, else the
-// systemd credential in $CREDENTIALS_DIRECTORY. nil means no key: secrets are
-// stored as plaintext. Both a file and the variable is a mistake, not a choice.
-func loadSecretKey(env *environ, file string) ([]byte, error) {
-	inline := env.getenv("SWITCHBOARD_SECRET_ENCRYPTION_KEY")
+// keyFiles name the secret encryption keys: the current one, and during a key
+// rotation the one being rotated out.
+type keyFiles struct{ current, previous string }
+
+// previousCredentialName is the systemd credential the rotated-out key is read
+// from, when the unit loads one for the rotation.
+const previousCredentialName = "previous-secret-key"
+
+// load resolves both keys. nil current means no key: secrets are stored as
+// plaintext. A previous key needs a current one.
+func (k keyFiles) load(env *environ) (current []byte, previous [][]byte, err error) {
+	current, err = loadKey(env, k.current, "SWITCHBOARD_SECRET_ENCRYPTION_KEY", credentialName, "--secret-key-file")
+	if err != nil {
+		return nil, nil, err
+	}
+	old, err := loadKey(env, k.previous, "SWITCHBOARD_PREVIOUS_SECRET_ENCRYPTION_KEY", previousCredentialName,
+		"--previous-secret-key-file")
+	if err != nil {
+		return nil, nil, err
+	}
+	if old != nil {
+		if current == nil {
+			return nil, nil, usageErr("a previous secret key needs the new one too: set SWITCHBOARD_SECRET_ENCRYPTION_KEY or --secret-key-file")
+		}
+		previous = [][]byte{old}
+	}
+	return current, previous, nil
+}
+
+// loadKey resolves one key: the key file (flag, or its env), else the variable
+// holding the key itself, else the systemd credential in $CREDENTIALS_DIRECTORY.
+// nil means none. Both a file and the variable is a mistake, not a choice.
+func loadKey(env *environ, file, variable, credential, flagName string) ([]byte, error) {
+	inline := env.getenv(variable)
 	if file != "" && inline != "" {
-		return nil, usageErr("give the secret encryption key one way: SWITCHBOARD_SECRET_ENCRYPTION_KEY or --secret-key-file, not both")
+		return nil, usageErr("give the key one way: %s or %s, not both", variable, flagName)
 	}
 	if file == "" && inline == "" {
 		if dir := env.getenv("CREDENTIALS_DIRECTORY"); dir != "" {
-			if p := filepath.Join(dir, credentialName); fileExists(p) {
+			if p := filepath.Join(dir, credential); fileExists(p) {
 				file = p
 			}
 		}
@@ -55,7 +84,7 @@ func loadSecretKey(env *environ, file string) ([]byte, error) {
 	case inline != "":
 		k, err := store.ParseSecretKey(inline)
 		if err != nil {
-			return nil, fmt.Errorf("SWITCHBOARD_SECRET_ENCRYPTION_KEY: %w", err)
+			return nil, fmt.Errorf("%s: %w", variable, err)
 		}
 		return k, nil
 	case file != "":
@@ -77,13 +106,17 @@ func fileExists(p string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
-// secretKeyFlag adds --secret-key-file to a flag set.
-func secretKeyFlag(fs interface {
+// secretKeyFlags adds --secret-key-file and --previous-secret-key-file to a flag set.
+func secretKeyFlags(fs interface {
 	StringVar(*string, string, string, string)
-}, env *environ, p *string) {
-	fs.StringVar(p, "secret-key-file", envOr(env, "SWITCHBOARD_SECRET_KEY_FILE", ""),
+}, env *environ, k *keyFiles) {
+	fs.StringVar(&k.current, "secret-key-file", envOr(env, "SWITCHBOARD_SECRET_KEY_FILE", ""),
 		"file holding the 32-byte secret encryption key, hex or base64 (env SWITCHBOARD_SECRET_KEY_FILE; "+
 			"default: $CREDENTIALS_DIRECTORY/"+credentialName+" when systemd provides it)")
+	fs.StringVar(&k.previous, "previous-secret-key-file", envOr(env, "SWITCHBOARD_PREVIOUS_SECRET_KEY_FILE", ""),
+		"during a key rotation, the key being replaced: it still opens what it sealed until `secrets reencrypt` "+
+			"reseals that with the new key (env SWITCHBOARD_PREVIOUS_SECRET_KEY_FILE; default: "+
+			"$CREDENTIALS_DIRECTORY/"+previousCredentialName+" when systemd provides it)")
 }
 
 // baseURL is the public URL ingest URLs start with.
@@ -96,15 +129,16 @@ func baseURL(env *environ, flagValue string) string {
 
 // openKeyedStore opens the database with the secret key, for commands that write
 // secrets.
-func openKeyedStore(ctx context.Context, env *environ, path, keyFile string) (*store.Store, error) {
-	key, err := loadSecretKey(env, keyFile)
+func openKeyedStore(ctx context.Context, env *environ, path string, keys keyFiles) (*store.Store, error) {
+	key, previous, err := keys.load(env)
 	if err != nil {
 		return nil, err
 	}
 	return store.Open(ctx, path, store.Options{
-		Synchronous: envOr(env, "SWITCHBOARD_SYNCHRONOUS", store.SyncFull),
-		Logger:      slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		SecretKey:   key,
+		Synchronous:        envOr(env, "SWITCHBOARD_SYNCHRONOUS", store.SyncFull),
+		Logger:             slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		SecretKey:          key,
+		PreviousSecretKeys: previous,
 	})
 }
 
@@ -130,8 +164,8 @@ func webhookCreate(ctx context.Context, env *environ, args []string) error {
 	base := fs.String("base-url", envOr(env, "SWITCHBOARD_BASE_URL", ""), "public URL of this server (env SWITCHBOARD_BASE_URL)")
 	fromStdin := fs.Bool("secret-stdin", false, "read the producer's own signing secret from stdin (Stripe and Slack mint theirs) instead of minting one")
 	asJSON := fs.Bool("json", false, "print JSON")
-	var keyFile string
-	secretKeyFlag(fs, env, &keyFile)
+	var keys keyFiles
+	secretKeyFlags(fs, env, &keys)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -144,7 +178,7 @@ func webhookCreate(ctx context.Context, env *environ, args []string) error {
 	if !store.ValidQueueName(*queue) {
 		return usageErr("--queue %q is not a valid queue name (letters, digits and . _ - : /)", *queue)
 	}
-	s, err := openKeyedStore(ctx, env, *db, keyFile)
+	s, err := openKeyedStore(ctx, env, *db, keys)
 	if err != nil {
 		return err
 	}
@@ -274,8 +308,8 @@ func webhookRotate(ctx context.Context, env *environ, args []string) error {
 	base := fs.String("base-url", envOr(env, "SWITCHBOARD_BASE_URL", ""), "public URL of this server (env SWITCHBOARD_BASE_URL)")
 	fromStdin := fs.Bool("secret-stdin", false, "read the producer's new signing secret from stdin (after rolling it at Stripe or Slack)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	var keyFile string
-	secretKeyFlag(fs, env, &keyFile)
+	var keys keyFiles
+	secretKeyFlags(fs, env, &keys)
 	id, rest, err := leadingID(fs, "webhook", args)
 	if err != nil {
 		return err
@@ -286,7 +320,7 @@ func webhookRotate(ctx context.Context, env *environ, args []string) error {
 	if *grace < 0 {
 		return usageErr("--grace must not be negative")
 	}
-	s, err := openKeyedStore(ctx, env, *db, keyFile)
+	s, err := openKeyedStore(ctx, env, *db, keys)
 	if err != nil {
 		return err
 	}
@@ -332,15 +366,15 @@ func runSecrets(ctx context.Context, env *environ, args []string) error {
 func secretsReencrypt(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "secrets reencrypt", secretsSynopsis)
 	db := dbFlag(fs, env)
-	var keyFile string
-	secretKeyFlag(fs, env, &keyFile)
+	var keys keyFiles
+	secretKeyFlags(fs, env, &keys)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
-	key, err := loadSecretKey(env, keyFile)
+	key, _, err := keys.load(env)
 	if err != nil {
 		return err
 	}
@@ -349,7 +383,7 @@ func secretsReencrypt(ctx context.Context, env *environ, args []string) error {
 	}
 	// Opening with the key already refuses one that does not open the secrets
 	// sealed before, so two keys never end up mixed in one database.
-	s, err := openKeyedStore(ctx, env, *db, keyFile)
+	s, err := openKeyedStore(ctx, env, *db, keys)
 	if err != nil {
 		return err
 	}
@@ -358,6 +392,6 @@ func secretsReencrypt(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stdout, "encrypted %d plaintext webhook secrets\n", n)
+	fmt.Fprintf(env.stdout, "encrypted %d webhook secrets with the current key\n", n)
 	return nil
 }

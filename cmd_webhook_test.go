@@ -172,6 +172,39 @@ func TestSecretsReencryptCommand(t *testing.T) {
 	}
 }
 
+// Rotating the encryption key from the CLI: the new key with the old one as
+// previous reseals everything, after which the new key alone opens it all.
+func TestSecretsKeyRotationCommand(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "sb.db")
+	oldKey, newK := newKey(t, 3), newKey(t, 4)
+	old := map[string]string{"SWITCHBOARD_DB": db, "SWITCHBOARD_SECRET_ENCRYPTION_KEY": oldKey}
+	code, out, errs := runCLI(t, old, "webhook", "create", "--source", "github", "--queue", "inbox", "--json")
+	var v map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil {
+		t.Fatalf("create: exit %d %s", code, errs)
+	}
+	token := strings.TrimPrefix(v["ingest_url"].(string), "http://127.0.0.1:8080/webhooks/w/")
+	secret := v["signing_secret"].(string)
+
+	// The previous key arrives as systemd would load it for the rotation.
+	if err := os.WriteFile(filepath.Join(dir, previousCredentialName), []byte(oldKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rotating := map[string]string{"SWITCHBOARD_DB": db, "SWITCHBOARD_SECRET_ENCRYPTION_KEY": newK, "CREDENTIALS_DIRECTORY": dir}
+	if code, out, errs := runCLI(t, rotating, "secrets", "reencrypt"); code != 0 || !strings.Contains(out, "encrypted 1 ") {
+		t.Fatalf("reencrypt with the previous key: exit %d %q %q", code, out, errs)
+	}
+	if got := secretsOf(t, db, newK, token); len(got) != 1 || got[0] != secret {
+		t.Fatalf("secret under the new key alone: %q", got)
+	}
+	// A previous key without a new one is a mistake.
+	onlyOld := map[string]string{"SWITCHBOARD_DB": db, "SWITCHBOARD_PREVIOUS_SECRET_ENCRYPTION_KEY": oldKey}
+	if code, _, errs := runCLI(t, onlyOld, "secrets", "reencrypt"); code != 2 || !strings.Contains(errs, "needs the new one") {
+		t.Fatalf("previous key alone: exit %d %q", code, errs)
+	}
+}
+
 func TestServeRefusesWrongSecretKey(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "sb.db")
 	key := newKey(t, 1)

@@ -55,11 +55,29 @@ func ParseSecretKey(s string) ([]byte, error) {
 // SecretBox seals and opens secrets. A nil *SecretBox has no key: it stores
 // plaintext and opens only plaintext.
 type SecretBox struct {
-	aead cipher.AEAD
+	aead     cipher.AEAD   // seals, and opens first
+	previous []cipher.AEAD // open only: keys being rotated out
 }
 
-// NewSecretBox returns a box for a 32-byte key.
-func NewSecretBox(key []byte) (*SecretBox, error) {
+// NewSecretBox returns a box for a 32-byte key. Previous keys, during a key
+// rotation, still open what they sealed; only key seals.
+func NewSecretBox(key []byte, previous ...[]byte) (*SecretBox, error) {
+	aead, err := newAEAD(key)
+	if err != nil {
+		return nil, err
+	}
+	b := &SecretBox{aead: aead}
+	for _, k := range previous {
+		old, err := newAEAD(k)
+		if err != nil {
+			return nil, fmt.Errorf("previous %w", err)
+		}
+		b.previous = append(b.previous, old)
+	}
+	return b, nil
+}
+
+func newAEAD(key []byte) (cipher.AEAD, error) {
 	if len(key) != SecretKeySize {
 		return nil, fmt.Errorf("store: secret key is %d bytes, want %d", len(key), SecretKeySize)
 	}
@@ -71,7 +89,7 @@ func NewSecretBox(key []byte) (*SecretBox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: secret key: %w", err)
 	}
-	return &SecretBox{aead: aead}, nil
+	return aead, nil
 }
 
 // Sealed reports whether a stored value is sealed rather than plaintext.
@@ -94,22 +112,36 @@ func (b *SecretBox) Seal(secret, ad string) (string, error) {
 
 // Open returns the secret a stored value holds. Values without the marker are
 // legacy plaintext and pass through. A sealed value needs the key it was sealed
-// with and the same ad; anything else is ErrSecretKey.
+// with (the current one or a previous one) and the same ad; anything else is
+// ErrSecretKey.
 func (b *SecretBox) Open(stored, ad string) (string, error) {
+	plain, _, err := b.open(stored, ad)
+	return plain, err
+}
+
+// current reports whether stored is sealed with the current key: what
+// ReencryptSecrets leaves alone.
+func (b *SecretBox) current(stored, ad string) bool {
+	_, cur, err := b.open(stored, ad)
+	return err == nil && cur
+}
+
+func (b *SecretBox) open(stored, ad string) (plain string, current bool, err error) {
 	if !Sealed(stored) {
-		return stored, nil
+		return stored, false, nil
 	}
 	if b == nil {
-		return "", fmt.Errorf("store: secret of %s is encrypted and no key is configured: %w", ad, ErrSecretKey)
+		return "", false, fmt.Errorf("store: secret of %s is encrypted and no key is configured: %w", ad, ErrSecretKey)
 	}
 	raw, err := base64.StdEncoding.DecodeString(stored[len(sealedPrefix):])
 	if err != nil || len(raw) < b.aead.NonceSize()+b.aead.Overhead() {
-		return "", fmt.Errorf("store: secret of %s is not a well-formed sealed value: %w", ad, ErrSecretKey)
+		return "", false, fmt.Errorf("store: secret of %s is not a well-formed sealed value: %w", ad, ErrSecretKey)
 	}
 	ns := b.aead.NonceSize()
-	plain, err := b.aead.Open(nil, raw[:ns], raw[ns:], []byte(ad))
-	if err != nil {
-		return "", fmt.Errorf("store: secret of %s does not open with the configured key (wrong key, or the value was moved from another row): %w", ad, ErrSecretKey)
+	for i, aead := range append([]cipher.AEAD{b.aead}, b.previous...) {
+		if p, err := aead.Open(nil, raw[:ns], raw[ns:], []byte(ad)); err == nil {
+			return string(p), i == 0, nil
+		}
 	}
-	return string(plain), nil
+	return "", false, fmt.Errorf("store: secret of %s does not open with the configured key (wrong key, or the value was moved from another row): %w", ad, ErrSecretKey)
 }

@@ -272,3 +272,58 @@ func TestLegacyPlaintextAndReencrypt(t *testing.T) {
 		t.Fatalf("CheckSecrets without the key = %v", err)
 	}
 }
+
+// Rotating the encryption key: serve runs with the new key and the old one as
+// previous (every secret still opens), reencrypt reseals what the old key sealed,
+// and from then on the new key alone opens everything.
+func TestSecretKeyRotation(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "sb.db")
+	oldKey, newKey := testKey(t), testKey(t)
+	s, err := Open(ctx, path, Options{SecretKey: oldKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "first", CreatedBy: "human:1"})
+	if _, err := s.RotateWebhook(ctx, h.ID, 0, "second", time.Hour, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	if _, err := Open(ctx, path, Options{SecretKey: newKey}); !errors.Is(err, ErrSecretKey) {
+		t.Fatalf("the new key alone before reencrypt: %v, want ErrSecretKey", err)
+	}
+	if _, err := Open(ctx, path, Options{PreviousSecretKeys: [][]byte{oldKey}}); !errors.Is(err, ErrSecretKey) {
+		t.Fatalf("a previous key without a current one: %v, want ErrSecretKey", err)
+	}
+	s, err = Open(ctx, path, Options{SecretKey: newKey, PreviousSecretKeys: [][]byte{oldKey}})
+	if err != nil {
+		t.Fatalf("new key with the old as previous: %v", err)
+	}
+	if _, secrets, err := s.WebhookByToken(ctx, h.Token); err != nil || len(secrets) != 2 || secrets[0] != "second" {
+		t.Fatalf("secrets during the rotation: %q, %v", secrets, err)
+	}
+	// A webhook created mid-rotation is sealed with the new key already.
+	h2 := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "fresh", CreatedBy: "human:1"})
+	if n, err := s.ReencryptSecrets(ctx, "human:cli"); err != nil || n != 2 {
+		t.Fatalf("ReencryptSecrets = %d, %v; want 2 (the old key's current and previous)", n, err)
+	}
+	if n, err := s.ReencryptSecrets(ctx, "human:cli"); err != nil || n != 0 {
+		t.Fatalf("second ReencryptSecrets = %d, %v; want 0", n, err)
+	}
+	s.Close()
+
+	s, err = Open(ctx, path, Options{SecretKey: newKey})
+	if err != nil {
+		t.Fatalf("the new key alone after reencrypt: %v", err)
+	}
+	defer s.Close()
+	for _, c := range []struct {
+		token string
+		want  []string
+	}{{h.Token, []string{"second", "first"}}, {h2.Token, []string{"fresh"}}} {
+		if _, secrets, err := s.WebhookByToken(ctx, c.token); err != nil || strings.Join(secrets, ",") != strings.Join(c.want, ",") {
+			t.Fatalf("after rotation: %q, %v; want %q", secrets, err, c.want)
+		}
+	}
+}

@@ -48,6 +48,9 @@ type Options struct {
 	// SecretKey (32 bytes) seals webhook signing secrets at rest; nil stores them as
 	// plaintext. Open refuses a key that does not open the secrets already stored.
 	SecretKey []byte
+	// PreviousSecretKeys, during a key rotation, still open the secrets they
+	// sealed; ReencryptSecrets reseals those with SecretKey.
+	PreviousSecretKeys [][]byte
 }
 
 // Store is an open Switchboard database.
@@ -119,8 +122,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 	s := &Store{path: path, opts: opts, now: opts.Now, log: opts.Logger}
 	var err error
+	if opts.SecretKey == nil && len(opts.PreviousSecretKeys) > 0 {
+		return nil, fmt.Errorf("store: a previous secret key needs a current one to reseal with: %w", ErrSecretKey)
+	}
 	if opts.SecretKey != nil {
-		if s.box, err = NewSecretBox(opts.SecretKey); err != nil {
+		if s.box, err = NewSecretBox(opts.SecretKey, opts.PreviousSecretKeys...); err != nil {
 			return nil, err
 		}
 	}

@@ -402,8 +402,9 @@ func (s *Store) CheckSecrets(ctx context.Context) error {
 	return nil
 }
 
-// ReencryptSecrets seals every plaintext secret with the configured key, in one
-// transaction, and returns how many it sealed. Already sealed ones are left alone.
+// ReencryptSecrets seals, with the configured key, every secret that is not sealed
+// with it yet: plaintext ones, and ones sealed with a previous key during a key
+// rotation. It runs in one transaction and returns how many it sealed.
 func (s *Store) ReencryptSecrets(ctx context.Context, actor string) (int, error) {
 	if s.box == nil {
 		return 0, fmt.Errorf("store: re-encrypt secrets: no secret encryption key is configured: %w", ErrInvalid)
@@ -411,13 +412,12 @@ func (s *Store) ReencryptSecrets(ctx context.Context, actor string) (int, error)
 	var n int
 	err := s.write(ctx, func(w *wtx) error {
 		n = 0
-		rows, err := w.query(`SELECT id, signing_secret, previous_secret FROM webhooks
-			WHERE deleted_at IS NULL AND (signing_secret NOT LIKE 'enc:v1:%'
-				OR (previous_secret IS NOT NULL AND previous_secret NOT LIKE 'enc:v1:%'))`)
+		rows, err := w.query(`SELECT id, signing_secret, previous_secret FROM webhooks WHERE deleted_at IS NULL`)
 		if err != nil {
 			return fmt.Errorf("store: re-encrypt secrets: %w", err)
 		}
 		var todo []storedSecret
+		stale := func(id int64, v string) bool { return v != "" && !s.box.current(v, secretAD(id)) }
 		for rows.Next() {
 			var id int64
 			var cur string
@@ -426,10 +426,10 @@ func (s *Store) ReencryptSecrets(ctx context.Context, actor string) (int, error)
 				rows.Close()
 				return fmt.Errorf("store: re-encrypt secrets: %w", err)
 			}
-			if !Sealed(cur) && cur != "" {
+			if stale(id, cur) {
 				todo = append(todo, storedSecret{id: id, column: "signing_secret", value: cur})
 			}
-			if prev.Valid && !Sealed(prev.String) && prev.String != "" {
+			if prev.Valid && stale(id, prev.String) {
 				todo = append(todo, storedSecret{id: id, column: "previous_secret", value: prev.String})
 			}
 		}
@@ -438,7 +438,11 @@ func (s *Store) ReencryptSecrets(ctx context.Context, actor string) (int, error)
 			return fmt.Errorf("store: re-encrypt secrets: %w", err)
 		}
 		for _, sec := range todo {
-			sealed, err := s.box.Seal(sec.value, secretAD(sec.id))
+			plain, err := s.box.Open(sec.value, secretAD(sec.id))
+			if err != nil {
+				return err // a key that opens nothing was refused at Open; this is a changed row
+			}
+			sealed, err := s.box.Seal(plain, secretAD(sec.id))
 			if err != nil {
 				return err
 			}
