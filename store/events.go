@@ -62,41 +62,33 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 	var res DeliveryResult
 	err = s.write(ctx, func(w *wtx) error {
 		res = DeliveryResult{}
+		// One statement reads what the delivery needs: the webhook (live?), a first
+		// delivery with the same id, and the ids the event and its todo will take.
+		// The ids are taken the way SQLite would take them (the writer holds the
+		// write lock, so nobody else can), so that the todo and its event, which
+		// point at each other, are both written once: no UPDATE rewrites the body.
 		var src, createdBy string
-		err := w.queryRow(`SELECT source_type, queue, created_by FROM webhooks WHERE id = ? AND deleted_at IS NULL`,
-			d.WebhookID).Scan(&src, &res.Queue, &createdBy)
+		var firstEvent, firstTodo sql.NullInt64
+		var todoID int64
+		err := w.queryRow(`SELECT w.source_type, w.queue, w.created_by, e.id, e.todo_id,
+				(SELECT coalesce(max(id), 0) + 1 FROM webhook_events), (SELECT coalesce(max(id), 0) + 1 FROM todos)
+			FROM webhooks w LEFT JOIN webhook_events e ON e.webhook_id = w.id AND e.delivery_id = ?
+			WHERE w.id = ? AND w.deleted_at IS NULL`, nullString(d.DeliveryID), d.WebhookID).Scan(
+			&src, &res.Queue, &createdBy, &firstEvent, &firstTodo, &res.EventID, &todoID)
 		if notFound(err) {
 			return fmt.Errorf("store: record delivery: webhook %d: %w", d.WebhookID, ErrNotFound)
 		}
 		if err != nil {
 			return fmt.Errorf("store: record delivery for webhook %d: %w", d.WebhookID, err)
 		}
+		if firstEvent.Valid {
+			// A redelivery: answer with the first one.
+			res.EventID, res.TodoID, res.Duplicate = firstEvent.Int64, firstTodo.Int64, true
+			return nil
+		}
 		body := d.Body
 		if body == nil {
 			body = []byte{} // the column is NOT NULL; an empty body is still a delivery
-		}
-		if d.DeliveryID != "" {
-			var todo sql.NullInt64
-			err := w.queryRow(`SELECT id, todo_id FROM webhook_events WHERE webhook_id = ? AND delivery_id = ?`,
-				d.WebhookID, d.DeliveryID).Scan(&res.EventID, &todo)
-			if err == nil {
-				// A redelivery: answer with the first one.
-				res.TodoID, res.Duplicate = todo.Int64, true
-				return nil
-			}
-			if !notFound(err) {
-				return fmt.Errorf("store: record delivery for webhook %d: find first delivery: %w", d.WebhookID, err)
-			}
-		}
-		// The todo and its event point at each other. Ids are taken the way SQLite
-		// would take them (the writer holds the write lock, so nobody else can), so
-		// that both rows are written once: no UPDATE rewrites the event's body.
-		if err := w.queryRow(`SELECT coalesce(max(id), 0) + 1 FROM webhook_events`).Scan(&res.EventID); err != nil {
-			return fmt.Errorf("store: record delivery for webhook %d: %w", d.WebhookID, err)
-		}
-		var todoID int64
-		if err := w.queryRow(`SELECT coalesce(max(id), 0) + 1 FROM todos`).Scan(&todoID); err != nil {
-			return fmt.Errorf("store: record delivery for webhook %d: %w", d.WebhookID, err)
 		}
 		t, err := w.addTodo(NewTodo{
 			id:        todoID,
