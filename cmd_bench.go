@@ -170,6 +170,9 @@ func printBench(w io.Writer, machine string, r *bench.Report) {
 	}
 	fmt.Fprintln(tw, "phase\trate/s\t× floor\tp50 ms\tp99 ms\tmax ms\terrors\t")
 	fmt.Fprintf(tw, "floor (durable 1-row commits)\t%.0f\t1.00×\t\t\t\t\t\n", r.FloorCommitsPerSec)
+	if len(r.FloorRuns) == 2 {
+		fmt.Fprintf(tw, "  the higher of: before, after\t%.0f, %.0f\t\t\t\t\t\t\n", r.FloorRuns[0], r.FloorRuns[1])
+	}
 	fmt.Fprintf(tw, "ingest, %d senders\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%d\t\n", r.Ingest.Senders, r.Ingest.PerSec,
 		ratio(r.Ingest.PerSec), r.Ingest.Latency.P50, r.Ingest.Latency.P99, r.Ingest.Latency.Max, r.Ingest.Errors)
 	fmt.Fprintf(tw, "ingest at half rate\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%d\t\n", r.Ingest.HalfRatePerS,

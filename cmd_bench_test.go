@@ -17,8 +17,9 @@ func TestBenchRunsEndToEnd(t *testing.T) {
 		t.Fatalf("bench exited %d: %s", code, stderr)
 	}
 	var r struct {
-		Floor  float64 `json:"floor_commits_per_sec"`
-		Ingest struct {
+		Floor     float64   `json:"floor_commits_per_sec"`
+		FloorRuns []float64 `json:"floor_runs"`
+		Ingest    struct {
 			Deliveries int     `json:"deliveries"`
 			Errors     int     `json:"errors"`
 			PerSec     float64 `json:"per_sec"`
@@ -49,6 +50,10 @@ func TestBenchRunsEndToEnd(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("bench --json: %v\n%s", err, out)
+	}
+	// The floor is measured before and after the phases, and the higher counts.
+	if len(r.FloorRuns) != 2 || r.Floor != max(r.FloorRuns[0], r.FloorRuns[1]) {
+		t.Errorf("floor %v from runs %v, want the higher of two", r.Floor, r.FloorRuns)
 	}
 	if r.Floor <= 0 || r.Ingest.PerSec <= 0 || r.Ingest.Ratio <= 0 {
 		t.Errorf("floor %v, ingest %v/s (ratio %v)", r.Floor, r.Ingest.PerSec, r.Ingest.Ratio)

@@ -17,6 +17,7 @@ func MeasureFloor(ctx context.Context, path string, opts Options, d time.Duratio
 	if opts.Synchronous == "" {
 		opts.Synchronous = SyncFull
 	}
+	syncWithFdatasync()
 	if _, err := os.Stat(path); err == nil {
 		return 0, fmt.Errorf("store: measure floor: %s already exists", path)
 	}

@@ -114,11 +114,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 	}
 
-	// Commit with fdatasync(2), as every Linux distribution's SQLite does: the WAL's
-	// data and size reach the disk exactly as with fsync, but a commit no longer
-	// waits for the journal to record the file's new mtime. modernc's transpile
-	// defaults to fsync; where fdatasync does not exist (macOS) fsync stays.
-	sqlite.Fdatasync(true)
+	syncWithFdatasync()
 
 	s := &Store{path: path, opts: opts, now: opts.Now, log: opts.Logger}
 	var err error
@@ -177,6 +173,14 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	return s, nil
 }
+
+// syncWithFdatasync makes SQLite commit with fdatasync(2), as every Linux
+// distribution's SQLite does: the WAL's data and size reach the disk exactly as
+// with fsync, but a commit does not wait for the journal to record the file's new
+// mtime. modernc's transpile defaults to fsync; where fdatasync does not exist
+// (macOS) fsync stays. The switch is process-wide; every way in (Open,
+// MeasureFloor) sets it, so the floor is measured with the same syncs.
+func syncWithFdatasync() { sqlite.Fdatasync(true) }
 
 // dsn builds a modernc.org/sqlite DSN. Pragmas go in the DSN, not in db.Exec, so
 // that every pooled connection gets them, including ones opened later.
