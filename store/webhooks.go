@@ -397,7 +397,8 @@ func (s *Store) CheckSecrets(ctx context.Context) error {
 			"(set SWITCHBOARD_SECRET_ENCRYPTION_KEY or --secret-key-file): %w", s.path, sealed, ErrSecretKey)
 	case bad > 0:
 		return fmt.Errorf("store: the configured secret encryption key does not open %d of the %d encrypted webhook "+
-			"secrets in %s (first: webhook %d); is it the key they were encrypted with?: %w", bad, sealed, s.path, first, ErrSecretKey)
+			"secrets in %s (first: webhook %d); is it the key they were encrypted with? (to rotate keys, give the old "+
+			"one as the previous key until secrets reencrypt has run): %w", bad, sealed, s.path, first, ErrSecretKey)
 	}
 	return nil
 }
