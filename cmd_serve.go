@@ -69,7 +69,7 @@ func (c *serveConfig) register(fs interface {
 	fs.DurationVar(&c.ReaperInterval, "reaper-interval", envDuration(env, "SWITCHBOARD_REAPER_INTERVAL", 30*time.Second), "how often expired leases are requeued (env SWITCHBOARD_REAPER_INTERVAL)")
 	fs.DurationVar(&c.Retention, "retention", envDuration(env, "SWITCHBOARD_RETENTION", 30*24*time.Hour), "how long done todos are kept (env SWITCHBOARD_RETENTION)")
 	fs.DurationVar(&c.EventRetention, "event-retention", envDuration(env, "SWITCHBOARD_EVENT_RETENTION", 90*24*time.Hour),
-		"how long a webhook event is kept once no todo needs it; until then a redelivery is a duplicate (env SWITCHBOARD_EVENT_RETENTION)")
+		"delete a webhook event no todo needs any more this long after it arrived; until then a redelivery is a duplicate; 0 keeps events (env SWITCHBOARD_EVENT_RETENTION)")
 	fs.StringVar(&c.MetricsAllow, "metrics-allow", envOr(env, "SWITCHBOARD_METRICS_ALLOW", "127.0.0.0/8,::1"),
 		"comma-separated IPs/CIDRs allowed to read /metrics, which names queues (env SWITCHBOARD_METRICS_ALLOW)")
 	fs.StringVar(&c.AllowedOrigins, "allowed-origins", envOr(env, "SWITCHBOARD_ALLOWED_ORIGINS", ""), "comma-separated browser origins allowed to call /mcp besides the base URL's (env SWITCHBOARD_ALLOWED_ORIGINS)")
@@ -103,8 +103,8 @@ func (c *serveConfig) validate() error {
 	if c.ReaperInterval <= 0 {
 		return usageErr("--reaper-interval must be positive")
 	}
-	if c.Retention <= 0 || c.EventRetention <= 0 {
-		return usageErr("--retention and --event-retention must be positive")
+	if c.Retention <= 0 || c.EventRetention < 0 {
+		return usageErr("--retention must be positive and --event-retention not negative")
 	}
 	if c.ModuleConcurrency <= 0 {
 		return usageErr("--module-concurrency must be positive")
@@ -250,7 +250,7 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 	}
 	s.metrics.watchAgent(s.agent)
 	s.reaper = reaper.New(st, reaper.Options{Interval: cfg.ReaperInterval, Retention: cfg.Retention,
-		EventRetention: cfg.EventRetention, Logger: logger})
+		EventRetention: cfg.EventRetention, KeepEvents: cfg.EventRetention == 0, Logger: logger})
 	router := httprouter.New()
 	router.HandlerFunc(http.MethodGet, "/healthz", s.healthz)
 	router.HandlerFunc(http.MethodGet, "/readyz", s.readyz)

@@ -20,7 +20,8 @@ const webhookSynopsis = `webhook create --source TYPE --queue Q [--description D
        switchboard webhook list [--all] [--endpoint ID] [--json] [--db FILE]
        switchboard webhook rotate ID [--grace DURATION] [--secret-stdin] [--json] [--db FILE]
        switchboard webhook delete ID [--db FILE]
-  (create and rotate seal the secret with SWITCHBOARD_SECRET_ENCRYPTION_KEY or --secret-key-file when set;
+  (create and rotate seal the secret with SWITCHBOARD_SECRET_ENCRYPTION_KEY or --secret-key-file when set,
+   and during a key rotation also take the old key as --previous-secret-key-file;
    ingest URLs use SWITCHBOARD_BASE_URL or --base-url; --secret-stdin takes the producer's own secret,
    e.g. the whsec_… Stripe shows or Slack's signing secret, from stdin instead of minting one)`
 
@@ -90,7 +91,7 @@ func loadKey(env *environ, file, variable, credential, flagName string) ([]byte,
 	case file != "":
 		b, err := os.ReadFile(file)
 		if err != nil {
-			return nil, fmt.Errorf("read secret key: %w", err)
+			return nil, fmt.Errorf("read %s: %w", flagName, err)
 		}
 		k, err := store.ParseSecretKey(string(b))
 		if err != nil {

@@ -429,6 +429,10 @@ func TestCreateWebhookImportsTheProducersSecret(t *testing.T) {
 		t.Fatalf("delivery signed with the imported secret: %d %v", code, ans)
 	}
 
+	// A rotation to an unusable secret is refused without repeating it, and changes nothing.
+	if p := bot.refusal(t, VerbRotateWebhook, map[string]any{"webhook_id": hook.WebhookID, "signing_secret": "bad secret"}); p.Code != CodeInvalidArgument || strings.Contains(p.Message, "bad secret") {
+		t.Fatalf("rotate to a bad secret: %+v", p)
+	}
 	// Stripe rolled the secret: rotate installs the new one, the old one keeps its grace.
 	const rolled = "whsec_RolledAtStripe0987654321zyxwvu"
 	var rotated createdHook

@@ -22,9 +22,12 @@ type Options struct {
 	Interval time.Duration
 	// Retention is how long done todos are kept (default 30 days).
 	Retention time.Duration
-	// EventRetention is how long a webhook event is kept once no todo needs it
-	// (default 90 days). Until then it still answers redeliveries as duplicates.
+	// EventRetention: a webhook event that no todo needs any more is deleted
+	// this long after it arrived (default 90 days). Until then it still answers
+	// redeliveries as duplicates.
 	EventRetention time.Duration
+	// KeepEvents turns event deletion off.
+	KeepEvents bool
 	// Now is the clock that dates the retention cutoff (default: the store's).
 	// Lease expiry is judged by the store's own clock.
 	Now func() time.Time
@@ -98,9 +101,11 @@ func (r *Reaper) RunOnce(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("reaper: prune done todos: %w", err)
 	}
-	res.EventsPruned, err = r.st.PruneEvents(ctx, r.opts.Now().Add(-r.opts.EventRetention))
-	if err != nil {
-		return res, fmt.Errorf("reaper: prune webhook events: %w", err)
+	if !r.opts.KeepEvents {
+		res.EventsPruned, err = r.st.PruneEvents(ctx, r.opts.Now().Add(-r.opts.EventRetention))
+		if err != nil {
+			return res, fmt.Errorf("reaper: prune webhook events: %w", err)
+		}
 	}
 	if res != (Result{}) {
 		r.log.Info("reaper pass", "requeued", res.Requeued, "dead_lettered", res.DeadLettered, "pruned", res.Pruned,

@@ -135,8 +135,8 @@ func TestRunOncePrunesDoneTodosPastRetention(t *testing.T) {
 	}
 }
 
-// A webhook event outlives its pruned todo by EventRetention, so a late
-// redelivery is still a duplicate, and then goes.
+// A webhook event is kept until EventRetention after it arrived, even once its
+// todo is pruned, so a late redelivery is still a duplicate; then it goes.
 func TestRunOncePrunesEventsPastEventRetention(t *testing.T) {
 	ctx := context.Background()
 	st, clk, r := setup(t)
@@ -152,11 +152,20 @@ func TestRunOncePrunesEventsPastEventRetention(t *testing.T) {
 	if _, err := st.Complete(ctx, store.Ack{ID: ev.TodoID, Owner: "agent:w"}, "ok"); err != nil {
 		t.Fatal(err)
 	}
+	// Pruning always keeps the newest todo and event, so a later delivery comes first.
+	if _, err := st.RecordDelivery(ctx, store.NewDelivery{WebhookID: h.ID, DeliveryID: "d2", TrustMode: "signed", Body: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
 	clk.Advance(24*time.Hour + time.Second)
 	if res, err := r.RunOnce(ctx); err != nil || res.Pruned != 1 || res.EventsPruned != 0 {
 		t.Fatalf("first pass: %+v, %v (the todo goes, its event stays)", res, err)
 	}
 	clk.Advance(24 * time.Hour)
+	keeper := New(st, Options{Retention: 24 * time.Hour, EventRetention: 48 * time.Hour, KeepEvents: true, Now: clk.Now,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if res, err := keeper.RunOnce(ctx); err != nil || res.EventsPruned != 0 {
+		t.Fatalf("KeepEvents pass: %+v, %v (nothing may go)", res, err)
+	}
 	if res, err := r.RunOnce(ctx); err != nil || res.EventsPruned != 1 {
 		t.Fatalf("second pass: %+v, %v (the event is past its retention)", res, err)
 	}

@@ -215,6 +215,10 @@ func TestPrunedTodoLeavesEvent(t *testing.T) {
 	if _, err := s.Complete(ctx, Ack{ID: todo.ID, Owner: "agent:bot", Queues: []string{"inbox"}}, "done"); err != nil {
 		t.Fatal(err)
 	}
+	// Pruning always keeps the newest todo, so a later one comes first.
+	if _, err := s.RecordDelivery(ctx, NewDelivery{WebhookID: h.ID, DeliveryID: "later", TrustMode: "signed", Body: []byte("c")}); err != nil {
+		t.Fatal(err)
+	}
 	clock.Add(time.Hour)
 	if n, err := s.PruneDone(ctx, clock.Now()); err != nil || n != 1 {
 		t.Fatalf("prune: %d, %v (an event must not block pruning its todo)", n, err)
@@ -268,7 +272,7 @@ func TestPruneEventsKeepsWhatTodosNeed(t *testing.T) {
 	if n, err := s.PruneDone(ctx, clock.Now()); err != nil || n != 2 {
 		t.Fatalf("prune todos: %d, %v", n, err)
 	}
-	// Received before the cutoff, but too young: nothing goes.
+	// A cutoff before the events arrived: nothing goes.
 	if n, err := s.PruneEvents(ctx, clock.Now().Add(-2*time.Hour)); err != nil || n != 0 {
 		t.Fatalf("prune events before they are old: %d, %v", n, err)
 	}
@@ -291,6 +295,7 @@ func TestPruneEventsKeepsWhatTodosNeed(t *testing.T) {
 	if _, err := s.Complete(ctx, Ack{ID: replay.ID, Owner: "agent:bot"}, "ok"); err != nil {
 		t.Fatal(err)
 	}
+	later := deliver("later") // pruning always keeps the newest todo and event
 	clock.Add(time.Hour)
 	if n, err := s.PruneDone(ctx, clock.Now()); err != nil || n != 1 {
 		t.Fatalf("prune the replay: %d, %v", n, err)
@@ -298,12 +303,37 @@ func TestPruneEventsKeepsWhatTodosNeed(t *testing.T) {
 	if n, err := s.PruneEvents(ctx, clock.Now()); err != nil || n != 1 {
 		t.Fatalf("prune events once the replay is gone: %d, %v", n, err)
 	}
+	// Ids are never handed out twice: the newest todo and event outlive any cutoff.
+	finish(later.TodoID)
+	clock.Add(time.Hour)
+	if n, err := s.PruneDone(ctx, clock.Now()); err != nil || n != 0 {
+		t.Fatalf("prune the newest todo: %d, %v", n, err)
+	}
+	next := deliver("next")
+	if next.TodoID != later.TodoID+1 || next.EventID != later.EventID+1 {
+		t.Fatalf("ids after pruning: todo %d event %d, want %d and %d", next.TodoID, next.EventID, later.TodoID+1, later.EventID+1)
+	}
+	// The newest event is kept even when a manual todo is newer than its own.
+	finish(next.TodoID)
+	if _, err := s.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "manual"}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(time.Hour)
+	if n, err := s.PruneDone(ctx, clock.Now()); err != nil || n != 2 {
+		t.Fatalf("prune later and next: %d, %v", n, err)
+	}
+	if n, err := s.PruneEvents(ctx, clock.Now()); err != nil || n != 1 {
+		t.Fatalf("prune events with the newest orphaned: %d, %v (want only the older one)", n, err)
+	}
+	if after := deliver("after"); after.EventID != next.EventID+1 {
+		t.Fatalf("event id after pruning: %d, want %d", after.EventID, next.EventID+1)
+	}
 	// A redelivery of a pruned event is new work.
 	if again := deliver("done"); again.Duplicate || again.TodoID == 0 {
 		t.Fatalf("redelivery after event retention: %+v", again)
 	}
 	audit, _ := s.ListAudit(ctx, AuditFilter{Action: "webhook_event.prune"})
-	if len(audit) != 2 || audit[0].Actor != "system" {
+	if len(audit) != 3 || audit[0].Actor != "system" {
 		t.Fatalf("prune audit = %+v", audit)
 	}
 }

@@ -361,21 +361,24 @@ func (s *Store) ReapExpired(ctx context.Context) (ReapResult, error) {
 }
 
 // PruneDone deletes done todos finished before cutoff, in bounded chunks, and
-// returns how many went.
+// returns how many went. The newest todo is never deleted: ids are max(id)+1, so
+// keeping it keeps an id from being handed out twice (audit rows and agents hold
+// todo ids).
 func (s *Store) PruneDone(ctx context.Context, cutoff time.Time) (int64, error) {
 	return s.prune(ctx, "done todos", "todo.prune", 1000, `DELETE FROM todos WHERE id IN (
 		SELECT id FROM todos INDEXED BY todos_finished
-		WHERE state = 'done' AND finished_at < ? LIMIT 1000)`, ms(cutoff))
+		WHERE state = 'done' AND finished_at < ? AND id < (SELECT max(id) FROM todos) LIMIT 1000)`, ms(cutoff))
 }
 
 // PruneEvents deletes webhook events received before cutoff that no todo needs any
 // more: their own todo was pruned (or never existed) and no live replay reads its
 // payload from them. It works in bounded chunks and returns how many went. A
-// redelivery of a pruned event's delivery id is accepted as new.
+// redelivery of a pruned event's delivery id is accepted as new. Like PruneDone,
+// it never deletes the newest event, so no event id is handed out twice.
 func (s *Store) PruneEvents(ctx context.Context, cutoff time.Time) (int64, error) {
 	return s.prune(ctx, "webhook events", "webhook_event.prune", 500, `DELETE FROM webhook_events WHERE id IN (
 		SELECT e.id FROM webhook_events e INDEXED BY webhook_events_orphaned
-		WHERE e.todo_id IS NULL AND e.received_at < ?
+		WHERE e.todo_id IS NULL AND e.received_at < ? AND e.id < (SELECT max(id) FROM webhook_events)
 		  AND NOT EXISTS (SELECT 1 FROM todos t INDEXED BY todos_replays
 		                  WHERE t.source_type = 'replay' AND t.source_event_id = e.id)
 		ORDER BY e.received_at LIMIT 500)`, ms(cutoff))

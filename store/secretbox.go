@@ -64,13 +64,13 @@ type SecretBox struct {
 func NewSecretBox(key []byte, previous ...[]byte) (*SecretBox, error) {
 	aead, err := newAEAD(key)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("store: secret key: %w", err)
 	}
 	b := &SecretBox{aead: aead}
 	for _, k := range previous {
 		old, err := newAEAD(k)
 		if err != nil {
-			return nil, fmt.Errorf("previous %w", err)
+			return nil, fmt.Errorf("store: previous secret key: %w", err)
 		}
 		b.previous = append(b.previous, old)
 	}
@@ -79,17 +79,13 @@ func NewSecretBox(key []byte, previous ...[]byte) (*SecretBox, error) {
 
 func newAEAD(key []byte) (cipher.AEAD, error) {
 	if len(key) != SecretKeySize {
-		return nil, fmt.Errorf("store: secret key is %d bytes, want %d", len(key), SecretKeySize)
+		return nil, fmt.Errorf("it is %d bytes, want %d", len(key), SecretKeySize)
 	}
 	block, err := aes.NewCipher(key)
 	if err != nil {
-		return nil, fmt.Errorf("store: secret key: %w", err)
+		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, fmt.Errorf("store: secret key: %w", err)
-	}
-	return aead, nil
+	return cipher.NewGCM(block)
 }
 
 // Sealed reports whether a stored value is sealed rather than plaintext.

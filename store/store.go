@@ -20,7 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"modernc.org/sqlite" // registers the pure-Go "sqlite" driver
+	"modernc.org/sqlite" // the pure-Go "sqlite" driver, and its fdatasync switch
 )
 
 // Synchronous modes. FULL makes every acknowledged commit survive power loss; NORMAL

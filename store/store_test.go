@@ -358,6 +358,7 @@ func TestOpenSyncsWithFdatasync(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("fdatasync is switched on only where SQLite can use it; checked on Linux")
 	}
+	sqlite.Fdatasync(false) // the switch is process-wide: start from fsync
 	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "sb.db"), Options{})
 	if err != nil {
 		t.Fatal(err)
