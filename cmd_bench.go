@@ -35,11 +35,8 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 	duration := fs.Duration("duration", 3*time.Second, "how long the half-rate ingest run and the floor measurement last")
 	sync := fs.String("synchronous", store.SyncFull, "in-process server: FULL or NORMAL")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := parse(fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	if *deliveries < 1 || *senders < 1 || *agents < 1 || *doorbells < 1 || *duration <= 0 {
 		return usageErr("--deliveries, --senders, --agents, --doorbells and --duration must be positive")

@@ -128,11 +128,8 @@ func endpointCreate(ctx context.Context, env *environ, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	var sf scopeFlags
 	sf.register(fs)
-	if err := parse(fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	if *agentID == "" {
 		return usageErr("--agent is required")
@@ -194,10 +191,7 @@ func endpointList(ctx context.Context, env *environ, args []string) error {
 		return err
 	}
 	if *asJSON {
-		if eps == nil {
-			eps = []store.Endpoint{}
-		}
-		return writeJSON(env, eps)
+		return writeJSONList(env, eps)
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tAGENT\tCREDENTIAL\tQUEUES\tLEASE\tWEBHOOKS\tCAPABILITIES\tSTATUS")
@@ -258,6 +252,14 @@ func endpointRevoke(ctx context.Context, env *environ, args []string) error {
 			fmt.Fprintf(env.stdout, "endpoint %d revoked\n", id)
 			return nil
 		})
+}
+
+// writeJSONList writes a list, as [] when it is empty (never null).
+func writeJSONList[T any](env *environ, list []T) error {
+	if list == nil {
+		list = []T{}
+	}
+	return writeJSON(env, list)
 }
 
 func writeJSON(env *environ, v any) error {

@@ -51,11 +51,8 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 	url := fs.String("url", defaultURL(env), "URL of the running serve whose /readyz is asked")
 	dir := fs.String("modules-dir", envOr(env, "SWITCHBOARD_MODULES_DIR", ""), "manifest directory, read when no serve answers (env SWITCHBOARD_MODULES_DIR)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parse(fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	views, err := fetchModules(ctx, *url)
 	if err != nil {
@@ -65,10 +62,7 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 		}
 	}
 	if *asJSON {
-		if views == nil {
-			views = []moduleView{}
-		}
-		return writeJSON(env, views)
+		return writeJSONList(env, views)
 	}
 	if len(views) == 0 {
 		fmt.Fprintln(env.stdout, "no capability modules are configured")

@@ -141,11 +141,8 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "serve", serveSynopsis)
 	var cfg serveConfig
 	cfg.register(fs, env)
-	if err := parse(fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	if err := cfg.validate(); err != nil {
 		return err

@@ -103,11 +103,8 @@ func todoList(ctx context.Context, env *environ, args []string) error {
 	state := fs.String("state", "", "only this state (pending, claimed, done, failed)")
 	limit := fs.Int("limit", 50, "at most this many rows (max 1000)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parse(fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	switch *state {
 	case "", store.StatePending, store.StateClaimed, store.StateDone, store.StateFailed:
@@ -131,10 +128,7 @@ func todoList(ctx context.Context, env *environ, args []string) error {
 		return err
 	}
 	if *asJSON {
-		if todos == nil {
-			todos = []store.Todo{}
-		}
-		return writeJSON(env, todos)
+		return writeJSONList(env, todos)
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tQUEUE\tSTATE\tSIZE\tSOURCE\tOWNER\tATTEMPTS\tCREATED")

@@ -167,11 +167,8 @@ func webhookCreate(ctx context.Context, env *environ, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	var keys keyFiles
 	secretKeyFlags(fs, env, &keys)
-	if err := parse(fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	if !ingest.ValidSourceType(*source) {
 		return usageErr("--source must be one of %s", strings.Join(ingest.SourceTypes, ", "))
@@ -254,11 +251,8 @@ func webhookList(ctx context.Context, env *environ, args []string) error {
 	endpoint := fs.Int64("endpoint", 0, "only this endpoint's webhooks")
 	base := fs.String("base-url", envOr(env, "SWITCHBOARD_BASE_URL", ""), "public URL of this server (env SWITCHBOARD_BASE_URL)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parse(fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	s, err := openStoreRO(ctx, env, *db)
 	if err != nil {
@@ -369,11 +363,8 @@ func secretsReencrypt(ctx context.Context, env *environ, args []string) error {
 	db := dbFlag(fs, env)
 	var keys keyFiles
 	secretKeyFlags(fs, env, &keys)
-	if err := parse(fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	key, _, err := keys.load(env)
 	if err != nil {

@@ -153,6 +153,18 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// parseFlags parses a command that takes flags only: a positional argument is a
+// usage error.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
 // envOr is the flag default: the SWITCHBOARD_* variable when set, else def.
 func envOr(env *environ, name, def string) string {
 	if v := env.getenv(name); v != "" {

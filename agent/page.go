@@ -1,17 +1,38 @@
 package agent
 
-import "strconv"
+import (
+	"fmt"
+	"strconv"
 
-// pageArgs checks the limit and cursor arguments every list verb takes. limit
-// defaults to def and is capped at most; the cursor is the id the previous page
-// ended on (its next_cursor), and before is 0 on the first page.
-func pageArgs(limit *int64, cursor string, def, most int) (n int, before int64, err error) {
-	n = def
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// Page sizes of every list verb.
+const (
+	defaultPageLimit = 50
+	maxPageLimit     = 200
+)
+
+// limitArg and cursorArg declare the paging arguments every list verb takes.
+func limitArg() mcp.ToolOption {
+	return mcp.WithInteger("limit", mcp.Min(1), mcp.Max(maxPageLimit), mcp.DefaultNumber(defaultPageLimit),
+		mcp.Description(fmt.Sprintf("Rows per page, 1 to %d.", maxPageLimit)))
+}
+
+func cursorArg() mcp.ToolOption {
+	return mcp.WithString("cursor", mcp.Description("The next_cursor of the previous page."))
+}
+
+// pageArgs checks the limit and cursor arguments. limit defaults to
+// defaultPageLimit and is capped at maxPageLimit; the cursor is the id the previous
+// page ended on (its next_cursor), and before is 0 on the first page.
+func pageArgs(limit *int64, cursor string) (n int, before int64, err error) {
+	n = defaultPageLimit
 	if limit != nil {
 		if *limit < 1 {
 			return 0, 0, errorf(CodeInvalidArgument, "limit must be at least 1")
 		}
-		n = int(min(*limit, int64(most)))
+		n = int(min(*limit, int64(maxPageLimit)))
 	}
 	if cursor != "" {
 		v, err := strconv.ParseInt(cursor, 10, 64)

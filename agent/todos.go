@@ -12,12 +12,6 @@ import (
 	"github.com/switchboardhq/switchboard/store"
 )
 
-// List limits for list_todos.
-const (
-	defaultListLimit = 50
-	maxListLimit     = 200
-)
-
 // todoTools is the table of todo and lease verbs.
 func (a *Agent) todoTools() []Tool {
 	return []Tool{
@@ -114,13 +108,11 @@ func defineListTodos(ep store.Endpoint) mcp.Tool {
 	return mcp.NewTool(VerbListTodos,
 		mcp.WithDescription(fmt.Sprintf("List todos in your queues, newest first, as compact rows: payload_size "+
 			"instead of the payload (claim a todo to read its payload). Up to %d rows per page (default %d); "+
-			"pass next_cursor back as cursor for the next page.", maxListLimit, defaultListLimit)),
+			"pass next_cursor back as cursor for the next page.", maxPageLimit, defaultPageLimit)),
 		queueArg(ep, "Only this queue (default: every queue this endpoint may work)."),
 		mcp.WithString("state", mcp.Enum(store.StatePending, store.StateClaimed, store.StateDone, store.StateFailed),
 			mcp.Description("Only todos in this state.")),
-		mcp.WithInteger("limit", mcp.Min(1), mcp.Max(maxListLimit), mcp.DefaultNumber(defaultListLimit),
-			mcp.Description(fmt.Sprintf("Rows per page, 1 to %d.", maxListLimit))),
-		mcp.WithString("cursor", mcp.Description("The next_cursor of the previous page.")),
+		limitArg(), cursorArg(),
 		closed,
 		annotate("List todos", true, false, true, false),
 	)
@@ -280,7 +272,7 @@ func (a *Agent) listTodos(ctx context.Context, c *Call) (any, error) {
 	default:
 		return nil, errorf(CodeInvalidArgument, "state must be pending, claimed, done or failed, not %q", in.State)
 	}
-	limit, before, err := pageArgs(in.Limit, in.Cursor, defaultListLimit, maxListLimit)
+	limit, before, err := pageArgs(in.Limit, in.Cursor)
 	if err != nil {
 		return nil, err
 	}

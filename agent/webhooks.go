@@ -29,12 +29,6 @@ const (
 	maxGraceSeconds     = 7 * 24 * 60 * 60
 )
 
-// List limits for list_webhook_events.
-const (
-	defaultEventLimit = 50
-	maxEventLimit     = 200
-)
-
 // webhookTools is the table of webhook and event-history verbs.
 func (a *Agent) webhookTools() []Tool {
 	return []Tool{
@@ -214,11 +208,9 @@ func defineListWebhookEvents(store.Endpoint) mcp.Tool {
 	return mcp.NewTool(VerbListWebhookEvents,
 		mcp.WithDescription(fmt.Sprintf("List verified deliveries to this endpoint's webhooks, newest first, as "+
 			"compact rows: payload_size instead of the body (get_webhook_event reads one). Up to %d rows per page "+
-			"(default %d); pass next_cursor back as cursor.", maxEventLimit, defaultEventLimit)),
+			"(default %d); pass next_cursor back as cursor.", maxPageLimit, defaultPageLimit)),
 		mcp.WithInteger("webhook_id", mcp.Min(1), mcp.Description("Only this webhook's events.")),
-		mcp.WithInteger("limit", mcp.Min(1), mcp.Max(maxEventLimit), mcp.DefaultNumber(defaultEventLimit),
-			mcp.Description(fmt.Sprintf("Rows per page, 1 to %d.", maxEventLimit))),
-		mcp.WithString("cursor", mcp.Description("The next_cursor of the previous page.")),
+		limitArg(), cursorArg(),
 		closed,
 		annotate("List webhook events", true, false, true, false),
 	)
@@ -422,7 +414,7 @@ func (a *Agent) listWebhookEvents(ctx context.Context, c *Call) (any, error) {
 		}
 		f.WebhookID = id
 	}
-	limit, before, err := pageArgs(in.Limit, in.Cursor, defaultEventLimit, maxEventLimit)
+	limit, before, err := pageArgs(in.Limit, in.Cursor)
 	if err != nil {
 		return nil, err
 	}
