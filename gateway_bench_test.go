@@ -9,8 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -52,7 +51,7 @@ func BenchmarkGatewayModuleCall(b *testing.B) {
 		{"gateway-8agents", viaGateway, 8},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			measure(b, bc.setup(b, bin, bc.agents))
+			testkit.MeasureCalls(b, bc.setup(b, bin, bc.agents))
 		})
 	}
 }
@@ -129,38 +128,4 @@ func checkCall(res *mcp.CallToolResult, err error) error {
 		return fmt.Errorf("tool error: %+v", res.Content)
 	}
 	return nil
-}
-
-// measure runs b.N calls spread over the callers and reports per-call p50/p99
-// latency and throughput.
-func measure(b *testing.B, callers []func(context.Context) error) {
-	ctx := context.Background()
-	lat := make([]time.Duration, b.N)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for _, call := range callers {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(b.N) {
-					return
-				}
-				t0 := time.Now()
-				if err := call(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-				lat[i] = time.Since(t0)
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
 }

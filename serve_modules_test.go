@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,9 +18,9 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
-	"golang.org/x/sys/unix"
 
 	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -280,32 +279,6 @@ func (gc *gatewayClient) raw(body string) string {
 	return string(b)
 }
 
-// exitWatch returns a channel closed when pid (not necessarily our child) has
-// exited, from a pidfd: an event to wait on, not a poll.
-func exitWatch(t *testing.T, pid int) <-chan struct{} {
-	t.Helper()
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		t.Fatalf("pidfd_open %d: %v", pid, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer unix.Close(fd)
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		for {
-			n, err := unix.Poll(fds, int(waitLimit.Milliseconds()))
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
-			if n > 0 {
-				close(done)
-			}
-			return
-		}
-	}()
-	return done
-}
-
 // echoSchema is the test module's raw input schema for echo, as it sends it.
 const echoSchema = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"text":{"type":"string","x-sensitive":false}},"additionalProperties":false}`
 
@@ -519,7 +492,7 @@ func TestModuleGateway(t *testing.T) {
 		pids := []int{r.module("testmod").PID, r.module("other").PID, grandchild}
 		var gone []<-chan struct{}
 		for _, pid := range pids {
-			gone = append(gone, exitWatch(t, pid))
+			gone = append(gone, testkit.WatchExit(t, pid, waitLimit))
 		}
 		ms.stop()
 		for i, ch := range gone {

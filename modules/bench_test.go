@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"log/slog"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // BenchmarkModuleCall measures what the gateway adds to a module tool call:
@@ -72,41 +70,7 @@ func BenchmarkModuleCall(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			call := bc.setup(b)
-			measureCalls(b, bc.callers, call)
+			testkit.MeasureCalls(b, slices.Repeat([]func(context.Context) error{call}, bc.callers))
 		})
 	}
-}
-
-// measureCalls runs b.N calls spread over callers goroutines and reports
-// per-call p50/p99 latency and throughput.
-func measureCalls(b *testing.B, callers int, call func(context.Context) error) {
-	ctx := context.Background()
-	lat := make([]time.Duration, b.N)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for range callers {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(b.N) {
-					return
-				}
-				t0 := time.Now()
-				if err := call(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-				lat[i] = time.Since(t0)
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
 }

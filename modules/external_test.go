@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // everythingPackage is pinned so the test sees the tool set it was written for.
@@ -120,7 +122,7 @@ func TestThirdPartyModuleEverything(t *testing.T) {
 	}
 	var gone []<-chan struct{}
 	for _, p := range group {
-		gone = append(gone, watchExit(t, p))
+		gone = append(gone, testkit.WatchExit(t, p, waitLimit))
 	}
 	if err := h.sup.Close(context.Background()); err != nil {
 		t.Fatal(err)

@@ -13,8 +13,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // testModuleBin is the test module, built once for the whole package run:
@@ -241,31 +239,4 @@ func processGone(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i >= 0 && i+2 < len(s) && (s[i+2] == 'Z' || s[i+2] == 'X')
-}
-
-// watchExit returns a channel closed when pid (any process, not only our
-// child) terminates, using a pidfd so the test waits on an event rather than
-// polling /proc.
-func watchExit(t *testing.T, pid int) <-chan struct{} {
-	t.Helper()
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		t.Fatalf("pidfd_open %d: %v", pid, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer unix.Close(fd)
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		for {
-			n, err := unix.Poll(fds, int(waitLimit.Milliseconds()))
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
-			if n > 0 {
-				close(done)
-			}
-			return
-		}
-	}()
-	return done
 }

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // echoSchema is the test module's raw input schema for echo, as it sends it.
@@ -307,7 +309,7 @@ func TestCloseLeavesNoProcessBehind(t *testing.T) {
 			pid := h.status("testmod").PID
 			got := h.call("testmod_spawn_grandchild", nil)
 			grandchild := int(got["pid"].(float64))
-			gone := watchExit(t, grandchild)
+			gone := testkit.WatchExit(t, grandchild, waitLimit)
 
 			if err := h.sup.Close(context.Background()); err != nil {
 				t.Fatal(err)

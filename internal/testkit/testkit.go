@@ -1,0 +1,76 @@
+// Package testkit holds helpers that tests in more than one package need. Only
+// tests import it, so none of it reaches the binary.
+package testkit
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// WatchExit returns a channel closed when pid (any process, not only the test's
+// child) terminates. It waits on a pidfd, an event rather than a poll of /proc;
+// limit only bounds how long a broken test hangs.
+func WatchExit(t testing.TB, pid int, limit time.Duration) <-chan struct{} {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("pidfd_open %d: %v", pid, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			n, err := unix.Poll(fds, int(limit.Milliseconds()))
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if n > 0 {
+				close(done)
+			}
+			return
+		}
+	}()
+	return done
+}
+
+// MeasureCalls runs b.N calls spread over the callers, each on its own
+// goroutine, and reports per-call p50/p99 latency and throughput.
+func MeasureCalls(b *testing.B, callers []func(context.Context) error) {
+	ctx := context.Background()
+	lat := make([]time.Duration, b.N)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for _, call := range callers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(b.N) {
+					return
+				}
+				t0 := time.Now()
+				if err := call(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[i] = time.Since(t0)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
+}
