@@ -134,9 +134,12 @@ func (b *SecretBox) open(stored, ad string) (plain string, current bool, err err
 		return "", false, fmt.Errorf("store: secret of %s is not a well-formed sealed value: %w", ad, ErrSecretKey)
 	}
 	ns := b.aead.NonceSize()
-	for i, aead := range append([]cipher.AEAD{b.aead}, b.previous...) {
-		if p, err := aead.Open(nil, raw[:ns], raw[ns:], []byte(ad)); err == nil {
-			return string(p), i == 0, nil
+	if p, err := b.aead.Open(nil, raw[:ns], raw[ns:], []byte(ad)); err == nil {
+		return string(p), true, nil
+	}
+	for _, old := range b.previous {
+		if p, err := old.Open(nil, raw[:ns], raw[ns:], []byte(ad)); err == nil {
+			return string(p), false, nil
 		}
 	}
 	return "", false, fmt.Errorf("store: secret of %s does not open with the configured key (wrong key, or the value was moved from another row): %w", ad, ErrSecretKey)
