@@ -345,13 +345,21 @@ type storedSecret struct {
 	value  string
 }
 
-// storedSecrets reads every secret still held (deleted webhooks hold none).
+// secretsQuery selects every secret still held (deleted webhooks hold none).
+const secretsQuery = `SELECT id, signing_secret, previous_secret FROM webhooks WHERE deleted_at IS NULL ORDER BY id`
+
+// storedSecrets reads every secret still held.
 func (s *Store) storedSecrets(ctx context.Context) ([]storedSecret, error) {
-	rows, err := s.query(ctx, `SELECT id, signing_secret, previous_secret FROM webhooks
-		WHERE deleted_at IS NULL ORDER BY id`)
+	rows, err := s.query(ctx, secretsQuery)
 	if err != nil {
 		return nil, fmt.Errorf("store: read webhook secrets: %w", err)
 	}
+	return scanSecrets(rows)
+}
+
+// scanSecrets reads secretsQuery's rows, one storedSecret per held column, and
+// closes them.
+func scanSecrets(rows *sql.Rows) ([]storedSecret, error) {
 	defer rows.Close()
 	var out []storedSecret
 	for rows.Next() {
@@ -413,30 +421,19 @@ func (s *Store) ReencryptSecrets(ctx context.Context, actor string) (int, error)
 	var n int
 	err := s.write(ctx, func(w *wtx) error {
 		n = 0
-		rows, err := w.query(`SELECT id, signing_secret, previous_secret FROM webhooks WHERE deleted_at IS NULL`)
+		rows, err := w.query(secretsQuery)
+		if err != nil {
+			return fmt.Errorf("store: re-encrypt secrets: %w", err)
+		}
+		held, err := scanSecrets(rows)
 		if err != nil {
 			return fmt.Errorf("store: re-encrypt secrets: %w", err)
 		}
 		var todo []storedSecret
-		stale := func(id int64, v string) bool { return v != "" && !s.box.current(v, secretAD(id)) }
-		for rows.Next() {
-			var id int64
-			var cur string
-			var prev sql.NullString
-			if err := rows.Scan(&id, &cur, &prev); err != nil {
-				rows.Close()
-				return fmt.Errorf("store: re-encrypt secrets: %w", err)
+		for _, sec := range held {
+			if sec.value != "" && !s.box.current(sec.value, secretAD(sec.id)) {
+				todo = append(todo, sec)
 			}
-			if stale(id, cur) {
-				todo = append(todo, storedSecret{id: id, column: "signing_secret", value: cur})
-			}
-			if prev.Valid && stale(id, prev.String) {
-				todo = append(todo, storedSecret{id: id, column: "previous_secret", value: prev.String})
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("store: re-encrypt secrets: %w", err)
 		}
 		for _, sec := range todo {
 			plain, err := s.box.Open(sec.value, secretAD(sec.id))
