@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -76,6 +77,8 @@ type Receiver struct {
 	observe func(sourceType, outcome string)
 	failed  *failureLimiter
 
+	hooks *hookCache
+
 	failMu   sync.Mutex
 	failures map[int64]failureCount // refused deliveries per known webhook, since start
 }
@@ -102,6 +105,7 @@ func NewReceiver(st *store.Store, opts ReceiverOptions) *Receiver {
 	}
 	return &Receiver{
 		store: st, maxBody: opts.MaxBody, now: opts.Now, log: opts.Logger, observe: opts.Observe,
+		hooks:    newHookCache(st, opts.Now),
 		failed:   newFailureLimiter(opts.FailureRate, opts.FailureBurst, opts.Now),
 		failures: map[int64]failureCount{},
 	}
@@ -127,55 +131,8 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rc.unknown(w, r)
 		return
 	}
-	hook, secrets, err := rc.store.WebhookByToken(r.Context(), token)
-	if errors.Is(err, store.ErrNotFound) {
-		rc.unknown(w, r)
-		return
-	}
-	if err != nil {
-		rc.log.Error("webhook delivery: look up webhook", "err", err)
-		rc.finish(w, "", OutcomeError, http.StatusServiceUnavailable, errorBody(OutcomeError))
-		return
-	}
-
-	d, err := Verify(hook.SourceType, secrets, r.Header, body, rc.now())
-	if err != nil {
-		rc.noteFailure(hook.ID)
-		if !rc.failed.allow(hook.ID) {
-			w.Header().Set("Retry-After", "1")
-			rc.finish(w, hook.SourceType, OutcomeRateLimited, http.StatusTooManyRequests, errorBody(OutcomeRateLimited))
-			return
-		}
-		level := slog.LevelWarn
-		if errors.Is(err, ErrNoSecret) {
-			level = slog.LevelError // our configuration, not the sender
-		}
-		// The verifiers' errors name the scheme and the fault, never a secret or a
-		// signature.
-		rc.log.Log(r.Context(), level, "webhook delivery not verified", "webhook_id", hook.ID,
-			"source", hook.SourceType, "reason", err.Error(), "remote", r.RemoteAddr)
-		rc.finish(w, hook.SourceType, OutcomeUnauthorized, http.StatusUnauthorized, errorBody(OutcomeUnauthorized))
-		return
-	}
-
-	if d.Challenge != "" {
-		// Slack's url_verification proves the URL, not an event: answer it, keep nothing.
-		rc.log.Info("webhook url verification answered", "webhook_id", hook.ID, "source", hook.SourceType)
-		rc.finish(w, hook.SourceType, OutcomeChallenge, http.StatusOK, map[string]any{"challenge": d.Challenge})
-		return
-	}
-
-	res, err := rc.store.RecordDelivery(r.Context(), store.NewDelivery{
-		WebhookID: hook.ID, DeliveryID: d.ID, EventType: d.EventType, TrustMode: d.TrustMode,
-		Headers: selectHeaders(r.Header), Body: body,
-	})
-	if errors.Is(err, store.ErrNotFound) { // deleted since the lookup
-		rc.unknown(w, r)
-		return
-	}
-	if err != nil {
-		rc.log.Error("webhook delivery: record", "webhook_id", hook.ID, "source", hook.SourceType, "err", err)
-		rc.finish(w, hook.SourceType, OutcomeError, http.StatusServiceUnavailable, errorBody(OutcomeError))
+	hook, d, res, ok := rc.record(w, r, token, body)
+	if !ok {
 		return
 	}
 	outcome, status := OutcomeAccepted, http.StatusAccepted
@@ -184,10 +141,90 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		outcome, status = OutcomeDuplicate, http.StatusOK
 		answer["duplicate"] = true
 	}
+	rc.finish(w, hook.SourceType, outcome, status, answer)
+	// Sent before the log line is written: the producer is waiting for the answer,
+	// not for the line.
+	http.NewResponseController(w).Flush()
 	rc.log.Info("webhook delivery "+outcome, "webhook_id", hook.ID, "source", hook.SourceType,
 		"event_type", d.EventType, "delivery_id", d.ID, "event_id", res.EventID, "todo_id", res.TodoID,
 		"queue", res.Queue, "secret", secretName(d.Secret), "size", len(body))
-	rc.finish(w, hook.SourceType, outcome, status, answer)
+}
+
+// record resolves the token, verifies the signature and records the delivery. When
+// ok is false it has already answered (unknown webhook, refused signature, Slack's
+// challenge, or our error).
+//
+// The first try may use the cached webhook; a signature that fails against cached
+// secrets, or a write that finds them rotated since, tries again against the
+// database's secrets. The last try has no further one.
+func (rc *Receiver) record(w http.ResponseWriter, r *http.Request, token string, body []byte) (
+	hook store.Webhook, d Delivery, res store.DeliveryResult, ok bool) {
+	const tries = 3
+	for try := 0; ; try++ {
+		h, secrets, cached, err := rc.hooks.lookup(r.Context(), token, try > 0)
+		if errors.Is(err, store.ErrNotFound) {
+			rc.unknown(w, r)
+			return
+		}
+		if err != nil {
+			rc.log.Error("webhook delivery: look up webhook", "err", err)
+			rc.finish(w, "", OutcomeError, http.StatusServiceUnavailable, errorBody(OutcomeError))
+			return
+		}
+		hook = h
+		d, err = Verify(hook.SourceType, secrets, r.Header, body, rc.now())
+		if err != nil && cached {
+			continue
+		}
+		if err != nil {
+			rc.refuse(w, r, hook, err)
+			return
+		}
+		if d.Challenge != "" {
+			// Slack's url_verification proves the URL, not an event: answer it, keep nothing.
+			rc.log.Info("webhook url verification answered", "webhook_id", hook.ID, "source", hook.SourceType)
+			rc.finish(w, hook.SourceType, OutcomeChallenge, http.StatusOK, map[string]any{"challenge": d.Challenge})
+			return
+		}
+		res, err = rc.store.RecordDelivery(r.Context(), store.NewDelivery{
+			WebhookID: hook.ID, DeliveryID: d.ID, EventType: d.EventType, TrustMode: d.TrustMode,
+			Headers: selectHeaders(r.Header), Body: body, VerifiedWith: hook.SecretsVersion(),
+		})
+		if errors.Is(err, store.ErrStale) && try+1 < tries {
+			continue
+		}
+		if errors.Is(err, store.ErrNotFound) { // deleted since the lookup
+			rc.hooks.forget(token)
+			rc.unknown(w, r)
+			return
+		}
+		if err != nil {
+			rc.log.Error("webhook delivery: record", "webhook_id", hook.ID, "source", hook.SourceType, "err", err)
+			rc.finish(w, hook.SourceType, OutcomeError, http.StatusServiceUnavailable, errorBody(OutcomeError))
+			return
+		}
+		return hook, d, res, true
+	}
+}
+
+// refuse answers a delivery whose signature did not verify: 401, or 429 past the
+// webhook's failure budget.
+func (rc *Receiver) refuse(w http.ResponseWriter, r *http.Request, hook store.Webhook, err error) {
+	rc.noteFailure(hook.ID)
+	if !rc.failed.allow(hook.ID) {
+		w.Header().Set("Retry-After", "1")
+		rc.finish(w, hook.SourceType, OutcomeRateLimited, http.StatusTooManyRequests, errorBody(OutcomeRateLimited))
+		return
+	}
+	level := slog.LevelWarn
+	if errors.Is(err, ErrNoSecret) {
+		level = slog.LevelError // our configuration, not the sender
+	}
+	// The verifiers' errors name the scheme and the fault, never a secret or a
+	// signature.
+	rc.log.Log(r.Context(), level, "webhook delivery not verified", "webhook_id", hook.ID,
+		"source", hook.SourceType, "reason", err.Error(), "remote", r.RemoteAddr)
+	rc.finish(w, hook.SourceType, OutcomeUnauthorized, http.StatusUnauthorized, errorBody(OutcomeUnauthorized))
 }
 
 // readBody reads the raw body within the bound. A non-zero status is the answer.
@@ -218,10 +255,13 @@ func (rc *Receiver) unknown(w http.ResponseWriter, r *http.Request) {
 
 func (rc *Receiver) finish(w http.ResponseWriter, source, outcome string, status int, body any) {
 	rc.observe(source, outcome)
+	b, _ := json.Marshal(body)
+	b = append(b, '\n')
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(body)
+	w.Write(b)
 }
 
 func errorBody(outcome string) map[string]string { return map[string]string{"error": outcome} }

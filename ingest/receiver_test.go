@@ -51,6 +51,7 @@ func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); retur
 type rig struct {
 	t       *testing.T
 	store   *store.Store
+	path    string // the database file
 	clock   *manualClock
 	srv     *httptest.Server
 	rc      *Receiver
@@ -63,12 +64,13 @@ type rig struct {
 func newRig(t *testing.T, opts ReceiverOptions) *rig {
 	t.Helper()
 	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "sb.db"), store.Options{Now: clock.Now})
+	path := filepath.Join(t.TempDir(), "sb.db")
+	st, err := store.Open(context.Background(), path, store.Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	r := &rig{t: t, store: st, clock: clock, logs: &lockedBuffer{}, rung: make(chan store.TodoChange, 64), outcome: map[string]int{}}
+	r := &rig{t: t, store: st, path: path, clock: clock, logs: &lockedBuffer{}, rung: make(chan store.TodoChange, 64), outcome: map[string]int{}}
 	st.OnTodoChange(func(c store.TodoChange) {
 		if c.Claimable {
 			r.rung <- c
@@ -359,6 +361,65 @@ func TestReceiverRotationOverlap(t *testing.T) {
 	}
 	if !strings.Contains(r.logs.String(), "secret=previous") {
 		t.Fatal("a delivery under the previous secret is not logged as such")
+	}
+}
+
+// The receiver keeps webhooks it has resolved in memory; a change made by another
+// process on the same file (the CLI while serve runs) must still take effect on the
+// very next delivery, with nothing recorded for a delivery it refuses.
+func TestReceiverCacheNeverOutlivesAChange(t *testing.T) {
+	r := newRig(t, ReceiverOptions{})
+	hook, old := r.webhook("standard", "inbox")
+	other, err := store.Open(context.Background(), r.path, store.Options{Now: r.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	ctx := context.Background()
+	body := []byte(`{"type":"ping"}`)
+	send := func(secret, msgID string) int {
+		t.Helper()
+		return r.post(hook.Token, r.signed("standard", secret, msgID, body), body).status
+	}
+	if s := send(old, "m1"); s != http.StatusAccepted {
+		t.Fatalf("first delivery: %d", s)
+	}
+
+	// Rotated elsewhere with no grace: the cached secret no longer signs.
+	fresh, _ := NewSecret("standard")
+	if _, err := other.RotateWebhook(ctx, hook.ID, 0, fresh, 0, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	if s := send(old, "m2"); s != http.StatusUnauthorized {
+		t.Fatalf("old secret after a rotation elsewhere: %d", s)
+	}
+	if s := send(fresh, "m3"); s != http.StatusAccepted {
+		t.Fatalf("new secret after a rotation elsewhere: %d", s)
+	}
+	// And again, now that the cache holds the new secret.
+	newer, _ := NewSecret("standard")
+	if _, err := other.RotateWebhook(ctx, hook.ID, 0, newer, 0, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	if s := send(newer, "m4"); s != http.StatusAccepted {
+		t.Fatalf("second rotation's secret: %d", s)
+	}
+	if s := send(fresh, "m5"); s != http.StatusUnauthorized {
+		t.Fatalf("first rotation's secret after the second: %d", s)
+	}
+
+	// Deleted elsewhere: unknown, whether the signature is good or not.
+	if err := other.DeleteWebhook(ctx, hook.ID, 0, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	if s := send(newer, "m6"); s != http.StatusNotFound {
+		t.Fatalf("good signature for a webhook deleted elsewhere: %d", s)
+	}
+	if s := send(old, "m7"); s != http.StatusNotFound {
+		t.Fatalf("bad signature for a webhook deleted elsewhere: %d", s)
+	}
+	if e, td := r.count("events"), r.count("todos"); e != 3 || td != 3 {
+		t.Fatalf("%d events, %d todos; want the 3 accepted deliveries only", e, td)
 	}
 }
 

@@ -15,6 +15,9 @@ var (
 	ErrAlreadyExists = errors.New("already exists")
 	ErrInvalid       = errors.New("invalid argument")
 	ErrClosed        = errors.New("store is closed")
+	// ErrStale: what the caller acted on changed before its write (a webhook's
+	// secrets were rotated between verifying a delivery and recording it).
+	ErrStale = errors.New("changed since it was read")
 	// ErrNotSwitchboard: the file is not a database, or a database of something else.
 	ErrNotSwitchboard = errors.New("not a Switchboard database")
 	// ErrSchemaTooNew: the database was migrated by a newer Switchboard.

@@ -35,6 +35,10 @@ type NewDelivery struct {
 	TrustMode  string            // signed or token
 	Headers    map[string]string // the selected, non-secret headers to keep
 	Body       []byte
+	// VerifiedWith is the version of the secrets the signature was checked
+	// against (Webhook.SecretsVersion). When set and the webhook's secrets have
+	// changed since, RecordDelivery writes nothing and answers ErrStale.
+	VerifiedWith SecretsVersion
 }
 
 // DeliveryResult says what RecordDelivery did. Duplicate: the delivery id was seen
@@ -50,7 +54,8 @@ type DeliveryResult struct {
 // queue, in one transaction: either both are on disk when it returns, or neither
 // is, so a failed write never swallows the redelivery meant to recover it. A
 // delivery id already recorded for the webhook creates nothing. A webhook deleted
-// since the caller looked it up is ErrNotFound.
+// since the caller looked it up is ErrNotFound; one whose secrets were rotated since
+// the delivery was verified (see NewDelivery.VerifiedWith) is ErrStale.
 func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResult, error) {
 	headers, err := json.Marshal(d.Headers)
 	if err != nil {
@@ -70,16 +75,23 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 		var src, createdBy string
 		var firstEvent, firstTodo sql.NullInt64
 		var todoID int64
-		err := w.queryRow(`SELECT w.source_type, w.queue, w.created_by, e.id, e.todo_id,
+		var secrets SecretsVersion
+		err := w.queryRow(`SELECT w.source_type, w.queue, w.created_by, w.signing_secret,
+				coalesce(w.previous_secret, ''), e.id, e.todo_id,
 				(SELECT coalesce(max(id), 0) + 1 FROM webhook_events), (SELECT coalesce(max(id), 0) + 1 FROM todos)
 			FROM webhooks w LEFT JOIN webhook_events e ON e.webhook_id = w.id AND e.delivery_id = ?
 			WHERE w.id = ? AND w.deleted_at IS NULL`, nullString(d.DeliveryID), d.WebhookID).Scan(
-			&src, &res.Queue, &createdBy, &firstEvent, &firstTodo, &res.EventID, &todoID)
+			&src, &res.Queue, &createdBy, &secrets.current, &secrets.previous, &firstEvent, &firstTodo,
+			&res.EventID, &todoID)
 		if notFound(err) {
 			return fmt.Errorf("store: record delivery: webhook %d: %w", d.WebhookID, ErrNotFound)
 		}
 		if err != nil {
 			return fmt.Errorf("store: record delivery for webhook %d: %w", d.WebhookID, err)
+		}
+		if d.VerifiedWith != (SecretsVersion{}) && d.VerifiedWith != secrets {
+			return fmt.Errorf("store: record delivery for webhook %d: secrets rotated since it was verified: %w",
+				d.WebhookID, ErrStale)
 		}
 		if firstEvent.Valid {
 			// A redelivery: answer with the first one.

@@ -101,6 +101,43 @@ func TestRecordDelivery(t *testing.T) {
 	}
 }
 
+// A delivery verified against secrets read before a rotation is refused, whole.
+func TestRecordDeliveryRefusesStaleSecrets(t *testing.T) {
+	ctx := context.Background()
+	s := openWebhookStore(t, Options{})
+	h := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "x", CreatedBy: "human:1"})
+	read, _, err := s.WebhookByToken(ctx, h.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDelivery{WebhookID: h.ID, DeliveryID: "d-1", TrustMode: "signed", Body: []byte("{}"),
+		VerifiedWith: read.SecretsVersion()}
+	if _, err := s.RecordDelivery(ctx, d); err != nil {
+		t.Fatalf("secrets unchanged: %v", err)
+	}
+	if _, err := s.RotateWebhook(ctx, h.ID, 0, "y", time.Hour, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	d.DeliveryID = "d-2"
+	if _, err := s.RecordDelivery(ctx, d); !errors.Is(err, ErrStale) {
+		t.Fatalf("secrets rotated since: %v, want ErrStale", err)
+	}
+	if n := countRows(t, s, "webhook_events"); n != 1 {
+		t.Fatalf("a stale delivery left a row: %d events", n)
+	}
+	reread, _, err := s.WebhookByToken(ctx, h.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reread.SecretsVersion() == read.SecretsVersion() {
+		t.Fatal("a rotation left the secrets' version unchanged")
+	}
+	d.VerifiedWith = reread.SecretsVersion()
+	if _, err := s.RecordDelivery(ctx, d); err != nil {
+		t.Fatalf("verified against the current secrets: %v", err)
+	}
+}
+
 func TestConcurrentRedeliveriesMakeOneTodo(t *testing.T) {
 	ctx := context.Background()
 	s := openWebhookStore(t, Options{})

@@ -29,7 +29,19 @@ type Webhook struct {
 	RotatedAt         *time.Time `json:"rotated_at,omitempty"`
 	PreviousExpiresAt *time.Time `json:"previous_secret_expires_at,omitempty"`
 	DeletedAt         *time.Time `json:"deleted_at,omitempty"`
+
+	secrets SecretsVersion // set by WebhookByToken
 }
+
+// SecretsVersion names a webhook's signing secrets as they were sealed when read:
+// a rotation, or resealing under a new key, changes it. A receiver that verifies
+// deliveries against secrets it read earlier passes it to RecordDelivery, which
+// answers ErrStale if the secrets have changed since, so a cached secret is never
+// trusted past its rotation.
+type SecretsVersion struct{ current, previous string }
+
+// SecretsVersion is the version of the secrets WebhookByToken returned with h.
+func (h Webhook) SecretsVersion() SecretsVersion { return h.secrets }
 
 // NewWebhook is what CreateWebhook needs. The caller mints the secret in the form
 // the source type's producers expect; the store only keeps it.
@@ -261,6 +273,7 @@ func (s *Store) WebhookByToken(ctx context.Context, token string) (Webhook, []st
 	}
 	h.Token, h.SecretEncrypted, h.CreatedAt = token, Sealed(cur), fromMS(created)
 	h.RotatedAt, h.PreviousExpiresAt = fromNullMS(rotated), fromNullMS(prevExp)
+	h.secrets = SecretsVersion{current: cur, previous: prev.String}
 	secret, err := s.box.Open(cur, secretAD(h.ID))
 	if err != nil {
 		return Webhook{}, nil, err
