@@ -46,7 +46,7 @@ func (c *hookCache) lookup(ctx context.Context, token string, fresh bool) (h sto
 		if ok {
 			secrets = e.secrets
 			// The previous secret's grace may have ended since it was read.
-			if len(secrets) > 1 && (e.hook.PreviousExpiresAt == nil || !c.now().Before(*e.hook.PreviousExpiresAt)) {
+			if len(secrets) > 1 && !e.hook.PreviousSecretLive(c.now()) {
 				secrets = secrets[:1]
 			}
 			return e.hook, secrets, true, nil

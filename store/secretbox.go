@@ -115,13 +115,8 @@ func (b *SecretBox) Open(stored, ad string) (string, error) {
 	return plain, err
 }
 
-// current reports whether stored is sealed with the current key: what
+// open is Open that also says whether stored is sealed with the current key: what
 // ReencryptSecrets leaves alone.
-func (b *SecretBox) current(stored, ad string) bool {
-	_, cur, err := b.open(stored, ad)
-	return err == nil && cur
-}
-
 func (b *SecretBox) open(stored, ad string) (plain string, current bool, err error) {
 	if !Sealed(stored) {
 		return stored, false, nil

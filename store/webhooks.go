@@ -43,6 +43,12 @@ type SecretsVersion struct{ current, previous string }
 // SecretsVersion is the version of the secrets WebhookByToken returned with h.
 func (h Webhook) SecretsVersion() SecretsVersion { return h.secrets }
 
+// PreviousSecretLive reports whether, at now, the secret h was rotated away from
+// still verifies: its grace period has not ended.
+func (h Webhook) PreviousSecretLive(now time.Time) bool {
+	return h.PreviousExpiresAt != nil && now.Before(*h.PreviousExpiresAt)
+}
+
 // NewWebhook is what CreateWebhook needs. The caller mints the secret in the form
 // the source type's producers expect; the store only keeps it.
 type NewWebhook struct {
@@ -279,7 +285,7 @@ func (s *Store) WebhookByToken(ctx context.Context, token string) (Webhook, []st
 		return Webhook{}, nil, err
 	}
 	secrets := []string{secret}
-	if prev.Valid && prevExp.Valid && prevExp.Int64 > ms(s.now()) {
+	if prev.Valid && h.PreviousSecretLive(s.now()) {
 		p, err := s.box.Open(prev.String, secretAD(h.ID))
 		if err != nil {
 			return Webhook{}, nil, err
@@ -442,16 +448,16 @@ func (s *Store) ReencryptSecrets(ctx context.Context, actor string) (int, error)
 		if err != nil {
 			return fmt.Errorf("store: re-encrypt secrets: %w", err)
 		}
-		var todo []storedSecret
 		for _, sec := range held {
-			if sec.value != "" && !s.box.current(sec.value, secretAD(sec.id)) {
-				todo = append(todo, sec)
+			if sec.value == "" {
+				continue
 			}
-		}
-		for _, sec := range todo {
-			plain, err := s.box.Open(sec.value, secretAD(sec.id))
+			plain, current, err := s.box.open(sec.value, secretAD(sec.id))
 			if err != nil {
 				return err // a key that opens nothing was refused at Open; this is a changed row
+			}
+			if current {
+				continue
 			}
 			sealed, err := s.box.Seal(plain, secretAD(sec.id))
 			if err != nil {

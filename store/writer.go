@@ -291,29 +291,29 @@ func (w *writer) rollback() {
 // prepared once: every request in a batch runs two of them, and parsing them
 // each time was a measurable share of the writer's time.
 func (w *writer) ctl(query string) (sql.Result, error) {
-	st, ok := w.stmts[query]
-	if !ok {
-		var err error
-		if st, err = w.conn.PrepareContext(context.Background(), query); err != nil {
-			return nil, err
-		}
-		w.stmts[query] = st
+	st, err := w.prepared(query)
+	if err != nil {
+		return nil, err
 	}
 	return st.ExecContext(context.Background())
 }
 
-// stmt returns a statement prepared once on the writer's connection.
-func (t *wtx) stmt(query string) (*sql.Stmt, error) {
-	if st, ok := t.w.stmts[query]; ok {
+// prepared returns query prepared once on the writer's connection. Only the writer
+// goroutine calls it, so the map needs no lock.
+func (w *writer) prepared(query string) (*sql.Stmt, error) {
+	if st, ok := w.stmts[query]; ok {
 		return st, nil
 	}
-	st, err := t.w.conn.PrepareContext(context.Background(), query)
+	st, err := w.conn.PrepareContext(context.Background(), query)
 	if err != nil {
 		return nil, err
 	}
-	t.w.stmts[query] = st
+	w.stmts[query] = st
 	return st, nil
 }
+
+// stmt returns a statement prepared once on the writer's connection.
+func (t *wtx) stmt(query string) (*sql.Stmt, error) { return t.w.prepared(query) }
 
 func (t *wtx) exec(query string, args ...any) (sql.Result, error) {
 	st, err := t.stmt(query)
