@@ -178,7 +178,7 @@ func endpointList(ctx context.Context, env *environ, args []string) error {
 	db := dbFlag(fs, env)
 	all := fs.Bool("all", false, "include revoked endpoints")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parse(fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	s, err := openStoreRO(ctx, env, *db)
@@ -220,7 +220,7 @@ func endpointUpdate(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := parse(fs, rest); err != nil {
+	if err := parseFlags(fs, rest); err != nil {
 		return err
 	}
 	spec, err := sf.spec()

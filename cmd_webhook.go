@@ -309,7 +309,7 @@ func webhookRotate(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := parse(fs, rest); err != nil {
+	if err := parseFlags(fs, rest); err != nil {
 		return err
 	}
 	if *grace < 0 {

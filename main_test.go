@@ -40,6 +40,12 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"endpoint", "create", "--db", db, "--agent", "x"}, // no queues
 		{"endpoint", "create", "--db", db, "--agent", "x", "--queues", "q", "--verbs", "launch_missiles"},
 		{"endpoint", "revoke", "--db", db, "abc"},
+		// One ID each: a second is refused, not silently ignored.
+		{"endpoint", "revoke", "7", "8", "--db", db},
+		{"endpoint", "update", "7", "8", "--db", db, "--queues", "q"},
+		{"endpoint", "list", "--db", db, "extra"},
+		{"webhook", "delete", "7", "8", "--db", db},
+		{"webhook", "rotate", "7", "8", "--db", db},
 		{"admin", "create", "--db", db}, // no username
 		{"admin", "create", "--db", db, "--username", "ana", "hunter22"},
 	} {

@@ -68,7 +68,7 @@ func onID(ctx context.Context, env *environ, args []string, name, synopsis, what
 	if err != nil {
 		return err
 	}
-	if err := parse(fs, rest); err != nil {
+	if err := parseFlags(fs, rest); err != nil {
 		return err
 	}
 	s, err := openStore(ctx, env, *db)
