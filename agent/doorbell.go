@@ -16,8 +16,10 @@ import (
 const ChannelMethod = "notifications/claude/channel"
 
 // doorbell carries claimable-todo announcements from the store's commit path to
-// Run. publish runs on the committing goroutine, so it must never block: a full
-// queue drops the ring (and counts it). The todo is durable either way.
+// Run. publish runs on the store's writer goroutine, so it must never block: a full
+// queue drops the ring (and counts it); the todo stays in the queue either way. A
+// ring may reach an agent while the commit is still being synced to the disk; the
+// agent's claim_next is a later write, answered only after a sync that covers both.
 type doorbell struct {
 	ch      chan store.TodoChange
 	dropped atomic.Int64 // rings dropped because ch was full

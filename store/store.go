@@ -221,8 +221,13 @@ func (s *Store) Path() string { return s.path }
 // Now is the store's clock.
 func (s *Store) Now() time.Time { return s.now() }
 
-// Ping checks that the database answers a query.
+// Ping checks that the database answers a query, and that the writer still writes.
 func (s *Store) Ping(ctx context.Context) error {
+	if s.writer != nil {
+		if err := s.writer.brokenErr(); err != nil {
+			return err
+		}
+	}
 	var one int
 	if err := s.rstmt(ctx, `SELECT 1`).QueryRowContext(ctx).Scan(&one); err != nil {
 		return fmt.Errorf("store: ping: %w", err)

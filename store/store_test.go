@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -93,10 +94,17 @@ func TestPragmasOnEveryConnection(t *testing.T) {
 		}
 		c.Close()
 	}
+	// FULL: the writer's connection commits as NORMAL and the writer syncs the WAL
+	// itself before answering (walsync_test.go shows it waits).
 	var sync int
 	s.writer.conn.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync)
-	if sync != 2 { // FULL
-		t.Errorf("writer synchronous = %d, want 2 (FULL)", sync)
+	if sync != 1 || s.writer.wal == nil {
+		t.Errorf("writer synchronous = %d, own WAL sync %v; want 1 (NORMAL) and its own sync", sync, s.writer.wal != nil)
+	}
+	// Every other connection that writes the file (migrations at Open, the floor)
+	// opens with FULL.
+	if d := dsn(s.path, s.opts, false); !strings.Contains(d, "synchronous%28FULL%29") {
+		t.Errorf("write DSN %q does not ask for synchronous FULL", d)
 	}
 }
 
@@ -104,8 +112,8 @@ func TestSynchronousNormal(t *testing.T) {
 	s := openTest(t, Options{Synchronous: "normal"})
 	var sync int
 	s.writer.conn.QueryRowContext(context.Background(), `PRAGMA synchronous`).Scan(&sync)
-	if sync != 1 {
-		t.Fatalf("synchronous = %d, want 1 (NORMAL)", sync)
+	if sync != 1 || s.writer.wal != nil {
+		t.Fatalf("synchronous = %d, own WAL sync %v; want 1 (NORMAL) and SQLite's own syncs", sync, s.writer.wal != nil)
 	}
 	if _, err := Open(context.Background(), filepath.Join(t.TempDir(), "x.db"), Options{Synchronous: "OFF"}); err == nil {
 		t.Fatal("synchronous OFF was accepted")
@@ -298,6 +306,13 @@ func TestWatchForeignRingsForOtherProcessCommits(t *testing.T) {
 	own, _ := serveSide.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "own"})
 	<-rang // its own add rang directly
 
+	foreignCommit := make(chan struct{}, 1)
+	serveSide.OnForeignCommit(func() {
+		select {
+		case foreignCommit <- struct{}{}:
+		default:
+		}
+	})
 	done := make(chan struct{})
 	go func() { serveSide.WatchForeign(ctx, 5*time.Millisecond); close(done) }()
 
@@ -305,6 +320,23 @@ func TestWatchForeignRingsForOtherProcessCommits(t *testing.T) {
 	cli, err := Open(ctx, path, Options{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The watcher takes what is in the file when it starts as announced: pin
+	// tools from the CLI until it reports a foreign commit, so that it is surely
+	// watching before the todo is added.
+	for i := 0; ; i++ {
+		if err := cli.PinTool(ctx, "probe", fmt.Sprintf("t%d", i), "hash"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-foreignCommit:
+		case <-time.After(50 * time.Millisecond):
+			if i == 200 {
+				t.Fatal("the watcher never reported a foreign commit")
+			}
+			continue
+		}
+		break
 	}
 	foreign, err := cli.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "from the CLI"})
 	cli.Close()

@@ -72,7 +72,9 @@ type TodoChange struct {
 }
 
 // OnTodoChange registers a hook run after every commit that changes todos. Hooks run
-// on the committing goroutine before its caller is answered and must never block.
+// on the writer goroutine right after the commit, before its callers are answered
+// (with synchronous=FULL, also before the commit's sync: see writer.announce), and
+// must never block.
 // Register hooks at wiring time, before traffic starts.
 func (s *Store) OnTodoChange(fn func(TodoChange)) {
 	s.hooksMu.Lock()

@@ -16,6 +16,10 @@ import (
 // is rolled back to its savepoint and does not fail the others. Each caller is
 // answered only after the commit that holds its work is durable, so N concurrent
 // writers cost one fsync instead of N. A lone writer runs without a savepoint.
+//
+// With synchronous=FULL the writer syncs the WAL itself right after COMMIT (see
+// walFile): the todo changes a batch made are announced between the commit and the
+// sync, and its callers are answered after the sync.
 
 type writeReq struct {
 	ctx  context.Context
@@ -34,13 +38,17 @@ type writer struct {
 	conn  *sql.Conn
 	stmts map[string]*sql.Stmt
 
+	wal     *walFile              // nil when SQLite syncs its own commits (NORMAL)
+	syncWAL func() error          // wal.sync; tests replace it
+	broken  atomic.Pointer[error] // set when a WAL sync failed; every later write fails
+
 	mu     sync.Mutex
 	closed bool
 
 	batches  atomic.Int64 // transactions committed or rolled back
 	requests atomic.Int64 // write requests answered
 	busy     atomic.Int64 // nanoseconds spent running transactions, COMMIT included
-	commit   atomic.Int64 // nanoseconds spent inside COMMIT (WAL writes, fsync, autocheckpoint)
+	commit   atomic.Int64 // nanoseconds spent committing: COMMIT (WAL writes, autocheckpoint) and the WAL's sync
 }
 
 // WriterStats says how well group commit is batching: Requests/Batches is the mean
@@ -87,6 +95,19 @@ func newWriter(ctx context.Context, s *Store) (*writer, error) {
 		conn:  conn,
 		stmts: map[string]*sql.Stmt{},
 	}
+	if s.opts.Synchronous == SyncFull {
+		if w.wal, err = newWALFile(s.path); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		w.syncWAL = w.wal.sync
+		// Only this connection: everything else that writes the file (migrations
+		// at Open, the floor, other processes) keeps FULL.
+		if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("store: set up the write connection: %w", err)
+		}
+	}
 	w.wg.Add(1)
 	go w.loop()
 	return w, nil
@@ -125,9 +146,6 @@ func (s *Store) submit(ctx context.Context, req *writeReq) error {
 	}
 	w.mu.Unlock()
 	<-req.done
-	if req.err == nil {
-		s.fire(req.wtx.changes)
-	}
 	return req.err
 }
 
@@ -141,6 +159,9 @@ func (w *writer) close() {
 	close(w.stop)
 	w.mu.Unlock()
 	w.wg.Wait()
+	if w.wal != nil {
+		w.wal.close()
+	}
 	for _, st := range w.stmts {
 		st.Close()
 	}
@@ -190,6 +211,9 @@ func (w *writer) run(batch []*writeReq) {
 			continue
 		}
 		if r.err = r.ctx.Err(); r.err == nil {
+			r.err = w.brokenErr()
+		}
+		if r.err == nil {
 			r.err = r.raw(w.conn)
 		}
 		w.requests.Add(1)
@@ -216,6 +240,10 @@ func (w *writer) runTx(batch []*writeReq) {
 			}
 			close(r.done)
 		}
+	}
+	if err := w.brokenErr(); err != nil {
+		finish(err)
+		return
 	}
 	if _, err := w.ctl("BEGIN IMMEDIATE"); err != nil {
 		finish(fmt.Errorf("store: begin write: %w", err))
@@ -273,13 +301,59 @@ func (w *writer) runTx(batch []*writeReq) {
 	}
 	commitStart := time.Now()
 	_, err := w.ctl("COMMIT")
-	w.commit.Add(int64(time.Since(commitStart)))
 	if err != nil {
+		w.commit.Add(int64(time.Since(commitStart)))
 		w.rollback()
 		finish(fmt.Errorf("store: commit: %w", err))
 		return
 	}
+	w.announce(batch)
+	if w.wal != nil {
+		err = w.syncWAL()
+	}
+	w.commit.Add(int64(time.Since(commitStart)))
+	if err != nil {
+		w.fail(err)
+		finish(fmt.Errorf("%w; the write was committed but may not be on disk", err))
+		return
+	}
 	finish(nil)
+}
+
+// announce runs the todo-change hooks for a committed batch. With synchronous=FULL
+// this is after COMMIT and before the WAL's sync, so an agent waiting on a doorbell
+// hears of a todo while the disk is still flushing it. That is safe because a ring
+// is only a wake-up: the queue is the ledger, and whatever an agent does with a rung
+// todo (claim_next) is a later write, answered only after a later sync, which
+// carries this one too. Readers may see the batch for the same instant; nobody is
+// told it is stored (answered) before the sync.
+func (w *writer) announce(batch []*writeReq) {
+	for _, r := range batch {
+		if r.err == nil {
+			w.s.fire(r.wtx.changes)
+		}
+	}
+}
+
+// fail stops all writing after a failed sync of the WAL. What the kernel did with
+// the unsynced pages is unknown (a retried fsync can report success for pages it
+// already dropped), so the only safe course is a restart, from which SQLite
+// recovers exactly what reached the disk. Ping reports the failure from then on, so
+// /readyz fails and the systemd watchdog restarts the service.
+func (w *writer) fail(err error) {
+	if w.broken.Load() == nil {
+		broken := fmt.Errorf("store: writes stopped after a failed sync of the WAL; restart to recover: %w", err)
+		w.broken.Store(&broken)
+		w.s.log.Error("store: the WAL could not be synced; refusing writes until restart", "err", err)
+	}
+}
+
+// brokenErr is the error every write gets after a failed sync, or nil.
+func (w *writer) brokenErr() error {
+	if p := w.broken.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // rollback ends whatever transaction is open; "no transaction is active" is fine.

@@ -1,0 +1,149 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// gateSync makes each of the writer's WAL syncs report its start on started and
+// then wait for a value on results: nil to go on and sync, an error to fail.
+func gateSync(s *Store) (started chan struct{}, results chan error) {
+	started, results = make(chan struct{}, 16), make(chan error)
+	real := s.writer.syncWAL
+	s.writer.syncWAL = func() error {
+		started <- struct{}{}
+		if err := <-results; err != nil {
+			return err
+		}
+		return real()
+	}
+	return started, results
+}
+
+// waitStarted waits for the next gated sync to start.
+func waitStarted(t *testing.T, started chan struct{}) {
+	t.Helper()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write's WAL was never synced")
+	}
+}
+
+func countPayloads(t *testing.T, s *Store, payload string) int {
+	t.Helper()
+	var n int
+	if err := s.rdb.QueryRow(`SELECT count(*) FROM todo_payloads WHERE payload = ?`, payload).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// With synchronous=FULL a write is committed and announced, then the WAL is
+// synced, and only then is the caller answered.
+func TestWriteIsAnsweredAfterItsWALSync(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	announced := make(chan TodoChange, 1)
+	s.OnTodoChange(func(c TodoChange) { announced <- c })
+	started, results := gateSync(s)
+
+	answered := make(chan error, 1)
+	go func() {
+		_, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: "first"})
+		answered <- err
+	}()
+	waitStarted(t, started)
+	select {
+	case c := <-announced:
+		if c.Queue != "q" || !c.Claimable {
+			t.Fatalf("announced %+v", c)
+		}
+	default:
+		t.Fatal("the todo was not announced before the sync")
+	}
+	if n := countPayloads(t, s, "first"); n != 1 {
+		t.Fatalf("%d committed todos while the sync runs, want 1", n)
+	}
+	select {
+	case err := <-answered:
+		t.Fatalf("the write was answered (%v) before its WAL sync returned", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	results <- nil
+	if err := <-answered; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A failed sync fails the writes it covered, saying they may be committed, and
+// stops all writing: what reached the disk is only known after a restart.
+func TestFailedWALSyncStopsWrites(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	started, results := gateSync(s)
+	answered := make(chan error, 1)
+	go func() {
+		_, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: "unsure"})
+		answered <- err
+	}()
+	waitStarted(t, started)
+	diskErr := errors.New("input/output error")
+	results <- diskErr
+	err := <-answered
+	if !errors.Is(err, diskErr) || !strings.Contains(err.Error(), "may not be on disk") {
+		t.Fatalf("write whose sync failed: %v", err)
+	}
+	_, err = s.AddTodo(ctx, NewTodo{Queue: "q", Payload: "later"})
+	if err == nil || !strings.Contains(err.Error(), "restart") {
+		t.Fatalf("a write after the failed sync: %v, want a refusal that says to restart", err)
+	}
+	if err := s.exclusive(ctx, func(*sql.Conn) error { return nil }); err == nil {
+		t.Fatal("an exclusive write after the failed sync was run")
+	}
+	if n := countPayloads(t, s, "later"); n != 0 {
+		t.Fatal("a write after a failed sync was committed")
+	}
+	// Ping fails too, so the systemd watchdog restarts the service.
+	if err := s.Ping(ctx); err == nil || !errors.Is(err, diskErr) {
+		t.Fatalf("Ping after a failed sync: %v", err)
+	}
+}
+
+// The writer syncs the file SQLite writes the WAL to, also when the database is
+// reached through a symlink.
+func TestWALSyncFindsTheWALThroughASymlink(t *testing.T) {
+	dir := t.TempDir()
+	realDir := filepath.Join(dir, "real")
+	if err := os.Mkdir(realDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "sb.db")
+	if err := os.Symlink(filepath.Join(realDir, "sb.db"), link); err != nil {
+		t.Fatal(err)
+	}
+	// The symlink points at a file that does not exist yet; SQLite creates it.
+	s, err := Open(context.Background(), link, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.AddTodo(context.Background(), NewTodo{Queue: "q", Payload: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	written, err := os.Stat(filepath.Join(realDir, "sb.db-wal"))
+	if err != nil {
+		t.Fatalf("SQLite's WAL: %v", err)
+	}
+	if s.writer.wal.info == nil || !os.SameFile(written, s.writer.wal.info) {
+		t.Fatalf("the writer synced %s, not the WAL SQLite writes", s.writer.wal.path)
+	}
+}
