@@ -14,9 +14,12 @@ import (
 )
 
 // gateSync makes each of the writer's WAL syncs report its start on started and
-// then wait for a value on results: nil to go on and sync, an error to fail.
-func gateSync(s *Store) (started chan struct{}, results chan error) {
+// then wait for a value on results: nil to go on and sync, an error to fail. The
+// gate opens for good when the test ends, so that a failed test can still close
+// the store.
+func gateSync(t *testing.T, s *Store) (started chan struct{}, results chan error) {
 	started, results = make(chan struct{}, 16), make(chan error)
+	t.Cleanup(func() { close(results) })
 	real := s.writer.syncWAL
 	s.writer.syncWAL = func() error {
 		started <- struct{}{}
@@ -54,7 +57,7 @@ func TestWriteIsAnsweredAfterItsWALSync(t *testing.T) {
 	ctx := context.Background()
 	announced := make(chan TodoChange, 1)
 	s.OnTodoChange(func(c TodoChange) { announced <- c })
-	started, results := gateSync(s)
+	started, results := gateSync(t, s)
 
 	answered := make(chan error, 1)
 	go func() {
@@ -89,7 +92,7 @@ func TestWriteIsAnsweredAfterItsWALSync(t *testing.T) {
 func TestFailedWALSyncStopsWrites(t *testing.T) {
 	s := openTest(t, Options{})
 	ctx := context.Background()
-	started, results := gateSync(s)
+	started, results := gateSync(t, s)
 	answered := make(chan error, 1)
 	go func() {
 		_, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: "unsure"})
@@ -102,9 +105,20 @@ func TestFailedWALSyncStopsWrites(t *testing.T) {
 	if !errors.Is(err, diskErr) || !strings.Contains(err.Error(), "may not be on disk") {
 		t.Fatalf("write whose sync failed: %v", err)
 	}
-	_, err = s.AddTodo(ctx, NewTodo{Queue: "q", Payload: "later"})
-	if err == nil || !strings.Contains(err.Error(), "restart") {
-		t.Fatalf("a write after the failed sync: %v, want a refusal that says to restart", err)
+	later := make(chan error, 1)
+	go func() {
+		_, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: "later"})
+		later <- err
+	}()
+	select {
+	case err := <-later:
+		if err == nil || !strings.Contains(err.Error(), "restart") {
+			t.Fatalf("a write after the failed sync: %v, want a refusal that says to restart", err)
+		}
+	case <-started:
+		t.Fatal("a write after the failed sync was committed and reached a sync")
+	case <-time.After(10 * time.Second):
+		t.Fatal("a write after the failed sync got no answer")
 	}
 	if err := s.exclusive(ctx, func(*sql.Conn) error { return nil }); err == nil {
 		t.Fatal("an exclusive write after the failed sync was run")
