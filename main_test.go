@@ -28,6 +28,8 @@ func cli(t *testing.T, stdin string, args ...string) (code int, stdout, stderr s
 }
 
 func TestUsageErrorsExitTwo(t *testing.T) {
+	// A command that ignored --db would create ./switchboard.db here, and be caught.
+	t.Chdir(t.TempDir())
 	db := filepath.Join(t.TempDir(), "sb.db")
 	for _, args := range [][]string{
 		{},
@@ -57,8 +59,10 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 			t.Errorf("%v: nothing on stderr", args)
 		}
 	}
-	if _, err := os.Stat(db); err == nil {
-		t.Error("a refused command created the database")
+	for _, path := range []string{db, "switchboard.db"} {
+		if _, err := os.Stat(path); err == nil {
+			t.Errorf("a refused command created %s", path)
+		}
 	}
 }
 

@@ -2,7 +2,19 @@
 
 package store
 
-import "os"
+import (
+	"os"
+	"syscall"
+)
 
-// fdatasync falls back to fsync where there is no fdatasync, as SQLite does.
-func fdatasync(f *os.File) error { return f.Sync() }
+// fdatasync falls back to a plain fsync where there is no fdatasync, as SQLite does
+// (not os.File.Sync, which on macOS asks for F_FULLFSYNC, a flush SQLite's FULL does
+// not do unless told to).
+func fdatasync(f *os.File) error {
+	for {
+		err := syscall.Fsync(int(f.Fd()))
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}

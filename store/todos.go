@@ -73,8 +73,9 @@ type TodoChange struct {
 
 // OnTodoChange registers a hook run after every commit that changes todos. Hooks run
 // on the writer goroutine right after the commit, before its callers are answered
-// (with synchronous=FULL, also before the commit's sync: see writer.announce), and
-// must never block.
+// (with synchronous=FULL, also before the commit's sync: see writer.announce). They
+// must never block and must not call the store's write methods (the writer would
+// wait for itself).
 // Register hooks at wiring time, before traffic starts.
 func (s *Store) OnTodoChange(fn func(TodoChange)) {
 	s.hooksMu.Lock()

@@ -1,9 +1,12 @@
 package store
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // walFile syncs the database's write-ahead log from outside SQLite.
@@ -21,37 +24,44 @@ import (
 // Everything else NORMAL does in WAL mode is what FULL does: the WAL is synced before
 // a checkpoint copies it, the database after, and the WAL header when the log restarts.
 type walFile struct {
-	path string   // the -wal file next to the database, symlinks resolved as SQLite does
-	f    *os.File // opened at the first sync
+	path string // the -wal file next to the database, symlinks resolved as SQLite does
+	f    *os.File
 	info os.FileInfo
 }
 
-func newWALFile(dbPath string) (*walFile, error) {
+// openWAL opens the WAL that conn writes. It checks that conn is in WAL mode and
+// makes it read the database first, so that SQLite has opened (and if need be
+// created) its WAL before this opens the same file by name; from then on both
+// descriptors stay on that one file, whatever later happens to the name.
+func openWAL(ctx context.Context, conn *sql.Conn, dbPath string) (*walFile, error) {
+	var mode string
+	if err := conn.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+		return nil, fmt.Errorf("store: read the journal mode: %w", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return nil, fmt.Errorf("store: %s is in journal mode %q, not WAL (is it on a file system without shared memory?)", dbPath, mode)
+	}
+	var n int
+	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&n); err != nil {
+		return nil, fmt.Errorf("store: read %s: %w", dbPath, err)
+	}
 	real, err := filepath.EvalSymlinks(dbPath)
 	if err != nil {
 		return nil, fmt.Errorf("store: locate the WAL of %s: %w", dbPath, err)
 	}
-	return &walFile{path: real + "-wal"}, nil
+	w := &walFile{path: real + "-wal"}
+	if w.f, err = os.Open(w.path); err != nil {
+		return nil, fmt.Errorf("store: open the WAL to sync it: %w", err)
+	}
+	if w.info, err = w.f.Stat(); err != nil {
+		w.f.Close()
+		return nil, fmt.Errorf("store: open the WAL to sync it: %w", err)
+	}
+	return w, nil
 }
 
-// sync makes everything written to the WAL so far durable. The file is opened at
-// the first sync, after the writer's first commit, when SQLite has it open too, and
-// kept: SQLite keeps its own descriptor of the WAL for as long as its connection is
-// open (it truncates or rewrites the file in place, and deletes it only when the last
-// connection closes), so both descriptors name the same file for the store's life.
+// sync makes everything written to the WAL so far durable.
 func (w *walFile) sync() error {
-	if w.f == nil {
-		f, err := os.Open(w.path)
-		if err != nil {
-			return fmt.Errorf("store: sync %s: %w", w.path, err)
-		}
-		info, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return fmt.Errorf("store: sync %s: %w", w.path, err)
-		}
-		w.f, w.info = f, info
-	}
 	if err := fdatasync(w.f); err != nil {
 		return fmt.Errorf("store: sync %s: %w", w.path, err)
 	}

@@ -41,6 +41,21 @@ func waitStarted(t *testing.T, started chan struct{}) {
 	}
 }
 
+// answeredAfterSync checks that a write held in its sync is not answered until
+// the sync is let go, and then is answered without error.
+func answeredAfterSync(t *testing.T, answered chan error, results chan error) {
+	t.Helper()
+	select {
+	case err := <-answered:
+		t.Fatalf("the write was answered (%v) before its WAL sync returned", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	results <- nil
+	if err := <-answered; err != nil {
+		t.Fatal(err)
+	}
+}
+
 func countPayloads(t *testing.T, s *Store, payload string) int {
 	t.Helper()
 	var n int
@@ -76,15 +91,7 @@ func TestWriteIsAnsweredAfterItsWALSync(t *testing.T) {
 	if n := countPayloads(t, s, "first"); n != 1 {
 		t.Fatalf("%d committed todos while the sync runs, want 1", n)
 	}
-	select {
-	case err := <-answered:
-		t.Fatalf("the write was answered (%v) before its WAL sync returned", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	results <- nil
-	if err := <-answered; err != nil {
-		t.Fatal(err)
-	}
+	answeredAfterSync(t, answered, results)
 }
 
 // A failed sync fails the writes it covered, saying they may be committed, and
@@ -159,5 +166,40 @@ func TestWALSyncFindsTheWALThroughASymlink(t *testing.T) {
 	}
 	if s.writer.wal.info == nil || !os.SameFile(written, s.writer.wal.info) {
 		t.Fatalf("the writer synced %s, not the WAL SQLite writes", s.writer.wal.path)
+	}
+}
+
+// A statement run outside a transaction may commit too (PRAGMA optimize runs
+// ANALYZE); it is answered after a sync of the WAL as well.
+func TestExclusiveWritesAreSynced(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	started, results := gateSync(t, s)
+	answered := make(chan error, 1)
+	go func() {
+		answered <- s.exclusive(ctx, func(c *sql.Conn) error {
+			_, err := c.ExecContext(ctx, `PRAGMA user_version = 7`)
+			return err
+		})
+	}()
+	waitStarted(t, started)
+	answeredAfterSync(t, answered, results)
+}
+
+// A hook that panics runs on the writer goroutine; the writer logs it and goes
+// on, and the write that announced the change is still answered.
+func TestPanickingHookDoesNotStopTheWriter(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	s.OnTodoChange(func(c TodoChange) {
+		if c.Queue == "boom" {
+			panic("hook bug")
+		}
+	})
+	if _, err := s.AddTodo(ctx, NewTodo{Queue: "boom", Payload: "x"}); err != nil {
+		t.Fatalf("the write whose hook panicked: %v", err)
+	}
+	if _, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: "after"}); err != nil {
+		t.Fatalf("a write after a panicking hook: %v", err)
 	}
 }

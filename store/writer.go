@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,7 +97,7 @@ func newWriter(ctx context.Context, s *Store) (*writer, error) {
 		stmts: map[string]*sql.Stmt{},
 	}
 	if s.opts.Synchronous == SyncFull {
-		if w.wal, err = newWALFile(s.path); err != nil {
+		if w.wal, err = openWAL(ctx, conn, s.path); err != nil {
 			conn.Close()
 			return nil, err
 		}
@@ -104,6 +105,7 @@ func newWriter(ctx context.Context, s *Store) (*writer, error) {
 		// Only this connection: everything else that writes the file (migrations
 		// at Open, the floor, other processes) keeps FULL.
 		if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
+			w.wal.close()
 			conn.Close()
 			return nil, fmt.Errorf("store: set up the write connection: %w", err)
 		}
@@ -216,6 +218,13 @@ func (w *writer) run(batch []*writeReq) {
 		if r.err == nil {
 			r.err = r.raw(w.conn)
 		}
+		// A raw statement may commit too (PRAGMA optimize runs ANALYZE).
+		if r.err == nil && w.wal != nil {
+			if err := w.syncWAL(); err != nil {
+				w.fail(err)
+				r.err = err
+			}
+		}
 		w.requests.Add(1)
 		close(r.done)
 	}
@@ -327,7 +336,16 @@ func (w *writer) runTx(batch []*writeReq) {
 // todo (claim_next) is a later write, answered only after a later sync, which
 // carries this one too. Readers may see the batch for the same instant; nobody is
 // told it is stored (answered) before the sync.
+//
+// A hook that panics is logged and skipped: the writer serves every caller, and
+// its goroutine has no net/http underneath to recover for it.
 func (w *writer) announce(batch []*writeReq) {
+	defer func() {
+		if p := recover(); p != nil {
+			w.s.log.Error("store: a todo-change hook panicked; later hooks for this commit were skipped",
+				"panic", p, "stack", string(debug.Stack()))
+		}
+	}()
 	for _, r := range batch {
 		if r.err == nil {
 			w.s.fire(r.wtx.changes)

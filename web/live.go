@@ -13,7 +13,7 @@ import (
 // Live updates. The store's todo hook publishes every change to an in-memory
 // broadcaster; each open board holds one server-sent-events stream and, on an event,
 // refetches the parts of the page that show todos. The hook runs on the store's
-// committing goroutine, so publishing never blocks: a subscriber whose buffer is full
+// writer goroutine, so publishing never blocks: a subscriber whose buffer is full
 // misses that event, which costs nothing because the page refetches the whole
 // fragment on whichever event it does get.
 
