@@ -13,9 +13,10 @@ import (
 // Live updates. The store's todo hook publishes every change to an in-memory
 // broadcaster; each open board holds one server-sent-events stream and, on an event,
 // refetches the parts of the page that show todos. The hook runs on the store's
-// writer goroutine, so publishing never blocks: a subscriber whose buffer is full
-// misses that event, which costs nothing because the page refetches the whole
-// fragment on whichever event it does get.
+// writer goroutine, so publishing is one non-blocking send, whatever the number of
+// open boards; the broadcaster's own goroutine copies each change to every stream. A
+// stream whose buffer is full misses that event, which costs nothing because the page
+// refetches the whole fragment on whichever event it does get.
 
 // maxStreams bounds open event streams so a runaway tab cannot exhaust the server.
 const maxStreams = 256
@@ -25,24 +26,48 @@ const maxStreams = 256
 const keepAlive = 25 * time.Second
 
 type broadcaster struct {
+	in     chan store.TodoChange // from the store's writer, to run
 	mu     sync.Mutex
 	subs   map[chan store.TodoChange]struct{}
 	done   chan struct{}
 	closed bool
 }
 
+// newBroadcaster starts the broadcaster's goroutine; close stops it.
 func newBroadcaster() *broadcaster {
-	return &broadcaster{subs: map[chan store.TodoChange]struct{}{}, done: make(chan struct{})}
+	b := &broadcaster{
+		in:   make(chan store.TodoChange, 1024),
+		subs: map[chan store.TodoChange]struct{}{},
+		done: make(chan struct{}),
+	}
+	go b.run()
+	return b
 }
 
-// publish is the store hook: a non-blocking send to every subscriber.
+// publish is the store hook: one non-blocking send. If the broadcaster has fallen a
+// whole buffer behind, the change is dropped; the boards catch up on the next one.
 func (b *broadcaster) publish(c store.TodoChange) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for ch := range b.subs {
+	select {
+	case b.in <- c:
+	default:
+	}
+}
+
+// run copies each published change to every stream, never waiting for one.
+func (b *broadcaster) run() {
+	for {
 		select {
-		case ch <- c:
-		default:
+		case <-b.done:
+			return
+		case c := <-b.in:
+			b.mu.Lock()
+			for ch := range b.subs {
+				select {
+				case ch <- c:
+				default:
+				}
+			}
+			b.mu.Unlock()
 		}
 	}
 }

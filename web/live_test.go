@@ -81,25 +81,58 @@ func TestLiveStreamAnnouncesNewTodos(t *testing.T) {
 
 func TestBroadcasterNeverBlocks(t *testing.T) {
 	b := newBroadcaster()
+	defer b.close()
 	ch, cancel, ok := b.subscribe()
 	if !ok {
 		t.Fatal("subscribe refused")
 	}
 	defer cancel()
-	// Nobody reads ch: publishing far past its buffer must still return.
-	for i := range cap(ch) * 4 {
+	// Nobody reads ch: publishing far past its buffer, and past the broadcaster's
+	// own, must still return.
+	for i := range cap(b.in) * 4 {
 		b.publish(store.TodoChange{ID: int64(i)})
 	}
-	if len(ch) != cap(ch) {
-		t.Fatalf("buffered %d, want %d", len(ch), cap(ch))
+	deadline := time.Now().Add(10 * time.Second)
+	for len(ch) < cap(ch) {
+		if time.Now().After(deadline) {
+			t.Fatalf("buffered %d, want %d", len(ch), cap(ch))
+		}
+		time.Sleep(time.Millisecond)
 	}
 	if first := <-ch; first.ID != 0 {
 		t.Fatalf("first change %d, want 0 (later ones are the ones dropped)", first.ID)
 	}
 }
 
+// Every open stream hears a change, each from the broadcaster's goroutine.
+func TestBroadcasterReachesEveryStream(t *testing.T) {
+	b := newBroadcaster()
+	defer b.close()
+	var chans []chan store.TodoChange
+	for range 3 {
+		ch, cancel, ok := b.subscribe()
+		if !ok {
+			t.Fatal("subscribe refused")
+		}
+		defer cancel()
+		chans = append(chans, ch)
+	}
+	b.publish(store.TodoChange{ID: 42})
+	for i, ch := range chans {
+		select {
+		case c := <-ch:
+			if c.ID != 42 {
+				t.Fatalf("stream %d heard %d", i, c.ID)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("stream %d heard nothing", i)
+		}
+	}
+}
+
 func TestBroadcasterBoundsStreams(t *testing.T) {
 	b := newBroadcaster()
+	defer b.close()
 	for range maxStreams {
 		if _, _, ok := b.subscribe(); !ok {
 			t.Fatal("refused below the bound")
