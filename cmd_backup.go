@@ -17,14 +17,11 @@ func runBackup(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "backup", backupSynopsis)
 	db := dbFlag(fs, env)
 	to := fs.String("to", "", "where to write the backup (must not exist)")
-	if err := parse(fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *to == "" {
 		return usageErr("--to is required")
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	s, err := openStoreRO(ctx, env, *db)
 	if err != nil {
@@ -44,14 +41,11 @@ func runRestore(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "restore", restoreSynopsis)
 	db := dbFlag(fs, env)
 	from := fs.String("from", "", "the backup to restore")
-	if err := parse(fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *from == "" {
 		return usageErr("--from is required")
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	if err := store.Restore(ctx, *from, *db); err != nil {
 		if errors.Is(err, store.ErrInUse) {

@@ -381,15 +381,21 @@ func TestReceiverCacheNeverOutlivesAChange(t *testing.T) {
 		t.Helper()
 		return r.post(hook.Token, r.signed("standard", secret, msgID, body), body).status
 	}
+	// rotateElsewhere rotates through the other handle, with no grace.
+	rotateElsewhere := func() string {
+		t.Helper()
+		secret, _ := NewSecret("standard")
+		if _, err := other.RotateWebhook(ctx, hook.ID, 0, secret, 0, "human:1"); err != nil {
+			t.Fatal(err)
+		}
+		return secret
+	}
 	if s := send(old, "m1"); s != http.StatusAccepted {
 		t.Fatalf("first delivery: %d", s)
 	}
 
-	// Rotated elsewhere with no grace: the cached secret no longer signs.
-	fresh, _ := NewSecret("standard")
-	if _, err := other.RotateWebhook(ctx, hook.ID, 0, fresh, 0, "human:1"); err != nil {
-		t.Fatal(err)
-	}
+	// Rotated elsewhere: the cached secret no longer signs.
+	fresh := rotateElsewhere()
 	if s := send(old, "m2"); s != http.StatusUnauthorized {
 		t.Fatalf("old secret after a rotation elsewhere: %d", s)
 	}
@@ -397,10 +403,7 @@ func TestReceiverCacheNeverOutlivesAChange(t *testing.T) {
 		t.Fatalf("new secret after a rotation elsewhere: %d", s)
 	}
 	// And again, now that the cache holds the new secret.
-	newer, _ := NewSecret("standard")
-	if _, err := other.RotateWebhook(ctx, hook.ID, 0, newer, 0, "human:1"); err != nil {
-		t.Fatal(err)
-	}
+	newer := rotateElsewhere()
 	if s := send(newer, "m4"); s != http.StatusAccepted {
 		t.Fatalf("second rotation's secret: %d", s)
 	}

@@ -26,7 +26,6 @@ import (
 type walFile struct {
 	path string // the -wal file next to the database, symlinks resolved as SQLite does
 	f    *os.File
-	info os.FileInfo
 }
 
 // openWAL opens the WAL that conn writes. It checks that conn is in WAL mode and
@@ -51,10 +50,6 @@ func openWAL(ctx context.Context, conn *sql.Conn, dbPath string) (*walFile, erro
 	}
 	w := &walFile{path: real + "-wal"}
 	if w.f, err = os.Open(w.path); err != nil {
-		return nil, fmt.Errorf("store: open the WAL to sync it: %w", err)
-	}
-	if w.info, err = w.f.Stat(); err != nil {
-		w.f.Close()
 		return nil, fmt.Errorf("store: open the WAL to sync it: %w", err)
 	}
 	return w, nil

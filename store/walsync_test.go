@@ -56,6 +56,17 @@ func answeredAfterSync(t *testing.T, answered chan error, results chan error) {
 	}
 }
 
+// addTodoAsync adds a todo on queue q from another goroutine and reports the
+// answer on the returned channel.
+func addTodoAsync(s *Store, payload string) chan error {
+	answered := make(chan error, 1)
+	go func() {
+		_, err := s.AddTodo(context.Background(), NewTodo{Queue: "q", Payload: payload})
+		answered <- err
+	}()
+	return answered
+}
+
 func countPayloads(t *testing.T, s *Store, payload string) int {
 	t.Helper()
 	var n int
@@ -69,16 +80,11 @@ func countPayloads(t *testing.T, s *Store, payload string) int {
 // synced, and only then is the caller answered.
 func TestWriteIsAnsweredAfterItsWALSync(t *testing.T) {
 	s := openTest(t, Options{})
-	ctx := context.Background()
 	announced := make(chan TodoChange, 1)
 	s.OnTodoChange(func(c TodoChange) { announced <- c })
 	started, results := gateSync(t, s)
 
-	answered := make(chan error, 1)
-	go func() {
-		_, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: "first"})
-		answered <- err
-	}()
+	answered := addTodoAsync(s, "first")
 	waitStarted(t, started)
 	select {
 	case c := <-announced:
@@ -100,11 +106,7 @@ func TestFailedWALSyncStopsWrites(t *testing.T) {
 	s := openTest(t, Options{})
 	ctx := context.Background()
 	started, results := gateSync(t, s)
-	answered := make(chan error, 1)
-	go func() {
-		_, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: "unsure"})
-		answered <- err
-	}()
+	answered := addTodoAsync(s, "unsure")
 	waitStarted(t, started)
 	diskErr := errors.New("input/output error")
 	results <- diskErr
@@ -112,11 +114,7 @@ func TestFailedWALSyncStopsWrites(t *testing.T) {
 	if !errors.Is(err, diskErr) || !strings.Contains(err.Error(), "may not be on disk") {
 		t.Fatalf("write whose sync failed: %v", err)
 	}
-	later := make(chan error, 1)
-	go func() {
-		_, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: "later"})
-		later <- err
-	}()
+	later := addTodoAsync(s, "later")
 	select {
 	case err := <-later:
 		if err == nil || !strings.Contains(err.Error(), "restart") {
@@ -164,7 +162,11 @@ func TestWALSyncFindsTheWALThroughASymlink(t *testing.T) {
 	if err != nil {
 		t.Fatalf("SQLite's WAL: %v", err)
 	}
-	if s.writer.wal.info == nil || !os.SameFile(written, s.writer.wal.info) {
+	synced, err := s.writer.wal.f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(written, synced) {
 		t.Fatalf("the writer synced %s, not the WAL SQLite writes", s.writer.wal.path)
 	}
 }
