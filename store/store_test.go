@@ -102,9 +102,14 @@ func TestPragmasOnEveryConnection(t *testing.T) {
 		t.Errorf("writer synchronous = %d, own WAL sync %v; want 1 (NORMAL) and its own sync", sync, s.writer.wal != nil)
 	}
 	// Every other connection that writes the file (migrations at Open, the floor)
-	// opens with FULL.
-	if d := dsn(s.path, s.opts, false); !strings.Contains(d, "synchronous%28FULL%29") {
-		t.Errorf("write DSN %q does not ask for synchronous FULL", d)
+	// opens from the write DSN, and a connection opened from it runs FULL.
+	other, err := sql.Open("sqlite", dsn(s.path, s.opts, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync); err != nil || sync != 2 {
+		t.Errorf("a connection from the write DSN: synchronous = %d (%v); want 2 (FULL)", sync, err)
 	}
 }
 
