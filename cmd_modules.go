@@ -135,9 +135,13 @@ func fetchModules(ctx context.Context, url string) ([]moduleView, error) {
 	var body struct {
 		Modules []moduleView `json:"modules"`
 		Ready   *bool        `json:"ready"`
+		Detail  string       `json:"detail"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Ready == nil {
 		return nil, fmt.Errorf("%s/readyz is not a Switchboard readiness answer (HTTP %d)", url, resp.StatusCode)
+	}
+	if body.Detail != "" {
+		return nil, fmt.Errorf("%s/readyz: %s (run this on the server, or add this address to its --metrics-allow)", url, body.Detail)
 	}
 	return body.Modules, nil
 }

@@ -365,6 +365,8 @@ func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
 
 // readyz answers 200 when the database answers and every granted module is up,
 // else 503, with a JSON body that says which part is not and how each module is.
+// The detail (module names, pids, tool names, errors) goes only to the addresses
+// that may read /metrics; anyone else (a load balancer's probe) gets the verdict.
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
@@ -382,10 +384,17 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusServiceUnavailable
 	}
 	status["ready"] = code == http.StatusOK
+	if !s.metrics.allowed(r) {
+		status = map[string]any{"ready": code == http.StatusOK, "detail": readyzWithheld}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(status)
 }
+
+// readyzWithheld is /readyz's answer in place of the detail to an address outside
+// --metrics-allow.
+const readyzWithheld = "database and module detail is served only to --metrics-allow addresses"
 
 // statusLine is what `systemctl status` shows: the queue at a glance.
 func (s *server) statusLine(ctx context.Context) string {

@@ -115,7 +115,7 @@ func secretKeyFlags(fs interface {
 		"file holding the 32-byte secret encryption key, hex or base64 (env SWITCHBOARD_SECRET_KEY_FILE; "+
 			"default: $CREDENTIALS_DIRECTORY/"+credentialName+" when systemd provides it)")
 	fs.StringVar(&k.previous, "previous-secret-key-file", envOr(env, "SWITCHBOARD_PREVIOUS_SECRET_KEY_FILE", ""),
-		"during a key rotation, the key being replaced: it still opens what it sealed until `secrets reencrypt` "+
+		"during a key rotation, the key being replaced: it still opens what it sealed until 'secrets reencrypt' "+
 			"reseals that with the new key (env SWITCHBOARD_PREVIOUS_SECRET_KEY_FILE; default: "+
 			"$CREDENTIALS_DIRECTORY/"+previousCredentialName+" when systemd provides it)")
 }
@@ -226,6 +226,12 @@ func shownSecret(secret string, fromStdin bool) string {
 	return secret
 }
 
+// providerMints names the producers that issue their own signing secrets.
+var providerMints = map[string]struct{ name, account, where string }{
+	"stripe": {"Stripe", "Stripe account", "Stripe (Developers → Webhooks)"},
+	"slack":  {"Slack", "Slack app", "the app's Event Subscriptions as its Request URL"},
+}
+
 func printSecretOnce(env *environ, v webhookView, asJSON bool, verb string) error {
 	if asJSON {
 		return writeJSON(env, v)
@@ -236,7 +242,16 @@ func printSecretOnce(env *environ, v webhookView, asJSON bool, verb string) erro
 		fmt.Fprintln(env.stdout, "signing secret: the one read from stdin. Paste the URL into the producer's webhook settings.")
 	} else {
 		fmt.Fprintf(env.stdout, "signing secret: %s\n", v.SigningSecret)
-		fmt.Fprintln(env.stdout, "The secret is shown once. Paste the URL and the secret into the producer's webhook settings.")
+		if mints, ok := providerMints[v.SourceType]; ok {
+			// Stripe and Slack take no secret from outside: the minted one only
+			// signs test deliveries; a real account's secret comes in on stdin.
+			fmt.Fprintf(env.stdout, "The secret is shown once. %s mints its own signing secret and takes none from outside: "+
+				"this one only verifies deliveries you sign yourself (test tools). For a real %s, paste the URL into %s, "+
+				"then hand its secret over: switchboard webhook rotate %d --secret-stdin < secret.txt\n",
+				mints.name, mints.account, mints.where, v.ID)
+		} else {
+			fmt.Fprintln(env.stdout, "The secret is shown once. Paste the URL and the secret into the producer's webhook settings.")
+		}
 	}
 	if !v.SecretEncrypted {
 		fmt.Fprintln(env.stdout, "Note: no secret encryption key is configured, so the secret is stored as plaintext.")

@@ -76,6 +76,16 @@ func TestWebhookCommands(t *testing.T) {
 	if !strings.Contains(out, "stored as plaintext") {
 		t.Fatalf("create without a key does not say the secret is plaintext:\n%s", out)
 	}
+	if !strings.Contains(out, "into the producer's webhook settings") || strings.Contains(out, "mints its own") {
+		t.Fatalf("create for a producer that takes our secret:\n%s", out)
+	}
+	// Stripe issues its own secret: the minted one is for test tools, and the
+	// output says how to hand over the real one.
+	if _, out, _ := runCLI(t, env, "webhook", "create", "--source", "stripe", "--queue", "inbox"); !strings.Contains(out, "Stripe mints its own signing secret") ||
+		!strings.Contains(out, "webhook rotate 2 --secret-stdin") || strings.Contains(out, "into the producer's webhook settings") {
+		t.Fatalf("create for Stripe:\n%s", out)
+	}
+	runCLI(t, env, "webhook", "delete", "2")
 	token := strings.TrimPrefix(u[1], "https://sb.example.net/webhooks/w/")
 	if got := secretsOf(t, db, "", token); len(got) != 1 || got[0] != sec[1] {
 		t.Fatalf("stored secret %q, printed %q", got, sec[1])
@@ -150,6 +160,17 @@ func TestSecretsReencryptCommand(t *testing.T) {
 		if got := secretsOf(t, db, key, tok); len(got) != 1 || got[0] == "" {
 			t.Fatalf("secret after reencrypt: %q", got)
 		}
+	}
+
+	// Without the key, a new secret would sit as plaintext beside the sealed ones:
+	// refused (the CLI run outside the service, where systemd's credential is not
+	// visible), and nothing is created.
+	if code, _, errs := runCLI(t, plain, "webhook", "create", "--source", "github", "--queue", "inbox", "--json"); code != 1 ||
+		!strings.Contains(errs, "stored as plaintext") || !strings.Contains(errs, "--secret-key-file") {
+		t.Fatalf("keyless create beside sealed secrets: exit %d %q", code, errs)
+	}
+	if _, out, _ := runCLI(t, plain, "webhook", "list"); strings.Count(out, "/webhooks/w/") != 2 {
+		t.Fatalf("a refused create left a webhook:\n%s", out)
 	}
 
 	// Another key is refused rather than mixed in.

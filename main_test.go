@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -274,6 +275,37 @@ func TestServeHealthAndReady(t *testing.T) {
 	stop()
 	if _, err := http.Get(base + "/healthz"); err == nil {
 		t.Fatal("still serving after shutdown")
+	}
+}
+
+// /readyz gives its verdict to anyone (a load balancer's probe) and its detail
+// (database errors, module names, pids, tools) only to --metrics-allow addresses.
+func TestReadyzDetailOnlyForMetricsAllow(t *testing.T) {
+	readyz := func(base string) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, body
+	}
+	base, _ := startServer(t, serveConfig{})
+	if code, body := readyz(base); code != 200 || body["database"] != "ok" || body["ready"] != true {
+		t.Fatalf("loopback (allowed by default): %d %v", code, body)
+	}
+	base, _ = startServer(t, serveConfig{MetricsAllow: "10.9.9.9/32"})
+	code, body := readyz(base)
+	if code != 200 || body["ready"] != true || len(body) != 2 || !strings.Contains(fmt.Sprint(body["detail"]), "--metrics-allow") {
+		t.Fatalf("an address outside --metrics-allow: %d %v", code, body)
+	}
+	// modules list says why it could not ask, and falls back to the manifests.
+	if code, _, errs := cli(t, "", "modules", "list", "--url", base); !strings.Contains(errs, "served only to --metrics-allow") {
+		t.Fatalf("modules list from outside --metrics-allow: exit %d %q", code, errs)
 	}
 }
 

@@ -314,7 +314,7 @@ func (a *Agent) createWebhook(ctx context.Context, c *Call) (any, error) {
 		Description: in.Description, Secret: secret, CreatedBy: c.Actor, EndpointID: c.Endpoint.ID, CheckCeiling: true})
 	var ce *store.CeilingError
 	if errors.As(err, &ce) {
-		return nil, errorf(CodeCeilingExceeded, "this endpoint's webhook ceiling allows %s", ce.Limit)
+		return nil, errorf(CodeCeilingExceeded, "this endpoint's webhook ceiling refuses it: %s", ce.Limit)
 	}
 	if err != nil {
 		return nil, err

@@ -327,3 +327,55 @@ func TestSecretKeyRotation(t *testing.T) {
 		}
 	}
 }
+
+// A process without the key (the CLI outside the service) must not slip a plaintext
+// secret in beside sealed ones; with no sealed secrets, no key means plaintext.
+func TestNoPlaintextBesideSealedSecrets(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "sb.db")
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "plain-one", CreatedBy: "human:1"})
+	s.Close()
+
+	key := testKey(t)
+	s, err = Open(ctx, path, Options{SecretKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "sealed-one", CreatedBy: "human:1"})
+	s.Close()
+
+	s, err = Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before, err := s.ListWebhooks(ctx, WebhookFilter{IncludeDeleted: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.CreateWebhook(ctx, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "would-be-plain", CreatedBy: "human:1"})
+	if !errors.Is(err, ErrSecretKey) || !strings.Contains(err.Error(), "stored as plaintext") {
+		t.Fatalf("create without the key beside sealed secrets = %v, want a clear ErrSecretKey", err)
+	}
+	for _, id := range []int64{plain.ID, sealed.ID} {
+		if _, err := s.RotateWebhook(ctx, id, 0, "would-be-plain", 0, "human:1"); !errors.Is(err, ErrSecretKey) {
+			t.Fatalf("rotate webhook %d without the key = %v, want ErrSecretKey", id, err)
+		}
+	}
+	after, err := s.ListWebhooks(ctx, WebhookFilter{IncludeDeleted: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Fatalf("%d webhooks after the refused create, want %d", len(after), len(before))
+	}
+	for i := range after {
+		if after[i].RotatedAt != nil {
+			t.Fatalf("webhook %d was rotated by a refused call", after[i].ID)
+		}
+	}
+}

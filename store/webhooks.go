@@ -129,6 +129,9 @@ func (s *Store) CreateWebhook(ctx context.Context, n NewWebhook) (Webhook, error
 		if err != nil {
 			return fmt.Errorf("store: create webhook: %w", err)
 		}
+		if err := w.refusePlaintextBesideSealed("create webhook"); err != nil {
+			return err
+		}
 		sealed, err := s.box.Seal(n.Secret, secretAD(id))
 		if err != nil {
 			return err
@@ -315,6 +318,9 @@ func (s *Store) RotateWebhook(ctx context.Context, id, endpointID int64, secret 
 		return Webhook{}, err
 	}
 	err = s.write(ctx, func(w *wtx) error {
+		if err := w.refusePlaintextBesideSealed(fmt.Sprintf("rotate webhook %d", id)); err != nil {
+			return err
+		}
 		// The previous secret is copied as stored: it was sealed for this same row.
 		prevExp := any(nil)
 		if grace > 0 {
@@ -394,6 +400,28 @@ func scanSecrets(rows *sql.Rows) ([]storedSecret, error) {
 		}
 	}
 	return out, rows.Err()
+}
+
+// refusePlaintextBesideSealed refuses to store a secret as plaintext (no key is
+// configured) in a database whose other secrets are sealed: the key exists, this
+// process was just not given it (a CLI run outside the service, where systemd's
+// credential is not visible), and the new secret would sit unprotected beside the
+// sealed ones without anyone having chosen that.
+func (w *wtx) refusePlaintextBesideSealed(what string) error {
+	if w.w.s.box != nil {
+		return nil
+	}
+	var sealed bool
+	if err := w.queryRow(`SELECT EXISTS (SELECT 1 FROM webhooks WHERE signing_secret LIKE ? OR previous_secret LIKE ?)`,
+		sealedPrefix+"%", sealedPrefix+"%").Scan(&sealed); err != nil {
+		return fmt.Errorf("store: %s: %w", what, err)
+	}
+	if sealed {
+		return fmt.Errorf("store: %s: %s keeps its webhook secrets encrypted and no secret encryption key is configured, "+
+			"so this one would be stored as plaintext; give the key (--secret-key-file, SWITCHBOARD_SECRET_KEY_FILE or "+
+			"SWITCHBOARD_SECRET_ENCRYPTION_KEY): %w", what, w.w.s.path, ErrSecretKey)
+	}
+	return nil
 }
 
 // CheckSecrets makes sure every sealed secret opens with the configured key, so a
