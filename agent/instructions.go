@@ -35,7 +35,8 @@ func instructions(endpointDefault int) string {
 		"Pass the lease_seq from your claim to heartbeat, complete, fail and release, so that a lease you lost " +
 		"can never act on a todo another worker holds now.\n\n" +
 		"Only claim and claim_next return a todo's payload; list_todos and every acknowledgement return compact rows " +
-		"with payload_size instead. A notifications/claude/channel message (\"todo N ready on queue Q\") is only a " +
+		"with payload_size instead. payload_encoding says how to read the payload: utf-8 as it is, or base64 for a " +
+		"payload that is not UTF-8 text (a binary webhook body). A notifications/claude/channel message (\"todo N ready on queue Q\") is only a " +
 		"wake-up: it may be missed, so call claim_next when you start and after each todo, until it says nothing is claimable."
 }
 

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/base64"
 	"errors"
 	"strconv"
 	"strings"
@@ -215,5 +216,32 @@ func TestLapsedLeaseIsLost(t *testing.T) {
 	second.ok(t, VerbComplete, map[string]any{"todo_id": td.ID}, nil)
 	if got := e.todo(td.ID); got.State != store.StateDone || got.Attempts != 2 {
 		t.Fatalf("todo ended %s after %d attempts", got.State, got.Attempts)
+	}
+}
+
+// A payload that is not UTF-8 (a binary webhook body) reaches the agent intact, as
+// base64 and said so; JSON would otherwise replace its bytes with U+FFFD.
+func TestClaimCarriesBinaryPayloadIntact(t *testing.T) {
+	e := newEnv(t)
+	_, cred := e.endpoint("bin", []string{"inbox"}, nil)
+	c := e.dial(cred, false)
+	raw := string([]byte{0xff, 0xfe, 'A', 0x00, 0xc3})
+	bin := e.addTodo("inbox", raw)
+	text := e.addTodo("inbox", `{"héllo":"wörld"}`)
+	for _, want := range []struct {
+		id       int64
+		payload  string
+		encoding string
+	}{{bin.ID, base64.StdEncoding.EncodeToString([]byte(raw)), "base64"}, {text.ID, `{"héllo":"wörld"}`, "utf-8"}} {
+		var got struct {
+			Todo struct {
+				Payload         string `json:"payload"`
+				PayloadEncoding string `json:"payload_encoding"`
+			} `json:"todo"`
+		}
+		c.ok(t, VerbClaim, map[string]any{"todo_id": want.id}, &got)
+		if got.Todo.Payload != want.payload || got.Todo.PayloadEncoding != want.encoding {
+			t.Errorf("todo %d: payload %q (%s), want %q (%s)", want.id, got.Todo.Payload, got.Todo.PayloadEncoding, want.payload, want.encoding)
+		}
 	}
 }

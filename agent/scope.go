@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/switchboardhq/switchboard/store"
@@ -24,6 +25,9 @@ func checkScope(ep store.Endpoint, verb string, queues ...string) error {
 
 // todoInScope checks a verb on a todo named by id: it reads only the todo's queue,
 // then applies checkScope. The store checks the queue again inside the transition.
+// A todo in a queue outside the scope is answered exactly as one that does not
+// exist, so that ids cannot be probed for other tenants' todos and queue names (as
+// webhooks and events outside the scope are).
 func (a *Agent) todoInScope(ctx context.Context, ep store.Endpoint, verb string, id int64) error {
 	if err := checkScope(ep, verb); err != nil {
 		return err
@@ -32,5 +36,8 @@ func (a *Agent) todoInScope(ctx context.Context, ep store.Endpoint, verb string,
 	if err != nil {
 		return err
 	}
-	return checkScope(ep, verb, q)
+	if !slices.Contains(ep.Queues, q) {
+		return fmt.Errorf("store: todo %d: %w", id, store.ErrNotFound)
+	}
+	return nil
 }

@@ -1,8 +1,11 @@
 package agent
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,5 +211,43 @@ func TestClaimNextQueuesList(t *testing.T) {
 	c.ok(t, VerbClaimNext, map[string]any{"queues": []string{"b", "c"}}, &claim)
 	if !claim.Claimed || claim.Todo.ID != inB.ID {
 		t.Fatalf("claimed %+v, want todo %d from b", claim.Todo, inB.ID)
+	}
+}
+
+// A todo in a queue outside the endpoint's scope answers exactly as an id that does
+// not exist: ids cannot be probed for other tenants' todos and queue names.
+func TestOutOfScopeTodoLooksMissing(t *testing.T) {
+	e := newEnv(t)
+	_, cred := e.endpoint("bob", []string{"other"}, nil)
+	c := e.dial(cred, false)
+	theirs := e.addTodo("payroll", "p")
+	missing := theirs.ID + 1000
+	for _, verb := range []string{VerbClaim, VerbHeartbeat, VerbComplete, VerbFail} {
+		answer := func(id int64) (string, string) {
+			args := map[string]any{"todo_id": id}
+			switch verb {
+			case VerbHeartbeat, VerbComplete:
+				args["lease_seq"] = 1
+			case VerbFail:
+				args["lease_seq"], args["error"] = 1, "x"
+			}
+			res, err := c.call(verb, args)
+			if err != nil || !res.IsError {
+				t.Fatalf("%s todo %d: %v %v", verb, id, err, res)
+			}
+			var p errorPayload
+			if err := json.Unmarshal(res.RawStructuredContent, &p); err != nil {
+				t.Fatal(err)
+			}
+			return p.Code, strings.ReplaceAll(p.Message, strconv.FormatInt(id, 10), "N")
+		}
+		code, msg := answer(theirs.ID)
+		wantCode, wantMsg := answer(missing)
+		if code != CodeNotFound || code != wantCode || msg != wantMsg || strings.Contains(msg, "payroll") {
+			t.Errorf("%s on an out-of-scope todo: %s %q; on a missing one: %s %q", verb, code, msg, wantCode, wantMsg)
+		}
+	}
+	if got := e.todo(theirs.ID); got.State != "pending" {
+		t.Fatalf("the out-of-scope todo is %s", got.State)
 	}
 }

@@ -2,10 +2,12 @@ package agent
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -35,6 +37,9 @@ func (a *Agent) todoTools() []Tool {
 type claimedTodo struct {
 	store.Todo
 	Payload string `json:"payload"`
+	// PayloadEncoding is utf-8, or base64 for a payload that is not valid UTF-8
+	// (a webhook's binary body), which JSON could not carry unchanged.
+	PayloadEncoding string `json:"payload_encoding"`
 }
 
 type claimResult struct {
@@ -322,7 +327,11 @@ func (a *Agent) claim(ctx context.Context, c *Call) (any, error) {
 }
 
 func claimedResult(t store.Todo, ttl time.Duration) claimResult {
-	return claimResult{Claimed: true, Todo: &claimedTodo{Todo: t, Payload: t.Payload}, LeaseSeq: t.LeaseSeq,
+	todo := &claimedTodo{Todo: t, Payload: t.Payload, PayloadEncoding: "utf-8"}
+	if !utf8.ValidString(t.Payload) {
+		todo.Payload, todo.PayloadEncoding = base64.StdEncoding.EncodeToString([]byte(t.Payload)), "base64"
+	}
+	return claimResult{Claimed: true, Todo: todo, LeaseSeq: t.LeaseSeq,
 		LeaseExpiresAt: t.LeaseExpiry, LeaseTTLSeconds: int(ttl / time.Second)}
 }
 

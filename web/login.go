@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -134,9 +135,17 @@ func (u *UI) logout(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 
 // safeNext keeps the post-login redirect on this site: a local path, never
 // "//evil.example" or "/\evil.example", which browsers treat as another host.
+//
+// Browsers drop tabs and newlines anywhere in a URL and read a backslash as a slash,
+// so "/\t/evil.example" and "/\\evil.example" would leave the site: any control
+// character or backslash is refused, and what is left must parse as a bare path.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
-		strings.ContainsAny(next, "\r\n") || strings.HasPrefix(next, "/login") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/login") ||
+		strings.IndexFunc(next, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }) >= 0 {
+		return "/"
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" || !strings.HasPrefix(u.Path, "/") {
 		return "/"
 	}
 	return next

@@ -154,7 +154,8 @@ func TestLoginRejects(t *testing.T) {
 func TestLoginNextStaysOnSite(t *testing.T) {
 	for next, want := range map[string]string{
 		"/todos/3": "/todos/3", "//evil.example/x": "/", "/\\evil.example": "/", "https://evil.example": "/",
-		"": "/", "/login": "/",
+		"": "/", "/login": "/", "/\t/evil.example": "/", "/%09/evil.example": "/%09/evil.example",
+		"/\n/evil.example": "/", "/x\\y": "/", "/\x7f/evil.example": "/", "/todos?queue=a%2Fb": "/todos?queue=a%2Fb",
 	} {
 		if got := safeNext(next); got != want {
 			t.Errorf("safeNext(%q) = %q, want %q", next, got, want)
