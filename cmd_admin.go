@@ -3,9 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/switchboardhq/switchboard/store"
@@ -21,10 +25,23 @@ func openStore(ctx context.Context, env *environ, path string) (*store.Store, er
 
 // openStoreRO opens an existing database for reading only.
 func openStoreRO(ctx context.Context, env *environ, path string) (*store.Store, error) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, noDatabase(path)
+	}
 	return store.Open(ctx, path, store.Options{
 		ReadOnly: true,
 		Logger:   slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
+}
+
+// noDatabase says where the command looked, and how to point it at the database: a
+// CLI run outside the service does not see systemd's STATE_DIRECTORY.
+func noDatabase(path string) error {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	return fmt.Errorf("no database at %s: name it with --db or SWITCHBOARD_DB "+
+		"(the packaged service keeps it in /var/lib/switchboard/switchboard.db)", path)
 }
 
 const adminSynopsis = `admin create --username NAME [--db FILE]   (password read from stdin)`

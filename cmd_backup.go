@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -53,6 +54,12 @@ func runRestore(ctx context.Context, env *environ, args []string) error {
 		}
 		return err
 	}
-	fmt.Fprintf(env.stdout, "restored %s from %s\n", *db, *from)
+	// The full path: a restore run from the wrong directory writes a new database
+	// there, and this line is where that shows.
+	target := *db
+	if abs, err := filepath.Abs(target); err == nil {
+		target = abs
+	}
+	fmt.Fprintf(env.stdout, "restored %s from %s\n", target, *from)
 	return nil
 }

@@ -38,8 +38,8 @@ func TestBackupWhileServingAndRestoreRefusedUntilStopped(t *testing.T) {
 		t.Fatalf("restore under a running serve: exit %d, %q", code, stderr)
 	}
 	stop()
-	if code, _, stderr := cli(t, "", "restore", "--db", db, "--from", backup); code != 0 {
-		t.Fatalf("restore after stop: %s", stderr)
+	if code, stdout, stderr := cli(t, "", "restore", "--db", db, "--from", backup); code != 0 || !strings.Contains(stdout, "restored "+db) {
+		t.Fatalf("restore after stop: %q %s", stdout, stderr)
 	}
 	s := openRO(t, db)
 	defer s.Close()
@@ -55,5 +55,17 @@ func TestSecondServeOnTheSameDatabaseIsRefused(t *testing.T) {
 	code, _, stderr := cli(t, "", "serve", "--db", db, "--listen", "127.0.0.1:0")
 	if code == 0 || !strings.Contains(stderr, "another switchboard serve") {
 		t.Fatalf("second serve: exit %d, %q", code, stderr)
+	}
+}
+
+// A read-only command pointed at no database says where it looked and how to name
+// the right one, instead of a bare "no such file".
+func TestReadCommandsNameTheMissingDatabase(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nowhere.db")
+	for _, args := range [][]string{{"backup", "--to", missing + ".bak"}, {"todo", "list"}, {"webhook", "list"}} {
+		code, _, stderr := cli(t, "", append(args, "--db", missing)...)
+		if code != 1 || !strings.Contains(stderr, "no database at "+missing) || !strings.Contains(stderr, "--db or SWITCHBOARD_DB") {
+			t.Errorf("%v: exit %d %q", args, code, stderr)
+		}
 	}
 }

@@ -184,8 +184,21 @@ func TestSecretsReencryptCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	creds := map[string]string{"SWITCHBOARD_DB": db, "CREDENTIALS_DIRECTORY": dir}
-	if code, out, errs := runCLI(t, creds, "webhook", "create", "--source", "slack", "--queue", "inbox"); code != 0 || strings.Contains(out, "plaintext") {
+	if code, out, errs := runCLI(t, creds, "webhook", "create", "--source", "slack", "--queue", "inbox"); code != 0 || strings.Contains(out, "plaintext") ||
+		strings.Contains(errs, "warning") {
 		t.Fatalf("create with the credential: exit %d %q %q", code, out, errs)
+	}
+	// A key file others can read still works, with a warning.
+	loose := filepath.Join(dir, "loose.key")
+	if err := os.WriteFile(loose, []byte(key+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(loose, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	if code, _, errs := runCLI(t, plain, "secrets", "reencrypt", "--secret-key-file", loose); code != 0 ||
+		!strings.Contains(errs, "can be read by other users (mode 0644)") {
+		t.Fatalf("a world-readable key file: exit %d %q", code, errs)
 	}
 	both := map[string]string{"SWITCHBOARD_DB": db, "SWITCHBOARD_SECRET_ENCRYPTION_KEY": key}
 	if code, _, errs := runCLI(t, both, "secrets", "reencrypt", "--secret-key-file", filepath.Join(dir, credentialName)); code != 2 || !strings.Contains(errs, "one way") {
