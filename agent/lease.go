@@ -25,7 +25,8 @@ func leaseTTL(requested *float64, endpointDefault int) (time.Duration, error) {
 	if requested != nil {
 		v := *requested
 		if math.IsNaN(v) || v < 1 || v != math.Trunc(v) {
-			return 0, errorf(CodeInvalidArgument, "lease_ttl_seconds must be a whole number of seconds from 1 to %d, not %v", MaxLeaseSeconds, v)
+			return 0, errorf(CodeInvalidArgument, "lease_ttl_seconds must be a whole number of seconds, at least 1 (more than %d is cut to %d), not %v",
+				MaxLeaseSeconds, MaxLeaseSeconds, v)
 		}
 		return time.Duration(min(v, MaxLeaseSeconds)) * time.Second, nil
 	}

@@ -245,3 +245,35 @@ func TestClaimCarriesBinaryPayloadIntact(t *testing.T) {
 		}
 	}
 }
+
+// complete and fail keep an outcome, not an output: an oversized result or error is
+// refused, and the lease and the todo are as they were.
+func TestOversizedResultAndErrorRefused(t *testing.T) {
+	e := newEnv(t)
+	_, cred := e.endpoint("big", []string{"inbox"}, nil)
+	c := e.dial(cred, false)
+	todo := e.addTodo("inbox", "p")
+	var claim claimResult
+	c.ok(t, VerbClaim, map[string]any{"todo_id": todo.ID}, &claim)
+	ack := map[string]any{"todo_id": todo.ID, "lease_seq": claim.LeaseSeq}
+	with := func(k string, v any) map[string]any {
+		m := map[string]any{k: v}
+		for a, b := range ack {
+			m[a] = b
+		}
+		return m
+	}
+	if code := c.code(t, VerbComplete, with("result", strings.Repeat("r", MaxResultBytes+1))); code != CodeInvalidArgument {
+		t.Fatalf("oversized result: %s", code)
+	}
+	if code := c.code(t, VerbFail, with("error", strings.Repeat("e", MaxErrorBytes+1))); code != CodeInvalidArgument {
+		t.Fatalf("oversized error: %s", code)
+	}
+	if got := e.todo(todo.ID); got.State != store.StateClaimed || got.Result != "" || got.LastError != "" {
+		t.Fatalf("after the refusals the todo is %s, result %d bytes, error %d bytes", got.State, len(got.Result), len(got.LastError))
+	}
+	c.ok(t, VerbComplete, with("result", strings.Repeat("r", MaxResultBytes)), nil)
+	if got := e.todo(todo.ID); got.State != store.StateDone || len(got.Result) != MaxResultBytes {
+		t.Fatalf("a result of exactly the limit: %s, %d bytes", got.State, len(got.Result))
+	}
+}

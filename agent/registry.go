@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -45,9 +48,48 @@ func (c *Call) Decode(dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(c.args))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		return errorf(CodeInvalidArgument, "arguments: %v", err)
+		return errorf(CodeInvalidArgument, "arguments: %s", argumentProblem(err))
 	}
 	return nil
+}
+
+// argumentProblem says what was wrong with the arguments in the agent's terms: the
+// argument's name and the JSON type it needs, never Go's names for our structs.
+func argumentProblem(err error) string {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return fmt.Sprintf("%s must be %s, not %s", typeErr.Field, jsonKind(typeErr.Type), typeErr.Value)
+	case errors.As(err, &typeErr):
+		return fmt.Sprintf("the arguments must be a JSON object, not %s", typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return "not valid JSON"
+	}
+	// "json: unknown field \"x\"" and the like name no Go type.
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// jsonKind names the JSON type a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "another type"
 }
 
 // ToolSource supplies tools that are not verbs, such as module tools. SessionTools

@@ -251,3 +251,35 @@ func TestOutOfScopeTodoLooksMissing(t *testing.T) {
 		t.Fatalf("the out-of-scope todo is %s", got.State)
 	}
 }
+
+// Wrong argument types are explained in the agent's terms: the argument and the
+// JSON type it needs, never Go's names for the server's structs.
+func TestArgumentErrorsSpeakJSON(t *testing.T) {
+	e := newEnv(t)
+	_, cred := e.endpoint("types", []string{"inbox"}, nil)
+	c := e.dial(cred, false)
+	for _, tc := range []struct {
+		verb string
+		args map[string]any
+		want string
+	}{
+		{VerbClaim, map[string]any{"todo_id": "seven"}, "todo_id must be an integer, not string"},
+		{VerbClaimNext, map[string]any{"queues": "inbox"}, "queues must be an array, not string"},
+		{VerbClaimNext, map[string]any{"queue": []string{"inbox"}}, "queue must be a string, not array"},
+		{VerbClaimNext, map[string]any{"lease_ttl_seconds": true}, "lease_ttl_seconds must be a number, not bool"},
+		{VerbClaimNext, map[string]any{"colour": "red"}, `unknown field "colour"`},
+	} {
+		res, err := c.call(tc.verb, tc.args)
+		if err != nil || !res.IsError {
+			t.Fatalf("%s %v: %v %v", tc.verb, tc.args, err, res)
+		}
+		var p errorPayload
+		if err := json.Unmarshal(res.RawStructuredContent, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Code != CodeInvalidArgument || !strings.Contains(p.Message, tc.want) || strings.Contains(p.Message, "Go value") ||
+			strings.Contains(p.Message, "struct") {
+			t.Errorf("%s %v: %s %q, want invalid_argument saying %q", tc.verb, tc.args, p.Code, p.Message, tc.want)
+		}
+	}
+}

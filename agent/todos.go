@@ -34,6 +34,14 @@ func (a *Agent) todoTools() []Tool {
 
 // claimedTodo is the full todo that claim and claim_next return. Its Payload
 // shadows the embedded one so that an empty payload is still present.
+// MaxResultBytes and MaxErrorBytes bound what complete and fail record: the
+// outcome, not the work's output. They are kept with the todo, shown on the board
+// and returned by list_todos's rows, so a megabyte there costs every reader.
+const (
+	MaxResultBytes = 64 << 10
+	MaxErrorBytes  = 8 << 10
+)
+
 type claimedTodo struct {
 	store.Todo
 	Payload string `json:"payload"`
@@ -160,7 +168,8 @@ func defineComplete(store.Endpoint) mcp.Tool {
 		mcp.WithDescription("Mark a todo you hold done, with an optional short result. Answers conflict if your "+
 			"lease lapsed or the todo is no longer yours. Returns the compact row."),
 		todoIDArg(), leaseSeqArg(),
-		mcp.WithString("result", mcp.Description("A short outcome for the record (not a copy of the payload).")),
+		mcp.WithString("result", mcp.MaxLength(MaxResultBytes),
+			mcp.Description(fmt.Sprintf("A short outcome for the record (not a copy of the payload); at most %d bytes.", MaxResultBytes))),
 		closed,
 		// Not destructive: the todo is finished, not deleted; its row stays in the history.
 		annotate("Complete a todo", false, false, false, false),
@@ -173,7 +182,8 @@ func defineFail(store.Endpoint) mcp.Tool {
 			"pending after a backoff; with retry=false, or when its attempts are used up, it is dead-lettered "+
 			"(state failed). Answers conflict if your lease lapsed. Returns the compact row."),
 		todoIDArg(), leaseSeqArg(),
-		mcp.WithString("error", mcp.Required(), mcp.MinLength(1), mcp.Description("What went wrong.")),
+		mcp.WithString("error", mcp.Required(), mcp.MinLength(1), mcp.MaxLength(MaxErrorBytes),
+			mcp.Description(fmt.Sprintf("What went wrong; at most %d bytes.", MaxErrorBytes))),
 		mcp.WithBoolean("retry", mcp.DefaultBool(true), mcp.Description("Whether the todo may be tried again.")),
 		closed,
 		annotate("Fail a todo", false, false, false, false),
@@ -406,6 +416,10 @@ func (a *Agent) complete(ctx context.Context, c *Call) (any, error) {
 	if err := c.Decode(&in); err != nil {
 		return nil, err
 	}
+	if len(in.Result) > MaxResultBytes {
+		return nil, errorf(CodeInvalidArgument, "result is %d bytes; at most %d are kept (put a large output somewhere and record where)",
+			len(in.Result), MaxResultBytes)
+	}
 	ack, err := a.held(ctx, c, VerbComplete, in.TodoID, in.LeaseSeq)
 	if err != nil {
 		return nil, err
@@ -430,6 +444,9 @@ func (a *Agent) fail(ctx context.Context, c *Call) (any, error) {
 	}
 	if in.Error == "" {
 		return nil, errorf(CodeInvalidArgument, "error is required: say what went wrong")
+	}
+	if len(in.Error) > MaxErrorBytes {
+		return nil, errorf(CodeInvalidArgument, "error is %d bytes; at most %d are kept", len(in.Error), MaxErrorBytes)
 	}
 	ack, err := a.held(ctx, c, VerbFail, in.TodoID, in.LeaseSeq)
 	if err != nil {
