@@ -45,6 +45,7 @@ const (
 	OutcomeUnknownWebhook = "unknown_webhook" // no live webhook has that token
 	OutcomeTooLarge       = "too_large"       // body over the bound
 	OutcomeBadRequest     = "bad_request"     // the body could not be read
+	OutcomeUnusable       = "unusable"        // signed, but its delivery id or event type cannot be kept
 	OutcomeError          = "error"           // our fault (database); the producer should retry
 )
 
@@ -173,6 +174,15 @@ func (rc *Receiver) record(w http.ResponseWriter, r *http.Request, token string,
 		}
 		hook = h
 		d, err = Verify(hook.SourceType, secrets, r.Header, body, rc.now())
+		if errors.Is(err, ErrUnusable) {
+			// Signed with this webhook's secret, so not a failed verification: a 400
+			// that says what is wrong, outside the failure budget.
+			rc.log.Warn("webhook delivery signed but not storable", "webhook_id", hook.ID, "source", hook.SourceType,
+				"reason", err.Error(), "remote", r.RemoteAddr)
+			rc.finish(w, hook.SourceType, OutcomeUnusable, http.StatusBadRequest,
+				map[string]any{"error": OutcomeUnusable, "reason": err.Error()})
+			return
+		}
 		if err != nil && cached {
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -537,5 +538,36 @@ func TestReceiverCountsRefusedDeliveriesPerWebhook(t *testing.T) {
 	}
 	if n, _ := r.rc.Failures(other.ID); n != 0 {
 		t.Fatalf("another webhook has %d failures", n)
+	}
+}
+
+// A delivery signed with the webhook's secret but carrying a delivery id that cannot
+// be kept is a 400 that says so, stores nothing, and does not spend the failure
+// budget meant for forgeries: the sender proved the secret.
+func TestReceiverSignedButUnusableIsABadRequest(t *testing.T) {
+	r := newRig(t, ReceiverOptions{FailureRate: 1, FailureBurst: 1})
+	hook, secret := r.webhook("github", "inbox")
+	body := []byte(`{"zen":"x"}`)
+	long := strings.Repeat("d", maxField+1)
+	for i := 0; i < 3; i++ {
+		got := r.post(hook.Token, r.signed("github", secret, long, body), body)
+		if got.status != http.StatusBadRequest || got.body["error"] != OutcomeUnusable ||
+			!strings.Contains(fmt.Sprint(got.body["reason"]), "delivery id of 257 bytes") {
+			t.Fatalf("signed, over-long id (try %d): %d %v", i, got.status, got.body)
+		}
+	}
+	if e, td := r.count("events"), r.count("todos"); e != 0 || td != 0 {
+		t.Fatalf("%d events, %d todos stored for an unusable delivery", e, td)
+	}
+	// The budget of one forgery is still there.
+	forged := r.signed("github", "forged", "f", body)
+	if got := r.post(hook.Token, forged, body); got.status != http.StatusUnauthorized {
+		t.Fatalf("first forgery after the unusable ones: %d, want 401 (budget untouched)", got.status)
+	}
+	if got := r.post(hook.Token, r.signed("github", secret, "fine", body), body); got.status != http.StatusAccepted {
+		t.Fatalf("a valid delivery: %d %v", got.status, got.body)
+	}
+	if r.outcome[OutcomeUnusable] != 3 || r.outcome[OutcomeUnauthorized] != 1 {
+		t.Fatalf("observed %v", r.outcome)
 	}
 }

@@ -72,6 +72,11 @@ var (
 	// ErrMalformed: a header the scheme needs is unparseable, or a signed
 	// request carries an unusable delivery id, event type or challenge.
 	ErrMalformed = errors.New("malformed webhook request")
+	// ErrUnusable: the request is signed with a secret of this webhook, but its
+	// delivery id, event type or challenge cannot be kept (too long, not UTF-8, a
+	// control character). Such errors also match ErrMalformed. The sender proved
+	// the secret, so this is a 400, not a failed verification.
+	ErrUnusable = errors.New("signed webhook request with an unusable field")
 	// ErrNoSecret: none of the candidate secrets is usable for the scheme
 	// (all empty, or a standard secret that is not base64). This is a
 	// configuration fault on our side; the delivery must still be refused.
@@ -249,14 +254,14 @@ func checkTimestamp(ts int64, now time.Time) error {
 func field(what, s string) (string, error) {
 	s = strings.TrimSpace(s)
 	if len(s) > maxField {
-		return "", fmt.Errorf("%s of %d bytes: %w", what, len(s), ErrMalformed)
+		return "", fmt.Errorf("%s of %d bytes (at most %d): %w: %w", what, len(s), maxField, ErrUnusable, ErrMalformed)
 	}
 	if !utf8.ValidString(s) {
-		return "", fmt.Errorf("%s is not UTF-8: %w", what, ErrMalformed)
+		return "", fmt.Errorf("%s is not UTF-8: %w: %w", what, ErrUnusable, ErrMalformed)
 	}
 	for _, r := range s {
 		if r < 0x20 || r == 0x7f {
-			return "", fmt.Errorf("%s has a control character: %w", what, ErrMalformed)
+			return "", fmt.Errorf("%s has a control character: %w: %w", what, ErrUnusable, ErrMalformed)
 		}
 	}
 	return s, nil
