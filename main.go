@@ -94,7 +94,8 @@ func run(ctx context.Context, env *environ, args []string) int {
 			}
 			return 2
 		default:
-			fmt.Fprintf(env.stderr, "switchboard %s: %v\n", c.name, err)
+			// The package that failed is the store's business, not the user's.
+			fmt.Fprintf(env.stderr, "switchboard %s: %s\n", c.name, strings.TrimPrefix(err.Error(), "store: "))
 			return 1
 		}
 	}
