@@ -48,6 +48,9 @@ type Options struct {
 	MaxRequestBytes int64
 	// SessionIdleTTL forgets sessions idle this long (default 30 minutes).
 	SessionIdleTTL time.Duration
+	// MaxSessionsPerEndpoint bounds the live sessions of one endpoint: opening
+	// one more ends its least recently used (default 32).
+	MaxSessionsPerEndpoint int
 	// StreamPing is how often an open GET stream is pinged, which keeps proxies
 	// from closing it and keeps its session from idling out (default 25 s).
 	StreamPing time.Duration
@@ -80,6 +83,9 @@ func (o *Options) defaults() {
 	if o.SessionIdleTTL <= 0 {
 		o.SessionIdleTTL = 30 * time.Minute
 	}
+	if o.MaxSessionsPerEndpoint <= 0 {
+		o.MaxSessionsPerEndpoint = defaultMaxSessionsPerEndpoint
+	}
 	if o.StreamPing <= 0 {
 		o.StreamPing = 25 * time.Second
 	}
@@ -87,6 +93,13 @@ func (o *Options) defaults() {
 		o.RevalidateEvery = 30 * time.Second
 	}
 }
+
+// defaultMaxSessionsPerEndpoint: an agent holds one session per worker or
+// conversation (the README's drain runs 8 workers on one endpoint), so 32 leaves it
+// four times that, while a credential that initializes in a loop holds at most
+// 32 tool lists (about 53 KB each, so under 2 MB) on a Raspberry Pi, not one per
+// call for the 30 minutes until they idle out.
+const defaultMaxSessionsPerEndpoint = 32
 
 // Agent is the MCP endpoint for agents.
 type Agent struct {
@@ -114,15 +127,15 @@ type Agent struct {
 func New(st *store.Store, opts Options) (*Agent, error) {
 	opts.defaults()
 	a := &Agent{
-		st:       st,
-		opts:     opts,
-		log:      opts.Logger,
-		sessions: newSessions(),
-		limits:   newLimiters(opts.RatePerSecond, opts.RateBurst),
-		bell:     newDoorbell(opts.DoorbellBuffer),
-		verbOf:   map[string]string{},
-		origins:  map[string]bool{},
+		st:      st,
+		opts:    opts,
+		log:     opts.Logger,
+		limits:  newLimiters(opts.RatePerSecond, opts.RateBurst),
+		bell:    newDoorbell(opts.DoorbellBuffer),
+		verbOf:  map[string]string{},
+		origins: map[string]bool{},
 	}
+	a.sessions = newSessions(opts.MaxSessionsPerEndpoint, a.evict)
 	if opts.BaseURL != "" {
 		u, err := url.Parse(opts.BaseURL)
 		if err != nil || u.Scheme == "" || u.Host == "" {
@@ -296,7 +309,7 @@ func (a *Agent) Revalidate(ctx context.Context) {
 			eps[x.endpointID] = ep
 		}
 		if ep == nil {
-			a.sessions.remove(x.id)
+			a.endSession(x.id)
 			continue
 		}
 		x.setEndpoint(*ep)
@@ -310,6 +323,31 @@ func (a *Agent) Revalidate(ctx context.Context) {
 		a.refresh(ctx, ep)
 	}
 }
+
+// endSession ends a session as a DELETE does: mcp-go calls Terminate (which
+// forgets it here and closes its streams), then drops its own state for it (its
+// registration, tools, log level; the idle sweep does the same). mcp-go exports
+// that only through a DELETE, so the agent sends it one.
+func (a *Agent) endSession(id string) {
+	r := &http.Request{Method: http.MethodDelete, URL: &url.URL{Path: "/mcp"}, Header: http.Header{}}
+	r.Header.Set(server.HeaderKeySessionID, id)
+	a.http.ServeHTTP(discard{http.Header{}}, r)
+}
+
+// evict ends a session sessions.add took from ep to keep it within the limit.
+func (a *Agent) evict(ep store.Endpoint, x *session) {
+	a.log.Warn("agent opened more MCP sessions than an endpoint may hold; its least recently used one is ended",
+		"agent", ep.AgentID, "max_sessions", a.opts.MaxSessionsPerEndpoint)
+	x.closeStreams()
+	a.endSession(x.id)
+}
+
+// discard is the response writer of requests the agent itself sends mcp-go.
+type discard struct{ h http.Header }
+
+func (d discard) Header() http.Header       { return d.h }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) WriteHeader(int)             {}
 
 // Stats are counters for metrics.
 type Stats struct {

@@ -23,12 +23,12 @@ import (
 
 // benchEnv uses synchronous FULL, serve's default, unless
 // SWITCHBOARD_BENCH_SYNC=NORMAL asks for the fewer-fsyncs mode.
-func benchEnv(b *testing.B) *env {
+func benchEnv(b *testing.B, tweak ...func(*envConfig)) *env {
 	sync := store.SyncFull
 	if os.Getenv("SWITCHBOARD_BENCH_SYNC") == store.SyncNormal {
 		sync = store.SyncNormal
 	}
-	return newEnv(b, func(c *envConfig) { c.sync = sync })
+	return newEnv(b, append([]func(*envConfig){func(c *envConfig) { c.sync = sync }}, tweak...)...)
 }
 
 // claim_next + complete throughput with 1 and 8 agents working one queue.
@@ -168,9 +168,10 @@ func BenchmarkClaimNextDepth(b *testing.B) {
 // Doorbell fan-out: one enqueue rings 100 attached sessions; the figure is the time
 // until the last of them has heard it (and the first, for comparison).
 func BenchmarkDoorbellFanout100(b *testing.B) {
-	e := benchEnv(b)
-	_, cred := e.endpoint("bench", []string{"inbox"}, nil)
 	const sessions = 100
+	// All on one endpoint, which may then hold that many.
+	e := benchEnv(b, withSessionLimit(sessions))
+	_, cred := e.endpoint("bench", []string{"inbox"}, nil)
 	clients := make([]*agentClient, sessions)
 	for i := range clients {
 		clients[i] = e.dial(cred, true)

@@ -2,11 +2,13 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -141,6 +143,9 @@ func TestRevokedEndpointLosesItsStream(t *testing.T) {
 	e.ag.Revalidate(t.Context())
 	if e.ag.sessions.get(gone.GetSessionId()) != nil {
 		t.Fatal("the revoked endpoint's session survived")
+	}
+	if err := e.ag.mcp.SendNotificationToSpecificClient(gone.GetSessionId(), "notifications/message", nil); !errors.Is(err, server.ErrSessionNotFound) {
+		t.Fatalf("mcp-go still holds the revoked endpoint's session: %v", err)
 	}
 	if e.ag.sessions.get(kept.GetSessionId()) == nil {
 		t.Fatal("another endpoint's session was ended")

@@ -68,6 +68,7 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		x.setEndpoint(ep)
+		a.sessions.touch(x)
 	} else if r.Method != http.MethodPost {
 		http.Error(w, "bad request: Mcp-Session-Id header required", http.StatusBadRequest)
 		return
@@ -83,7 +84,19 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		a.http.ServeHTTP(w, r.WithContext(ctx))
 		return
 	}
-	a.http.ServeHTTP(w, r.WithContext(ctx))
+	if x != nil {
+		a.http.ServeHTTP(w, r.WithContext(ctx))
+		return
+	}
+	// An initialize (a POST without a session). mcp-go registers the new session
+	// only after answering it: one ended before then (evicted by another
+	// initialize of the same endpoint, or revoked) was registered after it ended,
+	// and nothing else would ever unregister it, so it is ended again.
+	var minted string
+	a.http.ServeHTTP(w, r.WithContext(context.WithValue(ctx, mintedKey{}, &minted)))
+	if minted != "" && a.sessions.get(minted) == nil {
+		a.endSession(minted)
+	}
 }
 
 // authenticate resolves the bearer credential to a live endpoint or answers 401.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/server"
 
@@ -17,10 +18,20 @@ import (
 // mcp-go accepts any request that carries a known session id; the HTTP wrapper
 // checks the binding first, so one agent cannot speak, listen or hang up in
 // another's session. It is also mcp-go's SessionIdManager, so an id exists here
-// from the moment it is minted until the session is deleted, swept or revoked.
+// from the moment it is minted until the session is deleted, swept, revoked or
+// evicted.
+//
+// An endpoint holds at most limit live sessions: opening one more ends the one it
+// used least recently, so that a credential cannot fill memory by initializing
+// over and over, while an agent that leaked sessions keeps working.
 type sessions struct {
-	mu   sync.Mutex
-	byID map[string]*session
+	mu    sync.Mutex
+	byID  map[string]*session
+	limit int
+	// evict ends, everywhere else (its streams, mcp-go), a session add took from
+	// an endpoint to keep it within limit.
+	evict func(ep store.Endpoint, x *session)
+	uses  atomic.Uint64 // requests seen; a session's used is this count at its last one
 }
 
 // session is what the agent knows about one MCP session.
@@ -32,11 +43,15 @@ type session struct {
 	ep      store.Endpoint              // newest snapshot, refreshed by each request
 	tools   server.SessionWithTools     // mcp-go's session, set at initialize
 	builtOn string                      // toolInputs of the endpoint its tools came from
-	streams map[*int]context.CancelFunc // open GET streams, cancelled on revoke
+	streams map[*int]context.CancelFunc // open GET streams, cancelled when it ends
 	leases  map[int64]int64             // todo id → lease_seq claimed in this session
+
+	used atomic.Uint64 // sessions.uses at this session's last request
 }
 
-func newSessions() *sessions { return &sessions{byID: map[string]*session{}} }
+func newSessions(limit int, evict func(store.Endpoint, *session)) *sessions {
+	return &sessions{byID: map[string]*session{}, limit: limit, evict: evict}
+}
 
 // maxRememberedLeases bounds the per-session fencing memory: a session that claims
 // and abandons todos forever must not grow without bound.
@@ -83,14 +98,46 @@ func (s *sessions) remove(id string) {
 	}
 }
 
-func (s *sessions) add(ep store.Endpoint) string {
+// add mints a session for ep. When ep already holds limit sessions, add forgets
+// the one it used least recently and returns it, for the caller to end.
+func (s *sessions) add(ep store.Endpoint) (id string, evicted *session) {
 	b := make([]byte, 16)
 	rand.Read(b) // never fails: crypto/rand panics rather than return short
-	id := "sb-" + base64.RawURLEncoding.EncodeToString(b)
+	id = "sb-" + base64.RawURLEncoding.EncodeToString(b)
+	x := &session{id: id, endpointID: ep.ID, ep: ep}
+	s.touch(x)
 	s.mu.Lock()
-	s.byID[id] = &session{id: id, endpointID: ep.ID, ep: ep}
-	s.mu.Unlock()
-	return id
+	defer s.mu.Unlock()
+	n := 0
+	for _, y := range s.byID {
+		if y.endpointID == ep.ID {
+			n++
+			if evicted == nil || y.staler(evicted) {
+				evicted = y
+			}
+		}
+	}
+	// Taken out here, under the lock, so that concurrent initializes each end a
+	// different session and the endpoint never holds more than limit.
+	if n >= s.limit {
+		delete(s.byID, evicted.id)
+	} else {
+		evicted = nil
+	}
+	s.byID[id] = x
+	return id, evicted
+}
+
+// touch records a request in x. It runs on every request, so it takes no lock.
+func (s *sessions) touch(x *session) { x.used.Store(s.uses.Add(1)) }
+
+// staler reports whether x was used less recently than y. A session with an open
+// GET stream is in use now: a worker idling on its doorbell is not a leaked session.
+func (x *session) staler(y *session) bool {
+	if xl, yl := x.listening(), y.listening(); xl != yl {
+		return yl
+	}
+	return x.used.Load() < y.used.Load()
 }
 
 func (x *session) endpoint() store.Endpoint {
@@ -182,14 +229,20 @@ func (s *sessions) ResolveSessionIdManager(r *http.Request) server.SessionIdMana
 		if ep, ok := EndpointFromContext(r.Context()); ok {
 			m.ep = &ep
 		}
+		m.minted, _ = r.Context().Value(mintedKey{}).(*string)
 	}
 	return m
 }
 
 type idManager struct {
-	s  *sessions
-	ep *store.Endpoint
+	s      *sessions
+	ep     *store.Endpoint
+	minted *string // where Generate tells the HTTP wrapper the id it minted
 }
+
+// mintedKey carries, in an initialize request's context, where the id minted for
+// it is written.
+type mintedKey struct{}
 
 var errUnknownSession = errors.New("unknown or ended session")
 
@@ -200,7 +253,14 @@ func (m idManager) Generate() string {
 	if m.ep != nil {
 		ep = *m.ep
 	}
-	return m.s.add(ep)
+	id, evicted := m.s.add(ep)
+	if evicted != nil {
+		m.s.evict(ep, evicted)
+	}
+	if m.minted != nil {
+		*m.minted = id
+	}
+	return id
 }
 
 func (m idManager) Validate(id string) (bool, error) {

@@ -1,0 +1,222 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// withSessionLimit sets the per-endpoint session limit of an env.
+func withSessionLimit(n int) func(*envConfig) {
+	return func(c *envConfig) { c.agent.MaxSessionsPerEndpoint = n }
+}
+
+// ended checks that a session is gone everywhere: its id answers 404 (which tells a
+// client to initialize again) and mcp-go no longer knows it.
+func (e *env) ended(t *testing.T, cred, id string) {
+	t.Helper()
+	if resp, _ := e.raw(http.MethodPost, cred, id, listToolsBody, nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("evicted session answered %d, want 404", resp.StatusCode)
+	}
+	if err := e.ag.mcp.SendNotificationToSpecificClient(id, "notifications/message", nil); !errors.Is(err, server.ErrSessionNotFound) {
+		t.Errorf("mcp-go still holds an evicted session: %v", err)
+	}
+}
+
+// live checks that a session still works: it can call a tool.
+func (e *env) live(t *testing.T, c *agentClient) {
+	t.Helper()
+	if e.ag.sessions.get(c.GetSessionId()) == nil {
+		t.Fatal("a session that should be live was ended")
+	}
+	c.ok(t, VerbListTodos, nil, nil)
+}
+
+// listen opens a GET stream in session id and returns a channel closed when the
+// server ends it.
+func (e *env) listen(t *testing.T, cred, id string) <-chan struct{} {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+cred)
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("Mcp-Protocol-Version", SupportedProtocolVersions[0])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream: %d", resp.StatusCode)
+	}
+	e.waitAttached(id)
+	done := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		close(done)
+	}()
+	return done
+}
+
+// Initializing past the limit with one credential ends the sessions used least
+// recently, everywhere: their ids answer 404, mcp-go forgets them, their streams
+// close. The newest keep working.
+func TestSessionLimitEvictsLeastRecentlyUsed(t *testing.T) {
+	e := newEnv(t)
+	limit, extra := defaultMaxSessionsPerEndpoint, 3
+	ep, cred := e.endpoint("leaky", []string{"inbox"}, nil)
+
+	// Every session listens, so that none is kept for having an open stream.
+	first := e.dial(cred, false)
+	stream := e.listen(t, cred, first.GetSessionId())
+	clients := []*agentClient{first}
+	for range limit + extra - 1 {
+		clients = append(clients, e.dial(cred, true))
+	}
+
+	if n := len(e.ag.sessions.ofEndpoint(ep.ID)); n != limit {
+		t.Fatalf("%d live sessions, want %d", n, limit)
+	}
+	for _, c := range clients[:extra] {
+		e.ended(t, cred, c.GetSessionId())
+	}
+	select {
+	case <-stream:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the evicted session's GET stream is still open")
+	}
+	for _, c := range clients[extra:] {
+		e.live(t, c)
+	}
+	// The check above means something: mcp-go knows a live session.
+	if err := e.ag.mcp.SendNotificationToSpecificClient(clients[extra].GetSessionId(), "notifications/message", nil); err != nil {
+		t.Fatalf("mcp-go does not know a live session: %v", err)
+	}
+}
+
+// One endpoint's evictions never touch another endpoint's sessions, even older ones.
+func TestSessionLimitIsPerEndpoint(t *testing.T) {
+	const limit = 4
+	e := newEnv(t, withSessionLimit(limit))
+	epA, credA := e.endpoint("leaky", []string{"inbox"}, nil)
+	epB, credB := e.endpoint("steady", []string{"inbox"}, nil)
+	var steady []*agentClient
+	for range limit {
+		steady = append(steady, e.dial(credB, false))
+	}
+	for range limit + 3 {
+		e.dial(credA, false)
+	}
+	if a, b := len(e.ag.sessions.ofEndpoint(epA.ID)), len(e.ag.sessions.ofEndpoint(epB.ID)); a != limit || b != limit {
+		t.Fatalf("live sessions: %d and %d, want %d each", a, b, limit)
+	}
+	for _, c := range steady {
+		e.live(t, c)
+	}
+}
+
+// A session in use is not the one evicted, however old: neither one that keeps
+// calling tools nor one that idles on its GET stream.
+func TestSessionLimitKeepsSessionsInUse(t *testing.T) {
+	const limit = 4
+	e := newEnv(t, withSessionLimit(limit))
+	ep, cred := e.endpoint("busy", []string{"inbox"}, nil)
+	worker := e.dial(cred, false)
+	listener := e.dial(cred, true)
+	var others []*agentClient
+	for range 2 * limit {
+		worker.ok(t, VerbListTodos, nil, nil)
+		others = append(others, e.dial(cred, false))
+	}
+	if n := len(e.ag.sessions.ofEndpoint(ep.ID)); n != limit {
+		t.Fatalf("%d live sessions, want %d", n, limit)
+	}
+	e.live(t, worker)
+	e.live(t, listener)
+	kept := others[len(others)-(limit-2):]
+	for _, c := range others[:len(others)-len(kept)] {
+		e.ended(t, cred, c.GetSessionId())
+	}
+	for _, c := range kept {
+		e.live(t, c)
+	}
+}
+
+// sourceFunc is a ToolSource.
+type sourceFunc func(ctx context.Context, ep store.Endpoint) []server.ServerTool
+
+func (f sourceFunc) SessionTools(ctx context.Context, ep store.Endpoint) []server.ServerTool {
+	return f(ctx, ep)
+}
+
+// mcp-go registers a session only after answering its initialize. A session evicted
+// before then (by another initialize that overtook it) must not stay registered.
+func TestSessionEvictedDuringItsInitializeIsForgotten(t *testing.T) {
+	var once atomic.Bool
+	inFlight, overtaken := make(chan string), make(chan struct{})
+	e := newEnv(t, withSessionLimit(1), func(c *envConfig) {
+		// Tools are built while initialize runs: the first initialize waits there
+		// until another one of the same endpoint has run to completion.
+		c.agent.ToolSources = []ToolSource{sourceFunc(func(ctx context.Context, _ store.Endpoint) []server.ServerTool {
+			if once.CompareAndSwap(false, true) {
+				inFlight <- server.ClientSessionFromContext(ctx).SessionID()
+				<-overtaken
+			}
+			return nil
+		})}
+	})
+	ep, cred := e.endpoint("racy", []string{"inbox"}, nil)
+	first := make(chan error, 1)
+	go func() { first <- initialize(e.url, cred) }()
+	id := <-inFlight
+	if resp, body := e.raw(http.MethodPost, cred, "", initializeBody, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("second initialize: %d %s", resp.StatusCode, body)
+	}
+	close(overtaken)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.ag.sessions.ofEndpoint(ep.ID)); n != 1 {
+		t.Fatalf("%d live sessions, want 1", n)
+	}
+	e.ended(t, cred, id)
+}
+
+// initialize opens a session with a bare HTTP request and reads the whole answer.
+// It does not fail the test, so that another goroutine can run it.
+func initialize(url, cred string) error {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(initializeBody))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+cred)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("initialize: %s", resp.Status)
+	}
+	return nil
+}
