@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -62,7 +63,7 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 		target = bench.Target{URL: *url, Credential: env.getenv(*credEnv), Queue: *queue}
 		machine += " (client side; the floor is this machine's temp disk)"
 	} else {
-		stop, t, err := startBenchServer(ctx, env, dir, *sync)
+		stop, t, err := startBenchServer(ctx, env, dir, *sync, *agents)
 		if err != nil {
 			return err
 		}
@@ -87,7 +88,7 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 // startBenchServer creates an endpoint on a fresh database and starts `switchboard
 // serve` on it as a child process: the same code path as serve, real HTTP on
 // loopback, and a process of its own whose memory and CPU can be read.
-func startBenchServer(ctx context.Context, env *environ, dir, sync string) (stop func(), t bench.Target, err error) {
+func startBenchServer(ctx context.Context, env *environ, dir, sync string, agents int) (stop func(), t bench.Target, err error) {
 	db := filepath.Join(dir, "bench.db")
 	st, err := openStore(ctx, env, db)
 	if err != nil {
@@ -115,8 +116,10 @@ func startBenchServer(ctx context.Context, env *environ, dir, sync string) (stop
 	if err != nil {
 		return nil, t, err
 	}
+	// Every agent is a session of the one bench endpoint, plus the doorbell's
+	// enqueuer: more agents than serve's per-endpoint cap would evict each other.
 	cmd := exec.CommandContext(ctx, exe, "serve", "--listen", addr, "--db", db, "--base-url", "http://"+addr,
-		"--synchronous", sync)
+		"--synchronous", sync, "--max-sessions-per-endpoint", strconv.Itoa(max(32, 2*agents+2)))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, t, err

@@ -41,6 +41,7 @@ type serveConfig struct {
 	MetricsAllow    string
 	AllowedOrigins  string
 	MaxBody         int64    // webhook body bound in bytes
+	MaxSessions     int      // live MCP sessions per endpoint
 	SecretKeys      keyFiles // see keyFiles.load
 	SecretKey       []byte   // resolved by runServe; nil = secrets stored as plaintext
 	PreviousKeys    [][]byte // during a key rotation: keys that still open what they sealed
@@ -80,6 +81,8 @@ func (c *serveConfig) register(fs interface {
 		"a reverse proxy sets X-Forwarded-Proto/For: honour them for Secure cookies and login throttling (env SWITCHBOARD_TRUST_PROXY=1)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration(env, "SWITCHBOARD_SHUTDOWN_TIMEOUT", 10*time.Second), "how long in-flight requests may take to finish on shutdown")
 	fs.Int64Var(&c.MaxBody, "max-body", envInt64(env, "SWITCHBOARD_MAX_BODY", ingest.DefaultMaxBody), "largest webhook body accepted, in bytes; larger ones get 413 (env SWITCHBOARD_MAX_BODY)")
+	fs.IntVar(&c.MaxSessions, "max-sessions-per-endpoint", int(envInt64(env, "SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT", 32)),
+		"live MCP sessions one endpoint may hold; initializing one more ends its least recently used (env SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT)")
 	secretKeyFlags(fs, env, &c.SecretKeys)
 }
 
@@ -111,6 +114,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.MaxBody <= 0 {
 		return usageErr("--max-body must be positive")
+	}
+	if c.MaxSessions <= 0 {
+		return usageErr("--max-sessions-per-endpoint must be positive")
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return usageErr("--log-format must be text or json")
@@ -239,7 +245,8 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 		baseURL = "http://" + cfg.Listen
 	}
 	s.agent, err = agent.New(st, agent.Options{BaseURL: baseURL, AllowedOrigins: strings.Split(cfg.AllowedOrigins, ","),
-		Version: version, Logger: logger, ToolSources: s.modules.sources()})
+		MaxSessionsPerEndpoint: cfg.MaxSessions,
+		Version:                version, Logger: logger, ToolSources: s.modules.sources()})
 	if err != nil {
 		s.modules.close(ctx)
 		st.Close()
