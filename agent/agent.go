@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/switchboardhq/switchboard/internal/httpbody"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -46,6 +47,9 @@ type Options struct {
 	DoorbellBuffer int
 	// MaxRequestBytes bounds a request body (default 1 MiB).
 	MaxRequestBytes int64
+	// BodyTimeout bounds how long a POST body may take to arrive (default
+	// httpbody.DefaultTimeout); a slower one gets 408.
+	BodyTimeout time.Duration
 	// SessionIdleTTL forgets sessions idle this long (default 30 minutes).
 	SessionIdleTTL time.Duration
 	// MaxSessionsPerEndpoint bounds the live sessions of one endpoint: opening
@@ -79,6 +83,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxRequestBytes <= 0 {
 		o.MaxRequestBytes = 1 << 20
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = httpbody.DefaultTimeout
 	}
 	if o.SessionIdleTTL <= 0 {
 		o.SessionIdleTTL = 30 * time.Minute

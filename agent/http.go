@@ -12,6 +12,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/switchboardhq/switchboard/internal/httpbody"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -32,6 +33,9 @@ func (a *Agent) Handler() http.Handler {
 }
 
 func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		httpbody.Guard(w) // a refusal below does not wait on the body
+	}
 	if !a.hostAllowed(r) {
 		http.Error(w, "forbidden: Host header does not name this server", http.StatusForbidden)
 		return
@@ -122,25 +126,22 @@ func (a *Agent) authenticate(w http.ResponseWriter, r *http.Request) (store.Endp
 	return ep, true
 }
 
-// readBody reads a POST body up to the bound, before anything parses it, and puts
-// it back for mcp-go. A larger body is answered 413.
+// readBody reads a POST body within the bounds, before anything parses it, and
+// puts it back for mcp-go. A larger body is answered 413, a slower one 408.
 func (a *Agent) readBody(w http.ResponseWriter, r *http.Request) bool {
-	if r.ContentLength > a.opts.MaxRequestBytes {
-		http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-		return false
+	body, status := httpbody.Read(w, r, a.opts.MaxRequestBytes, a.opts.BodyTimeout)
+	switch status {
+	case 0:
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		return true
+	case http.StatusRequestEntityTooLarge:
+		http.Error(w, "request body too large", status)
+	case http.StatusRequestTimeout:
+		http.Error(w, "request timeout: body not received in time", status)
+	default:
+		http.Error(w, "bad request: could not read body", status)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.opts.MaxRequestBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-		} else {
-			http.Error(w, "bad request: could not read body", http.StatusBadRequest)
-		}
-		return false
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	return true
+	return false
 }
 
 // hostAllowed is DNS-rebinding protection, mcp-go's rule plus one exception: a

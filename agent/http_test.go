@@ -8,11 +8,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -210,6 +212,42 @@ func TestOversizedRequestRejected(t *testing.T) {
 	}
 	if got := e.todo(td.ID); got.State != store.StateClaimed {
 		t.Fatalf("the oversized call reached the store: %s", got.State)
+	}
+}
+
+// A POST body that stalls is answered 408 once the body deadline passes, and one
+// refused before its body is read is answered at once; both close the connection
+// instead of waiting on the body. answerLimit only bounds a broken build.
+func TestStalledBodyAnswered(t *testing.T) {
+	const answerLimit = 10 * time.Second
+	e := newEnv(t, func(c *envConfig) { c.agent.BodyTimeout = 200 * time.Millisecond })
+	_, cred := e.endpoint("slow", []string{"inbox"}, nil)
+	header := func(cred, origin string) http.Header {
+		h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}
+		if cred != "" {
+			h.Set("Authorization", "Bearer "+cred)
+		}
+		if origin != "" {
+			h.Set("Origin", origin)
+		}
+		return h
+	}
+	cases := []struct {
+		name     string
+		h        http.Header
+		declared int64
+		want     int
+	}{
+		{"authenticated, body stalls", header(cred, ""), int64(len(initializeBody)), http.StatusRequestTimeout},
+		{"no credential", header("", ""), int64(len(initializeBody)), http.StatusUnauthorized},
+		{"unknown credential", header(store.CredentialPrefix+"nope", ""), 100 << 10, http.StatusUnauthorized},
+		{"foreign origin", header(cred, "https://evil.example"), int64(len(initializeBody)), http.StatusForbidden},
+	}
+	for _, c := range cases {
+		resp, body, closed := testkit.StalledPost(t, e.url, c.h, c.declared, []byte(initializeBody[:1]), answerLimit)
+		if resp.StatusCode != c.want || !closed {
+			t.Errorf("%s: %d %q, connection closed %v; want %d, closed", c.name, resp.StatusCode, body, closed, c.want)
+		}
 	}
 }
 

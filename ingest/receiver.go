@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -13,15 +12,16 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/switchboardhq/switchboard/internal/httpbody"
 	"github.com/switchboardhq/switchboard/store"
 )
 
 // The receiver is the one place a delivery enters Switchboard. Its order is the
-// contract: a bounded read of the raw body, the webhook by its URL token, the
-// signature over those raw bytes, then one transaction that stores the event and
-// its todo. Nothing is persisted for a request that fails any step, and a 2xx is
-// sent only once the delivery is on disk. It never logs the token, a secret, a
-// signature or a body.
+// contract: the webhook by its URL token, a bounded read of the raw body (in bytes
+// and in time), the signature over those raw bytes, then one transaction that
+// stores the event and its todo. Nothing is persisted for a request that fails any
+// step, and a 2xx is sent only once the delivery is on disk. It never logs the
+// token, a secret, a signature or a body.
 
 // Route is where the receiver is mounted (httprouter syntax).
 const Route = "/webhooks/w/:token"
@@ -44,6 +44,7 @@ const (
 	OutcomeRateLimited    = "rate_limited"    // failed verification past the webhook's failure budget
 	OutcomeUnknownWebhook = "unknown_webhook" // no live webhook has that token
 	OutcomeTooLarge       = "too_large"       // body over the bound
+	OutcomeTimeout        = "timeout"         // the body did not arrive in time
 	OutcomeBadRequest     = "bad_request"     // the body could not be read
 	OutcomeUnusable       = "unusable"        // signed, but its delivery id or event type cannot be kept
 	OutcomeError          = "error"           // our fault (database); the producer should retry
@@ -53,6 +54,9 @@ const (
 type ReceiverOptions struct {
 	// MaxBody bounds the raw body in bytes (default DefaultMaxBody).
 	MaxBody int64
+	// BodyTimeout bounds how long the whole body may take to arrive (default
+	// httpbody.DefaultTimeout); a slower one gets 408 and stores nothing.
+	BodyTimeout time.Duration
 	// FailureRate and FailureBurst are the token bucket, per webhook, of requests
 	// that fail verification and still get a 401; past it they get 429. Valid
 	// deliveries never draw on it. Default 1 per second, burst 20.
@@ -71,12 +75,13 @@ type ReceiverOptions struct {
 
 // Receiver answers POST /webhooks/w/{token}.
 type Receiver struct {
-	store   *store.Store
-	maxBody int64
-	now     func() time.Time
-	log     *slog.Logger
-	observe func(sourceType, outcome string)
-	failed  *failureLimiter
+	store       *store.Store
+	maxBody     int64
+	bodyTimeout time.Duration
+	now         func() time.Time
+	log         *slog.Logger
+	observe     func(sourceType, outcome string)
+	failed      *failureLimiter
 
 	hooks *hookCache
 
@@ -88,6 +93,9 @@ type Receiver struct {
 func NewReceiver(st *store.Store, opts ReceiverOptions) *Receiver {
 	if opts.MaxBody <= 0 {
 		opts.MaxBody = DefaultMaxBody
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = httpbody.DefaultTimeout
 	}
 	if opts.FailureRate <= 0 {
 		opts.FailureRate = 1
@@ -105,7 +113,7 @@ func NewReceiver(st *store.Store, opts ReceiverOptions) *Receiver {
 		opts.Observe = func(string, string) {}
 	}
 	return &Receiver{
-		store: st, maxBody: opts.MaxBody, now: opts.Now, log: opts.Logger, observe: opts.Observe,
+		store: st, maxBody: opts.MaxBody, bodyTimeout: opts.BodyTimeout, now: opts.Now, log: opts.Logger, observe: opts.Observe,
 		hooks:    newHookCache(st, opts.Now),
 		failed:   newFailureLimiter(opts.FailureRate, opts.FailureBurst, opts.Now),
 		failures: map[int64]failureCount{},
@@ -114,25 +122,36 @@ func NewReceiver(st *store.Store, opts ReceiverOptions) *Receiver {
 
 // ServeHTTP handles one delivery. Mount it with httprouter at Route.
 func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	token := httprouter.ParamsFromContext(r.Context()).ByName("token")
-	body, status := rc.readBody(w, r)
-	if status != 0 {
-		outcome := OutcomeTooLarge
-		if status == http.StatusBadRequest {
-			outcome = OutcomeBadRequest
-		}
-		rc.log.Warn("webhook delivery refused", "outcome", outcome, "max_body", rc.maxBody, "remote", r.RemoteAddr)
-		rc.finish(w, "", outcome, status, errorBody(outcome))
-		return
-	}
-
 	// Unknown, deleted and malformed tokens get the same answer, and nothing of the
-	// token is logged: it is the URL's only routing secret.
+	// token is logged: it is the URL's only routing secret. The body of a request
+	// for no webhook is never read (Guard: not by net/http either), so a stranger
+	// can hold neither memory nor a connection with one.
+	httpbody.Guard(w)
+	token := httprouter.ParamsFromContext(r.Context()).ByName("token")
 	if !plausibleToken(token) {
 		rc.unknown(w, r)
 		return
 	}
-	hook, d, res, ok := rc.record(w, r, token, body)
+	first, ok := rc.resolve(w, r, token, false)
+	if !ok {
+		return
+	}
+	body, status := httpbody.Read(w, r, rc.maxBody, rc.bodyTimeout)
+	if status != 0 {
+		outcome := OutcomeTooLarge
+		switch status {
+		case http.StatusRequestTimeout:
+			outcome = OutcomeTimeout
+		case http.StatusBadRequest:
+			outcome = OutcomeBadRequest
+		}
+		rc.log.Warn("webhook delivery refused", "outcome", outcome, "webhook_id", first.hook.ID,
+			"source", first.hook.SourceType, "max_body", rc.maxBody, "remote", r.RemoteAddr)
+		rc.finish(w, first.hook.SourceType, outcome, status, errorBody(outcome))
+		return
+	}
+
+	hook, d, res, ok := rc.record(w, r, token, first, body)
 	if !ok {
 		return
 	}
@@ -151,29 +170,51 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"queue", res.Queue, "secret", secretName(d.Secret), "size", len(body))
 }
 
-// record resolves the token, verifies the signature and records the delivery. When
-// ok is false it has already answered (unknown webhook, refused signature, Slack's
-// challenge, or our error).
+// resolved is what a token resolved to.
+type resolved struct {
+	hook    store.Webhook
+	secrets []string
+	cached  bool // from the hook cache, not the database
+}
+
+// resolve looks token up (fresh: in the database, not the cache). When ok is false
+// it has already answered: unknown webhook, or our error.
+func (rc *Receiver) resolve(w http.ResponseWriter, r *http.Request, token string, fresh bool) (res resolved, ok bool) {
+	h, secrets, cached, err := rc.hooks.lookup(r.Context(), token, fresh)
+	if errors.Is(err, store.ErrNotFound) {
+		rc.unknown(w, r)
+		return resolved{}, false
+	}
+	if err != nil {
+		rc.log.Error("webhook delivery: look up webhook", "err", err)
+		rc.finish(w, "", OutcomeError, http.StatusServiceUnavailable, errorBody(OutcomeError))
+		return resolved{}, false
+	}
+	return resolved{hook: h, secrets: secrets, cached: cached}, true
+}
+
+// record verifies the signature and records the delivery, starting from first,
+// what the token resolved to before the body was read. When ok is false it has
+// already answered (unknown webhook, refused signature, Slack's challenge, or our
+// error).
 //
 // The first try may use the cached webhook; a signature that fails against cached
 // secrets, or a write that finds them rotated since, tries again against the
 // database's secrets. The last try has no further one.
-func (rc *Receiver) record(w http.ResponseWriter, r *http.Request, token string, body []byte) (
+func (rc *Receiver) record(w http.ResponseWriter, r *http.Request, token string, first resolved, body []byte) (
 	hook store.Webhook, d Delivery, res store.DeliveryResult, ok bool) {
 	const tries = 3
+	cur := first
 	for try := 0; ; try++ {
-		h, secrets, cached, err := rc.hooks.lookup(r.Context(), token, try > 0)
-		if errors.Is(err, store.ErrNotFound) {
-			rc.unknown(w, r)
-			return
+		if try > 0 {
+			var found bool
+			if cur, found = rc.resolve(w, r, token, true); !found {
+				return
+			}
 		}
-		if err != nil {
-			rc.log.Error("webhook delivery: look up webhook", "err", err)
-			rc.finish(w, "", OutcomeError, http.StatusServiceUnavailable, errorBody(OutcomeError))
-			return
-		}
-		hook = h
-		d, err = Verify(hook.SourceType, secrets, r.Header, body, rc.now())
+		hook = cur.hook
+		var err error
+		d, err = Verify(hook.SourceType, cur.secrets, r.Header, body, rc.now())
 		if errors.Is(err, ErrUnusable) {
 			// Signed with this webhook's secret, so not a failed verification: a 400
 			// that says what is wrong, outside the failure budget.
@@ -183,7 +224,7 @@ func (rc *Receiver) record(w http.ResponseWriter, r *http.Request, token string,
 				map[string]any{"error": OutcomeUnusable, "reason": err.Error()})
 			return
 		}
-		if err != nil && cached {
+		if err != nil && cur.cached {
 			continue
 		}
 		if err != nil {
@@ -235,27 +276,6 @@ func (rc *Receiver) refuse(w http.ResponseWriter, r *http.Request, hook store.We
 	rc.log.Log(r.Context(), level, "webhook delivery not verified", "webhook_id", hook.ID,
 		"source", hook.SourceType, "reason", err.Error(), "remote", r.RemoteAddr)
 	rc.finish(w, hook.SourceType, OutcomeUnauthorized, http.StatusUnauthorized, errorBody(OutcomeUnauthorized))
-}
-
-// readBody reads the raw body within the bound. A non-zero status is the answer.
-func (rc *Receiver) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int) {
-	// A declared length over the bound is refused before a byte is read.
-	if r.ContentLength > rc.maxBody {
-		return nil, http.StatusRequestEntityTooLarge
-	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength) + bytes.MinRead) // one allocation when the length is declared
-	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, rc.maxBody))
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		return nil, http.StatusRequestEntityTooLarge
-	case err != nil:
-		return nil, http.StatusBadRequest
-	}
-	return buf.Bytes(), 0
 }
 
 func (rc *Receiver) unknown(w http.ResponseWriter, r *http.Request) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -293,6 +294,117 @@ func TestReceiverBodyBound(t *testing.T) {
 	}
 	if e, td := r.count("events"), r.count("todos"); e != 1 || td != 1 {
 		t.Fatalf("%d events, %d todos; want only the 1 MiB one", e, td)
+	}
+}
+
+// answerLimit bounds the wait for an answer the tests expect at once or soon after
+// a short body deadline. It is far longer than any of those, so only a broken
+// build reaches it, and far shorter than the default body deadline, so an answer
+// that waited for a body that never comes misses it.
+const answerLimit = 10 * time.Second
+
+// A request for no webhook is answered before a byte of its body is read: a
+// stranger who declares a large body and stalls holds neither the buffer nor the
+// connection, and the answer is the same 404 whatever the token.
+func TestReceiverUnknownWebhookBodyNeverRead(t *testing.T) {
+	r := newRig(t, ReceiverOptions{}) // the default body deadline, 30 s
+	hook, secret := r.webhook("github", "inbox")
+	if err := r.store.DeleteWebhook(context.Background(), hook.ID, 0, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	h := r.signed("github", secret, "d", []byte(`{}`))
+	h.Set("Content-Type", "application/json")
+	for name, token := range map[string]string{
+		"deleted":   hook.Token,
+		"unknown":   strings.Repeat("A", len(hook.Token)),
+		"malformed": "not%20a%20token",
+	} {
+		// Past net/http's own drain limit (256 KiB) and under it: neither waits.
+		for _, declared := range []int64{DefaultMaxBody, 100} {
+			resp, body, closed := testkit.StalledPost(t, URL(r.srv.URL, token), h, declared, []byte("{"), answerLimit)
+			if resp.StatusCode != http.StatusNotFound || strings.TrimSpace(string(body)) != `{"error":"unknown_webhook"}` {
+				t.Errorf("%s, %d bytes declared: %d %s", name, declared, resp.StatusCode, body)
+			}
+			if !closed {
+				t.Errorf("%s, %d bytes declared: the connection stayed open", name, declared)
+			}
+		}
+	}
+	if r.outcome[OutcomeUnknownWebhook] != 6 {
+		t.Fatalf("observed %v", r.outcome)
+	}
+}
+
+// A body that does not arrive within the deadline is answered 408, its
+// connection closed, and nothing is stored.
+func TestReceiverBodyDeadline(t *testing.T) {
+	r := newRig(t, ReceiverOptions{BodyTimeout: 200 * time.Millisecond})
+	hook, secret := r.webhook("github", "inbox")
+	body := []byte(`{"action":"opened"}`)
+	h := r.signed("github", secret, "slow-1", body)
+	h.Set("Content-Type", "application/json")
+	resp, answer, closed := testkit.StalledPost(t, URL(r.srv.URL, hook.Token), h, int64(len(body)), body[:1], answerLimit)
+	if resp.StatusCode != http.StatusRequestTimeout || strings.TrimSpace(string(answer)) != `{"error":"timeout"}` {
+		t.Fatalf("stalled body: %d %s", resp.StatusCode, answer)
+	}
+	if !closed {
+		t.Fatal("the connection of a stalled body stayed open")
+	}
+	if e, td := r.count("events"), r.count("todos"); e != 0 || td != 0 {
+		t.Fatalf("a stalled body left %d events, %d todos", e, td)
+	}
+	if r.outcome[OutcomeTimeout] != 1 {
+		t.Fatalf("observed %v", r.outcome)
+	}
+}
+
+// slowReader hands out its bytes a piece at a time, pausing before each.
+type slowReader struct {
+	b     []byte
+	piece int
+	pause time.Duration
+}
+
+func (s *slowReader) Read(p []byte) (int, error) {
+	if len(s.b) == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(s.pause)
+	n := copy(p[:min(len(p), s.piece)], s.b)
+	s.b = s.b[n:]
+	return n, nil
+}
+
+// A body that arrives slowly but within the deadline, larger than what a declared
+// length reserves up front, is recorded whole; the connection stays open for the
+// producer's next delivery.
+func TestReceiverSlowBodyWithinDeadline(t *testing.T) {
+	r := newRig(t, ReceiverOptions{BodyTimeout: 20 * time.Second})
+	hook, secret := r.webhook("generic", "inbox")
+	body := []byte(`{"pad":"` + strings.Repeat("x", 200<<10) + `"}`)
+	req, err := http.NewRequest(http.MethodPost, URL(r.srv.URL, hook.Token),
+		&slowReader{b: body, piece: 50 << 10, pause: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = int64(len(body))
+	req.Header = r.signed("generic", secret, "slow-ok", body)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted || resp.Close {
+		t.Fatalf("slow delivery: %d, close %v", resp.StatusCode, resp.Close)
+	}
+	ev, err := r.store.ListWebhookEvents(context.Background(), store.EventFilter{Limit: 10})
+	if err != nil || len(ev) != 1 {
+		t.Fatalf("events %d, %v", len(ev), err)
+	}
+	full, err := r.store.WebhookEvent(context.Background(), ev[0].ID)
+	if err != nil || !bytes.Equal(full.Body, body) {
+		t.Fatalf("stored body of %d bytes, sent %d; %v", len(full.Body), len(body), err)
 	}
 }
 

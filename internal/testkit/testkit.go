@@ -3,8 +3,15 @@
 package testkit
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -73,4 +80,46 @@ func MeasureCalls(b *testing.B, callers []func(context.Context) error) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
+}
+
+// StalledPost sends a POST to rawURL (http://) over its own connection, declaring
+// a body of declared bytes but sending only sent, and then nothing. It returns the
+// server's answer and whether the server closed the connection after it. limit
+// bounds the wait for both; only a broken build reaches it, so make it generous.
+func StalledPost(t testing.TB, rawURL string, h http.Header, declared int64, sent []byte, limit time.Duration) (
+	resp *http.Response, body []byte, closed bool) {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(limit))
+	var req bytes.Buffer
+	fmt.Fprintf(&req, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n", u.RequestURI(), u.Host, declared)
+	h.Write(&req)
+	req.WriteString("\r\n")
+	req.Write(sent)
+	if _, err := conn.Write(req.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer within %s to a POST whose body stalled: %v", limit, err)
+	}
+	body, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	// A closed connection reads EOF (or a reset); an open one, the deadline.
+	_, err = br.ReadByte()
+	var ne net.Error
+	closed = err != nil && !(errors.As(err, &ne) && ne.Timeout())
+	return resp, body, closed
 }

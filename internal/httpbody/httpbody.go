@@ -1,0 +1,66 @@
+// Package httpbody reads a request body from a stranger: within a byte bound and a
+// time bound, reserving memory only for bytes that have arrived. A handler calls
+// Guard first and Read when it wants the body. It must never read past the bound,
+// and never leave a read deadline behind a body it read.
+package httpbody
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"os"
+	"time"
+)
+
+// DefaultTimeout bounds how long a whole body may take to arrive. The server sets
+// no ReadTimeout (a read deadline on a long-lived /mcp stream cancels it), so
+// without this a client that declares a body and sends it a byte at a time, or
+// never, holds a connection and its buffer for as long as it likes. 30 s is far
+// longer than any webhook producer or MCP client takes to send a megabyte.
+const DefaultTimeout = 30 * time.Second
+
+// maxReserve bounds what a declared Content-Length reserves before its bytes
+// arrive; past it the buffer grows as they do.
+const maxReserve = 64 << 10
+
+// Guard makes an answer given before Read, or after Read failed, end the
+// connection at once instead of reading on: net/http otherwise reads up to 256 KiB
+// of an unread body after the handler, for as long as the client takes to send it.
+// It expires the connection's read deadline; nothing reads the connection between
+// the request's header and its body, so this stops only that.
+func Guard(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+}
+
+// Read reads r's body: at most max bytes, all of it within timeout. A non-zero
+// status is the answer owed instead: 413 over the bound (declared or sent), 408
+// not in time, 400 unreadable.
+func Read(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, int) {
+	if r.ContentLength > max {
+		return nil, http.StatusRequestEntityTooLarge
+	}
+	rc := http.NewResponseController(w)
+	// A writer that cannot take a deadline (none the server hands out) still has
+	// the byte bound.
+	_ = rc.SetReadDeadline(time.Now().Add(timeout))
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(min(r.ContentLength, maxReserve)) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		Guard(w) // the rest of the body is not wanted either
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			return nil, http.StatusRequestEntityTooLarge
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return nil, http.StatusRequestTimeout
+		}
+		return nil, http.StatusBadRequest
+	}
+	// What runs next may wait on the store; a deadline left set would end the
+	// request's context under it.
+	_ = rc.SetReadDeadline(time.Time{})
+	return buf.Bytes(), 0
+}
