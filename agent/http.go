@@ -34,7 +34,7 @@ func (a *Agent) Handler() http.Handler {
 
 func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
-		httpbody.Guard(w) // a refusal below does not wait on the body
+		httpbody.Guard(w, r) // a refusal below does not wait on the body
 	}
 	if !a.hostAllowed(r) {
 		http.Error(w, "forbidden: Host header does not name this server", http.StatusForbidden)

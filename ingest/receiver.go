@@ -126,7 +126,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// token is logged: it is the URL's only routing secret. The body of a request
 	// for no webhook is never read (Guard: not by net/http either), so a stranger
 	// can hold neither memory nor a connection with one.
-	httpbody.Guard(w)
+	httpbody.Guard(w, r)
 	token := httprouter.ParamsFromContext(r.Context()).ByName("token")
 	if !plausibleToken(token) {
 		rc.unknown(w, r)

@@ -683,3 +683,17 @@ func TestReceiverSignedButUnusableIsABadRequest(t *testing.T) {
 		t.Fatalf("observed %v", r.outcome)
 	}
 }
+
+// An empty body is still a delivery (the board's TestCSRF is what catches a stalled-
+// body guard that cancels bodiless requests; the store finishes a write anyway).
+func TestReceiverAcceptsAnEmptyBody(t *testing.T) {
+	r := newRig(t, ReceiverOptions{})
+	hook, secret := r.webhook("github", "inbox")
+	got := r.post(hook.Token, r.signed("github", secret, "empty-1", nil), nil)
+	if got.status != http.StatusAccepted {
+		t.Fatalf("signed empty delivery: %d %v", got.status, got.body)
+	}
+	if e, td := r.count("events"), r.count("todos"); e != 1 || td != 1 {
+		t.Fatalf("%d events, %d todos for the empty delivery", e, td)
+	}
+}

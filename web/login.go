@@ -15,6 +15,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/switchboardhq/switchboard/internal/httpbody"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -60,9 +61,8 @@ func (u *UI) showLogin(w http.ResponseWriter, r *http.Request, status int, next,
 }
 
 func (u *UI) login(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, "the login form could not be read", http.StatusBadRequest)
+	if status := httpbody.ParseForm(w, r, 16<<10, u.opts.BodyTimeout); status != 0 {
+		http.Error(w, "the login form could not be read", status)
 		return
 	}
 	username := strings.TrimSpace(r.PostForm.Get("username"))

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"github.com/switchboardhq/switchboard/internal/testkit"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -248,5 +249,29 @@ func TestThrottleIsBounded(t *testing.T) {
 	}
 	if n := len(th.entries); n > throttleEntries {
 		t.Fatalf("%d entries, bound %d", n, throttleEntries)
+	}
+}
+
+// A form body that stalls does not hold the connection: the login form is answered
+// once the deadline passes, and a form to an action from someone not signed in is
+// redirected without waiting for its body.
+func TestStalledFormBodiesAreNotWaitedFor(t *testing.T) {
+	f := newFixture(t, Options{BodyTimeout: 200 * time.Millisecond})
+	form := http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}
+	resp, _, closed := testkit.StalledPost(t, f.srv.URL+"/login", form, 4096, []byte("username=ana&pass"), 10*time.Second)
+	if resp.StatusCode != http.StatusRequestTimeout || !closed {
+		t.Fatalf("stalled login form: %d, connection closed %v", resp.StatusCode, closed)
+	}
+	resp, _, closed = testkit.StalledPost(t, f.srv.URL+"/todos/1/release", form, 1<<20, []byte("csrf="), 10*time.Second)
+	if resp.StatusCode != http.StatusSeeOther || !closed {
+		t.Fatalf("stalled action form without a session: %d, connection closed %v", resp.StatusCode, closed)
+	}
+	// Signed in, the action's stalled form is answered at the deadline too.
+	cookie, _ := f.login()
+	signed := form.Clone()
+	signed.Set("Cookie", cookie.String())
+	resp, _, closed = testkit.StalledPost(t, f.srv.URL+"/todos/1/release", signed, 4096, []byte("csrf="), 10*time.Second)
+	if resp.StatusCode != http.StatusRequestTimeout || !closed {
+		t.Fatalf("stalled action form, signed in: %d, connection closed %v", resp.StatusCode, closed)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/switchboardhq/switchboard/internal/httpbody"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -105,13 +106,19 @@ func (u *UI) signedIn(w http.ResponseWriter, r *http.Request, login string) (*re
 // body and the CSRF check. A request without the right token changes nothing.
 func (u *UI) action(h handler) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		// Refused below, a form's body is not waited for.
+		httpbody.Guard(w, r)
 		// A form is not replayed after login, so the way back is the login page alone.
 		rc, ok := u.signedIn(w, r, "/login")
 		if !ok {
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-		if err := r.ParseForm(); err != nil {
+		switch status := httpbody.ParseForm(w, r, maxFormBytes, u.opts.BodyTimeout); status {
+		case 0:
+		case http.StatusRequestTimeout:
+			u.fail(w, r, rc, status, "The form took too long to arrive. Try again.")
+			return
+		default:
 			u.fail(w, r, rc, http.StatusRequestEntityTooLarge, "The form could not be read: it is too large or malformed.")
 			return
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/switchboardhq/switchboard/internal/httpbody"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -39,6 +40,9 @@ type Options struct {
 	// Failures reports refused deliveries per webhook (from the ingest receiver);
 	// nil: the Webhooks page says they are not tracked.
 	Failures DeliveryFailures
+	// BodyTimeout bounds how long a form body may take to arrive (default 30 s),
+	// so a client that sends one slowly, or never, does not hold a connection.
+	BodyTimeout time.Duration
 	// Now is the clock (default: the store's).
 	Now func() time.Time
 	// Logger receives diagnostics (default slog.Default()).
@@ -67,6 +71,9 @@ func New(st *store.Store, opts Options) *UI {
 	}
 	if opts.PageSize <= 0 {
 		opts.PageSize = 50
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = httpbody.DefaultTimeout
 	}
 	if opts.Now == nil {
 		opts.Now = st.Now

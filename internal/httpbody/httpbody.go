@@ -27,8 +27,13 @@ const maxReserve = 64 << 10
 // connection at once instead of reading on: net/http otherwise reads up to 256 KiB
 // of an unread body after the handler, for as long as the client takes to send it.
 // It expires the connection's read deadline; nothing reads the connection between
-// the request's header and its body, so this stops only that.
-func Guard(w http.ResponseWriter) {
+// the request's header and its body, so this stops only that. A request without a
+// body is left alone: net/http is already watching its connection for a hang-up,
+// and an expired deadline there would cancel the request's context.
+func Guard(w http.ResponseWriter, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return
+	}
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
@@ -49,18 +54,39 @@ func Read(w http.ResponseWriter, r *http.Request, max int64, timeout time.Durati
 	}
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, max))
 	if err != nil {
-		Guard(w) // the rest of the body is not wanted either
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooBig):
-			return nil, http.StatusRequestEntityTooLarge
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			return nil, http.StatusRequestTimeout
-		}
-		return nil, http.StatusBadRequest
+		Guard(w, r) // the rest of the body is not wanted either
+		return nil, status(err)
 	}
 	// What runs next may wait on the store; a deadline left set would end the
 	// request's context under it.
 	_ = rc.SetReadDeadline(time.Time{})
 	return buf.Bytes(), 0
+}
+
+// ParseForm parses r's form body as r.ParseForm does, within max bytes and all of
+// it within timeout; the deadline is cleared once the form is in. A non-zero status
+// is the answer owed instead, as Read's; the rest of such a body is not read.
+func ParseForm(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) int {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(timeout))
+	r.Body = http.MaxBytesReader(w, r.Body, max)
+	if err := r.ParseForm(); err != nil {
+		Guard(w, r)
+		return status(err)
+	}
+	_ = rc.SetReadDeadline(time.Time{})
+	return 0
+}
+
+// status is the answer owed for a body that could not be read: 413 past the
+// bound, 408 past the deadline, else 400.
+func status(err error) int {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return http.StatusRequestTimeout
+	}
+	return http.StatusBadRequest
 }
