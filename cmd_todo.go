@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -49,14 +50,21 @@ func todoAdd(ctx context.Context, env *environ, args []string) error {
 	if *maxAttempts < 1 {
 		return usageErr("--max-attempts must be at least 1")
 	}
+	// --payload '' is an empty payload asked for; no payload at all is more likely
+	// a forgotten one.
+	payloadSet := false
+	fs.Visit(func(f *flag.Flag) { payloadSet = payloadSet || f.Name == "payload" })
 	sources := 0
-	for _, b := range []bool{*payload != "", *payloadFile != "", fromStdin} {
+	for _, b := range []bool{payloadSet, *payloadFile != "", fromStdin} {
 		if b {
 			sources++
 		}
 	}
 	if sources > 1 {
 		return usageErr("give the payload one way: --payload, --payload-file or - (stdin)")
+	}
+	if sources == 0 {
+		return usageErr("no payload: give --payload TEXT, --payload-file FILE or - (stdin); --payload '' adds an empty one")
 	}
 	body := *payload
 	var r io.Reader

@@ -39,6 +39,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"todo"},
 		{"todo", "add", "--db", db}, // no queue
 		{"todo", "add", "--db", db, "--queue", "bad name"}, // invalid queue
+		{"todo", "add", "--db", db, "--queue", "inbox"},    // no payload: likely forgotten
 		{"todo", "list", "--db", db, "--state", "lost"},
 		{"endpoint", "create", "--db", db, "--agent", "x"}, // no queues
 		{"endpoint", "create", "--db", db, "--agent", "x", "--queues", "q", "--verbs", "launch_missiles"},
@@ -164,6 +165,9 @@ func TestEndpointTodoAdminCommands(t *testing.T) {
 
 	if code, _, stderr := cli(t, "", "todo", "add", "--db", db, "--queue", "inbox", "--payload", `{"pr":42}`); code != 0 {
 		t.Fatalf("todo add: %s", stderr)
+	}
+	if code, _, stderr := cli(t, "", "todo", "add", "--db", db, "--queue", "pings", "--payload", ""); code != 0 {
+		t.Fatalf("todo add with an empty payload asked for: %s", stderr)
 	}
 	payloadFile := filepath.Join(t.TempDir(), "p.json")
 	os.WriteFile(payloadFile, []byte(`{"from":"file"}`), 0o600)
