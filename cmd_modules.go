@@ -56,7 +56,7 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 	}
 	views, err := fetchModules(ctx, *url)
 	if err != nil {
-		fmt.Fprintf(env.stderr, "no serve answered at %s (%v); showing manifests and pins\n", *url, err)
+		fmt.Fprintf(env.stderr, "could not read the modules of the serve at %s (%v); showing manifests and pins\n", *url, err)
 		if views, err = offlineModules(ctx, env, *dir, *db); err != nil {
 			return err
 		}

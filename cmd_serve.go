@@ -18,6 +18,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/ingest"
+	"github.com/switchboardhq/switchboard/internal/httpbody"
 	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/reaper"
 	"github.com/switchboardhq/switchboard/store"
@@ -270,7 +271,7 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 	ui := web.New(st, uiOpts)
 	ui.Register(router)
 	s.http = &http.Server{
-		Handler:           s.metrics.instrument(router),
+		Handler:           s.metrics.instrument(httpbody.Bound(router, httpbody.DefaultTimeout)),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),

@@ -13,7 +13,7 @@ import (
 	"github.com/switchboardhq/switchboard/store"
 )
 
-const todoSynopsis = `todo add --queue Q [--payload TEXT | --payload-file F | -] [--max-attempts N] [--json] [--db FILE]
+const todoSynopsis = `todo add --queue Q (--payload TEXT | --payload-file F | -) [--max-attempts N] [--json] [--db FILE]
        switchboard todo list [--queue Q] [--state S] [--limit N] [--json] [--db FILE]`
 
 // maxPayload bounds a todo's payload, like the webhook body bound.

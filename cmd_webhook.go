@@ -97,9 +97,10 @@ func loadKey(env *environ, file, variable, credential, flagName string) ([]byte,
 		if err != nil {
 			return nil, fmt.Errorf("secret key file %s: %w", file, err)
 		}
-		// Whoever reads the key opens every webhook secret: say so when others can.
-		if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
-			fmt.Fprintf(env.stderr, "warning: secret key file %s can be read by other users (mode %04o); chmod 600 it\n",
+		// Whoever reads the key opens every webhook secret: say so when anyone can.
+		// (The package makes it readable by the service's group, on purpose.)
+		if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o007 != 0 {
+			fmt.Fprintf(env.stderr, "warning: secret key file %s can be read by any user (mode %04o); chmod o-rwx it\n",
 				file, fi.Mode().Perm())
 		}
 		return k, nil

@@ -188,7 +188,15 @@ func TestSecretsReencryptCommand(t *testing.T) {
 		strings.Contains(errs, "warning") {
 		t.Fatalf("create with the credential: exit %d %q %q", code, out, errs)
 	}
-	// A key file others can read still works, with a warning.
+	// A key file its group may read (as the package makes it) works quietly; one
+	// anybody may read still works, with a warning.
+	grouped := filepath.Join(dir, "grouped.key")
+	if err := os.WriteFile(grouped, []byte(key+"\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runCLI(t, plain, "secrets", "reencrypt", "--secret-key-file", grouped); code != 0 || strings.Contains(errs, "warning") {
+		t.Fatalf("a group-readable key file: exit %d %q", code, errs)
+	}
 	loose := filepath.Join(dir, "loose.key")
 	if err := os.WriteFile(loose, []byte(key+"\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -197,7 +205,7 @@ func TestSecretsReencryptCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	if code, _, errs := runCLI(t, plain, "secrets", "reencrypt", "--secret-key-file", loose); code != 0 ||
-		!strings.Contains(errs, "can be read by other users (mode 0644)") {
+		!strings.Contains(errs, "can be read by any user (mode 0644)") {
 		t.Fatalf("a world-readable key file: exit %d %q", code, errs)
 	}
 	both := map[string]string{"SWITCHBOARD_DB": db, "SWITCHBOARD_SECRET_ENCRYPTION_KEY": key}

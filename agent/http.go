@@ -82,6 +82,14 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithCancel(ctx)
 		detach := x.attach(cancel)
 		defer detach()
+		// The session may have ended (revoked, evicted) between the lookup above
+		// and the attach, after closing the streams it had: this one would never
+		// be rung. Looked up again after attaching, it is either still there (and
+		// a later end closes this stream) or gone.
+		if a.sessions.get(sid) != x {
+			http.Error(w, "unknown or ended session: initialize a new one", http.StatusNotFound)
+			return
+		}
 		if a.onAttach != nil {
 			a.onAttach(sid)
 		}

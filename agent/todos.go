@@ -32,8 +32,6 @@ func (a *Agent) todoTools() []Tool {
 // Results. Compact rows are store.Todo with no payload (its JSON omits the field);
 // only claimedTodo carries one.
 
-// claimedTodo is the full todo that claim and claim_next return. Its Payload
-// shadows the embedded one so that an empty payload is still present.
 // MaxResultBytes and MaxErrorBytes bound what complete and fail record: the
 // outcome, not the work's output. They are kept with the todo, shown on the board
 // and returned by list_todos's rows, so a megabyte there costs every reader.
@@ -42,6 +40,8 @@ const (
 	MaxErrorBytes  = 8 << 10
 )
 
+// claimedTodo is the full todo that claim and claim_next return. Its Payload
+// shadows the embedded one so that an empty payload is still present.
 type claimedTodo struct {
 	store.Todo
 	Payload string `json:"payload"`

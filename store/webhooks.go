@@ -417,12 +417,19 @@ func (w *wtx) refusePlaintextBesideSealed(what string) error {
 		return fmt.Errorf("store: %s: %w", what, err)
 	}
 	if sealed {
-		return fmt.Errorf("store: %s: %s keeps its webhook secrets encrypted and no secret encryption key is configured, "+
-			"so this one would be stored as plaintext; give the key (--secret-key-file, SWITCHBOARD_SECRET_KEY_FILE or "+
-			"SWITCHBOARD_SECRET_ENCRYPTION_KEY): %w", what, w.w.s.path, ErrSecretKey)
+		return keyNeeded(fmt.Sprintf("store: %s: %s keeps its webhook secrets encrypted and no secret encryption key is "+
+			"configured, so this one would be stored as plaintext; give the key (--secret-key-file, "+
+			"SWITCHBOARD_SECRET_KEY_FILE or SWITCHBOARD_SECRET_ENCRYPTION_KEY)", what, w.w.s.path))
 	}
 	return nil
 }
+
+// keyNeeded is an ErrSecretKey whose text says only what is missing (ErrSecretKey's
+// own "do not match" would mislead when no key was given at all).
+type keyNeeded string
+
+func (e keyNeeded) Error() string        { return string(e) }
+func (e keyNeeded) Is(target error) bool { return target == ErrSecretKey }
 
 // CheckSecrets makes sure every sealed secret opens with the configured key, so a
 // wrong key (or none, when secrets are sealed) stops serve at start instead of

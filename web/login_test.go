@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"github.com/switchboardhq/switchboard/internal/testkit"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/store"
 )
 

@@ -118,8 +118,11 @@ func (u *UI) action(h handler) httprouter.Handle {
 		case http.StatusRequestTimeout:
 			u.fail(w, r, rc, status, "The form took too long to arrive. Try again.")
 			return
+		case http.StatusRequestEntityTooLarge:
+			u.fail(w, r, rc, status, "The form is too large.")
+			return
 		default:
-			u.fail(w, r, rc, http.StatusRequestEntityTooLarge, "The form could not be read: it is too large or malformed.")
+			u.fail(w, r, rc, status, "The form could not be read: it is malformed.")
 			return
 		}
 		got := r.Header.Get(csrfHeader)

@@ -7,6 +7,7 @@ package httpbody
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"time"
@@ -30,11 +31,29 @@ const maxReserve = 64 << 10
 // the request's header and its body, so this stops only that. A request without a
 // body is left alone: net/http is already watching its connection for a hang-up,
 // and an expired deadline there would cancel the request's context.
+//
+// HTTP/2 is left alone too: it never reads a body after the handler (it resets the
+// stream), and an expired deadline there closes the body for good.
 func Guard(w http.ResponseWriter, r *http.Request) {
-	if r.Body == nil || r.Body == http.NoBody {
+	if r.Body == nil || r.Body == http.NoBody || r.ProtoMajor >= 2 {
 		return
 	}
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+}
+
+// Bound gives every request with a body timeout to send it, whatever its
+// handler does with it: one that reads it with Read or ParseForm gets their
+// deadline instead; one that ignores it (a 404, a 405, a route without a body) is
+// not held open while net/http drains the body after it. net/http clears the
+// deadline itself once a body is read to its end, so a handler that then waits
+// (a store write, an SSE answer) is not cut off.
+func Bound(next http.Handler, timeout time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody && r.ProtoMajor < 2 {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Read reads r's body: at most max bytes, all of it within timeout. A non-zero
@@ -63,18 +82,19 @@ func Read(w http.ResponseWriter, r *http.Request, max int64, timeout time.Durati
 	return buf.Bytes(), 0
 }
 
-// ParseForm parses r's form body as r.ParseForm does, within max bytes and all of
-// it within timeout; the deadline is cleared once the form is in. A non-zero status
-// is the answer owed instead, as Read's; the rest of such a body is not read.
+// ParseForm reads r's form body with Read (within max bytes and timeout, whatever
+// its Content-Type) and then parses it as r.ParseForm does. A non-zero status is
+// the answer owed instead: Read's, or 400 for a body that is in but is not a form.
 func ParseForm(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) int {
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(timeout))
-	r.Body = http.MaxBytesReader(w, r.Body, max)
-	if err := r.ParseForm(); err != nil {
-		Guard(w, r)
-		return status(err)
+	body, status := Read(w, r, max, timeout)
+	if status != 0 {
+		return status
 	}
-	_ = rc.SetReadDeadline(time.Time{})
+	// The body is all in, so a parse error leaves nothing on the wire to guard.
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err := r.ParseForm(); err != nil {
+		return http.StatusBadRequest
+	}
 	return 0
 }
 

@@ -23,19 +23,22 @@ create_user() {
 # LoadCredential= fails the unit when its file is missing, so the key must exist
 # before the first start. It is made once and never replaced: the database's
 # sealed webhook secrets can only be opened with the key that sealed them.
+#
+# It is readable by the service's group as well as root: the service holds the key
+# anyway (as its credential), and the CLI run as the service user needs it to seal
+# the secrets of webhooks it creates or rotates. Nobody else may read it.
 create_secret_key() {
 	key="$conf/secret.key"
-	if [ -e "$key" ]; then
-		return
+	if [ ! -e "$key" ]; then
+		tmp="$key.dpkg-new-$$"
+		(
+			umask 077
+			head -c 32 /dev/urandom | base64 >"$tmp"
+		)
+		mv "$tmp" "$key"
 	fi
-	tmp="$key.dpkg-new-$$"
-	(
-		umask 077
-		head -c 32 /dev/urandom | base64 >"$tmp"
-	)
-	chown root:root "$tmp"
-	chmod 0600 "$tmp"
-	mv "$tmp" "$key"
+	chown "root:$user" "$key"
+	chmod 0640 "$key"
 }
 
 case "$1" in
