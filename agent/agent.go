@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -127,6 +128,34 @@ type Agent struct {
 
 	// onAttach, when set (by tests), is called when a GET stream attaches.
 	onAttach func(sessionID string)
+
+	evictions evictionLog
+}
+
+// evictionLog keeps a credential that initializes in a loop from writing a log
+// line per eviction: one line per endpoint per evictionLogEvery, with the count.
+type evictionLog struct {
+	mu     sync.Mutex
+	last   map[int64]time.Time
+	unsaid map[int64]int
+}
+
+const evictionLogEvery = time.Minute
+
+// note counts an eviction for endpoint id and says how many to report now (0: none).
+func (l *evictionLog) note(id int64, now time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		l.last, l.unsaid = map[int64]time.Time{}, map[int64]int{}
+	}
+	l.unsaid[id]++
+	if last, ok := l.last[id]; ok && now.Sub(last) < evictionLogEvery {
+		return 0
+	}
+	n := l.unsaid[id]
+	l.last[id], l.unsaid[id] = now, 0
+	return n
 }
 
 // New builds the agent endpoint on st and subscribes it to st's todo changes.
@@ -343,8 +372,11 @@ func (a *Agent) endSession(id string) {
 
 // evict ends a session sessions.add took from ep to keep it within the limit.
 func (a *Agent) evict(ep store.Endpoint, x *session) {
-	a.log.Warn("agent opened more MCP sessions than an endpoint may hold; its least recently used one is ended",
-		"agent", ep.AgentID, "max_sessions", a.opts.MaxSessionsPerEndpoint)
+	if n := a.evictions.note(ep.ID, a.st.Now()); n > 0 {
+		a.log.Warn("agent opened more MCP sessions than an endpoint may hold; its least recently used ones were ended",
+			"agent", ep.AgentID, "max_sessions", a.opts.MaxSessionsPerEndpoint, "ended", n,
+			"next_report_after", evictionLogEvery.String())
+	}
 	x.closeStreams()
 	a.endSession(x.id)
 }

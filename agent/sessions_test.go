@@ -220,3 +220,25 @@ func initialize(url, cred string) error {
 	}
 	return nil
 }
+
+// A credential that initializes in a loop gets one log line per minute, with the
+// count, not one per eviction.
+func TestEvictionLogIsThrottled(t *testing.T) {
+	var l evictionLog
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var said []int
+	for i := 0; i < 5; i++ {
+		if n := l.note(7, t0.Add(time.Duration(i)*time.Second)); n > 0 {
+			said = append(said, n)
+		}
+	}
+	if n := l.note(8, t0); n != 1 {
+		t.Fatalf("another endpoint's first eviction: %d, want it said", n)
+	}
+	if n := l.note(7, t0.Add(evictionLogEvery)); n != 5 {
+		t.Fatalf("a minute later: %d, want the 4 unsaid and this one", n)
+	}
+	if len(said) != 1 || said[0] != 1 {
+		t.Fatalf("within the first minute said %v, want one line for the first eviction", said)
+	}
+}
