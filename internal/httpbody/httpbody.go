@@ -61,6 +61,7 @@ func Bound(next http.Handler, timeout time.Duration) http.Handler {
 // not in time, 400 unreadable.
 func Read(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, int) {
 	if r.ContentLength > max {
+		Guard(w, r) // refused unread: do not wait for it either
 		return nil, http.StatusRequestEntityTooLarge
 	}
 	rc := http.NewResponseController(w)

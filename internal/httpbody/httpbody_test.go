@@ -98,6 +98,12 @@ func TestParseForm(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest || ctxErr != nil {
 		t.Fatalf("a malformed form: %d, request context %v", resp.StatusCode, ctxErr)
 	}
+	// Declared over the bound: refused before reading, and not waited for.
+	resp, _, closed := testkit.StalledPost(t, srv.URL, http.Header{"Content-Type": {"application/x-www-form-urlencoded"}},
+		2<<10, []byte("a"), 10*time.Second)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !closed || ctxErr != nil {
+		t.Fatalf("a form declared over the bound: %d, closed %v, context %v", resp.StatusCode, closed, ctxErr)
+	}
 	resp, err = http.Post(srv.URL, "application/x-www-form-urlencoded", strings.NewReader(strings.Repeat("a", 2<<10)))
 	if err != nil {
 		t.Fatal(err)
