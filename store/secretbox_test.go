@@ -379,3 +379,43 @@ func TestNoPlaintextBesideSealedSecrets(t *testing.T) {
 		}
 	}
 }
+
+// Once a key has been used with a database, a process without it may not store a
+// plaintext secret there even before the first secret is sealed, and a keyless
+// serve is refused at start (its check) rather than refuse every webhook later.
+func TestKeyedDatabaseRefusesPlaintextFromTheStart(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "sb.db")
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keyed, err := s.Keyed(ctx); err != nil || keyed {
+		t.Fatalf("a database never given a key: keyed %v (%v)", keyed, err)
+	}
+	s.Close()
+	s, err = Open(ctx, path, Options{SecretKey: testKey(t)}) // serve's first start, no webhooks yet
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s, err = Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if keyed, err := s.Keyed(ctx); err != nil || !keyed {
+		t.Fatalf("after a keyed open: keyed %v (%v)", keyed, err)
+	}
+	_, err = s.CreateWebhook(ctx, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "would-be-plain", CreatedBy: "human:1"})
+	if !errors.Is(err, ErrSecretKey) || !strings.Contains(err.Error(), "stored as plaintext") {
+		t.Fatalf("keyless create on a keyed database = %v, want a clear ErrSecretKey", err)
+	}
+	if err := s.CheckSecrets(ctx); !errors.Is(err, ErrSecretKey) || !strings.Contains(err.Error(), "set up with a secret encryption key") {
+		t.Fatalf("CheckSecrets without the key on a keyed database = %v", err)
+	}
+	if list, err := s.ListWebhooks(ctx, WebhookFilter{IncludeDeleted: true}); err != nil || len(list) != 0 {
+		t.Fatalf("webhooks after the refusal: %d (%v)", len(list), err)
+	}
+}

@@ -171,6 +171,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.closeDBs()
 		return nil, err
 	}
+	if s.box != nil {
+		if err := s.markKeyed(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 

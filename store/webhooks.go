@@ -411,17 +411,42 @@ func (w *wtx) refusePlaintextBesideSealed(what string) error {
 	if w.w.s.box != nil {
 		return nil
 	}
-	var sealed bool
-	if err := w.queryRow(`SELECT EXISTS (SELECT 1 FROM webhooks WHERE signing_secret LIKE ? OR previous_secret LIKE ?)`,
-		sealedPrefix+"%", sealedPrefix+"%").Scan(&sealed); err != nil {
+	var keyed bool
+	if err := w.queryRow(`SELECT EXISTS (SELECT 1 FROM settings WHERE name = 'secrets_keyed')
+			OR EXISTS (SELECT 1 FROM webhooks WHERE signing_secret LIKE ? OR previous_secret LIKE ?)`,
+		sealedPrefix+"%", sealedPrefix+"%").Scan(&keyed); err != nil {
 		return fmt.Errorf("store: %s: %w", what, err)
 	}
-	if sealed {
+	if keyed {
 		return keyNeeded(fmt.Sprintf("store: %s: %s keeps its webhook secrets encrypted and no secret encryption key is "+
 			"configured, so this one would be stored as plaintext; give the key (--secret-key-file, "+
 			"SWITCHBOARD_SECRET_KEY_FILE or SWITCHBOARD_SECRET_ENCRYPTION_KEY)", what, w.w.s.path))
 	}
 	return nil
+}
+
+// markKeyed records that a secret encryption key is in use with this database
+// (see refusePlaintextBesideSealed). Open calls it when it is given a key.
+func (s *Store) markKeyed(ctx context.Context) error {
+	if keyed, err := s.Keyed(ctx); err != nil || keyed {
+		return err
+	}
+	return s.write(ctx, func(w *wtx) error {
+		if _, err := w.exec(`INSERT OR IGNORE INTO settings (name, value) VALUES ('secrets_keyed', '1')`); err != nil {
+			return fmt.Errorf("store: record that secrets are sealed: %w", err)
+		}
+		return nil
+	})
+}
+
+// Keyed reports whether a secret encryption key has been used with this database.
+func (s *Store) Keyed(ctx context.Context) (bool, error) {
+	var keyed bool
+	err := s.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM settings WHERE name = 'secrets_keyed')`).Scan(&keyed)
+	if err != nil {
+		return false, fmt.Errorf("store: read settings: %w", err)
+	}
+	return keyed, nil
 }
 
 // keyNeeded is an ErrSecretKey whose text says only what is missing (ErrSecretKey's
@@ -457,6 +482,17 @@ func (s *Store) CheckSecrets(ctx context.Context) error {
 	case bad > 0 && s.box == nil:
 		return fmt.Errorf("store: %s holds %d encrypted webhook secrets and no secret encryption key is configured "+
 			"(set SWITCHBOARD_SECRET_ENCRYPTION_KEY or --secret-key-file): %w", s.path, sealed, ErrSecretKey)
+	case s.box == nil:
+		// No secret is sealed yet, but a key has been used here: without it, every
+		// webhook created from now on would be refused (or stored as plaintext).
+		keyed, err := s.Keyed(ctx)
+		if err != nil {
+			return err
+		}
+		if keyed {
+			return fmt.Errorf("store: %s was set up with a secret encryption key and none is configured "+
+				"(set SWITCHBOARD_SECRET_ENCRYPTION_KEY or --secret-key-file): %w", s.path, ErrSecretKey)
+		}
 	case bad > 0:
 		return fmt.Errorf("store: the configured secret encryption key does not open %d of the %d encrypted webhook "+
 			"secrets in %s (first: webhook %d); is it the key they were encrypted with? (to rotate keys, give the old "+
