@@ -302,7 +302,7 @@ func TestModuleGateway(t *testing.T) {
 	plain := ms.dial(ms.endpoint("plain"))
 
 	t.Run("each endpoint sees exactly its grant", func(t *testing.T) {
-		want := []string{"testmod_add_tool", "testmod_echo", "testmod_emit_garbage", "testmod_get_env",
+		want := []string{"testmod_add_tool", "testmod_echo", "testmod_emit_garbage", "testmod_freeze_stdin", "testmod_get_env",
 			"testmod_sleep", "testmod_spawn_grandchild", "testmod_status"}
 		if got := granted.moduleTools(); !slices.Equal(got, want) {
 			t.Errorf("granted sees %v, want %v", got, want)
@@ -514,7 +514,7 @@ func TestModuleGateway(t *testing.T) {
 			t.Fatalf("%v\n%s", err, out)
 		}
 		if len(views) != 2 || views[0].Name != "other" || views[1].Name != "testmod" || views[1].State != stateNotRunning ||
-			!views[1].Granted || len(views[1].Tools) != 8 {
+			!views[1].Granted || len(views[1].Tools) != 9 {
 			t.Fatalf("offline modules list = %+v", views)
 		}
 	})

@@ -106,7 +106,11 @@ func (m *module) start(ctx context.Context, strict bool) error {
 
 	ctx, cancel := context.WithTimeout(ctx, o.StartTimeout)
 	defer cancel()
-	sess, err := openSession(ctx, proc.stdout, proc.stdin, o.Version, m.requestRefresh)
+	stdin := &guardedStdin{f: proc.stdin, stall: o.StdinStall, onStall: func() {
+		m.log.Warn("module left its stdin unread; killing it", "stall", o.StdinStall.String(), "pid", proc.pid)
+		proc.kill()
+	}}
+	sess, err := openSession(ctx, proc.stdout, stdin, o.Version, m.requestRefresh)
 	var tools []toolEntry
 	var missing []string
 	if err == nil {

@@ -183,6 +183,32 @@ func trimEOL(b []byte) []byte {
 	return b
 }
 
+// kill ends the module's whole process group at once.
+func (p *process) kill() { _ = unix.Kill(-p.pid, unix.SIGKILL) }
+
+// guardedStdin is the module's stdin as the MCP transport writes it. mcp-go's
+// stdio transport writes under one lock and ignores the request's context, so a
+// module that stops reading would hold that write, every request queued behind
+// it, and the supervisor's own re-list, forever. Each write here has a deadline;
+// one that passes kills the module (onStall), after which every write fails at
+// once and the supervisor restarts it.
+type guardedStdin struct {
+	f       *os.File
+	stall   time.Duration
+	onStall func()
+}
+
+func (g *guardedStdin) Write(b []byte) (int, error) {
+	_ = g.f.SetWriteDeadline(time.Now().Add(g.stall))
+	n, err := g.f.Write(b)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		g.onStall()
+	}
+	return n, err
+}
+
+func (g *guardedStdin) Close() error { return g.f.Close() }
+
 // stop ends the module in the order the contract promises: close stdin and
 // wait, then SIGTERM the process group and wait, then SIGKILL the group. A
 // done ctx skips the polite steps.

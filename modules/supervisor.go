@@ -64,8 +64,13 @@ type Options struct {
 	StartTimeout time.Duration // one start attempt: initialize + tools/list; default 30s
 	StopGrace    time.Duration // each polite shutdown step; default 2s
 	CallTimeout  time.Duration // when the caller's ctx has no deadline; default 5m
-	StderrLines  int           // stderr lines kept for status; default 20
-	Version      string        // clientInfo.version announced to modules
+	// StdinStall bounds one write to a module's stdin; default 30s. A module
+	// that leaves its input unread that long (64 KiB waiting in the pipe) is
+	// wedged: it is killed and restarted, which frees every call queued behind
+	// the write, instead of holding them (and shutdown) forever.
+	StdinStall  time.Duration
+	StderrLines int    // stderr lines kept for status; default 20
+	Version     string // clientInfo.version announced to modules
 }
 
 func (o *Options) defaults() {
@@ -89,6 +94,9 @@ func (o *Options) defaults() {
 	}
 	if o.StopGrace <= 0 {
 		o.StopGrace = 2 * time.Second
+	}
+	if o.StdinStall <= 0 {
+		o.StdinStall = 30 * time.Second
 	}
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = 5 * time.Minute
@@ -250,8 +258,23 @@ func (s *Supervisor) Close(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		<-done // the runners are killing now; this is short
+		// A runner may be stuck on a module that stopped reading (see
+		// guardedStdin); killing every module ends that at once.
+		s.killAll()
+		<-done
 		return fmt.Errorf("modules: close: %w", ctx.Err())
+	}
+}
+
+// killAll kills every module's process group.
+func (s *Supervisor) killAll() {
+	for _, m := range s.mods {
+		m.mu.RLock()
+		p := m.proc
+		m.mu.RUnlock()
+		if p != nil {
+			p.kill()
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,7 +32,7 @@ func TestToolsAreListedWithPrefixesAndRawDefinitions(t *testing.T) {
 		}
 	}
 	want := []string{"testmod_add_tool", "testmod_crash", "testmod_echo", "testmod_emit_garbage",
-		"testmod_get_env", "testmod_sleep", "testmod_spawn_grandchild", "testmod_status"}
+		"testmod_freeze_stdin", "testmod_get_env", "testmod_sleep", "testmod_spawn_grandchild", "testmod_status"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools = %q, want %q", names, want)
 	}
@@ -191,8 +192,8 @@ func TestChangedDefinitionIsWithheldUntilApproved(t *testing.T) {
 	h := newHarness(t, []Manifest{testManifest("testmod")})
 	h.start()
 	before, _ := h.tool("testmod_echo")
-	if n := len(h.auditsOf("module.tool_pinned")); n != 8 {
-		t.Fatalf("first-sight pins audited = %d, want 8", n)
+	if n := len(h.auditsOf("module.tool_pinned")); n != 9 {
+		t.Fatalf("first-sight pins audited = %d, want 9", n)
 	}
 
 	// The module redefines echo at runtime (a "rug pull").
@@ -445,5 +446,48 @@ func TestStartRefusesInvalidManifest(t *testing.T) {
 	}
 	if st := h.status("testmod"); st.State != StateStopped || st.PID != 0 {
 		t.Fatalf("a module ran despite its invalid manifest: %+v", st)
+	}
+}
+
+// A module that stops reading its stdin must not hold calls (or shutdown) behind a
+// write that never finishes: the write's deadline kills the module, the call fails
+// as unavailable, calls queued behind it fail too, and the module is restarted.
+func TestModuleThatStopsReadingStdinIsKilled(t *testing.T) {
+	h := newHarness(t, []Manifest{testManifest("testmod")}, func(o *Options) { o.StdinStall = 300 * time.Millisecond })
+	h.start()
+	pid := h.status("testmod").PID
+	if _, err := h.sup.Call(context.Background(), "testmod_freeze_stdin", json.RawMessage(`{}`)); err != nil {
+		t.Fatalf("freeze_stdin: %v", err)
+	}
+	// More than the pipe holds: the write blocks until the deadline.
+	big := json.RawMessage(fmt.Sprintf(`{"text":%q}`, strings.Repeat("x", 1<<20)))
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := h.sup.Call(context.Background(), "testmod_echo", big)
+			errs <- err
+		}()
+	}
+	for range 3 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("a call to the wedged module: %v, want ErrUnavailable", err)
+			}
+		case <-time.After(waitLimit):
+			t.Fatal("a call to a module that stopped reading its stdin never returned")
+		}
+	}
+	w := h.nextWait()
+	if st := h.status("testmod"); st.State != StateBackoff || st.LastExit == nil || st.LastExit.Signal != "SIGKILL" {
+		t.Fatalf("after the stall: %+v, want backoff after SIGKILL", st)
+	}
+	w.fire <- time.Now()
+	h.until("the module is up again", func() bool { return h.status("testmod").State == StateUp })
+	if st := h.status("testmod"); st.PID == pid {
+		t.Fatal("the module was not restarted")
+	}
+	if got := h.call("testmod_echo", map[string]any{"text": "back"}); got["text"] != "back" {
+		t.Fatalf("echo after the restart = %v", got)
 	}
 }

@@ -9,11 +9,13 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -59,11 +61,30 @@ func main() {
 			os.Exit(0)
 		}()
 	}
-	err := server.NewStdioServer(s).Listen(ctx, os.Stdin, os.Stdout)
+	err := server.NewStdioServer(s).Listen(ctx, frozenStdin, os.Stdout)
 	fmt.Fprintln(os.Stderr, "testmodule: stdin closed:", err)
 	if *stubborn {
 		sleepForever()
 	}
+}
+
+// frozenStdin is os.Stdin until freeze_stdin is called; from then on nothing more
+// is read from it, as a wedged module would behave.
+var (
+	frozen      = make(chan struct{})
+	freezeOnce  sync.Once
+	frozenStdin io.Reader = freezable{}
+)
+
+type freezable struct{}
+
+func (freezable) Read(p []byte) (int, error) {
+	select {
+	case <-frozen:
+		sleepForever()
+	default:
+	}
+	return os.Stdin.Read(p)
 }
 
 // sleepForever blocks without tripping the runtime's deadlock detector,
@@ -129,6 +150,11 @@ func addTools(s *server.MCPServer) {
 				return nil, err
 			}
 			return mcp.NewToolResultStructured(map[string]any{"pid": cmd.Process.Pid}, fmt.Sprint(cmd.Process.Pid)), nil
+		})
+	s.AddTool(mcp.NewTool("freeze_stdin", mcp.WithDescription("Answer, then never read stdin again.")),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			freezeOnce.Do(func() { close(frozen) })
+			return mcp.NewToolResultText("frozen"), nil
 		})
 	s.AddTool(mcp.NewTool("crash", mcp.WithDescription("Exit at once with the given code."),
 		mcp.WithNumber("code")),
