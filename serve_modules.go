@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/switchboardhq/switchboard/agent"
@@ -33,6 +34,9 @@ func startGateway(ctx context.Context, cfg serveConfig, st *store.Store, m *metr
 	}
 	mans, err := modules.LoadDir(cfg.ModulesDir, modules.LoadOptions{EgressPolicy: cfg.EgressPolicy})
 	if err != nil {
+		return nil, err
+	}
+	if err := checkModuleNames(mans); err != nil {
 		return nil, err
 	}
 	g := &gateway{log: logger}
@@ -132,4 +136,19 @@ func grantedCapabilities(ctx context.Context, st *store.Store) (map[string]bool,
 		}
 	}
 	return out, nil
+}
+
+// checkModuleNames refuses a module whose tools could take a built-in verb's name:
+// module "list" with a tool "todos" would be list_todos. Such a tool would be
+// shadowed by the verb for some endpoints and unreachable for others.
+func checkModuleNames(mans []modules.Manifest) error {
+	for _, m := range mans {
+		for _, v := range agent.AllVerbs() {
+			if strings.HasPrefix(v, m.Name+"_") {
+				return fmt.Errorf("modules: %s: field %q: %q would let the module's tools take the name of the built-in verb %s; "+
+					"choose another name", m.File, "name", m.Name, v)
+			}
+		}
+	}
+	return nil
 }

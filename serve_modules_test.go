@@ -549,6 +549,8 @@ func TestServeRefusesBadManifests(t *testing.T) {
 		{"missing environment value", "environment", "", func(m map[string]any) { m["environment"] = []string{"SWITCHBOARD_TEST_NEVER_SET"} }},
 		{"reserved environment name", "environment", "", func(m map[string]any) { m["environment"] = []string{"SWITCHBOARD_MODULE_TOKEN"} }},
 		{"bad name", "name", "", func(m map[string]any) { m["name"] = "Test-Mod" }},
+		{"name that prefixes a verb", "name", "", func(m map[string]any) { m["name"] = "list" }},
+		{"name that prefixes a webhook verb", "name", "", func(m map[string]any) { m["name"] = "rotate" }},
 		{"duplicate include_tools", "include_tools", "", func(m map[string]any) { m["include_tools"] = []string{"echo", "echo"} }},
 		{"include_tools the module does not advertise", "include_tools", "", func(m map[string]any) { m["include_tools"] = []string{"echo", "launch"} }},
 		{"unknown field", "shell", "", func(m map[string]any) { m["shell"] = "/bin/sh" }},
