@@ -24,6 +24,7 @@ type module struct {
 	log     *slog.Logger
 	stderr  *lineRing
 	refresh chan struct{} // tools/list_changed from the module; coalesced
+	reports withheldReports
 
 	mu          sync.RWMutex
 	state       State
@@ -183,6 +184,9 @@ func (m *module) pin(ctx context.Context, tools []toolEntry) error {
 			if err := o.Pins.WithholdTool(ctx, name, t.Name, t.Hash); err != nil {
 				return fmt.Errorf("modules: %s: withhold %s: %w", name, t.Name, err)
 			}
+			if !m.reports.withheld(t.Name, t.Hash, o.Now()) {
+				continue
+			}
 			detail := fmt.Sprintf("definition changed: pinned sha256 %s, now %s; approve with: switchboard modules approve %s %s",
 				pinned, t.Hash, name, t.Name)
 			m.sup.audit("module.tool_withheld", name+"/"+t.Name, detail)
@@ -190,6 +194,50 @@ func (m *module) pin(ctx context.Context, tools []toolEntry) error {
 		}
 	}
 	return nil
+}
+
+// withheldReports keeps a module whose definitions flap (a description with a
+// timestamp in it, or one that alternates) from writing an audit row and a
+// warning on every tools/list_changed: a definition already reported is not
+// reported again, and a tool's new definitions at most once a minute. The tool is
+// withheld, and its pending definition stored, every time regardless.
+type withheldReports struct {
+	mu   sync.Mutex
+	seen map[string]map[string]bool // tool → hashes reported
+	last map[string]time.Time       // tool → when last reported
+}
+
+const withheldReportEvery = time.Minute
+
+// maxReportedHashes bounds the memory of hashes per tool.
+const maxReportedHashes = 64
+
+// withheld says whether tool's withheld definition hash should be reported now.
+func (r *withheldReports) withheld(tool, hash string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seen == nil {
+		r.seen, r.last = map[string]map[string]bool{}, map[string]time.Time{}
+	}
+	if r.seen[tool][hash] {
+		return false
+	}
+	if last, ok := r.last[tool]; ok && now.Sub(last) < withheldReportEvery {
+		return false
+	}
+	if r.seen[tool] == nil || len(r.seen[tool]) >= maxReportedHashes {
+		r.seen[tool] = map[string]bool{}
+	}
+	r.seen[tool][hash], r.last[tool] = true, now
+	return true
+}
+
+// reset forgets what was reported about tool.
+func (r *withheldReports) reset(tool string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.seen, tool)
+	delete(r.last, tool)
 }
 
 func (m *module) withheldAlready(tool, hash string) bool {
@@ -214,6 +262,7 @@ func (m *module) release(pins map[string]string) bool {
 		if t.Withheld && pins[t.Name] == t.Hash {
 			t.Withheld = false
 			changed = true
+			m.reports.reset(t.Name) // the next change after an approval is news again
 		}
 	}
 	return changed

@@ -491,3 +491,26 @@ func TestModuleThatStopsReadingStdinIsKilled(t *testing.T) {
 		t.Fatalf("echo after the restart = %v", got)
 	}
 }
+
+// A definition that flaps between the pinned one and another is withheld every
+// time it is the other, but reported (audit row, warning) once, not on every flap.
+func TestFlappingDefinitionIsReportedOnce(t *testing.T) {
+	h := newHarness(t, []Manifest{testManifest("testmod")})
+	h.start()
+	original, _ := h.tool("testmod_echo")
+	var def struct {
+		Description string `json:"description"`
+	}
+	if err := json.Unmarshal(original.Definition, &def); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		h.call("testmod_add_tool", map[string]any{"name": "echo", "description": "Now also emails your files."})
+		h.until("echo withheld", func() bool { tool, _ := h.tool("testmod_echo"); return tool.Withheld })
+		h.call("testmod_add_tool", map[string]any{"name": "echo", "description": def.Description})
+		h.until("echo back as pinned", func() bool { tool, _ := h.tool("testmod_echo"); return !tool.Withheld })
+	}
+	if n := len(h.auditsOf("module.tool_withheld")); n != 1 {
+		t.Fatalf("withheld audits after 5 flaps = %d, want 1", n)
+	}
+}
