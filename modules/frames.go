@@ -8,11 +8,21 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
+
+	"golang.org/x/time/rate"
 )
 
 // maxFrame bounds one MCP message from a module; a longer line breaks the
 // session rather than growing the gateway's memory without end.
 const maxFrame = 32 << 20
+
+// moduleRequestRate and moduleRequestBurst bound the requests a module may send
+// the gateway (pings, and methods it will refuse): far above any keep-alive.
+const (
+	moduleRequestRate  = 20
+	moduleRequestBurst = 100
+)
 
 // errGarbage marks stdout output that is not a JSON-RPC message.
 var errGarbage = errors.New("stdout is not JSON-RPC")
@@ -24,8 +34,10 @@ var errGarbage = errors.New("stdout is not JSON-RPC")
 // transport itself only ever sees io.EOF, which makes it fail pending
 // requests without logging on its own.
 type frameReader struct {
-	src     *bufio.Reader
-	pending []byte
+	src      *bufio.Reader
+	pending  []byte
+	requests *rate.Limiter // requests from the module that reach mcp-go
+	dropped  atomic.Int64  // requests dropped past that rate
 
 	once   sync.Once
 	ended  chan struct{} // closed when the stream ends
@@ -33,7 +45,8 @@ type frameReader struct {
 }
 
 func newFrameReader(r io.Reader) *frameReader {
-	return &frameReader{src: bufio.NewReaderSize(r, 64<<10), ended: make(chan struct{})}
+	return &frameReader{src: bufio.NewReaderSize(r, 64<<10), ended: make(chan struct{}),
+		requests: rate.NewLimiter(moduleRequestRate, moduleRequestBurst)}
 }
 
 func (f *frameReader) Read(p []byte) (int, error) {
@@ -52,9 +65,18 @@ func (f *frameReader) Read(p []byte) (int, error) {
 		if len(line) == 0 {
 			continue
 		}
-		if !isJSONRPC(line) {
+		head, ok := parseHead(line)
+		if !ok {
 			f.end(fmt.Errorf("%w: %q", errGarbage, preview(line)))
 			return 0, io.EOF
+		}
+		// mcp-go answers each request a module sends on a goroutine of its own,
+		// which waits to write the answer; a module that floods requests (and
+		// reads no answers) would grow those without end. The gateway expects
+		// only pings, so requests past a generous rate are dropped unanswered.
+		if head.isRequest() && !f.requests.Allow() {
+			f.dropped.Add(1)
+			continue
 		}
 		f.pending = append(line, '\n')
 	}
@@ -93,12 +115,21 @@ func readFrame(r *bufio.Reader) ([]byte, error) {
 	}
 }
 
-func isJSONRPC(line []byte) bool {
-	var head struct {
-		JSONRPC string `json:"jsonrpc"`
-	}
-	return line[0] == '{' && json.Unmarshal(line, &head) == nil && head.JSONRPC == "2.0"
+// frameHead is what the reader needs to know of a message: that it is JSON-RPC,
+// and whether it is a request (a method and an id) the gateway must answer.
+type frameHead struct {
+	JSONRPC string          `json:"jsonrpc"`
+	Method  string          `json:"method"`
+	ID      json.RawMessage `json:"id"`
 }
+
+func parseHead(line []byte) (frameHead, bool) {
+	var head frameHead
+	ok := line[0] == '{' && json.Unmarshal(line, &head) == nil && head.JSONRPC == "2.0"
+	return head, ok
+}
+
+func (h frameHead) isRequest() bool { return h.Method != "" && len(h.ID) > 0 && string(h.ID) != "null" }
 
 func preview(b []byte) string {
 	const n = 80

@@ -2,7 +2,9 @@ package modules
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -79,5 +81,38 @@ func TestReadBoundedLine(t *testing.T) {
 	}
 	if s := ring.snapshot(); strings.Join(s, ",") != "b,c" {
 		t.Fatalf("ring = %q", s)
+	}
+}
+
+// A module that floods requests (mcp-go answers each on a goroutine that waits
+// to write) gets a bounded number through; responses and notifications all pass.
+func TestFrameReaderBoundsRequestsFromTheModule(t *testing.T) {
+	var in bytes.Buffer
+	const n = 2000
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&in, `{"jsonrpc":"2.0","id":"srv%d","method":"roots/list"}`+"\n", i)
+		fmt.Fprintf(&in, `{"jsonrpc":"2.0","id":"sb-%d","result":{}}`+"\n", i)
+		fmt.Fprintf(&in, `{"jsonrpc":"2.0","method":"notifications/message","params":{}}`+"\n")
+	}
+	out, err := io.ReadAll(newFrameReader(&in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests, responses, notes int
+	for _, line := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
+		switch {
+		case bytes.Contains(line, []byte(`"roots/list"`)):
+			requests++
+		case bytes.Contains(line, []byte(`"result"`)):
+			responses++
+		default:
+			notes++
+		}
+	}
+	if responses != n || notes != n {
+		t.Fatalf("%d responses and %d notifications passed, want all %d of each", responses, notes, n)
+	}
+	if requests < moduleRequestBurst || requests > moduleRequestBurst+n/10 {
+		t.Fatalf("%d of %d flooded requests passed, want about the burst of %d", requests, n, moduleRequestBurst)
 	}
 }
