@@ -536,6 +536,20 @@ func TestServeRefusesBadManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(writable, 0o757)
+	// A directory anyone may write (without the sticky bit), and a symlinked one.
+	openDir := filepath.Join(dir, "open")
+	if err := os.Mkdir(openDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	inOpen := filepath.Join(openDir, "testmodule")
+	if err := os.WriteFile(inOpen, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(openDir, 0o777)
+	linkedDir := filepath.Join(dir, "linked")
+	if err := os.Symlink(filepath.Dir(bin), linkedDir); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, tc := range []struct {
 		name   string
@@ -546,6 +560,10 @@ func TestServeRefusesBadManifests(t *testing.T) {
 		{"relative command", "command", "", func(m map[string]any) { m["command"] = "bin/testmodule" }},
 		{"symlinked command", "command", "", func(m map[string]any) { m["command"] = link }},
 		{"world-writable command", "command", "", func(m map[string]any) { m["command"] = writable }},
+		{"command in a world-writable directory", "command", "", func(m map[string]any) { m["command"] = inOpen }},
+		{"command under a symlinked directory", "command", "", func(m map[string]any) {
+			m["command"] = filepath.Join(linkedDir, filepath.Base(bin))
+		}},
 		{"missing environment value", "environment", "", func(m map[string]any) { m["environment"] = []string{"SWITCHBOARD_TEST_NEVER_SET"} }},
 		{"reserved environment name", "environment", "", func(m map[string]any) { m["environment"] = []string{"SWITCHBOARD_MODULE_TOKEN"} }},
 		{"bad name", "name", "", func(m map[string]any) { m["name"] = "Test-Mod" }},

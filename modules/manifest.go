@@ -285,7 +285,28 @@ func checkExecutable(path string) error {
 	case mode.Perm()&0o022 != 0:
 		return fmt.Errorf("must not be group- or world-writable (mode %04o)", mode.Perm())
 	}
-	return nil
+	// Whoever can write a directory on the way can swap the file (or the
+	// directory) for another: every one must be a real directory that only its
+	// owner writes, or sticky (as /tmp), where others cannot replace what they
+	// do not own.
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		di, err := os.Lstat(dir)
+		if err != nil {
+			return fmt.Errorf("cannot stat %s: %w", dir, err)
+		}
+		dm := di.Mode()
+		switch {
+		case dm&os.ModeSymlink != 0:
+			return fmt.Errorf("must not be under a symlinked directory (%s)", dir)
+		case !dm.IsDir():
+			return fmt.Errorf("%s is not a directory", dir)
+		case dm.Perm()&0o022 != 0 && dm&os.ModeSticky == 0:
+			return fmt.Errorf("must not be under a group- or world-writable directory (%s, mode %04o)", dir, dm.Perm())
+		}
+		if dir == "/" {
+			return nil
+		}
+	}
 }
 
 func (m Manifest) validateEnvironment(lookup func(string) (string, bool)) error {
