@@ -564,8 +564,11 @@ func TestServeRefusesBadManifests(t *testing.T) {
 		{"command under a symlinked directory", "command", "", func(m map[string]any) {
 			m["command"] = filepath.Join(linkedDir, filepath.Base(bin))
 		}},
-		{"missing environment value", "environment", "", func(m map[string]any) { m["environment"] = []string{"SWITCHBOARD_TEST_NEVER_SET"} }},
+		{"missing environment value", "environment", "", func(m map[string]any) { m["environment"] = []string{"TESTMOD_NEVER_SET_ANYWHERE"} }},
 		{"reserved environment name", "environment", "", func(m map[string]any) { m["environment"] = []string{"SWITCHBOARD_MODULE_TOKEN"} }},
+		{"the server's own secret key", "environment", "", func(m map[string]any) {
+			m["environment"] = []string{"SWITCHBOARD_SECRET_ENCRYPTION_KEY"}
+		}},
 		{"bad name", "name", "", func(m map[string]any) { m["name"] = "Test-Mod" }},
 		{"name that prefixes a verb", "name", "", func(m map[string]any) { m["name"] = "list" }},
 		{"name that prefixes a webhook verb", "name", "", func(m map[string]any) { m["name"] = "rotate" }},

@@ -58,6 +58,7 @@ var (
 const (
 	manifestVersion = 1
 	reservedEnv     = "SWITCHBOARD_MODULE_"
+	serverEnv       = "SWITCHBOARD_"
 	maxManifest     = 1 << 20
 	maxTitle        = 200
 	maxDesc         = 4000
@@ -320,6 +321,11 @@ func (m Manifest) validateEnvironment(lookup func(string) (string, bool)) error 
 		}
 		if strings.HasPrefix(name, reservedEnv) {
 			return fieldErr(m.File, "environment", "%q is reserved (%s* names cannot be selected)", name, reservedEnv)
+		}
+		// Switchboard's own settings include its secret key and credentials;
+		// none of them is a module's business.
+		if strings.HasPrefix(name, serverEnv) {
+			return fieldErr(m.File, "environment", "%q is Switchboard's own setting (%s* names cannot be passed to modules)", name, serverEnv)
 		}
 		if name == "LANG" {
 			return fieldErr(m.File, "environment", "%q is set by Switchboard and cannot be selected", name)
