@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -67,5 +68,17 @@ func TestReadCommandsNameTheMissingDatabase(t *testing.T) {
 		if code != 1 || !strings.Contains(stderr, "no database at "+missing) || !strings.Contains(stderr, "--db or SWITCHBOARD_DB") {
 			t.Errorf("%v: exit %d %q", args, code, stderr)
 		}
+	}
+}
+
+// modules approve pointed at no database says so instead of creating an empty one.
+func TestModulesApproveNeedsTheDatabase(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nowhere.db")
+	code, _, stderr := cli(t, "", "modules", "approve", "everything", "echo", "--db", missing)
+	if code != 1 || !strings.Contains(stderr, "no database at "+missing) {
+		t.Fatalf("exit %d %q", code, stderr)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Fatal("modules approve created the database")
 	}
 }

@@ -229,6 +229,11 @@ func modulesApprove(ctx context.Context, env *environ, args []string) error {
 	if !strings.HasPrefix(tool, name+"_") {
 		tool = name + "_" + tool
 	}
+	// Approving in a database that does not exist yet would create an empty one
+	// and then find nothing to approve.
+	if _, err := os.Stat(*db); errors.Is(err, os.ErrNotExist) {
+		return noDatabase(*db)
+	}
 	st, err := openStore(ctx, env, *db)
 	if err != nil {
 		return err

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
 	"strings"
 	"testing"
 )
@@ -114,5 +116,36 @@ func TestFrameReaderBoundsRequestsFromTheModule(t *testing.T) {
 	}
 	if requests < moduleRequestBurst || requests > moduleRequestBurst+n/10 {
 		t.Fatalf("%d of %d flooded requests passed, want about the burst of %d", requests, n, moduleRequestBurst)
+	}
+}
+
+// A module that writes stderr without pause cannot flood the journal: lines past
+// the rate are counted and said once, while the ring still keeps the last ones.
+func TestStderrReachesTheLogAtABoundedRate(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	ring := newLineRing(5)
+	p := &process{stderr: r, stderrDone: make(chan struct{})}
+	go p.readStderr(log, ring)
+	const n = 5000
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(w, "line %d\n", i)
+	}
+	w.Close()
+	<-p.stderrDone
+	out := logged.String()
+	lines := strings.Count(out, "module stderr\" line=")
+	if lines < stderrLogBurst || lines > stderrLogBurst+n/10 {
+		t.Fatalf("%d of %d stderr lines logged, want about the burst of %d", lines, n, stderrLogBurst)
+	}
+	if !strings.Contains(out, "not logged") || !strings.Contains(out, fmt.Sprintf("lines=%d", n-lines)) {
+		t.Fatalf("the suppressed lines are not counted in the log:\n%s", out[max(0, len(out)-400):])
+	}
+	if got := ring.snapshot(); len(got) != 5 || got[4] != fmt.Sprintf("line %d", n-1) {
+		t.Fatalf("ring = %q, want the last 5 lines", got)
 	}
 }

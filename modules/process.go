@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"golang.org/x/time/rate"
 )
 
 // Exit describes how a module process ended.
@@ -141,17 +142,39 @@ func exitOf(ps *os.ProcessState, t time.Time) Exit {
 func (p *process) readStderr(log *slog.Logger, ring *lineRing) {
 	defer close(p.stderrDone)
 	r := bufio.NewReaderSize(p.stderr, maxStderrLine)
+	// Every line is kept in the ring (status shows the last ones); the journal
+	// gets them at a bounded rate, so a chatty or hostile module cannot flood it.
+	lim := rate.NewLimiter(stderrLogRate, stderrLogBurst)
+	suppressed := 0
 	for {
 		line, err := readBoundedLine(r, maxStderrLine)
 		if len(line) > 0 {
 			ring.add(line)
-			log.Info("module stderr", "line", line)
+			if lim.Allow() {
+				if suppressed > 0 {
+					log.Warn("module stderr lines not logged (over the rate)", "lines", suppressed)
+					suppressed = 0
+				}
+				log.Info("module stderr", "line", line)
+			} else {
+				suppressed++
+			}
 		}
 		if err != nil {
+			if suppressed > 0 {
+				log.Warn("module stderr lines not logged (over the rate)", "lines", suppressed)
+			}
 			return
 		}
 	}
 }
+
+// stderrLogRate and stderrLogBurst bound how many of a module's stderr lines
+// reach the log.
+const (
+	stderrLogRate  = 20
+	stderrLogBurst = 200
+)
 
 // readBoundedLine returns the next line without its newline, cut to max
 // bytes; the remainder of a longer line is read and discarded.
