@@ -159,6 +159,11 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 		return err
 	}
 	logger := newLogger(env.stderr, cfg.LogFormat, env.getenv("JOURNAL_STREAM") != "")
+	// Libraries that log through slog's default (mcp-go's stdio transport does,
+	// with no way to pass it a logger) then log in serve's format too.
+	prev := slog.Default()
+	slog.SetDefault(logger)
+	defer slog.SetDefault(prev)
 	srv, err := newServer(ctx, cfg, logger)
 	if err != nil {
 		return err

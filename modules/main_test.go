@@ -104,6 +104,7 @@ func newHarness(t *testing.T, mans []Manifest, edit ...func(*Options)) *harness 
 		EgressPolicy: `{"allow":["example.test"]}`,
 		Pins:         h.pins,
 		StopGrace:    5 * time.Second,
+		RelistGap:    10 * time.Millisecond,
 		Audit: func(action, target, detail string) {
 			h.mu.Lock()
 			h.audits = append(h.audits, auditEvent{action, target, detail})

@@ -25,6 +25,7 @@ type module struct {
 	stderr  *lineRing
 	refresh chan struct{} // tools/list_changed from the module; coalesced
 	reports withheldReports
+	changes changeLog
 
 	mu          sync.RWMutex
 	state       State
@@ -312,6 +313,15 @@ func (m *module) serve(ctx context.Context) error {
 			return why
 		case <-m.refresh:
 			m.relist(ctx, sess)
+			// A module that announces changes without pause is re-listed at most
+			// once per RelistGap: each re-list costs it a tools/list and may tell
+			// every agent session its tools changed. Announcements meanwhile
+			// coalesce into the next one.
+			select {
+			case <-ctx.Done():
+			case <-proc.done:
+			case <-time.After(m.sup.opts.RelistGap):
+			}
 		}
 	}
 }
@@ -378,9 +388,33 @@ func (m *module) relist(ctx context.Context, sess *session) {
 	m.tools, m.missing = tools, missing
 	m.mu.Unlock()
 	if changed {
-		m.log.Info("module tools changed", "tools", len(tools))
+		if n := m.changes.note(m.sup.opts.Now()); n > 0 {
+			m.log.Info("module tools changed", "tools", len(tools), "changes", n)
+		}
 		m.sup.changed(m.man.Name)
 	}
+}
+
+// changeLog keeps a module whose tools change constantly from writing a log line
+// per change: the first change is logged, then at most one line a minute with the
+// count since.
+type changeLog struct {
+	mu     sync.Mutex
+	last   time.Time
+	unsaid int
+}
+
+// note counts a change and says how many to report now (0: none).
+func (c *changeLog) note(now time.Time) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unsaid++
+	if !c.last.IsZero() && now.Sub(c.last) < time.Minute {
+		return 0
+	}
+	n := c.unsaid
+	c.last, c.unsaid = now, 0
+	return n
 }
 
 func sameTools(a, b []toolEntry) bool {

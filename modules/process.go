@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -219,12 +220,20 @@ type guardedStdin struct {
 	f       *os.File
 	stall   time.Duration
 	onStall func()
+	killed  atomic.Bool
 }
 
 func (g *guardedStdin) Write(b []byte) (int, error) {
+	if g.killed.Load() {
+		// Answers still queued for the module we killed (mcp-go answers each of
+		// its requests on its own goroutine) go nowhere, quietly, instead of
+		// each logging a write error.
+		return len(b), nil
+	}
 	_ = g.f.SetWriteDeadline(time.Now().Add(g.stall))
 	n, err := g.f.Write(b)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
+		g.killed.Store(true)
 		g.onStall()
 	}
 	return n, err

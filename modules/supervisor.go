@@ -68,7 +68,10 @@ type Options struct {
 	// that leaves its input unread that long (64 KiB waiting in the pipe) is
 	// wedged: it is killed and restarted, which frees every call queued behind
 	// the write, instead of holding them (and shutdown) forever.
-	StdinStall  time.Duration
+	StdinStall time.Duration
+	// RelistGap is the least time between two re-listings of one module's
+	// tools after it announces changes; default 1s.
+	RelistGap   time.Duration
 	StderrLines int    // stderr lines kept for status; default 20
 	Version     string // clientInfo.version announced to modules
 }
@@ -97,6 +100,9 @@ func (o *Options) defaults() {
 	}
 	if o.StdinStall <= 0 {
 		o.StdinStall = 30 * time.Second
+	}
+	if o.RelistGap <= 0 {
+		o.RelistGap = time.Second
 	}
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = 5 * time.Minute
