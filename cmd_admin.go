@@ -25,8 +25,8 @@ func openStore(ctx context.Context, env *environ, path string) (*store.Store, er
 
 // openStoreRO opens an existing database for reading only.
 func openStoreRO(ctx context.Context, env *environ, path string) (*store.Store, error) {
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return nil, noDatabase(path)
+	if err := requireDatabase(path); err != nil {
+		return nil, err
 	}
 	return store.Open(ctx, path, store.Options{
 		ReadOnly: true,
@@ -34,14 +34,31 @@ func openStoreRO(ctx context.Context, env *environ, path string) (*store.Store, 
 	})
 }
 
+// requireDatabase is noDatabase when nothing is at path, for commands that must
+// not create the database.
+func requireDatabase(path string) error {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return noDatabase(path)
+	}
+	return nil
+}
+
 // noDatabase says where the command looked, and how to point it at the database: a
 // CLI run outside the service does not see systemd's STATE_DIRECTORY.
+// It wraps fs.ErrNotExist, so callers that fall back when there is no database
+// (modules list) still can.
 func noDatabase(path string) error {
-	if abs, err := filepath.Abs(path); err == nil {
-		path = abs
-	}
 	return fmt.Errorf("no database at %s: name it with --db or SWITCHBOARD_DB "+
-		"(the packaged service keeps it in /var/lib/switchboard/switchboard.db)", path)
+		"(the packaged service keeps it in /var/lib/switchboard/switchboard.db): %w", absPath(path), fs.ErrNotExist)
+}
+
+// absPath is path made absolute, or path itself if that fails: what a message
+// about a file names, so a relative --db shows where it resolved.
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }
 
 const adminSynopsis = `admin create --username NAME [--db FILE]   (password read from stdin)`

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -56,10 +55,6 @@ func runRestore(ctx context.Context, env *environ, args []string) error {
 	}
 	// The full path: a restore run from the wrong directory writes a new database
 	// there, and this line is where that shows.
-	target := *db
-	if abs, err := filepath.Abs(target); err == nil {
-		target = abs
-	}
-	fmt.Fprintf(env.stdout, "restored %s from %s\n", target, *from)
+	fmt.Fprintf(env.stdout, "restored %s from %s\n", absPath(*db), *from)
 	return nil
 }

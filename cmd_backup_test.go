@@ -82,3 +82,13 @@ func TestModulesApproveNeedsTheDatabase(t *testing.T) {
 		t.Fatal("modules approve created the database")
 	}
 }
+
+// modules list with no serve answering and no database still shows the manifests
+// (the missing-database error keeps meaning "does not exist").
+func TestModulesListWithoutADatabase(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nowhere.db")
+	code, _, stderr := cli(t, "", "modules", "list", "--db", missing, "--url", "http://127.0.0.1:1")
+	if code != 0 {
+		t.Fatalf("exit %d %q", code, stderr)
+	}
+}

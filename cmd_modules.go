@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -169,8 +170,9 @@ func offlineModules(ctx context.Context, env *environ, dir, db string) ([]module
 		}
 		sort.Strings(files)
 		opts := modules.LoadOptions{
-			LookupEnv:    func(string) (string, bool) { return "set in serve's environment", true },
-			EgressPolicy: envOr(env, "SWITCHBOARD_EGRESS_POLICY", ""),
+			LookupEnv:     func(string) (string, bool) { return "set in serve's environment", true },
+			EgressPolicy:  envOr(env, "SWITCHBOARD_EGRESS_POLICY", ""),
+			ReservedTools: agent.AllVerbs(),
 		}
 		for _, f := range files {
 			m, err := modules.LoadFile(f, opts)
@@ -231,8 +233,8 @@ func modulesApprove(ctx context.Context, env *environ, args []string) error {
 	}
 	// Approving in a database that does not exist yet would create an empty one
 	// and then find nothing to approve.
-	if _, err := os.Stat(*db); errors.Is(err, os.ErrNotExist) {
-		return noDatabase(*db)
+	if err := requireDatabase(*db); err != nil {
+		return err
 	}
 	st, err := openStore(ctx, env, *db)
 	if err != nil {

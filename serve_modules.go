@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/switchboardhq/switchboard/agent"
@@ -32,11 +31,9 @@ func startGateway(ctx context.Context, cfg serveConfig, st *store.Store, m *metr
 	if cfg.EgressPolicy != "" && !json.Valid([]byte(cfg.EgressPolicy)) {
 		return nil, fmt.Errorf("--egress-policy must be JSON (it reaches modules as SWITCHBOARD_MODULE_EGRESS_POLICY)")
 	}
-	mans, err := modules.LoadDir(cfg.ModulesDir, modules.LoadOptions{EgressPolicy: cfg.EgressPolicy})
+	mans, err := modules.LoadDir(cfg.ModulesDir, modules.LoadOptions{EgressPolicy: cfg.EgressPolicy,
+		ReservedTools: agent.AllVerbs()})
 	if err != nil {
-		return nil, err
-	}
-	if err := checkModuleNames(mans); err != nil {
 		return nil, err
 	}
 	g := &gateway{log: logger}
@@ -136,19 +133,4 @@ func grantedCapabilities(ctx context.Context, st *store.Store) (map[string]bool,
 		}
 	}
 	return out, nil
-}
-
-// checkModuleNames refuses a module whose tools could take a built-in verb's name:
-// module "list" with a tool "todos" would be list_todos. Such a tool would be
-// shadowed by the verb for some endpoints and unreachable for others.
-func checkModuleNames(mans []modules.Manifest) error {
-	for _, m := range mans {
-		for _, v := range agent.AllVerbs() {
-			if strings.HasPrefix(v, m.Name+"_") {
-				return fmt.Errorf("modules: %s: field %q: %q would let the module's tools take the name of the built-in verb %s; "+
-					"choose another name", m.File, "name", m.Name, v)
-			}
-		}
-	}
-	return nil
 }

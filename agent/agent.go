@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -16,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/switchboardhq/switchboard/internal/httpbody"
+	"github.com/switchboardhq/switchboard/internal/logevery"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -129,34 +129,12 @@ type Agent struct {
 	// onAttach, when set (by tests), is called when a GET stream attaches.
 	onAttach func(sessionID string)
 
-	evictions evictionLog
+	evictions logevery.Counter[int64] // per endpoint
 }
 
-// evictionLog keeps a credential that initializes in a loop from writing a log
-// line per eviction: one line per endpoint per evictionLogEvery, with the count.
-type evictionLog struct {
-	mu     sync.Mutex
-	last   map[int64]time.Time
-	unsaid map[int64]int
-}
-
+// evictionLogEvery: a credential that initializes in a loop gets one log line per
+// endpoint this often, with the count of sessions ended.
 const evictionLogEvery = time.Minute
-
-// note counts an eviction for endpoint id and says how many to report now (0: none).
-func (l *evictionLog) note(id int64, now time.Time) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.last == nil {
-		l.last, l.unsaid = map[int64]time.Time{}, map[int64]int{}
-	}
-	l.unsaid[id]++
-	if last, ok := l.last[id]; ok && now.Sub(last) < evictionLogEvery {
-		return 0
-	}
-	n := l.unsaid[id]
-	l.last[id], l.unsaid[id] = now, 0
-	return n
-}
 
 // New builds the agent endpoint on st and subscribes it to st's todo changes.
 // Call it at wiring time, before traffic; serve its Handler and run Run.
@@ -171,6 +149,7 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 		verbOf:  map[string]string{},
 		origins: map[string]bool{},
 	}
+	a.evictions.Every = evictionLogEvery
 	a.sessions = newSessions(opts.MaxSessionsPerEndpoint, a.evict)
 	if opts.BaseURL != "" {
 		u, err := url.Parse(opts.BaseURL)
@@ -372,7 +351,7 @@ func (a *Agent) endSession(id string) {
 
 // evict ends a session sessions.add took from ep to keep it within the limit.
 func (a *Agent) evict(ep store.Endpoint, x *session) {
-	if n := a.evictions.note(ep.ID, a.st.Now()); n > 0 {
+	if n := a.evictions.Note(ep.ID, a.st.Now()); n > 0 {
 		a.log.Warn("agent opened more MCP sessions than an endpoint may hold; its least recently used ones were ended",
 			"agent", ep.AgentID, "max_sessions", a.opts.MaxSessionsPerEndpoint, "ended", n,
 			"next_report_after", evictionLogEvery.String())

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/switchboardhq/switchboard/internal/logevery"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -224,18 +225,18 @@ func initialize(url, cred string) error {
 // A credential that initializes in a loop gets one log line per minute, with the
 // count, not one per eviction.
 func TestEvictionLogIsThrottled(t *testing.T) {
-	var l evictionLog
+	l := logevery.Counter[int64]{Every: evictionLogEvery}
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	var said []int
 	for i := 0; i < 5; i++ {
-		if n := l.note(7, t0.Add(time.Duration(i)*time.Second)); n > 0 {
+		if n := l.Note(7, t0.Add(time.Duration(i)*time.Second)); n > 0 {
 			said = append(said, n)
 		}
 	}
-	if n := l.note(8, t0); n != 1 {
+	if n := l.Note(8, t0); n != 1 {
 		t.Fatalf("another endpoint's first eviction: %d, want it said", n)
 	}
-	if n := l.note(7, t0.Add(evictionLogEvery)); n != 5 {
+	if n := l.Note(7, t0.Add(evictionLogEvery)); n != 5 {
 		t.Fatalf("a minute later: %d, want the 4 unsaid and this one", n)
 	}
 	if len(said) != 1 || said[0] != 1 {

@@ -2,12 +2,10 @@ package agent
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -337,10 +335,8 @@ func (a *Agent) claim(ctx context.Context, c *Call) (any, error) {
 }
 
 func claimedResult(t store.Todo, ttl time.Duration) claimResult {
-	todo := &claimedTodo{Todo: t, Payload: t.Payload, PayloadEncoding: "utf-8"}
-	if !utf8.ValidString(t.Payload) {
-		todo.Payload, todo.PayloadEncoding = base64.StdEncoding.EncodeToString([]byte(t.Payload)), "base64"
-	}
+	todo := &claimedTodo{Todo: t}
+	todo.Payload, todo.PayloadEncoding = jsonText(t.Payload)
 	return claimResult{Claimed: true, Todo: todo, LeaseSeq: t.LeaseSeq,
 		LeaseExpiresAt: t.LeaseExpiry, LeaseTTLSeconds: int(ttl / time.Second)}
 }

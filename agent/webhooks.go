@@ -435,10 +435,8 @@ func (a *Agent) getWebhookEvent(ctx context.Context, c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := eventResult{WebhookEvent: e, Headers: e.Headers, Body: string(e.Body), BodyEncoding: "utf-8"}
-	if !utf8.Valid(e.Body) {
-		out.Body, out.BodyEncoding = base64.StdEncoding.EncodeToString(e.Body), "base64"
-	}
+	out := eventResult{WebhookEvent: e, Headers: e.Headers}
+	out.Body, out.BodyEncoding = jsonText(string(e.Body))
 	if out.Headers == nil {
 		out.Headers = map[string]string{}
 	}
@@ -464,4 +462,14 @@ func (a *Agent) replayWebhookEvent(ctx context.Context, c *Call) (any, error) {
 		return nil, err
 	}
 	return ackResult{Todo: compact(t)}, nil
+}
+
+// jsonText is raw bytes as a JSON string can carry them unchanged: as they are
+// when they are UTF-8 text, else base64. The encoding ("utf-8" or "base64") goes
+// beside them in the answer.
+func jsonText(raw string) (text, encoding string) {
+	if utf8.ValidString(raw) {
+		return raw, "utf-8"
+	}
+	return base64.StdEncoding.EncodeToString([]byte(raw)), "base64"
 }

@@ -47,6 +47,10 @@ type LoadOptions struct {
 	LookupEnv func(string) (string, bool)
 	// EgressPolicy is the serialized global egress policy, "" when none.
 	EgressPolicy string
+	// ReservedTools are exposed tool names no module may produce (the gateway's
+	// own verbs): a module named "list" would expose its tool "todos" as
+	// list_todos, shadowed by the verb for some endpoints, unreachable for others.
+	ReservedTools []string
 }
 
 var (
@@ -205,6 +209,12 @@ func (m Manifest) Validate(opts LoadOptions) error {
 	if !namePattern.MatchString(m.Name) {
 		return fieldErr(m.File, "name", "%q must match %s", m.Name, namePattern)
 	}
+	for _, v := range opts.ReservedTools {
+		if strings.HasPrefix(v, m.Name+"_") {
+			return fieldErr(m.File, "name", "%q would let the module's tools take the name of the built-in verb %s; "+
+				"choose another name", m.Name, v)
+		}
+	}
 	if err := m.validateMetadata(); err != nil {
 		return err
 	}
@@ -319,12 +329,12 @@ func (m Manifest) validateEnvironment(lookup func(string) (string, bool)) error 
 		if !envPattern.MatchString(name) {
 			return fieldErr(m.File, "environment", "%q is not a valid variable name", name)
 		}
-		if strings.HasPrefix(name, reservedEnv) {
-			return fieldErr(m.File, "environment", "%q is reserved (%s* names cannot be selected)", name, reservedEnv)
-		}
 		// Switchboard's own settings include its secret key and credentials;
-		// none of them is a module's business.
-		if strings.HasPrefix(name, serverEnv) {
+		// none of them is a module's business, and SWITCHBOARD_MODULE_* it sets.
+		switch {
+		case strings.HasPrefix(name, reservedEnv):
+			return fieldErr(m.File, "environment", "%q is reserved (%s* names cannot be selected)", name, reservedEnv)
+		case strings.HasPrefix(name, serverEnv):
 			return fieldErr(m.File, "environment", "%q is Switchboard's own setting (%s* names cannot be passed to modules)", name, serverEnv)
 		}
 		if name == "LANG" {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/logevery"
 )
 
 // selectionError marks a start failure that is a configuration error (an
@@ -25,7 +27,7 @@ type module struct {
 	stderr  *lineRing
 	refresh chan struct{} // tools/list_changed from the module; coalesced
 	reports withheldReports
-	changes changeLog
+	changes logevery.Counter[struct{}] // "module tools changed" lines: the first, then one a minute
 
 	mu          sync.RWMutex
 	state       State
@@ -203,9 +205,10 @@ func (m *module) pin(ctx context.Context, tools []toolEntry) error {
 // reported again, and a tool's new definitions at most once a minute. The tool is
 // withheld, and its pending definition stored, every time regardless.
 type withheldReports struct {
+	times logevery.Counter[string] // per tool
+
 	mu   sync.Mutex
 	seen map[string]map[string]bool // tool → hashes reported
-	last map[string]time.Time       // tool → when last reported
 }
 
 const withheldReportEvery = time.Minute
@@ -217,19 +220,19 @@ const maxReportedHashes = 64
 func (r *withheldReports) withheld(tool, hash string, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.seen == nil {
-		r.seen, r.last = map[string]map[string]bool{}, map[string]time.Time{}
-	}
 	if r.seen[tool][hash] {
 		return false
 	}
-	if last, ok := r.last[tool]; ok && now.Sub(last) < withheldReportEvery {
+	if r.times.Note(tool, now) == 0 {
 		return false
+	}
+	if r.seen == nil {
+		r.seen = map[string]map[string]bool{}
 	}
 	if r.seen[tool] == nil || len(r.seen[tool]) >= maxReportedHashes {
 		r.seen[tool] = map[string]bool{}
 	}
-	r.seen[tool][hash], r.last[tool] = true, now
+	r.seen[tool][hash] = true
 	return true
 }
 
@@ -238,7 +241,7 @@ func (r *withheldReports) reset(tool string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.seen, tool)
-	delete(r.last, tool)
+	r.times.Reset(tool)
 }
 
 func (m *module) withheldAlready(tool, hash string) bool {
@@ -388,33 +391,11 @@ func (m *module) relist(ctx context.Context, sess *session) {
 	m.tools, m.missing = tools, missing
 	m.mu.Unlock()
 	if changed {
-		if n := m.changes.note(m.sup.opts.Now()); n > 0 {
+		if n := m.changes.Note(struct{}{}, m.sup.opts.Now()); n > 0 {
 			m.log.Info("module tools changed", "tools", len(tools), "changes", n)
 		}
 		m.sup.changed(m.man.Name)
 	}
-}
-
-// changeLog keeps a module whose tools change constantly from writing a log line
-// per change: the first change is logged, then at most one line a minute with the
-// count since.
-type changeLog struct {
-	mu     sync.Mutex
-	last   time.Time
-	unsaid int
-}
-
-// note counts a change and says how many to report now (0: none).
-func (c *changeLog) note(now time.Time) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.unsaid++
-	if !c.last.IsZero() && now.Sub(c.last) < time.Minute {
-		return 0
-	}
-	n := c.unsaid
-	c.last, c.unsaid = now, 0
-	return n
 }
 
 func sameTools(a, b []toolEntry) bool {

@@ -146,6 +146,7 @@ func New(opts Options) *Supervisor {
 			stderr:  newLineRing(opts.StderrLines),
 			refresh: make(chan struct{}, 1),
 		}
+		m.changes.Every, m.reports.times.Every = time.Minute, withheldReportEvery
 		s.mods = append(s.mods, m)
 		s.byName[man.Name] = m
 	}

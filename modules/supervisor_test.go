@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard/internal/logevery"
 	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
@@ -518,18 +519,18 @@ func TestFlappingDefinitionIsReportedOnce(t *testing.T) {
 // A module whose tools change constantly gets its first change logged, then at
 // most a line a minute with the count since.
 func TestChangeLogIsThrottled(t *testing.T) {
-	var c changeLog
+	c := logevery.Counter[struct{}]{Every: time.Minute}
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	said := 0
 	for i := 0; i < 100; i++ {
-		if n := c.note(t0.Add(time.Duration(i) * 100 * time.Millisecond)); n > 0 {
+		if n := c.Note(struct{}{}, t0.Add(time.Duration(i)*100*time.Millisecond)); n > 0 {
 			said++
 		}
 	}
 	if said != 1 {
 		t.Fatalf("%d lines for 100 changes in 10 s, want 1", said)
 	}
-	if n := c.note(t0.Add(time.Minute)); n != 100 {
+	if n := c.Note(struct{}{}, t0.Add(time.Minute)); n != 100 {
 		t.Fatalf("a minute later: %d, want the 99 unsaid and this one", n)
 	}
 }

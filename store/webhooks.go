@@ -403,18 +403,17 @@ func scanSecrets(rows *sql.Rows) ([]storedSecret, error) {
 }
 
 // refusePlaintextBesideSealed refuses to store a secret as plaintext (no key is
-// configured) in a database whose other secrets are sealed: the key exists, this
-// process was just not given it (a CLI run outside the service, where systemd's
-// credential is not visible), and the new secret would sit unprotected beside the
-// sealed ones without anyone having chosen that.
+// configured) in a database a key has been used with (settings.secrets_keyed,
+// which every keyed Open sets and migration 0008 set wherever secrets were already
+// sealed): the key exists, this process was just not given it (a CLI run outside
+// the service, where systemd's credential is not visible), and the new secret
+// would sit unprotected beside the sealed ones without anyone having chosen that.
 func (w *wtx) refusePlaintextBesideSealed(what string) error {
 	if w.w.s.box != nil {
 		return nil
 	}
 	var keyed bool
-	if err := w.queryRow(`SELECT EXISTS (SELECT 1 FROM settings WHERE name = 'secrets_keyed')
-			OR EXISTS (SELECT 1 FROM webhooks WHERE signing_secret LIKE ? OR previous_secret LIKE ?)`,
-		sealedPrefix+"%", sealedPrefix+"%").Scan(&keyed); err != nil {
+	if err := w.queryRow(keyedQuery).Scan(&keyed); err != nil {
 		return fmt.Errorf("store: %s: %w", what, err)
 	}
 	if keyed {
@@ -424,6 +423,9 @@ func (w *wtx) refusePlaintextBesideSealed(what string) error {
 	}
 	return nil
 }
+
+// keyedQuery reads settings.secrets_keyed.
+const keyedQuery = `SELECT EXISTS (SELECT 1 FROM settings WHERE name = 'secrets_keyed')`
 
 // markKeyed records that a secret encryption key is in use with this database
 // (see refusePlaintextBesideSealed). Open calls it when it is given a key.
@@ -442,7 +444,7 @@ func (s *Store) markKeyed(ctx context.Context) error {
 // Keyed reports whether a secret encryption key has been used with this database.
 func (s *Store) Keyed(ctx context.Context) (bool, error) {
 	var keyed bool
-	err := s.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM settings WHERE name = 'secrets_keyed')`).Scan(&keyed)
+	err := s.queryRow(ctx, keyedQuery).Scan(&keyed)
 	if err != nil {
 		return false, fmt.Errorf("store: read settings: %w", err)
 	}

@@ -35,7 +35,7 @@ const maxReserve = 64 << 10
 // HTTP/2 is left alone too: it never reads a body after the handler (it resets the
 // stream), and an expired deadline there closes the body for good.
 func Guard(w http.ResponseWriter, r *http.Request) {
-	if r.Body == nil || r.Body == http.NoBody || r.ProtoMajor >= 2 {
+	if !unreadBody(r) {
 		return
 	}
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
@@ -49,7 +49,7 @@ func Guard(w http.ResponseWriter, r *http.Request) {
 // (a store write, an SSE answer) is not cut off.
 func Bound(next http.Handler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body != nil && r.Body != http.NoBody && r.ProtoMajor < 2 {
+		if unreadBody(r) {
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
 		}
 		next.ServeHTTP(w, r)
@@ -110,4 +110,10 @@ func status(err error) int {
 		return http.StatusRequestTimeout
 	}
 	return http.StatusBadRequest
+}
+
+// unreadBody reports whether r has a body that an HTTP/1 connection may still be
+// waiting on: the one case a read deadline is for (see Guard).
+func unreadBody(r *http.Request) bool {
+	return r.Body != nil && r.Body != http.NoBody && r.ProtoMajor < 2
 }
