@@ -1,9 +1,10 @@
 package agent
 
 import (
-	"context"
 	"math"
 	"time"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // The lease contract's numbers. The instructions, the tool descriptions and the
@@ -41,16 +42,12 @@ func effectiveDefault(endpointDefault int) int {
 	return DefaultLeaseSeconds
 }
 
-// lease resolves the lease for a call on behalf of endpoint id. The endpoint's
-// default is read from the database on each call that passes no lease_ttl_seconds,
-// so a human's edit applies to the next claim without a reconnect.
-func (a *Agent) lease(ctx context.Context, endpointID int64, requested *float64) (time.Duration, error) {
+// lease resolves the lease for a call by endpoint ep. ep is the endpoint as read
+// for this request (Call.Endpoint), so a human's edit of its default lease
+// applies to the next claim without a reconnect.
+func lease(ep store.Endpoint, requested *float64) (time.Duration, error) {
 	if requested != nil {
 		return leaseTTL(requested, 0)
 	}
-	def, err := a.st.DefaultLease(ctx, endpointID)
-	if err != nil {
-		return 0, err
-	}
-	return leaseTTL(nil, def)
+	return leaseTTL(nil, ep.DefaultLeaseTTL)
 }

@@ -221,7 +221,7 @@ func defineSetDefaultLease(store.Endpoint) mcp.Tool {
 
 // held checks the todo_id and lease_seq arguments of a verb on a todo the caller
 // holds, then the verb's scope, and returns the acknowledgement for the store.
-func (a *Agent) held(ctx context.Context, c *Call, verb string, todoID, leaseSeq *int64) (store.Ack, error) {
+func held(c *Call, verb string, todoID, leaseSeq *int64) (store.Ack, error) {
 	id, err := positiveID("todo_id", todoID)
 	if err != nil {
 		return store.Ack{}, err
@@ -230,7 +230,10 @@ func (a *Agent) held(ctx context.Context, c *Call, verb string, todoID, leaseSeq
 	if err != nil {
 		return store.Ack{}, err
 	}
-	if err := a.todoInScope(ctx, c.Endpoint, verb, id); err != nil {
+	// The queue is checked in the store's transaction, against ack.Queues, with
+	// the same not_found answer todoInScope gives; reading it here first as well
+	// would cost every complete a query.
+	if err := checkScope(c.Endpoint, verb); err != nil {
 		return store.Ack{}, err
 	}
 	return ack, nil
@@ -239,7 +242,11 @@ func (a *Agent) held(ctx context.Context, c *Call, verb string, todoID, leaseSeq
 // ack builds the store acknowledgement for a call on todo id. Without lease_seq it
 // is fenced to the lease this session claimed, when it claimed one.
 func (c *Call) ack(id int64, seq *int64) (store.Ack, error) {
+	// Never nil: the store checks a nil Queues against nothing.
 	a := store.Ack{ID: id, Owner: c.Actor, Queues: c.Endpoint.Queues}
+	if a.Queues == nil {
+		a.Queues = []string{}
+	}
 	switch {
 	case seq != nil && *seq < 1:
 		return a, errorf(CodeInvalidArgument, "lease_seq must be a positive whole number")
@@ -322,7 +329,7 @@ func (a *Agent) claim(ctx context.Context, c *Call) (any, error) {
 	if err := a.todoInScope(ctx, c.Endpoint, VerbClaim, id); err != nil {
 		return nil, err
 	}
-	ttl, err := a.lease(ctx, c.Endpoint.ID, in.LeaseTTL)
+	ttl, err := lease(c.Endpoint, in.LeaseTTL)
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +368,7 @@ func (a *Agent) claimNext(ctx context.Context, c *Call) (any, error) {
 		slices.Sort(in.Queues)
 		queues = slices.Compact(in.Queues)
 	}
-	ttl, err := a.lease(ctx, c.Endpoint.ID, in.LeaseTTL)
+	ttl, err := lease(c.Endpoint, in.LeaseTTL)
 	if err != nil {
 		return nil, err
 	}
@@ -388,11 +395,11 @@ func (a *Agent) heartbeat(ctx context.Context, c *Call) (any, error) {
 	if err := c.Decode(&in); err != nil {
 		return nil, err
 	}
-	ack, err := a.held(ctx, c, VerbHeartbeat, in.TodoID, in.LeaseSeq)
+	ack, err := held(c, VerbHeartbeat, in.TodoID, in.LeaseSeq)
 	if err != nil {
 		return nil, err
 	}
-	ttl, err := a.lease(ctx, c.Endpoint.ID, in.LeaseTTL)
+	ttl, err := lease(c.Endpoint, in.LeaseTTL)
 	if err != nil {
 		return nil, err
 	}
@@ -416,7 +423,7 @@ func (a *Agent) complete(ctx context.Context, c *Call) (any, error) {
 		return nil, errorf(CodeInvalidArgument, "result is %d bytes; at most %d are kept (put a large output somewhere and record where)",
 			len(in.Result), MaxResultBytes)
 	}
-	ack, err := a.held(ctx, c, VerbComplete, in.TodoID, in.LeaseSeq)
+	ack, err := held(c, VerbComplete, in.TodoID, in.LeaseSeq)
 	if err != nil {
 		return nil, err
 	}
@@ -444,7 +451,7 @@ func (a *Agent) fail(ctx context.Context, c *Call) (any, error) {
 	if len(in.Error) > MaxErrorBytes {
 		return nil, errorf(CodeInvalidArgument, "error is %d bytes; at most %d are kept", len(in.Error), MaxErrorBytes)
 	}
-	ack, err := a.held(ctx, c, VerbFail, in.TodoID, in.LeaseSeq)
+	ack, err := held(c, VerbFail, in.TodoID, in.LeaseSeq)
 	if err != nil {
 		return nil, err
 	}
@@ -466,7 +473,7 @@ func (a *Agent) release(ctx context.Context, c *Call) (any, error) {
 	if err := c.Decode(&in); err != nil {
 		return nil, err
 	}
-	ack, err := a.held(ctx, c, VerbRelease, in.TodoID, in.LeaseSeq)
+	ack, err := held(c, VerbRelease, in.TodoID, in.LeaseSeq)
 	if err != nil {
 		return nil, err
 	}

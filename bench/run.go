@@ -353,17 +353,34 @@ func callTool(ctx context.Context, c *client.Client, name string, args map[strin
 	return out, nil
 }
 
-// drain has agents loop claim_next → complete until queued todos are done.
+// drain has agents loop claim_next → complete until queued todos are done. The
+// agents are lean MCP clients (see leanClient), so that as much of the machine as
+// possible is left to the server being measured.
 func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) error {
-	clients := make([]*client.Client, agents)
+	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: agents + 1}}
+	defer httpc.CloseIdleConnections()
+	clients := make([]*leanClient, agents)
 	for i := range clients {
-		c, err := connect(ctx, t, false, nil)
+		c, err := dialLean(ctx, t, httpc)
 		if err != nil {
 			return err
 		}
-		defer c.Close()
+		defer c.close()
 		clients[i] = c
 	}
+	type claimed struct {
+		Claimed  bool  `json:"claimed"`
+		LeaseSeq int64 `json:"lease_seq"`
+		Todo     struct {
+			ID int64 `json:"id"`
+		} `json:"todo"`
+	}
+	type completed struct {
+		Todo struct {
+			State string `json:"state"`
+		} `json:"todo"`
+	}
+	claimArgs := map[string]any{"queues": []string{t.Queue}}
 	claimLat, completeLat := &Latencies{}, &Latencies{}
 	var done, errs atomic.Int64
 	start := time.Now()
@@ -374,19 +391,19 @@ func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) e
 			defer wg.Done()
 			for done.Load() < queued && ctx.Err() == nil {
 				t0 := time.Now()
-				res, err := callTool(ctx, c, "claim_next", map[string]any{"queues": []string{t.Queue}})
-				if err != nil {
+				var cl claimed
+				if err := c.callTool(ctx, "claim_next", claimArgs, &cl); err != nil {
 					errs.Add(1)
 					continue
 				}
 				claimLat.Add(time.Since(t0))
-				todo, ok := res["todo"].(map[string]any)
-				if claimed, _ := res["claimed"].(bool); !claimed || !ok {
+				if !cl.Claimed || cl.Todo.ID == 0 {
 					return // nothing claimable: the queue is drained
 				}
-				args := map[string]any{"todo_id": todo["id"], "lease_seq": res["lease_seq"]}
 				t1 := time.Now()
-				if _, err := callTool(ctx, c, "complete", args); err != nil {
+				var co completed
+				err := c.callTool(ctx, "complete", map[string]any{"todo_id": cl.Todo.ID, "lease_seq": cl.LeaseSeq}, &co)
+				if err != nil || co.Todo.State != "done" {
 					errs.Add(1)
 					continue
 				}
