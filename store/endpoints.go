@@ -320,15 +320,31 @@ func (s *Store) Endpoint(ctx context.Context, id int64) (Endpoint, error) {
 
 // EndpointByCredential resolves a presented credential to its live endpoint. Unknown
 // and revoked credentials are both ErrNotFound.
+//
+// Every call reads endpoint_epoch, which any change to an endpoint moves; while it
+// stands still, an endpoint this Store found before is answered without reading
+// its row again (see credCache). A revocation therefore applies from the next call
+// on, made here or by another process.
 func (s *Store) EndpointByCredential(ctx context.Context, cred string) (Endpoint, error) {
+	hash := HashCredential(cred)
+	// The epoch is read before the row: if the endpoint changes in between, the
+	// entry carries the older epoch and is not used again.
+	var epoch int64
+	if err := s.queryRow(ctx, `SELECT epoch FROM endpoint_epoch WHERE id = 1`).Scan(&epoch); err != nil {
+		return Endpoint{}, fmt.Errorf("store: look up credential: read endpoint epoch: %w", err)
+	}
+	if e, ok := s.creds.get(hash, epoch); ok {
+		return e, nil
+	}
 	e, err := scanEndpoint(s.queryRow(ctx, `SELECT `+endpointColumns+` FROM endpoints
-		WHERE credential_hash = ? AND revoked_at IS NULL`, HashCredential(cred)))
+		WHERE credential_hash = ? AND revoked_at IS NULL`, hash))
 	if notFound(err) {
 		return Endpoint{}, fmt.Errorf("store: credential: %w", ErrNotFound)
 	}
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("store: look up credential: %w", err)
 	}
+	s.creds.put(hash, epoch, e)
 	return e, nil
 }
 

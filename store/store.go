@@ -65,6 +65,7 @@ type Store struct {
 	box    *SecretBox // nil: secrets are stored as plaintext
 
 	rstmts sync.Map // query text → *sql.Stmt on the read pool
+	creds  credCache
 
 	hooksMu sync.RWMutex
 	hooks   []func(TodoChange)

@@ -1,0 +1,56 @@
+package store
+
+import (
+	"slices"
+	"sync"
+)
+
+// credCache keeps endpoints found by credential, each with the endpoint_epoch it
+// was read under. An entry is used only while the epoch is unchanged: any insert,
+// update or delete on endpoints moves it (migration 0009's triggers), whichever
+// process made the change, so a revoked or edited endpoint is never answered from
+// here. Unknown credentials are not kept.
+type credCache struct {
+	mu      sync.Mutex
+	entries map[string]credEntry
+}
+
+type credEntry struct {
+	epoch int64
+	ep    Endpoint
+}
+
+// credCacheMax bounds the cache; past it, it starts again empty. A server has a
+// handful of endpoints, so this is reached only by a churn of credentials.
+const credCacheMax = 256
+
+func (c *credCache) get(hash []byte, epoch int64) (Endpoint, bool) {
+	c.mu.Lock()
+	e, ok := c.entries[string(hash)]
+	c.mu.Unlock()
+	if !ok || e.epoch != epoch {
+		return Endpoint{}, false
+	}
+	return e.ep.clone(), true
+}
+
+func (c *credCache) put(hash []byte, epoch int64, ep Endpoint) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil || len(c.entries) >= credCacheMax {
+		c.entries = make(map[string]credEntry)
+	}
+	c.entries[string(hash)] = credEntry{epoch: epoch, ep: ep.clone()}
+}
+
+// clone copies the lists, so that no caller shares them with the cache.
+func (e Endpoint) clone() Endpoint {
+	e.Verbs, e.Queues = slices.Clone(e.Verbs), slices.Clone(e.Queues)
+	e.Ceiling.Sources, e.Ceiling.Queues = slices.Clone(e.Ceiling.Sources), slices.Clone(e.Ceiling.Queues)
+	e.Capabilities, e.ToolAllow, e.ToolDeny = slices.Clone(e.Capabilities), slices.Clone(e.ToolAllow), slices.Clone(e.ToolDeny)
+	if e.RevokedAt != nil {
+		t := *e.RevokedAt
+		e.RevokedAt = &t
+	}
+	return e
+}
