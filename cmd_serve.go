@@ -208,6 +208,11 @@ type server struct {
 }
 
 func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *server, err error) {
+	// A bad manifest stops serve before anything is created on disk.
+	mans, err := loadManifests(cfg)
+	if err != nil {
+		return nil, err
+	}
 	// One serve per database: a second one would run a second reaper and module
 	// set against the same queue, and `restore` must not swap the file under us.
 	unlock, err := store.LockForServe(cfg.DB)
@@ -242,7 +247,7 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 		return nil, err
 	}
 	s := &server{cfg: cfg, log: logger, store: st, unlock: unlock, metrics: newMetrics(st, allow)}
-	if s.modules, err = startGateway(ctx, cfg, st, s.metrics, logger); err != nil {
+	if s.modules, err = startGateway(ctx, cfg, mans, st, s.metrics, logger); err != nil {
 		st.Close()
 		return nil, err
 	}

@@ -20,21 +20,28 @@ type gateway struct {
 	log *slog.Logger
 }
 
-// startGateway loads the manifests in cfg.ModulesDir and starts their modules. Any
-// invalid manifest, and any include_tools entry a module does not advertise, is an
-// error naming the file and the field: serve must not start on it. A module that
-// merely fails to come up is retried in the background. No modules dir, no gateway.
-func startGateway(ctx context.Context, cfg serveConfig, st *store.Store, m *metrics, logger *slog.Logger) (*gateway, error) {
+// loadManifests reads and validates the manifests in cfg.ModulesDir. Any invalid
+// manifest is an error naming the file and the field: serve must not start on it,
+// and it says so before it opens (or creates) the database. No modules dir, no
+// manifests.
+func loadManifests(cfg serveConfig) ([]modules.Manifest, error) {
 	if cfg.ModulesDir == "" {
 		return nil, nil
 	}
 	if cfg.EgressPolicy != "" && !json.Valid([]byte(cfg.EgressPolicy)) {
 		return nil, fmt.Errorf("--egress-policy must be JSON (it reaches modules as SWITCHBOARD_MODULE_EGRESS_POLICY)")
 	}
-	mans, err := modules.LoadDir(cfg.ModulesDir, modules.LoadOptions{EgressPolicy: cfg.EgressPolicy,
+	return modules.LoadDir(cfg.ModulesDir, modules.LoadOptions{EgressPolicy: cfg.EgressPolicy,
 		ReservedTools: agent.AllVerbs()})
-	if err != nil {
-		return nil, err
+}
+
+// startGateway starts the modules of the manifests loadManifests returned. An
+// include_tools entry a module does not advertise is an error naming the file and
+// the field. A module that merely fails to come up is retried in the background.
+// No modules dir, no gateway.
+func startGateway(ctx context.Context, cfg serveConfig, mans []modules.Manifest, st *store.Store, m *metrics, logger *slog.Logger) (*gateway, error) {
+	if cfg.ModulesDir == "" {
+		return nil, nil
 	}
 	g := &gateway{log: logger}
 	opts := modules.Options{

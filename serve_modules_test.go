@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -590,6 +592,11 @@ func TestServeRefusesBadManifests(t *testing.T) {
 			}
 			if msg := err.Error(); !strings.Contains(msg, file) || !strings.Contains(msg, fmt.Sprintf("field %q", tc.field)) {
 				t.Fatalf("error %q does not name %s and field %q", msg, file, tc.field)
+			}
+			// Only what the running module advertises is checked after the
+			// database is open; anything the manifest alone shows, before.
+			if _, err := os.Stat(cfg.DB); !strings.Contains(tc.name, "does not advertise") && !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("serve refused the manifest but created %s (%v)", cfg.DB, err)
 			}
 		})
 	}
