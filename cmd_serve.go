@@ -50,6 +50,7 @@ type serveConfig struct {
 	ModulesDir        string
 	EgressPolicy      string
 	ModuleConcurrency int
+	ModuleCallTimeout time.Duration
 	// tweakModules lets tests shorten the supervisor's backoff and watch it.
 	tweakModules func(*modules.Options)
 	TrustProxy   bool
@@ -78,6 +79,8 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.ModulesDir, "modules-dir", envOr(env, "SWITCHBOARD_MODULES_DIR", ""), "directory of capability module manifests (*.json); empty: no modules (env SWITCHBOARD_MODULES_DIR)")
 	fs.StringVar(&c.EgressPolicy, "egress-policy", envOr(env, "SWITCHBOARD_EGRESS_POLICY", ""), "global egress policy (JSON) passed to modules, which must then enforce it (env SWITCHBOARD_EGRESS_POLICY)")
 	fs.IntVar(&c.ModuleConcurrency, "module-concurrency", 8, "module tool calls in flight per module; more are refused as rate_limited")
+	fs.DurationVar(&c.ModuleCallTimeout, "module-call-timeout", envDuration(env, "SWITCHBOARD_MODULE_CALL_TIMEOUT", 5*time.Minute),
+		"how long one module tool call may run before the agent is answered unavailable (env SWITCHBOARD_MODULE_CALL_TIMEOUT)")
 	fs.BoolVar(&c.TrustProxy, "trust-proxy", env.getenv("SWITCHBOARD_TRUST_PROXY") == "1",
 		"a reverse proxy sets X-Forwarded-Proto/For: honour them for Secure cookies and login throttling (env SWITCHBOARD_TRUST_PROXY=1)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration(env, "SWITCHBOARD_SHUTDOWN_TIMEOUT", 10*time.Second), "how long in-flight requests may take to finish on shutdown")
@@ -112,6 +115,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.ModuleConcurrency <= 0 {
 		return usageErr("--module-concurrency must be positive")
+	}
+	if c.ModuleCallTimeout <= 0 {
+		return usageErr("--module-call-timeout must be positive")
 	}
 	if c.MaxBody <= 0 {
 		return usageErr("--max-body must be positive")

@@ -46,6 +46,7 @@ func startGateway(ctx context.Context, cfg serveConfig, mans []modules.Manifest,
 	g := &gateway{log: logger}
 	opts := modules.Options{
 		Manifests:    mans,
+		CallTimeout:  cfg.ModuleCallTimeout,
 		Logger:       logger,
 		EgressPolicy: cfg.EgressPolicy,
 		Pins:         st,

@@ -609,3 +609,32 @@ func TestServeRefusesBadManifests(t *testing.T) {
 		t.Fatalf("serve with a bad manifest: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// --module-call-timeout bounds a call the agent's request does not: past it the
+// agent is answered unavailable, and the module is still there for the next call.
+func TestModuleCallTimeout(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildTestModule(t, dir)
+	manifests := filepath.Join(dir, "manifests")
+	os.Mkdir(manifests, 0o755)
+	writeManifest(t, manifests, "testmod", bin, nil)
+	t.Setenv("TESTMOD_TOKEN", "token-for-tests")
+	ms := startModuleServer(t, serveConfig{ModulesDir: manifests, ModuleCallTimeout: 300 * time.Millisecond})
+	c := ms.dial(ms.endpoint("granted", "--capabilities", "testmod"))
+
+	start := time.Now()
+	if _, code := c.call("testmod_sleep", map[string]any{"ms": 60_000}); code != agent.OutcomeUnavailable {
+		t.Fatalf("a call past the timeout: %q, want unavailable", code)
+	}
+	if el := time.Since(start); el > 30*time.Second {
+		t.Fatalf("the call was answered after %v, not at the timeout", el)
+	}
+	if out := c.ok("testmod_echo", map[string]any{"text": "still here"}); !strings.Contains(fmt.Sprint(out), "still here") {
+		t.Fatalf("echo after the timeout: %v", out)
+	}
+
+	code, _, stderr := cli(t, "", "serve", "--db", filepath.Join(t.TempDir(), "sb.db"), "--module-call-timeout", "0s")
+	if code != 2 || !strings.Contains(stderr, "--module-call-timeout must be positive") {
+		t.Fatalf("serve --module-call-timeout 0s: exit %d, %q", code, stderr)
+	}
+}
