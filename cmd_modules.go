@@ -21,7 +21,7 @@ import (
 )
 
 const modulesSynopsis = `modules list [--url URL] [--modules-dir DIR] [--db FILE] [--json]
-       switchboard modules approve NAME TOOL [--db FILE]`
+       switchboard modules approve NAME TOOL [--hash SHA256] [--db FILE]`
 
 // stateNotRunning is what `modules list` says of a module when no serve answers.
 const stateNotRunning modules.State = "not running"
@@ -81,7 +81,7 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 		for _, t := range v.Tools {
 			if t.Withheld {
 				tools = append(tools, t.Name+" (withheld)")
-				withheld = append(withheld, fmt.Sprintf("switchboard modules approve %s %s", v.Name, t.Name))
+				withheld = append(withheld, fmt.Sprintf("switchboard modules approve %s %s --hash %.16s", v.Name, t.Name, t.Hash))
 			} else {
 				tools = append(tools, t.Name)
 			}
@@ -198,7 +198,13 @@ func offlineModules(ctx context.Context, env *environ, dir, db string) ([]module
 	}
 	for _, p := range pins {
 		v := add(p.Module)
-		v.Tools = append(v.Tools, modules.ToolStatus{Name: p.Tool, Hash: p.Hash, Withheld: p.PendingHash != ""})
+		// A withheld tool's hash is its new definition's, as a serve shows it:
+		// the one to review and approve.
+		t := modules.ToolStatus{Name: p.Tool, Hash: p.Hash}
+		if p.PendingHash != "" {
+			t.Hash, t.Withheld = p.PendingHash, true
+		}
+		v.Tools = append(v.Tools, t)
 	}
 	granted, err := grantedCapabilities(ctx, st)
 	if err != nil {
@@ -223,6 +229,7 @@ func views(order []string, byName map[string]*moduleView) []moduleView {
 func modulesApprove(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "modules approve", modulesSynopsis)
 	db := dbFlag(fs, env)
+	hash := fs.String("hash", "", "the definition you reviewed: its SHA-256, or its first 8+ hex digits, as modules list shows it; if the module has redefined the tool since, nothing is approved")
 	name, tool, err := twoArgs(fs, args)
 	if err != nil {
 		return err
@@ -241,8 +248,13 @@ func modulesApprove(ctx context.Context, env *environ, args []string) error {
 		return err
 	}
 	defer st.Close()
-	pin, err := st.ApprovePendingTool(ctx, name, tool, "human:cli")
+	pin, err := st.ApprovePendingTool(ctx, name, tool, *hash, "human:cli")
 	switch {
+	case errors.Is(err, store.ErrInvalid):
+		return usageErr("--hash must be at least 8 hex digits of the definition's SHA-256")
+	case errors.Is(err, store.ErrStale):
+		return fmt.Errorf("nothing approved: %s %s was redefined after the definition you named (%s); review the new one (switchboard modules list)",
+			name, tool, *hash)
 	case errors.Is(err, store.ErrNotFound):
 		return fmt.Errorf("module %s has no pinned tool %s (see switchboard modules list)", name, tool)
 	case errors.Is(err, store.ErrConflict):

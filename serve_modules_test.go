@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -446,7 +447,18 @@ func TestModuleGateway(t *testing.T) {
 			t.Fatalf("modules list (exit %d):\n%s", code, out)
 		}
 
-		if code, _, stderr := cli(t, "", "modules", "approve", "testmod", "echo", "--db", ms.db); code != 0 {
+		// The suggested command names the definition listed; another one, as if
+		// the module redefined echo again after the review, approves nothing.
+		m := regexp.MustCompile(`modules approve testmod testmod_echo --hash ([0-9a-f]{16})\n`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("modules list suggests no --hash:\n%s", out)
+		}
+		stale := strings.Repeat("0", 16)
+		if code, _, stderr := cli(t, "", "modules", "approve", "testmod", "echo", "--hash", stale, "--db", ms.db); code != 1 ||
+			!strings.Contains(stderr, "nothing approved") {
+			t.Fatalf("modules approve --hash of another definition: exit %d, %q", code, stderr)
+		}
+		if code, _, stderr := cli(t, "", "modules", "approve", "testmod", "echo", "--hash", m[1], "--db", ms.db); code != 0 {
 			t.Fatalf("modules approve: %s", stderr)
 		}
 		ms.until("echo released by the CLI's approval", withheld(false))

@@ -41,6 +41,11 @@ func backoffDelay(failures int) time.Duration {
 // ErrUnknownModule means no manifest defines the named module.
 var ErrUnknownModule = errors.New("modules: unknown module")
 
+// ErrDefinitionChanged means an approval named a definition (by its hash) that is
+// no longer the tool's current one: the module redefined it after the human
+// looked, and the new definition needs reviewing in turn.
+var ErrDefinitionChanged = errors.New("modules: the tool's definition changed since it was shown")
+
 // Options configure a Supervisor. Zero values take the defaults noted.
 type Options struct {
 	Manifests []Manifest
@@ -431,17 +436,20 @@ func (s *Supervisor) Ready() bool {
 }
 
 // Approve pins the current definition of a withheld tool (exposed or
-// upstream name) so it becomes available again, and audits the approval.
-func (s *Supervisor) Approve(ctx context.Context, module, tool string) error {
+// upstream name) so it becomes available again, and audits the approval. hash, when
+// not empty, is the definition the human reviewed (its SHA-256 as Status shows
+// it): if the module has redefined the tool since, nothing is pinned and the
+// error is ErrDefinitionChanged.
+func (s *Supervisor) Approve(ctx context.Context, module, tool, hash string) error {
 	m := s.byName[module]
 	if m == nil {
 		return fmt.Errorf("modules: approve: %w: %q", ErrUnknownModule, module)
 	}
 	m.mu.RLock()
-	var name, hash string
+	var name, current string
 	for _, t := range m.tools {
 		if t.Name == tool || t.Name == exposedName(module, tool) {
-			name, hash = t.Name, t.Hash
+			name, current = t.Name, t.Hash
 			break
 		}
 	}
@@ -449,6 +457,11 @@ func (s *Supervisor) Approve(ctx context.Context, module, tool string) error {
 	if name == "" {
 		return fmt.Errorf("modules: approve %s %s: %w", module, tool, ErrUnknownTool)
 	}
+	if hash != "" && !strings.EqualFold(hash, current) {
+		return fmt.Errorf("modules: approve %s %s: sha256 %.12s was shown, the definition is now %.12s: %w",
+			module, name, hash, current, ErrDefinitionChanged)
+	}
+	hash = current
 	if err := s.opts.Pins.PinTool(ctx, module, name, hash); err != nil {
 		return fmt.Errorf("modules: approve %s %s: %w", module, name, err)
 	}

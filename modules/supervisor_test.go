@@ -221,7 +221,15 @@ func TestChangedDefinitionIsWithheldUntilApproved(t *testing.T) {
 		t.Fatalf("status tools = %+v, want echo withheld", st.Tools)
 	}
 
-	if err := h.sup.Approve(context.Background(), "testmod", "echo"); err != nil {
+	// An approval of the definition a human saw earlier (the pinned one, here)
+	// pins nothing once the module has redefined the tool.
+	if err := h.sup.Approve(context.Background(), "testmod", "echo", before.Hash); !errors.Is(err, ErrDefinitionChanged) {
+		t.Fatalf("approving a definition no longer current: %v, want ErrDefinitionChanged", err)
+	}
+	if still, _ := h.tool("testmod_echo"); !still.Withheld {
+		t.Fatal("a refused approval released the tool")
+	}
+	if err := h.sup.Approve(context.Background(), "testmod", "echo", strings.ToUpper(after.Hash)); err != nil {
 		t.Fatal(err)
 	}
 	approved, _ := h.tool("testmod_echo")
@@ -234,7 +242,7 @@ func TestChangedDefinitionIsWithheldUntilApproved(t *testing.T) {
 	if n := len(h.auditsOf("module.tool_approved")); n != 1 {
 		t.Fatalf("approval audits = %d", n)
 	}
-	if err := h.sup.Approve(context.Background(), "testmod", "nope"); !errors.Is(err, ErrUnknownTool) {
+	if err := h.sup.Approve(context.Background(), "testmod", "nope", ""); !errors.Is(err, ErrUnknownTool) {
 		t.Fatalf("Approve unknown tool: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -102,8 +103,16 @@ func (s *Store) ListToolPins(ctx context.Context, module string) ([]ToolPin, err
 // ApprovePendingTool pins the pending definition of tool, so the gateway releases it
 // (a running serve notices the commit and reloads its pins), and audits who decided.
 // It is ErrNotFound when the tool was never pinned, and ErrConflict when nothing is
-// pending (its definition has not changed since it was pinned).
-func (s *Store) ApprovePendingTool(ctx context.Context, module, tool, actor string) (ToolPin, error) {
+// pending (its definition has not changed since it was pinned). hash, when not
+// empty, is the start (at least 8 hex digits) of the definition the human
+// reviewed: if the pending one is another, nothing is pinned and the error is
+// ErrStale.
+func (s *Store) ApprovePendingTool(ctx context.Context, module, tool, hash, actor string) (ToolPin, error) {
+	hash = strings.ToLower(hash)
+	if hash != "" && (len(hash) < 8 || strings.Trim(hash, "0123456789abcdef") != "") {
+		return ToolPin{}, fmt.Errorf("store: approve %s/%s: the hash must be at least 8 hex digits of the SHA-256: %w",
+			module, tool, ErrInvalid)
+	}
 	var pin ToolPin
 	err := s.write(ctx, func(w *wtx) error {
 		var old, pending string
@@ -118,6 +127,10 @@ func (s *Store) ApprovePendingTool(ctx context.Context, module, tool, actor stri
 		if pending == "" {
 			return fmt.Errorf("store: approve %s/%s: nothing is pending, its definition has not changed since it was pinned: %w",
 				module, tool, ErrConflict)
+		}
+		if !strings.HasPrefix(pending, hash) {
+			return fmt.Errorf("store: approve %s/%s: the pending definition is sha256 %.12s, not %s: %w",
+				module, tool, pending, hash, ErrStale)
 		}
 		if _, err := w.exec(`UPDATE tool_pins SET hash = pending_hash, pinned_at = ?, pending_hash = NULL, pending_at = NULL
 			WHERE module = ? AND tool = ?`, ms(w.now), module, tool); err != nil {

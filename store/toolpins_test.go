@@ -26,10 +26,10 @@ func TestToolPinsLifecycle(t *testing.T) {
 	if err != nil || len(pins) != 2 || pins["git_log"] != "h1" || pins["git_diff"] != "d1" {
 		t.Fatalf("ToolPins(git) = %v, %v", pins, err)
 	}
-	if _, err := s.ApprovePendingTool(ctx, "git", "git_log", "human:cli"); !errors.Is(err, ErrConflict) {
+	if _, err := s.ApprovePendingTool(ctx, "git", "git_log", "", "human:cli"); !errors.Is(err, ErrConflict) {
 		t.Fatalf("approve with nothing pending: %v, want ErrConflict", err)
 	}
-	if _, err := s.ApprovePendingTool(ctx, "git", "git_blame", "human:cli"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.ApprovePendingTool(ctx, "git", "git_blame", "", "human:cli"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("approve an unknown tool: %v, want ErrNotFound", err)
 	}
 
@@ -51,7 +51,7 @@ func TestToolPinsLifecycle(t *testing.T) {
 		t.Fatalf("ListToolPins(web) = %+v", only)
 	}
 
-	pin, err := s.ApprovePendingTool(ctx, "git", "git_log", "human:cli")
+	pin, err := s.ApprovePendingTool(ctx, "git", "git_log", "", "human:cli")
 	if err != nil || pin.Hash != "h2" {
 		t.Fatalf("approve: %+v, %v", pin, err)
 	}
@@ -110,7 +110,7 @@ func TestOnForeignCommitSeesAnotherHandle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = cli.ApprovePendingTool(ctx, "git", "git_log", "human:cli")
+	_, err = cli.ApprovePendingTool(ctx, "git", "git_log", "", "human:cli")
 	cli.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -136,5 +136,37 @@ func TestOnForeignCommitSeesAnotherHandle(t *testing.T) {
 		case <-limit:
 			t.Fatal("OnForeignCommit never saw the approval made by another handle")
 		}
+	}
+}
+
+// An approval naming the definition the human reviewed pins nothing if the pending
+// one is another: the module redefined the tool again after the review.
+func TestApprovePendingToolNamedByHash(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	const pinned, reviewed, later = "1111111111aa", "2222222222bb", "3333333333cc"
+	if err := s.PinTool(ctx, "git", "git_log", pinned); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WithholdTool(ctx, "git", "git_log", reviewed); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WithholdTool(ctx, "git", "git_log", later); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ApprovePendingTool(ctx, "git", "git_log", "22222222", "human:cli"); !errors.Is(err, ErrStale) {
+		t.Fatalf("approve the reviewed definition after it changed again: %v, want ErrStale", err)
+	}
+	if pins, _ := s.ToolPins(ctx, "git"); pins["git_log"] != pinned {
+		t.Fatalf("a refused approval moved the pin to %q", pins["git_log"])
+	}
+	for _, bad := range []string{"3333", "3333333x"} {
+		if _, err := s.ApprovePendingTool(ctx, "git", "git_log", bad, "human:cli"); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("approve with hash %q: %v, want ErrInvalid", bad, err)
+		}
+	}
+	pin, err := s.ApprovePendingTool(ctx, "git", "git_log", "3333333333CC", "human:cli")
+	if err != nil || pin.Hash != later {
+		t.Fatalf("approve the current pending definition: %+v, %v", pin, err)
 	}
 }

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -15,7 +16,7 @@ import (
 // definition changed since it was pinned.
 type Modules interface {
 	Status() []modules.ModuleStatus
-	Approve(ctx context.Context, module, tool string) error
+	Approve(ctx context.Context, module, tool, hash string) error
 }
 
 type modulesPage struct {
@@ -44,7 +45,15 @@ func (u *UI) approveTool(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		u.fail(w, r, rc, http.StatusBadRequest, "Say which tool to approve.")
 		return
 	}
-	if err := u.opts.Modules.Approve(r.Context(), module, tool); err != nil {
+	// hash is the definition the page showed: a module that redefines the tool
+	// after the human looked does not get the newer one approved.
+	hash := strings.TrimSpace(r.PostForm.Get("hash"))
+	err := u.opts.Modules.Approve(r.Context(), module, tool, hash)
+	if errors.Is(err, modules.ErrDefinitionChanged) {
+		u.fail(w, r, rc, http.StatusConflict, fmt.Sprintf("The definition of %s changed again after this page was shown, so nothing was approved. Review the new one.", tool))
+		return
+	}
+	if err != nil {
 		u.log.Warn("web: approve module tool", "module", module, "tool", tool, "err", err)
 		u.fail(w, r, rc, http.StatusBadRequest, fmt.Sprintf("Approving %s of module %s failed: %v.", tool, module, err))
 		return

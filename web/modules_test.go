@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -20,9 +21,13 @@ type fakeModules struct {
 }
 
 func (m *fakeModules) Status() []modules.ModuleStatus { return m.status }
-func (m *fakeModules) Approve(_ context.Context, module, tool string) error {
+func (m *fakeModules) Approve(_ context.Context, module, tool, hash string) error {
 	if module != "everything" || tool != "everything_echo" {
 		return errors.New("unknown tool")
+	}
+	// As the supervisor does: a hash that is not the current definition's.
+	if hash != "" && hash != m.status[0].Tools[1].Hash {
+		return fmt.Errorf("echo: %w", modules.ErrDefinitionChanged)
 	}
 	m.approved = append(m.approved, module+"/"+tool)
 	return nil
@@ -58,7 +63,19 @@ func TestModulesPage(t *testing.T) {
 		t.Errorf("%d approve buttons, want 1 (only the withheld tool)", n)
 	}
 
-	res, _ = f.post("/modules/everything/approve", cookie, url.Values{csrfField: {csrf}, "tool": {"everything_echo"}})
+	// The form carries the definition the page showed; a module that redefined
+	// the tool since does not get the newer one approved.
+	if !strings.Contains(body, `name="hash" value="bbbbbbbbbbbbbbbbbbbb"`) {
+		t.Error("the approve form does not carry the definition it shows")
+	}
+	res, body = f.post("/modules/everything/approve", cookie, url.Values{csrfField: {csrf}, "tool": {"everything_echo"},
+		"hash": {"cccccccccccccccccccc"}})
+	if res.StatusCode != http.StatusConflict || !strings.Contains(body, "changed again") || len(fm.approved) != 0 {
+		t.Fatalf("approving a definition no longer current: %d, approved %v", res.StatusCode, fm.approved)
+	}
+
+	res, _ = f.post("/modules/everything/approve", cookie, url.Values{csrfField: {csrf}, "tool": {"everything_echo"},
+		"hash": {"bbbbbbbbbbbbbbbbbbbb"}})
 	if res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("approve: %d", res.StatusCode)
 	}
