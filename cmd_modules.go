@@ -81,7 +81,7 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 		for _, t := range v.Tools {
 			if t.Withheld {
 				tools = append(tools, t.Name+" (withheld)")
-				withheld = append(withheld, fmt.Sprintf("switchboard modules approve %s %s --hash %.16s", v.Name, t.Name, t.Hash))
+				withheld = append(withheld, fmt.Sprintf("switchboard modules approve %s %s --hash %s", v.Name, t.Name, t.Hash))
 			} else {
 				tools = append(tools, t.Name)
 			}
@@ -229,7 +229,7 @@ func views(order []string, byName map[string]*moduleView) []moduleView {
 func modulesApprove(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "modules approve", modulesSynopsis)
 	db := dbFlag(fs, env)
-	hash := fs.String("hash", "", "the definition you reviewed: its SHA-256, or its first 8+ hex digits, as modules list shows it; if the module has redefined the tool since, nothing is approved")
+	hash := fs.String("hash", "", "the definition you reviewed: its SHA-256 as modules list prints it (or its first 16+ hex digits); if the module has redefined the tool since, nothing is approved")
 	name, tool, err := twoArgs(fs, args)
 	if err != nil {
 		return err
@@ -251,7 +251,7 @@ func modulesApprove(ctx context.Context, env *environ, args []string) error {
 	pin, err := st.ApprovePendingTool(ctx, name, tool, *hash, "human:cli")
 	switch {
 	case errors.Is(err, store.ErrInvalid):
-		return usageErr("--hash must be at least 8 hex digits of the definition's SHA-256")
+		return usageErr("--hash must be at least %d hex digits of the definition's SHA-256", store.MinApprovalHashDigits)
 	case errors.Is(err, store.ErrStale):
 		return fmt.Errorf("nothing approved: %s %s was redefined after the definition you named (%s); review the new one (switchboard modules list)",
 			name, tool, *hash)

@@ -449,11 +449,11 @@ func TestModuleGateway(t *testing.T) {
 
 		// The suggested command names the definition listed; another one, as if
 		// the module redefined echo again after the review, approves nothing.
-		m := regexp.MustCompile(`modules approve testmod testmod_echo --hash ([0-9a-f]{16})\n`).FindStringSubmatch(out)
+		m := regexp.MustCompile(`modules approve testmod testmod_echo --hash ([0-9a-f]{64})\n`).FindStringSubmatch(out)
 		if m == nil {
 			t.Fatalf("modules list suggests no --hash:\n%s", out)
 		}
-		stale := strings.Repeat("0", 16)
+		stale := strings.Repeat("0", 64)
 		if code, _, stderr := cli(t, "", "modules", "approve", "testmod", "echo", "--hash", stale, "--db", ms.db); code != 1 ||
 			!strings.Contains(stderr, "nothing approved") {
 			t.Fatalf("modules approve --hash of another definition: exit %d, %q", code, stderr)

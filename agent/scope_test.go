@@ -221,12 +221,17 @@ func TestOutOfScopeTodoLooksMissing(t *testing.T) {
 	_, cred := e.endpoint("bob", []string{"other"}, nil)
 	c := e.dial(cred, false)
 	theirs := e.addTodo("payroll", "p")
-	missing := theirs.ID + 1000
-	for _, verb := range []string{VerbClaim, VerbHeartbeat, VerbComplete, VerbFail} {
+	// One claimed by the tenant it belongs to: its lease_seq is 1, the one bob
+	// sends, so only the queue scope stands between bob and the lease.
+	_, aliceCred := e.endpoint("alice", []string{"payroll"}, nil)
+	held := e.addTodo("payroll", "h")
+	e.dial(aliceCred, false).ok(t, VerbClaim, map[string]any{"todo_id": held.ID}, nil)
+	missing := held.ID + 1000
+	for _, verb := range []string{VerbClaim, VerbHeartbeat, VerbComplete, VerbFail, VerbRelease} {
 		answer := func(id int64) (string, string) {
 			args := map[string]any{"todo_id": id}
 			switch verb {
-			case VerbHeartbeat, VerbComplete:
+			case VerbHeartbeat, VerbComplete, VerbRelease:
 				args["lease_seq"] = 1
 			case VerbFail:
 				args["lease_seq"], args["error"] = 1, "x"
@@ -241,14 +246,19 @@ func TestOutOfScopeTodoLooksMissing(t *testing.T) {
 			}
 			return p.Code, strings.ReplaceAll(p.Message, strconv.FormatInt(id, 10), "N")
 		}
-		code, msg := answer(theirs.ID)
 		wantCode, wantMsg := answer(missing)
-		if code != CodeNotFound || code != wantCode || msg != wantMsg || strings.Contains(msg, "payroll") {
-			t.Errorf("%s on an out-of-scope todo: %s %q; on a missing one: %s %q", verb, code, msg, wantCode, wantMsg)
+		for _, id := range []int64{theirs.ID, held.ID} {
+			code, msg := answer(id)
+			if code != CodeNotFound || code != wantCode || msg != wantMsg || strings.Contains(msg, "payroll") {
+				t.Errorf("%s on out-of-scope todo %d: %s %q; on a missing one: %s %q", verb, id, code, msg, wantCode, wantMsg)
+			}
 		}
 	}
 	if got := e.todo(theirs.ID); got.State != "pending" {
 		t.Fatalf("the out-of-scope todo is %s", got.State)
+	}
+	if got := e.todo(held.ID); got.State != "claimed" || got.Owner != "agent:alice" {
+		t.Fatalf("the out-of-scope claimed todo is %s by %s", got.State, got.Owner)
 	}
 }
 

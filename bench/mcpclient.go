@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/switchboardhq/switchboard/agent"
 )
@@ -103,9 +104,11 @@ func (c *leanClient) callTool(ctx context.Context, name string, args any, out an
 	return nil
 }
 
-// close ends the session.
+// close ends the session, giving the server a few seconds to answer.
 func (c *leanClient) close() {
-	req, err := http.NewRequest(http.MethodDelete, c.url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.url, nil)
 	if err != nil {
 		return
 	}
@@ -186,7 +189,7 @@ func answer(resp *http.Response, id int64) ([]byte, error) {
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch ct {
 	case "application/json":
-		return io.ReadAll(resp.Body)
+		return io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	case "text/event-stream":
 		// Notifications may be streamed ahead of the answer: the answer is the
 		// event with our id and no method.
@@ -204,6 +207,9 @@ func answer(resp *http.Response, id int64) ([]byte, error) {
 			line := sc.Bytes()
 			switch {
 			case bytes.HasPrefix(line, []byte("data:")):
+				if len(data) > 0 {
+					data = append(data, '\n') // an event's data lines join with newlines
+				}
 				data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))...)
 			case len(line) == 0 && len(data) > 0:
 				if isAnswer(data) {

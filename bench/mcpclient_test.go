@@ -35,7 +35,8 @@ func TestLeanClientAnswers(t *testing.T) {
 		case strings.Contains(string(body), `"name":"streamed"`):
 			w.Header().Set("Content-Type", "text/event-stream")
 			fmt.Fprint(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"id\":2}}\n\n")
-			fmt.Fprint(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"structuredContent\":{\"said\":\"\\\"method\\\"\"}}}\n\n")
+			// The answer on two data lines, which join with a newline.
+			fmt.Fprint(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":2,\ndata: \"result\":{\"structuredContent\":{\"said\":\"\\\"method\\\"\"}}}\n\n")
 		case strings.Contains(string(body), `"name":"fails"`):
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprint(w, `{"jsonrpc":"2.0","id":3,"result":{"isError":true,"content":[{"type":"text","text":"not_found: todo 9"}]}}`)

@@ -353,6 +353,9 @@ func callTool(ctx context.Context, c *client.Client, name string, args map[strin
 	return out, nil
 }
 
+// maxConsecutiveErrors is how many failed calls in a row stop a draining agent.
+const maxConsecutiveErrors = 20
+
 // drain has agents loop claim_next → complete until queued todos are done. The
 // agents are lean MCP clients (see leanClient), so that as much of the machine as
 // possible is left to the server being measured.
@@ -389,11 +392,21 @@ func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// An agent whose calls keep failing (say, its session was ended) stops
+			// rather than spin; every failure is counted.
+			failed := 0
+			fail := func() bool {
+				errs.Add(1)
+				failed++
+				return failed < maxConsecutiveErrors
+			}
 			for done.Load() < queued && ctx.Err() == nil {
 				t0 := time.Now()
 				var cl claimed
 				if err := c.callTool(ctx, "claim_next", claimArgs, &cl); err != nil {
-					errs.Add(1)
+					if !fail() {
+						return
+					}
 					continue
 				}
 				claimLat.Add(time.Since(t0))
@@ -404,11 +417,14 @@ func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) e
 				var co completed
 				err := c.callTool(ctx, "complete", map[string]any{"todo_id": cl.Todo.ID, "lease_seq": cl.LeaseSeq}, &co)
 				if err != nil || co.Todo.State != "done" {
-					errs.Add(1)
+					if !fail() {
+						return
+					}
 					continue
 				}
 				completeLat.Add(time.Since(t1))
 				done.Add(1)
+				failed = 0
 			}
 		}()
 	}

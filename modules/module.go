@@ -190,8 +190,8 @@ func (m *module) pin(ctx context.Context, tools []toolEntry) error {
 			if !m.reports.withheld(t.Name, t.Hash, o.Now()) {
 				continue
 			}
-			detail := fmt.Sprintf("definition changed: pinned sha256 %s, now %s; approve with: switchboard modules approve %s %s",
-				pinned, t.Hash, name, t.Name)
+			detail := fmt.Sprintf("definition changed: pinned sha256 %s, now %s; approve with: switchboard modules approve %s %s --hash %s",
+				pinned, t.Hash, name, t.Name, t.Hash)
 			m.sup.audit("module.tool_withheld", name+"/"+t.Name, detail)
 			m.log.Warn("tool definition changed; withheld until approved", "tool", t.Name, "pinned", pinned, "now", t.Hash)
 		}

@@ -53,7 +53,9 @@ func (p *MemoryPins) PinTool(_ context.Context, module, tool, hash string) error
 		p.pins[module] = map[string]string{}
 	}
 	p.pins[module][tool] = hash
-	delete(p.pending[module], tool)
+	if p.pending[module][tool] == hash {
+		delete(p.pending[module], tool)
+	}
 	return nil
 }
 

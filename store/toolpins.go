@@ -47,12 +47,15 @@ func (s *Store) ToolPins(ctx context.Context, module string) (map[string]string,
 }
 
 // PinTool records hash as the approved definition of tool, replacing any earlier pin,
-// and clears a pending hash. The supervisor audits the pin itself.
+// and clears the pending hash if it is this one: a definition recorded as pending
+// since (the module redefined the tool again while a human approved) stays pending.
+// The supervisor audits the pin itself.
 func (s *Store) PinTool(ctx context.Context, module, tool, hash string) error {
 	return s.write(ctx, func(w *wtx) error {
 		_, err := w.exec(`INSERT INTO tool_pins (module, tool, hash, pinned_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (module, tool) DO UPDATE SET hash = excluded.hash, pinned_at = excluded.pinned_at,
-				pending_hash = NULL, pending_at = NULL`,
+				pending_hash = CASE WHEN pending_hash = excluded.hash THEN NULL ELSE pending_hash END,
+				pending_at = CASE WHEN pending_hash = excluded.hash THEN NULL ELSE pending_at END`,
 			module, tool, hash, ms(w.now))
 		if err != nil {
 			return fmt.Errorf("store: pin %s/%s: %w", module, tool, err)
@@ -100,18 +103,23 @@ func (s *Store) ListToolPins(ctx context.Context, module string) ([]ToolPin, err
 	return out, rows.Err()
 }
 
+// MinApprovalHashDigits is the shortest start of a definition's SHA-256 that an
+// approval may name it by.
+const MinApprovalHashDigits = 16
+
 // ApprovePendingTool pins the pending definition of tool, so the gateway releases it
 // (a running serve notices the commit and reloads its pins), and audits who decided.
 // It is ErrNotFound when the tool was never pinned, and ErrConflict when nothing is
 // pending (its definition has not changed since it was pinned). hash, when not
-// empty, is the start (at least 8 hex digits) of the definition the human
-// reviewed: if the pending one is another, nothing is pinned and the error is
-// ErrStale.
+// empty, is the definition the human reviewed: its SHA-256, or at least its first
+// 16 hex digits (fewer would let a module search for a second definition that
+// starts the same); if the pending one is another, nothing is pinned and the error
+// is ErrStale.
 func (s *Store) ApprovePendingTool(ctx context.Context, module, tool, hash, actor string) (ToolPin, error) {
 	hash = strings.ToLower(hash)
-	if hash != "" && (len(hash) < 8 || strings.Trim(hash, "0123456789abcdef") != "") {
-		return ToolPin{}, fmt.Errorf("store: approve %s/%s: the hash must be at least 8 hex digits of the SHA-256: %w",
-			module, tool, ErrInvalid)
+	if hash != "" && (len(hash) < MinApprovalHashDigits || strings.Trim(hash, "0123456789abcdef") != "") {
+		return ToolPin{}, fmt.Errorf("store: approve %s/%s: the hash must be at least %d hex digits of the SHA-256: %w",
+			module, tool, MinApprovalHashDigits, ErrInvalid)
 	}
 	var pin ToolPin
 	err := s.write(ctx, func(w *wtx) error {

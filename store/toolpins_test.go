@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -144,7 +145,7 @@ func TestOnForeignCommitSeesAnotherHandle(t *testing.T) {
 func TestApprovePendingToolNamedByHash(t *testing.T) {
 	s := openTest(t, Options{})
 	ctx := context.Background()
-	const pinned, reviewed, later = "1111111111aa", "2222222222bb", "3333333333cc"
+	pinned, reviewed, later := strings.Repeat("1", 64), strings.Repeat("2", 64), strings.Repeat("3", 60)+"abcd"
 	if err := s.PinTool(ctx, "git", "git_log", pinned); err != nil {
 		t.Fatal(err)
 	}
@@ -154,19 +155,48 @@ func TestApprovePendingToolNamedByHash(t *testing.T) {
 	if err := s.WithholdTool(ctx, "git", "git_log", later); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ApprovePendingTool(ctx, "git", "git_log", "22222222", "human:cli"); !errors.Is(err, ErrStale) {
+	if _, err := s.ApprovePendingTool(ctx, "git", "git_log", reviewed, "human:cli"); !errors.Is(err, ErrStale) {
 		t.Fatalf("approve the reviewed definition after it changed again: %v, want ErrStale", err)
 	}
 	if pins, _ := s.ToolPins(ctx, "git"); pins["git_log"] != pinned {
 		t.Fatalf("a refused approval moved the pin to %q", pins["git_log"])
 	}
-	for _, bad := range []string{"3333", "3333333x"} {
+	// 8 digits could be matched by a definition searched for; 16 is the least.
+	for _, bad := range []string{later[:8], later[:15], later[:15] + "x"} {
 		if _, err := s.ApprovePendingTool(ctx, "git", "git_log", bad, "human:cli"); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("approve with hash %q: %v, want ErrInvalid", bad, err)
 		}
 	}
-	pin, err := s.ApprovePendingTool(ctx, "git", "git_log", "3333333333CC", "human:cli")
+	pin, err := s.ApprovePendingTool(ctx, "git", "git_log", strings.ToUpper(later[:16]), "human:cli")
 	if err != nil || pin.Hash != later {
 		t.Fatalf("approve the current pending definition: %+v, %v", pin, err)
+	}
+}
+
+// Pinning one definition (a human approving it on the board) leaves a newer one
+// recorded as pending meanwhile pending: it still needs its own approval.
+func TestPinKeepsANewerPendingDefinition(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	if err := s.PinTool(ctx, "git", "git_log", "h1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"h2", "h3"} {
+		if err := s.WithholdTool(ctx, "git", "git_log", h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PinTool(ctx, "git", "git_log", "h2"); err != nil {
+		t.Fatal(err)
+	}
+	all, _ := s.ListToolPins(ctx, "git")
+	if len(all) != 1 || all[0].Hash != "h2" || all[0].PendingHash != "h3" || all[0].PendingAt == nil {
+		t.Fatalf("after pinning h2 with h3 pending: %+v", all)
+	}
+	if err := s.PinTool(ctx, "git", "git_log", "h3"); err != nil {
+		t.Fatal(err)
+	}
+	if all, _ := s.ListToolPins(ctx, "git"); all[0].Hash != "h3" || all[0].PendingHash != "" || all[0].PendingAt != nil {
+		t.Fatalf("after pinning the pending h3: %+v", all)
 	}
 }

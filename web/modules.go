@@ -48,6 +48,10 @@ func (u *UI) approveTool(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	// hash is the definition the page showed: a module that redefines the tool
 	// after the human looked does not get the newer one approved.
 	hash := strings.TrimSpace(r.PostForm.Get("hash"))
+	if hash == "" {
+		u.fail(w, r, rc, http.StatusBadRequest, "Say which definition you reviewed: reload the Modules page and approve from there.")
+		return
+	}
 	err := u.opts.Modules.Approve(r.Context(), module, tool, hash)
 	if errors.Is(err, modules.ErrDefinitionChanged) {
 		u.fail(w, r, rc, http.StatusConflict, fmt.Sprintf("The definition of %s changed again after this page was shown, so nothing was approved. Review the new one.", tool))
@@ -60,7 +64,7 @@ func (u *UI) approveTool(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	}
 	// The supervisor audits the pin; this row records which human decided it.
 	if err := u.store.Audit(r.Context(), store.AuditEntry{Actor: rc.actor(), Action: "module.approve",
-		Target: "module:" + module, Detail: "tool=" + tool}); err != nil {
+		Target: "module:" + module, Detail: "tool=" + tool + " sha256=" + hash}); err != nil {
 		u.log.Warn("web: audit module approval", "err", err)
 	}
 	http.Redirect(w, r, "/modules?flash=approved", http.StatusSeeOther)

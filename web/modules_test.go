@@ -83,11 +83,18 @@ func TestModulesPage(t *testing.T) {
 		t.Fatalf("approved %v", fm.approved)
 	}
 	rows := f.audited("module:everything")
-	if len(rows) != 1 || rows[0].Actor != humanActor(f.human.ID) || rows[0].Action != "module.approve" {
+	if len(rows) != 1 || rows[0].Actor != humanActor(f.human.ID) || rows[0].Action != "module.approve" ||
+		!strings.Contains(rows[0].Detail, "sha256=bbbbbbbbbbbbbbbbbbbb") {
 		t.Fatalf("audit %+v", rows)
 	}
-	if res, _ := f.post("/modules/everything/approve", cookie, url.Values{csrfField: {csrf}, "tool": {"nope"}}); res.StatusCode != http.StatusBadRequest {
+	if res, _ := f.post("/modules/everything/approve", cookie, url.Values{csrfField: {csrf}, "tool": {"nope"},
+		"hash": {"bbbbbbbbbbbbbbbbbbbb"}}); res.StatusCode != http.StatusBadRequest {
 		t.Fatalf("approving an unknown tool: %d", res.StatusCode)
+	}
+	// Without the definition it was shown, nothing is approved.
+	res, body = f.post("/modules/everything/approve", cookie, url.Values{csrfField: {csrf}, "tool": {"everything_echo"}})
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "which definition") || len(fm.approved) != 1 {
+		t.Fatalf("approving without a hash: %d, approved %v", res.StatusCode, fm.approved)
 	}
 }
 
