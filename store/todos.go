@@ -161,16 +161,21 @@ func (w *wtx) addTodo(n NewTodo) (Todo, error) {
 		n.CreatedBy = "system"
 	}
 	now := ms(w.now)
-	var id int64
-	err := w.queryRow(`INSERT INTO todos (id, queue, state, payload_size, source_type, source_webhook_id,
+	// Exec and the rowid SQLite reports, not RETURNING: on this, the ingest's
+	// hottest statement, RETURNING's result set cost a third as much again.
+	res, err := w.exec(`INSERT INTO todos (id, queue, state, payload_size, source_type, source_webhook_id,
 			source_event_id, source_event_type, verified, trust_mode, webhook_created_by, created_by,
 			max_attempts, available_at, created_at, updated_at)
-		VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		nullID(n.id), n.Queue, len(n.Payload), n.Source.Type, nullID(n.Source.WebhookID), nullID(n.Source.EventID),
 		n.Source.EventType, n.Trust.Verified, n.Trust.Mode, n.Trust.WebhookCreatedBy, n.CreatedBy,
-		n.MaxAttempts, now, now, now).Scan(&id)
+		n.MaxAttempts, now, now, now)
 	if err != nil {
 		return Todo{}, fmt.Errorf("store: add todo to %s: %w", n.Queue, err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return Todo{}, fmt.Errorf("store: add todo to %s: read its id: %w", n.Queue, err)
 	}
 	// A todo made from a webhook event reads its payload from the event's body.
 	if n.Source.EventID == 0 && n.Payload != "" {
