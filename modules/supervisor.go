@@ -67,6 +67,7 @@ type Options struct {
 	OnChange func(module string)
 
 	StartTimeout time.Duration // one start attempt: initialize + tools/list; default 30s
+	StartNotice  time.Duration // Start logs the modules it still waits for after this; default 3s
 	StopGrace    time.Duration // each polite shutdown step; default 2s
 	CallTimeout  time.Duration // when the caller's ctx has no deadline; default 5m
 	// StdinStall bounds one write to a module's stdin; default 30s. A module
@@ -99,6 +100,9 @@ func (o *Options) defaults() {
 	}
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 30 * time.Second
+	}
+	if o.StartNotice <= 0 {
+		o.StartNotice = 3 * time.Second
 	}
 	if o.StopGrace <= 0 {
 		o.StopGrace = 2 * time.Second
@@ -188,10 +192,25 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	context.AfterFunc(runCtx, stop)
 	first := make([]error, len(s.mods))
 	var wg sync.WaitGroup
+	var started sync.Map // module name → true once its first attempt ended
 	for i, m := range s.mods {
-		wg.Go(func() { first[i] = m.start(ctx, true) })
+		wg.Go(func() {
+			first[i] = m.start(ctx, true)
+			started.Store(m.man.Name, true)
+		})
 	}
+	// serve listens only after every module's first attempt: say who it waits
+	// for, rather than look hung for up to StartTimeout.
+	slow := time.AfterFunc(s.opts.StartNotice, func() {
+		for _, m := range s.mods {
+			if _, ok := started.Load(m.man.Name); !ok {
+				m.log.Info("still waiting for the module to answer initialize and tools/list; serve starts without it after the start timeout",
+					"start_timeout", s.opts.StartTimeout.String())
+			}
+		}
+	})
 	wg.Wait()
+	slow.Stop()
 	var fatal []error
 	for i, err := range first {
 		var sel *selectionError

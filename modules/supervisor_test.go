@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -542,3 +544,34 @@ func TestChangeLogIsThrottled(t *testing.T) {
 		t.Fatalf("a minute later: %d, want the 99 unsaid and this one", n)
 	}
 }
+
+// A module that never answers initialize holds serve from listening for the start
+// timeout; Start says which module it is waiting for instead of looking hung.
+func TestStartSaysWhichModuleItWaitsFor(t *testing.T) {
+	var logs strings.Builder
+	var mu sync.Mutex
+	silent := Manifest{File: "silent.json", Version: 1, Type: "module", Name: "silent", Title: "Silent",
+		Description: "Never answers.", Risk: "read", Command: "/usr/bin/sleep", Arguments: []string{"60"},
+		EnforceEgressPolicy: true}
+	if _, err := os.Stat(silent.Command); err != nil {
+		t.Skipf("no %s: %v", silent.Command, err)
+	}
+	h := newHarness(t, []Manifest{silent}, func(o *Options) {
+		o.StartTimeout, o.StartNotice = 2*time.Second, 50*time.Millisecond
+		o.Logger = slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return logs.Write(p)
+		}), nil))
+	})
+	h.start()
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), "still waiting for the module") || !strings.Contains(logs.String(), "module=silent") {
+		t.Fatalf("Start waited on a silent module without saying so:\n%s", logs.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
