@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -26,7 +27,8 @@ const benchSynopsis = `bench [--url URL --credential-env VAR [--queue Q]] [--del
 
 func runBench(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "bench", benchSynopsis)
-	url := fs.String("url", "", "bench a running Switchboard at this base URL (default: start one on a temporary database)")
+	url := fs.String("url", "", "bench a running Switchboard at this base URL (default: start one on a temporary database); "+
+		"its endpoint needs the queue, --max-webhooks 2, --webhook-sources generic,github and a high --rate (see the README)")
 	credEnv := fs.String("credential-env", "", "with --url: the environment variable holding an endpoint credential (never argv)")
 	queue := fs.String("queue", "bench", "with --url: the queue the bench's webhooks feed (must be in the endpoint's scope and webhook ceiling)")
 	deliveries := fs.Int("deliveries", 20000, "signed deliveries in the ingest phase")
@@ -73,7 +75,7 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 	}
 	report, err := bench.Run(ctx, target, cfg)
 	if err != nil {
-		return err
+		return errors.New(strings.TrimPrefix(err.Error(), "bench: ")) // the command names itself
 	}
 	if *asJSON {
 		return writeJSON(env, struct {

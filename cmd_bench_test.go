@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // switchboard bench end to end, small: it starts serve as a child process (this
@@ -71,5 +76,40 @@ func TestBenchRunsEndToEnd(t *testing.T) {
 	}
 	if r.Process == nil || r.Process.IdleRSSMB <= 0 || r.Process.CPU <= 0 {
 		t.Errorf("no process figures: %+v", r.Process)
+	}
+}
+
+// bench --url against an endpoint left at a low rate limit: the drain cannot run,
+// so bench fails and says why instead of reporting a rate, and leaves no webhook
+// behind on the server.
+func TestBenchURLRefusesAThrottledDrain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and drives it")
+	}
+	db := filepath.Join(t.TempDir(), "sb.db")
+	code, out, stderr := cli(t, "", "endpoint", "create", "--db", db, "--agent", "bench", "--queues", "bench",
+		"--max-webhooks", "2", "--webhook-sources", "generic,github", "--rate", "5", "--burst", "5", "--json")
+	if code != 0 {
+		t.Fatalf("endpoint create: %s", stderr)
+	}
+	var ep struct {
+		Credential string `json:"credential"`
+	}
+	if err := json.Unmarshal([]byte(out), &ep); err != nil {
+		t.Fatal(err)
+	}
+	base, stop := startServer(t, serveConfig{DB: db})
+	defer stop()
+	code, _, stderr = runCLI(t, map[string]string{"BENCH_CRED": ep.Credential}, "bench", "--url", base,
+		"--credential-env", "BENCH_CRED", "--deliveries", "60", "--senders", "4", "--agents", "2", "--doorbells", "5",
+		"--duration", "100ms")
+	if code != 1 || !strings.Contains(stderr, "rate_limited") || !strings.Contains(stderr, "the drain completed") {
+		t.Fatalf("bench against a throttled endpoint: exit %d, %q", code, stderr)
+	}
+	st := openRO(t, db)
+	defer st.Close()
+	hooks, err := st.ListWebhooks(context.Background(), store.WebhookFilter{})
+	if err != nil || len(hooks) != 0 {
+		t.Fatalf("bench left webhooks behind: %+v, %v", hooks, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -15,11 +16,12 @@ import (
 
 const endpointSynopsis = `endpoint create --agent NAME --queues q1,q2 [--verbs v1,v2] [--default-lease SECONDS]
                       [--max-webhooks N] [--webhook-sources github,stripe,…] [--webhook-queues q1,…]
-                      [--capabilities cap1,…] [--tool-allow t1,…] [--tool-deny t1,…] [--json] [--db FILE]
+                      [--capabilities cap1,…] [--tool-allow t1,…] [--tool-deny t1,…] [--rate N] [--burst N]
+                      [--json] [--db FILE]
        switchboard endpoint list [--all] [--json] [--db FILE]
        switchboard endpoint update ID [--queues …] [--verbs …] [--default-lease SECONDS] [--max-webhooks N]
                       [--webhook-sources …] [--webhook-queues …] [--capabilities …] [--tool-allow …]
-                      [--tool-deny …] [--json] [--db FILE]
+                      [--tool-deny …] [--rate N] [--burst N] [--json] [--db FILE]
        switchboard endpoint revoke ID [--db FILE]`
 
 func runEndpoint(ctx context.Context, env *environ, args []string) error {
@@ -53,30 +55,45 @@ func (l *listValue) ptr() *[]string {
 	return &out
 }
 
-// intValue is an int flag that remembers whether it was given.
-type intValue struct {
+// numValue is a non-negative number flag (a whole number or any number) that
+// remembers whether it was given.
+type numValue[T int | float64] struct {
 	set bool
-	v   int
+	v   T
 }
 
-func (i *intValue) String() string { return strconv.Itoa(i.v) }
-func (i *intValue) Set(s string) error {
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return fmt.Errorf("not a whole number: %q", s)
+type intValue = numValue[int]
+type floatValue = numValue[float64]
+
+func (o *numValue[T]) String() string { return fmt.Sprint(o.v) }
+func (o *numValue[T]) Set(s string) error {
+	var n T
+	switch p := any(&n).(type) {
+	case *int:
+		v, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("not a whole number: %q", s)
+		}
+		*p = v
+	case *float64:
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("not a number: %q", s)
+		}
+		*p = v
 	}
 	if n < 0 {
-		return fmt.Errorf("must not be negative: %d", n)
+		return fmt.Errorf("must not be negative: %s", s)
 	}
-	i.set, i.v = true, n
+	o.set, o.v = true, n
 	return nil
 }
 
-func (i *intValue) ptr() *int {
-	if !i.set {
+func (o *numValue[T]) ptr() *T {
+	if !o.set {
 		return nil
 	}
-	v := i.v
+	v := o.v
 	return &v
 }
 
@@ -84,7 +101,8 @@ func (i *intValue) ptr() *int {
 type scopeFlags struct {
 	queues, verbs, sources, wqueues, caps listValue
 	toolAllow, toolDeny                   listValue
-	lease, maxWebhooks                    intValue
+	lease, maxWebhooks, burst             intValue
+	rate                                  floatValue
 }
 
 func (f *scopeFlags) register(fs *flag.FlagSet) {
@@ -97,6 +115,8 @@ func (f *scopeFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.caps, "capabilities", "capability modules granted (comma-separated names)")
 	fs.Var(&f.toolAllow, "tool-allow", "if set, only these module tools (exact prefixed names) of the granted capabilities; empty: all")
 	fs.Var(&f.toolDeny, "tool-deny", "module tools (exact prefixed names) refused even if granted")
+	fs.Var(&f.rate, "rate", "tool calls per second the agent may make (0: the server's default, 50)")
+	fs.Var(&f.burst, "burst", "tool calls the agent may make at once above --rate (0: the server's default, 100)")
 }
 
 func (f *scopeFlags) spec() (store.EndpointSpec, error) {
@@ -117,6 +137,7 @@ func (f *scopeFlags) spec() (store.EndpointSpec, error) {
 		Verbs: f.verbs.ptr(), Queues: f.queues.ptr(), DefaultLeaseTTL: f.lease.ptr(),
 		MaxWebhooks: f.maxWebhooks.ptr(), WebhookSources: f.sources.ptr(), WebhookQueues: f.wqueues.ptr(),
 		Capabilities: f.caps.ptr(), ToolAllow: f.toolAllow.ptr(), ToolDeny: f.toolDeny.ptr(),
+		RatePerSecond: f.rate.ptr(), RateBurst: f.burst.ptr(),
 	}, nil
 }
 

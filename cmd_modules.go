@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -71,7 +72,8 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MODULE\tSTATE\tGRANTED\tRESTARTS\tLAST EXIT\tTOOLS")
-	var withheld []string
+	type pending struct{ def, cmd string }
+	var withheld []pending
 	for _, v := range views {
 		exit := "-"
 		if v.LastExit != nil {
@@ -81,7 +83,13 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 		for _, t := range v.Tools {
 			if t.Withheld {
 				tools = append(tools, t.Name+" (withheld)")
-				withheld = append(withheld, fmt.Sprintf("switchboard modules approve %s %s --hash %s", v.Name, t.Name, t.Hash))
+				def := "(its definition is shown while serve runs: switchboard modules list --url URL)"
+				var buf bytes.Buffer
+				if len(t.Definition) > 0 && json.Indent(&buf, t.Definition, "    ", "  ") == nil {
+					def = buf.String()
+				}
+				withheld = append(withheld, pending{def,
+					fmt.Sprintf("switchboard modules approve %s %s --hash %s", v.Name, t.Name, t.Hash)})
 			} else {
 				tools = append(tools, t.Name)
 			}
@@ -92,9 +100,10 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 		return err
 	}
 	if len(withheld) > 0 {
-		fmt.Fprintln(env.stdout, "\nWithheld tools changed their definition since it was pinned. Review the change, then:")
-		for _, cmd := range withheld {
-			fmt.Fprintln(env.stdout, "  "+cmd)
+		fmt.Fprintln(env.stdout, "\nWithheld tools changed their definition since it was pinned. Review each new definition;")
+		fmt.Fprintln(env.stdout, "to let agents call the tool again as defined, run the command below it.")
+		for _, p := range withheld {
+			fmt.Fprintf(env.stdout, "\n    %s\n  %s\n", p.def, p.cmd)
 		}
 	}
 	return nil
@@ -251,10 +260,10 @@ func modulesApprove(ctx context.Context, env *environ, args []string) error {
 	pin, err := st.ApprovePendingTool(ctx, name, tool, *hash, "human:cli")
 	switch {
 	case errors.Is(err, store.ErrInvalid):
-		return usageErr("--hash must be at least %d hex digits of the definition's SHA-256", store.MinApprovalHashDigits)
+		return usageErr("--hash must be %d to 64 hex digits of the definition's SHA-256, as modules list prints it", store.MinApprovalHashDigits)
 	case errors.Is(err, store.ErrStale):
-		return fmt.Errorf("nothing approved: %s %s was redefined after the definition you named (%s); review the new one (switchboard modules list)",
-			name, tool, *hash)
+		return fmt.Errorf("nothing approved: --hash %s is not the definition pending for %s %s. Either it was mistyped, or the module "+
+			"redefined the tool after you looked; review the definition pending now (switchboard modules list)", *hash, name, tool)
 	case errors.Is(err, store.ErrNotFound):
 		return fmt.Errorf("module %s has no pinned tool %s (see switchboard modules list)", name, tool)
 	case errors.Is(err, store.ErrConflict):

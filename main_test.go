@@ -153,14 +153,29 @@ func TestEndpointTodoAdminCommands(t *testing.T) {
 	}
 
 	id := itoa(created.EndpointID)
-	if code, _, stderr := cli(t, "", "endpoint", "update", id, "--db", db, "--queues", "inbox", "--default-lease", "60"); code != 0 {
+	if code, _, stderr := cli(t, "", "endpoint", "update", id, "--db", db, "--queues", "inbox", "--default-lease", "60",
+		"--rate", "500.5", "--burst", "1000"); code != 0 {
 		t.Fatalf("endpoint update: %s", stderr)
 	}
 	st := openRO(t, db)
 	ep, err := st.Endpoint(context.Background(), created.EndpointID)
 	st.Close()
-	if err != nil || ep.DefaultLeaseTTL != 60 || len(ep.Queues) != 1 || ep.Ceiling.MaxWebhooks != 3 {
+	if err != nil || ep.DefaultLeaseTTL != 60 || len(ep.Queues) != 1 || ep.Ceiling.MaxWebhooks != 3 ||
+		ep.RatePerSecond != 500.5 || ep.RateBurst != 1000 {
 		t.Fatalf("after update: %+v, %v", ep, err)
+	}
+	if code, _, stderr := cli(t, "", "endpoint", "update", id, "--db", db, "--rate", "-1"); code != 2 || !strings.Contains(stderr, "negative") {
+		t.Fatalf("endpoint update --rate -1: exit %d, %q", code, stderr)
+	}
+	// 0 goes back to the server's default.
+	if code, _, stderr := cli(t, "", "endpoint", "update", id, "--db", db, "--rate", "0"); code != 0 {
+		t.Fatalf("endpoint update --rate 0: %s", stderr)
+	}
+	st = openRO(t, db)
+	ep, _ = st.Endpoint(context.Background(), created.EndpointID)
+	st.Close()
+	if ep.RatePerSecond != 0 || ep.RateBurst != 1000 {
+		t.Fatalf("after --rate 0: rate %v, burst %d", ep.RatePerSecond, ep.RateBurst)
 	}
 
 	if code, _, stderr := cli(t, "", "todo", "add", "--db", db, "--queue", "inbox", "--payload", `{"pr":42}`); code != 0 {

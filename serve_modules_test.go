@@ -442,8 +442,10 @@ func TestModuleGateway(t *testing.T) {
 		if got := granted.moduleTools(); slices.Contains(got, "testmod_echo") {
 			t.Fatalf("withheld echo is listed: %v", got)
 		}
+		// The human is shown what to review: the new definition, then the command.
 		code, out, _ := cli(t, "", "modules", "list", "--url", ms.base)
-		if code != 0 || !strings.Contains(out, "testmod_echo (withheld)") || !strings.Contains(out, "switchboard modules approve testmod testmod_echo") {
+		if code != 0 || !strings.Contains(out, "testmod_echo (withheld)") || !strings.Contains(out, "switchboard modules approve testmod testmod_echo") ||
+			!strings.Contains(out, `"description": "Now also emails your files."`) {
 			t.Fatalf("modules list (exit %d):\n%s", code, out)
 		}
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -146,32 +147,46 @@ func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	// However the run ends, leave the target as we found it: delete the bench's
+	// webhooks (this run's, and any an interrupted run left behind).
+	defer func() {
+		cleanup(context.WithoutCancel(ctx), setup)
+		setup.Close()
+	}()
+	cleanup(ctx, setup)
 	var hooks []webhook
 	for _, src := range []string{"generic", "github"} {
 		res, err := callTool(ctx, setup, "create_webhook", map[string]any{"source_type": src, "queue": t.Queue,
-			"description": "switchboard bench"})
+			"description": benchWebhook})
 		if err != nil {
-			setup.Close()
-			return nil, fmt.Errorf("bench: create %s webhook: %w", src, err)
+			return nil, fmt.Errorf("bench: create a %s webhook on queue %s: %w", src, t.Queue, err)
 		}
-		hooks = append(hooks, webhook{source: src, url: str(res["ingest_url"]), secret: str(res["signing_secret"])})
+		// Deliveries go to the server bench was pointed at, whatever base URL
+		// that server puts in its ingest URLs (a proxy's, say).
+		u, err := url.Parse(str(res["ingest_url"]))
+		if err != nil || u.Path == "" {
+			return nil, fmt.Errorf("bench: create a %s webhook: no usable ingest_url in %v", src, res)
+		}
+		hooks = append(hooks, webhook{source: src, url: strings.TrimSuffix(t.URL, "/") + u.Path, secret: str(res["signing_secret"])})
 	}
-	defer setup.Close()
 	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Senders * 2, MaxConnsPerHost: 0}}
 
 	// 1. ingest, flat out.
 	progress("ingest: %d deliveries from %d senders…", cfg.Deliveries, cfg.Senders)
 	var seq atomic.Int64
 	lat := &Latencies{}
-	var errs atomic.Int64
+	var errs failures
 	start := time.Now()
 	sendAll(ctx, httpc, hooks, cfg, cfg.Deliveries, cfg.Senders, &seq, lat, &errs, 0)
 	el := time.Since(start)
-	r.Ingest.Senders, r.Ingest.Deliveries, r.Ingest.Errors = cfg.Senders, cfg.Deliveries, errs.Load()
-	r.Ingest.PerSec = float64(cfg.Deliveries-int(errs.Load())) / el.Seconds()
+	r.Ingest.Senders, r.Ingest.Deliveries, r.Ingest.Errors = cfg.Senders, cfg.Deliveries, errs.n.Load()
+	r.Ingest.PerSec = float64(cfg.Deliveries-int(errs.n.Load())) / el.Seconds()
 	r.Ingest.Latency = lat.Summary()
 	progress("ingest: %.0f deliveries/s, p50 %.2f ms, p99 %.2f ms, %d errors", r.Ingest.PerSec, r.Ingest.Latency.P50,
 		r.Ingest.Latency.P99, r.Ingest.Errors)
+	if err := errs.tooMany(cfg.Deliveries); err != nil {
+		return nil, fmt.Errorf("bench: ingest: %w", err)
+	}
 	if t.PID > 0 {
 		u, _ := ReadProc(t.PID)
 		r.Process = &struct {
@@ -188,23 +203,23 @@ func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
 	if n > 0 {
 		progress("ingest: %d deliveries paced at %.0f/s…", n, half)
 		plat := &Latencies{}
-		var perrs atomic.Int64
+		var perrs failures
 		start = time.Now()
 		sendAll(ctx, httpc, hooks, cfg, n, cfg.Senders, &seq, plat, &perrs, time.Duration(float64(time.Second)/half))
 		r.Ingest.HalfRatePerS = float64(n) / time.Since(start).Seconds()
 		r.Ingest.HalfRateLat = plat.Summary()
-		r.Ingest.HalfRateError = perrs.Load()
+		r.Ingest.HalfRateError = perrs.n.Load()
 		progress("ingest: at half rate p50 %.2f ms, p99 %.2f ms", r.Ingest.HalfRateLat.P50, r.Ingest.HalfRateLat.P99)
 	}
-	queued := int64(cfg.Deliveries + n - int(errs.Load()))
+	queued := int64(cfg.Deliveries+n) - errs.n.Load() - r.Ingest.HalfRateError
 
 	// 2. drain over MCP.
 	progress("drain: %d agents over MCP, claim_next → complete…", cfg.Agents)
 	if err := drain(ctx, t, cfg.Agents, queued, r); err != nil {
 		return nil, err
 	}
-	progress("drain: %.0f todos/s, claim_next p50 %.2f ms, complete p50 %.2f ms", r.Drain.PerSec, r.Drain.ClaimNext.P50,
-		r.Drain.Complete.P50)
+	progress("drain: %.0f todos/s, claim_next p50 %.2f ms, complete p50 %.2f ms, %d errors", r.Drain.PerSec,
+		r.Drain.ClaimNext.P50, r.Drain.Complete.P50, r.Drain.Errors)
 
 	// 3. doorbell latency with agents idle on their GET streams.
 	progress("doorbell: %d todos one at a time to %d idle sessions…", cfg.Doorbells, cfg.Agents)
@@ -213,17 +228,6 @@ func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
 	}
 	progress("doorbell: p50 %.2f ms, p99 %.2f ms (the enqueue POST itself: p50 %.2f ms)", r.Doorbell.Latency.P50,
 		r.Doorbell.Latency.P99, r.Doorbell.Answered.P50)
-
-	// Leave the target as we found it: delete the bench's webhooks.
-	if list, err := callTool(ctx, setup, "list_webhooks", map[string]any{}); err == nil {
-		if rows, ok := list["webhooks"].([]any); ok {
-			for _, row := range rows {
-				if m, ok := row.(map[string]any); ok && str(m["description"]) == "switchboard bench" {
-					callTool(ctx, setup, "delete_webhook", map[string]any{"webhook_id": m["webhook_id"]})
-				}
-			}
-		}
-	}
 
 	// 4. the floor again, after the phases: the higher of the two counts.
 	if err := floor(); err != nil {
@@ -244,6 +248,60 @@ func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
 	return r, nil
 }
 
+// failures counts failed calls and keeps the last error.
+type failures struct {
+	n    atomic.Int64
+	last atomic.Pointer[error]
+}
+
+func (f *failures) add(err error) {
+	f.n.Add(1)
+	f.last.Store(&err)
+}
+
+// tooMany is an error when more than a tenth of total calls failed: the figures
+// would describe the failures, not the server.
+func (f *failures) tooMany(total int) error {
+	n := f.n.Load()
+	if n == 0 || n*10 <= int64(total) {
+		return nil
+	}
+	return fmt.Errorf("%d of %d deliveries failed, the last with: %v", n, total, *f.last.Load())
+}
+
+// benchWebhook is the description of the webhooks bench creates, by which it
+// finds them again to delete them.
+const benchWebhook = "switchboard bench"
+
+// cleanup deletes the webhooks bench created on the target. The endpoint may be
+// over its rate limit (that is one way a run ends), so each call is retried for a
+// while when it is.
+func cleanup(ctx context.Context, c *client.Client) {
+	call := func(name string, args map[string]any) (map[string]any, error) {
+		for i := 0; ; i++ {
+			out, err := callTool(ctx, c, name, args)
+			if err == nil || str(out["code"]) != "rate_limited" || i == 50 {
+				return out, err
+			}
+			select {
+			case <-ctx.Done():
+				return out, err
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	list, err := call("list_webhooks", map[string]any{})
+	if err != nil {
+		return
+	}
+	rows, _ := list["webhooks"].([]any)
+	for _, row := range rows {
+		if m, ok := row.(map[string]any); ok && str(m["description"]) == benchWebhook {
+			call("delete_webhook", map[string]any{"webhook_id": m["webhook_id"]})
+		}
+	}
+}
+
 func str(v any) string {
 	s, _ := v.(string)
 	return s
@@ -252,7 +310,7 @@ func str(v any) string {
 // sendAll posts n signed deliveries from senders goroutines; with a gap, the
 // deliveries are spread so that one starts every gap (an open-loop pace).
 func sendAll(ctx context.Context, c *http.Client, hooks []webhook, cfg Config, n, senders int, seq *atomic.Int64,
-	lat *Latencies, errs *atomic.Int64, gap time.Duration) {
+	lat *Latencies, errs *failures, gap time.Duration) {
 	var next atomic.Int64
 	start := time.Now()
 	pad := strings.Repeat("x", max(0, cfg.BodyBytes-160))
@@ -277,7 +335,7 @@ func sendAll(ctx context.Context, c *http.Client, hooks []webhook, cfg Config, n
 					`,"padding":"` + pad + `"}`)
 				t0 := time.Now()
 				if err := deliver(ctx, c, h, id, body); err != nil {
-					errs.Add(1)
+					errs.add(err)
 					continue
 				}
 				lat.Add(time.Since(t0))
@@ -348,6 +406,9 @@ func callTool(ctx context.Context, c *client.Client, name string, args map[strin
 		}
 	}
 	if res.IsError {
+		if code, msg := str(out["code"]), str(out["message"]); code != "" || msg != "" {
+			return out, fmt.Errorf("%s: %s: %s", name, code, msg)
+		}
 		return out, fmt.Errorf("%s: %v", name, out)
 	}
 	return out, nil
@@ -386,6 +447,7 @@ func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) e
 	claimArgs := map[string]any{"queues": []string{t.Queue}}
 	claimLat, completeLat := &Latencies{}, &Latencies{}
 	var done, errs atomic.Int64
+	var lastErr atomic.Pointer[error]
 	start := time.Now()
 	var wg sync.WaitGroup
 	for _, c := range clients {
@@ -395,8 +457,9 @@ func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) e
 			// An agent whose calls keep failing (say, its session was ended) stops
 			// rather than spin; every failure is counted.
 			failed := 0
-			fail := func() bool {
+			fail := func(err error) bool {
 				errs.Add(1)
+				lastErr.Store(&err)
 				failed++
 				return failed < maxConsecutiveErrors
 			}
@@ -404,7 +467,7 @@ func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) e
 				t0 := time.Now()
 				var cl claimed
 				if err := c.callTool(ctx, "claim_next", claimArgs, &cl); err != nil {
-					if !fail() {
+					if !fail(err) {
 						return
 					}
 					continue
@@ -416,8 +479,11 @@ func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) e
 				t1 := time.Now()
 				var co completed
 				err := c.callTool(ctx, "complete", map[string]any{"todo_id": cl.Todo.ID, "lease_seq": cl.LeaseSeq}, &co)
-				if err != nil || co.Todo.State != "done" {
-					if !fail() {
+				if err == nil && co.Todo.State != "done" {
+					err = fmt.Errorf("complete: todo %d is %q, not done", cl.Todo.ID, co.Todo.State)
+				}
+				if err != nil {
+					if !fail(err) {
 						return
 					}
 					continue
@@ -433,6 +499,15 @@ func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) e
 	r.Drain.Agents, r.Drain.Todos, r.Drain.Errors = agents, done.Load(), errs.Load()
 	r.Drain.PerSec = float64(done.Load()) / el.Seconds()
 	r.Drain.ClaimNext, r.Drain.Complete = claimLat.Summary(), completeLat.Summary()
+	if n := done.Load(); n < queued && ctx.Err() == nil {
+		// A rate would be meaningless: the agents stopped, or someone else took
+		// the bench's todos.
+		why := "the queue ran dry first (does another agent work queue " + t.Queue + "?)"
+		if e := lastErr.Load(); e != nil {
+			why = fmt.Sprintf("%d calls failed, the last with: %v", errs.Load(), *e)
+		}
+		return fmt.Errorf("bench: the drain completed %d of the %d todos it queued: %s", n, queued, why)
+	}
 	return nil
 }
 

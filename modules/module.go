@@ -424,7 +424,11 @@ func (m *module) status() ModuleStatus {
 		st.LastExit = &e
 	}
 	for _, t := range m.tools {
-		st.Tools = append(st.Tools, ToolStatus{Name: t.Name, Upstream: t.Upstream, Hash: t.Hash, Withheld: t.Withheld})
+		ts := ToolStatus{Name: t.Name, Upstream: t.Upstream, Hash: t.Hash, Withheld: t.Withheld}
+		if t.Withheld {
+			ts.Definition = t.Def // what a human reviews before approving
+		}
+		st.Tools = append(st.Tools, ts)
 	}
 	return st
 }

@@ -430,6 +430,9 @@ type ToolStatus struct {
 	Upstream string `json:"upstream"`
 	Hash     string `json:"hash"`
 	Withheld bool   `json:"withheld"`
+	// Definition is a withheld tool's new definition, as the gateway would list
+	// it (exposed name): what a human reviews before approving Hash.
+	Definition json.RawMessage `json:"definition,omitempty"`
 }
 
 // Status reports every module, in manifest order.

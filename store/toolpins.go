@@ -117,8 +117,8 @@ const MinApprovalHashDigits = 16
 // is ErrStale.
 func (s *Store) ApprovePendingTool(ctx context.Context, module, tool, hash, actor string) (ToolPin, error) {
 	hash = strings.ToLower(hash)
-	if hash != "" && (len(hash) < MinApprovalHashDigits || strings.Trim(hash, "0123456789abcdef") != "") {
-		return ToolPin{}, fmt.Errorf("store: approve %s/%s: the hash must be at least %d hex digits of the SHA-256: %w",
+	if hash != "" && (len(hash) < MinApprovalHashDigits || len(hash) > 64 || strings.Trim(hash, "0123456789abcdef") != "") {
+		return ToolPin{}, fmt.Errorf("store: approve %s/%s: the hash must be %d to 64 hex digits of the SHA-256: %w",
 			module, tool, MinApprovalHashDigits, ErrInvalid)
 	}
 	var pin ToolPin
@@ -137,8 +137,8 @@ func (s *Store) ApprovePendingTool(ctx context.Context, module, tool, hash, acto
 				module, tool, ErrConflict)
 		}
 		if !strings.HasPrefix(pending, hash) {
-			return fmt.Errorf("store: approve %s/%s: the pending definition is sha256 %.12s, not %s: %w",
-				module, tool, pending, hash, ErrStale)
+			return fmt.Errorf("store: approve %s/%s: %s is not the pending definition (sha256 %.16s…): %w",
+				module, tool, hash, pending, ErrStale)
 		}
 		if _, err := w.exec(`UPDATE tool_pins SET hash = pending_hash, pinned_at = ?, pending_hash = NULL, pending_at = NULL
 			WHERE module = ? AND tool = ?`, ms(w.now), module, tool); err != nil {

@@ -162,7 +162,7 @@ func TestApprovePendingToolNamedByHash(t *testing.T) {
 		t.Fatalf("a refused approval moved the pin to %q", pins["git_log"])
 	}
 	// 8 digits could be matched by a definition searched for; 16 is the least.
-	for _, bad := range []string{later[:8], later[:15], later[:15] + "x"} {
+	for _, bad := range []string{later[:8], later[:15], later[:15] + "x", later + "00"} {
 		if _, err := s.ApprovePendingTool(ctx, "git", "git_log", bad, "human:cli"); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("approve with hash %q: %v, want ErrInvalid", bad, err)
 		}

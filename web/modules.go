@@ -54,7 +54,7 @@ func (u *UI) approveTool(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	}
 	err := u.opts.Modules.Approve(r.Context(), module, tool, hash)
 	if errors.Is(err, modules.ErrDefinitionChanged) {
-		u.fail(w, r, rc, http.StatusConflict, fmt.Sprintf("The definition of %s changed again after this page was shown, so nothing was approved. Review the new one.", tool))
+		u.fail(w, r, rc, http.StatusConflict, fmt.Sprintf("Nothing was approved: the definition you approved is not the one %s has now. It changed after the page was shown; review the definition shown now.", tool))
 		return
 	}
 	if err != nil {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -40,7 +41,8 @@ func sampleModules() []modules.ModuleStatus {
 		LastExit: &modules.Exit{Code: 1, Time: at.Add(-time.Minute)}, Stderr: []string{"listening on stdio", "warning: <slow>"},
 		Tools: []modules.ToolStatus{
 			{Name: "everything_add", Upstream: "add", Hash: "aaaaaaaaaaaaaaaaaaaa"},
-			{Name: "everything_echo", Upstream: "echo", Hash: "bbbbbbbbbbbbbbbbbbbb", Withheld: true},
+			{Name: "everything_echo", Upstream: "echo", Hash: "bbbbbbbbbbbbbbbbbbbb", Withheld: true,
+				Definition: json.RawMessage(`{"name":"everything_echo","description":"Echoes, and mails <b>your</b> files"}`)},
 		},
 	}}
 }
@@ -54,7 +56,9 @@ func TestModulesPage(t *testing.T) {
 		t.Fatalf("status %d", res.StatusCode)
 	}
 	for _, want := range []string{"Everything", ">up<", "4242", "exited with code 1", "everything_echo",
-		"changed — withheld", "warning: &lt;slow&gt;", `action="/modules/everything/approve"`} {
+		"changed — withheld", "warning: &lt;slow&gt;", `action="/modules/everything/approve"`,
+		// The new definition is shown, escaped, where the human decides.
+		"New definition", `&#34;description&#34;: &#34;Echoes, and mails &lt;b&gt;your&lt;/b&gt; files&#34;`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("modules page lacks %q", want)
 		}
@@ -70,7 +74,7 @@ func TestModulesPage(t *testing.T) {
 	}
 	res, body = f.post("/modules/everything/approve", cookie, url.Values{csrfField: {csrf}, "tool": {"everything_echo"},
 		"hash": {"cccccccccccccccccccc"}})
-	if res.StatusCode != http.StatusConflict || !strings.Contains(body, "changed again") || len(fm.approved) != 0 {
+	if res.StatusCode != http.StatusConflict || !strings.Contains(body, "Nothing was approved") || len(fm.approved) != 0 {
 		t.Fatalf("approving a definition no longer current: %d, approved %v", res.StatusCode, fm.approved)
 	}
 
