@@ -88,7 +88,7 @@ func TestBenchURLRefusesAThrottledDrain(t *testing.T) {
 	}
 	db := filepath.Join(t.TempDir(), "sb.db")
 	code, out, stderr := cli(t, "", "endpoint", "create", "--db", db, "--agent", "bench", "--queues", "bench",
-		"--max-webhooks", "2", "--webhook-sources", "generic,github", "--rate", "5", "--burst", "5", "--json")
+		"--max-webhooks", "2", "--webhook-sources", "generic,github", "--rate", "2", "--burst", "4", "--json")
 	if code != 0 {
 		t.Fatalf("endpoint create: %s", stderr)
 	}

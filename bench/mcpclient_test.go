@@ -71,3 +71,20 @@ func TestLeanClientAnswers(t *testing.T) {
 		t.Fatalf("a refused credential: %v", err)
 	}
 }
+
+// Deliveries go to the server bench was pointed at, under its prefix, whatever
+// base URL the server advertises.
+func TestIngestURL(t *testing.T) {
+	for _, tc := range []struct{ base, advertised, want string }{
+		{"http://127.0.0.1:18081", "http://127.0.0.1:8080/webhooks/w/T", "http://127.0.0.1:18081/webhooks/w/T"},
+		{"https://h/sb/", "https://h/sb/webhooks/w/T", "https://h/sb/webhooks/w/T"},
+		{"http://10.0.0.2:8080", "https://public.example/sb/webhooks/w/A%2FB", "http://10.0.0.2:8080/webhooks/w/A%2FB"},
+	} {
+		if got, err := ingestURL(tc.base, tc.advertised); err != nil || got != tc.want {
+			t.Errorf("ingestURL(%q, %q) = %q, %v; want %q", tc.base, tc.advertised, got, err, tc.want)
+		}
+	}
+	if _, err := ingestURL("http://h", "http://h/other"); err == nil {
+		t.Error("an ingest URL without /webhooks/ was accepted")
+	}
+}

@@ -150,10 +150,17 @@ func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
 	// However the run ends, leave the target as we found it: delete the bench's
 	// webhooks (this run's, and any an interrupted run left behind).
 	defer func() {
-		cleanup(context.WithoutCancel(ctx), setup)
+		// Even when ctx ended (Ctrl-C), but not forever.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := cleanup(cctx, setup); err != nil {
+			progress("bench: could not delete its webhooks on the target (delete those described %q): %v", benchWebhook, err)
+		}
 		setup.Close()
 	}()
-	cleanup(ctx, setup)
+	if err := cleanup(ctx, setup); err != nil {
+		return nil, fmt.Errorf("bench: list the target's webhooks: %w", err)
+	}
 	var hooks []webhook
 	for _, src := range []string{"generic", "github"} {
 		res, err := callTool(ctx, setup, "create_webhook", map[string]any{"source_type": src, "queue": t.Queue,
@@ -163,11 +170,11 @@ func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
 		}
 		// Deliveries go to the server bench was pointed at, whatever base URL
 		// that server puts in its ingest URLs (a proxy's, say).
-		u, err := url.Parse(str(res["ingest_url"]))
-		if err != nil || u.Path == "" {
-			return nil, fmt.Errorf("bench: create a %s webhook: no usable ingest_url in %v", src, res)
+		u, err := ingestURL(t.URL, str(res["ingest_url"]))
+		if err != nil {
+			return nil, fmt.Errorf("bench: create a %s webhook: %w", src, err)
 		}
-		hooks = append(hooks, webhook{source: src, url: strings.TrimSuffix(t.URL, "/") + u.Path, secret: str(res["signing_secret"])})
+		hooks = append(hooks, webhook{source: src, url: u, secret: str(res["signing_secret"])})
 	}
 	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Senders * 2, MaxConnsPerHost: 0}}
 
@@ -248,6 +255,20 @@ func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
 	return r, nil
 }
 
+// ingestURL is the advertised ingest URL's /webhooks/… path on base, the URL
+// bench was given (which already carries any path prefix a proxy adds).
+func ingestURL(base, advertised string) (string, error) {
+	u, err := url.Parse(advertised)
+	if err != nil {
+		return "", fmt.Errorf("ingest_url %q: %w", advertised, err)
+	}
+	i := strings.Index(u.EscapedPath(), "/webhooks/")
+	if i < 0 {
+		return "", fmt.Errorf("ingest_url %q has no /webhooks/ path", advertised)
+	}
+	return strings.TrimSuffix(base, "/") + u.EscapedPath()[i:], nil
+}
+
 // failures counts failed calls and keeps the last error.
 type failures struct {
 	n    atomic.Int64
@@ -276,7 +297,7 @@ const benchWebhook = "switchboard bench"
 // cleanup deletes the webhooks bench created on the target. The endpoint may be
 // over its rate limit (that is one way a run ends), so each call is retried for a
 // while when it is.
-func cleanup(ctx context.Context, c *client.Client) {
+func cleanup(ctx context.Context, c *client.Client) error {
 	call := func(name string, args map[string]any) (map[string]any, error) {
 		for i := 0; ; i++ {
 			out, err := callTool(ctx, c, name, args)
@@ -292,14 +313,17 @@ func cleanup(ctx context.Context, c *client.Client) {
 	}
 	list, err := call("list_webhooks", map[string]any{})
 	if err != nil {
-		return
+		return err
 	}
 	rows, _ := list["webhooks"].([]any)
 	for _, row := range rows {
 		if m, ok := row.(map[string]any); ok && str(m["description"]) == benchWebhook {
-			call("delete_webhook", map[string]any{"webhook_id": m["webhook_id"]})
+			if _, err := call("delete_webhook", map[string]any{"webhook_id": m["webhook_id"]}); err != nil {
+				return err
+			}
 		}
 	}
+	return nil
 }
 
 func str(v any) string {

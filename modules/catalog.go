@@ -9,6 +9,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -183,4 +186,43 @@ func (t Tool) MCPTool() (mcp.Tool, error) {
 		tool.RawOutputSchema = schemas.Output
 	}
 	return tool, nil
+}
+
+// maxShownDefinition bounds the definition Status carries for review: a module
+// may send far larger ones, which would swell every /readyz answer and board page.
+const maxShownDefinition = 64 << 10
+
+// reviewable is def as a human may safely be shown it, on a terminal or a page:
+// every character that is not printable (C1 controls such as U+009B, which some
+// terminals obey as an escape sequence; bidirectional overrides, which reorder
+// what is read) is written as a \uXXXX escape instead. That is the same JSON (the
+// same strings once decoded, so the same definition), but nothing in it can hide
+// or rearrange text. A definition too large to show is replaced by a note.
+func reviewable(def json.RawMessage) json.RawMessage {
+	if len(def) > maxShownDefinition {
+		note, _ := json.Marshal(fmt.Sprintf("(a definition of %d bytes, too large to show; read it from the module's own tools/list)", len(def)))
+		return note
+	}
+	var out []byte
+	for i, r := range string(def) {
+		if r < 0x7f || unicode.IsPrint(r) {
+			if out != nil {
+				out = utf8.AppendRune(out, r)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]byte, 0, len(def)+16), def[:i]...)
+		}
+		if r > 0xffff {
+			hi, lo := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, hi, lo)
+			continue
+		}
+		out = fmt.Appendf(out, `\u%04x`, r)
+	}
+	if out == nil {
+		return def
+	}
+	return out
 }

@@ -1,7 +1,9 @@
 package modules
 
 import (
+	"bytes"
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -109,5 +111,36 @@ func TestBackoffDelay(t *testing.T) {
 	}
 	if got := backoffDelay(1000).String(); got != "5m0s" {
 		t.Errorf("backoffDelay(1000) = %s", got)
+	}
+}
+
+// A definition is shown for review with nothing in it that a terminal would obey
+// or that would reorder the text, and still says exactly what the module sent.
+func TestReviewableDefinition(t *testing.T) {
+	in := json.RawMessage("{\"name\":\"m_echo\",\"description\":\"Benign.\u009b8m mails your files\u009b0m \u202egnp.exe \U000e0001 café 日本\"}")
+	out := reviewable(in)
+	for _, bad := range []string{"\u009b", "\u202e", "\U000e0001"} {
+		if bytes.Contains(out, []byte(bad)) {
+			t.Errorf("%q passed through: %s", bad, out)
+		}
+	}
+	if !bytes.Contains(out, []byte(`\u009b8m`)) || !bytes.Contains(out, []byte(`\u202e`)) || !bytes.Contains(out, []byte(`\udb40\udc01`)) ||
+		!bytes.Contains(out, []byte("café 日本")) {
+		t.Errorf("not escaped as expected: %s", out)
+	}
+	var a, b any
+	if err := json.Unmarshal(in, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(out, &b); err != nil || !reflect.DeepEqual(a, b) {
+		t.Fatalf("the shown definition says something else: %s (%v)", out, err)
+	}
+	plain := json.RawMessage(`{"name":"m_echo","description":"Echo, café."}`)
+	if got := reviewable(plain); !bytes.Equal(got, plain) {
+		t.Errorf("a printable definition changed: %s", got)
+	}
+	huge := json.RawMessage(`{"name":"m_echo","description":"` + strings.Repeat("x", maxShownDefinition) + `"}`)
+	if got := reviewable(huge); len(got) > 200 || !bytes.Contains(got, []byte("too large to show")) {
+		t.Errorf("a huge definition was shown whole (%d bytes)", len(got))
 	}
 }

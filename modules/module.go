@@ -426,7 +426,7 @@ func (m *module) status() ModuleStatus {
 	for _, t := range m.tools {
 		ts := ToolStatus{Name: t.Name, Upstream: t.Upstream, Hash: t.Hash, Withheld: t.Withheld}
 		if t.Withheld {
-			ts.Definition = t.Def // what a human reviews before approving
+			ts.Definition = reviewable(t.Def) // what a human reviews before approving
 		}
 		st.Tools = append(st.Tools, ts)
 	}

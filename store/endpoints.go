@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -114,8 +115,11 @@ func validateSpec(s EndpointSpec) error {
 	if s.MaxWebhooks != nil && *s.MaxWebhooks < 0 {
 		return fmt.Errorf("max webhooks must not be negative: %w", ErrInvalid)
 	}
-	if s.RatePerSecond != nil && *s.RatePerSecond < 0 {
-		return fmt.Errorf("rate must not be negative: %w", ErrInvalid)
+	if s.RatePerSecond != nil && (*s.RatePerSecond < 0 || math.IsNaN(*s.RatePerSecond) || math.IsInf(*s.RatePerSecond, 0)) {
+		return fmt.Errorf("rate must be a number, not negative: %w", ErrInvalid)
+	}
+	if s.RateBurst != nil && *s.RateBurst < 0 {
+		return fmt.Errorf("burst must not be negative: %w", ErrInvalid)
 	}
 	return nil
 }
