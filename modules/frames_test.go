@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestFrameReaderPassesJSONRPCAndStopsAtGarbage(t *testing.T) {
@@ -147,5 +149,45 @@ func TestStderrReachesTheLogAtABoundedRate(t *testing.T) {
 	}
 	if got := ring.snapshot(); len(got) != 5 || got[4] != fmt.Sprintf("line %d", n-1) {
 		t.Fatalf("ring = %q, want the last 5 lines", got)
+	}
+}
+
+// A burst over the rate followed by silence still gets its count logged, without
+// waiting for the module's next line or its exit.
+func TestStderrSuppressedCountIsLoggedAfterSilence(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var mu sync.Mutex
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logged.Write(b)
+	}), nil))
+	p := &process{stderr: r, stderrDone: make(chan struct{})}
+	go p.readStderrFlushing(log, newLineRing(5), 50*time.Millisecond)
+	const n = stderrLogBurst + 100
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(w, "line %d\n", i)
+	}
+	deadline := time.Now().Add(waitLimit)
+	for {
+		mu.Lock()
+		out := logged.String()
+		mu.Unlock()
+		if strings.Contains(out, "not logged") {
+			lines := strings.Count(out, "module stderr\" line=")
+			if !strings.Contains(out, fmt.Sprintf("lines=%d", n-lines)) {
+				t.Fatalf("%d lines logged, but the count is not %d:\n%s", lines, n-lines, out[max(0, len(out)-300):])
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the suppressed lines were never counted while the module stayed silent")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

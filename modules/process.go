@@ -141,34 +141,55 @@ func exitOf(ps *os.ProcessState, t time.Time) Exit {
 // readStderr logs the module's stderr line by line, tagged by the caller's
 // logger, and keeps the last lines for status.
 func (p *process) readStderr(log *slog.Logger, ring *lineRing) {
+	p.readStderrFlushing(log, ring, stderrCountAfter)
+}
+
+// readStderrFlushing is readStderr with the wait before a count of suppressed
+// lines is logged on its own (tests shorten it).
+func (p *process) readStderrFlushing(log *slog.Logger, ring *lineRing, countAfter time.Duration) {
 	defer close(p.stderrDone)
 	r := bufio.NewReaderSize(p.stderr, maxStderrLine)
 	// Every line is kept in the ring (status shows the last ones); the journal
 	// gets them at a bounded rate, so a chatty or hostile module cannot flood it.
+	// Lines over the rate are counted, and the count is logged with the next
+	// line that is, or on its own once countAfter has passed, whichever is first.
 	lim := rate.NewLimiter(stderrLogRate, stderrLogBurst)
-	suppressed := 0
+	var suppressed atomic.Int64
+	flush := func() {
+		if n := suppressed.Swap(0); n > 0 {
+			log.Warn("module stderr lines not logged (over the rate)", "lines", n)
+		}
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		flush()
+	}()
 	for {
 		line, err := readBoundedLine(r, maxStderrLine)
 		if len(line) > 0 {
 			ring.add(line)
 			if lim.Allow() {
-				if suppressed > 0 {
-					log.Warn("module stderr lines not logged (over the rate)", "lines", suppressed)
-					suppressed = 0
-				}
+				flush()
 				log.Info("module stderr", "line", line)
-			} else {
-				suppressed++
+			} else if suppressed.Add(1) == 1 {
+				if timer != nil {
+					timer.Stop()
+				}
+				timer = time.AfterFunc(countAfter, flush)
 			}
 		}
 		if err != nil {
-			if suppressed > 0 {
-				log.Warn("module stderr lines not logged (over the rate)", "lines", suppressed)
-			}
 			return
 		}
 	}
 }
+
+// stderrCountAfter is how long a count of suppressed stderr lines waits for the
+// next logged line before it is logged on its own.
+const stderrCountAfter = 5 * time.Second
 
 // stderrLogRate and stderrLogBurst bound how many of a module's stderr lines
 // reach the log.
