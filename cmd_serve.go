@@ -38,6 +38,7 @@ type serveConfig struct {
 	ReaperInterval  time.Duration
 	Retention       time.Duration
 	EventRetention  time.Duration
+	AuditRetention  time.Duration
 	ShutdownTimeout time.Duration
 	MetricsAllow    string
 	AllowedOrigins  string
@@ -73,6 +74,8 @@ func (c *serveConfig) register(fs interface {
 	fs.DurationVar(&c.Retention, "retention", envDuration(env, "SWITCHBOARD_RETENTION", 30*24*time.Hour), "how long done todos are kept (env SWITCHBOARD_RETENTION)")
 	fs.DurationVar(&c.EventRetention, "event-retention", envDuration(env, "SWITCHBOARD_EVENT_RETENTION", 90*24*time.Hour),
 		"delete a webhook event no todo needs any more this long after it arrived; until then a redelivery is a duplicate; 0 keeps events (env SWITCHBOARD_EVENT_RETENTION)")
+	fs.DurationVar(&c.AuditRetention, "audit-retention", envDuration(env, "SWITCHBOARD_AUDIT_RETENTION", 0),
+		"delete audit rows older than this; 0 keeps the audit log whole (env SWITCHBOARD_AUDIT_RETENTION)")
 	fs.StringVar(&c.MetricsAllow, "metrics-allow", envOr(env, "SWITCHBOARD_METRICS_ALLOW", "127.0.0.0/8,::1"),
 		"comma-separated IPs/CIDRs allowed to read /metrics, which names queues (env SWITCHBOARD_METRICS_ALLOW)")
 	fs.StringVar(&c.AllowedOrigins, "allowed-origins", envOr(env, "SWITCHBOARD_ALLOWED_ORIGINS", ""), "comma-separated browser origins allowed to call /mcp besides the base URL's (env SWITCHBOARD_ALLOWED_ORIGINS)")
@@ -110,8 +113,8 @@ func (c *serveConfig) validate() error {
 	if c.ReaperInterval <= 0 {
 		return usageErr("--reaper-interval must be positive")
 	}
-	if c.Retention <= 0 || c.EventRetention < 0 {
-		return usageErr("--retention must be positive and --event-retention not negative")
+	if c.Retention <= 0 || c.EventRetention < 0 || c.AuditRetention < 0 {
+		return usageErr("--retention must be positive, and --event-retention and --audit-retention not negative")
 	}
 	if c.ModuleConcurrency <= 0 {
 		return usageErr("--module-concurrency must be positive")
@@ -271,7 +274,7 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 	}
 	s.metrics.watchAgent(s.agent)
 	s.reaper = reaper.New(st, reaper.Options{Interval: cfg.ReaperInterval, Retention: cfg.Retention,
-		EventRetention: cfg.EventRetention, KeepEvents: cfg.EventRetention == 0, Logger: logger})
+		EventRetention: cfg.EventRetention, KeepEvents: cfg.EventRetention == 0, AuditRetention: cfg.AuditRetention, Logger: logger})
 	router := httprouter.New()
 	router.HandlerFunc(http.MethodGet, "/healthz", s.healthz)
 	router.HandlerFunc(http.MethodGet, "/readyz", s.readyz)

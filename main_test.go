@@ -36,6 +36,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{},
 		{"bogus"},
 		{"serve", "--no-such-flag"},
+		{"serve", "--db", db, "--audit-retention", "-1h"},
 		{"todo"},
 		{"todo", "add", "--db", db}, // no queue
 		{"todo", "add", "--db", db, "--queue", "bad name"}, // invalid queue

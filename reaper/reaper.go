@@ -1,9 +1,10 @@
 // Package reaper keeps the queue honest without an agent's help: on a ticker it
 // requeues claimed todos whose lease has expired (or dead-letters them when their
-// attempts are used up), deletes done todos older than the retention period, and
-// deletes webhook events older than the event retention that no todo needs any more.
+// attempts are used up), deletes done todos older than the retention period,
+// deletes webhook events older than the event retention that no todo needs any
+// more, and, only when asked, audit rows older than the audit retention.
 //
-// It holds no SQL and no state of its own: each pass is three store calls, so a
+// It holds no SQL and no state of its own: each pass is a few store calls, so a
 // missed or doubled pass does no harm.
 package reaper
 
@@ -28,6 +29,9 @@ type Options struct {
 	EventRetention time.Duration
 	// KeepEvents turns event deletion off.
 	KeepEvents bool
+	// AuditRetention, when positive, deletes audit rows this much older than
+	// now. Zero keeps the audit log whole (the default: it is append-only).
+	AuditRetention time.Duration
 	// Now is the clock that dates the retention cutoff (default: the store's).
 	// Lease expiry is judged by the store's own clock.
 	Now func() time.Time
@@ -48,6 +52,7 @@ type Result struct {
 	DeadLettered int
 	Pruned       int64
 	EventsPruned int64
+	AuditPruned  int64
 }
 
 // New returns a reaper for st.
@@ -107,9 +112,15 @@ func (r *Reaper) RunOnce(ctx context.Context) (Result, error) {
 			return res, fmt.Errorf("reaper: prune webhook events: %w", err)
 		}
 	}
+	if r.opts.AuditRetention > 0 {
+		res.AuditPruned, err = r.st.PruneAudit(ctx, r.opts.Now().Add(-r.opts.AuditRetention))
+		if err != nil {
+			return res, fmt.Errorf("reaper: prune audit rows: %w", err)
+		}
+	}
 	if res != (Result{}) {
 		r.log.Info("reaper pass", "requeued", res.Requeued, "dead_lettered", res.DeadLettered, "pruned", res.Pruned,
-			"events_pruned", res.EventsPruned)
+			"events_pruned", res.EventsPruned, "audit_pruned", res.AuditPruned)
 	}
 	return res, nil
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -185,3 +186,57 @@ func TestRunStopsWithContext(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The audit log is kept whole unless an audit retention is set; then rows older
+// than it go, oldest first, and the pruning is itself audited.
+func TestAuditRetention(t *testing.T) {
+	st, clk, whole := setup(t)
+	ctx := context.Background()
+	for range 2500 { // more than one chunk
+		add(t, st, 3)
+	}
+	clk.Advance(3 * 24 * time.Hour)
+	recent := add(t, st, 3)
+	count := func() (old, kept int) {
+		rows, err := st.ListAudit(ctx, store.AuditFilter{Action: "todo.add", Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.At.Before(clk.Now().Add(-24 * time.Hour)) {
+				old++
+			} else {
+				kept++
+			}
+		}
+		return old, kept
+	}
+	if res, err := whole.RunOnce(ctx); err != nil || res.AuditPruned != 0 {
+		t.Fatalf("without an audit retention: %+v, %v", res, err)
+	}
+	if old, _ := count(); old == 0 {
+		t.Fatal("the audit log lost rows with no audit retention set")
+	}
+
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	pruning := New(st, Options{Retention: 24 * time.Hour, EventRetention: 48 * time.Hour, AuditRetention: 24 * time.Hour,
+		Now: clk.Now, Logger: quiet})
+	res, err := pruning.RunOnce(ctx)
+	if err != nil || res.AuditPruned != 2500 {
+		t.Fatalf("with a day's audit retention: %+v, %v; want the 2500 old rows pruned", res, err)
+	}
+	if old, kept := count(); old != 0 || kept != 1 {
+		t.Fatalf("after pruning: %d old rows left, %d recent kept (want 0 and 1)", old, kept)
+	}
+	if rows, _ := st.ListAudit(ctx, store.AuditFilter{Target: "todo:" + itoa(recent.ID)}); len(rows) == 0 {
+		t.Fatal("the recent todo's audit row went")
+	}
+	if rows, _ := st.ListAudit(ctx, store.AuditFilter{Action: "audit.prune"}); len(rows) != 3 {
+		t.Fatalf("%d audit.prune rows, want one per chunk (3)", len(rows))
+	}
+	if res, err := pruning.RunOnce(ctx); err != nil || res.AuditPruned != 0 {
+		t.Fatalf("a second pass: %+v, %v; want nothing more to prune", res, err)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

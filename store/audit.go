@@ -79,3 +79,17 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, err
 	}
 	return out, rows.Err()
 }
+
+// PruneAudit deletes audit rows written before cutoff, oldest first, in bounded
+// chunks, and returns how many went. The log is append-only unless its owner
+// asks for this (serve's --audit-retention): on a small disk a busy queue adds
+// three rows per todo for ever. Ids grow with time, so the rows to delete are
+// the ones before the first row at or after cutoff, found by scanning from the
+// oldest: a pass with nothing to delete reads one row, not the whole log.
+func (s *Store) PruneAudit(ctx context.Context, cutoff time.Time) (int64, error) {
+	return s.prune(ctx, "audit rows", "audit.prune", 1000, `DELETE FROM audit WHERE id IN (
+		SELECT id FROM audit WHERE id < coalesce(
+			(SELECT id FROM audit WHERE at >= ? ORDER BY id LIMIT 1),
+			(SELECT max(id) FROM audit))
+		ORDER BY id LIMIT 1000)`, ms(cutoff))
+}
