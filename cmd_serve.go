@@ -52,6 +52,8 @@ type serveConfig struct {
 	EgressPolicy      string
 	ModuleConcurrency int
 	ModuleCallTimeout time.Duration
+
+	envErrs []string // SWITCHBOARD_* settings that did not parse
 	// tweakModules lets tests shorten the supervisor's backoff and watch it.
 	tweakModules func(*modules.Options)
 	TrustProxy   bool
@@ -70,11 +72,11 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.Synchronous, "synchronous", envOr(env, "SWITCHBOARD_SYNCHRONOUS", store.SyncFull),
 		"FULL: every acknowledged write survives power loss; NORMAL: fewer fsyncs, may lose the last writes on power loss (env SWITCHBOARD_SYNCHRONOUS)")
 	fs.StringVar(&c.LogFormat, "log-format", envOr(env, "SWITCHBOARD_LOG_FORMAT", "text"), "text or json (env SWITCHBOARD_LOG_FORMAT)")
-	fs.DurationVar(&c.ReaperInterval, "reaper-interval", envDuration(env, "SWITCHBOARD_REAPER_INTERVAL", 30*time.Second), "how often expired leases are requeued (env SWITCHBOARD_REAPER_INTERVAL)")
-	fs.DurationVar(&c.Retention, "retention", envDuration(env, "SWITCHBOARD_RETENTION", 30*24*time.Hour), "how long done todos are kept (env SWITCHBOARD_RETENTION)")
-	fs.DurationVar(&c.EventRetention, "event-retention", envDuration(env, "SWITCHBOARD_EVENT_RETENTION", 90*24*time.Hour),
+	fs.DurationVar(&c.ReaperInterval, "reaper-interval", envDuration(env, "SWITCHBOARD_REAPER_INTERVAL", 30*time.Second, &c.envErrs), "how often expired leases are requeued (env SWITCHBOARD_REAPER_INTERVAL)")
+	fs.DurationVar(&c.Retention, "retention", envDuration(env, "SWITCHBOARD_RETENTION", 30*24*time.Hour, &c.envErrs), "how long done todos are kept (env SWITCHBOARD_RETENTION)")
+	fs.DurationVar(&c.EventRetention, "event-retention", envDuration(env, "SWITCHBOARD_EVENT_RETENTION", 90*24*time.Hour, &c.envErrs),
 		"delete a webhook event no todo needs any more this long after it arrived; until then a redelivery is a duplicate; 0 keeps events (env SWITCHBOARD_EVENT_RETENTION)")
-	fs.DurationVar(&c.AuditRetention, "audit-retention", envDuration(env, "SWITCHBOARD_AUDIT_RETENTION", 0),
+	fs.DurationVar(&c.AuditRetention, "audit-retention", envDuration(env, "SWITCHBOARD_AUDIT_RETENTION", 0, &c.envErrs),
 		"delete audit rows older than this; 0 keeps the audit log whole (env SWITCHBOARD_AUDIT_RETENTION)")
 	fs.StringVar(&c.MetricsAllow, "metrics-allow", envOr(env, "SWITCHBOARD_METRICS_ALLOW", "127.0.0.0/8,::1"),
 		"comma-separated IPs/CIDRs allowed to read /metrics, which names queues (env SWITCHBOARD_METRICS_ALLOW)")
@@ -82,34 +84,50 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.ModulesDir, "modules-dir", envOr(env, "SWITCHBOARD_MODULES_DIR", ""), "directory of capability module manifests (*.json); empty: no modules (env SWITCHBOARD_MODULES_DIR)")
 	fs.StringVar(&c.EgressPolicy, "egress-policy", envOr(env, "SWITCHBOARD_EGRESS_POLICY", ""), "global egress policy (JSON) passed to modules, which must then enforce it (env SWITCHBOARD_EGRESS_POLICY)")
 	fs.IntVar(&c.ModuleConcurrency, "module-concurrency", 8, "module tool calls in flight per module; more are refused as rate_limited")
-	fs.DurationVar(&c.ModuleCallTimeout, "module-call-timeout", envDuration(env, "SWITCHBOARD_MODULE_CALL_TIMEOUT", 5*time.Minute),
+	fs.DurationVar(&c.ModuleCallTimeout, "module-call-timeout", envDuration(env, "SWITCHBOARD_MODULE_CALL_TIMEOUT", 5*time.Minute, &c.envErrs),
 		"how long one module tool call may run before the agent is answered unavailable (env SWITCHBOARD_MODULE_CALL_TIMEOUT)")
 	fs.BoolVar(&c.TrustProxy, "trust-proxy", env.getenv("SWITCHBOARD_TRUST_PROXY") == "1",
 		"a reverse proxy sets X-Forwarded-Proto/For: honour them for Secure cookies and login throttling (env SWITCHBOARD_TRUST_PROXY=1)")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration(env, "SWITCHBOARD_SHUTDOWN_TIMEOUT", 10*time.Second), "how long in-flight requests may take to finish on shutdown")
-	fs.Int64Var(&c.MaxBody, "max-body", envInt64(env, "SWITCHBOARD_MAX_BODY", ingest.DefaultMaxBody), "largest webhook body accepted, in bytes; larger ones get 413 (env SWITCHBOARD_MAX_BODY)")
-	fs.IntVar(&c.MaxSessions, "max-sessions-per-endpoint", int(envInt64(env, "SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT", 32)),
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration(env, "SWITCHBOARD_SHUTDOWN_TIMEOUT", 10*time.Second, &c.envErrs), "how long in-flight requests may take to finish on shutdown")
+	fs.Int64Var(&c.MaxBody, "max-body", envInt64(env, "SWITCHBOARD_MAX_BODY", ingest.DefaultMaxBody, &c.envErrs), "largest webhook body accepted, in bytes; larger ones get 413 (env SWITCHBOARD_MAX_BODY)")
+	fs.IntVar(&c.MaxSessions, "max-sessions-per-endpoint", int(envInt64(env, "SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT", 32, &c.envErrs)),
 		"live MCP sessions one endpoint may hold; initializing one more ends its least recently used (env SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT)")
 	secretKeyFlags(fs, env, &c.SecretKeys)
 }
 
-func envDuration(env *environ, name string, def time.Duration) time.Duration {
-	if v := env.getenv(name); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
-		}
+// envDuration reads a duration setting from the environment; a value that is
+// not one is recorded in bad (serve then refuses to start) and def is used.
+func envDuration(env *environ, name string, def time.Duration, bad *[]string) time.Duration {
+	v := env.getenv(name)
+	if v == "" {
+		return def
 	}
-	return def
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		*bad = append(*bad, fmt.Sprintf("%s=%q is not a duration (say 90s, 15m or 720h)", name, v))
+		return def
+	}
+	return d
 }
 
-func envInt64(env *environ, name string, def int64) int64 {
-	if v, err := strconv.ParseInt(env.getenv(name), 10, 64); err == nil {
-		return v
+// envInt64 reads a whole-number setting from the environment, as envDuration.
+func envInt64(env *environ, name string, def int64, bad *[]string) int64 {
+	v := env.getenv(name)
+	if v == "" {
+		return def
 	}
-	return def
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		*bad = append(*bad, fmt.Sprintf("%s=%q is not a whole number", name, v))
+		return def
+	}
+	return n
 }
 
 func (c *serveConfig) validate() error {
+	if len(c.envErrs) > 0 {
+		return usageErr("%s", strings.Join(c.envErrs, "; "))
+	}
 	if c.ReaperInterval <= 0 {
 		return usageErr("--reaper-interval must be positive")
 	}

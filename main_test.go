@@ -367,3 +367,18 @@ func TestServeFinishesInFlightRequestsOnShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A setting in the environment that does not parse stops serve with its name,
+// rather than quietly taking the default (say, never pruning the audit log).
+func TestServeRefusesUnparsableEnvironment(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	for name, value := range map[string]string{"SWITCHBOARD_AUDIT_RETENTION": "365d", "SWITCHBOARD_MAX_BODY": "1MB"} {
+		code, _, stderr := runCLI(t, map[string]string{name: value}, "serve", "--db", db)
+		if code != 2 || !strings.Contains(stderr, name) || !strings.Contains(stderr, value) {
+			t.Errorf("serve with %s=%s: exit %d, %q", name, value, code, stderr)
+		}
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Error("serve created its database before refusing the environment")
+	}
+}

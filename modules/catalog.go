@@ -204,16 +204,21 @@ func reviewable(def json.RawMessage) json.RawMessage {
 		return note
 	}
 	var out []byte
-	for i, r := range string(def) {
-		if r < 0x7f || unicode.IsPrint(r) {
+	for i := 0; i < len(def); {
+		r, size := utf8.DecodeRune(def[i:])
+		if r == utf8.RuneError && size == 1 {
+			r = 0xfffd // a byte that is not UTF-8 (0x9b is a terminal control on its own) is shown as U+FFFD
+		} else if r < 0x7f || unicode.IsPrint(r) {
 			if out != nil {
-				out = utf8.AppendRune(out, r)
+				out = append(out, def[i:i+size]...)
 			}
+			i += size
 			continue
 		}
 		if out == nil {
 			out = append(make([]byte, 0, len(def)+16), def[:i]...)
 		}
+		i += size
 		if r > 0xffff {
 			hi, lo := utf16.EncodeRune(r)
 			out = fmt.Appendf(out, `\u%04x\u%04x`, hi, lo)

@@ -135,6 +135,13 @@ func TestReviewableDefinition(t *testing.T) {
 	if err := json.Unmarshal(out, &b); err != nil || !reflect.DeepEqual(a, b) {
 		t.Fatalf("the shown definition says something else: %s (%v)", out, err)
 	}
+	// A byte that is not UTF-8 is never passed on raw, wherever it stands.
+	for _, raw := range []string{"{\"description\":\"a\x9b2J\"}", "{\"description\":\"\u202e\x9b2J\"}"} {
+		got := reviewable(json.RawMessage(raw))
+		if bytes.Contains(got, []byte{0x9b}) || !bytes.Contains(got, []byte(`\ufffd2J`)) {
+			t.Errorf("reviewable(%q) = %q", raw, got)
+		}
+	}
 	plain := json.RawMessage(`{"name":"m_echo","description":"Echo, café."}`)
 	if got := reviewable(plain); !bytes.Equal(got, plain) {
 		t.Errorf("a printable definition changed: %s", got)

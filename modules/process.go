@@ -145,40 +145,56 @@ func (p *process) readStderr(log *slog.Logger, ring *lineRing) {
 }
 
 // readStderrFlushing is readStderr with the wait before a count of suppressed
-// lines is logged on its own (tests shorten it).
+// lines is logged (tests shorten it).
 func (p *process) readStderrFlushing(log *slog.Logger, ring *lineRing, countAfter time.Duration) {
 	defer close(p.stderrDone)
 	r := bufio.NewReaderSize(p.stderr, maxStderrLine)
 	// Every line is kept in the ring (status shows the last ones); the journal
 	// gets them at a bounded rate, so a chatty or hostile module cannot flood it.
-	// Lines over the rate are counted, and the count is logged with the next
-	// line that is, or on its own once countAfter has passed, whichever is first.
+	// Lines over the rate are counted, and the count is logged countAfter after
+	// the first of them (so at most one count line per countAfter), and at the end.
 	lim := rate.NewLimiter(stderrLogRate, stderrLogBurst)
-	var suppressed atomic.Int64
-	flush := func() {
-		if n := suppressed.Swap(0); n > 0 {
-			log.Warn("module stderr lines not logged (over the rate)", "lines", n)
+	var (
+		mu         sync.Mutex
+		suppressed int64
+		timer      *time.Timer
+		done       bool
+	)
+	flush := func() { // under mu
+		if suppressed > 0 {
+			log.Warn("module stderr lines not logged (over the rate)", "lines", suppressed)
+			suppressed = 0
 		}
+		timer = nil
 	}
-	var timer *time.Timer
 	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
 		if timer != nil {
 			timer.Stop()
 		}
 		flush()
+		done = true // a timer already firing logs nothing after this
 	}()
 	for {
 		line, err := readBoundedLine(r, maxStderrLine)
 		if len(line) > 0 {
 			ring.add(line)
 			if lim.Allow() {
-				flush()
 				log.Info("module stderr", "line", line)
-			} else if suppressed.Add(1) == 1 {
-				if timer != nil {
-					timer.Stop()
+			} else {
+				mu.Lock()
+				suppressed++
+				if timer == nil {
+					timer = time.AfterFunc(countAfter, func() {
+						mu.Lock()
+						defer mu.Unlock()
+						if !done {
+							flush()
+						}
+					})
 				}
-				timer = time.AfterFunc(countAfter, flush)
+				mu.Unlock()
 			}
 		}
 		if err != nil {
@@ -187,8 +203,8 @@ func (p *process) readStderrFlushing(log *slog.Logger, ring *lineRing, countAfte
 	}
 }
 
-// stderrCountAfter is how long a count of suppressed stderr lines waits for the
-// next logged line before it is logged on its own.
+// stderrCountAfter is how long after the first stderr line over the rate the
+// count of such lines is logged.
 const stderrCountAfter = 5 * time.Second
 
 // stderrLogRate and stderrLogBurst bound how many of a module's stderr lines

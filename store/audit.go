@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -84,12 +85,21 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, err
 // chunks, and returns how many went. The log is append-only unless its owner
 // asks for this (serve's --audit-retention): on a small disk a busy queue adds
 // three rows per todo for ever. Ids grow with time, so the rows to delete are
-// the ones before the first row at or after cutoff, found by scanning from the
-// oldest: a pass with nothing to delete reads one row, not the whole log.
+// those before the first row written at or after cutoff. That boundary is found
+// once, scanning from the oldest row (a pass with nothing to delete reads one),
+// and then deleted up to in short writes. A row stamped more than a day ahead of
+// now (a clock that was wrong) does not count as the boundary.
 func (s *Store) PruneAudit(ctx context.Context, cutoff time.Time) (int64, error) {
+	var boundary sql.NullInt64
+	err := s.queryRow(ctx, `SELECT coalesce(
+			(SELECT id FROM audit WHERE at >= ? AND at <= ? ORDER BY id LIMIT 1),
+			(SELECT max(id) FROM audit))`, ms(cutoff), ms(s.now().Add(24*time.Hour))).Scan(&boundary)
+	if err != nil {
+		return 0, fmt.Errorf("store: prune audit rows: find the oldest row to keep: %w", err)
+	}
+	if !boundary.Valid {
+		return 0, nil // no audit rows at all
+	}
 	return s.prune(ctx, "audit rows", "audit.prune", 1000, `DELETE FROM audit WHERE id IN (
-		SELECT id FROM audit WHERE id < coalesce(
-			(SELECT id FROM audit WHERE at >= ? ORDER BY id LIMIT 1),
-			(SELECT max(id) FROM audit))
-		ORDER BY id LIMIT 1000)`, ms(cutoff))
+		SELECT id FROM audit WHERE id < ? ORDER BY id LIMIT 1000)`, boundary.Int64)
 }
