@@ -74,7 +74,8 @@ func TestModulesPage(t *testing.T) {
 	}
 	res, body = f.post("/modules/everything/approve", cookie, url.Values{csrfField: {csrf}, "tool": {"everything_echo"},
 		"hash": {"cccccccccccccccccccc"}})
-	if res.StatusCode != http.StatusConflict || !strings.Contains(body, "Nothing was approved") || len(fm.approved) != 0 {
+	if res.StatusCode != http.StatusConflict || !strings.Contains(body, "Nothing was approved") || len(fm.approved) != 0 ||
+		!strings.Contains(body, `href="/modules">Back to Modules`) {
 		t.Fatalf("approving a definition no longer current: %d, approved %v", res.StatusCode, fm.approved)
 	}
 

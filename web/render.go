@@ -94,8 +94,29 @@ func (u *UI) execute(w http.ResponseWriter, status int, name, block string, v vi
 
 // fail renders an error page with a message written for the human.
 func (u *UI) fail(w http.ResponseWriter, r *http.Request, rc *reqCtx, status int, msg string) {
+	back, label := backTo(r.URL.Path)
 	u.render(w, r, rc, status, "error", view{Title: http.StatusText(status), Error: msg,
-		Page: struct{ Status int }{status}})
+		Page: struct {
+			Status      int
+			Back, Label string
+		}{status, back, label}})
+}
+
+// backTo is where an error page leads: the list of the section the failed
+// request belongs to (a refused approval goes back to Modules), else the board.
+func backTo(path string) (href, label string) {
+	section, _, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	switch section {
+	case "modules":
+		return "/modules", "Back to Modules"
+	case "endpoints":
+		return "/endpoints", "Back to Endpoints"
+	case "webhooks", "webhook", "events":
+		return "/webhooks", "Back to Webhooks"
+	case "audit":
+		return "/audit", "Back to the audit log"
+	}
+	return "/", "Back to the board"
 }
 
 // storeError maps a store error to a status and a message for the human, logging the
