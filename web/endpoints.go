@@ -37,6 +37,9 @@ func (u *UI) endpointList(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		Page: endpointListPage{Endpoints: eps, All: all, AllVerbs: len(agent.AllVerbs())}})
 }
 
+// maxRate bounds the rate and burst a human may set on the board.
+const maxRate = 1_000_000
+
 // endpointForm is the create/edit form, as submitted or prefilled.
 type endpointForm struct {
 	New            bool
@@ -47,6 +50,7 @@ type endpointForm struct {
 	Verbs          []string
 	DefaultLease   string
 	MaxWebhooks    string
+	Rate, Burst    string // empty: the server's default
 	WebhookSources []string
 	WebhookQueues  string
 	Capabilities   string
@@ -85,6 +89,12 @@ func (u *UI) endpointPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		f.DefaultLease = strconv.Itoa(ep.DefaultLeaseTTL)
 	}
 	f.MaxWebhooks = strconv.Itoa(ep.Ceiling.MaxWebhooks)
+	if ep.RatePerSecond > 0 {
+		f.Rate = strconv.FormatFloat(ep.RatePerSecond, 'f', -1, 64)
+	}
+	if ep.RateBurst > 0 {
+		f.Burst = strconv.Itoa(ep.RateBurst)
+	}
 	f.WebhookSources, f.WebhookQueues = ep.Ceiling.Sources, strings.Join(ep.Ceiling.Queues, ", ")
 	f.Capabilities = strings.Join(ep.Capabilities, ", ")
 	u.showEndpointForm(w, r, rc, http.StatusOK, f, "")
@@ -106,6 +116,7 @@ func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, sto
 	f.AgentID, f.Name = strings.TrimSpace(pf.Get("agent_id")), strings.TrimSpace(pf.Get("name"))
 	f.Queues, f.Verbs = pf.Get("queues"), pf["verbs"]
 	f.DefaultLease, f.MaxWebhooks = strings.TrimSpace(pf.Get("default_lease")), strings.TrimSpace(pf.Get("max_webhooks"))
+	f.Rate, f.Burst = strings.TrimSpace(pf.Get("rate")), strings.TrimSpace(pf.Get("burst"))
 	f.WebhookSources, f.WebhookQueues, f.Capabilities = pf["webhook_sources"], pf.Get("webhook_queues"), pf.Get("capabilities")
 
 	queues, wqueues, caps := splitList(f.Queues), splitList(f.WebhookQueues), splitList(f.Capabilities)
@@ -145,8 +156,20 @@ func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, sto
 	if len(wqueues) == 0 && maxHooks > 0 {
 		wqueues = queues
 	}
+	rate := 0.0
+	if f.Rate != "" {
+		rate, err = strconv.ParseFloat(f.Rate, 64)
+		if err != nil || !(rate >= 0 && rate <= maxRate) {
+			return f, store.EndpointSpec{}, fmt.Sprintf("The rate must be a number of calls a second from 0 to %d (empty or 0: the server's default).", maxRate)
+		}
+	}
+	burst, err := optionalInt(f.Burst)
+	if err != nil || burst < 0 || burst > maxRate {
+		return f, store.EndpointSpec{}, fmt.Sprintf("The burst must be a whole number of calls from 0 to %d (empty or 0: the server's default).", maxRate)
+	}
 	spec := store.EndpointSpec{AgentName: f.Name, Verbs: &verbs, Queues: &queues, DefaultLeaseTTL: &lease,
-		MaxWebhooks: &maxHooks, WebhookSources: &sources, WebhookQueues: &wqueues, Capabilities: &caps}
+		MaxWebhooks: &maxHooks, WebhookSources: &sources, WebhookQueues: &wqueues, Capabilities: &caps,
+		RatePerSecond: &rate, RateBurst: &burst}
 	return f, spec, ""
 }
 

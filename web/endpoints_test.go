@@ -101,6 +101,9 @@ func TestCreateEndpointRejects(t *testing.T) {
 		"lease too big": {"agent_id": {"bot"}, "queues": {"inbox"}, "default_lease": {"86401"}},
 		"lease not int": {"agent_id": {"bot"}, "queues": {"inbox"}, "default_lease": {"5m"}},
 		"negative max":  {"agent_id": {"bot"}, "queues": {"inbox"}, "max_webhooks": {"-1"}},
+		"negative rate": {"agent_id": {"bot"}, "queues": {"inbox"}, "rate": {"-1"}},
+		"rate not num":  {"agent_id": {"bot"}, "queues": {"inbox"}, "rate": {"NaN"}},
+		"burst too big": {"agent_id": {"bot"}, "queues": {"inbox"}, "burst": {"1000001"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			form.Set(csrfField, csrf)
@@ -131,9 +134,14 @@ func TestUpdateAndRevokeEndpoint(t *testing.T) {
 	}
 	res, _ = f.post(fmt.Sprintf("/endpoints/%d", ep.ID), cookie, url.Values{csrfField: {csrf}, "name": {"Bot"},
 		"queues": {"inbox,github"}, "verbs": {"claim_next", "heartbeat", "complete"}, "default_lease": {"120"},
-		"max_webhooks": {"1"}, "webhook_sources": {"stripe", "github"}, "capabilities": {""}})
+		"max_webhooks": {"1"}, "webhook_sources": {"stripe", "github"}, "capabilities": {""}, "rate": {"500.5"}, "burst": {"1000"}})
 	if res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("update: status %d", res.StatusCode)
+	}
+	// The form shows the rate limit it set, and sends it back unchanged.
+	if _, body := f.get(fmt.Sprintf("/endpoints/%d", ep.ID), cookie); !strings.Contains(body, `name="rate" inputmode="decimal" pattern="[0-9]*[.]?[0-9]*" value="500.5"`) ||
+		!strings.Contains(body, `value="1000"`) {
+		t.Fatal("the edit form does not show the endpoint's rate limit")
 	}
 	got, err := f.st.Endpoint(t.Context(), ep.ID)
 	if err != nil {
@@ -141,13 +149,14 @@ func TestUpdateAndRevokeEndpoint(t *testing.T) {
 	}
 	if got.AgentName != "Bot" || strings.Join(got.Queues, ",") != "inbox,github" || got.DefaultLeaseTTL != 120 ||
 		strings.Join(got.Verbs, ",") != "claim_next,heartbeat,complete" || got.Ceiling.MaxWebhooks != 1 ||
-		strings.Join(got.Ceiling.Sources, ",") != "stripe,github" || strings.Join(got.Ceiling.Queues, ",") != "inbox,github" {
+		strings.Join(got.Ceiling.Sources, ",") != "stripe,github" || strings.Join(got.Ceiling.Queues, ",") != "inbox,github" ||
+		got.RatePerSecond != 500.5 || got.RateBurst != 1000 {
 		t.Fatalf("after update: %+v", got)
 	}
-	// An empty default lease clears it.
+	// An empty default lease, rate and burst clear them.
 	f.post(fmt.Sprintf("/endpoints/%d", ep.ID), cookie, url.Values{csrfField: {csrf}, "queues": {"inbox"}, "default_lease": {""}})
-	if got, _ := f.st.Endpoint(t.Context(), ep.ID); got.DefaultLeaseTTL != 0 {
-		t.Fatalf("lease not cleared: %d", got.DefaultLeaseTTL)
+	if got, _ := f.st.Endpoint(t.Context(), ep.ID); got.DefaultLeaseTTL != 0 || got.RatePerSecond != 0 || got.RateBurst != 0 {
+		t.Fatalf("lease or rate limit not cleared: %+v", got)
 	}
 	if res, _ := f.post(fmt.Sprintf("/endpoints/%d", ep.ID), cookie, url.Values{csrfField: {csrf}, "queues": {""}}); res.StatusCode != http.StatusBadRequest {
 		t.Fatalf("update without queues: %d", res.StatusCode)
