@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/internal/sse"
 )
 
 // leanClient is the drain phase's agent: MCP over Streamable HTTP (initialize,
@@ -182,6 +182,9 @@ func (c *leanClient) headers(req *http.Request) {
 	}
 }
 
+// maxAnswer bounds one answer, JSON or one streamed event.
+const maxAnswer = 16 << 20
+
 // answer returns the JSON-RPC message that answers id: the body itself for
 // application/json, or the matching event of a text/event-stream (the server may
 // stream notifications ahead of the answer).
@@ -189,46 +192,36 @@ func answer(resp *http.Response, id int64) ([]byte, error) {
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch ct {
 	case "application/json":
-		return io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+		return io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	case "text/event-stream":
-		// Notifications may be streamed ahead of the answer: the answer is the
-		// event with our id and no method.
-		isAnswer := func(data []byte) bool {
+		// Notifications may come first: the answer is the event with our id and
+		// no method.
+		var found []byte
+		err := sse.Read(resp.Body, maxAnswer, func(ev sse.Event) error {
 			var m struct {
 				ID     *int64 `json:"id"`
 				Method string `json:"method"`
 			}
-			return json.Unmarshal(data, &m) == nil && m.ID != nil && *m.ID == id && m.Method == ""
-		}
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-		var data []byte
-		for sc.Scan() {
-			line := sc.Bytes()
-			switch {
-			case bytes.HasPrefix(line, []byte("data:")):
-				if len(data) > 0 {
-					data = append(data, '\n') // an event's data lines join with newlines
-				}
-				data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))...)
-			case len(line) == 0 && len(data) > 0:
-				if isAnswer(data) {
-					return data, nil
-				}
-				data = data[:0]
+			if json.Unmarshal(ev.Data, &m) == nil && m.ID != nil && *m.ID == id && m.Method == "" {
+				found = append([]byte(nil), ev.Data...)
+				return errFound
 			}
+			return nil
+		})
+		if found != nil {
+			return found, nil
 		}
-		if err := sc.Err(); err != nil {
+		if err != nil {
 			return nil, err
-		}
-		if isAnswer(data) {
-			return data, nil
 		}
 		return nil, errors.New("the event stream ended without the answer")
 	default:
 		return nil, fmt.Errorf("unexpected Content-Type %q", resp.Header.Get("Content-Type"))
 	}
 }
+
+// errFound stops reading an event stream at the answer.
+var errFound = errors.New("found")
 
 func drainClose(resp *http.Response) {
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))

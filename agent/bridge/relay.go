@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+
+	"github.com/switchboardhq/switchboard/internal/sse"
 )
 
 // Header names of the MCP Streamable HTTP transport.
@@ -214,9 +216,9 @@ func (r *relay) eachMessage(resp *http.Response, fn func([]byte)) error {
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mediaType {
 	case "text/event-stream":
-		return readSSE(resp.Body, r.b.maxBytes, func(ev sseEvent) error {
-			if ev.name == "" || ev.name == "message" {
-				fn(ev.data)
+		return sse.Read(resp.Body, r.b.maxBytes, func(ev sse.Event) error {
+			if ev.Name == "" || ev.Name == "message" {
+				fn(ev.Data)
 			}
 			return nil
 		})

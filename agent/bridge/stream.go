@@ -5,6 +5,8 @@ import (
 	"mime"
 	"net/http"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/sse"
 )
 
 // streamControl lets Run stop the notification stream and renewSession move it
@@ -154,17 +156,17 @@ func (r *relay) listenOnce(ctx context.Context, s session, lastID string) stream
 	}
 
 	out := streamOutcome{connected: true}
-	err = readSSE(resp.Body, r.b.maxBytes, func(ev sseEvent) error {
-		if ev.retry > 0 {
-			out.retry = ev.retry
+	err = sse.Read(resp.Body, r.b.maxBytes, func(ev sse.Event) error {
+		if ev.Retry > 0 {
+			out.retry = ev.Retry
 		}
-		if ev.name == "" || ev.name == "message" {
-			r.emit(ev.data, message{})
+		if ev.Name == "" || ev.Name == "message" {
+			r.emit(ev.Data, message{})
 		}
-		if ev.id != "" {
+		if ev.ID != "" {
 			r.mu.Lock()
 			if r.sess.id == s.id {
-				r.lastEventID = ev.id
+				r.lastEventID = ev.ID
 			}
 			r.mu.Unlock()
 		}

@@ -1,4 +1,7 @@
-package bridge
+// Package sse reads a text/event-stream body (Server-Sent Events, as the WHATWG
+// spec describes them), bounded in size: the MCP bridge reads its notification
+// stream and streamed answers with it, and the bench its answers.
+package sse
 
 import (
 	"bufio"
@@ -10,26 +13,25 @@ import (
 	"time"
 )
 
-// sseEvent is one dispatched Server-Sent Event.
-type sseEvent struct {
-	// name is the event type; "" means the default, "message".
-	name string
-	data []byte
-	// id is the stream's last event ID at dispatch time (SSE ids are sticky).
-	id string
-	// retry is the reconnection delay the server last asked for on this
-	// stream (sticky, like id), 0 when it did not.
-	retry time.Duration
+// Event is one dispatched Server-Sent Event.
+type Event struct {
+	// Name is the event type; "" means the default, "message".
+	Name string
+	Data []byte
+	// ID is the stream's last event ID at dispatch time (SSE ids are sticky).
+	ID string
+	// Retry is the reconnection delay the server last asked for on this
+	// stream (sticky, like ID), 0 when it did not.
+	Retry time.Duration
 }
 
-// errEventTooLarge stops a stream whose single event exceeds the size limit, so a
-// broken or hostile server cannot make the bridge buffer without bound.
-var errEventTooLarge = errors.New("server-sent event too large")
+// ErrEventTooLarge stops a stream whose single event exceeds the size limit, so a
+// broken or hostile server cannot make the reader buffer without bound.
+var ErrEventTooLarge = errors.New("server-sent event too large")
 
-// readSSE parses a text/event-stream body as the WHATWG spec describes and calls
-// fn for each event that carries data. It returns nil at the end of the stream,
-// fn's error, or the read error.
-func readSSE(r io.Reader, maxBytes int, fn func(sseEvent) error) error {
+// Read parses a text/event-stream body and calls fn for each event that carries
+// data. It returns nil at the end of the stream, fn's error, or the read error.
+func Read(r io.Reader, maxBytes int, fn func(Event) error) error {
 	br := bufio.NewReaderSize(r, 64*1024)
 	var (
 		data    bytes.Buffer
@@ -49,7 +51,7 @@ func readSSE(r io.Reader, maxBytes int, fn func(sseEvent) error) error {
 		}
 		if len(line) == 0 {
 			if hasData {
-				ev := sseEvent{name: name, data: bytes.TrimSuffix(data.Bytes(), []byte("\n")), id: lastID, retry: retry}
+				ev := Event{Name: name, Data: bytes.TrimSuffix(data.Bytes(), []byte("\n")), ID: lastID, Retry: retry}
 				if ferr := fn(ev); ferr != nil {
 					return ferr
 				}
@@ -64,7 +66,7 @@ func readSSE(r io.Reader, maxBytes int, fn func(sseEvent) error) error {
 		case "": // a comment line, e.g. a keep-alive
 		case "data":
 			if data.Len()+len(value) > maxBytes {
-				return fmt.Errorf("%w (over %d bytes)", errEventTooLarge, maxBytes)
+				return fmt.Errorf("%w (over %d bytes)", ErrEventTooLarge, maxBytes)
 			}
 			data.Write(value)
 			data.WriteByte('\n')
@@ -89,7 +91,7 @@ func readLine(br *bufio.Reader, maxBytes int) ([]byte, error) {
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if len(line)+len(chunk) > maxBytes+2 {
-			return nil, fmt.Errorf("%w (line over %d bytes)", errEventTooLarge, maxBytes)
+			return nil, fmt.Errorf("%w (line over %d bytes)", ErrEventTooLarge, maxBytes)
 		}
 		line = append(line, chunk...)
 		if errors.Is(err, bufio.ErrBufferFull) {
