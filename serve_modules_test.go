@@ -31,6 +31,21 @@ import (
 // waitLimit only bounds how long a broken build hangs; nothing asserts on time.
 const waitLimit = 60 * time.Second
 
+// testModuleDir builds the test module and writes its manifest ("testmod") into a
+// fresh manifests directory, with the token it needs set; it returns both paths.
+func testModuleDir(t *testing.T) (bin, manifests string) {
+	t.Helper()
+	dir := t.TempDir()
+	bin = buildTestModule(t, dir)
+	manifests = filepath.Join(dir, "manifests")
+	if err := os.Mkdir(manifests, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeManifest(t, manifests, "testmod", bin, nil)
+	t.Setenv("TESTMOD_TOKEN", "token-for-tests")
+	return bin, manifests
+}
+
 // buildTestModule builds the modules package's stdio test module into dir.
 func buildTestModule(t *testing.T, dir string) string {
 	t.Helper()
@@ -289,13 +304,8 @@ const echoSchema = `{"$schema":"https://json-schema.org/draft/2020-12/schema","t
 // operator would: policy, forwarding, environment, audit, a kill -9 and the
 // restart, a changed tool definition approved from the CLI, and shutdown.
 func TestModuleGateway(t *testing.T) {
-	dir := t.TempDir()
-	bin := buildTestModule(t, dir)
-	manifests := filepath.Join(dir, "manifests")
-	os.Mkdir(manifests, 0o755)
-	writeManifest(t, manifests, "testmod", bin, nil)
+	bin, manifests := testModuleDir(t)
 	writeManifest(t, manifests, "other", bin, func(m map[string]any) { m["include_tools"] = []string{"echo"} })
-	t.Setenv("TESTMOD_TOKEN", "token-for-tests")
 	t.Setenv("SWITCHBOARD_TEST_LEAK", "must-not-reach-the-module")
 	const egress = `{"allow":["example.test"]}`
 	ms := startModuleServer(t, serveConfig{ModulesDir: manifests, EgressPolicy: egress})
@@ -627,12 +637,7 @@ func TestServeRefusesBadManifests(t *testing.T) {
 // --module-call-timeout bounds a call the agent's request does not: past it the
 // agent is answered unavailable, and the module is still there for the next call.
 func TestModuleCallTimeout(t *testing.T) {
-	dir := t.TempDir()
-	bin := buildTestModule(t, dir)
-	manifests := filepath.Join(dir, "manifests")
-	os.Mkdir(manifests, 0o755)
-	writeManifest(t, manifests, "testmod", bin, nil)
-	t.Setenv("TESTMOD_TOKEN", "token-for-tests")
+	_, manifests := testModuleDir(t)
 	ms := startModuleServer(t, serveConfig{ModulesDir: manifests, ModuleCallTimeout: 300 * time.Millisecond})
 	c := ms.dial(ms.endpoint("granted", "--capabilities", "testmod"))
 

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -192,18 +193,18 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	context.AfterFunc(runCtx, stop)
 	first := make([]error, len(s.mods))
 	var wg sync.WaitGroup
-	var started sync.Map // module name → true once its first attempt ended
+	started := make([]atomic.Bool, len(s.mods)) // once a module's first attempt ended
 	for i, m := range s.mods {
 		wg.Go(func() {
 			first[i] = m.start(ctx, true)
-			started.Store(m.man.Name, true)
+			started[i].Store(true)
 		})
 	}
 	// serve listens only after every module's first attempt: say who it waits
 	// for, rather than look hung for up to StartTimeout.
 	slow := time.AfterFunc(s.opts.StartNotice, func() {
-		for _, m := range s.mods {
-			if _, ok := started.Load(m.man.Name); !ok {
+		for i, m := range s.mods {
+			if !started[i].Load() {
 				m.log.Info("still waiting for the module to answer initialize and tools/list; serve starts without it after the start timeout",
 					"start_timeout", s.opts.StartTimeout.String())
 			}
