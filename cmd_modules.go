@@ -99,6 +99,17 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	var refused []string
+	for _, v := range views {
+		for _, r := range v.RefusedTools {
+			// %q: the name is the module's, and may hold anything a terminal obeys.
+			refused = append(refused, fmt.Sprintf("  %s: %q: %s", v.Name, r.Upstream, r.Reason))
+		}
+	}
+	if len(refused) > 0 {
+		fmt.Fprintln(env.stdout, "\nRefused tools: the module advertises them, but they cannot be offered to agents (its other tools are).")
+		fmt.Fprintln(env.stdout, strings.Join(refused, "\n"))
+	}
 	if len(withheld) > 0 {
 		fmt.Fprintln(env.stdout, "\nWithheld tools changed their definition since it was pinned. Review each new definition;")
 		fmt.Fprintln(env.stdout, "to let agents call the tool again as defined, run the command below it.")

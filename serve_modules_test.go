@@ -491,6 +491,27 @@ func TestModuleGateway(t *testing.T) {
 		}
 	})
 
+	t.Run("a tool that cannot be exposed is refused alone and shown", func(t *testing.T) {
+		granted.ok("testmod_add_tool", map[string]any{"name": "bad name"})
+		ms.until("the bad tool refused", func() bool { return len(ms.readyz().module("testmod").RefusedTools) == 1 })
+		code, out, _ := cli(t, "", "modules", "list", "--url", ms.base)
+		if code != 0 || !strings.Contains(out, `testmod: "bad name": exposed name "testmod_bad name" is not a valid MCP tool name`) {
+			t.Fatalf("modules list (exit %d):\n%s", code, out)
+		}
+		// The module's list is not frozen: a tool added after the refusal arrives.
+		granted.ok("testmod_add_tool", map[string]any{"name": "later"})
+		// Sessions are refreshed after the supervisor's notice, so poll the listing.
+		for deadline := time.Now().Add(waitLimit); !slices.Contains(granted.moduleTools(), "testmod_later"); {
+			if time.Now().After(deadline) {
+				t.Fatalf("testmod_later is not listed: %v", granted.moduleTools())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := granted.ok("testmod_echo", map[string]any{"text": "still"}); got["text"] != "still" {
+			t.Fatalf("echo beside a refused tool = %v", got)
+		}
+	})
+
 	t.Run("metrics count calls and restarts", func(t *testing.T) {
 		resp, err := http.Get(ms.base + "/metrics")
 		if err != nil {
@@ -540,7 +561,7 @@ func TestModuleGateway(t *testing.T) {
 			t.Fatalf("%v\n%s", err, out)
 		}
 		if len(views) != 2 || views[0].Name != "other" || views[1].Name != "testmod" || views[1].State != stateNotRunning ||
-			!views[1].Granted || len(views[1].Tools) != 9 {
+			!views[1].Granted || len(views[1].Tools) != 10 { // 9, and "later" (pinned on first sight)
 			t.Fatalf("offline modules list = %+v", views)
 		}
 	})

@@ -52,10 +52,22 @@ func exposedName(module, upstream string) string {
 	return module + "_" + upstream
 }
 
-// selectTools applies include_tools and prefixing to a listing. missing
-// holds include_tools entries the module did not advertise; whether that is
-// fatal is the caller's decision (it is at gateway start-up).
-func selectTools(m Manifest, listed []upstreamTool) (tools []toolEntry, missing []string, err error) {
+// RefusedTool is a tool a module advertised that the gateway cannot expose: its
+// exposed name is not a valid MCP tool name, another tool would be exposed under
+// the same name, or its definition is not a JSON object. The module's other tools
+// are served; the refusal is logged and shown with the module's status.
+type RefusedTool struct {
+	Upstream string `json:"upstream"` // the name the module advertises
+	Reason   string `json:"reason"`
+}
+
+// selectTools applies include_tools and prefixing to a listing. A tool that
+// cannot be exposed is refused on its own (refused), so one bad definition does
+// not take the module's other tools with it; tools that would share an exposed
+// name are all refused, since neither can be told from the other. missing holds
+// include_tools entries the module did not advertise; whether that is fatal is the
+// caller's decision (it is at gateway start-up).
+func selectTools(m Manifest, listed []upstreamTool) (tools []toolEntry, refused []RefusedTool, missing []string) {
 	keep := func(string) bool { return true }
 	if m.IncludeTools != nil {
 		advertised := map[string]bool{}
@@ -69,30 +81,42 @@ func selectTools(m Manifest, listed []upstreamTool) (tools []toolEntry, missing 
 		}
 		keep = func(name string) bool { return slices.Contains(m.IncludeTools, name) }
 	}
-	byExposed := map[string]string{}
+	byExposed := map[string][]string{}
+	for _, t := range listed {
+		if keep(t.Name) {
+			name := exposedName(m.Name, t.Name)
+			byExposed[name] = append(byExposed[name], t.Name)
+		}
+	}
 	for _, t := range listed {
 		if !keep(t.Name) {
 			continue
 		}
+		refuse := func(format string, args ...any) {
+			refused = append(refused, RefusedTool{Upstream: t.Name, Reason: fmt.Sprintf(format, args...)})
+		}
 		name := exposedName(m.Name, t.Name)
 		if !toolNamePattern.MatchString(name) {
-			return nil, missing, fmt.Errorf("modules: %s: tool %q: exposed name %q is not a valid MCP tool name", m.Name, t.Name, name)
+			refuse("exposed name %q is not a valid MCP tool name (1-128 of A-Z a-z 0-9 _ . -)", name)
+			continue
 		}
-		if other, dup := byExposed[name]; dup {
-			return nil, missing, fmt.Errorf("modules: %s: tools %q and %q would both be exposed as %q", m.Name, other, t.Name, name)
+		if all := byExposed[name]; len(all) > 1 {
+			refuse("tools %q would all be exposed as %q", all, name)
+			continue
 		}
-		byExposed[name] = t.Name
 		def, err := renameDef(t.Def, name)
 		if err != nil {
-			return nil, missing, fmt.Errorf("modules: %s: tool %q: %w", m.Name, t.Name, err)
+			refuse("%v", err)
+			continue
 		}
 		hash, err := hashDef(t.Def)
 		if err != nil {
-			return nil, missing, fmt.Errorf("modules: %s: tool %q: %w", m.Name, t.Name, err)
+			refuse("%v", err)
+			continue
 		}
 		tools = append(tools, toolEntry{Name: name, Upstream: t.Name, Def: def, Hash: hash})
 	}
-	return tools, missing, nil
+	return tools, refused, missing
 }
 
 // renameDef replaces the value of the top-level "name" member in place, so

@@ -71,35 +71,56 @@ func TestSelectTools(t *testing.T) {
 		{Name: "c", Def: json.RawMessage(`{"name":"c","inputSchema":{"type":"object"}}`)},
 	}
 	m := Manifest{Name: "m", File: "m.json"}
-	tools, missing, err := selectTools(m, listed)
-	if err != nil || len(missing) != 0 {
-		t.Fatal(err, missing)
+	tools, refused, missing := selectTools(m, listed)
+	if len(refused) != 0 || len(missing) != 0 {
+		t.Fatal(refused, missing)
 	}
-	var names []string
-	for _, tool := range tools {
-		names = append(names, tool.Name)
-	}
-	if !slices.Equal(names, []string{"m_a", "m_b", "m_c"}) {
-		t.Fatalf("names = %q", names)
+	if got := exposedNames(tools); !slices.Equal(got, []string{"m_a", "m_b", "m_c"}) {
+		t.Fatalf("names = %q", got)
 	}
 
 	m.IncludeTools = []string{"c", "m_b", "gone"}
-	tools, missing, err = selectTools(m, listed)
-	if err != nil {
-		t.Fatal(err)
+	tools, refused, missing = selectTools(m, listed)
+	if len(refused) != 0 {
+		t.Fatal(refused)
 	}
 	if len(tools) != 2 || tools[0].Name != "m_b" || tools[1].Name != "m_c" || !slices.Equal(missing, []string{"gone"}) {
 		t.Fatalf("include_tools selection = %+v, missing %q", tools, missing)
 	}
 
-	clash := append(slices.Clone(listed), upstreamTool{Name: "m_a", Def: json.RawMessage(`{"name":"m_a"}`)})
-	if _, _, err := selectTools(Manifest{Name: "m"}, clash); err == nil || !strings.Contains(err.Error(), `both be exposed as "m_a"`) {
-		t.Fatalf("clash err = %v", err)
+	// A tool that cannot be exposed is refused on its own; the others are served.
+	// Two tools that would share an exposed name are both refused.
+	bad := append(slices.Clone(listed),
+		upstreamTool{Name: "m_a", Def: json.RawMessage(`{"name":"m_a"}`)},
+		upstreamTool{Name: strings.Repeat("x", 130), Def: json.RawMessage(`{"name":"x"}`)},
+		upstreamTool{Name: "has space", Def: json.RawMessage(`{"name":"has space"}`)},
+		upstreamTool{Name: "list", Def: json.RawMessage(`["not an object"]`)},
+	)
+	tools, refused, _ = selectTools(Manifest{Name: "m"}, bad)
+	if got := exposedNames(tools); !slices.Equal(got, []string{"m_b", "m_c"}) {
+		t.Fatalf("served = %q, want m_b and m_c", got)
 	}
-	long := []upstreamTool{{Name: strings.Repeat("x", 130), Def: json.RawMessage(`{"name":"x"}`)}}
-	if _, _, err := selectTools(Manifest{Name: "m"}, long); err == nil {
-		t.Fatal("an over-long exposed name was accepted")
+	var upstreams []string
+	for _, r := range refused {
+		upstreams = append(upstreams, r.Upstream)
 	}
+	if !slices.Equal(upstreams, []string{"a", "m_a", strings.Repeat("x", 130), "has space", "list"}) {
+		t.Fatalf("refused = %+v", refused)
+	}
+	for i, want := range []string{`would all be exposed as "m_a"`, `would all be exposed as "m_a"`,
+		"is not a valid MCP tool name", `exposed name "m_has space" is not a valid MCP tool name`, "not a JSON object"} {
+		if !strings.Contains(refused[i].Reason, want) {
+			t.Errorf("refused %q: reason %q, want it to contain %q", refused[i].Upstream, refused[i].Reason, want)
+		}
+	}
+}
+
+func exposedNames(tools []toolEntry) []string {
+	var names []string
+	for _, tool := range tools {
+		names = append(names, tool.Name)
+	}
+	return names
 }
 
 func TestBackoffDelay(t *testing.T) {

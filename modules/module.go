@@ -39,6 +39,7 @@ type module struct {
 	lastExit    *Exit
 	lastErr     string
 	tools       []toolEntry // last known catalog, kept while down
+	refused     []RefusedTool
 	missing     []string
 }
 
@@ -115,12 +116,11 @@ func (m *module) start(ctx context.Context, strict bool) error {
 		proc.kill()
 	}}
 	sess, err := openSession(ctx, proc.stdout, stdin, o.Version, m.requestRefresh)
-	var tools []toolEntry
-	var missing []string
+	var l listing
 	if err == nil {
-		tools, missing, err = m.catalog(ctx, sess)
-		if err == nil && len(missing) > 0 {
-			err = fieldErr(m.man.File, "include_tools", "module does not advertise %q", missing)
+		l, err = m.catalog(ctx, sess)
+		if err == nil && len(l.missing) > 0 {
+			err = fieldErr(m.man.File, "include_tools", "module does not advertise %q", l.missing)
 			if strict {
 				err = &selectionError{err}
 			}
@@ -135,30 +135,49 @@ func (m *module) start(ctx context.Context, strict bool) error {
 	}
 	m.mu.Lock()
 	m.state, m.sess, m.upSince, m.lastErr = StateUp, sess, o.Now(), ""
-	m.tools, m.missing = tools, missing
+	m.tools, m.missing = l.tools, l.missing
+	refusedBefore := m.refused
+	m.refused = l.refused
 	m.mu.Unlock()
-	m.log.Info("module up", "pid", proc.pid, "tools", len(tools))
+	m.log.Info("module up", "pid", proc.pid, "tools", len(l.tools))
+	m.logRefused(refusedBefore, l.refused)
 	m.sup.changed(m.man.Name)
 	return nil
 }
 
+// listing is one reading of a module's tools: those it serves, those refused,
+// and include_tools entries it does not advertise.
+type listing struct {
+	tools   []toolEntry
+	refused []RefusedTool
+	missing []string
+}
+
 // catalog lists the module's tools, selects and pins them.
-func (m *module) catalog(ctx context.Context, sess *session) ([]toolEntry, []string, error) {
+func (m *module) catalog(ctx context.Context, sess *session) (listing, error) {
 	listed, err := sess.listTools(ctx)
 	if err != nil {
 		if reason := sess.brokenReason(); reason != nil {
 			err = fmt.Errorf("%w (%v)", err, reason)
 		}
-		return nil, nil, err
+		return listing{}, err
 	}
-	tools, missing, err := selectTools(m.man, listed)
-	if err != nil {
-		return nil, nil, err
+	var l listing
+	l.tools, l.refused, l.missing = selectTools(m.man, listed)
+	if err := m.pin(ctx, l.tools); err != nil {
+		return listing{}, err
 	}
-	if err := m.pin(ctx, tools); err != nil {
-		return nil, nil, err
+	return l, nil
+}
+
+// logRefused warns of each refused tool that was not refused, for the same
+// reason, in the module's previous listing: once per change, not per listing.
+func (m *module) logRefused(before, now []RefusedTool) {
+	for _, r := range now {
+		if !slices.Contains(before, r) {
+			m.log.Warn("module tool refused; its other tools are served", "upstream", r.Upstream, "reason", r.Reason)
+		}
 	}
-	return tools, missing, nil
 }
 
 // pin compares each tool with its pin: first sight pins it, a changed
@@ -374,27 +393,32 @@ func (m *module) shutdown(ctx context.Context) {
 func (m *module) relist(ctx context.Context, sess *session) {
 	ctx, cancel := context.WithTimeout(ctx, m.sup.opts.StartTimeout)
 	defer cancel()
-	tools, missing, err := m.catalog(ctx, sess)
+	l, err := m.catalog(ctx, sess)
 	if err != nil {
 		m.log.Warn("re-listing tools failed; keeping the previous list", "err", err)
 		return
 	}
-	if len(missing) > 0 {
-		m.log.Warn("module no longer advertises tools in include_tools", "file", m.man.File, "missing", missing)
+	if len(l.missing) > 0 {
+		m.log.Warn("module no longer advertises tools in include_tools", "file", m.man.File, "missing", l.missing)
 	}
 	m.mu.Lock()
 	if m.sess != sess {
 		m.mu.Unlock()
 		return
 	}
-	changed := !sameTools(m.tools, tools)
-	m.tools, m.missing = tools, missing
+	changed := !sameTools(m.tools, l.tools)
+	m.tools, m.missing = l.tools, l.missing
+	refusedBefore := m.refused
+	m.refused = l.refused
 	m.mu.Unlock()
+	m.logRefused(refusedBefore, l.refused)
 	if changed {
 		if n := m.changes.Note(struct{}{}, m.sup.opts.Now()); n > 0 {
-			m.log.Info("module tools changed", "tools", len(tools), "changes", n)
+			m.log.Info("module tools changed", "tools", len(l.tools), "changes", n)
 		}
-		m.sup.changed(m.man.Name)
+	}
+	if changed || !slices.Equal(refusedBefore, l.refused) {
+		m.sup.changed(m.man.Name) // the status changed with the refusals too
 	}
 }
 
@@ -411,7 +435,7 @@ func (m *module) status() ModuleStatus {
 		Name: m.man.Name, Title: m.man.Title, State: m.state,
 		Restarts: max(m.attempts-1, 0), NextAttempt: m.nextAttempt,
 		LastError: m.lastErr, Stderr: m.stderr.snapshot(),
-		Tools: []ToolStatus{}, MissingTools: slices.Clone(m.missing),
+		Tools: []ToolStatus{}, MissingTools: slices.Clone(m.missing), RefusedTools: slices.Clone(m.refused),
 	}
 	if m.proc != nil {
 		st.PID = m.proc.pid

@@ -423,6 +423,9 @@ type ModuleStatus struct {
 	// MissingTools are include_tools entries the module no longer
 	// advertises (only possible after start-up, which refuses them).
 	MissingTools []string `json:"missing_tools,omitempty"`
+	// RefusedTools are tools the module advertises that the gateway cannot
+	// expose (see RefusedTool); its other tools are served.
+	RefusedTools []RefusedTool `json:"refused_tools,omitempty"`
 }
 
 // ToolStatus is one tool's pin state.

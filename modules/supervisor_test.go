@@ -191,6 +191,30 @@ func TestModuleListChangedRefreshesTools(t *testing.T) {
 	}
 }
 
+// One tool the gateway cannot expose does not freeze the module's list: it is
+// refused on its own, shown in the status, and later changes still arrive.
+func TestUnexposableToolIsRefusedAlone(t *testing.T) {
+	h := newHarness(t, []Manifest{testManifest("testmod")})
+	h.start()
+	h.call("testmod_add_tool", map[string]any{"name": "bad name"})
+	h.until("the bad tool refused", func() bool { return len(h.status("testmod").RefusedTools) == 1 })
+	r := h.status("testmod").RefusedTools[0]
+	if r.Upstream != "bad name" || !strings.Contains(r.Reason, `"testmod_bad name" is not a valid MCP tool name`) {
+		t.Fatalf("refused = %+v", r)
+	}
+	h.call("testmod_add_tool", map[string]any{"name": "extra"})
+	h.until("testmod_extra listed after the refusal", func() bool {
+		tool, ok := h.tool("testmod_extra")
+		return ok && tool.Available
+	})
+	if _, ok := h.tool("testmod_echo"); !ok {
+		t.Fatal("testmod_echo is gone")
+	}
+	if n := len(h.status("testmod").RefusedTools); n != 1 {
+		t.Fatalf("%d refused tools, want still 1", n)
+	}
+}
+
 func TestChangedDefinitionIsWithheldUntilApproved(t *testing.T) {
 	h := newHarness(t, []Manifest{testManifest("testmod")})
 	h.start()

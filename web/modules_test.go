@@ -44,6 +44,7 @@ func sampleModules() []modules.ModuleStatus {
 			{Name: "everything_echo", Upstream: "echo", Hash: "bbbbbbbbbbbbbbbbbbbb", Withheld: true,
 				Definition: json.RawMessage(`{"name":"everything_echo","description":"Echoes, and mails <b>your</b> files"}`)},
 		},
+		RefusedTools: []modules.RefusedTool{{Upstream: "<bad name>", Reason: `exposed name "everything_<bad name>" is not a valid MCP tool name`}},
 	}}
 }
 
@@ -58,7 +59,9 @@ func TestModulesPage(t *testing.T) {
 	for _, want := range []string{"Everything", ">up<", "4242", "exited with code 1", "everything_echo",
 		"changed — withheld", "warning: &lt;slow&gt;", `action="/modules/everything/approve"`,
 		// The new definition is shown, escaped, where the human decides.
-		"New definition", `&#34;description&#34;: &#34;Echoes, and mails &lt;b&gt;your&lt;/b&gt; files&#34;`} {
+		"New definition", `&#34;description&#34;: &#34;Echoes, and mails &lt;b&gt;your&lt;/b&gt; files&#34;`,
+		// A refused tool is named, escaped, with the reason.
+		"Refused tools", `<span class="mono">&lt;bad name&gt;</span>: exposed name &#34;everything_&lt;bad name&gt;&#34; is not a valid MCP tool name`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("modules page lacks %q", want)
 		}
