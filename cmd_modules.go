@@ -15,6 +15,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/modules"
@@ -102,8 +104,10 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 	var refused []string
 	for _, v := range views {
 		for _, r := range v.RefusedTools {
-			// %q: the name is the module's, and may hold anything a terminal obeys.
-			refused = append(refused, fmt.Sprintf("  %s: %q: %s", v.Name, r.Upstream, r.Reason))
+			refused = append(refused, fmt.Sprintf("  %s: \"%s\": %s", v.Name, printable(r.Upstream), printable(r.Reason)))
+		}
+		if v.RefusedMore > 0 {
+			refused = append(refused, fmt.Sprintf("  %s: and %d more", v.Name, v.RefusedMore))
 		}
 	}
 	if len(refused) > 0 {
@@ -301,4 +305,23 @@ func twoArgs(fs *flag.FlagSet, args []string) (string, string, error) {
 		return "", "", usageErr("want NAME TOOL, got %d arguments", len(pos))
 	}
 	return pos[0], pos[1], nil
+}
+
+// printable escapes, as \uXXXX, every character of s a terminal might obey rather
+// than show (C0 and C1 controls, bidi overrides; invalid UTF-8 becomes U+FFFD).
+// serve escapes a module's text before it sends it; this keeps the CLI safe from a
+// server that did not.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		if unicode.IsPrint(r) {
+			b.WriteRune(r)
+		} else {
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
 }

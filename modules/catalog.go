@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf16"
@@ -53,12 +54,39 @@ func exposedName(module, upstream string) string {
 }
 
 // RefusedTool is a tool a module advertised that the gateway cannot expose: its
-// exposed name is not a valid MCP tool name, another tool would be exposed under
-// the same name, or its definition is not a JSON object. The module's other tools
-// are served; the refusal is logged and shown with the module's status.
+// definition is not a JSON object with a name, its name is advertised twice, its
+// exposed name is not a valid MCP tool name, or another tool would be exposed
+// under the same name. The module's other tools are served; the refusal is logged
+// and shown with the module's status.
 type RefusedTool struct {
-	Upstream string `json:"upstream"` // the name the module advertises
+	// Upstream is the name the module advertises, shown: unprintable characters
+	// escaped and at most maxShownName bytes (see shown).
+	Upstream string `json:"upstream"`
 	Reason   string `json:"reason"`
+}
+
+// maxRefusedShown bounds the refusals a module's status keeps; past it, only their
+// number (ModuleStatus.RefusedMore). A module may advertise any number of bad tools.
+const maxRefusedShown = 16
+
+// maxShownName bounds the bytes of a module-supplied name in a refusal.
+const maxShownName = 128
+
+// shown makes a module-supplied string safe to print anywhere (a terminal, the log,
+// the board, JSON): every character that is not printable (C0 and C1 controls,
+// bidi overrides, invalid UTF-8) is escaped as strconv.Quote escapes it, and the
+// result is cut to maxShownName bytes.
+func shown(s string) string {
+	cut := false
+	if len(s) > maxShownName {
+		s, cut = strings.ToValidUTF8(s[:maxShownName], ""), true
+	}
+	q := strconv.Quote(s)
+	q = q[1 : len(q)-1]
+	if cut {
+		q += "…"
+	}
+	return q
 }
 
 // selectTools applies include_tools and prefixing to a listing. A tool that
@@ -93,25 +121,25 @@ func selectTools(m Manifest, listed []upstreamTool) (tools []toolEntry, refused 
 			continue
 		}
 		refuse := func(format string, args ...any) {
-			refused = append(refused, RefusedTool{Upstream: t.Name, Reason: fmt.Sprintf(format, args...)})
+			refused = append(refused, RefusedTool{Upstream: shown(t.Name), Reason: fmt.Sprintf(format, args...)})
 		}
 		name := exposedName(m.Name, t.Name)
 		if !toolNamePattern.MatchString(name) {
-			refuse("exposed name %q is not a valid MCP tool name (1-128 of A-Z a-z 0-9 _ . -)", name)
+			refuse(`exposed name "%s" is not a valid MCP tool name (1-128 of A-Z a-z 0-9 _ . -)`, shown(name))
 			continue
 		}
 		if all := byExposed[name]; len(all) > 1 {
-			refuse("tools %q would all be exposed as %q", all, name)
+			refuse("tools %q would all be exposed as %q", all, name) // valid names: printable, at most 128 bytes
 			continue
 		}
 		def, err := renameDef(t.Def, name)
 		if err != nil {
-			refuse("%v", err)
+			refuse("%s", shown(err.Error()))
 			continue
 		}
 		hash, err := hashDef(t.Def)
 		if err != nil {
-			refuse("%v", err)
+			refuse("%s", shown(err.Error()))
 			continue
 		}
 		tools = append(tools, toolEntry{Name: name, Upstream: t.Name, Def: def, Hash: hash})

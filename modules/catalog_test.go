@@ -3,10 +3,13 @@ package modules
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRenameDefKeepsEveryOtherByte(t *testing.T) {
@@ -104,7 +107,7 @@ func TestSelectTools(t *testing.T) {
 	for _, r := range refused {
 		upstreams = append(upstreams, r.Upstream)
 	}
-	if !slices.Equal(upstreams, []string{"a", "m_a", strings.Repeat("x", 130), "has space", "list"}) {
+	if !slices.Equal(upstreams, []string{"a", "m_a", strings.Repeat("x", maxShownName) + "…", "has space", "list"}) {
 		t.Fatalf("refused = %+v", refused)
 	}
 	for i, want := range []string{`would all be exposed as "m_a"`, `would all be exposed as "m_a"`,
@@ -170,5 +173,56 @@ func TestReviewableDefinition(t *testing.T) {
 	huge := json.RawMessage(`{"name":"m_echo","description":"` + strings.Repeat("x", maxShownDefinition) + `"}`)
 	if got := reviewable(huge); len(got) > 200 || !bytes.Contains(got, []byte("too large to show")) {
 		t.Errorf("a huge definition was shown whole (%d bytes)", len(got))
+	}
+}
+
+// A module's own text in a refusal is made safe to print and bounded.
+func TestShownEscapesAndBounds(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain_name":                   "plain_name",
+		"has space":                    "has space",
+		"esc\x1b[31mred":               `esc\x1b[31mred`,
+		"csi\u009b2J":                  `csi\u009b2J`,
+		"rtl\u202eevil":                `rtl\u202eevil`,
+		"bad\xffbyte":                  `bad\xffbyte`,
+		strings.Repeat("é", 100):       strings.Repeat("é", maxShownName/2) + "…",
+		strings.Repeat("a", 127) + "é": strings.Repeat("a", 127) + "…", // not cut inside a character
+	} {
+		if got := shown(in); got != want {
+			t.Errorf("shown(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A status keeps the first maxRefusedShown refusals and the number of the rest;
+// the warning is one line for a listing's refusals, and at most one a minute.
+func TestRefusalsAreBoundedAndLoggedOnce(t *testing.T) {
+	var logged strings.Builder
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	m := &module{sup: &Supervisor{opts: Options{Now: func() time.Time { return now }}},
+		log: slog.New(slog.NewTextHandler(&logged, nil))}
+	m.refusals.Every = time.Minute
+	var all []RefusedTool
+	for i := range maxRefusedShown + 4 {
+		all = append(all, RefusedTool{Upstream: fmt.Sprintf("bad %d", i), Reason: "invalid"})
+	}
+	if !m.setRefused(all) || len(m.refused) != maxRefusedShown || m.refusedMore != 4 {
+		t.Fatalf("first listing: %d kept, %d more", len(m.refused), m.refusedMore)
+	}
+	if m.setRefused(all) {
+		t.Fatal("the same refusals again count as a change")
+	}
+	if !m.setRefused(all[1:]) || m.refusedMore != 3 {
+		t.Fatalf("one fewer: %d more", m.refusedMore)
+	}
+	m.logRefused(all)
+	m.logRefused(all[1:])
+	if n := strings.Count(logged.String(), "module tools refused"); n != 1 {
+		t.Fatalf("%d warnings within a minute, want 1:\n%s", n, logged.String())
+	}
+	now = now.Add(time.Minute)
+	m.logRefused(all)
+	if n := strings.Count(logged.String(), "module tools refused"); n != 2 || !strings.Contains(logged.String(), "refused=20") {
+		t.Fatalf("after a minute: %d warnings:\n%s", n, logged.String())
 	}
 }

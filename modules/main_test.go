@@ -162,6 +162,17 @@ func (h *harness) until(what string, cond func() bool) {
 	}
 }
 
+// poll waits for cond by checking it every 10 ms, for what no change notice
+// announces.
+func (h *harness) poll(what string, cond func() bool) {
+	h.t.Helper()
+	for deadline := time.Now().Add(waitLimit); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for %s; status: %+v", what, h.sup.Status())
+		}
+	}
+}
+
 func (h *harness) status(name string) ModuleStatus {
 	h.t.Helper()
 	for _, st := range h.sup.Status() {

@@ -231,7 +231,7 @@ func (m Manifest) Validate(opts LoadOptions) error {
 		if len(m.IncludeTools) == 0 {
 			return fieldErr(m.File, "include_tools", "must be a non-empty list when present")
 		}
-		seen := map[string]bool{}
+		seen, exposed := map[string]bool{}, map[string]string{}
 		for _, t := range m.IncludeTools {
 			if t == "" {
 				return fieldErr(m.File, "include_tools", "contains an empty tool name")
@@ -240,6 +240,15 @@ func (m Manifest) Validate(opts LoadOptions) error {
 				return fieldErr(m.File, "include_tools", "lists %q more than once", t)
 			}
 			seen[t] = true
+			// A tool the gateway would refuse cannot be what the manifest selects.
+			name := exposedName(m.Name, t)
+			if !toolNamePattern.MatchString(name) {
+				return fieldErr(m.File, "include_tools", "%q would be exposed as %q, which is not a valid MCP tool name", t, name)
+			}
+			if other, dup := exposed[name]; dup {
+				return fieldErr(m.File, "include_tools", "%q and %q would both be exposed as %q", other, t, name)
+			}
+			exposed[name] = t
 		}
 	}
 	return nil

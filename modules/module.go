@@ -21,13 +21,14 @@ func (e *selectionError) Unwrap() error { return e.err }
 
 // module is the supervised state of one manifest.
 type module struct {
-	sup     *Supervisor
-	man     Manifest
-	log     *slog.Logger
-	stderr  *lineRing
-	refresh chan struct{} // tools/list_changed from the module; coalesced
-	reports withheldReports
-	changes logevery.Counter[struct{}] // "module tools changed" lines: the first, then one a minute
+	sup      *Supervisor
+	man      Manifest
+	log      *slog.Logger
+	stderr   *lineRing
+	refresh  chan struct{} // tools/list_changed from the module; coalesced
+	reports  withheldReports
+	changes  logevery.Counter[struct{}] // "module tools changed" lines: the first, then one a minute
+	refusals logevery.Counter[struct{}] // "module tools refused" lines, likewise
 
 	mu          sync.RWMutex
 	state       State
@@ -38,8 +39,9 @@ type module struct {
 	nextAttempt time.Time
 	lastExit    *Exit
 	lastErr     string
-	tools       []toolEntry // last known catalog, kept while down
-	refused     []RefusedTool
+	tools       []toolEntry   // last known catalog, kept while down
+	refused     []RefusedTool // the first maxRefusedShown of the last listing's refusals
+	refusedMore int           // and how many more there were
 	missing     []string
 }
 
@@ -136,11 +138,12 @@ func (m *module) start(ctx context.Context, strict bool) error {
 	m.mu.Lock()
 	m.state, m.sess, m.upSince, m.lastErr = StateUp, sess, o.Now(), ""
 	m.tools, m.missing = l.tools, l.missing
-	refusedBefore := m.refused
-	m.refused = l.refused
+	refusedChanged := m.setRefused(l.refused)
 	m.mu.Unlock()
 	m.log.Info("module up", "pid", proc.pid, "tools", len(l.tools))
-	m.logRefused(refusedBefore, l.refused)
+	if refusedChanged {
+		m.logRefused(l.refused)
+	}
 	m.sup.changed(m.man.Name)
 	return nil
 }
@@ -155,7 +158,7 @@ type listing struct {
 
 // catalog lists the module's tools, selects and pins them.
 func (m *module) catalog(ctx context.Context, sess *session) (listing, error) {
-	listed, err := sess.listTools(ctx)
+	listed, refused, err := sess.listTools(ctx)
 	if err != nil {
 		if reason := sess.brokenReason(); reason != nil {
 			err = fmt.Errorf("%w (%v)", err, reason)
@@ -164,20 +167,32 @@ func (m *module) catalog(ctx context.Context, sess *session) (listing, error) {
 	}
 	var l listing
 	l.tools, l.refused, l.missing = selectTools(m.man, listed)
+	l.refused = append(refused, l.refused...)
 	if err := m.pin(ctx, l.tools); err != nil {
 		return listing{}, err
 	}
 	return l, nil
 }
 
-// logRefused warns of each refused tool that was not refused, for the same
-// reason, in the module's previous listing: once per change, not per listing.
-func (m *module) logRefused(before, now []RefusedTool) {
-	for _, r := range now {
-		if !slices.Contains(before, r) {
-			m.log.Warn("module tool refused; its other tools are served", "upstream", r.Upstream, "reason", r.Reason)
-		}
+// setRefused keeps the first maxRefusedShown refusals and the number of the rest,
+// and says whether they differ from the previous listing's. m.mu must be held.
+func (m *module) setRefused(all []RefusedTool) (changed bool) {
+	kept, more := all[:min(len(all), maxRefusedShown)], max(len(all)-maxRefusedShown, 0)
+	changed = !slices.Equal(m.refused, kept) || m.refusedMore != more
+	m.refused, m.refusedMore = slices.Clone(kept), more
+	return changed
+}
+
+// logRefused warns that a listing's refusals changed: one line (the first of them
+// and their number), the first time and then at most once a minute, however many
+// bad tools a module advertises or how often it changes them.
+func (m *module) logRefused(all []RefusedTool) {
+	n := m.refusals.Note(struct{}{}, m.sup.opts.Now())
+	if n == 0 || len(all) == 0 {
+		return
 	}
+	m.log.Warn("module tools refused; its other tools are served", "refused", len(all),
+		"first", all[0].Upstream, "reason", all[0].Reason, "changes", n)
 }
 
 // pin compares each tool with its pin: first sight pins it, a changed
@@ -408,17 +423,16 @@ func (m *module) relist(ctx context.Context, sess *session) {
 	}
 	changed := !sameTools(m.tools, l.tools)
 	m.tools, m.missing = l.tools, l.missing
-	refusedBefore := m.refused
-	m.refused = l.refused
+	refusedChanged := m.setRefused(l.refused)
 	m.mu.Unlock()
-	m.logRefused(refusedBefore, l.refused)
+	if refusedChanged {
+		m.logRefused(l.refused)
+	}
 	if changed {
 		if n := m.changes.Note(struct{}{}, m.sup.opts.Now()); n > 0 {
 			m.log.Info("module tools changed", "tools", len(l.tools), "changes", n)
 		}
-	}
-	if changed || !slices.Equal(refusedBefore, l.refused) {
-		m.sup.changed(m.man.Name) // the status changed with the refusals too
+		m.sup.changed(m.man.Name)
 	}
 }
 
@@ -435,7 +449,8 @@ func (m *module) status() ModuleStatus {
 		Name: m.man.Name, Title: m.man.Title, State: m.state,
 		Restarts: max(m.attempts-1, 0), NextAttempt: m.nextAttempt,
 		LastError: m.lastErr, Stderr: m.stderr.snapshot(),
-		Tools: []ToolStatus{}, MissingTools: slices.Clone(m.missing), RefusedTools: slices.Clone(m.refused),
+		Tools: []ToolStatus{}, MissingTools: slices.Clone(m.missing),
+		RefusedTools: slices.Clone(m.refused), RefusedMore: m.refusedMore,
 	}
 	if m.proc != nil {
 		st.PID = m.proc.pid

@@ -174,15 +174,22 @@ type upstreamTool struct {
 	Def  json.RawMessage
 }
 
-// listTools pages through tools/list, keeping every definition raw.
-func (s *session) listTools(ctx context.Context) ([]upstreamTool, error) {
-	var tools []upstreamTool
+// listTools pages through tools/list, keeping every definition raw. A
+// definition that is not an object with a string name, or a name advertised more
+// than once, is refused (every copy of it) rather than failing the listing; a
+// malformed page, too many pages or a repeating cursor fail it.
+func (s *session) listTools(ctx context.Context) ([]upstreamTool, []RefusedTool, error) {
+	var (
+		tools   []upstreamTool
+		refused []RefusedTool
+		n       int
+	)
 	seenCursor := map[string]bool{}
-	seenName := map[string]bool{}
+	count := map[string]int{}
 	cursor := ""
 	for page := 0; ; page++ {
 		if page == maxListPages {
-			return nil, fmt.Errorf("modules: tools/list: more than %d pages", maxListPages)
+			return nil, nil, fmt.Errorf("modules: tools/list: more than %d pages", maxListPages)
 		}
 		params := map[string]any{}
 		if cursor != "" {
@@ -190,37 +197,48 @@ func (s *session) listTools(ctx context.Context) ([]upstreamTool, error) {
 		}
 		raw, err := s.request(ctx, string(mcp.MethodToolsList), params)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var res struct {
 			Tools      []json.RawMessage `json:"tools"`
 			NextCursor string            `json:"nextCursor"`
 		}
 		if err := json.Unmarshal(raw, &res); err != nil {
-			return nil, fmt.Errorf("modules: tools/list: decode result: %w", err)
+			return nil, nil, fmt.Errorf("modules: tools/list: decode result: %w", err)
 		}
 		for _, def := range res.Tools {
+			n++
 			var head struct {
-				Name string `json:"name"`
+				Name *string `json:"name"`
 			}
-			if err := json.Unmarshal(def, &head); err != nil || head.Name == "" {
-				return nil, fmt.Errorf("modules: tools/list: a tool has no name: %s", preview(def))
+			if firstByte(def) != '{' || json.Unmarshal(def, &head) != nil || head.Name == nil || *head.Name == "" {
+				refused = append(refused, RefusedTool{Upstream: fmt.Sprintf("(tool %d of the listing)", n),
+					Reason: "not a JSON object with a name: " + shown(preview(def))})
+				continue
 			}
-			if seenName[head.Name] {
-				return nil, fmt.Errorf("modules: tools/list: tool %q advertised twice", head.Name)
-			}
-			seenName[head.Name] = true
-			tools = append(tools, upstreamTool{Name: head.Name, Def: def})
+			count[*head.Name]++
+			tools = append(tools, upstreamTool{Name: *head.Name, Def: def})
 		}
 		if res.NextCursor == "" {
-			return tools, nil
+			break
 		}
 		if seenCursor[res.NextCursor] {
-			return nil, fmt.Errorf("modules: tools/list: cursor %q repeats", res.NextCursor)
+			return nil, nil, fmt.Errorf("modules: tools/list: cursor %q repeats", res.NextCursor)
 		}
 		seenCursor[res.NextCursor] = true
 		cursor = res.NextCursor
 	}
+	unique := tools[:0]
+	for _, t := range tools {
+		switch c := count[t.Name]; {
+		case c == 1:
+			unique = append(unique, t)
+		case c > 1:
+			refused = append(refused, RefusedTool{Upstream: shown(t.Name), Reason: fmt.Sprintf("advertised %d times", c)})
+			count[t.Name] = 0 // refused once, whatever the number of copies
+		}
+	}
+	return unique, refused, nil
 }
 
 // callTool forwards tools/call and returns the module's result unchanged.

@@ -156,7 +156,7 @@ func New(opts Options) *Supervisor {
 			stderr:  newLineRing(opts.StderrLines),
 			refresh: make(chan struct{}, 1),
 		}
-		m.changes.Every, m.reports.times.Every = time.Minute, withheldReportEvery
+		m.changes.Every, m.refusals.Every, m.reports.times.Every = time.Minute, time.Minute, withheldReportEvery
 		s.mods = append(s.mods, m)
 		s.byName[man.Name] = m
 	}
@@ -426,6 +426,7 @@ type ModuleStatus struct {
 	// RefusedTools are tools the module advertises that the gateway cannot
 	// expose (see RefusedTool); its other tools are served.
 	RefusedTools []RefusedTool `json:"refused_tools,omitempty"`
+	RefusedMore  int           `json:"refused_more,omitempty"` // refusals past the first maxRefusedShown
 }
 
 // ToolStatus is one tool's pin state.

@@ -197,7 +197,8 @@ func TestUnexposableToolIsRefusedAlone(t *testing.T) {
 	h := newHarness(t, []Manifest{testManifest("testmod")})
 	h.start()
 	h.call("testmod_add_tool", map[string]any{"name": "bad name"})
-	h.until("the bad tool refused", func() bool { return len(h.status("testmod").RefusedTools) == 1 })
+	// A refusal alone changes no tool, so it sends no change notice: poll.
+	h.poll("the bad tool refused", func() bool { return len(h.status("testmod").RefusedTools) == 1 })
 	r := h.status("testmod").RefusedTools[0]
 	if r.Upstream != "bad name" || !strings.Contains(r.Reason, `"testmod_bad name" is not a valid MCP tool name`) {
 		t.Fatalf("refused = %+v", r)

@@ -45,6 +45,7 @@ func sampleModules() []modules.ModuleStatus {
 				Definition: json.RawMessage(`{"name":"everything_echo","description":"Echoes, and mails <b>your</b> files"}`)},
 		},
 		RefusedTools: []modules.RefusedTool{{Upstream: "<bad name>", Reason: `exposed name "everything_<bad name>" is not a valid MCP tool name`}},
+		RefusedMore:  2,
 	}}
 }
 
@@ -61,7 +62,8 @@ func TestModulesPage(t *testing.T) {
 		// The new definition is shown, escaped, where the human decides.
 		"New definition", `&#34;description&#34;: &#34;Echoes, and mails &lt;b&gt;your&lt;/b&gt; files&#34;`,
 		// A refused tool is named, escaped, with the reason.
-		"Refused tools", `<span class="mono">&lt;bad name&gt;</span>: exposed name &#34;everything_&lt;bad name&gt;&#34; is not a valid MCP tool name`} {
+		"Refused tools", `<span class="mono">&lt;bad name&gt;</span>: exposed name &#34;everything_&lt;bad name&gt;&#34; is not a valid MCP tool name`,
+		"<li>and 2 more</li>"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("modules page lacks %q", want)
 		}
