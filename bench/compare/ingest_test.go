@@ -70,10 +70,10 @@ func BenchmarkIngest(b *testing.B) {
 	}
 }
 
-// goqiteHandler is a careful hand-rolled receiver: a bounded body, the GitHub
-// signature checked in constant time before anything is stored, 202 once Send has
-// committed.
-func goqiteHandler(q *goqite.Queue, secret string) http.Handler {
+// handRolled is the careful receiver one would write in front of a queue library:
+// a bounded body, the GitHub signature checked in constant time before anything is
+// stored, and 202 once store has committed.
+func handRolled(secret string, store func(ctx context.Context, body []byte) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 		if err != nil {
@@ -87,11 +87,18 @@ func goqiteHandler(q *goqite.Queue, secret string) http.Handler {
 			http.Error(w, "bad signature", http.StatusUnauthorized)
 			return
 		}
-		if err := q.Send(r.Context(), goqite.Message{Body: body}); err != nil {
+		if err := store(r.Context(), body); err != nil {
 			http.Error(w, "not stored", http.StatusServiceUnavailable)
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
+	})
+}
+
+// goqiteHandler is handRolled with goqite's Send.
+func goqiteHandler(q *goqite.Queue, secret string) http.Handler {
+	return handRolled(secret, func(ctx context.Context, body []byte) error {
+		return q.Send(ctx, goqite.Message{Body: body})
 	})
 }
 
