@@ -307,19 +307,22 @@ func twoArgs(fs *flag.FlagSet, args []string) (string, string, error) {
 	return pos[0], pos[1], nil
 }
 
-// printable escapes, as \uXXXX, every character of s a terminal might obey rather
-// than show (C0 and C1 controls, bidi overrides; invalid UTF-8 becomes U+FFFD).
-// serve escapes a module's text before it sends it; this keeps the CLI safe from a
-// server that did not.
+// printable escapes, as \uXXXX (\UXXXXXXXX past U+FFFF), every character of s a
+// terminal might obey rather than show (C0 and C1 controls, bidi overrides; invalid
+// UTF-8 becomes U+FFFD). serve escapes a module's text before it sends it; this
+// keeps the refusals modules list prints safe from a server that did not.
 func printable(s string) string {
 	if !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) && utf8.ValidString(s) {
 		return s
 	}
 	var b strings.Builder
 	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
-		if unicode.IsPrint(r) {
+		switch {
+		case unicode.IsPrint(r):
 			b.WriteRune(r)
-		} else {
+		case r > 0xffff:
+			fmt.Fprintf(&b, "\\U%08x", r)
+		default:
 			fmt.Fprintf(&b, "\\u%04x", r)
 		}
 	}

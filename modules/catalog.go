@@ -60,7 +60,8 @@ func exposedName(module, upstream string) string {
 // and shown with the module's status.
 type RefusedTool struct {
 	// Upstream is the name the module advertises, shown: unprintable characters
-	// escaped and at most maxShownName bytes (see shown).
+	// escaped, its first maxShownName bytes (see shown). A definition with no
+	// readable name is "(tool N of the listing)".
 	Upstream string `json:"upstream"`
 	Reason   string `json:"reason"`
 }
@@ -74,12 +75,19 @@ const maxShownName = 128
 
 // shown makes a module-supplied string safe to print anywhere (a terminal, the log,
 // the board, JSON): every character that is not printable (C0 and C1 controls,
-// bidi overrides, invalid UTF-8) is escaped as strconv.Quote escapes it, and the
-// result is cut to maxShownName bytes.
+// bidi overrides, invalid UTF-8) is escaped as strconv.Quote escapes it. Only the
+// first maxShownName bytes of s are shown (cut at a character boundary).
 func shown(s string) string {
 	cut := false
 	if len(s) > maxShownName {
-		s, cut = strings.ToValidUTF8(s[:maxShownName], ""), true
+		i := maxShownName
+		for j := i; j > maxShownName-utf8.UTFMax && j > 0; j-- {
+			if utf8.RuneStart(s[j]) {
+				i = j
+				break
+			}
+		}
+		s, cut = s[:i], true
 	}
 	q := strconv.Quote(s)
 	q = q[1 : len(q)-1]
@@ -137,6 +145,10 @@ func selectTools(m Manifest, listed []upstreamTool) (tools []toolEntry, refused 
 			refuse("%s", shown(err.Error()))
 			continue
 		}
+		if _, err := decodeTool(def); err != nil {
+			refuse("definition is not an MCP tool: %s", shown(err.Error()))
+			continue
+		}
 		hash, err := hashDef(t.Def)
 		if err != nil {
 			refuse("%s", shown(err.Error()))
@@ -145,6 +157,13 @@ func selectTools(m Manifest, listed []upstreamTool) (tools []toolEntry, refused 
 		tools = append(tools, toolEntry{Name: name, Upstream: t.Name, Def: def, Hash: hash})
 	}
 	return tools, refused, missing
+}
+
+// decodeTool decodes a definition as mcp-go's Tool, as MCPTool does for agents.
+func decodeTool(def json.RawMessage) (mcp.Tool, error) {
+	var tool mcp.Tool
+	err := json.Unmarshal(def, &tool)
+	return tool, err
 }
 
 // renameDef replaces the value of the top-level "name" member in place, so
@@ -218,10 +237,13 @@ func hashDef(def json.RawMessage) (string, error) {
 // input and output schemas stay raw, so keys mcp-go's typed schema does not
 // know ("$schema", "$defs" details, extensions) reach agents unchanged.
 func (t Tool) MCPTool() (mcp.Tool, error) {
-	var tool mcp.Tool
-	if err := json.Unmarshal(t.Definition, &tool); err != nil {
+	tool, err := decodeTool(t.Definition)
+	if err != nil {
 		return mcp.Tool{}, fmt.Errorf("modules: decode tool %s: %w", t.Name, err)
 	}
+	// The exposed name is the catalog's; whatever else the definition carries
+	// (encoding/json matches keys case-insensitively) never names the tool.
+	tool.Name = t.Name
 	var schemas struct {
 		Input  json.RawMessage `json:"inputSchema"`
 		Output json.RawMessage `json:"outputSchema"`

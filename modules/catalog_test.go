@@ -2,8 +2,10 @@ package modules
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"reflect"
 	"slices"
@@ -98,6 +100,7 @@ func TestSelectTools(t *testing.T) {
 		upstreamTool{Name: strings.Repeat("x", 130), Def: json.RawMessage(`{"name":"x"}`)},
 		upstreamTool{Name: "has space", Def: json.RawMessage(`{"name":"has space"}`)},
 		upstreamTool{Name: "list", Def: json.RawMessage(`["not an object"]`)},
+		upstreamTool{Name: "typed", Def: json.RawMessage(`{"name":"typed","description":5}`)},
 	)
 	tools, refused, _ = selectTools(Manifest{Name: "m"}, bad)
 	if got := exposedNames(tools); !slices.Equal(got, []string{"m_b", "m_c"}) {
@@ -107,11 +110,12 @@ func TestSelectTools(t *testing.T) {
 	for _, r := range refused {
 		upstreams = append(upstreams, r.Upstream)
 	}
-	if !slices.Equal(upstreams, []string{"a", "m_a", strings.Repeat("x", maxShownName) + "…", "has space", "list"}) {
+	if !slices.Equal(upstreams, []string{"a", "m_a", strings.Repeat("x", maxShownName) + "…", "has space", "list", "typed"}) {
 		t.Fatalf("refused = %+v", refused)
 	}
 	for i, want := range []string{`would all be exposed as "m_a"`, `would all be exposed as "m_a"`,
-		"is not a valid MCP tool name", `exposed name "m_has space" is not a valid MCP tool name`, "not a JSON object"} {
+		"is not a valid MCP tool name", `exposed name "m_has space" is not a valid MCP tool name`, "not a JSON object",
+		"definition is not an MCP tool: json: cannot unmarshal number"} {
 		if !strings.Contains(refused[i].Reason, want) {
 			t.Errorf("refused %q: reason %q, want it to contain %q", refused[i].Upstream, refused[i].Reason, want)
 		}
@@ -179,14 +183,15 @@ func TestReviewableDefinition(t *testing.T) {
 // A module's own text in a refusal is made safe to print and bounded.
 func TestShownEscapesAndBounds(t *testing.T) {
 	for in, want := range map[string]string{
-		"plain_name":                   "plain_name",
-		"has space":                    "has space",
-		"esc\x1b[31mred":               `esc\x1b[31mred`,
-		"csi\u009b2J":                  `csi\u009b2J`,
-		"rtl\u202eevil":                `rtl\u202eevil`,
-		"bad\xffbyte":                  `bad\xffbyte`,
-		strings.Repeat("é", 100):       strings.Repeat("é", maxShownName/2) + "…",
-		strings.Repeat("a", 127) + "é": strings.Repeat("a", 127) + "…", // not cut inside a character
+		"plain_name":                             "plain_name",
+		"has space":                              "has space",
+		"esc\x1b[31mred":                         `esc\x1b[31mred`,
+		"csi\u009b2J":                            `csi\u009b2J`,
+		"rtl\u202eevil":                          `rtl\u202eevil`,
+		"bad\xffbyte":                            `bad\xffbyte`,
+		strings.Repeat("é", 100):                 strings.Repeat("é", maxShownName/2) + "…",
+		strings.Repeat("a", 127) + "é":           strings.Repeat("a", 127) + "…", // not cut inside a character
+		"bad\xffname" + strings.Repeat("a", 200): `bad\xffname` + strings.Repeat("a", maxShownName-8) + "…",
 	} {
 		if got := shown(in); got != want {
 			t.Errorf("shown(%q) = %q, want %q", in, got, want)
@@ -224,5 +229,43 @@ func TestRefusalsAreBoundedAndLoggedOnce(t *testing.T) {
 	m.logRefused(all)
 	if n := strings.Count(logged.String(), "module tools refused"); n != 2 || !strings.Contains(logged.String(), "refused=20") {
 		t.Fatalf("after a minute: %d warnings:\n%s", n, logged.String())
+	}
+	// Refusals that clear do not use up the minute: the next ones are logged.
+	now = now.Add(2 * time.Minute)
+	m.logRefused(nil)
+	m.logRefused(all[:1])
+	if n := strings.Count(logged.String(), "module tools refused"); n != 3 {
+		t.Fatalf("after the refusals cleared and came back: %d warnings:\n%s", n, logged.String())
+	}
+}
+
+// Agents get the tool under the catalog's name, whatever other spelling of "name"
+// a definition carries.
+func TestMCPToolKeepsTheExposedName(t *testing.T) {
+	tool, err := Tool{Name: "m_x", Definition: json.RawMessage(`{"name":"m_x","NAME":"other_deploy"}`)}.MCPTool()
+	if err != nil || tool.Name != "m_x" {
+		t.Fatalf("MCPTool = %q, %v; want m_x", tool.Name, err)
+	}
+}
+
+// With include_tools, a selected tool that the listing refused (advertised twice)
+// is refused, not missing, so start-up does not fail on it; what the manifest does
+// not select is not reported.
+func TestCatalogWithIncludeToolsAndRefusals(t *testing.T) {
+	sess := fakeStdioModule(t, `[{"name":"dup"},{"name":"dup"},{"name":"other"},{"name":"other"},{"name":"ok"},"junk"]`)
+	m := &module{man: Manifest{Name: "m", IncludeTools: []string{"dup", "ok"}},
+		sup: &Supervisor{opts: Options{Pins: NewMemoryPins(), Now: time.Now}},
+		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := m.catalog(ctx, sess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.missing) != 0 || len(l.tools) != 1 || l.tools[0].Name != "m_ok" {
+		t.Fatalf("missing %q, tools %+v", l.missing, l.tools)
+	}
+	if len(l.refused) != 1 || l.refused[0].Upstream != "dup" {
+		t.Fatalf("refused = %+v, want only dup", l.refused)
 	}
 }

@@ -158,7 +158,7 @@ type listing struct {
 
 // catalog lists the module's tools, selects and pins them.
 func (m *module) catalog(ctx context.Context, sess *session) (listing, error) {
-	listed, refused, err := sess.listTools(ctx)
+	listed, refused, refusedNames, err := sess.listTools(ctx)
 	if err != nil {
 		if reason := sess.brokenReason(); reason != nil {
 			err = fmt.Errorf("%w (%v)", err, reason)
@@ -167,6 +167,15 @@ func (m *module) catalog(ctx context.Context, sess *session) (listing, error) {
 	}
 	var l listing
 	l.tools, l.refused, l.missing = selectTools(m.man, listed)
+	if m.man.IncludeTools != nil {
+		// The manifest selects by name: what the listing refused is shown only if
+		// selected, and a selected tool refused there is refused, not missing.
+		refused = slices.DeleteFunc(refused, func(r RefusedTool) bool {
+			i := slices.IndexFunc(refusedNames, func(n string) bool { return shown(n) == r.Upstream })
+			return i < 0 || !slices.Contains(m.man.IncludeTools, refusedNames[i])
+		})
+		l.missing = slices.DeleteFunc(l.missing, func(n string) bool { return slices.Contains(refusedNames, n) })
+	}
 	l.refused = append(refused, l.refused...)
 	if err := m.pin(ctx, l.tools); err != nil {
 		return listing{}, err
@@ -185,10 +194,15 @@ func (m *module) setRefused(all []RefusedTool) (changed bool) {
 
 // logRefused warns that a listing's refusals changed: one line (the first of them
 // and their number), the first time and then at most once a minute, however many
-// bad tools a module advertises or how often it changes them.
+// bad tools a module advertises or how often it changes them. A change within the
+// minute is counted in the next line, not logged on its own; the status always
+// shows the current refusals.
 func (m *module) logRefused(all []RefusedTool) {
+	if len(all) == 0 {
+		return // cleared: nothing to warn of, and the minute is not spent on it
+	}
 	n := m.refusals.Note(struct{}{}, m.sup.opts.Now())
-	if n == 0 || len(all) == 0 {
+	if n == 0 {
 		return
 	}
 	m.log.Warn("module tools refused; its other tools are served", "refused", len(all),

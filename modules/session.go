@@ -1,12 +1,14 @@
 package modules
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -175,21 +177,19 @@ type upstreamTool struct {
 }
 
 // listTools pages through tools/list, keeping every definition raw. A
-// definition that is not an object with a string name, or a name advertised more
-// than once, is refused (every copy of it) rather than failing the listing; a
-// malformed page, too many pages or a repeating cursor fail it.
-func (s *session) listTools(ctx context.Context) ([]upstreamTool, []RefusedTool, error) {
-	var (
-		tools   []upstreamTool
-		refused []RefusedTool
-		n       int
-	)
+// definition that is not an object with exactly one name member (spelled
+// "name": encoding/json would also read "NAME"), or a name advertised more than
+// once, is refused (every copy of it) rather than failing the listing; refusedNames
+// holds the names so refused. A malformed page, too many pages or a repeating
+// cursor fail the listing.
+func (s *session) listTools(ctx context.Context) (tools []upstreamTool, refused []RefusedTool, refusedNames []string, err error) {
+	var n int
 	seenCursor := map[string]bool{}
 	count := map[string]int{}
 	cursor := ""
 	for page := 0; ; page++ {
 		if page == maxListPages {
-			return nil, nil, fmt.Errorf("modules: tools/list: more than %d pages", maxListPages)
+			return nil, nil, nil, fmt.Errorf("modules: tools/list: more than %d pages", maxListPages)
 		}
 		params := map[string]any{}
 		if cursor != "" {
@@ -197,33 +197,31 @@ func (s *session) listTools(ctx context.Context) ([]upstreamTool, []RefusedTool,
 		}
 		raw, err := s.request(ctx, string(mcp.MethodToolsList), params)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		var res struct {
 			Tools      []json.RawMessage `json:"tools"`
 			NextCursor string            `json:"nextCursor"`
 		}
 		if err := json.Unmarshal(raw, &res); err != nil {
-			return nil, nil, fmt.Errorf("modules: tools/list: decode result: %w", err)
+			return nil, nil, nil, fmt.Errorf("modules: tools/list: decode result: %w", err)
 		}
 		for _, def := range res.Tools {
 			n++
-			var head struct {
-				Name *string `json:"name"`
-			}
-			if firstByte(def) != '{' || json.Unmarshal(def, &head) != nil || head.Name == nil || *head.Name == "" {
+			name, ok := exactName(def)
+			if !ok {
 				refused = append(refused, RefusedTool{Upstream: fmt.Sprintf("(tool %d of the listing)", n),
-					Reason: "not a JSON object with a name: " + shown(preview(def))})
+					Reason: "not a JSON object with one \"name\" (a string): " + shown(preview(def))})
 				continue
 			}
-			count[*head.Name]++
-			tools = append(tools, upstreamTool{Name: *head.Name, Def: def})
+			count[name]++
+			tools = append(tools, upstreamTool{Name: name, Def: def})
 		}
 		if res.NextCursor == "" {
 			break
 		}
 		if seenCursor[res.NextCursor] {
-			return nil, nil, fmt.Errorf("modules: tools/list: cursor %q repeats", res.NextCursor)
+			return nil, nil, nil, fmt.Errorf("modules: tools/list: cursor %q repeats", res.NextCursor)
 		}
 		seenCursor[res.NextCursor] = true
 		cursor = res.NextCursor
@@ -235,10 +233,43 @@ func (s *session) listTools(ctx context.Context) ([]upstreamTool, []RefusedTool,
 			unique = append(unique, t)
 		case c > 1:
 			refused = append(refused, RefusedTool{Upstream: shown(t.Name), Reason: fmt.Sprintf("advertised %d times", c)})
+			refusedNames = append(refusedNames, t.Name)
 			count[t.Name] = 0 // refused once, whatever the number of copies
 		}
 	}
-	return unique, refused, nil
+	return unique, refused, refusedNames, nil
+}
+
+// exactName returns the string value of def's one top-level member named
+// "name". ok is false if def is not an object, has no such string, or has more
+// than one member whose key is "name" in any case: encoding/json reads "NAME" too,
+// and the last one wins, so another spelling could name the tool behind the back
+// of the member the gateway checks and renames.
+func exactName(def json.RawMessage) (name string, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(def))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "", false
+	}
+	found := 0
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		key, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return "", false
+		}
+		if !strings.EqualFold(key, "name") {
+			continue
+		}
+		found++
+		if key != "name" || json.Unmarshal(v, &name) != nil {
+			return "", false
+		}
+	}
+	return name, found == 1 && name != ""
 }
 
 // callTool forwards tools/call and returns the module's result unchanged.

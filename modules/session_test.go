@@ -57,12 +57,16 @@ func fakeStdioModule(t *testing.T, tools string) *session {
 // refused on its own; the listing and the module's other tools survive it.
 func TestListToolsRefusesMalformedDefinitionsAlone(t *testing.T) {
 	s := fakeStdioModule(t, `[{"name":"ok","inputSchema":{"type":"object"}}, "a string", {"description":"no name"},
-		{"name":"dup"}, {"name":5}, {"name":"dup","description":"again"}, {"name":"also_ok"}]`)
+		{"name":"dup"}, {"name":5}, {"name":"dup","description":"again"}, {"name":"also_ok"},
+		{"name":"x","NAME":"other_deploy"}, {"Name":"y"}, {"name":"z","name":"z2"}]`)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	tools, refused, err := s.listTools(ctx)
+	tools, refused, refusedNames, err := s.listTools(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !slices.Equal(refusedNames, []string{"dup"}) {
+		t.Errorf("refused names = %q, want dup", refusedNames)
 	}
 	var names []string
 	for _, tool := range tools {
@@ -75,10 +79,15 @@ func TestListToolsRefusesMalformedDefinitionsAlone(t *testing.T) {
 	for _, r := range refused {
 		got = append(got, r.Upstream+": "+r.Reason)
 	}
+	bad := `: not a JSON object with one "name" (a string): `
 	want := []string{
-		`(tool 2 of the listing): not a JSON object with a name: \"a string\"`,
-		`(tool 3 of the listing): not a JSON object with a name: {\"description\":\"no name\"}`,
-		`(tool 5 of the listing): not a JSON object with a name: {\"name\":5}`,
+		`(tool 2 of the listing)` + bad + `\"a string\"`,
+		`(tool 3 of the listing)` + bad + `{\"description\":\"no name\"}`,
+		`(tool 5 of the listing)` + bad + `{\"name\":5}`,
+		// encoding/json would name these by the other spelling, or the last copy.
+		`(tool 8 of the listing)` + bad + `{\"name\":\"x\",\"NAME\":\"other_deploy\"}`,
+		`(tool 9 of the listing)` + bad + `{\"Name\":\"y\"}`,
+		`(tool 10 of the listing)` + bad + `{\"name\":\"z\",\"name\":\"z2\"}`,
 		`dup: advertised 2 times`,
 	}
 	if !slices.Equal(got, want) {

@@ -1,6 +1,7 @@
 // Package compare measures Switchboard's queue against what a self-hoster would
-// otherwise build on: goqite, a persistent SQLite queue library, used as its README
-// shows. It is a module of its own so that goqite and a C SQLite driver never become
+// otherwise build on: goqite, a persistent SQLite queue library, and River on its
+// SQLite driver (river_test.go), each used as its documentation shows. It is a
+// module of its own so that goqite, River and a C SQLite driver never become
 // dependencies of the appliance; it imports Switchboard's store through a replace.
 //
 // Every queue runs on a fresh file in the same temporary directory with WAL and
