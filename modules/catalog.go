@@ -73,22 +73,58 @@ const maxRefusedShown = 16
 // maxShownName bounds the bytes of a module-supplied name in a refusal.
 const maxShownName = 128
 
+// maxShownError bounds the bytes of a module's error text kept in its status.
+const maxShownError = 1024
+
+// shownText is s with every character that is not printable (C0 and C1 controls,
+// bidi overrides) escaped as \uXXXX and every byte that is not UTF-8 as \xNN,
+// cut to its first max bytes at a character boundary: safe for a terminal, the
+// board and JSON, while quotes and backslashes stay as they were.
+func shownText(s string, max int) string {
+	s, cut := cutAt(s, max)
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsPrint(r):
+			b.WriteString(s[i : i+size])
+		case r > 0xffff:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+		i += size
+	}
+	if cut {
+		b.WriteString("…")
+	}
+	return b.String()
+}
+
+// cutAt returns the first max bytes of s, fewer if that would split a character,
+// and whether anything was cut.
+func cutAt(s string, max int) (string, bool) {
+	if len(s) <= max {
+		return s, false
+	}
+	i := max
+	for j := i; j > max-utf8.UTFMax && j > 0; j-- {
+		if utf8.RuneStart(s[j]) {
+			i = j
+			break
+		}
+	}
+	return s[:i], true
+}
+
 // shown makes a module-supplied string safe to print anywhere (a terminal, the log,
 // the board, JSON): every character that is not printable (C0 and C1 controls,
 // bidi overrides, invalid UTF-8) is escaped as strconv.Quote escapes it. Only the
 // first maxShownName bytes of s are shown (cut at a character boundary).
 func shown(s string) string {
-	cut := false
-	if len(s) > maxShownName {
-		i := maxShownName
-		for j := i; j > maxShownName-utf8.UTFMax && j > 0; j-- {
-			if utf8.RuneStart(s[j]) {
-				i = j
-				break
-			}
-		}
-		s, cut = s[:i], true
-	}
+	s, cut := cutAt(s, maxShownName)
 	q := strconv.Quote(s)
 	q = q[1 : len(q)-1]
 	if cut {

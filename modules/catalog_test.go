@@ -269,3 +269,17 @@ func TestCatalogWithIncludeToolsAndRefusals(t *testing.T) {
 		t.Fatalf("refused = %+v, want only dup", l.refused)
 	}
 }
+
+// A module's error text in the status keeps its quotes but nothing a terminal or a
+// page would obey, and is bounded.
+func TestShownTextEscapesAndBounds(t *testing.T) {
+	for in, want := range map[string]string{
+		`module answered error -32603: "boom" \ here`:         `module answered error -32603: "boom" \ here`,
+		"csi\u009b2J rtl\u202e esc\x1b bad\xff tag\U000e0041": `csi\u009b2J rtl\u202e esc\u001b bad\xff tag\U000e0041`,
+		strings.Repeat("é", 600):                              strings.Repeat("é", maxShownError/2) + "…",
+	} {
+		if got := shownText(in, maxShownError); got != want {
+			t.Errorf("shownText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

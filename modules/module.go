@@ -65,7 +65,8 @@ func (m *module) run(ctx context.Context, err error) {
 		delay := backoffDelay(failures)
 		failures++
 		m.mu.Lock()
-		m.state, m.nextAttempt, m.lastErr = StateBackoff, now().Add(delay), err.Error()
+		// The error may carry the module's own text (a JSON-RPC error message).
+		m.state, m.nextAttempt, m.lastErr = StateBackoff, now().Add(delay), shownText(err.Error(), maxShownError)
 		m.mu.Unlock()
 		m.log.Warn("module down; restarting after backoff", "err", err, "backoff", delay)
 		select {

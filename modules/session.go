@@ -221,7 +221,7 @@ func (s *session) listTools(ctx context.Context) (tools []upstreamTool, refused 
 			break
 		}
 		if seenCursor[res.NextCursor] {
-			return nil, nil, nil, fmt.Errorf("modules: tools/list: cursor %q repeats", res.NextCursor)
+			return nil, nil, nil, fmt.Errorf("modules: tools/list: cursor \"%s\" repeats", shown(res.NextCursor))
 		}
 		seenCursor[res.NextCursor] = true
 		cursor = res.NextCursor
