@@ -211,29 +211,29 @@ func TestRefusalsAreBoundedAndLoggedOnce(t *testing.T) {
 	for i := range maxRefusedShown + 4 {
 		all = append(all, RefusedTool{Upstream: fmt.Sprintf("bad %d", i), Reason: "invalid"})
 	}
-	if !m.setRefused(all) || len(m.refused) != maxRefusedShown || m.refusedMore != 4 {
+	if !m.setRefused(listing{refused: all}) || len(m.refused) != maxRefusedShown || m.refusedMore != 4 {
 		t.Fatalf("first listing: %d kept, %d more", len(m.refused), m.refusedMore)
 	}
-	if m.setRefused(all) {
+	if m.setRefused(listing{refused: all}) {
 		t.Fatal("the same refusals again count as a change")
 	}
-	if !m.setRefused(all[1:]) || m.refusedMore != 3 {
+	if !m.setRefused(listing{refused: all[1:]}) || m.refusedMore != 3 {
 		t.Fatalf("one fewer: %d more", m.refusedMore)
 	}
-	m.logRefused(all)
-	m.logRefused(all[1:])
+	m.logRefused(listing{refused: all})
+	m.logRefused(listing{refused: all[1:]})
 	if n := strings.Count(logged.String(), "module tools refused"); n != 1 {
 		t.Fatalf("%d warnings within a minute, want 1:\n%s", n, logged.String())
 	}
 	now = now.Add(time.Minute)
-	m.logRefused(all)
+	m.logRefused(listing{refused: all})
 	if n := strings.Count(logged.String(), "module tools refused"); n != 2 || !strings.Contains(logged.String(), "refused=20") {
 		t.Fatalf("after a minute: %d warnings:\n%s", n, logged.String())
 	}
 	// Refusals that clear do not use up the minute: the next ones are logged.
 	now = now.Add(2 * time.Minute)
-	m.logRefused(nil)
-	m.logRefused(all[:1])
+	m.logRefused(listing{})
+	m.logRefused(listing{refused: all[:1]})
 	if n := strings.Count(logged.String(), "module tools refused"); n != 3 {
 		t.Fatalf("after the refusals cleared and came back: %d warnings:\n%s", n, logged.String())
 	}

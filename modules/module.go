@@ -139,11 +139,11 @@ func (m *module) start(ctx context.Context, strict bool) error {
 	m.mu.Lock()
 	m.state, m.sess, m.upSince, m.lastErr = StateUp, sess, o.Now(), ""
 	m.tools, m.missing = l.tools, l.missing
-	refusedChanged := m.setRefused(l.refused)
+	refusedChanged := m.setRefused(l)
 	m.mu.Unlock()
 	m.log.Info("module up", "pid", proc.pid, "tools", len(l.tools))
 	if refusedChanged {
-		m.logRefused(l.refused)
+		m.logRefused(l)
 	}
 	m.sup.changed(m.man.Name)
 	return nil
@@ -152,14 +152,15 @@ func (m *module) start(ctx context.Context, strict bool) error {
 // listing is one reading of a module's tools: those it serves, those refused,
 // and include_tools entries it does not advertise.
 type listing struct {
-	tools   []toolEntry
-	refused []RefusedTool
-	missing []string
+	tools     []toolEntry
+	refused   []RefusedTool
+	uncounted int // refusals past those in refused, counted but not kept
+	missing   []string
 }
 
 // catalog lists the module's tools, selects and pins them.
 func (m *module) catalog(ctx context.Context, sess *session) (listing, error) {
-	listed, refused, refusedNames, err := sess.listTools(ctx)
+	listed, refused, refusedNames, nameless, err := sess.listTools(ctx)
 	if err != nil {
 		if reason := sess.brokenReason(); reason != nil {
 			err = fmt.Errorf("%w (%v)", err, reason)
@@ -178,16 +179,21 @@ func (m *module) catalog(ctx context.Context, sess *session) (listing, error) {
 		l.missing = slices.DeleteFunc(l.missing, func(n string) bool { return slices.Contains(refusedNames, n) })
 	}
 	l.refused = append(refused, l.refused...)
+	if m.man.IncludeTools == nil {
+		l.uncounted = nameless // with include_tools, a nameless definition is not selected
+	}
 	if err := m.pin(ctx, l.tools); err != nil {
 		return listing{}, err
 	}
 	return l, nil
 }
 
-// setRefused keeps the first maxRefusedShown refusals and the number of the rest,
-// and says whether they differ from the previous listing's. m.mu must be held.
-func (m *module) setRefused(all []RefusedTool) (changed bool) {
-	kept, more := all[:min(len(all), maxRefusedShown)], max(len(all)-maxRefusedShown, 0)
+// setRefused keeps the first maxRefusedShown of a listing's refusals and the number
+// of the rest, and says whether they differ from the previous listing's. m.mu must
+// be held.
+func (m *module) setRefused(l listing) (changed bool) {
+	all := l.refused
+	kept, more := all[:min(len(all), maxRefusedShown)], max(len(all)-maxRefusedShown, 0)+l.uncounted
 	changed = !slices.Equal(m.refused, kept) || m.refusedMore != more
 	m.refused, m.refusedMore = slices.Clone(kept), more
 	return changed
@@ -198,7 +204,8 @@ func (m *module) setRefused(all []RefusedTool) (changed bool) {
 // bad tools a module advertises or how often it changes them. A change within the
 // minute is counted in the next line, not logged on its own; the status always
 // shows the current refusals.
-func (m *module) logRefused(all []RefusedTool) {
+func (m *module) logRefused(l listing) {
+	all := l.refused
 	if len(all) == 0 {
 		return // cleared: nothing to warn of, and the minute is not spent on it
 	}
@@ -206,7 +213,7 @@ func (m *module) logRefused(all []RefusedTool) {
 	if n == 0 {
 		return
 	}
-	m.log.Warn("module tools refused; its other tools are served", "refused", len(all),
+	m.log.Warn("module tools refused; its other tools are served", "refused", len(all)+l.uncounted,
 		"first", all[0].Upstream, "reason", all[0].Reason, "changes", n)
 }
 
@@ -438,10 +445,10 @@ func (m *module) relist(ctx context.Context, sess *session) {
 	}
 	changed := !sameTools(m.tools, l.tools)
 	m.tools, m.missing = l.tools, l.missing
-	refusedChanged := m.setRefused(l.refused)
+	refusedChanged := m.setRefused(l)
 	m.mu.Unlock()
 	if refusedChanged {
-		m.logRefused(l.refused)
+		m.logRefused(l)
 	}
 	if changed {
 		if n := m.changes.Note(struct{}{}, m.sup.opts.Now()); n > 0 {

@@ -180,16 +180,18 @@ type upstreamTool struct {
 // definition that is not an object with exactly one name member (spelled
 // "name": encoding/json would also read "NAME"), or a name advertised more than
 // once, is refused (every copy of it) rather than failing the listing; refusedNames
-// holds the names so refused. A malformed page, too many pages or a repeating
-// cursor fail the listing.
-func (s *session) listTools(ctx context.Context) (tools []upstreamTool, refused []RefusedTool, refusedNames []string, err error) {
+// holds the names so refused. Past maxRefusedShown, definitions with no readable
+// name are only counted (nameless): each is kept as a preview, which a listing of
+// tiny junk would otherwise multiply many times over in memory. A malformed page,
+// too many pages or a repeating cursor fail the listing.
+func (s *session) listTools(ctx context.Context) (tools []upstreamTool, refused []RefusedTool, refusedNames []string, nameless int, err error) {
 	var n int
 	seenCursor := map[string]bool{}
 	count := map[string]int{}
 	cursor := ""
 	for page := 0; ; page++ {
 		if page == maxListPages {
-			return nil, nil, nil, fmt.Errorf("modules: tools/list: more than %d pages", maxListPages)
+			return nil, nil, nil, 0, fmt.Errorf("modules: tools/list: more than %d pages", maxListPages)
 		}
 		params := map[string]any{}
 		if cursor != "" {
@@ -197,18 +199,22 @@ func (s *session) listTools(ctx context.Context) (tools []upstreamTool, refused 
 		}
 		raw, err := s.request(ctx, string(mcp.MethodToolsList), params)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, 0, err
 		}
 		var res struct {
 			Tools      []json.RawMessage `json:"tools"`
 			NextCursor string            `json:"nextCursor"`
 		}
 		if err := json.Unmarshal(raw, &res); err != nil {
-			return nil, nil, nil, fmt.Errorf("modules: tools/list: decode result: %w", err)
+			return nil, nil, nil, 0, fmt.Errorf("modules: tools/list: decode result: %w", err)
 		}
 		for _, def := range res.Tools {
 			n++
 			name, ok := exactName(def)
+			if !ok && len(refused) >= maxRefusedShown {
+				nameless++
+				continue
+			}
 			if !ok {
 				refused = append(refused, RefusedTool{Upstream: fmt.Sprintf("(tool %d of the listing)", n),
 					Reason: "not a JSON object with one \"name\" (a string): " + shown(preview(def))})
@@ -221,7 +227,7 @@ func (s *session) listTools(ctx context.Context) (tools []upstreamTool, refused 
 			break
 		}
 		if seenCursor[res.NextCursor] {
-			return nil, nil, nil, fmt.Errorf("modules: tools/list: cursor \"%s\" repeats", shown(res.NextCursor))
+			return nil, nil, nil, 0, fmt.Errorf("modules: tools/list: cursor \"%s\" repeats", shown(res.NextCursor))
 		}
 		seenCursor[res.NextCursor] = true
 		cursor = res.NextCursor
@@ -237,7 +243,7 @@ func (s *session) listTools(ctx context.Context) (tools []upstreamTool, refused 
 			count[t.Name] = 0 // refused once, whatever the number of copies
 		}
 	}
-	return unique, refused, refusedNames, nil
+	return unique, refused, refusedNames, nameless, nil
 }
 
 // exactName returns the string value of def's one top-level member named

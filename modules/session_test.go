@@ -61,9 +61,9 @@ func TestListToolsRefusesMalformedDefinitionsAlone(t *testing.T) {
 		{"name":"x","NAME":"other_deploy"}, {"Name":"y"}, {"name":"z","name":"z2"}]`)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	tools, refused, refusedNames, err := s.listTools(ctx)
-	if err != nil {
-		t.Fatal(err)
+	tools, refused, refusedNames, nameless, err := s.listTools(ctx)
+	if err != nil || nameless != 0 {
+		t.Fatal(err, nameless)
 	}
 	if !slices.Equal(refusedNames, []string{"dup"}) {
 		t.Errorf("refused names = %q, want dup", refusedNames)
@@ -92,5 +92,23 @@ func TestListToolsRefusesMalformedDefinitionsAlone(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("refused:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// Past maxRefusedShown, definitions with no name are counted, not kept: a listing
+// of tiny junk must not become a much larger list of previews in memory.
+func TestListToolsCountsJunkPastTheCap(t *testing.T) {
+	junk := strings.Repeat(`1, `, maxRefusedShown+5)
+	s := fakeStdioModule(t, `[`+junk+`{"name":"ok"}]`)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tools, refused, _, nameless, err := s.listTools(ctx)
+	if err != nil || len(tools) != 1 || len(refused) != maxRefusedShown || nameless != 5 {
+		t.Fatalf("tools %d, refused %d, nameless %d, %v", len(tools), len(refused), nameless, err)
+	}
+	m := &module{}
+	m.setRefused(listing{refused: refused, uncounted: nameless})
+	if len(m.refused) != maxRefusedShown || m.refusedMore != 5 {
+		t.Fatalf("status keeps %d and counts %d more, want %d and 5", len(m.refused), m.refusedMore, maxRefusedShown)
 	}
 }
