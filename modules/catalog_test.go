@@ -252,8 +252,9 @@ func TestMCPToolKeepsTheExposedName(t *testing.T) {
 // is refused, not missing, so start-up does not fail on it; what the manifest does
 // not select is not reported.
 func TestCatalogWithIncludeToolsAndRefusals(t *testing.T) {
-	sess := fakeStdioModule(t, `[{"name":"dup"},{"name":"dup"},{"name":"other"},{"name":"other"},{"name":"ok"},"junk"]`)
-	m := &module{man: Manifest{Name: "m", IncludeTools: []string{"dup", "ok"}},
+	sess := fakeStdioModule(t, `[{"name":"dup"},{"name":"dup"},{"name":"other"},{"name":"other"},{"name":"ok"},"junk",
+		{"name":"deploy","NAME":"x"}]`)
+	m := &module{man: Manifest{Name: "m", IncludeTools: []string{"dup", "ok", "deploy"}},
 		sup: &Supervisor{opts: Options{Pins: NewMemoryPins(), Now: time.Now}},
 		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -265,8 +266,8 @@ func TestCatalogWithIncludeToolsAndRefusals(t *testing.T) {
 	if len(l.missing) != 0 || len(l.tools) != 1 || l.tools[0].Name != "m_ok" {
 		t.Fatalf("missing %q, tools %+v", l.missing, l.tools)
 	}
-	if len(l.refused) != 1 || l.refused[0].Upstream != "dup" {
-		t.Fatalf("refused = %+v, want only dup", l.refused)
+	if len(l.refused) != 2 || l.refused[0].Upstream != "deploy" || l.refused[1].Upstream != "dup" || l.uncounted != 0 {
+		t.Fatalf("refused = %+v (%d uncounted), want deploy and dup", l.refused, l.uncounted)
 	}
 }
 

@@ -172,11 +172,19 @@ func (m *module) catalog(ctx context.Context, sess *session) (listing, error) {
 	if m.man.IncludeTools != nil {
 		// The manifest selects by name: what the listing refused is shown only if
 		// selected, and a selected tool refused there is refused, not missing.
-		refused = slices.DeleteFunc(refused, func(r RefusedTool) bool {
-			i := slices.IndexFunc(refusedNames, func(n string) bool { return shown(n) == r.Upstream })
-			return i < 0 || !slices.Contains(m.man.IncludeTools, refusedNames[i])
-		})
-		l.missing = slices.DeleteFunc(l.missing, func(n string) bool { return slices.Contains(refusedNames, n) })
+		selected := map[string]bool{}
+		for _, n := range m.man.IncludeTools {
+			selected[n] = true
+		}
+		kept, refusedSet := refused[:0], map[string]bool{}
+		for i, r := range refused {
+			if selected[refusedNames[i]] {
+				kept = append(kept, r)
+				refusedSet[refusedNames[i]] = true
+			}
+		}
+		refused = kept
+		l.missing = slices.DeleteFunc(l.missing, func(n string) bool { return refusedSet[n] })
 	}
 	l.refused = append(refused, l.refused...)
 	if m.man.IncludeTools == nil {

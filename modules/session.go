@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -36,8 +37,10 @@ type RPCError struct {
 	Message string
 }
 
+// Error carries the module's message escaped and bounded (see shownText): it
+// reaches the log, the module's status and agents.
 func (e *RPCError) Error() string {
-	return fmt.Sprintf("modules: module answered error %d: %s", e.Code, e.Message)
+	return fmt.Sprintf("modules: module answered error %d: %s", e.Code, shownText(e.Message, maxShownError))
 }
 
 const (
@@ -179,13 +182,16 @@ type upstreamTool struct {
 // listTools pages through tools/list, keeping every definition raw. A
 // definition that is not an object with exactly one name member (spelled
 // "name": encoding/json would also read "NAME"), or a name advertised more than
-// once, is refused (every copy of it) rather than failing the listing; refusedNames
-// holds the names so refused. Past maxRefusedShown, definitions with no readable
-// name are only counted (nameless): each is kept as a preview, which a listing of
-// tiny junk would otherwise multiply many times over in memory. A malformed page,
-// too many pages or a repeating cursor fail the listing.
+// once, is refused (every copy of it) rather than failing the listing.
+// refusedNames[i] is the name refused[i] was advertised under, as far as one can
+// be read ("" if none), so that include_tools can select among refusals. Refusals
+// with a name come first. Past maxRefusedShown, definitions with no readable name
+// are only counted (nameless): each would be kept as a preview, which a listing of
+// tiny junk would otherwise multiply in memory. A malformed page, too many pages
+// or a repeating cursor fail the listing.
 func (s *session) listTools(ctx context.Context) (tools []upstreamTool, refused []RefusedTool, refusedNames []string, nameless int, err error) {
 	var n int
+	var junk []RefusedTool // refusals without a readable name, appended last
 	seenCursor := map[string]bool{}
 	count := map[string]int{}
 	cursor := ""
@@ -211,17 +217,22 @@ func (s *session) listTools(ctx context.Context) (tools []upstreamTool, refused 
 		for _, def := range res.Tools {
 			n++
 			name, ok := exactName(def)
-			if !ok && len(refused) >= maxRefusedShown {
+			if ok {
+				count[name]++
+				tools = append(tools, upstreamTool{Name: name, Def: def})
+				continue
+			}
+			reason := "not a JSON object with exactly one \"name\" (a string; no other spelling of it): " + shown(preview(def))
+			if loose := looseName(def); loose != "" {
+				refused = append(refused, RefusedTool{Upstream: shown(loose), Reason: reason})
+				refusedNames = append(refusedNames, loose)
+				continue
+			}
+			if len(junk) >= maxRefusedShown {
 				nameless++
 				continue
 			}
-			if !ok {
-				refused = append(refused, RefusedTool{Upstream: fmt.Sprintf("(tool %d of the listing)", n),
-					Reason: "not a JSON object with one \"name\" (a string): " + shown(preview(def))})
-				continue
-			}
-			count[name]++
-			tools = append(tools, upstreamTool{Name: name, Def: def})
+			junk = append(junk, RefusedTool{Upstream: fmt.Sprintf("(tool %d of the listing)", n), Reason: reason})
 		}
 		if res.NextCursor == "" {
 			break
@@ -243,7 +254,41 @@ func (s *session) listTools(ctx context.Context) (tools []upstreamTool, refused 
 			count[t.Name] = 0 // refused once, whatever the number of copies
 		}
 	}
-	return unique, refused, refusedNames, nameless, nil
+	for range junk {
+		refusedNames = append(refusedNames, "")
+	}
+	return unique, append(refused, junk...), refusedNames, nameless, nil
+}
+
+// looseName is a name a refused definition could be taken to have: the string
+// under "name", else under the first other spelling of it (in sorted order), or "".
+func looseName(def json.RawMessage) string {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(def, &members) != nil {
+		return ""
+	}
+	keys := make([]string, 0, len(members))
+	for k := range members {
+		if strings.EqualFold(k, "name") {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		switch {
+		case a == "name":
+			return -1
+		case b == "name":
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	for _, k := range keys {
+		var name string
+		if json.Unmarshal(members[k], &name) == nil && name != "" {
+			return name
+		}
+	}
+	return ""
 }
 
 // exactName returns the string value of def's one top-level member named

@@ -65,8 +65,8 @@ func TestListToolsRefusesMalformedDefinitionsAlone(t *testing.T) {
 	if err != nil || nameless != 0 {
 		t.Fatal(err, nameless)
 	}
-	if !slices.Equal(refusedNames, []string{"dup"}) {
-		t.Errorf("refused names = %q, want dup", refusedNames)
+	if !slices.Equal(refusedNames, []string{"x", "y", "z2", "dup", "", "", ""}) {
+		t.Errorf("refused names = %q", refusedNames)
 	}
 	var names []string
 	for _, tool := range tools {
@@ -79,16 +79,17 @@ func TestListToolsRefusesMalformedDefinitionsAlone(t *testing.T) {
 	for _, r := range refused {
 		got = append(got, r.Upstream+": "+r.Reason)
 	}
-	bad := `: not a JSON object with one "name" (a string): `
+	bad := `: not a JSON object with exactly one "name" (a string; no other spelling of it): `
+	// Refusals with a name first; encoding/json would name these by another
+	// spelling, or by the last copy.
 	want := []string{
+		`x` + bad + `{\"name\":\"x\",\"NAME\":\"other_deploy\"}`,
+		`y` + bad + `{\"Name\":\"y\"}`,
+		`z2` + bad + `{\"name\":\"z\",\"name\":\"z2\"}`,
+		`dup: advertised 2 times`,
 		`(tool 2 of the listing)` + bad + `\"a string\"`,
 		`(tool 3 of the listing)` + bad + `{\"description\":\"no name\"}`,
 		`(tool 5 of the listing)` + bad + `{\"name\":5}`,
-		// encoding/json would name these by the other spelling, or the last copy.
-		`(tool 8 of the listing)` + bad + `{\"name\":\"x\",\"NAME\":\"other_deploy\"}`,
-		`(tool 9 of the listing)` + bad + `{\"Name\":\"y\"}`,
-		`(tool 10 of the listing)` + bad + `{\"name\":\"z\",\"name\":\"z2\"}`,
-		`dup: advertised 2 times`,
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("refused:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -110,5 +111,15 @@ func TestListToolsCountsJunkPastTheCap(t *testing.T) {
 	m.setRefused(listing{refused: refused, uncounted: nameless})
 	if len(m.refused) != maxRefusedShown || m.refusedMore != 5 {
 		t.Fatalf("status keeps %d and counts %d more, want %d and 5", len(m.refused), m.refusedMore, maxRefusedShown)
+	}
+}
+
+// A module's JSON-RPC error message reaches the log, its status and agents escaped
+// and bounded.
+func TestRPCErrorTextIsEscapedAndBounded(t *testing.T) {
+	e := &RPCError{Code: -32603, Message: "boom \u202e\x1b[2J" + strings.Repeat("a", 5000)}
+	got := e.Error()
+	if strings.ContainsAny(got, "\u202e\x1b") || !strings.Contains(got, `boom \u202e\u001b[2J`) || len(got) > maxShownError+100 {
+		t.Fatalf("Error() = %.200q… (%d bytes)", got, len(got))
 	}
 }
