@@ -147,11 +147,7 @@ func TestStderrReachesTheLogAtABoundedRate(t *testing.T) {
 		t.Fatalf("%d of %d stderr lines logged, want about the burst of %d", lines, n, stderrLogBurst)
 	}
 	// Counted in one line, or more if the reading outlasted the count's timer.
-	counted := 0
-	for _, m := range regexp.MustCompile(`lines=(\d+)`).FindAllStringSubmatch(out, -1) {
-		k, _ := strconv.Atoi(m[1])
-		counted += k
-	}
+	counted := countedLines(out)
 	if !strings.Contains(out, "not logged") || counted != n-lines {
 		t.Fatalf("%d suppressed lines counted in the log, want %d:\n%s", counted, n-lines, out[max(0, len(out)-400):])
 	}
@@ -183,17 +179,12 @@ func TestStderrSuppressedCountIsLoggedAfterSilence(t *testing.T) {
 	}
 	// Every line is either logged or counted; on a busy machine the reading may
 	// outlast the first 50 ms, so the count can come in more than one line.
-	counts := regexp.MustCompile(`lines=(\d+)`)
 	deadline := time.Now().Add(waitLimit)
 	for {
 		mu.Lock()
 		out := logged.String()
 		mu.Unlock()
-		lines, counted := strings.Count(out, "module stderr\" line="), 0
-		for _, m := range counts.FindAllStringSubmatch(out, -1) {
-			k, _ := strconv.Atoi(m[1])
-			counted += k
-		}
+		lines, counted := strings.Count(out, "module stderr\" line="), countedLines(out)
 		if counted > 0 && lines+counted == n {
 			return
 		}
@@ -205,4 +196,14 @@ func TestStderrSuppressedCountIsLoggedAfterSilence(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// countedLines adds up the "lines=N" of every over-rate count line in out.
+func countedLines(out string) int {
+	counted := 0
+	for _, m := range regexp.MustCompile(`lines=(\d+)`).FindAllStringSubmatch(out, -1) {
+		k, _ := strconv.Atoi(m[1])
+		counted += k
+	}
+	return counted
 }

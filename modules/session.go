@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -216,16 +217,16 @@ func (s *session) listTools(ctx context.Context) (tools []upstreamTool, refused 
 		}
 		for _, def := range res.Tools {
 			n++
-			name, ok := exactName(def)
-			if ok {
+			name, exact := readName(def)
+			if exact {
 				count[name]++
 				tools = append(tools, upstreamTool{Name: name, Def: def})
 				continue
 			}
 			reason := "not a JSON object with exactly one \"name\" (a string; no other spelling of it): " + shown(preview(def))
-			if loose := looseName(def); loose != "" {
-				refused = append(refused, RefusedTool{Upstream: shown(loose), Reason: reason})
-				refusedNames = append(refusedNames, loose)
+			if name != "" {
+				refused = append(refused, RefusedTool{Upstream: shown(name), Reason: reason})
+				refusedNames = append(refusedNames, name)
 				continue
 			}
 			if len(junk) >= maxRefusedShown {
@@ -260,48 +261,19 @@ func (s *session) listTools(ctx context.Context) (tools []upstreamTool, refused 
 	return unique, append(refused, junk...), refusedNames, nameless, nil
 }
 
-// looseName is a name a refused definition could be taken to have: the string
-// under "name", else under the first other spelling of it (in sorted order), or "".
-func looseName(def json.RawMessage) string {
-	var members map[string]json.RawMessage
-	if json.Unmarshal(def, &members) != nil {
-		return ""
-	}
-	keys := make([]string, 0, len(members))
-	for k := range members {
-		if strings.EqualFold(k, "name") {
-			keys = append(keys, k)
-		}
-	}
-	slices.SortFunc(keys, func(a, b string) int {
-		switch {
-		case a == "name":
-			return -1
-		case b == "name":
-			return 1
-		}
-		return strings.Compare(a, b)
-	})
-	for _, k := range keys {
-		var name string
-		if json.Unmarshal(members[k], &name) == nil && name != "" {
-			return name
-		}
-	}
-	return ""
-}
-
-// exactName returns the string value of def's one top-level member named
-// "name". ok is false if def is not an object, has no such string, or has more
-// than one member whose key is "name" in any case: encoding/json reads "NAME" too,
-// and the last one wins, so another spelling could name the tool behind the back
-// of the member the gateway checks and renames.
-func exactName(def json.RawMessage) (name string, ok bool) {
+// readName reads the name of a tools/list definition. exact is true when def is an
+// object with exactly one member whose key is "name" in any case, spelled "name",
+// holding a non-empty string: encoding/json reads "NAME" too, and the last one
+// wins, so another spelling could name the tool behind the back of the member the
+// gateway checks and renames. Otherwise name is what the definition could be
+// taken to be named, for the refusal: the string under "name", else under the
+// first other spelling (in sorted order), or "".
+func readName(def json.RawMessage) (name string, exact bool) {
 	dec := json.NewDecoder(bytes.NewReader(def))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return "", false
 	}
-	found := 0
+	spellings, members := map[string]json.RawMessage{}, 0 // the last value under each spelling
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -312,15 +284,27 @@ func exactName(def json.RawMessage) (name string, ok bool) {
 		if err := dec.Decode(&v); err != nil {
 			return "", false
 		}
-		if !strings.EqualFold(key, "name") {
-			continue
-		}
-		found++
-		if key != "name" || json.Unmarshal(v, &name) != nil {
-			return "", false
+		if strings.EqualFold(key, "name") {
+			spellings[key] = v
+			members++
 		}
 	}
-	return name, found == 1 && name != ""
+	keys := slices.SortedFunc(maps.Keys(spellings), func(a, b string) int {
+		switch {
+		case a == "name":
+			return -1
+		case b == "name":
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	for _, k := range keys {
+		if json.Unmarshal(spellings[k], &name) == nil && name != "" {
+			return name, members == 1 && k == "name"
+		}
+		name = ""
+	}
+	return "", false
 }
 
 // callTool forwards tools/call and returns the module's result unchanged.

@@ -230,16 +230,33 @@ func openSwitchboard(b *testing.B) *store.Store {
 	return st
 }
 
-func openGoqite(b *testing.B, d driver) (*goqite.Queue, *sql.DB) {
+// openSQLite opens a fresh file through d on a single connection, as goqite's
+// README (SQLite has one writer; more connections only contend for it) and
+// riversqlite's documentation (it avoids SQLITE_BUSY between River's concurrent
+// internal operations) both ask.
+func openSQLite(b *testing.B, d driver, file string) *sql.DB {
 	b.Helper()
-	db, err := sql.Open(d.name, d.dsn(filepath.Join(b.TempDir(), "goqite.db")))
+	db, err := sql.Open(d.name, d.dsn(filepath.Join(b.TempDir(), file)))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
-	// SQLite has one writer; goqite's README notes that more connections only
-	// contend for it.
 	db.SetMaxOpenConns(1)
+	return db
+}
+
+// wantRows fails b unless table holds n rows.
+func wantRows(b *testing.B, db *sql.DB, table string, n int) {
+	b.Helper()
+	var got int
+	if err := db.QueryRow(`SELECT count(*) FROM ` + table).Scan(&got); err != nil || got != n {
+		b.Fatalf("%s holds %d rows after %d deliveries (%v)", table, got, n, err)
+	}
+}
+
+func openGoqite(b *testing.B, d driver) (*goqite.Queue, *sql.DB) {
+	b.Helper()
+	db := openSQLite(b, d, "goqite.db")
 	if _, err := db.Exec(goqiteSchema); err != nil {
 		b.Fatalf("goqite schema on %s: %v", d.name, err)
 	}

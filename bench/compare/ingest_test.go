@@ -62,10 +62,7 @@ func BenchmarkIngest(b *testing.B) {
 			srv := httptest.NewServer(goqiteHandler(q, secret))
 			defer srv.Close()
 			send(b, srv.URL+"/webhooks/github", secret)
-			var n int
-			if err := db.QueryRow(`SELECT count(*) FROM goqite`).Scan(&n); err != nil || n != b.N {
-				b.Fatalf("goqite holds %d messages after %d deliveries (%v)", n, b.N, err)
-			}
+			wantRows(b, db, "goqite", b.N)
 		})
 	}
 }

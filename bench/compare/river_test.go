@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -161,10 +160,7 @@ func BenchmarkIngestRiver(b *testing.B) {
 		srv := httptest.NewServer(riverHandler(client, secret))
 		defer srv.Close()
 		send(b, srv.URL+"/webhooks/github", secret)
-		var n int
-		if err := db.QueryRow(`SELECT count(*) FROM river_job`).Scan(&n); err != nil || n != b.N {
-			b.Fatalf("river_job holds %d jobs after %d deliveries (%v)", n, b.N, err)
-		}
+		wantRows(b, db, "river_job", b.N)
 	})
 }
 
@@ -280,14 +276,7 @@ func BenchmarkWakeupRiver(b *testing.B) {
 // openRiver opens a fresh file with goqite's modernc DSN and River's schema.
 func openRiver(b *testing.B) *sql.DB {
 	b.Helper()
-	db, err := sql.Open(modernc.name, modernc.dsn(filepath.Join(b.TempDir(), "river.db")))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	// riversqlite's documentation: one connection avoids SQLITE_BUSY between River's
-	// concurrent internal operations.
-	db.SetMaxOpenConns(1)
+	db := openSQLite(b, modernc, "river.db")
 	migrator, err := rivermigrate.New(riversqlite.New(db), &rivermigrate.Config{Logger: quietLogger()})
 	if err != nil {
 		b.Fatal(err)
