@@ -280,7 +280,15 @@ func (s *Store) ListTodos(ctx context.Context, f TodoFilter) ([]Todo, error) {
 	}
 	var where []string
 	var args []any
-	if f.State != "" {
+	switch f.State {
+	case "":
+	case StatePending, StateClaimed, StateDone, StateFailed:
+		// Written in, not bound: SQLite picks a partial index by the state's value,
+		// so with "state = ?" it re-prepared the statement whenever the state asked
+		// for differed from the last call's. A literal gives each state its own
+		// prepared statement and the same plans.
+		where = append(where, "state = '"+f.State+"'")
+	default:
 		where = append(where, "state = ?")
 		args = append(args, f.State)
 	}
