@@ -44,9 +44,6 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 	if *deliveries < 1 || *senders < 1 || *agents < 1 || *doorbells < 1 || *duration <= 0 {
 		return usageErr("--deliveries, --senders, --agents, --doorbells and --duration must be positive")
 	}
-	// The bench's agents and senders share the machine with the server they
-	// measure: collecting as serve does leaves more of it to the server.
-	tuneGC(env.getenv)
 	cfg := bench.Config{Deliveries: *deliveries, Senders: *senders, Agents: *agents, Doorbells: *doorbells,
 		PacedFor: *duration, Progress: env.stderr}
 

@@ -185,7 +185,6 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 	if cfg.SecretKey, cfg.PreviousKeys, err = cfg.SecretKeys.load(env); err != nil {
 		return err
 	}
-	tuneGC(env.getenv)
 	logger := newLogger(env.stderr, cfg.LogFormat, env.getenv("JOURNAL_STREAM") != "")
 	// Libraries that log through slog's default (mcp-go's stdio transport does,
 	// with no way to pass it a logger) then log in serve's format too.

@@ -23,9 +23,10 @@ import (
 // (synchronous=FULL, real HTTP over loopback, a 4 KiB GitHub-signed body) with 1
 // and with 32 concurrent senders, their p50/p99 latency, and the ratio to the
 // disk's raw single-row commit rate (store.MeasureFloor), which is the figure that
-// travels between machines. Deliveries alternate between two webhooks, as a
-// server's traffic does: a statement whose plan SQLite ties to the webhook's id is
-// re-prepared whenever the id changes, which one webhook alone would never show.
+// travels between machines. Deliveries alternate between two webhooks (ids 1 and
+// 2 on the fresh database), as they do in `switchboard bench`: a statement whose
+// plan SQLite ties to whether a bound id is 0 or 1 is re-prepared whenever the id
+// changes to or from 1, which one webhook alone would never show.
 //
 //	go test ./ingest -run '^$' -bench Delivery -benchtime 2000x
 func BenchmarkDelivery(b *testing.B) {

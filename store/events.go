@@ -72,10 +72,11 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 		// The ids are taken the way SQLite would take them (the writer holds the
 		// write lock, so nobody else can), so that the todo and its event, which
 		// point at each other, are both written once: no UPDATE rewrites the body.
-		// The CAST is for speed: against a bare "w.id = ?", SQLite ties the plan to
-		// the bound id (because of the max(id) subqueries) and re-prepares the
-		// statement each time the id differs from the last delivery's, which under
-		// two busy webhooks was a fifth of the writer's time. The plan is the same.
+		// The CAST is for speed: since SQLite 3.54 a bare "w.id = ?" in a join
+		// makes the plan depend on whether the id is 0 or 1, so the statement was
+		// parsed and planned again each time the id changed to or from 1: with
+		// webhook 1 and another both busy (as in `switchboard bench`), a fifth of
+		// the writer's time. The plan is the same.
 		var src, createdBy string
 		var firstEvent, firstTodo sql.NullInt64
 		var todoID int64

@@ -284,9 +284,10 @@ func (s *Store) ListTodos(ctx context.Context, f TodoFilter) ([]Todo, error) {
 	case "":
 	case StatePending, StateClaimed, StateDone, StateFailed:
 		// Written in, not bound: SQLite picks a partial index by the state's value,
-		// so with "state = ?" it re-prepared the statement whenever the state asked
-		// for differed from the last call's. A literal gives each state its own
-		// prepared statement and the same plans.
+		// so a statement with "state = ?" expires whenever the state is bound
+		// again, and modernc binds text anew on every call: it was parsed and
+		// planned again each time. A literal gives each state its own prepared
+		// statement and the same plans.
 		where = append(where, "state = '"+f.State+"'")
 	default:
 		where = append(where, "state = ?")
