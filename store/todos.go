@@ -287,7 +287,8 @@ func (s *Store) ListTodos(ctx context.Context, f TodoFilter) ([]Todo, error) {
 		// so a statement with "state = ?" expires whenever the state is bound
 		// again, and modernc binds text anew on every call: it was parsed and
 		// planned again each time. A literal gives each state its own prepared
-		// statement and the same plans.
+		// statement and the same plans. (A LIMIT that differs from the last
+		// call's still re-prepares it; callers mostly keep one page size.)
 		where = append(where, "state = '"+f.State+"'")
 	default:
 		where = append(where, "state = ?")
