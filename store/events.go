@@ -72,20 +72,11 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 		// The ids are taken the way SQLite would take them (the writer holds the
 		// write lock, so nobody else can), so that the todo and its event, which
 		// point at each other, are both written once: no UPDATE rewrites the body.
-		// The CAST is for speed: since SQLite 3.54 a bare "w.id = ?" in a join
-		// makes the plan depend on whether the id is 0 or 1, so the statement was
-		// parsed and planned again each time the id changed to or from 1: with
-		// webhook 1 and another both busy (as in `switchboard bench`), a fifth of
-		// the writer's time. The plan is the same.
 		var src, createdBy string
 		var firstEvent, firstTodo sql.NullInt64
 		var todoID int64
 		var secrets SecretsVersion
-		err := w.queryRow(`SELECT w.source_type, w.queue, w.created_by, w.signing_secret,
-				coalesce(w.previous_secret, ''), e.id, e.todo_id,
-				(SELECT coalesce(max(id), 0) + 1 FROM webhook_events), (SELECT coalesce(max(id), 0) + 1 FROM todos)
-			FROM webhooks w LEFT JOIN webhook_events e ON e.webhook_id = w.id AND e.delivery_id = ?
-			WHERE w.id = CAST(? AS INTEGER) AND w.deleted_at IS NULL`, nullString(d.DeliveryID), d.WebhookID).Scan(
+		err := w.queryRow(deliveryLookup, nullString(d.DeliveryID), d.WebhookID).Scan(
 			&src, &res.Queue, &createdBy, &secrets.current, &secrets.previous, &firstEvent, &firstTodo,
 			&res.EventID, &todoID)
 		if notFound(err) {
@@ -129,6 +120,20 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 	})
 	return res, err
 }
+
+// deliveryLookup reads what recording a delivery needs (see RecordDelivery);
+// arguments: the delivery id (or NULL), the webhook id.
+//
+// The CAST is for speed: since SQLite 3.54 a bare "w.id = ?" in a join makes the
+// plan depend on whether the id is 0 or 1, so the statement was parsed and planned
+// again each time the id changed to or from 1: with webhook 1 and another both busy
+// (as in `switchboard bench`), a fifth of the writer's time. The plan is the same
+// (TestHotStatementsStayPrepared).
+const deliveryLookup = `SELECT w.source_type, w.queue, w.created_by, w.signing_secret,
+		coalesce(w.previous_secret, ''), e.id, e.todo_id,
+		(SELECT coalesce(max(id), 0) + 1 FROM webhook_events), (SELECT coalesce(max(id), 0) + 1 FROM todos)
+	FROM webhooks w LEFT JOIN webhook_events e ON e.webhook_id = w.id AND e.delivery_id = ?
+	WHERE w.id = CAST(? AS INTEGER) AND w.deleted_at IS NULL`
 
 func nullString(s string) any {
 	if s == "" {

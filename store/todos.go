@@ -272,6 +272,28 @@ type TodoFilter struct {
 
 // ListTodos lists compact todos (no payload), newest first.
 func (s *Store) ListTodos(ctx context.Context, f TodoFilter) ([]Todo, error) {
+	q, args := todoListQuery(f)
+	rows, err := s.query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list todos: %w", err)
+	}
+	defer rows.Close()
+	var out []Todo
+	for rows.Next() {
+		t, err := scanTodo(rows, false)
+		if err != nil {
+			return nil, fmt.Errorf("store: list todos: %w", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list todos: %w", err)
+	}
+	return out, nil
+}
+
+// todoListQuery builds ListTodos' statement and its arguments.
+func todoListQuery(f TodoFilter) (string, []any) {
 	if f.Limit <= 0 {
 		f.Limit = 50
 	}
@@ -287,8 +309,9 @@ func (s *Store) ListTodos(ctx context.Context, f TodoFilter) ([]Todo, error) {
 		// so a statement with "state = ?" expires whenever the state is bound
 		// again, and modernc binds text anew on every call: it was parsed and
 		// planned again each time. A literal gives each state its own prepared
-		// statement and the same plans. (A LIMIT that differs from the last
-		// call's still re-prepares it; callers mostly keep one page size.)
+		// statement and the same plans (TestHotStatementsStayPrepared). A LIMIT
+		// that differs from the last call's still re-prepares it; callers mostly
+		// keep one page size.
 		where = append(where, "state = '"+f.State+"'")
 	default:
 		where = append(where, "state = ?")
@@ -309,24 +332,7 @@ func (s *Store) ListTodos(ctx context.Context, f TodoFilter) ([]Todo, error) {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q += " ORDER BY id DESC LIMIT ?"
-	args = append(args, f.Limit)
-	rows, err := s.query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: list todos: %w", err)
-	}
-	defer rows.Close()
-	var out []Todo
-	for rows.Next() {
-		t, err := scanTodo(rows, false)
-		if err != nil {
-			return nil, fmt.Errorf("store: list todos: %w", err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list todos: %w", err)
-	}
-	return out, nil
+	return q, append(args, f.Limit)
 }
 
 // QueueCount is the number of todos in one queue and state.
