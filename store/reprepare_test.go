@@ -1,8 +1,6 @@
 package store
 
 import (
-	"context"
-	"path/filepath"
 	"testing"
 
 	"modernc.org/libc"
@@ -105,13 +103,7 @@ func (c *cStatements) reprepares(query string, runs [][]any) int {
 // by a state, a join's "col = ?" with the value 0 or 1 since SQLite 3.54), and it
 // cost ingest a fifth of the writer's time before the delivery lookup was fixed.
 func TestHotStatementsStayPrepared(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "sb.db")
-	s, err := Open(context.Background(), path, Options{Synchronous: SyncNormal})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	c := openC(t, path)
+	c := openC(t, openTest(t, Options{}).Path())
 
 	var deliveries [][]any // webhooks 1 and 2 alternating, as in switchboard bench
 	for i := range 20 {

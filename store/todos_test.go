@@ -12,14 +12,7 @@ import (
 func TestListTodosByState(t *testing.T) {
 	s := openTest(t, Options{})
 	ctx := context.Background()
-	add := func(q string) int64 {
-		t.Helper()
-		td, err := s.AddTodo(ctx, NewTodo{Queue: q, Payload: "p"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return td.ID
-	}
+	add := func(q string) int64 { return addTodos(t, s, q, 1)[0] }
 	claim := func(q string) Ack {
 		t.Helper()
 		td, ok, err := s.ClaimNext(ctx, "agent:a", []string{q}, time.Minute)
