@@ -179,7 +179,7 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 		server.WithInstructions(instructions(0)),
 		server.WithToolCapabilities(true),
 		server.WithExperimental(map[string]any{"claude/channel": map[string]any{}}),
-		server.WithToolFilter(a.hideWithdrawn),
+		server.WithToolFilter(a.sessionView),
 		server.WithHooks(hooks),
 		server.WithRecovery(),
 	)
@@ -193,6 +193,7 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 		server.WithHeartbeatInterval(opts.StreamPing),
 		server.WithStreamableHTTPLogger(opts.Logger),
 	)
+	a.mcp.AddTools(a.verbTools()...)
 	st.OnTodoChange(a.bell.publish)
 	return a, nil
 }
@@ -251,7 +252,7 @@ func (a *Agent) initialized(ctx context.Context, _ any, _ *mcp.InitializeRequest
 	}
 	res.Instructions = instructions(ep.DefaultLeaseTTL)
 	x.mu.Lock()
-	x.tools, x.builtOn = withTools, toolInputs(ep)
+	x.tools, x.defs, x.builtOn = withTools, a.verbDefs(ep), toolInputs(ep)
 	x.mu.Unlock()
 	withTools.SetSessionTools(a.sessionTools(ctx, ep))
 }
@@ -259,12 +260,15 @@ func (a *Agent) initialized(ctx context.Context, _ any, _ *mcp.InitializeRequest
 // refresh rebuilds the tools of every live session of ep (whose definitions quote
 // its settings) and tells each client with tools/list_changed.
 func (a *Agent) refresh(ctx context.Context, ep store.Endpoint) {
-	tools := a.sessionTools(ctx, ep)
+	tools, defs := a.sessionTools(ctx, ep), a.verbDefs(ep)
 	for _, x := range a.sessions.ofEndpoint(ep.ID) {
 		x.setEndpoint(ep)
 		x.mu.Lock()
 		t := x.tools
 		x.builtOn = toolInputs(ep)
+		if t != nil {
+			x.defs = defs
+		}
 		x.mu.Unlock()
 		if t == nil {
 			continue

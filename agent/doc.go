@@ -27,7 +27,9 @@
 // error). Rate limiting, the verb check, the structured result, the text copy of it
 // and the mapping of errors to codes are done once, around every handler. Webhook
 // verbs go in their own file (webhooks.go) as a method returning []Tool that table
-// appends. Every annotation hint must be set explicitly (see annotate).
+// appends. Every annotation hint must be set explicitly (see annotate). The verbs
+// are registered with mcp-go once, as placeholders; each session keeps its
+// endpoint's definitions, and the tool filter (sessionView) shows it those.
 //
 // # Tools that are not verbs
 //

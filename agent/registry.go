@@ -23,7 +23,9 @@ type Tool struct {
 	// Verb is the scope verb that grants the tool.
 	Verb string
 	// Define builds the tool's definition for one endpoint when a session starts
-	// or is refreshed, so its text can quote that endpoint's settings.
+	// or is refreshed, so its text can quote that endpoint's settings. It is also
+	// called once with an empty Endpoint, for the placeholder registered with
+	// mcp-go (see verbTools), which no session lists.
 	Define func(ep store.Endpoint) mcp.Tool
 	// Handle does the work. It returns a JSON object for structuredContent, or an
 	// error (an *Error, a store sentinel, or anything else, which becomes
@@ -116,18 +118,37 @@ func annotate(title string, readOnly, destructive, idempotent, openWorld bool) m
 	})
 }
 
-// sessionTools builds the tools ep may use: the granted verbs, then the sources'.
-// Tools ep may not use are not in the map, so they are neither listed nor callable.
-func (a *Agent) sessionTools(ctx context.Context, ep store.Endpoint) map[string]server.ServerTool {
-	out := map[string]server.ServerTool{}
+// verbTools is every verb with its handler, registered once on the MCP server.
+// Their definitions there are placeholders: each session lists (and may call) only
+// its endpoint's granted verbs, defined for that endpoint (verbDefs), through the
+// tool filter. Registering them once rather than per session keeps mcp-go from
+// copying a session's whole tool map on every tools/call (it clones session tools
+// on each lookup), which was an eighth of the bytes a drain allocated.
+func (a *Agent) verbTools() []server.ServerTool {
+	out := make([]server.ServerTool, 0, len(a.tools))
+	for _, t := range a.tools {
+		out = append(out, server.ServerTool{Tool: t.Define(store.Endpoint{}), Handler: a.serve(t)})
+	}
+	return out
+}
+
+// verbDefs defines the verbs ep is granted, as its sessions list them.
+func (a *Agent) verbDefs(ep store.Endpoint) map[string]mcp.Tool {
+	out := map[string]mcp.Tool{}
 	for _, t := range a.tools {
 		if slices.Contains(ep.Verbs, t.Verb) {
-			out[t.Name] = server.ServerTool{Tool: t.Define(ep), Handler: a.serve(t)}
+			out[t.Name] = t.Define(ep)
 		}
 	}
+	return out
+}
+
+// sessionTools builds the tools of ep's sessions that are not verbs: the sources'.
+func (a *Agent) sessionTools(ctx context.Context, ep store.Endpoint) map[string]server.ServerTool {
+	out := map[string]server.ServerTool{}
 	for _, src := range a.opts.ToolSources {
 		for _, st := range src.SessionTools(ctx, ep) {
-			if _, clash := out[st.Tool.Name]; clash {
+			if _, clash := a.verbOf[st.Tool.Name]; clash {
 				a.log.Warn("tool source offers a tool named like a verb; ignored", "tool", st.Tool.Name)
 				continue
 			}
@@ -138,20 +159,40 @@ func (a *Agent) sessionTools(ctx context.Context, ep store.Endpoint) map[string]
 	return out
 }
 
-// hideWithdrawn is mcp-go's tool filter: a verb withdrawn from the endpoint since
-// its session started is neither listed nor callable from the next request on.
-// Tools that are not verbs are left to their source, which may hide some (see
-// hidingSource).
-func (a *Agent) hideWithdrawn(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
+// sessionView is mcp-go's tool filter, applied to listings and to each call. A
+// verb is seen only in a session of the endpoint in ctx that defined it (at
+// initialize, or when the endpoint's tools were rebuilt), only while the endpoint
+// still grants it (a verb withdrawn since is neither listed nor callable from the
+// next request on), and with that session's definition in place of the
+// placeholder. Tools that are not verbs are left to their source, which may hide
+// some (see hidingSource).
+func (a *Agent) sessionView(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	ep, ok := EndpointFromContext(ctx)
 	if !ok {
 		return nil
 	}
+	var defs map[string]mcp.Tool
+	if cs := server.ClientSessionFromContext(ctx); cs != nil {
+		if x := a.sessions.get(cs.SessionID()); x != nil && x.endpointID == ep.ID {
+			x.mu.Lock()
+			defs = x.defs
+			x.mu.Unlock()
+		}
+	}
 	hidden := a.hiddenTools(ctx, ep)
-	return slices.DeleteFunc(tools, func(t mcp.Tool) bool {
+	out := tools[:0]
+	for _, t := range tools {
 		v, isVerb := a.verbOf[t.Name]
-		return (isVerb && !slices.Contains(ep.Verbs, v)) || (!isVerb && hidden[t.Name])
-	})
+		switch {
+		case isVerb:
+			if def, defined := defs[t.Name]; defined && slices.Contains(ep.Verbs, v) {
+				out = append(out, def)
+			}
+		case !hidden[t.Name]:
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // limit wraps a source's handler in the endpoint's rate limit.

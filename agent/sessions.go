@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/switchboardhq/switchboard/store"
@@ -42,6 +43,7 @@ type session struct {
 	mu      sync.Mutex
 	ep      store.Endpoint              // newest snapshot, refreshed by each request
 	tools   server.SessionWithTools     // mcp-go's session, set at initialize
+	defs    map[string]mcp.Tool         // its verbs, defined for its endpoint (verbDefs)
 	builtOn string                      // toolInputs of the endpoint its tools came from
 	streams map[*int]context.CancelFunc // open GET streams, cancelled when it ends
 	leases  map[int64]int64             // todo id → lease_seq claimed in this session
