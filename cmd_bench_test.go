@@ -87,8 +87,85 @@ func TestBenchURLRefusesAThrottledDrain(t *testing.T) {
 		t.Skip("starts a server and drives it")
 	}
 	db := filepath.Join(t.TempDir(), "sb.db")
+	cred := benchEndpoint(t, db, "2", "4")
+	base, stop := startServer(t, serveConfig{DB: db})
+	defer stop()
+	code, _, stderr := runCLI(t, map[string]string{"BENCH_CRED": cred}, "bench", "--url", base,
+		"--credential-env", "BENCH_CRED", "--deliveries", "60", "--senders", "4", "--agents", "2", "--doorbells", "5",
+		"--duration", "100ms")
+	if code != 1 || !strings.Contains(stderr, "rate_limited") || !strings.Contains(stderr, "the drain completed") ||
+		!strings.Contains(stderr, "the next run's drain completes those left on queue bench") {
+		t.Fatalf("bench against a throttled endpoint: exit %d, %q", code, stderr)
+	}
+	st := openRO(t, db)
+	defer st.Close()
+	hooks, err := st.ListWebhooks(context.Background(), store.WebhookFilter{})
+	if err != nil || len(hooks) != 0 {
+		t.Fatalf("bench left webhooks behind: %+v, %v", hooks, err)
+	}
+}
+
+// bench --url leaves the target's queue as it found it: the doorbell's todos are
+// completed too, and todos an earlier, failed run left on the queue are drained
+// with this run's.
+func TestBenchURLLeavesTheQueueEmpty(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and drives it")
+	}
+	db := filepath.Join(t.TempDir(), "sb.db")
+	cred := benchEndpoint(t, db, "100000", "100000")
+	const leftOver = 5 // as a failed run would leave them
+	for range leftOver {
+		if code, _, stderr := cli(t, "", "todo", "add", "--db", db, "--queue", "bench", "--payload", "left"); code != 0 {
+			t.Fatalf("todo add: %s", stderr)
+		}
+	}
+	base, stop := startServer(t, serveConfig{DB: db})
+	defer stop()
+	code, out, stderr := runCLI(t, map[string]string{"BENCH_CRED": cred}, "bench", "--url", base,
+		"--credential-env", "BENCH_CRED", "--deliveries", "60", "--senders", "4", "--agents", "2", "--doorbells", "5",
+		"--duration", "100ms", "--json")
+	if code != 0 {
+		t.Fatalf("bench --url exited %d: %s", code, stderr)
+	}
+	var r struct {
+		Ingest struct {
+			Deliveries int `json:"deliveries"`
+		} `json:"ingest"`
+		Drain struct {
+			Todos int `json:"todos"`
+		} `json:"drain"`
+		Doorbell struct {
+			Rung int `json:"rung"`
+		} `json:"doorbell"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, out)
+	}
+	if r.Drain.Todos < r.Ingest.Deliveries+leftOver || r.Doorbell.Rung != 5 {
+		t.Errorf("drained %d todos after %d deliveries and %d left over; rang %d of 5", r.Drain.Todos,
+			r.Ingest.Deliveries, leftOver, r.Doorbell.Rung)
+	}
+	st := openRO(t, db)
+	defer st.Close()
+	for _, state := range []string{store.StatePending, store.StateClaimed} {
+		left, err := st.ListTodos(context.Background(), store.TodoFilter{Queues: []string{"bench"}, State: state})
+		if err != nil || len(left) != 0 {
+			t.Errorf("bench left %d todos %s on its queue (%v)", len(left), state, err)
+		}
+	}
+	hooks, err := st.ListWebhooks(context.Background(), store.WebhookFilter{})
+	if err != nil || len(hooks) != 0 {
+		t.Fatalf("bench left webhooks behind: %+v, %v", hooks, err)
+	}
+}
+
+// benchEndpoint creates the endpoint the README tells bench --url users to make,
+// at the given rate limit and burst, and returns its credential.
+func benchEndpoint(t *testing.T, db, rate, burst string) string {
+	t.Helper()
 	code, out, stderr := cli(t, "", "endpoint", "create", "--db", db, "--agent", "bench", "--queues", "bench",
-		"--max-webhooks", "2", "--webhook-sources", "generic,github", "--rate", "2", "--burst", "4", "--json")
+		"--max-webhooks", "2", "--webhook-sources", "generic,github", "--rate", rate, "--burst", burst, "--json")
 	if code != 0 {
 		t.Fatalf("endpoint create: %s", stderr)
 	}
@@ -98,18 +175,5 @@ func TestBenchURLRefusesAThrottledDrain(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &ep); err != nil {
 		t.Fatal(err)
 	}
-	base, stop := startServer(t, serveConfig{DB: db})
-	defer stop()
-	code, _, stderr = runCLI(t, map[string]string{"BENCH_CRED": ep.Credential}, "bench", "--url", base,
-		"--credential-env", "BENCH_CRED", "--deliveries", "60", "--senders", "4", "--agents", "2", "--doorbells", "5",
-		"--duration", "100ms")
-	if code != 1 || !strings.Contains(stderr, "rate_limited") || !strings.Contains(stderr, "the drain completed") {
-		t.Fatalf("bench against a throttled endpoint: exit %d, %q", code, stderr)
-	}
-	st := openRO(t, db)
-	defer st.Close()
-	hooks, err := st.ListWebhooks(context.Background(), store.WebhookFilter{})
-	if err != nil || len(hooks) != 0 {
-		t.Fatalf("bench left webhooks behind: %+v, %v", hooks, err)
-	}
+	return ep.Credential
 }

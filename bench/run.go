@@ -235,6 +235,9 @@ func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
 	}
 	progress("doorbell: p50 %.2f ms, p99 %.2f ms (the enqueue POST itself: p50 %.2f ms)", r.Doorbell.Latency.P50,
 		r.Doorbell.Latency.P99, r.Doorbell.Answered.P50)
+	if err := sweep(ctx, t, 2); err != nil {
+		return nil, err
+	}
 
 	// 4. the floor again, after the phases: the higher of the two counts.
 	if err := floor(); err != nil {
@@ -441,17 +444,62 @@ func callTool(ctx context.Context, c *client.Client, name string, args map[strin
 // maxConsecutiveErrors is how many failed calls in a row stop a draining agent.
 const maxConsecutiveErrors = 20
 
-// drain has agents loop claim_next → complete until queued todos are done. The
-// agents are lean MCP clients (see leanClient), so that as much of the machine as
-// possible is left to the server being measured.
+// drain has agents loop claim_next → complete until the queue has nothing left to
+// claim, and reports the rate. The bench's own todos are all queued by then; any
+// that an earlier, failed run left on the queue are completed with them.
 func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) error {
+	d, err := drainQueue(ctx, t, agents)
+	if err != nil {
+		return err
+	}
+	r.Drain.Agents, r.Drain.Todos, r.Drain.Errors = agents, d.done, d.errs
+	r.Drain.PerSec = float64(d.done) / d.elapsed.Seconds()
+	r.Drain.ClaimNext, r.Drain.Complete = d.claimLat.Summary(), d.completeLat.Summary()
+	if d.done < queued && ctx.Err() == nil {
+		// A rate would be meaningless: the agents stopped, or someone else took
+		// the bench's todos.
+		why := "the queue ran dry first (does another agent work queue " + t.Queue + "?)"
+		if d.lastErr != nil {
+			why = fmt.Sprintf("%d calls failed, the last with: %v", d.errs, d.lastErr)
+		}
+		return fmt.Errorf("bench: the drain completed %d of the %d todos it queued: %s "+
+			"(the next run's drain completes those left on queue %s)", d.done, queued, why, t.Queue)
+	}
+	return nil
+}
+
+// sweep completes what the doorbell phase queued, so that a run leaves the
+// target's queue as it found it. It is not measured.
+func sweep(ctx context.Context, t Target, agents int) error {
+	d, err := drainQueue(ctx, t, agents)
+	if err != nil {
+		return err
+	}
+	if d.lastErr != nil {
+		return fmt.Errorf("bench: complete the doorbell's todos: %d calls failed, the last with: %w", d.errs, d.lastErr)
+	}
+	return nil
+}
+
+// drained is what drainQueue did.
+type drained struct {
+	done, errs            int64
+	lastErr               error
+	claimLat, completeLat *Latencies
+	elapsed               time.Duration
+}
+
+// drainQueue has agents loop claim_next → complete until claim_next finds nothing
+// on the queue. The agents are lean MCP clients (see leanClient), so that as much
+// of the machine as possible is left to the server being measured.
+func drainQueue(ctx context.Context, t Target, agents int) (drained, error) {
 	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: agents + 1}}
 	defer httpc.CloseIdleConnections()
 	clients := make([]*leanClient, agents)
 	for i := range clients {
 		c, err := dialLean(ctx, t, httpc)
 		if err != nil {
-			return err
+			return drained{}, err
 		}
 		defer c.close()
 		clients[i] = c
@@ -469,7 +517,7 @@ func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) e
 		} `json:"todo"`
 	}
 	claimArgs := map[string]any{"queues": []string{t.Queue}}
-	claimLat, completeLat := &Latencies{}, &Latencies{}
+	d := drained{claimLat: &Latencies{}, completeLat: &Latencies{}}
 	var done, errs atomic.Int64
 	var lastErr atomic.Pointer[error]
 	start := time.Now()
@@ -487,7 +535,7 @@ func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) e
 				failed++
 				return failed < maxConsecutiveErrors
 			}
-			for done.Load() < queued && ctx.Err() == nil {
+			for ctx.Err() == nil {
 				t0 := time.Now()
 				var cl claimed
 				if err := c.callTool(ctx, "claim_next", claimArgs, &cl); err != nil {
@@ -496,7 +544,7 @@ func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) e
 					}
 					continue
 				}
-				claimLat.Add(time.Since(t0))
+				d.claimLat.Add(time.Since(t0))
 				if !cl.Claimed || cl.Todo.ID == 0 {
 					return // nothing claimable: the queue is drained
 				}
@@ -512,27 +560,19 @@ func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) e
 					}
 					continue
 				}
-				completeLat.Add(time.Since(t1))
+				d.completeLat.Add(time.Since(t1))
 				done.Add(1)
 				failed = 0
 			}
 		}()
 	}
 	wg.Wait()
-	el := time.Since(start)
-	r.Drain.Agents, r.Drain.Todos, r.Drain.Errors = agents, done.Load(), errs.Load()
-	r.Drain.PerSec = float64(done.Load()) / el.Seconds()
-	r.Drain.ClaimNext, r.Drain.Complete = claimLat.Summary(), completeLat.Summary()
-	if n := done.Load(); n < queued && ctx.Err() == nil {
-		// A rate would be meaningless: the agents stopped, or someone else took
-		// the bench's todos.
-		why := "the queue ran dry first (does another agent work queue " + t.Queue + "?)"
-		if e := lastErr.Load(); e != nil {
-			why = fmt.Sprintf("%d calls failed, the last with: %v", errs.Load(), *e)
-		}
-		return fmt.Errorf("bench: the drain completed %d of the %d todos it queued: %s", n, queued, why)
+	d.elapsed = time.Since(start)
+	d.done, d.errs = done.Load(), errs.Load()
+	if e := lastErr.Load(); e != nil {
+		d.lastErr = *e
 	}
-	return nil
+	return d, nil
 }
 
 // doorbell measures enqueue → notification: agents sit on their GET streams; one
