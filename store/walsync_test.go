@@ -205,3 +205,25 @@ func TestPanickingHookDoesNotStopTheWriter(t *testing.T) {
 		t.Fatalf("a write after a panicking hook: %v", err)
 	}
 }
+
+// The WAL is synced with a raw system call only where that cannot stall the
+// process: with more than one P, and while syncs are quick.
+func TestRawSyncOnlyWithPsToSpareAndAQuickDisk(t *testing.T) {
+	for _, c := range []struct {
+		procs int
+		last  time.Duration
+		raw   bool
+	}{
+		{2, 0, true}, // the first sync
+		{2, 900 * time.Microsecond, true},
+		{8, rawSyncMax - time.Microsecond, true},
+		{2, rawSyncMax, false},
+		{4, 40 * time.Millisecond, false}, // an SD card
+		{1, 0, false},
+		{1, 100 * time.Microsecond, false},
+	} {
+		if got := rawSync(c.procs, c.last); got != c.raw {
+			t.Errorf("rawSync(%d Ps, previous sync %v) = %v, want %v", c.procs, c.last, got, c.raw)
+		}
+	}
+}
