@@ -123,7 +123,9 @@ func annotate(title string, readOnly, destructive, idempotent, openWorld bool) m
 // its endpoint's granted verbs, defined for that endpoint (verbDefs), through the
 // tool filter. Registering them once rather than per session keeps mcp-go from
 // copying a session's whole tool map on every tools/call (it clones session tools
-// on each lookup), which was an eighth of the bytes a drain allocated.
+// on each lookup), which was an eighth of the bytes a drain allocated. mcp-go
+// checks a call against the registered definition only if input schema validation
+// is turned on (it is not): that would check it against the placeholder.
 func (a *Agent) verbTools() []server.ServerTool {
 	out := make([]server.ServerTool, 0, len(a.tools))
 	for _, t := range a.tools {
@@ -172,12 +174,10 @@ func (a *Agent) sessionView(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 		return nil
 	}
 	var defs map[string]mcp.Tool
-	if cs := server.ClientSessionFromContext(ctx); cs != nil {
-		if x := a.sessions.get(cs.SessionID()); x != nil && x.endpointID == ep.ID {
-			x.mu.Lock()
-			defs = x.defs
-			x.mu.Unlock()
-		}
+	if x := a.sessionOf(ctx, ep); x != nil {
+		x.mu.Lock()
+		defs = x.defs
+		x.mu.Unlock()
 	}
 	hidden := a.hiddenTools(ctx, ep)
 	out := tools[:0]
@@ -193,6 +193,16 @@ func (a *Agent) sessionView(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 		}
 	}
 	return out
+}
+
+// sessionOf is the live session of the request in ctx, if ep opened it.
+func (a *Agent) sessionOf(ctx context.Context, ep store.Endpoint) *session {
+	if cs := server.ClientSessionFromContext(ctx); cs != nil {
+		if x := a.sessions.get(cs.SessionID()); x != nil && x.endpointID == ep.ID {
+			return x
+		}
+	}
+	return nil
 }
 
 // limit wraps a source's handler in the endpoint's rate limit.
@@ -226,11 +236,7 @@ func (a *Agent) serve(t Tool) server.ToolHandlerFunc {
 			}
 			c.args = b
 		}
-		if cs := server.ClientSessionFromContext(ctx); cs != nil {
-			if x := a.sessions.get(cs.SessionID()); x != nil && x.endpointID == ep.ID {
-				c.session = x
-			}
-		}
+		c.session = a.sessionOf(ctx, ep)
 		out, err := t.Handle(ctx, c)
 		if err != nil {
 			return a.toolError(t.Name, err), nil
