@@ -94,7 +94,7 @@ func TestBenchURLRefusesAThrottledDrain(t *testing.T) {
 		"--credential-env", "BENCH_CRED", "--deliveries", "60", "--senders", "4", "--agents", "2", "--doorbells", "5",
 		"--duration", "100ms")
 	if code != 1 || !strings.Contains(stderr, "rate_limited") || !strings.Contains(stderr, "the drain completed") ||
-		!strings.Contains(stderr, "the next run's drain completes those left on queue bench") {
+		!strings.Contains(stderr, "the next run's drain completes those left on queue bench; any left claimed, once their 30-second lease has ended") {
 		t.Fatalf("bench against a throttled endpoint: exit %d, %q", code, stderr)
 	}
 	st := openRO(t, db)

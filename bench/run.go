@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -235,9 +236,7 @@ func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
 	}
 	progress("doorbell: p50 %.2f ms, p99 %.2f ms (the enqueue POST itself: p50 %.2f ms)", r.Doorbell.Latency.P50,
 		r.Doorbell.Latency.P99, r.Doorbell.Answered.P50)
-	if err := sweep(ctx, t, 2); err != nil {
-		return nil, err
-	}
+	sweep(ctx, t, 2, progress)
 
 	// 4. the floor again, after the phases: the higher of the two counts.
 	if err := floor(); err != nil {
@@ -455,31 +454,43 @@ func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) e
 	r.Drain.Agents, r.Drain.Todos, r.Drain.Errors = agents, d.done, d.errs
 	r.Drain.PerSec = float64(d.done) / d.elapsed.Seconds()
 	r.Drain.ClaimNext, r.Drain.Complete = d.claimLat.Summary(), d.completeLat.Summary()
-	if d.done < queued && ctx.Err() == nil {
-		// A rate would be meaningless: the agents stopped, or someone else took
-		// the bench's todos.
-		why := "the queue ran dry first (does another agent work queue " + t.Queue + "?)"
-		if d.lastErr != nil {
-			why = fmt.Sprintf("%d calls failed, the last with: %v", d.errs, d.lastErr)
-		}
-		return fmt.Errorf("bench: the drain completed %d of the %d todos it queued: %s "+
-			"(the next run's drain completes those left on queue %s)", d.done, queued, why, t.Queue)
+	if d.done >= queued || ctx.Err() != nil {
+		return nil
 	}
-	return nil
+	// A rate would be meaningless: the agents stopped, or someone else took the
+	// bench's todos.
+	if f := d.failures(); f != "" {
+		return fmt.Errorf("bench: the drain completed %d todos, fewer than the %d this run queued: %s (%s)",
+			d.done, queued, f, leftBehind(t.Queue))
+	}
+	return fmt.Errorf("bench: the drain completed %d todos, fewer than the %d this run queued: the queue ran dry "+
+		"first (does another agent work queue %s?)", d.done, queued, t.Queue)
 }
 
-// sweep completes what the doorbell phase queued, so that a run leaves the
-// target's queue as it found it. It is not measured.
-func sweep(ctx context.Context, t Target, agents int) error {
+// sweep completes every todo still claimable on the queue (the doorbell phase's,
+// on the queue bench was given), so that a run leaves it as it found it. It is not
+// measured, and it does not fail the run: a failure is reported on progress.
+func sweep(ctx context.Context, t Target, agents int, progress func(string, ...any)) {
 	d, err := drainQueue(ctx, t, agents)
+	if err == nil {
+		if f := d.failures(); f != "" {
+			err = errors.New(f)
+		}
+	}
 	if err != nil {
-		return err
+		progress("bench: could not complete the doorbell's todos: %v (%s)", err, leftBehind(t.Queue))
 	}
-	if d.lastErr != nil {
-		return fmt.Errorf("bench: complete the doorbell's todos: %d calls failed, the last with: %w", d.errs, d.lastErr)
-	}
-	return nil
 }
+
+// leftBehind says what becomes of the todos a failed drain left on queue.
+func leftBehind(queue string) string {
+	return fmt.Sprintf("the next run's drain completes those left on queue %s; any left claimed, once their "+
+		"%d-second lease has ended", queue, benchLeaseSeconds)
+}
+
+// benchLeaseSeconds is the lease the bench's agents claim with: short, so that a
+// todo a failed run left claimed is soon claimable again.
+const benchLeaseSeconds = 30
 
 // drained is what drainQueue did.
 type drained struct {
@@ -487,6 +498,14 @@ type drained struct {
 	lastErr               error
 	claimLat, completeLat *Latencies
 	elapsed               time.Duration
+}
+
+// failures describes the failed calls, or is empty when none failed.
+func (d drained) failures() string {
+	if d.lastErr == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d calls failed, the last with: %v", d.errs, d.lastErr)
 }
 
 // drainQueue has agents loop claim_next → complete until claim_next finds nothing
@@ -516,7 +535,7 @@ func drainQueue(ctx context.Context, t Target, agents int) (drained, error) {
 			State string `json:"state"`
 		} `json:"todo"`
 	}
-	claimArgs := map[string]any{"queues": []string{t.Queue}}
+	claimArgs := map[string]any{"queues": []string{t.Queue}, "lease_ttl_seconds": benchLeaseSeconds}
 	d := drained{claimLat: &Latencies{}, completeLat: &Latencies{}}
 	var done, errs atomic.Int64
 	var lastErr atomic.Pointer[error]
