@@ -28,7 +28,7 @@ import (
 type walFile struct {
 	path     string // the -wal file next to the database, symlinks resolved as SQLite does
 	f        *os.File
-	lastSync time.Duration // how long the previous sync took
+	rawFrom  time.Time // when syncs may be raw again after a slow one (rawSync)
 }
 
 // openWAL opens the WAL that conn writes. It checks that conn is in WAL mode and
@@ -61,36 +61,53 @@ func openWAL(ctx context.Context, conn *sql.Conn, dbPath string) (*walFile, erro
 // sync makes everything written to the WAL so far durable. Only the writer calls it.
 func (w *walFile) sync() error {
 	start := time.Now()
-	err := fdatasync(w.f, rawSync(runtime.GOMAXPROCS(0), w.lastSync))
-	w.lastSync = time.Since(start)
+	raw := rawSync(runtime.GOMAXPROCS(0), start, w.rawFrom)
+	err := fdatasync(w.f, raw)
+	w.rawFrom = nextRawSync(raw, start, time.Since(start), w.rawFrom)
 	if err != nil {
 		return fmt.Errorf("store: sync %s: %w", w.path, err)
 	}
 	return nil
 }
 
-// rawSyncMax is the longest a sync may have taken for the next to be raw.
-const rawSyncMax = 2 * time.Millisecond
+const (
+	// rawSyncMax is the longest a raw sync may take without turning raw syncs off
+	// for rawSyncPause.
+	rawSyncMax   = 10 * time.Millisecond
+	rawSyncPause = 10 * time.Second
+)
 
-// rawSync says whether the next sync is made as a raw system call, which keeps the
-// writer's P while the disk works, with procs Ps and the previous sync's duration.
+// rawSync says whether a sync starting at now, with procs Ps, is made as a raw
+// system call, which keeps the writer's P while the disk works; rawFrom is when
+// raw syncs are allowed again after a slow one (see nextRawSync).
 //
 // Made the usual way, a sync of about a millisecond outlasts the 20 µs after which
 // the runtime's monitor hands the P of a thread in a system call to another thread
 // (when there is other work for it), and the writer then has to win a P back. As
 // the writer syncs back to back under load, that kept the monitor waking every
 // 20 µs and cost thread switches on every sync: in switchboard bench's drain, 12–14
-// context switches a todo against 7 raw, and 2–18% more of the server's CPU a todo
-// (5 interleaved pairs). The raw call has two costs, which bound where it is used:
+// context switches a todo against 6.5–7.6 raw, and 2–18% more of the server's CPU a
+// todo (5 interleaved pairs, every sync raw). The raw call has two costs, which
+// bound where it is used:
 //   - no other goroutine runs on the writer's P meanwhile, so with one P it would
 //     stop the whole process for the sync: with one P, never raw;
 //   - a stop-the-world (the collector's, twice a cycle) and the collector's scan of
 //     the writer's stack wait for the sync in progress to end, stalling every
-//     goroutine that long: so raw only while syncs are quick (the previous one
-//     under rawSyncMax). On a slow disk, such as an SD card, or a failing one,
-//     every sync is the usual call, after at most one slow raw one.
-func rawSync(procs int, last time.Duration) bool {
-	return procs > 1 && last < rawSyncMax
+//     goroutine that long. A raw sync longer than rawSyncMax (this VM's longest,
+//     over a drain of 2,473 syncs, took 6.3 ms) turns raw syncs off for
+//     rawSyncPause, so a slow disk (an SD card) or a failing one pays at most one
+//     slow raw sync per pause, and otherwise the usual call.
+func rawSync(procs int, now, rawFrom time.Time) bool {
+	return procs > 1 && !now.Before(rawFrom)
+}
+
+// nextRawSync is rawFrom after a sync (raw or not) that started at start and took
+// took. Only raw syncs are judged: a usual one's time includes winning a P back.
+func nextRawSync(raw bool, start time.Time, took time.Duration, rawFrom time.Time) time.Time {
+	if raw && took > rawSyncMax {
+		return start.Add(took + rawSyncPause)
+	}
+	return rawFrom
 }
 
 func (w *walFile) close() {

@@ -207,23 +207,40 @@ func TestPanickingHookDoesNotStopTheWriter(t *testing.T) {
 }
 
 // The WAL is synced with a raw system call only where that cannot stall the
-// process: with more than one P, and while syncs are quick.
+// process: with more than one P, and not for a while after a slow raw sync.
 func TestRawSyncOnlyWithPsToSpareAndAQuickDisk(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	var never time.Time
 	for _, c := range []struct {
-		procs int
-		last  time.Duration
-		raw   bool
+		procs   int
+		rawFrom time.Time
+		raw     bool
 	}{
-		{2, 0, true}, // the first sync
-		{2, 900 * time.Microsecond, true},
-		{8, rawSyncMax - time.Microsecond, true},
-		{2, rawSyncMax, false},
-		{4, 40 * time.Millisecond, false}, // an SD card
-		{1, 0, false},
-		{1, 100 * time.Microsecond, false},
+		{2, never, true},
+		{8, t0, true}, // the pause has just ended
+		{2, t0.Add(time.Nanosecond), false},
+		{1, never, false},
 	} {
-		if got := rawSync(c.procs, c.last); got != c.raw {
-			t.Errorf("rawSync(%d Ps, previous sync %v) = %v, want %v", c.procs, c.last, got, c.raw)
+		if got := rawSync(c.procs, t0, c.rawFrom); got != c.raw {
+			t.Errorf("rawSync(%d Ps, at %v, raw from %v) = %v, want %v", c.procs, t0, c.rawFrom, got, c.raw)
 		}
+	}
+
+	for _, c := range []struct {
+		raw  bool
+		took time.Duration
+		want time.Time
+	}{
+		{true, rawSyncMax, never},   // quick enough
+		{false, time.Second, never}, // a usual sync is not judged
+		{true, 40 * time.Millisecond, t0.Add(40*time.Millisecond + rawSyncPause)}, // an SD card
+	} {
+		if got := nextRawSync(c.raw, t0, c.took, never); !got.Equal(c.want) {
+			t.Errorf("after a sync (raw %v) of %v: raw from %v, want %v", c.raw, c.took, got, c.want)
+		}
+	}
+	// A pause already running is kept by a quick sync.
+	if got := nextRawSync(true, t0, time.Millisecond, t0.Add(time.Minute)); !got.Equal(t0.Add(time.Minute)) {
+		t.Errorf("a quick sync moved the pause to %v", got)
 	}
 }
