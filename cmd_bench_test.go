@@ -94,7 +94,7 @@ func TestBenchURLRefusesAThrottledDrain(t *testing.T) {
 		"--credential-env", "BENCH_CRED", "--deliveries", "60", "--senders", "4", "--agents", "2", "--doorbells", "5",
 		"--duration", "100ms")
 	if code != 1 || !strings.Contains(stderr, "rate_limited") || !strings.Contains(stderr, "the drain completed") ||
-		!strings.Contains(stderr, "the next run's drain completes those left on queue bench; any left claimed, once their 30-second lease has ended") {
+		!strings.Contains(stderr, "the next run's drain completes those left on queue bench; any left claimed, once their 30-second lease has ended and the reaper has returned them") {
 		t.Fatalf("bench against a throttled endpoint: exit %d, %q", code, stderr)
 	}
 	st := openRO(t, db)
@@ -138,9 +138,13 @@ func TestBenchURLLeavesTheQueueEmpty(t *testing.T) {
 		Doorbell struct {
 			Rung int `json:"rung"`
 		} `json:"doorbell"`
+		SweepError *string `json:"sweep_error"`
 	}
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("bench --json: %v\n%s", err, out)
+	}
+	if r.SweepError != nil {
+		t.Errorf("the sweep failed: %s", *r.SweepError)
 	}
 	if r.Drain.Todos < r.Ingest.Deliveries+leftOver || r.Doorbell.Rung != 5 {
 		t.Errorf("drained %d todos after %d deliveries and %d left over; rang %d of 5", r.Drain.Todos,

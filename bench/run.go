@@ -84,6 +84,10 @@ type Report struct {
 		Answered Summary `json:"enqueue_answered"`
 	} `json:"doorbell"`
 
+	// SweepError says why the todos left on the queue after the doorbell phase
+	// could not all be completed; empty when they were.
+	SweepError string `json:"sweep_error,omitempty"`
+
 	Process *struct {
 		IdleRSSMB   float64 `json:"idle_rss_mb"`
 		PeakRSSMB   float64 `json:"peak_rss_mb"`
@@ -236,7 +240,7 @@ func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
 	}
 	progress("doorbell: p50 %.2f ms, p99 %.2f ms (the enqueue POST itself: p50 %.2f ms)", r.Doorbell.Latency.P50,
 		r.Doorbell.Latency.P99, r.Doorbell.Answered.P50)
-	sweep(ctx, t, 2, progress)
+	r.SweepError = sweep(ctx, t, 2, progress)
 
 	// 4. the floor again, after the phases: the higher of the two counts.
 	if err := floor(); err != nil {
@@ -469,23 +473,27 @@ func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) e
 
 // sweep completes every todo still claimable on the queue (the doorbell phase's,
 // on the queue bench was given), so that a run leaves it as it found it. It is not
-// measured, and it does not fail the run: a failure is reported on progress.
-func sweep(ctx context.Context, t Target, agents int, progress func(string, ...any)) {
+// measured, and it does not fail the run: a failure is reported on progress and
+// returned for the report.
+func sweep(ctx context.Context, t Target, agents int, progress func(string, ...any)) string {
 	d, err := drainQueue(ctx, t, agents)
 	if err == nil {
 		if f := d.failures(); f != "" {
 			err = errors.New(f)
 		}
 	}
-	if err != nil {
-		progress("bench: could not complete the doorbell's todos: %v (%s)", err, leftBehind(t.Queue))
+	if err == nil {
+		return ""
 	}
+	msg := fmt.Sprintf("could not complete the doorbell's todos: %v (%s)", err, leftBehind(t.Queue))
+	progress("bench: %s", msg)
+	return msg
 }
 
 // leftBehind says what becomes of the todos a failed drain left on queue.
 func leftBehind(queue string) string {
 	return fmt.Sprintf("the next run's drain completes those left on queue %s; any left claimed, once their "+
-		"%d-second lease has ended", queue, benchLeaseSeconds)
+		"%d-second lease has ended and the reaper has returned them", queue, benchLeaseSeconds)
 }
 
 // benchLeaseSeconds is the lease the bench's agents claim with: short, so that a
