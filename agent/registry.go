@@ -146,6 +146,8 @@ func (a *Agent) verbDefs(ep store.Endpoint) map[string]mcp.Tool {
 }
 
 // sessionTools builds the tools of ep's sessions that are not verbs: the sources'.
+// A source's tool named like a verb is dropped: mcp-go looks a call up in the
+// session's tools first, so it would run in the verb's place.
 func (a *Agent) sessionTools(ctx context.Context, ep store.Endpoint) map[string]server.ServerTool {
 	out := map[string]server.ServerTool{}
 	for _, src := range a.opts.ToolSources {
