@@ -13,17 +13,16 @@ func fdatasync(f *os.File, raw bool) error {
 }
 
 func fdatasyncFd(fd uintptr, raw bool) error {
+	call := syscall.Syscall
+	if raw {
+		call = syscall.RawSyscall
+	}
 	for {
-		var err error
-		if raw {
-			if _, _, e := syscall.RawSyscall(syscall.SYS_FDATASYNC, fd, 0, 0); e != 0 {
-				err = e
+		if _, _, e := call(syscall.SYS_FDATASYNC, fd, 0, 0); e != syscall.EINTR {
+			if e != 0 {
+				return e
 			}
-		} else {
-			err = syscall.Fdatasync(int(fd))
-		}
-		if err != syscall.EINTR {
-			return err
+			return nil
 		}
 	}
 }

@@ -26,9 +26,9 @@ import (
 // Everything else NORMAL does in WAL mode is what FULL does: the WAL is synced before
 // a checkpoint copies it, the database after, and the WAL header when the log restarts.
 type walFile struct {
-	path     string // the -wal file next to the database, symlinks resolved as SQLite does
-	f        *os.File
-	rawFrom  time.Time // when syncs may be raw again after a slow one (rawSync)
+	path    string // the -wal file next to the database, symlinks resolved as SQLite does
+	f       *os.File
+	rawFrom time.Time // when syncs may be raw again after a slow one (rawSync)
 }
 
 // openWAL opens the WAL that conn writes. It checks that conn is in WAL mode and
