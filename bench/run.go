@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -42,7 +43,15 @@ type Config struct {
 	PacedFor   time.Duration // how long the half-rate ingest run lasts
 	Floor      func() (float64, error)
 	Progress   io.Writer // a progress line per phase; nil for none
+	// CallTimeout bounds each delivery and each MCP call (default 30 s). A call
+	// that outlasts it ends the phase it is in with an error, rather than leave
+	// the run waiting on a server that has stopped answering.
+	CallTimeout time.Duration
 }
+
+// defaultCallTimeout is Config.CallTimeout's default: far above any answer a
+// working server gives under the bench's load, which is in milliseconds.
+const defaultCallTimeout = 30 * time.Second
 
 // Report is every figure bench prints.
 type Report struct {
@@ -116,6 +125,9 @@ func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
 	if cfg.PacedFor <= 0 {
 		cfg.PacedFor = 3 * time.Second
 	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = defaultCallTimeout
+	}
 	r := &Report{}
 	progress := func(format string, a ...any) {
 		if cfg.Progress != nil {
@@ -148,7 +160,7 @@ func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
 		return nil, err
 	}
 
-	setup, err := connect(ctx, t, false, nil)
+	setup, err := connect(ctx, t, cfg.CallTimeout, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +193,8 @@ func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
 		}
 		hooks = append(hooks, webhook{source: src, url: u, secret: str(res["signing_secret"])})
 	}
-	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Senders * 2, MaxConnsPerHost: 0}}
+	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Senders * 2, MaxConnsPerHost: 0},
+		Timeout: cfg.CallTimeout}
 
 	// 1. ingest, flat out.
 	progress("ingest: %d deliveries from %d senders…", cfg.Deliveries, cfg.Senders)
@@ -189,7 +202,9 @@ func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
 	lat := &Latencies{}
 	var errs failures
 	start := time.Now()
-	sendAll(ctx, httpc, hooks, cfg, cfg.Deliveries, cfg.Senders, &seq, lat, &errs, 0)
+	if err := sendAll(ctx, httpc, hooks, cfg, cfg.Deliveries, cfg.Senders, &seq, lat, &errs, 0); err != nil {
+		return nil, fmt.Errorf("bench: ingest: %w", err)
+	}
 	el := time.Since(start)
 	r.Ingest.Senders, r.Ingest.Deliveries, r.Ingest.Errors = cfg.Senders, cfg.Deliveries, errs.n.Load()
 	r.Ingest.PerSec = float64(cfg.Deliveries-int(errs.n.Load())) / el.Seconds()
@@ -217,7 +232,9 @@ func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
 		plat := &Latencies{}
 		var perrs failures
 		start = time.Now()
-		sendAll(ctx, httpc, hooks, cfg, n, cfg.Senders, &seq, plat, &perrs, time.Duration(float64(time.Second)/half))
+		if err := sendAll(ctx, httpc, hooks, cfg, n, cfg.Senders, &seq, plat, &perrs, time.Duration(float64(time.Second)/half)); err != nil {
+			return nil, fmt.Errorf("bench: ingest at half rate: %w", err)
+		}
 		r.Ingest.HalfRatePerS = float64(n) / time.Since(start).Seconds()
 		r.Ingest.HalfRateLat = plat.Summary()
 		r.Ingest.HalfRateError = perrs.n.Load()
@@ -227,7 +244,7 @@ func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
 
 	// 2. drain over MCP.
 	progress("drain: %d agents over MCP, claim_next → complete…", cfg.Agents)
-	if err := drain(ctx, t, cfg.Agents, queued, r); err != nil {
+	if err := drain(ctx, t, cfg.Agents, cfg.CallTimeout, queued, r); err != nil {
 		return nil, err
 	}
 	progress("drain: %.0f todos/s, claim_next p50 %.2f ms, complete p50 %.2f ms, %d errors", r.Drain.PerSec,
@@ -240,7 +257,7 @@ func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
 	}
 	progress("doorbell: p50 %.2f ms, p99 %.2f ms (the enqueue POST itself: p50 %.2f ms)", r.Doorbell.Latency.P50,
 		r.Doorbell.Latency.P99, r.Doorbell.Answered.P50)
-	r.SweepError = sweep(ctx, t, 2, progress)
+	r.SweepError = sweep(ctx, t, 2, cfg.CallTimeout, progress)
 
 	// 4. the floor again, after the phases: the higher of the two counts.
 	if err := floor(); err != nil {
@@ -338,9 +355,14 @@ func str(v any) string {
 }
 
 // sendAll posts n signed deliveries from senders goroutines; with a gap, the
-// deliveries are spread so that one starts every gap (an open-loop pace).
+// deliveries are spread so that one starts every gap (an open-loop pace). A failed
+// delivery is counted in errs; one that timed out stops every sender, and is
+// sendAll's error: the server has stopped answering.
 func sendAll(ctx context.Context, c *http.Client, hooks []webhook, cfg Config, n, senders int, seq *atomic.Int64,
-	lat *Latencies, errs *failures, gap time.Duration) {
+	lat *Latencies, errs *failures, gap time.Duration) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var stalled atomic.Pointer[error]
 	var next atomic.Int64
 	start := time.Now()
 	pad := strings.Repeat("x", max(0, cfg.BodyBytes-160))
@@ -365,7 +387,15 @@ func sendAll(ctx context.Context, c *http.Client, hooks []webhook, cfg Config, n
 					`,"padding":"` + pad + `"}`)
 				t0 := time.Now()
 				if err := deliver(ctx, c, h, id, body); err != nil {
+					if ctx.Err() != nil && stalled.Load() != nil {
+						return // another sender's delivery timed out
+					}
 					errs.add(err)
+					if timedOut(err) {
+						stalled.CompareAndSwap(nil, &err)
+						cancel()
+						return
+					}
 					continue
 				}
 				lat.Add(time.Since(t0))
@@ -373,6 +403,16 @@ func sendAll(ctx context.Context, c *http.Client, hooks []webhook, cfg Config, n
 		}()
 	}
 	wg.Wait()
+	if err := stalled.Load(); err != nil {
+		return fmt.Errorf("a delivery had no answer within %s, so the run stopped: %w", c.Timeout, *err)
+	}
+	return nil
+}
+
+// timedOut says whether err is a call that outlasted its timeout.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 func deliver(ctx context.Context, c *http.Client, h webhook, id string, body []byte) error {
@@ -401,13 +441,17 @@ func deliver(ctx context.Context, c *http.Client, h webhook, id string, body []b
 	return nil
 }
 
-// connect opens an MCP session with the target's credential. listen opens the GET
-// stream that doorbells arrive on.
-func connect(ctx context.Context, t Target, listen bool, onNote func(mcp.JSONRPCNotification)) (*client.Client, error) {
+// connect opens an MCP session with the target's credential. Each call on it is
+// bounded by timeout; with onNote, the session instead opens the GET stream that
+// doorbells arrive on, which lasts as long as the session and so has no timeout.
+func connect(ctx context.Context, t Target, timeout time.Duration, onNote func(mcp.JSONRPCNotification)) (*client.Client, error) {
+	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	if onNote == nil {
+		httpc.Timeout = timeout
+	}
 	c, _, err := agent.Dial(ctx, strings.TrimSuffix(t.URL, "/")+"/mcp", t.Credential, agent.DialOptions{
-		Listen: listen, OnNotification: onNote, ClientName: "switchboard-bench",
-		HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}},
-		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Listen: onNote != nil, OnNotification: onNote, ClientName: "switchboard-bench",
+		HTTPClient: httpc, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
@@ -450,8 +494,8 @@ const maxConsecutiveErrors = 20
 // drain has agents loop claim_next → complete until the queue has nothing left to
 // claim, and reports the rate. The bench's own todos are all queued by then; any
 // that an earlier, failed run left on the queue are completed with them.
-func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) error {
-	d, err := drainQueue(ctx, t, agents)
+func drain(ctx context.Context, t Target, agents int, timeout time.Duration, queued int64, r *Report) error {
+	d, err := drainQueue(ctx, t, agents, timeout)
 	if err != nil {
 		return err
 	}
@@ -475,8 +519,8 @@ func drain(ctx context.Context, t Target, agents int, queued int64, r *Report) e
 // on the queue bench was given), so that a run leaves it as it found it. It is not
 // measured, and it does not fail the run: a failure is reported on progress and
 // returned for the report.
-func sweep(ctx context.Context, t Target, agents int, progress func(string, ...any)) string {
-	d, err := drainQueue(ctx, t, agents)
+func sweep(ctx context.Context, t Target, agents int, timeout time.Duration, progress func(string, ...any)) string {
+	d, err := drainQueue(ctx, t, agents, timeout)
 	if err == nil {
 		if f := d.failures(); f != "" {
 			err = errors.New(f)
@@ -518,9 +562,11 @@ func (d drained) failures() string {
 
 // drainQueue has agents loop claim_next → complete until claim_next finds nothing
 // on the queue. The agents are lean MCP clients (see leanClient), so that as much
-// of the machine as possible is left to the server being measured.
-func drainQueue(ctx context.Context, t Target, agents int) (drained, error) {
-	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: agents + 1}}
+// of the machine as possible is left to the server being measured. Each call is
+// bounded by timeout; an agent whose call outlasts it stops, as a server that has
+// stopped answering one call will not answer the next.
+func drainQueue(ctx context.Context, t Target, agents int, timeout time.Duration) (drained, error) {
+	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: agents + 1}, Timeout: timeout}
 	defer httpc.CloseIdleConnections()
 	clients := make([]*leanClient, agents)
 	for i := range clients {
@@ -560,7 +606,7 @@ func drainQueue(ctx context.Context, t Target, agents int) (drained, error) {
 				errs.Add(1)
 				lastErr.Store(&err)
 				failed++
-				return failed < maxConsecutiveErrors
+				return failed < maxConsecutiveErrors && !timedOut(err)
 			}
 			for ctx.Err() == nil {
 				t0 := time.Now()
@@ -633,7 +679,7 @@ func doorbell(ctx context.Context, t Target, httpc *http.Client, h webhook, cfg 
 		}
 	}
 	for i := 0; i < cfg.Agents; i++ {
-		c, err := connect(ctx, t, true, onNote)
+		c, err := connect(ctx, t, cfg.CallTimeout, onNote)
 		if err != nil {
 			return err
 		}
@@ -648,6 +694,9 @@ func doorbell(ctx context.Context, t Target, httpc *http.Client, h webhook, cfg 
 		t0 := time.Now()
 		todoID, err := deliverForID(ctx, httpc, h, id, body)
 		if err != nil {
+			if timedOut(err) {
+				return fmt.Errorf("bench: doorbell: a delivery had no answer within %s, so the run stopped: %w", httpc.Timeout, err)
+			}
 			continue
 		}
 		answered.Add(time.Since(t0))
