@@ -92,3 +92,29 @@ func TestSendAllStopsOnADeliveryThatTimesOut(t *testing.T) {
 		t.Fatalf("%d of 1000 deliveries were sent after the server stopped answering; want at most one more per sender", n)
 	}
 }
+
+// The doorbell phase stops at a delivery that outlasts the timeout, rather than
+// send the rest of its deliveries one by one into the same silence.
+func TestDoorbellStopsOnADeliveryThatTimesOut(t *testing.T) {
+	srv, calls := hangingServer(t)
+	httpc := &http.Client{Timeout: 100 * time.Millisecond}
+	hook := webhook{source: "generic", url: srv.URL + "/webhooks/w/T", secret: "whsec_" + strings.Repeat("a", 32)}
+	var seq atomic.Int64
+	finished := make(chan error, 1)
+	go func() {
+		finished <- doorbell(context.Background(), Target{URL: srv.URL, Credential: "cred"}, httpc, hook,
+			Config{Agents: 1, Doorbells: 50, CallTimeout: 100 * time.Millisecond}, &seq, &Report{})
+	}()
+	select {
+	case err := <-finished:
+		if err == nil || !strings.Contains(err.Error(), "no answer within 100ms") {
+			t.Fatalf("doorbell: %v, want a timeout that stopped the run", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the doorbell is still sending to a server that does not answer")
+	}
+	// One delivery, and perhaps the session's GET stream.
+	if n := calls.Load(); n > 2 {
+		t.Fatalf("%d calls reached the server; want the phase to stop at the first delivery that timed out", n)
+	}
+}
