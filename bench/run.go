@@ -112,7 +112,7 @@ type webhook struct {
 }
 
 // Run runs every phase against t and returns the figures.
-func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
+func Run(ctx context.Context, t Target, cfg Config) (_ *Report, err error) {
 	if cfg.Deliveries <= 0 || cfg.Senders <= 0 || cfg.Agents <= 0 {
 		return nil, fmt.Errorf("bench: deliveries, senders and agents must be positive")
 	}
@@ -167,8 +167,13 @@ func Run(ctx context.Context, t Target, cfg Config) (*Report, error) {
 	// However the run ends, leave the target as we found it: delete the bench's
 	// webhooks (this run's, and any an interrupted run left behind).
 	defer func() {
-		// Even when ctx ended (Ctrl-C), but not forever.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		// Even when ctx ended (Ctrl-C), but not forever, and only briefly when
+		// the server has just left a call unanswered.
+		wait := 30 * time.Second
+		if timedOut(err) {
+			wait = 5 * time.Second
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
 		defer cancel()
 		if err := cleanup(cctx, setup); err != nil {
 			progress("bench: could not delete its webhooks on the target (delete those described %q): %v", benchWebhook, err)
@@ -360,6 +365,7 @@ func str(v any) string {
 // sendAll's error: the server has stopped answering.
 func sendAll(ctx context.Context, c *http.Client, hooks []webhook, cfg Config, n, senders int, seq *atomic.Int64,
 	lat *Latencies, errs *failures, gap time.Duration) error {
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var stalled atomic.Pointer[error]
@@ -391,7 +397,7 @@ func sendAll(ctx context.Context, c *http.Client, hooks []webhook, cfg Config, n
 						return // another sender's delivery timed out
 					}
 					errs.add(err)
-					if timedOut(err) {
+					if timedOut(err) && parent.Err() == nil {
 						stalled.CompareAndSwap(nil, &err)
 						cancel()
 						return
@@ -433,10 +439,13 @@ func deliver(ctx context.Context, c *http.Client, h webhook, id string, body []b
 	if err != nil {
 		return err
 	}
-	io.Copy(io.Discard, resp.Body)
+	_, err = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("delivery answered %d", resp.StatusCode)
+	}
+	if err != nil {
+		return fmt.Errorf("read the delivery's answer: %w", err)
 	}
 	return nil
 }
@@ -449,7 +458,10 @@ func connect(ctx context.Context, t Target, timeout time.Duration, onNote func(m
 	if onNote == nil {
 		httpc.Timeout = timeout
 	}
-	c, _, err := agent.Dial(ctx, strings.TrimSuffix(t.URL, "/")+"/mcp", t.Credential, agent.DialOptions{
+	// The handshake is bounded either way; Dial keeps the GET stream off ctx.
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, _, err := agent.Dial(hctx, strings.TrimSuffix(t.URL, "/")+"/mcp", t.Credential, agent.DialOptions{
 		Listen: onNote != nil, OnNotification: onNote, ClientName: "switchboard-bench",
 		HTTPClient: httpc, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -502,6 +514,11 @@ func drain(ctx context.Context, t Target, agents int, timeout time.Duration, que
 	r.Drain.Agents, r.Drain.Todos, r.Drain.Errors = agents, d.done, d.errs
 	r.Drain.PerSec = float64(d.done) / d.elapsed.Seconds()
 	r.Drain.ClaimNext, r.Drain.Complete = d.claimLat.Summary(), d.completeLat.Summary()
+	if d.stalled != nil {
+		// Its elapsed time includes the wait, and the server may be stuck.
+		return fmt.Errorf("bench: the drain stopped: a call had no answer within %s: %w (%s)",
+			timeout, d.stalled, leftBehind(t.Queue))
+	}
 	if d.done >= queued || ctx.Err() != nil {
 		return nil
 	}
@@ -548,6 +565,7 @@ const benchLeaseSeconds = 30
 type drained struct {
 	done, errs            int64
 	lastErr               error
+	stalled               error // the first call that timed out, if any did
 	claimLat, completeLat *Latencies
 	elapsed               time.Duration
 }
@@ -568,14 +586,22 @@ func (d drained) failures() string {
 func drainQueue(ctx context.Context, t Target, agents int, timeout time.Duration) (drained, error) {
 	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: agents + 1}, Timeout: timeout}
 	defer httpc.CloseIdleConnections()
-	clients := make([]*leanClient, agents)
-	for i := range clients {
+	clients := make([]*leanClient, 0, agents)
+	// Ended side by side: against a server that has stopped answering, each
+	// close waits out its few seconds.
+	defer func() {
+		var wg sync.WaitGroup
+		for _, c := range clients {
+			wg.Go(c.close)
+		}
+		wg.Wait()
+	}()
+	for range agents {
 		c, err := dialLean(ctx, t, httpc)
 		if err != nil {
 			return drained{}, err
 		}
-		defer c.close()
-		clients[i] = c
+		clients = append(clients, c)
 	}
 	type claimed struct {
 		Claimed  bool  `json:"claimed"`
@@ -592,7 +618,7 @@ func drainQueue(ctx context.Context, t Target, agents int, timeout time.Duration
 	claimArgs := map[string]any{"queues": []string{t.Queue}, "lease_ttl_seconds": benchLeaseSeconds}
 	d := drained{claimLat: &Latencies{}, completeLat: &Latencies{}}
 	var done, errs atomic.Int64
-	var lastErr atomic.Pointer[error]
+	var lastErr, stalled atomic.Pointer[error]
 	start := time.Now()
 	var wg sync.WaitGroup
 	for _, c := range clients {
@@ -606,7 +632,11 @@ func drainQueue(ctx context.Context, t Target, agents int, timeout time.Duration
 				errs.Add(1)
 				lastErr.Store(&err)
 				failed++
-				return failed < maxConsecutiveErrors && !timedOut(err)
+				if timedOut(err) && ctx.Err() == nil {
+					stalled.CompareAndSwap(nil, &err)
+					return false
+				}
+				return failed < maxConsecutiveErrors
 			}
 			for ctx.Err() == nil {
 				t0 := time.Now()
@@ -644,6 +674,9 @@ func drainQueue(ctx context.Context, t Target, agents int, timeout time.Duration
 	d.done, d.errs = done.Load(), errs.Load()
 	if e := lastErr.Load(); e != nil {
 		d.lastErr = *e
+	}
+	if e := stalled.Load(); e != nil {
+		d.stalled = *e
 	}
 	return d, nil
 }
@@ -694,7 +727,7 @@ func doorbell(ctx context.Context, t Target, httpc *http.Client, h webhook, cfg 
 		t0 := time.Now()
 		todoID, err := deliverForID(ctx, httpc, h, id, body)
 		if err != nil {
-			if timedOut(err) {
+			if timedOut(err) && ctx.Err() == nil {
 				return fmt.Errorf("bench: doorbell: a delivery had no answer within %s, so the run stopped: %w", httpc.Timeout, err)
 			}
 			continue
@@ -736,9 +769,12 @@ func deliverForID(ctx context.Context, c *http.Client, h webhook, id string, bod
 	}
 	defer resp.Body.Close()
 	var ans map[string]any
-	json.NewDecoder(resp.Body).Decode(&ans)
+	derr := json.NewDecoder(resp.Body).Decode(&ans)
 	if resp.StatusCode/100 != 2 {
 		return "", fmt.Errorf("delivery answered %d", resp.StatusCode)
+	}
+	if derr != nil && !errors.Is(derr, io.EOF) {
+		return "", fmt.Errorf("read the delivery's answer: %w", derr)
 	}
 	switch v := ans["todo_id"].(type) {
 	case float64:

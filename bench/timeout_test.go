@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,112 +11,194 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// hangingServer answers an MCP session's setup but never a tools/call, and never
-// a webhook delivery: a server that has stopped answering. It counts the calls
-// that reached it.
-func hangingServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
-	var calls atomic.Int64
+// fakeTarget is a server that sets up MCP sessions and answers the bench's
+// webhook bookkeeping (list_webhooks, create_webhook, delete_webhook), and
+// otherwise behaves as hang says: a request for which hang returns true is never
+// answered, as by a server that has stopped answering; any other tools/call gets
+// a JSON-RPC error, and any other delivery a 202 without a todo. It counts the
+// requests that were left hanging.
+type fakeTarget struct {
+	*httptest.Server
+	hung atomic.Int64
+}
+
+func newFakeTarget(t *testing.T, hang func(r *http.Request, tool string) bool) *fakeTarget {
+	f := &fakeTarget{}
 	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name            string `json:"name"`
+				ProtocolVersion string `json:"protocolVersion"`
+			} `json:"params"`
+		}
 		body, _ := io.ReadAll(r.Body)
-		switch {
-		case r.Method == http.MethodDelete:
-		case strings.Contains(string(body), `"initialize"`):
-			w.Header().Set("Mcp-Session-Id", "s1")
-			w.Header().Set("Content-Type", "application/json")
-			io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25"}}`)
-		case strings.Contains(string(body), `notifications/initialized`):
-			w.WriteHeader(http.StatusAccepted)
-		default:
-			calls.Add(1)
+		json.Unmarshal(body, &msg)
+		if hang(r, msg.Params.Name) {
+			f.hung.Add(1)
 			select {
 			case <-r.Context().Done():
 			case <-release:
 			}
+			return
+		}
+		answer := func(result string) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, msg.ID, result)
+		}
+		switch {
+		case r.Method == http.MethodDelete || r.Method == http.MethodGet:
+		case strings.HasPrefix(r.URL.Path, "/webhooks/"):
+			w.WriteHeader(http.StatusAccepted)
+		case msg.Method == "initialize":
+			w.Header().Set("Mcp-Session-Id", "s1")
+			answer(fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{"tools":{}},"serverInfo":{"name":"fake","version":"1"}}`,
+				msg.Params.ProtocolVersion))
+		case len(msg.ID) == 0: // a notification
+			w.WriteHeader(http.StatusAccepted)
+		case msg.Params.Name == "list_webhooks":
+			answer(`{"content":[],"structuredContent":{"webhooks":[]}}`)
+		case msg.Params.Name == "create_webhook":
+			answer(fmt.Sprintf(`{"content":[],"structuredContent":{"ingest_url":%q,"signing_secret":%q}}`,
+				f.URL+"/webhooks/w/T", "whsec_"+strings.Repeat("a", 32)))
+		default:
+			answer(`{"isError":true,"content":[{"type":"text","text":"not here"}]}`)
 		}
 	}))
 	t.Cleanup(func() {
 		close(release)
-		srv.Close()
+		f.Close()
 	})
-	return srv, &calls
+	return f
+}
+
+// hangsOnCalls leaves every tools/call and delivery unanswered.
+func hangsOnCalls(r *http.Request, tool string) bool {
+	return tool != "" || strings.HasPrefix(r.URL.Path, "/webhooks/")
+}
+
+// within runs fn and fails the test if it has not returned in 20 s: the bench
+// would be waiting on a server that does not answer.
+func within[T any](t *testing.T, what string, fn func() T) T {
+	t.Helper()
+	got := make(chan T, 1)
+	go func() { got <- fn() }()
+	select {
+	case v := <-got:
+		return v
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s is still waiting on a server that does not answer", what)
+	}
+	panic("unreachable")
 }
 
 // An agent whose call outlasts the timeout stops at once, rather than wait out
-// the call and then retry into the same silence; the drain reports the timeout.
+// the call and then retry into the same silence; the drain reports the timeout,
+// and fails even when the todos it did complete add up to what was queued.
 func TestDrainStopsOnACallThatTimesOut(t *testing.T) {
-	srv, calls := hangingServer(t)
-	done := make(chan drained, 1)
-	go func() {
-		d, err := drainQueue(context.Background(), Target{URL: srv.URL, Credential: "cred", Queue: "q"}, 3, 100*time.Millisecond)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- d
-	}()
-	var d drained
-	select {
-	case d = <-done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the drain is still waiting on a server that does not answer")
+	f := newFakeTarget(t, hangsOnCalls)
+	type result struct {
+		d   drained
+		err error
 	}
-	if d.errs != 3 || calls.Load() != 3 {
-		t.Fatalf("%d failed calls of %d made by 3 agents; want each agent to stop after its first", d.errs, calls.Load())
+	res := within(t, "the drain", func() result {
+		d, err := drainQueue(context.Background(), Target{URL: f.URL, Credential: "cred", Queue: "q"}, 3, 500*time.Millisecond)
+		return result{d, err}
+	})
+	d := res.d
+	if res.err != nil {
+		t.Fatal(res.err)
 	}
-	if d.done != 0 || !timedOut(d.lastErr) || !strings.Contains(d.failures(), "3 calls failed") {
-		t.Fatalf("drained %d; failures: %s", d.done, d.failures())
+	if d.errs != 3 || f.hung.Load() != 3 {
+		t.Fatalf("%d failed calls of %d made by 3 agents; want each agent to stop after its first", d.errs, f.hung.Load())
+	}
+	if d.done != 0 || !timedOut(d.stalled) || !strings.Contains(d.failures(), "3 calls failed") {
+		t.Fatalf("drained %d, stalled on %v; failures: %s", d.done, d.stalled, d.failures())
+	}
+
+	err := within(t, "the drain", func() error {
+		return drain(context.Background(), Target{URL: f.URL, Credential: "cred", Queue: "q"}, 1, 500*time.Millisecond, 0, &Report{})
+	})
+	if err == nil || !strings.Contains(err.Error(), "no answer within 500ms") {
+		t.Fatalf("drain with nothing queued and a call that timed out: %v, want the timeout", err)
 	}
 }
 
-// A delivery that outlasts the timeout stops every sender, and sendAll says why;
-// it does not go on sending into a server that has stopped answering.
+// One delivery that outlasts the timeout stops every sender at once, while the
+// server answers all the others: sendAll says why, and sends no more.
 func TestSendAllStopsOnADeliveryThatTimesOut(t *testing.T) {
-	srv, calls := hangingServer(t)
-	c := &http.Client{Timeout: 100 * time.Millisecond}
-	hooks := []webhook{{source: "generic", url: srv.URL + "/webhooks/w/T", secret: "whsec_" + strings.Repeat("a", 32)}}
+	var first atomic.Bool
+	f := newFakeTarget(t, func(r *http.Request, _ string) bool { return first.CompareAndSwap(false, true) })
+	c := &http.Client{Timeout: 200 * time.Millisecond}
+	hooks := []webhook{{source: "generic", url: f.URL + "/webhooks/w/T", secret: "whsec_" + strings.Repeat("a", 32)}}
 	var seq atomic.Int64
 	var errs failures
-	finished := make(chan error, 1)
-	go func() {
-		finished <- sendAll(context.Background(), c, hooks, Config{BodyBytes: 200}, 1000, 4, &seq, &Latencies{}, &errs, 0)
-	}()
-	select {
-	case err := <-finished:
-		if err == nil || !strings.Contains(err.Error(), "no answer within 100ms") {
-			t.Fatalf("sendAll: %v, want a timeout that stopped the run", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the senders are still sending to a server that does not answer")
+	err := within(t, "sendAll", func() error {
+		return sendAll(context.Background(), c, hooks, Config{BodyBytes: 200}, 1<<30, 2, &seq, &Latencies{}, &errs, 0)
+	})
+	if err == nil || !strings.Contains(err.Error(), "no answer within 200ms") {
+		t.Fatalf("sendAll: %v, want a timeout that stopped the run", err)
 	}
-	if n := calls.Load(); n > 8 {
-		t.Fatalf("%d of 1000 deliveries were sent after the server stopped answering; want at most one more per sender", n)
+	if n := errs.n.Load(); n != 1 {
+		t.Fatalf("%d deliveries counted as failed; want only the one that timed out", n)
 	}
 }
 
 // The doorbell phase stops at a delivery that outlasts the timeout, rather than
 // send the rest of its deliveries one by one into the same silence.
 func TestDoorbellStopsOnADeliveryThatTimesOut(t *testing.T) {
-	srv, calls := hangingServer(t)
-	httpc := &http.Client{Timeout: 100 * time.Millisecond}
-	hook := webhook{source: "generic", url: srv.URL + "/webhooks/w/T", secret: "whsec_" + strings.Repeat("a", 32)}
+	f := newFakeTarget(t, hangsOnCalls)
+	httpc := &http.Client{Timeout: 200 * time.Millisecond}
+	hook := webhook{source: "generic", url: f.URL + "/webhooks/w/T", secret: "whsec_" + strings.Repeat("a", 32)}
 	var seq atomic.Int64
-	finished := make(chan error, 1)
-	go func() {
-		finished <- doorbell(context.Background(), Target{URL: srv.URL, Credential: "cred"}, httpc, hook,
-			Config{Agents: 1, Doorbells: 50, CallTimeout: 100 * time.Millisecond}, &seq, &Report{})
-	}()
-	select {
-	case err := <-finished:
-		if err == nil || !strings.Contains(err.Error(), "no answer within 100ms") {
-			t.Fatalf("doorbell: %v, want a timeout that stopped the run", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the doorbell is still sending to a server that does not answer")
+	err := within(t, "the doorbell", func() error {
+		return doorbell(context.Background(), Target{URL: f.URL, Credential: "cred"}, httpc, hook,
+			Config{Agents: 1, Doorbells: 50, CallTimeout: 200 * time.Millisecond}, &seq, &Report{})
+	})
+	if err == nil || !strings.Contains(err.Error(), "no answer within 200ms") {
+		t.Fatalf("doorbell: %v, want a timeout that stopped the run", err)
 	}
-	// One delivery, and perhaps the session's GET stream.
-	if n := calls.Load(); n > 2 {
-		t.Fatalf("%d calls reached the server; want the phase to stop at the first delivery that timed out", n)
+	if n := f.hung.Load(); n != 1 {
+		t.Fatalf("%d deliveries were left unanswered; want the phase to stop at the first", n)
+	}
+}
+
+// Run bounds every call it makes with Config.CallTimeout: the setup session's,
+// the deliveries', and the handshake of a session that opens a GET stream.
+func TestRunStopsOnACallThatTimesOut(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		hang func(r *http.Request, tool string) bool
+		want string
+	}{
+		{"setup", func(_ *http.Request, tool string) bool { return tool == "list_webhooks" }, "list the target's webhooks"},
+		{"ingest", func(r *http.Request, _ string) bool { return strings.HasPrefix(r.URL.Path, "/webhooks/") }, "bench: ingest: a delivery had no answer within 200ms"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFakeTarget(t, c.hang)
+			err := within(t, "the run", func() error {
+				_, err := Run(context.Background(), Target{URL: f.URL, Credential: "cred", Queue: "q"},
+					Config{Deliveries: 100, Senders: 2, Agents: 1, CallTimeout: 200 * time.Millisecond})
+				return err
+			})
+			if err == nil || !strings.Contains(err.Error(), c.want) || !timedOut(err) {
+				t.Fatalf("Run: %v, want a timeout (%s)", err, c.want)
+			}
+		})
+	}
+
+	f := newFakeTarget(t, func(_ *http.Request, _ string) bool { return true })
+	err := within(t, "a listening session's handshake", func() error {
+		_, err := connect(context.Background(), Target{URL: f.URL, Credential: "cred"}, 200*time.Millisecond, func(mcp.JSONRPCNotification) {})
+		return err
+	})
+	if err == nil || !timedOut(err) {
+		t.Fatalf("connect with a GET stream to a server that never answers initialize: %v, want a timeout", err)
 	}
 }
