@@ -397,7 +397,7 @@ func sendAll(ctx context.Context, c *http.Client, hooks []webhook, cfg Config, n
 						return // another sender's delivery timed out
 					}
 					errs.add(err)
-					if timedOut(err) && parent.Err() == nil {
+					if stalledCall(parent, err) {
 						stalled.CompareAndSwap(nil, &err)
 						cancel()
 						return
@@ -410,7 +410,7 @@ func sendAll(ctx context.Context, c *http.Client, hooks []webhook, cfg Config, n
 	}
 	wg.Wait()
 	if err := stalled.Load(); err != nil {
-		return fmt.Errorf("a delivery had no answer within %s, so the run stopped: %w", c.Timeout, *err)
+		return errNoAnswer("a delivery", c.Timeout, *err)
 	}
 	return nil
 }
@@ -419,6 +419,18 @@ func sendAll(ctx context.Context, c *http.Client, hooks []webhook, cfg Config, n
 func timedOut(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+// stalledCall says whether err is a call that outlasted its timeout while ctx, its
+// caller's, still lived: the server has stopped answering, and the phase stops.
+// A call cut short by the caller (Ctrl-C) is not one.
+func stalledCall(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && timedOut(err)
+}
+
+// errNoAnswer is the error a phase stops with at a stalled call (stalledCall).
+func errNoAnswer(what string, timeout time.Duration, err error) error {
+	return fmt.Errorf("%s had no answer within %s, so the run stopped: %w", what, timeout, err)
 }
 
 func deliver(ctx context.Context, c *http.Client, h webhook, id string, body []byte) error {
@@ -516,8 +528,7 @@ func drain(ctx context.Context, t Target, agents int, timeout time.Duration, que
 	r.Drain.ClaimNext, r.Drain.Complete = d.claimLat.Summary(), d.completeLat.Summary()
 	if d.stalled != nil {
 		// Its elapsed time includes the wait, and the server may be stuck.
-		return fmt.Errorf("bench: the drain stopped: a call had no answer within %s: %w (%s)",
-			timeout, d.stalled, leftBehind(t.Queue))
+		return fmt.Errorf("bench: drain: %w (%s)", errNoAnswer("a call", timeout, d.stalled), leftBehind(t.Queue))
 	}
 	if d.done >= queued || ctx.Err() != nil {
 		return nil
@@ -632,7 +643,7 @@ func drainQueue(ctx context.Context, t Target, agents int, timeout time.Duration
 				errs.Add(1)
 				lastErr.Store(&err)
 				failed++
-				if timedOut(err) && ctx.Err() == nil {
+				if stalledCall(ctx, err) {
 					stalled.CompareAndSwap(nil, &err)
 					return false
 				}
@@ -727,8 +738,8 @@ func doorbell(ctx context.Context, t Target, httpc *http.Client, h webhook, cfg 
 		t0 := time.Now()
 		todoID, err := deliverForID(ctx, httpc, h, id, body)
 		if err != nil {
-			if timedOut(err) && ctx.Err() == nil {
-				return fmt.Errorf("bench: doorbell: a delivery had no answer within %s, so the run stopped: %w", httpc.Timeout, err)
+			if stalledCall(ctx, err) {
+				return fmt.Errorf("bench: doorbell: %w", errNoAnswer("a delivery", httpc.Timeout, err))
 			}
 			continue
 		}

@@ -66,7 +66,7 @@ func newFakeTarget(t *testing.T, hang func(r *http.Request, tool string) bool) *
 			answer(`{"content":[],"structuredContent":{"webhooks":[]}}`)
 		case msg.Params.Name == "create_webhook":
 			answer(fmt.Sprintf(`{"content":[],"structuredContent":{"ingest_url":%q,"signing_secret":%q}}`,
-				f.URL+"/webhooks/w/T", "whsec_"+strings.Repeat("a", 32)))
+				f.URL+"/webhooks/w/T", testSecret))
 		default:
 			answer(`{"isError":true,"content":[{"type":"text","text":"not here"}]}`)
 		}
@@ -77,6 +77,9 @@ func newFakeTarget(t *testing.T, hang func(r *http.Request, tool string) bool) *
 	})
 	return f
 }
+
+// testSecret signs the fake target's deliveries; it checks no signature.
+var testSecret = "whsec_" + strings.Repeat("a", 32)
 
 // hangsOnCalls leaves every tools/call and delivery unanswered.
 func hangsOnCalls(r *http.Request, tool string) bool {
@@ -136,7 +139,7 @@ func TestSendAllStopsOnADeliveryThatTimesOut(t *testing.T) {
 	var first atomic.Bool
 	f := newFakeTarget(t, func(r *http.Request, _ string) bool { return first.CompareAndSwap(false, true) })
 	c := &http.Client{Timeout: 200 * time.Millisecond}
-	hooks := []webhook{{source: "generic", url: f.URL + "/webhooks/w/T", secret: "whsec_" + strings.Repeat("a", 32)}}
+	hooks := []webhook{{source: "generic", url: f.URL + "/webhooks/w/T", secret: testSecret}}
 	var seq atomic.Int64
 	var errs failures
 	err := within(t, "sendAll", func() error {
@@ -155,7 +158,7 @@ func TestSendAllStopsOnADeliveryThatTimesOut(t *testing.T) {
 func TestDoorbellStopsOnADeliveryThatTimesOut(t *testing.T) {
 	f := newFakeTarget(t, hangsOnCalls)
 	httpc := &http.Client{Timeout: 200 * time.Millisecond}
-	hook := webhook{source: "generic", url: f.URL + "/webhooks/w/T", secret: "whsec_" + strings.Repeat("a", 32)}
+	hook := webhook{source: "generic", url: f.URL + "/webhooks/w/T", secret: testSecret}
 	var seq atomic.Int64
 	err := within(t, "the doorbell", func() error {
 		return doorbell(context.Background(), Target{URL: f.URL, Credential: "cred"}, httpc, hook,
