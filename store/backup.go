@@ -76,6 +76,12 @@ func checkBackup(ctx context.Context, src string) error {
 	if !fi.Mode().IsRegular() || fi.Size() == 0 {
 		return fmt.Errorf("store: restore %s: %w (empty or not a regular file)", src, ErrNotSwitchboard)
 	}
+	// A copy with a journal beside it was being written when its writer died
+	// (a killed backup's temp file) or is being written now. Opened read-only,
+	// SQLite could only say "attempt to write a readonly database".
+	if jfi, err := os.Stat(src + "-journal"); err == nil && jfi.Size() > 0 {
+		return fmt.Errorf("store: restore %s: it has a rollback journal beside it (%s-journal): an unfinished copy, not a backup", src, filepath.Base(src))
+	}
 	db, err := openSnapshot(src)
 	if err != nil {
 		return err
@@ -143,18 +149,18 @@ func vacuumInto(ctx context.Context, src, dst string, replace bool) error {
 	}
 	// VACUUM INTO writes to a file that is absent or empty: an empty temp file
 	// in the destination's directory, so the final rename stays on one
-	// filesystem.
-	tmpf, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
+	// filesystem. Copies a killed run left there go first.
+	sweepStaleTemps(dst)
+	tmp, release, err := lockedTemp(dst)
 	if err != nil {
 		return fmt.Errorf("store: %s: %w", op, err)
 	}
-	tmp := tmpf.Name()
-	tmpf.Close()
 	keep := false
 	defer func() {
 		if !keep {
-			os.Remove(tmp)
+			removeTemp(tmp)
 		}
+		release()
 	}()
 
 	db, err := openSnapshot(src)
@@ -206,6 +212,83 @@ func moveNoReplace(tmp, dst string) error {
 		return fmt.Errorf("%s: %w", dst, os.ErrExist)
 	}
 	return os.Rename(tmp, dst)
+}
+
+// A backup or restore builds its copy in a temp file beside dst, named
+// "."+base(dst)+".tmp-*", and holds an flock on it until done. A run killed
+// half-way (a reboot, a cron timeout) cannot remove its copy, which may be as
+// large as the database; the next run into the same directory does: a temp
+// file nobody holds locked is such a leftover. The kernel drops a dead
+// process's flock, and SQLite's own locks are fcntl locks, which an flock
+// does not meet.
+
+// tempPrefix is the name every temp copy for dst begins with.
+func tempPrefix(dst string) string { return "." + filepath.Base(dst) + ".tmp-" }
+
+// lockedTemp creates an empty temp file for dst and takes its flock. release
+// drops the lock; it does not remove the file.
+func lockedTemp(dst string) (path string, release func(), err error) {
+	for range 3 {
+		f, err := os.CreateTemp(filepath.Dir(dst), tempPrefix(dst)+"*")
+		if err != nil {
+			return "", nil, err
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			return "", nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+		}
+		// Another run's sweep may have taken the file for a leftover between
+		// its creation and the lock: then the name is gone or is another file.
+		held, herr := f.Stat()
+		named, nerr := os.Stat(f.Name())
+		if herr == nil && nerr == nil && os.SameFile(held, named) {
+			return f.Name(), func() { f.Close() }, nil
+		}
+		f.Close()
+	}
+	return "", nil, fmt.Errorf("create a temp file beside %s: swept away three times", dst)
+}
+
+// sweepStaleTemps removes the temp copies for dst, and their journals, that
+// no running backup or restore holds. It is best effort: what it cannot
+// remove stays, as before.
+func sweepStaleTemps(dst string) {
+	dir := filepath.Dir(dst)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	prefix := tempPrefix(dst)
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, prefix) || !e.Type().IsRegular() {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		if copyPath, ok := strings.CutSuffix(path, "-journal"); ok {
+			// A journal outlives its copy only if a run died between the two removes.
+			if _, err := os.Lstat(copyPath); errors.Is(err, os.ErrNotExist) {
+				os.Remove(path)
+			}
+			continue
+		}
+		f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			continue
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			removeTemp(path)
+		}
+		f.Close()
+	}
+}
+
+// removeTemp removes a temp copy and the rollback journal VACUUM INTO keeps
+// beside it while it writes.
+func removeTemp(path string) {
+	os.Remove(path)
+	os.Remove(path + "-journal")
 }
 
 // syncFile fsyncs a file or directory.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // addTodos adds n todos to queue and returns their ids.
@@ -144,6 +146,73 @@ func TestBackupRefusesExistingFile(t *testing.T) {
 	}
 }
 
+// A backup killed half-way leaves its temp copy (as large as the database)
+// and the copy's journal beside the destination; the next backup into that
+// directory removes them, but not a copy another run still holds, nor files
+// of other names.
+func TestBackupSweepsLeftovers(t *testing.T) {
+	s := openTest(t, Options{})
+	addTodos(t, s, "inbox", 3)
+	dir := t.TempDir()
+	write := func(name string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte("half a copy"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	left := write(".nightly.db.tmp-111")
+	leftJournal := write(".nightly.db.tmp-111-journal")
+	orphanJournal := write(".nightly.db.tmp-222-journal")
+	other := write(".weekly.db.tmp-333")
+	held := write(".nightly.db.tmp-444")
+	f, err := os.Open(held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := s.Backup(context.Background(), filepath.Join(dir, "nightly.db")); err != nil {
+		t.Fatalf("backup: %v", err)
+	}
+	for _, gone := range []string{left, leftJournal, orphanJournal} {
+		if _, err := os.Lstat(gone); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("leftover %s: %v, want it removed", filepath.Base(gone), err)
+		}
+	}
+	for _, kept := range []string{other, held} {
+		if _, err := os.Lstat(kept); err != nil {
+			t.Errorf("%s was removed: %v", filepath.Base(kept), err)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 3 {
+		t.Errorf("files after the backup: %v, want nightly.db and the two kept", entries)
+	}
+}
+
+// While a run holds its temp copy, a sweep leaves it; once released, it is a
+// leftover.
+func TestLockedTempSurvivesSweepUntilReleased(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "nightly.db")
+	tmp, release, err := lockedTemp(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweepStaleTemps(dst)
+	if _, err := os.Lstat(tmp); err != nil {
+		t.Fatalf("a held temp copy was swept: %v", err)
+	}
+	release()
+	sweepStaleTemps(dst)
+	if _, err := os.Lstat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a released temp copy was not swept: %v", err)
+	}
+}
+
 func TestRestore(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -228,7 +297,8 @@ func TestRestoreRefuses(t *testing.T) {
 		name    string
 		src     string
 		serving bool
-		want    error // nil: any error
+		want    error  // nil: any error
+		says    string // in the error, when set
 	}{
 		{name: "serve holds the database", src: good, serving: true, want: ErrInUse},
 		{name: "not SQLite at all", src: write("notes.txt", []byte(strings.Repeat("not a database\n", 100))), want: ErrNotSwitchboard},
@@ -236,7 +306,11 @@ func TestRestoreRefuses(t *testing.T) {
 		{name: "another program's database", src: foreign, want: ErrNotSwitchboard},
 		{name: "corrupt", src: write("corrupt.db", corrupt)},
 		{name: "missing", src: filepath.Join(dir, "nope.db"), want: os.ErrNotExist},
+		// A killed backup's temp copy: whole pages, and the journal of the
+		// write that never finished.
+		{name: "an unfinished copy", src: write("unfinished.db", goodBytes), says: "unfinished copy"},
 	}
+	write("unfinished.db-journal", goodBytes[:4096])
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dst := filepath.Join(t.TempDir(), "live.db")
@@ -253,6 +327,9 @@ func TestRestoreRefuses(t *testing.T) {
 			err := Restore(ctx, tt.src, dst)
 			if err == nil || (tt.want != nil && !errors.Is(err, tt.want)) {
 				t.Fatalf("restore = %v, want %v", err, tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.says) {
+				t.Errorf("restore = %v, want it to say %q", err, tt.says)
 			}
 			t.Logf("refused: %v", err)
 			if got, _ := os.ReadFile(dst); string(got) != "the live database" {
