@@ -20,7 +20,9 @@ const webhookSynopsis = `webhook create --source TYPE --queue Q [--description D
        switchboard webhook list [--all] [--endpoint ID] [--json] [--db FILE]
        switchboard webhook rotate ID [--grace DURATION] [--secret-stdin] [--json] [--db FILE]
        switchboard webhook delete ID [--db FILE]
-  (create and rotate seal the secret with SWITCHBOARD_SECRET_ENCRYPTION_KEY or --secret-key-file when set,
+       switchboard webhook events [ID] [--limit N] [--before EVENT_ID] [--json] [--db FILE]
+  (events lists stored deliveries, newest first: every webhook's, or webhook ID's;
+   create and rotate seal the secret with SWITCHBOARD_SECRET_ENCRYPTION_KEY or --secret-key-file when set,
    and during a key rotation also take the old key as --previous-secret-key-file;
    ingest URLs use SWITCHBOARD_BASE_URL or --base-url; --secret-stdin takes the producer's own secret,
    e.g. the whsec_… Stripe shows or Slack's signing secret, from stdin instead of minting one)`
@@ -151,7 +153,8 @@ func openKeyedStore(ctx context.Context, env *environ, path string, keys keyFile
 
 func runWebhook(ctx context.Context, env *environ, args []string) error {
 	return dispatch(ctx, env, args, webhookSynopsis, subcommand{"create", webhookCreate},
-		subcommand{"list", webhookList}, subcommand{"rotate", webhookRotate}, subcommand{"delete", webhookDelete})
+		subcommand{"list", webhookList}, subcommand{"rotate", webhookRotate}, subcommand{"delete", webhookDelete},
+		subcommand{"events", webhookEvents})
 }
 
 // webhookView is a webhook as the CLI prints it.
@@ -315,6 +318,73 @@ func webhookList(ctx context.Context, env *environ, args []string) error {
 			dash(v.IngestURL), status)
 	}
 	return tw.Flush()
+}
+
+// webhookEvents lists stored deliveries, for a human finding out whether a
+// producer's deliveries arrive (a rejected one is not stored: serve's log and
+// /metrics count those).
+func webhookEvents(ctx context.Context, env *environ, args []string) error {
+	fs := newFlags(env, "webhook events", webhookSynopsis)
+	db := dbFlag(fs, env)
+	limit := fs.Int("limit", 50, "at most this many events (max 500)")
+	before := fs.Int64("before", 0, "only events older than this event id (the next page)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	var webhookID int64
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		id, rest, err := leadingID(fs, "webhook", args)
+		if err != nil {
+			return err
+		}
+		webhookID, args = id, rest
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *limit < 1 || *limit > 500 {
+		return usageErr("--limit must be between 1 and 500")
+	}
+	if *before < 0 {
+		return usageErr("--before must be an event id")
+	}
+	s, err := openStoreRO(ctx, env, *db)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if webhookID != 0 {
+		if _, err := s.Webhook(ctx, webhookID); err != nil {
+			return err
+		}
+	}
+	events, err := s.ListWebhookEvents(ctx, store.EventFilter{WebhookID: webhookID, Before: *before, Limit: *limit})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSONList(env, events)
+	}
+	if len(events) == 0 {
+		fmt.Fprintln(env.stdout, "no deliveries stored")
+		return nil
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "EVENT\tWEBHOOK\tSOURCE\tRECEIVED\tDELIVERY ID\tEVENT TYPE\tSIZE\tTRUST\tTODO")
+	for _, e := range events {
+		todo := "-"
+		if e.TodoID != 0 {
+			todo = strconv.FormatInt(e.TodoID, 10)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.ID, e.WebhookID, e.SourceType,
+			e.ReceivedAt.Local().Format(time.DateTime), dash(printable(e.DeliveryID)), dash(printable(e.EventType)),
+			e.PayloadSize, e.TrustMode, todo)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(events) == *limit {
+		fmt.Fprintf(env.stdout, "older: --before %d\n", events[len(events)-1].ID)
+	}
+	return nil
 }
 
 func webhookRotate(ctx context.Context, env *environ, args []string) error {

@@ -6,11 +6,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -316,5 +318,77 @@ func TestWebhookCreateWithTheProducersSecret(t *testing.T) {
 	}
 	if code, _, _ := cli(t, "", "webhook", "create", "--db", db, "--source", "slack", "--queue", "q", "--secret-stdin"); code != 2 {
 		t.Fatalf("empty stdin: exit %d, want 2", code)
+	}
+}
+
+// webhook events lists what arrived, newest first, a page at a time, and never
+// prints a sender's bytes raw to the terminal.
+func TestWebhookEventsCommand(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "sb.db")
+	env := map[string]string{"SWITCHBOARD_DB": db}
+	s, err := store.Open(ctx, db, store.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hooks []store.Webhook
+	for _, src := range []string{"github", "generic"} {
+		h, err := s.CreateWebhook(ctx, store.NewWebhook{SourceType: src, Queue: "inbox", Secret: "s3cret-s3cret-s3cret", CreatedBy: "human:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hooks = append(hooks, h)
+	}
+	deliver := func(h store.Webhook, id, typ string) int64 {
+		r, err := s.RecordDelivery(ctx, store.NewDelivery{WebhookID: h.ID, DeliveryID: id, EventType: typ, TrustMode: "signed", Body: []byte(`{"n":1}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.EventID
+	}
+	first := deliver(hooks[0], "gh-1", "push")
+	deliver(hooks[1], "gen-1", "")
+	deliver(hooks[0], "gh-2", "issues\u202eevil")
+	last := deliver(hooks[0], "gh-3", "pull_request")
+	s.Close()
+
+	code, out, errs := runCLI(t, env, "webhook", "events")
+	if code != 0 {
+		t.Fatalf("events: exit %d, %s", code, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 5 || !strings.HasPrefix(lines[0], "EVENT") || !strings.Contains(lines[1], "gh-3") || !strings.Contains(lines[4], "gh-1") {
+		t.Fatalf("events, newest first, printed:\n%s", out)
+	}
+	if strings.Contains(out, "\u202e") || !strings.Contains(out, `issues\u202eevil`) {
+		t.Fatalf("a bidi override in an event type reached the terminal:\n%s", out)
+	}
+
+	code, out, errs = runCLI(t, env, "webhook", "events", strconv.FormatInt(hooks[0].ID, 10), "--limit", "2", "--json")
+	if code != 0 {
+		t.Fatalf("events ID --json: exit %d, %s", code, errs)
+	}
+	var page []store.WebhookEvent
+	if err := json.Unmarshal([]byte(out), &page); err != nil {
+		t.Fatalf("events --json: %v\n%s", err, out)
+	}
+	if len(page) != 2 || page[0].ID != last || page[1].DeliveryID != "gh-2" || page[0].WebhookID != hooks[0].ID || page[0].TodoID == 0 {
+		t.Fatalf("first page of webhook %d: %+v", hooks[0].ID, page)
+	}
+	code, out, _ = runCLI(t, env, "webhook", "events", strconv.FormatInt(hooks[0].ID, 10), "--limit", "2")
+	want := fmt.Sprintf("older: --before %d", page[1].ID)
+	if code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("a full page does not say how to get the next (%q):\n%s", want, out)
+	}
+	code, out, _ = runCLI(t, env, "webhook", "events", strconv.FormatInt(hooks[0].ID, 10), "--limit", "2", "--before", strconv.FormatInt(page[1].ID, 10), "--json")
+	if err := json.Unmarshal([]byte(out), &page); code != 0 || err != nil || len(page) != 1 || page[0].ID != first {
+		t.Fatalf("second page: exit %d, %v, %+v", code, err, page)
+	}
+
+	if code, _, errs := runCLI(t, env, "webhook", "events", "999"); code == 0 || !strings.Contains(errs, "not found") {
+		t.Fatalf("events of an unknown webhook: exit %d, %q", code, errs)
+	}
+	if code, _, errs := runCLI(t, env, "webhook", "events", "--limit", "0"); code != 2 || !strings.Contains(errs, "--limit") {
+		t.Fatalf("events --limit 0: exit %d, %q", code, errs)
 	}
 }
