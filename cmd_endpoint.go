@@ -215,7 +215,7 @@ func endpointList(ctx context.Context, env *environ, args []string) error {
 		return writeJSONList(env, eps)
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tAGENT\tCREDENTIAL\tQUEUES\tLEASE\tWEBHOOKS\tCAPABILITIES\tSTATUS")
+	fmt.Fprintln(tw, "ID\tAGENT\tCREDENTIAL\tQUEUES\tLEASE\tMAX WEBHOOKS\tCAPABILITIES\tSTATUS")
 	for _, e := range eps {
 		status := "active"
 		if e.RevokedAt != nil {

@@ -86,7 +86,7 @@ func (c *serveConfig) register(fs interface {
 	fs.IntVar(&c.ModuleConcurrency, "module-concurrency", 8, "module tool calls in flight per module; more are refused as rate_limited")
 	fs.DurationVar(&c.ModuleCallTimeout, "module-call-timeout", envDuration(env, "SWITCHBOARD_MODULE_CALL_TIMEOUT", 5*time.Minute, &c.envErrs),
 		"how long one module tool call may run before the agent is answered unavailable (env SWITCHBOARD_MODULE_CALL_TIMEOUT)")
-	fs.BoolVar(&c.TrustProxy, "trust-proxy", env.getenv("SWITCHBOARD_TRUST_PROXY") == "1",
+	fs.BoolVar(&c.TrustProxy, "trust-proxy", envBool(env, "SWITCHBOARD_TRUST_PROXY", &c.envErrs),
 		"a reverse proxy sets X-Forwarded-Proto/For: honour them for Secure cookies and login throttling (env SWITCHBOARD_TRUST_PROXY=1)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", envDuration(env, "SWITCHBOARD_SHUTDOWN_TIMEOUT", 10*time.Second, &c.envErrs), "how long in-flight requests may take to finish on shutdown")
 	fs.Int64Var(&c.MaxBody, "max-body", envInt64(env, "SWITCHBOARD_MAX_BODY", ingest.DefaultMaxBody, &c.envErrs), "largest webhook body accepted, in bytes; larger ones get 413 (env SWITCHBOARD_MAX_BODY)")
@@ -108,6 +108,32 @@ func envDuration(env *environ, name string, def time.Duration, bad *[]string) ti
 		return def
 	}
 	return d
+}
+
+// listensEverywhere reports whether listen names no host (":8080") or the
+// unspecified address (0.0.0.0, [::]): fine to bind, useless in a URL.
+func listensEverywhere(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "" || (ip != nil && ip.IsUnspecified())
+}
+
+// envBool reads an on/off setting from the environment, as envDuration: 1, true,
+// yes and on are on; 0, false, no, off and empty are off. Anything else is an
+// error, not off: a proxy setting read as off would quietly drop Secure cookies.
+func envBool(env *environ, name string, bad *[]string) bool {
+	switch v := env.getenv(name); strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "true", "yes", "on":
+		return true
+	case "", "0", "false", "no", "off":
+		return false
+	default:
+		*bad = append(*bad, fmt.Sprintf("%s=%q is not on or off (say 1 or 0)", name, v))
+		return false
+	}
 }
 
 // envInt64 reads a whole-number setting from the environment, as envDuration.
@@ -281,6 +307,11 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 	baseURL := cfg.BaseURL
 	if baseURL == "" && cfg.Listen != "" {
 		baseURL = "http://" + cfg.Listen
+		if listensEverywhere(cfg.Listen) {
+			logger.Warn("listening on every interface without a base URL: ingest URLs and the board's .mcp.json name "+
+				baseURL+", which producers and agents cannot reach; set --base-url (SWITCHBOARD_BASE_URL) to the address they use",
+				"listen", cfg.Listen)
+		}
 	}
 	s.agent, err = agent.New(st, agent.Options{BaseURL: baseURL, AllowedOrigins: strings.Split(cfg.AllowedOrigins, ","),
 		MaxSessionsPerEndpoint: cfg.MaxSessions,

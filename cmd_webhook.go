@@ -17,8 +17,8 @@ import (
 )
 
 const webhookSynopsis = `webhook create --source TYPE --queue Q [--description D] [--endpoint ID] [--secret-stdin] [--base-url URL] [--json] [--db FILE]
-       switchboard webhook list [--all] [--endpoint ID] [--json] [--db FILE]
-       switchboard webhook rotate ID [--grace DURATION] [--secret-stdin] [--json] [--db FILE]
+       switchboard webhook list [--all] [--endpoint ID] [--base-url URL] [--json] [--db FILE]
+       switchboard webhook rotate ID [--grace DURATION] [--secret-stdin] [--base-url URL] [--json] [--db FILE]
        switchboard webhook delete ID [--db FILE]
        switchboard webhook events [ID] [--limit N] [--before EVENT_ID] [--json] [--db FILE]
   (events lists stored deliveries, newest first: every webhook's, or webhook ID's;
@@ -128,12 +128,16 @@ func secretKeyFlags(fs interface {
 			"$CREDENTIALS_DIRECTORY/"+previousCredentialName+" when systemd provides it)")
 }
 
-// baseURL is the public URL ingest URLs start with.
-func baseURL(env *environ, flagValue string) string {
-	if flagValue != "" {
-		return flagValue
+// baseURL is the public URL ingest URLs start with: --base-url (whose default
+// is SWITCHBOARD_BASE_URL), else serve's listen address.
+func baseURL(env *environ, flagValue string) (string, error) {
+	if flagValue == "" {
+		return "http://" + envOr(env, "SWITCHBOARD_LISTEN", "127.0.0.1:8080"), nil
 	}
-	return "http://" + envOr(env, "SWITCHBOARD_LISTEN", "127.0.0.1:8080")
+	if err := ingest.CheckBaseURL(flagValue); err != nil {
+		return "", usageErr("--base-url: %v", err)
+	}
+	return flagValue, nil
 }
 
 // openKeyedStore opens the database with the secret key, for commands that write
@@ -182,6 +186,10 @@ func webhookCreate(ctx context.Context, env *environ, args []string) error {
 	if !ingest.ValidSourceType(*source) {
 		return usageErr("--source must be one of %s", strings.Join(ingest.SourceTypes, ", "))
 	}
+	ingestBase, err := baseURL(env, *base)
+	if err != nil {
+		return err
+	}
 	if !store.ValidQueueName(*queue) {
 		return usageErr("--queue %q is not a valid queue name (letters, digits and . _ - : /)", *queue)
 	}
@@ -204,7 +212,7 @@ func webhookCreate(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printSecretOnce(env, webhookView{h, ingest.URL(baseURL(env, *base), h.Token), shownSecret(secret, *fromStdin)}, *asJSON, "created")
+	return printSecretOnce(env, webhookView{h, ingest.URL(ingestBase, h.Token), shownSecret(secret, *fromStdin)}, *asJSON, "created")
 }
 
 // webhookSecret mints a secret, or reads the producer's own from stdin: Stripe and
@@ -278,6 +286,10 @@ func webhookList(ctx context.Context, env *environ, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	ingestBase, err := baseURL(env, *base)
+	if err != nil {
+		return err
+	}
 	s, err := openStoreRO(ctx, env, *db)
 	if err != nil {
 		return err
@@ -291,7 +303,7 @@ func webhookList(ctx context.Context, env *environ, args []string) error {
 	for _, h := range list {
 		v := webhookView{Webhook: h}
 		if h.DeletedAt == nil {
-			v.IngestURL = ingest.URL(baseURL(env, *base), h.Token)
+			v.IngestURL = ingest.URL(ingestBase, h.Token)
 		}
 		views = append(views, v)
 	}
@@ -406,6 +418,10 @@ func webhookRotate(ctx context.Context, env *environ, args []string) error {
 	if *grace < 0 {
 		return usageErr("--grace must not be negative")
 	}
+	ingestBase, err := baseURL(env, *base)
+	if err != nil {
+		return err
+	}
 	s, err := openKeyedStore(ctx, env, *db, keys)
 	if err != nil {
 		return err
@@ -422,7 +438,7 @@ func webhookRotate(ctx context.Context, env *environ, args []string) error {
 	if h, err = s.RotateWebhook(ctx, id, 0, secret, *grace, "human:cli"); err != nil {
 		return err
 	}
-	if err := printSecretOnce(env, webhookView{h, ingest.URL(baseURL(env, *base), h.Token), shownSecret(secret, *fromStdin)}, *asJSON, "rotated"); err != nil {
+	if err := printSecretOnce(env, webhookView{h, ingest.URL(ingestBase, h.Token), shownSecret(secret, *fromStdin)}, *asJSON, "rotated"); err != nil {
 		return err
 	}
 	if !*asJSON && h.PreviousExpiresAt != nil {

@@ -67,6 +67,12 @@ func TestWebhookCommands(t *testing.T) {
 	if code, _, errs := runCLI(t, env, "webhook", "create", "--source", "myspace", "--queue", "inbox"); code != 2 || !strings.Contains(errs, "github, stripe") {
 		t.Fatalf("unknown source: exit %d, %q", code, errs)
 	}
+	// A base URL without a scheme would print an ingest URL no producer can call.
+	for _, bad := range []string{"sb.example.net", "sb.example.net:8443", "ftp://sb.example.net"} {
+		if code, _, errs := runCLI(t, env, "webhook", "create", "--source", "github", "--queue", "inbox", "--base-url", bad); code != 2 || !strings.Contains(errs, "absolute http(s) URL") {
+			t.Fatalf("create --base-url %s: exit %d, %q", bad, code, errs)
+		}
+	}
 	code, out, errs := runCLI(t, env, "webhook", "create", "--source", "standard", "--queue", "inbox", "--description", "billing events")
 	if code != 0 {
 		t.Fatalf("create: exit %d, %s", code, errs)

@@ -372,7 +372,8 @@ func TestServeFinishesInFlightRequestsOnShutdown(t *testing.T) {
 // rather than quietly taking the default (say, never pruning the audit log).
 func TestServeRefusesUnparsableEnvironment(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "sb.db")
-	for name, value := range map[string]string{"SWITCHBOARD_AUDIT_RETENTION": "365d", "SWITCHBOARD_MAX_BODY": "1MB"} {
+	for name, value := range map[string]string{"SWITCHBOARD_AUDIT_RETENTION": "365d", "SWITCHBOARD_MAX_BODY": "1MB",
+		"SWITCHBOARD_TRUST_PROXY": "maybe"} {
 		code, _, stderr := runCLI(t, map[string]string{name: value}, "serve", "--db", db)
 		if code != 2 || !strings.Contains(stderr, name) || !strings.Contains(stderr, value) {
 			t.Errorf("serve with %s=%s: exit %d, %q", name, value, code, stderr)
@@ -380,5 +381,29 @@ func TestServeRefusesUnparsableEnvironment(t *testing.T) {
 	}
 	if _, err := os.Stat(db); err == nil {
 		t.Error("serve created its database before refusing the environment")
+	}
+}
+
+// An on/off setting takes the words people write for on, rather than reading
+// anything but "1" as off (a proxy setting read as off drops Secure cookies).
+func TestEnvBool(t *testing.T) {
+	for v, want := range map[string]bool{"": false, "0": false, "off": false, "No": false, "false": false,
+		"1": true, "true": true, "TRUE": true, "yes": true, " on ": true} {
+		var bad []string
+		env := &environ{getenv: func(string) string { return v }}
+		if got := envBool(env, "SWITCHBOARD_TRUST_PROXY", &bad); got != want || len(bad) != 0 {
+			t.Errorf("%q: %v (errors %v), want %v", v, got, bad, want)
+		}
+	}
+}
+
+// Bound to every interface, serve's own address is no URL anyone can call: it
+// warns when that address would end up in ingest URLs.
+func TestListensEverywhere(t *testing.T) {
+	for listen, want := range map[string]bool{"0.0.0.0:8080": true, "[::]:8080": true, ":8080": true,
+		"127.0.0.1:8080": false, "[::1]:8080": false, "sb.example.net:80": false, "192.168.1.5:8080": false, "garbage": false} {
+		if got := listensEverywhere(listen); got != want {
+			t.Errorf("listensEverywhere(%q) = %v, want %v", listen, got, want)
+		}
 	}
 }

@@ -138,14 +138,15 @@ func parseCIDRs(list string) ([]*net.IPNet, error) {
 		if p == "" {
 			continue
 		}
+		cidr := p
 		if !strings.Contains(p, "/") {
 			if ip := net.ParseIP(p); ip != nil && ip.To4() != nil {
-				p += "/32"
+				cidr += "/32"
 			} else {
-				p += "/128"
+				cidr += "/128"
 			}
 		}
-		_, n, err := net.ParseCIDR(p)
+		_, n, err := net.ParseCIDR(cidr)
 		if err != nil {
 			return nil, fmt.Errorf("metrics allow list: %q is not an IP or CIDR", p)
 		}

@@ -85,7 +85,7 @@ func TestMetricsRefuseOtherAddresses(t *testing.T) {
 			t.Errorf("remote %s forwarded-for %q: allowed=%v, want %v", c.remote, c.fwd, got, c.ok)
 		}
 	}
-	if _, err := parseCIDRs("not-an-ip"); err == nil {
-		t.Error("a bad allow entry was accepted")
+	if _, err := parseCIDRs("not-an-ip"); err == nil || !strings.Contains(err.Error(), `"not-an-ip" is not`) {
+		t.Errorf("a bad allow entry: %v, want it refused as given", err)
 	}
 }

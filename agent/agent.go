@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/switchboardhq/switchboard/ingest"
 	"github.com/switchboardhq/switchboard/internal/httpbody"
 	"github.com/switchboardhq/switchboard/internal/logevery"
 	"github.com/switchboardhq/switchboard/store"
@@ -152,10 +153,10 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 	a.evictions.Every = evictionLogEvery
 	a.sessions = newSessions(opts.MaxSessionsPerEndpoint, a.evict)
 	if opts.BaseURL != "" {
-		u, err := url.Parse(opts.BaseURL)
-		if err != nil || u.Scheme == "" || u.Host == "" {
-			return nil, fmt.Errorf("agent: base URL %q is not an absolute URL", opts.BaseURL)
+		if err := ingest.CheckBaseURL(opts.BaseURL); err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
 		}
+		u, _ := url.Parse(opts.BaseURL)
 		a.origins[strings.ToLower(u.Scheme+"://"+u.Host)] = true
 		a.localHost = strings.ToLower(u.Host)
 	}

@@ -3,8 +3,10 @@ package ingest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +31,16 @@ const Route = "/webhooks/w/:token"
 // URL is a webhook's ingest URL under the server's public base URL.
 func URL(baseURL, token string) string {
 	return strings.TrimRight(baseURL, "/") + "/webhooks/w/" + token
+}
+
+// CheckBaseURL reports whether base can begin ingest URLs that a producer can
+// call: an absolute http or https URL with a host.
+func CheckBaseURL(base string) error {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("base URL %q is not an absolute http(s) URL (say https://sb.example.net)", base)
+	}
+	return nil
 }
 
 // DefaultMaxBody bounds a delivery's body. GitHub caps payloads at 25 MB but sends
