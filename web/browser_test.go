@@ -244,6 +244,28 @@ func TestBrowserBoard(t *testing.T) {
 	// Replay a webhook event from its page.
 	step(t, ctx, "webhooks", chromedp.Navigate(f.srv.URL+"/webhooks"), chromedp.WaitVisible(chromedp.CSS(`table.webhooks`)))
 	screenshot(t, ctx, "webhooks-desktop", 1280, 800, 1, false)
+
+	// Create a webhook from the drawer and read its one-time secret.
+	step(t, ctx, "open the New webhook form",
+		chromedp.Click(chromedp.CSS(`#new-webhook > summary`)),
+		chromedp.WaitVisible(chromedp.CSS(`#new-webhook select[name="source"]`)),
+		chromedp.SetValue(chromedp.CSS(`#new-webhook select[name="source"]`), "standard"),
+		chromedp.SendKeys(chromedp.CSS(`#new-webhook input[name="queue"]`), "billing"),
+		chromedp.SendKeys(chromedp.CSS(`#new-webhook input[name="description"]`), "invoices from the billing service"),
+	)
+	screenshot(t, ctx, "webhook-new-desktop", 1280, 800, 1, false)
+	step(t, ctx, "create the webhook",
+		chromedp.Click(chromedp.CSS(`#new-webhook button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.ID("signing-secret")),
+	)
+	secret := strings.TrimSpace(run(t, ctx, "read the secret", chromedp.Text(chromedp.ID("signing-secret"))))
+	ingestURL := strings.TrimSpace(run(t, ctx, "read the ingest URL", chromedp.Text(chromedp.ID("ingest-url"))))
+	token := ingestURL[strings.LastIndex(ingestURL, "/")+1:]
+	hook, secrets, err := f.st.WebhookByToken(t.Context(), token)
+	if err != nil || hook.SourceType != "standard" || hook.Queue != "billing" || len(secrets) != 1 || secrets[0] != secret || !strings.HasPrefix(secret, "whsec_") {
+		t.Fatalf("webhook from the page %s: %+v, secret %q stored as %v (%v)", ingestURL, hook, secret, secrets, err)
+	}
+	screenshot(t, ctx, "webhook-created-desktop", 1280, 800, 1, false)
 	events, err := f.st.ListWebhookEvents(t.Context(), store.EventFilter{WebhookID: demo.webhook, Limit: 1})
 	if err != nil || len(events) == 0 {
 		t.Fatalf("demo events: %v", err)

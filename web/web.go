@@ -120,7 +120,9 @@ func (u *UI) Register(r *httprouter.Router) {
 	// Webhook pages live under /webhook/:id, not /webhooks/:id, which would clash
 	// with the ingest route /webhooks/w/:token in httprouter.
 	r.GET("/webhooks", u.page(u.webhookList))
+	r.POST("/webhooks", u.action(u.createWebhook))
 	r.GET("/webhook/:id", u.page(u.webhookPage))
+	r.POST("/webhook/:id/rotate", u.action(u.rotateWebhook))
 	r.POST("/webhook/:id/delete", u.action(u.deleteWebhook))
 	r.GET("/events/:id", u.page(u.eventPage))
 	r.POST("/events/:id/replay", u.action(u.replayEvent))

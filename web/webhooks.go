@@ -29,6 +29,7 @@ type webhookRow struct {
 }
 
 type webhooksPage struct {
+	Sources       []string // for the New webhook form
 	Webhooks      []webhookRow
 	All           bool
 	TrackFailures bool
@@ -47,7 +48,7 @@ func (u *UI) webhookList(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		u.storeError(w, r, rc, "Counting deliveries", err)
 		return
 	}
-	p := webhooksPage{All: all, TrackFailures: u.opts.Failures != nil}
+	p := webhooksPage{Sources: ingest.SourceTypes, All: all, TrackFailures: u.opts.Failures != nil}
 	for _, h := range hooks {
 		row := u.webhookRow(r, h)
 		row.Stats = stats[h.ID]
@@ -66,6 +67,7 @@ func (u *UI) webhookRow(r *http.Request, h store.Webhook) webhookRow {
 
 type webhookPage struct {
 	Hook          webhookRow
+	Graces        []struct{ Value, Label string } // for the Rotate form
 	Events        []store.WebhookEvent
 	Before, Older int64
 	TrackFailures bool
@@ -84,7 +86,7 @@ func (u *UI) webhookPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		u.storeError(w, r, rc, fmt.Sprintf("Webhook %d", id), err)
 		return
 	}
-	p := webhookPage{Hook: u.webhookRow(r, h), TrackFailures: u.opts.Failures != nil}
+	p := webhookPage{Hook: u.webhookRow(r, h), Graces: graces, TrackFailures: u.opts.Failures != nil}
 	p.Before, _ = strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
 	p.Events, err = u.store.ListWebhookEvents(r.Context(), store.EventFilter{WebhookID: id, Before: p.Before, Limit: u.opts.PageSize + 1})
 	if err != nil {

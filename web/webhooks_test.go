@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -142,5 +143,138 @@ func TestWebhookEventsAndReplay(t *testing.T) {
 	rows := f.audited(fmt.Sprintf("webhook_event:%d", ev[0].EventID))
 	if len(rows) != 1 || rows[0].Action != "webhook_event.replay" || rows[0].Actor != humanActor(f.human.ID) {
 		t.Fatalf("audit %+v", rows)
+	}
+}
+
+var (
+	shownSecret    = regexp.MustCompile(`id="signing-secret">([^<]+)</pre>`)
+	shownIngestURL = regexp.MustCompile(`id="ingest-url">([^<]+)</pre>`)
+)
+
+// An operator creates a webhook from the board: the ingest URL and the secret are
+// shown once, and the secret is the one the receiver will verify with.
+func TestCreateWebhookFromBoard(t *testing.T) {
+	f := newFixture(t, Options{BaseURL: "https://sb.example"})
+	cookie, csrf := f.login()
+	if _, body := f.get("/webhooks", cookie); !strings.Contains(body, `action="/webhooks"`) || !strings.Contains(body, `<option value="standard">`) {
+		t.Fatal("the webhooks page has no New webhook form with the source types")
+	}
+	created := func() []store.Webhook {
+		t.Helper()
+		list, err := f.st.ListWebhooks(t.Context(), store.WebhookFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return list
+	}
+
+	// Refused, and nothing created: no CSRF token, a bad source, a bad queue, a
+	// pasted secret the scheme cannot sign with.
+	res := f.do(http.MethodPost, "/webhooks", cookie, url.Values{"source": {"github"}, "queue": {"inbox"}}, nil)
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden {
+		t.Fatalf("without the CSRF token: %d", res.StatusCode)
+	}
+	for name, form := range map[string]url.Values{
+		"unknown source": {"source": {"myspace"}, "queue": {"inbox"}},
+		"bad queue":      {"source": {"github"}, "queue": {"in box"}},
+		"bad secret":     {"source": {"standard"}, "queue": {"inbox"}, "signing_secret": {"not base64 at all"}},
+		"short secret":   {"source": {"stripe"}, "queue": {"inbox"}, "signing_secret": {"whsec"}},
+	} {
+		form.Set(csrfField, csrf)
+		if res, body := f.post("/webhooks", cookie, form); res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "Back to Webhooks") {
+			t.Errorf("%s: status %d", name, res.StatusCode)
+		}
+	}
+	if n := len(created()); n != 0 {
+		t.Fatalf("refused forms created %d webhooks", n)
+	}
+
+	res, body := f.post("/webhooks", cookie, url.Values{csrfField: {csrf}, "source": {"github"}, "queue": {"github-issues"},
+		"description": {"issues from the app repo"}})
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("create: status %d\n%s", res.StatusCode, body)
+	}
+	list := created()
+	if len(list) != 1 || list[0].SourceType != "github" || list[0].Queue != "github-issues" || list[0].Description != "issues from the app repo" ||
+		list[0].CreatedBy != humanActor(f.human.ID) || list[0].EndpointID != 0 {
+		t.Fatalf("created %+v", list)
+	}
+	h := list[0]
+	u, sec := shownIngestURL.FindStringSubmatch(body), shownSecret.FindStringSubmatch(body)
+	if u == nil || u[1] != "https://sb.example/webhooks/w/"+h.Token || sec == nil {
+		t.Fatalf("the page does not show the ingest URL and the secret:\n%s", body)
+	}
+	if _, secrets, err := f.st.WebhookByToken(t.Context(), h.Token); err != nil || len(secrets) != 1 || secrets[0] != sec[1] {
+		t.Fatalf("shown secret %q, stored %v (%v)", sec[1], secrets, err)
+	}
+	if rows := f.audited(fmt.Sprintf("webhook:%d", h.ID)); len(rows) != 1 || rows[0].Action != "webhook.create" || rows[0].Actor != humanActor(f.human.ID) {
+		t.Fatalf("audit %+v", rows)
+	}
+	if _, page := f.get(fmt.Sprintf("/webhook/%d", h.ID), cookie); strings.Contains(page, sec[1]) {
+		t.Fatal("the webhook's page shows the secret again")
+	}
+
+	// Stripe mints its own: a minted one comes with that warning; a pasted one is
+	// stored and not shown back.
+	_, body = f.post("/webhooks", cookie, url.Values{csrfField: {csrf}, "source": {"stripe"}, "queue": {"payments"}})
+	if !strings.Contains(body, "Stripe mints its own signing secret") || shownSecret.FindStringSubmatch(body) == nil {
+		t.Fatalf("a minted Stripe secret without the warning:\n%s", body)
+	}
+	const stripes = "whsec_0123456789abcdefghijklmnop"
+	res, body = f.post("/webhooks", cookie, url.Values{csrfField: {csrf}, "source": {"stripe"}, "queue": {"payments"}, "signing_secret": {" " + stripes + "\n"}})
+	if res.StatusCode != http.StatusOK || strings.Contains(body, stripes) || !strings.Contains(body, "the one you pasted") {
+		t.Fatalf("a pasted secret: status %d, shown back: %v", res.StatusCode, strings.Contains(body, stripes))
+	}
+	tok := strings.TrimPrefix(shownIngestURL.FindStringSubmatch(body)[1], "https://sb.example/webhooks/w/")
+	if _, secrets, err := f.st.WebhookByToken(t.Context(), tok); err != nil || len(secrets) != 1 || secrets[0] != stripes {
+		t.Fatalf("pasted secret stored as %v (%v)", secrets, err)
+	}
+}
+
+// Rotating from the board shows the new secret once; the old one verifies for
+// the grace picked, or not at all.
+func TestRotateWebhookFromBoard(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+	h, _ := f.webhookWithEvents()
+	path := fmt.Sprintf("/webhook/%d/rotate", h.ID)
+	if _, page := f.get(fmt.Sprintf("/webhook/%d", h.ID), cookie); !strings.Contains(page, `action="`+path+`"`) || !strings.Contains(page, `<option value="24h">24 hours</option>`) {
+		t.Fatal("the webhook's page has no Rotate form")
+	}
+	if res, _ := f.post(path, cookie, url.Values{csrfField: {csrf}, "grace": {"forever"}}); res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a bad grace: %d", res.StatusCode)
+	}
+	if _, secrets, _ := f.st.WebhookByToken(t.Context(), h.Token); len(secrets) != 1 || secrets[0] != "a-signing-secret-of-some-length" {
+		t.Fatalf("a refused rotation changed the secrets: %v", secrets)
+	}
+
+	res, body := f.post(path, cookie, url.Values{csrfField: {csrf}, "grace": {"1h"}})
+	sec := shownSecret.FindStringSubmatch(body)
+	if res.StatusCode != http.StatusOK || sec == nil || !strings.Contains(body, "keeps verifying for 1 hour") {
+		t.Fatalf("rotate: status %d\n%s", res.StatusCode, body)
+	}
+	if _, secrets, _ := f.st.WebhookByToken(t.Context(), h.Token); len(secrets) != 2 || secrets[0] != sec[1] || secrets[1] != "a-signing-secret-of-some-length" {
+		t.Fatalf("after a rotation with 1h of grace: %v", secrets)
+	}
+	f.clock.Add(61 * time.Minute)
+	if _, secrets, _ := f.st.WebhookByToken(t.Context(), h.Token); len(secrets) != 1 {
+		t.Fatalf("the old secret outlived its grace: %v", secrets)
+	}
+
+	_, body = f.post(path, cookie, url.Values{csrfField: {csrf}, "grace": {"0s"}})
+	sec = shownSecret.FindStringSubmatch(body)
+	if _, secrets, _ := f.st.WebhookByToken(t.Context(), h.Token); sec == nil || len(secrets) != 1 || secrets[0] != sec[1] || !strings.Contains(body, "stops verifying at once") {
+		t.Fatalf("after a rotation without grace: %v", secrets)
+	}
+	if rows := f.audited(fmt.Sprintf("webhook:%d", h.ID)); rows[0].Action != "webhook.rotate" || rows[0].Actor != humanActor(f.human.ID) {
+		t.Fatalf("audit %+v", rows[0])
+	}
+
+	if err := f.st.DeleteWebhook(t.Context(), h.ID, 0, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := f.post(path, cookie, url.Values{csrfField: {csrf}, "grace": {"24h"}}); res.StatusCode == http.StatusOK {
+		t.Fatal("a deleted webhook was rotated")
 	}
 }

@@ -1,0 +1,132 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/switchboardhq/switchboard/ingest"
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// Creating and rotating a webhook end on a page that shows its signing secret
+// once, as the CLI's create and rotate do: Switchboard must keep the secret
+// recoverable to verify signatures, but it never shows it again.
+
+// graces are the rotation grace periods the form offers, the first (the CLI's
+// default) preselected.
+var graces = []struct {
+	Value, Label string
+}{{"24h", "24 hours"}, {"1h", "1 hour"}, {"168h", "7 days"}, {"0s", "none: the old secret stops at once"}}
+
+// providerMints names the producers that issue their own signing secrets and take
+// none from outside: a secret minted here only signs test deliveries.
+var providerMints = map[string]string{"stripe": "Stripe", "slack": "Slack"}
+
+type webhookSecretPage struct {
+	Hook   webhookRow
+	Verb   string // "created" or "rotated"
+	Secret string // "" when the operator brought the producer's own
+	// Mints names the producer (Stripe, Slack) that will not take Secret.
+	Mints string
+	Grace string // how long the old secret still verifies, after a rotation
+}
+
+// webhookSecret mints a secret for source, or checks the one the operator pasted
+// (the producer's own), so that a paste error shows here, not as a stream of 401s.
+func webhookSecret(source, pasted string) (secret string, minted bool, msg string) {
+	pasted = strings.TrimSpace(pasted)
+	if pasted == "" {
+		s, err := ingest.NewSecret(source)
+		if err != nil {
+			return "", false, fmt.Sprintf("Minting a secret failed: %v.", err)
+		}
+		return s, true, ""
+	}
+	if err := ingest.CheckSecret(source, pasted); err != nil {
+		return "", false, fmt.Sprintf("The signing secret was refused: %v.", err)
+	}
+	return pasted, false, ""
+}
+
+// createWebhook serves POST /webhooks: a new ingest URL owned by the operators (no
+// endpoint's ceiling), its secret shown once.
+func (u *UI) createWebhook(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	source := r.PostForm.Get("source")
+	queue := strings.TrimSpace(r.PostForm.Get("queue"))
+	desc := strings.TrimSpace(r.PostForm.Get("description"))
+	switch {
+	case !ingest.ValidSourceType(source):
+		u.fail(w, r, rc, http.StatusBadRequest, fmt.Sprintf("Pick a source type: %s.", strings.Join(ingest.SourceTypes, ", ")))
+		return
+	case !store.ValidQueueName(queue):
+		u.fail(w, r, rc, http.StatusBadRequest,
+			fmt.Sprintf("%q is not a valid queue name: use 1-128 letters, digits and . _ - : / (starting with a letter or digit).", queue))
+		return
+	}
+	secret, minted, msg := webhookSecret(source, r.PostForm.Get("signing_secret"))
+	if msg != "" {
+		u.fail(w, r, rc, http.StatusBadRequest, msg)
+		return
+	}
+	h, err := u.store.CreateWebhook(r.Context(), store.NewWebhook{SourceType: source, Queue: queue, Description: desc,
+		Secret: secret, CreatedBy: rc.actor()})
+	if err != nil {
+		u.storeError(w, r, rc, "Creating the webhook", err)
+		return
+	}
+	u.showSecret(w, r, rc, webhookSecretPage{Hook: u.webhookRow(r, h), Verb: "created"}, secret, minted)
+}
+
+// rotateWebhook serves POST /webhook/:id/rotate: a new secret (minted, or the
+// producer's own after rolling it there), the old one valid for the grace picked.
+func (u *UI) rotateWebhook(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	id, ok := pathID(rc, "id")
+	if !ok {
+		u.fail(w, r, rc, http.StatusNotFound, "There is no such webhook.")
+		return
+	}
+	grace, err := time.ParseDuration(r.PostForm.Get("grace"))
+	if err != nil || grace < 0 || grace > 30*24*time.Hour {
+		u.fail(w, r, rc, http.StatusBadRequest, "Pick how long the old secret keeps verifying.")
+		return
+	}
+	h, err := u.store.Webhook(r.Context(), id)
+	if err != nil {
+		u.storeError(w, r, rc, fmt.Sprintf("Webhook %d", id), err)
+		return
+	}
+	secret, minted, msg := webhookSecret(h.SourceType, r.PostForm.Get("signing_secret"))
+	if msg != "" {
+		u.fail(w, r, rc, http.StatusBadRequest, msg)
+		return
+	}
+	if h, err = u.store.RotateWebhook(r.Context(), id, 0, secret, grace, rc.actor()); err != nil {
+		u.storeError(w, r, rc, fmt.Sprintf("Rotating webhook %d", id), err)
+		return
+	}
+	p := webhookSecretPage{Hook: u.webhookRow(r, h), Verb: "rotated", Grace: "stops verifying at once"}
+	if grace > 0 {
+		p.Grace = "keeps verifying for " + graceLabel(grace)
+	}
+	u.showSecret(w, r, rc, p, secret, minted)
+}
+
+func (u *UI) showSecret(w http.ResponseWriter, r *http.Request, rc *reqCtx, p webhookSecretPage, secret string, minted bool) {
+	if minted {
+		p.Secret, p.Mints = secret, providerMints[p.Hook.SourceType]
+	}
+	u.render(w, r, rc, http.StatusOK, "webhook_secret", view{Title: fmt.Sprintf("Webhook %d %s", p.Hook.ID, p.Verb),
+		Nav: "webhooks", Page: p})
+}
+
+// graceLabel is the form's label for d, or d itself.
+func graceLabel(d time.Duration) string {
+	for _, g := range graces {
+		if v, err := time.ParseDuration(g.Value); err == nil && v == d {
+			return g.Label
+		}
+	}
+	return d.String()
+}
