@@ -47,23 +47,32 @@ func runModules(ctx context.Context, env *environ, args []string) error {
 }
 
 // modulesList shows what a running serve says about its modules (state, restarts,
-// tools, withheld definitions); when none answers at --url, it shows the manifests
-// in --modules-dir and the pins in the database instead.
+// tools, withheld definitions); when none answers at --url, or --modules-dir is
+// given without --url, it shows the manifests in --modules-dir and the pins in the
+// database instead.
 func modulesList(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "modules list", modulesSynopsis)
 	db := dbFlag(fs, env)
 	url := fs.String("url", defaultURL(env), "URL of the running serve whose /readyz is asked")
-	dir := fs.String("modules-dir", envOr(env, "SWITCHBOARD_MODULES_DIR", ""), "manifest directory, read when no serve answers (env SWITCHBOARD_MODULES_DIR)")
+	dir := fs.String("modules-dir", envOr(env, "SWITCHBOARD_MODULES_DIR", ""), "manifest directory, read when no serve answers, or instead of asking one when given here without --url (env SWITCHBOARD_MODULES_DIR)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	views, err := fetchModules(ctx, *url)
-	if err != nil {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var views []moduleView
+	var err error
+	if set["modules-dir"] && !set["url"] {
+		// A directory named on the command line is the one to show, say one
+		// being prepared, whatever a running serve loaded.
+		views, err = offlineModules(ctx, env, *dir, *db)
+	} else if views, err = fetchModules(ctx, *url); err != nil {
 		fmt.Fprintf(env.stderr, "could not read the modules of the serve at %s (%v); showing manifests and pins\n", *url, err)
-		if views, err = offlineModules(ctx, env, *dir, *db); err != nil {
-			return err
-		}
+		views, err = offlineModules(ctx, env, *dir, *db)
+	}
+	if err != nil {
+		return err
 	}
 	if *asJSON {
 		return writeJSONList(env, views)

@@ -539,6 +539,21 @@ func TestModuleGateway(t *testing.T) {
 		}
 	})
 
+	t.Run("modules list --modules-dir shows that directory even while a serve answers", func(t *testing.T) {
+		env := map[string]string{"SWITCHBOARD_LISTEN": strings.TrimPrefix(ms.base, "http://")}
+		if code, out, _ := runCLI(t, env, "modules", "list", "--json"); code != 0 || !strings.Contains(out, `"state": "up"`) {
+			t.Fatalf("modules list without flags does not ask the serve (exit %d):\n%s", code, out)
+		}
+		code, out, stderr := runCLI(t, env, "modules", "list", "--modules-dir", manifests, "--db", ms.db, "--json")
+		var views []moduleView
+		if err := json.Unmarshal([]byte(out), &views); code != 0 || err != nil {
+			t.Fatalf("modules list --modules-dir: exit %d, %v: %s", code, err, stderr)
+		}
+		if len(views) != 2 || views[1].Name != "testmod" || views[1].State != stateNotRunning {
+			t.Fatalf("modules list --modules-dir = %+v, want the manifests", views)
+		}
+	})
+
 	t.Run("shutdown leaves no process behind", func(t *testing.T) {
 		grandchild := int(granted.ok("testmod_spawn_grandchild", nil)["pid"].(float64))
 		r := ms.readyz()
