@@ -308,9 +308,9 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 	if baseURL == "" && cfg.Listen != "" {
 		baseURL = "http://" + cfg.Listen
 		if listensEverywhere(cfg.Listen) {
-			logger.Warn("listening on every interface without a base URL: ingest URLs and the board's .mcp.json name "+
-				baseURL+", which producers and agents cannot reach; set --base-url (SWITCHBOARD_BASE_URL) to the address they use",
-				"listen", cfg.Listen)
+			logger.Warn("listening on every interface without a base URL: the ingest URLs agents get from create_webhook "+
+				"and list_webhooks name "+baseURL+", which producers cannot reach; set --base-url (SWITCHBOARD_BASE_URL) "+
+				"to the address they use", "listen", cfg.Listen)
 		}
 	}
 	s.agent, err = agent.New(st, agent.Options{BaseURL: baseURL, AllowedOrigins: strings.Split(cfg.AllowedOrigins, ","),

@@ -338,7 +338,7 @@ func webhookList(ctx context.Context, env *environ, args []string) error {
 func webhookEvents(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "webhook events", webhookSynopsis)
 	db := dbFlag(fs, env)
-	limit := fs.Int("limit", 50, "at most this many events (max 500)")
+	limit := fs.Int("limit", 50, "at most this many events (max 200)")
 	before := fs.Int64("before", 0, "only events older than this event id (the next page)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	var webhookID int64
@@ -352,8 +352,8 @@ func webhookEvents(ctx context.Context, env *environ, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *limit < 1 || *limit > 500 {
-		return usageErr("--limit must be between 1 and 500")
+	if *limit < 1 || *limit > 200 {
+		return usageErr("--limit must be between 1 and 200")
 	}
 	if *before < 0 {
 		return usageErr("--before must be an event id")
@@ -368,15 +368,22 @@ func webhookEvents(ctx context.Context, env *environ, args []string) error {
 			return err
 		}
 	}
-	events, err := s.ListWebhookEvents(ctx, store.EventFilter{WebhookID: webhookID, Before: *before, Limit: *limit})
+	// One more than asked says whether there is an older page.
+	events, err := s.ListWebhookEvents(ctx, store.EventFilter{WebhookID: webhookID, Before: *before, Limit: *limit + 1})
 	if err != nil {
 		return err
 	}
+	older := len(events) > *limit
+	events = events[:min(len(events), *limit)]
 	if *asJSON {
 		return writeJSONList(env, events)
 	}
 	if len(events) == 0 {
-		fmt.Fprintln(env.stdout, "no deliveries stored")
+		if *before > 0 {
+			fmt.Fprintf(env.stdout, "no deliveries stored before event %d\n", *before)
+		} else {
+			fmt.Fprintln(env.stdout, "no deliveries stored")
+		}
 		return nil
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
@@ -393,7 +400,7 @@ func webhookEvents(ctx context.Context, env *environ, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(events) == *limit {
+	if older {
 		fmt.Fprintf(env.stdout, "older: --before %d\n", events[len(events)-1].ID)
 	}
 	return nil

@@ -68,8 +68,9 @@ func TestWebhookCommands(t *testing.T) {
 		t.Fatalf("unknown source: exit %d, %q", code, errs)
 	}
 	// A base URL without a scheme would print an ingest URL no producer can call.
-	for _, bad := range []string{"sb.example.net", "sb.example.net:8443", "ftp://sb.example.net"} {
-		if code, _, errs := runCLI(t, env, "webhook", "create", "--source", "github", "--queue", "inbox", "--base-url", bad); code != 2 || !strings.Contains(errs, "absolute http(s) URL") {
+	for _, bad := range []string{"sb.example.net", "sb.example.net:8443", "ftp://sb.example.net",
+		"https://sb.example.net/?x=1", "https://sb.example.net/#top", "https://ops@sb.example.net"} {
+		if code, _, errs := runCLI(t, env, "webhook", "create", "--source", "github", "--queue", "inbox", "--base-url", bad); code != 2 || !strings.Contains(errs, "base URL") {
 			t.Fatalf("create --base-url %s: exit %d, %q", bad, code, errs)
 		}
 	}
@@ -389,6 +390,13 @@ func TestWebhookEventsCommand(t *testing.T) {
 	code, out, _ = runCLI(t, env, "webhook", "events", strconv.FormatInt(hooks[0].ID, 10), "--limit", "2", "--before", strconv.FormatInt(page[1].ID, 10), "--json")
 	if err := json.Unmarshal([]byte(out), &page); code != 0 || err != nil || len(page) != 1 || page[0].ID != first {
 		t.Fatalf("second page: exit %d, %v, %+v", code, err, page)
+	}
+	// A page that ends with the oldest event offers no next one.
+	if _, out, _ = runCLI(t, env, "webhook", "events", strconv.FormatInt(hooks[0].ID, 10), "--limit", "3"); strings.Contains(out, "older:") {
+		t.Fatalf("the last page offers an older one:\n%s", out)
+	}
+	if _, out, _ = runCLI(t, env, "webhook", "events", "--before", strconv.FormatInt(first, 10)); !strings.Contains(out, "no deliveries stored before event") {
+		t.Fatalf("past the oldest event:\n%s", out)
 	}
 
 	if code, _, errs := runCLI(t, env, "webhook", "events", "999"); code == 0 || !strings.Contains(errs, "not found") {

@@ -34,11 +34,15 @@ func URL(baseURL, token string) string {
 }
 
 // CheckBaseURL reports whether base can begin ingest URLs that a producer can
-// call: an absolute http or https URL with a host.
+// call: an absolute http or https URL with a host, and a path prefix at most (a
+// query, fragment or user name would end up in the middle of every URL).
 func CheckBaseURL(base string) error {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("base URL %q is not an absolute http(s) URL (say https://sb.example.net)", base)
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("base URL %q must be scheme, host and at most a path (no query, fragment or user)", base)
 	}
 	return nil
 }

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -215,54 +217,54 @@ func moveNoReplace(tmp, dst string) error {
 }
 
 // A backup or restore builds its copy in a temp file beside dst, named
-// "."+base(dst)+".tmp-*", and holds an flock on it until done. A run killed
+// tempPrefix+base(dst)+"-*", and holds an flock on it until done. A run killed
 // half-way (a reboot, a cron timeout) cannot remove its copy, which may be as
-// large as the database; the next run into the same directory does: a temp
-// file nobody holds locked is such a leftover. The kernel drops a dead
-// process's flock, and SQLite's own locks are fcntl locks, which an flock
-// does not meet.
+// large as the database; the next run into the same directory does, whatever
+// its own target's name (nightly backups are dated): a temp file nobody holds
+// locked is such a leftover. The kernel drops a dead process's flock, and
+// SQLite's own locks are fcntl locks, which an flock does not meet. Where
+// flock is not available (some network filesystems), nothing is swept.
 
-// tempPrefix is the name every temp copy for dst begins with.
-func tempPrefix(dst string) string { return "." + filepath.Base(dst) + ".tmp-" }
+// tempPrefix begins the name of every temp copy, and of nothing else.
+const tempPrefix = ".switchboard-tmp-"
 
 // lockedTemp creates an empty temp file for dst and takes its flock. release
-// drops the lock; it does not remove the file.
+// drops the lock; it does not remove the file. The file is created under a name
+// no sweep looks at and renamed once locked, so a sweep never meets it unlocked.
+// Where flock is not supported the copy goes on unlocked (no sweep can lock it
+// there either).
 func lockedTemp(dst string) (path string, release func(), err error) {
-	for range 3 {
-		f, err := os.CreateTemp(filepath.Dir(dst), tempPrefix(dst)+"*")
-		if err != nil {
-			return "", nil, err
-		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-			f.Close()
-			os.Remove(f.Name())
-			return "", nil, fmt.Errorf("lock %s: %w", f.Name(), err)
-		}
-		// Another run's sweep may have taken the file for a leftover between
-		// its creation and the lock: then the name is gone or is another file.
-		held, herr := f.Stat()
-		named, nerr := os.Stat(f.Name())
-		if herr == nil && nerr == nil && os.SameFile(held, named) {
-			return f.Name(), func() { f.Close() }, nil
-		}
-		f.Close()
+	dir := filepath.Dir(dst)
+	// 96 random bits: the rename must not land on another run's copy.
+	b := make([]byte, 12)
+	rand.Read(b)
+	suffix := hex.EncodeToString(b)
+	f, err := os.OpenFile(filepath.Join(dir, ".switchboard-new-"+suffix), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", nil, err
 	}
-	return "", nil, fmt.Errorf("create a temp file beside %s: swept away three times", dst)
+	_ = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	path = filepath.Join(dir, tempPrefix+filepath.Base(dst)+"-"+suffix)
+	if err := os.Rename(f.Name(), path); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return "", nil, err
+	}
+	return path, func() { f.Close() }, nil
 }
 
-// sweepStaleTemps removes the temp copies for dst, and their journals, that
-// no running backup or restore holds. It is best effort: what it cannot
-// remove stays, as before.
+// sweepStaleTemps removes the temp copies in dst's directory, and their
+// journals, that no running backup or restore holds. It is best effort: what
+// it cannot remove stays.
 func sweepStaleTemps(dst string) {
 	dir := filepath.Dir(dst)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
-	prefix := tempPrefix(dst)
 	for _, e := range entries {
 		name := e.Name()
-		if !strings.HasPrefix(name, prefix) || !e.Type().IsRegular() {
+		if !strings.HasPrefix(name, tempPrefix) || !e.Type().IsRegular() {
 			continue
 		}
 		path := filepath.Join(dir, name)
@@ -273,14 +275,24 @@ func sweepStaleTemps(dst string) {
 			}
 			continue
 		}
-		f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-		if err != nil {
-			continue
-		}
-		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
-			removeTemp(path)
-		}
-		f.Close()
+		sweepIfUnheld(path)
+	}
+}
+
+// sweepIfUnheld removes the temp copy at path unless a run holds its lock.
+// The name was a regular file when listed; it is opened without following a
+// link or waiting on a FIFO, and checked again through the descriptor.
+func sweepIfUnheld(path string) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return
+	}
+	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+		removeTemp(path)
 	}
 }
 

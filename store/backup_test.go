@@ -148,8 +148,8 @@ func TestBackupRefusesExistingFile(t *testing.T) {
 
 // A backup killed half-way leaves its temp copy (as large as the database)
 // and the copy's journal beside the destination; the next backup into that
-// directory removes them, but not a copy another run still holds, nor files
-// of other names.
+// directory removes them, whatever its own target is called (nightly backups
+// are dated), but not a copy another run still holds, nor other files.
 func TestBackupSweepsLeftovers(t *testing.T) {
 	s := openTest(t, Options{})
 	addTodos(t, s, "inbox", 3)
@@ -161,11 +161,11 @@ func TestBackupSweepsLeftovers(t *testing.T) {
 		}
 		return path
 	}
-	left := write(".nightly.db.tmp-111")
-	leftJournal := write(".nightly.db.tmp-111-journal")
-	orphanJournal := write(".nightly.db.tmp-222-journal")
-	other := write(".weekly.db.tmp-333")
-	held := write(".nightly.db.tmp-444")
+	left := write(tempPrefix + "backup-2026-11-29.db-111")
+	leftJournal := write(tempPrefix + "backup-2026-11-29.db-111-journal")
+	orphanJournal := write(tempPrefix + "backup-2026-11-28.db-222-journal")
+	other := write(".backup-2026-11-27.db.tmp-333") // not ours
+	held := write(tempPrefix + "backup-2026-11-30.db-444")
 	f, err := os.Open(held)
 	if err != nil {
 		t.Fatal(err)
@@ -174,8 +174,11 @@ func TestBackupSweepsLeftovers(t *testing.T) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		t.Fatal(err)
 	}
+	if err := unix.Mkfifo(filepath.Join(dir, tempPrefix+"fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
-	if err := s.Backup(context.Background(), filepath.Join(dir, "nightly.db")); err != nil {
+	if err := s.Backup(context.Background(), filepath.Join(dir, "backup-2026-11-30.db")); err != nil {
 		t.Fatalf("backup: %v", err)
 	}
 	for _, gone := range []string{left, leftJournal, orphanJournal} {
@@ -189,8 +192,8 @@ func TestBackupSweepsLeftovers(t *testing.T) {
 		}
 	}
 	entries, _ := os.ReadDir(dir)
-	if len(entries) != 3 {
-		t.Errorf("files after the backup: %v, want nightly.db and the two kept", entries)
+	if len(entries) != 4 {
+		t.Errorf("files after the backup: %v, want the backup, the fifo and the two kept", entries)
 	}
 }
 
@@ -202,7 +205,7 @@ func TestLockedTempSurvivesSweepUntilReleased(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sweepStaleTemps(dst)
+	sweepStaleTemps(filepath.Join(filepath.Dir(dst), "another.db"))
 	if _, err := os.Lstat(tmp); err != nil {
 		t.Fatalf("a held temp copy was swept: %v", err)
 	}
@@ -211,6 +214,32 @@ func TestLockedTempSurvivesSweepUntilReleased(t *testing.T) {
 	if _, err := os.Lstat(tmp); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a released temp copy was not swept: %v", err)
 	}
+}
+
+// Runs sweeping the same directory at once each get a temp copy of their own
+// and never lose it to another's sweep.
+func TestLockedTempUnderConcurrentSweeps(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "nightly.db")
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 200 {
+				sweepStaleTemps(dst)
+				tmp, release, err := lockedTemp(dst)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := os.Lstat(tmp); err != nil {
+					t.Errorf("a held copy vanished: %v", err)
+				}
+				release()
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func TestRestore(t *testing.T) {

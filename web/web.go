@@ -59,6 +59,7 @@ type UI struct {
 	pages    *pages
 	live     *broadcaster
 	throttle *throttle
+	once     onceResults // forms that mint a secret act once per token
 
 	closeOnce sync.Once
 }

@@ -51,72 +51,89 @@ func webhookSecret(source, pasted string) (secret string, minted bool, msg strin
 }
 
 // createWebhook serves POST /webhooks: a new ingest URL owned by the operators (no
-// endpoint's ceiling), its secret shown once.
+// endpoint's ceiling), its secret shown once. A refused form comes back filled
+// in, with the reason.
 func (u *UI) createWebhook(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
-	source := r.PostForm.Get("source")
-	queue := strings.TrimSpace(r.PostForm.Get("queue"))
-	desc := strings.TrimSpace(r.PostForm.Get("description"))
-	switch {
-	case !ingest.ValidSourceType(source):
-		u.fail(w, r, rc, http.StatusBadRequest, fmt.Sprintf("Pick a source type: %s.", strings.Join(ingest.SourceTypes, ", ")))
-		return
-	case !store.ValidQueueName(queue):
-		u.fail(w, r, rc, http.StatusBadRequest,
-			fmt.Sprintf("%q is not a valid queue name: use 1-128 letters, digits and . _ - : / (starting with a letter or digit).", queue))
-		return
-	}
-	secret, minted, msg := webhookSecret(source, r.PostForm.Get("signing_secret"))
-	if msg != "" {
-		u.fail(w, r, rc, http.StatusBadRequest, msg)
-		return
-	}
-	h, err := u.store.CreateWebhook(r.Context(), store.NewWebhook{SourceType: source, Queue: queue, Description: desc,
-		Secret: secret, CreatedBy: rc.actor()})
-	if err != nil {
-		u.storeError(w, r, rc, "Creating the webhook", err)
-		return
-	}
-	u.showSecret(w, r, rc, webhookSecretPage{Hook: u.webhookRow(r, h), Verb: "created"}, secret, minted)
+	u.secretOnce(w, r, rc, func() (webhookSecretPage, bool) {
+		f := webhookForm{Open: true, Source: r.PostForm.Get("source"), Queue: strings.TrimSpace(r.PostForm.Get("queue")),
+			Description: strings.TrimSpace(r.PostForm.Get("description"))}
+		refuse := func(msg string) (webhookSecretPage, bool) {
+			u.showWebhooks(w, r, rc, http.StatusBadRequest, f, msg)
+			return webhookSecretPage{}, false
+		}
+		if !ingest.ValidSourceType(f.Source) {
+			return refuse(fmt.Sprintf("Pick a source type: %s.", strings.Join(ingest.SourceTypes, ", ")))
+		}
+		if !store.ValidQueueName(f.Queue) {
+			return refuse(fmt.Sprintf("%q is not a valid queue name: use 1-128 letters, digits and . _ - : / (starting with a letter or digit).", f.Queue))
+		}
+		secret, minted, msg := webhookSecret(f.Source, r.PostForm.Get("signing_secret"))
+		if msg != "" {
+			return refuse(msg)
+		}
+		h, err := u.store.CreateWebhook(r.Context(), store.NewWebhook{SourceType: f.Source, Queue: f.Queue, Description: f.Description,
+			Secret: secret, CreatedBy: rc.actor()})
+		if errorsIs(err, store.ErrInvalid) {
+			return refuse("The webhook was refused: " + plainError(err) + ".")
+		}
+		if err != nil {
+			u.storeError(w, r, rc, "Creating the webhook", err)
+			return webhookSecretPage{}, false
+		}
+		return secretPage(u.webhookRow(r, h), "created", "", secret, minted), true
+	})
 }
 
 // rotateWebhook serves POST /webhook/:id/rotate: a new secret (minted, or the
 // producer's own after rolling it there), the old one valid for the grace picked.
 func (u *UI) rotateWebhook(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
-	id, ok := pathID(rc, "id")
-	if !ok {
-		u.fail(w, r, rc, http.StatusNotFound, "There is no such webhook.")
-		return
-	}
-	grace, err := time.ParseDuration(r.PostForm.Get("grace"))
-	if err != nil || grace < 0 || grace > 30*24*time.Hour {
-		u.fail(w, r, rc, http.StatusBadRequest, "Pick how long the old secret keeps verifying.")
-		return
-	}
-	h, err := u.store.Webhook(r.Context(), id)
-	if err != nil {
-		u.storeError(w, r, rc, fmt.Sprintf("Webhook %d", id), err)
-		return
-	}
-	secret, minted, msg := webhookSecret(h.SourceType, r.PostForm.Get("signing_secret"))
-	if msg != "" {
-		u.fail(w, r, rc, http.StatusBadRequest, msg)
-		return
-	}
-	if h, err = u.store.RotateWebhook(r.Context(), id, 0, secret, grace, rc.actor()); err != nil {
-		u.storeError(w, r, rc, fmt.Sprintf("Rotating webhook %d", id), err)
-		return
-	}
-	p := webhookSecretPage{Hook: u.webhookRow(r, h), Verb: "rotated", Grace: "stops verifying at once"}
-	if grace > 0 {
-		p.Grace = "keeps verifying for " + graceLabel(grace)
-	}
-	u.showSecret(w, r, rc, p, secret, minted)
+	u.secretOnce(w, r, rc, func() (webhookSecretPage, bool) {
+		id, ok := pathID(rc, "id")
+		if !ok {
+			u.fail(w, r, rc, http.StatusNotFound, "There is no such webhook.")
+			return webhookSecretPage{}, false
+		}
+		f := webhookForm{Open: true, Grace: r.PostForm.Get("grace")}
+		refuse := func(msg string) (webhookSecretPage, bool) {
+			u.showWebhook(w, r, rc, id, http.StatusBadRequest, f, msg)
+			return webhookSecretPage{}, false
+		}
+		grace, err := time.ParseDuration(f.Grace)
+		if err != nil || grace < 0 || grace > 30*24*time.Hour {
+			return refuse("Pick how long the old secret keeps verifying.")
+		}
+		h, err := u.store.Webhook(r.Context(), id)
+		if err != nil {
+			u.storeError(w, r, rc, fmt.Sprintf("Webhook %d", id), err)
+			return webhookSecretPage{}, false
+		}
+		secret, minted, msg := webhookSecret(h.SourceType, r.PostForm.Get("signing_secret"))
+		if msg != "" {
+			return refuse(msg)
+		}
+		if h, err = u.store.RotateWebhook(r.Context(), id, 0, secret, grace, rc.actor()); err != nil {
+			u.storeError(w, r, rc, fmt.Sprintf("Rotating webhook %d", id), err)
+			return webhookSecretPage{}, false
+		}
+		old := "stops verifying at once"
+		if grace > 0 {
+			old = "keeps verifying for " + graceLabel(grace)
+		}
+		return secretPage(u.webhookRow(r, h), "rotated", old, secret, minted), true
+	})
 }
 
-func (u *UI) showSecret(w http.ResponseWriter, r *http.Request, rc *reqCtx, p webhookSecretPage, secret string, minted bool) {
+// secretPage is what the page after a create or rotate shows: the secret only if
+// Switchboard minted it (one the operator pasted is not shown back).
+func secretPage(h webhookRow, verb, grace, secret string, minted bool) webhookSecretPage {
+	p := webhookSecretPage{Hook: h, Verb: verb, Grace: grace}
 	if minted {
-		p.Secret, p.Mints = secret, providerMints[p.Hook.SourceType]
+		p.Secret, p.Mints = secret, providerMints[h.SourceType]
 	}
+	return p
+}
+
+func (u *UI) showSecret(w http.ResponseWriter, r *http.Request, rc *reqCtx, p webhookSecretPage) {
 	u.render(w, r, rc, http.StatusOK, "webhook_secret", view{Title: fmt.Sprintf("Webhook %d %s", p.Hook.ID, p.Verb),
 		Nav: "webhooks", Page: p})
 }

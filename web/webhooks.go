@@ -30,6 +30,8 @@ type webhookRow struct {
 
 type webhooksPage struct {
 	Sources       []string // for the New webhook form
+	Once          string   // its one-time token
+	Form          webhookForm
 	Webhooks      []webhookRow
 	All           bool
 	TrackFailures bool
@@ -37,6 +39,17 @@ type webhooksPage struct {
 
 // webhookList serves GET /webhooks: every webhook with its ingest URL and traffic.
 func (u *UI) webhookList(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	u.showWebhooks(w, r, rc, http.StatusOK, webhookForm{}, "")
+}
+
+// webhookForm is what an operator typed into a webhook form that was refused,
+// shown again with the reason; never the secret.
+type webhookForm struct {
+	Open                              bool
+	Source, Queue, Description, Grace string
+}
+
+func (u *UI) showWebhooks(w http.ResponseWriter, r *http.Request, rc *reqCtx, status int, f webhookForm, msg string) {
 	all := r.URL.Query().Get("all") == "1"
 	hooks, err := u.store.ListWebhooks(r.Context(), store.WebhookFilter{IncludeDeleted: all})
 	if err != nil {
@@ -48,13 +61,13 @@ func (u *UI) webhookList(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		u.storeError(w, r, rc, "Counting deliveries", err)
 		return
 	}
-	p := webhooksPage{Sources: ingest.SourceTypes, All: all, TrackFailures: u.opts.Failures != nil}
+	p := webhooksPage{Sources: ingest.SourceTypes, Once: newOnceToken(), Form: f, All: all, TrackFailures: u.opts.Failures != nil}
 	for _, h := range hooks {
 		row := u.webhookRow(r, h)
 		row.Stats = stats[h.ID]
 		p.Webhooks = append(p.Webhooks, row)
 	}
-	u.render(w, r, rc, http.StatusOK, "webhooks", view{Title: "Webhooks", Nav: "webhooks", Page: p})
+	u.render(w, r, rc, status, "webhooks", view{Title: "Webhooks", Nav: "webhooks", Error: msg, Page: p})
 }
 
 func (u *UI) webhookRow(r *http.Request, h store.Webhook) webhookRow {
@@ -68,6 +81,8 @@ func (u *UI) webhookRow(r *http.Request, h store.Webhook) webhookRow {
 type webhookPage struct {
 	Hook          webhookRow
 	Graces        []struct{ Value, Label string } // for the Rotate form
+	Once          string                          // its one-time token
+	Form          webhookForm
 	Events        []store.WebhookEvent
 	Before, Older int64
 	TrackFailures bool
@@ -81,12 +96,16 @@ func (u *UI) webhookPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		u.fail(w, r, rc, http.StatusNotFound, "There is no such webhook.")
 		return
 	}
+	u.showWebhook(w, r, rc, id, http.StatusOK, webhookForm{}, "")
+}
+
+func (u *UI) showWebhook(w http.ResponseWriter, r *http.Request, rc *reqCtx, id int64, status int, f webhookForm, msg string) {
 	h, err := u.store.Webhook(r.Context(), id)
 	if err != nil {
 		u.storeError(w, r, rc, fmt.Sprintf("Webhook %d", id), err)
 		return
 	}
-	p := webhookPage{Hook: u.webhookRow(r, h), Graces: graces, TrackFailures: u.opts.Failures != nil}
+	p := webhookPage{Hook: u.webhookRow(r, h), Graces: graces, Once: newOnceToken(), Form: f, TrackFailures: u.opts.Failures != nil}
 	p.Before, _ = strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
 	p.Events, err = u.store.ListWebhookEvents(r.Context(), store.EventFilter{WebhookID: id, Before: p.Before, Limit: u.opts.PageSize + 1})
 	if err != nil {
@@ -100,7 +119,7 @@ func (u *UI) webhookPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	if stats, err := u.store.WebhookDeliveryStats(r.Context()); err == nil {
 		p.Hook.Stats = stats[id]
 	}
-	u.render(w, r, rc, http.StatusOK, "webhook", view{Title: fmt.Sprintf("Webhook %d", id), Nav: "webhooks", Page: p})
+	u.render(w, r, rc, status, "webhook", view{Title: fmt.Sprintf("Webhook %d", id), Nav: "webhooks", Error: msg, Page: p})
 }
 
 // deleteWebhook serves POST /webhook/:id/delete.

@@ -2,6 +2,7 @@ package web
 
 import (
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -149,7 +150,68 @@ func TestWebhookEventsAndReplay(t *testing.T) {
 var (
 	shownSecret    = regexp.MustCompile(`id="signing-secret">([^<]+)</pre>`)
 	shownIngestURL = regexp.MustCompile(`id="ingest-url">([^<]+)</pre>`)
+	onceField      = regexp.MustCompile(`name="once" value="([^"]+)"`)
 )
+
+// onceToken reads the one-time token of the form on the page at path.
+func (f *fixture) onceToken(path string, cookie *http.Cookie) string {
+	f.t.Helper()
+	_, body := f.get(path, cookie)
+	m := onceField.FindStringSubmatch(body)
+	if m == nil {
+		f.t.Fatalf("%s has no form with a one-time token", path)
+	}
+	return m[1]
+}
+
+// A form that mints a secret, sent twice (a double click, a resubmission after
+// Back), acts once, and both answers show the one secret it minted: a second
+// webhook is not created, and a second rotation does not end at once the
+// secret the producer still signs with.
+func TestSecretFormsActOnce(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+
+	form := url.Values{csrfField: {csrf}, "source": {"github"}, "queue": {"inbox"}, "once": {f.onceToken("/webhooks", cookie)}}
+	_, first := f.post("/webhooks", cookie, form)
+	_, second := f.post("/webhooks", cookie, form)
+	list, err := f.st.ListWebhooks(t.Context(), store.WebhookFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, s2 := shownSecret.FindStringSubmatch(first), shownSecret.FindStringSubmatch(second)
+	if len(list) != 1 || s1 == nil || s2 == nil || s1[1] != s2[1] {
+		t.Fatalf("a create sent twice: %d webhooks, secrets shown %v and %v", len(list), s1, s2)
+	}
+	// A fresh token is a new form: it acts.
+	form.Set("once", f.onceToken("/webhooks", cookie))
+	f.post("/webhooks", cookie, form)
+	if list, _ := f.st.ListWebhooks(t.Context(), store.WebhookFilter{}); len(list) != 2 {
+		t.Fatalf("a second form created %d webhooks in all, want 2", len(list))
+	}
+
+	h := list[0]
+	page := fmt.Sprintf("/webhook/%d", h.ID)
+	rot := url.Values{csrfField: {csrf}, "grace": {"24h"}, "once": {f.onceToken(page, cookie)}}
+	_, first = f.post(page+"/rotate", cookie, rot)
+	_, second = f.post(page+"/rotate", cookie, rot)
+	s1, s2 = shownSecret.FindStringSubmatch(first), shownSecret.FindStringSubmatch(second)
+	_, secrets, _ := f.st.WebhookByToken(t.Context(), h.Token)
+	if s1 == nil || s2 == nil || s1[1] != s2[1] || len(secrets) != 2 || secrets[0] != s1[1] || secrets[1] == s1[1] {
+		t.Fatalf("a rotation sent twice: shown %v and %v, verifying %v", s1, s2, secrets)
+	}
+	if rows := f.audited(fmt.Sprintf("webhook:%d", h.ID)); len(rows) != 2 {
+		t.Fatalf("audit after one create and one rotation: %+v", rows)
+	}
+
+	// The token answers only the session that loaded the form.
+	other, otherCSRF := f.login()
+	rot.Set(csrfField, otherCSRF)
+	_, third := f.post(page+"/rotate", other, rot)
+	if s3 := shownSecret.FindStringSubmatch(third); s3 == nil || s3[1] == s1[1] {
+		t.Fatalf("another session's resubmission showed this one's secret")
+	}
+}
 
 // An operator creates a webhook from the board: the ingest URL and the secret are
 // shown once, and the secret is the one the receiver will verify with.
@@ -178,12 +240,20 @@ func TestCreateWebhookFromBoard(t *testing.T) {
 	for name, form := range map[string]url.Values{
 		"unknown source": {"source": {"myspace"}, "queue": {"inbox"}},
 		"bad queue":      {"source": {"github"}, "queue": {"in box"}},
-		"bad secret":     {"source": {"standard"}, "queue": {"inbox"}, "signing_secret": {"not base64 at all"}},
+		"bad secret":     {"source": {"standard"}, "queue": {"inbox"}, "signing_secret": {"whsec_!!!!notbase64!!!!"}},
 		"short secret":   {"source": {"stripe"}, "queue": {"inbox"}, "signing_secret": {"whsec"}},
 	} {
 		form.Set(csrfField, csrf)
-		if res, body := f.post("/webhooks", cookie, form); res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "Back to Webhooks") {
-			t.Errorf("%s: status %d", name, res.StatusCode)
+		form.Set("description", "kept <as typed>")
+		res, body := f.post("/webhooks", cookie, form)
+		// The form comes back open, filled in (but for the secret), with the reason.
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, `class="flash err"`) ||
+			!strings.Contains(body, `id="new-webhook" open`) || !strings.Contains(body, `value="kept &lt;as typed&gt;"`) ||
+			!strings.Contains(body, fmt.Sprintf(`value="%s"`, template.HTMLEscapeString(form.Get("queue")))) {
+			t.Errorf("%s: status %d\n%s", name, res.StatusCode, body)
+		}
+		if secret := form.Get("signing_secret"); secret != "" && strings.Contains(body, secret) {
+			t.Errorf("%s: the refused secret is shown back", name)
 		}
 	}
 	if n := len(created()); n != 0 {
@@ -245,11 +315,16 @@ func TestRotateWebhookFromBoard(t *testing.T) {
 	if res, _ := f.post(path, cookie, url.Values{csrfField: {csrf}, "grace": {"forever"}}); res.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a bad grace: %d", res.StatusCode)
 	}
+	res, body := f.post(path, cookie, url.Values{csrfField: {csrf}, "grace": {"1h"}, "signing_secret": {"short"}})
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, `id="rotate-webhook" open`) ||
+		!strings.Contains(body, `<option value="1h" selected>`) || !strings.Contains(body, "The signing secret was refused") {
+		t.Fatalf("a refused secret: status %d\n%s", res.StatusCode, body)
+	}
 	if _, secrets, _ := f.st.WebhookByToken(t.Context(), h.Token); len(secrets) != 1 || secrets[0] != "a-signing-secret-of-some-length" {
 		t.Fatalf("a refused rotation changed the secrets: %v", secrets)
 	}
 
-	res, body := f.post(path, cookie, url.Values{csrfField: {csrf}, "grace": {"1h"}})
+	res, body = f.post(path, cookie, url.Values{csrfField: {csrf}, "grace": {"1h"}})
 	sec := shownSecret.FindStringSubmatch(body)
 	if res.StatusCode != http.StatusOK || sec == nil || !strings.Contains(body, "keeps verifying for 1 hour") {
 		t.Fatalf("rotate: status %d\n%s", res.StatusCode, body)
@@ -274,7 +349,7 @@ func TestRotateWebhookFromBoard(t *testing.T) {
 	if err := f.st.DeleteWebhook(t.Context(), h.ID, 0, "human:1"); err != nil {
 		t.Fatal(err)
 	}
-	if res, _ := f.post(path, cookie, url.Values{csrfField: {csrf}, "grace": {"24h"}}); res.StatusCode == http.StatusOK {
-		t.Fatal("a deleted webhook was rotated")
+	if res, _ := f.post(path, cookie, url.Values{csrfField: {csrf}, "grace": {"24h"}}); res.StatusCode != http.StatusNotFound {
+		t.Fatalf("rotating a deleted webhook: %d, want 404", res.StatusCode)
 	}
 }

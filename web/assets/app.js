@@ -13,6 +13,17 @@
     }
   });
 
+  // A form that mints a secret submits once: a double click would act twice.
+  document.addEventListener("submit", function (e) {
+    var form = e.target;
+    if (e.defaultPrevented || !form.querySelector || !form.querySelector('input[name="once"]')) {
+      return;
+    }
+    window.setTimeout(function () {
+      form.querySelectorAll('button[type="submit"]').forEach(function (b) { b.disabled = true; });
+    }, 0);
+  });
+
   // <select data-autosubmit> submits its form on change.
   document.addEventListener("change", function (e) {
     var el = e.target;
