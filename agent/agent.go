@@ -303,7 +303,7 @@ func (a *Agent) RefreshSessions(ctx context.Context, endpointID int64) {
 // toolInputs is everything about an endpoint that its sessions' tool list is
 // built from: when it changes, the tools are rebuilt.
 func toolInputs(ep store.Endpoint) string {
-	return fmt.Sprint(ep.Verbs, ep.Queues, ep.DefaultLeaseTTL, ep.Capabilities, ep.ToolAllow, ep.ToolDeny)
+	return fmt.Sprint(ep.Verbs, ep.Queues, ep.DefaultLeaseTTL, ep.Ceiling, ep.Capabilities, ep.ToolAllow, ep.ToolDeny)
 }
 
 // Revalidate re-reads the endpoint of every live session. Sessions of revoked or

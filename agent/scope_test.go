@@ -293,3 +293,42 @@ func TestArgumentErrorsSpeakJSON(t *testing.T) {
 		}
 	}
 }
+
+// The human raising an endpoint's webhook ceiling reaches live sessions too:
+// create_webhook's definition quotes the ceiling and offers its sources and
+// queues, so an agent told "at most 0 webhooks" would never try.
+func TestCeilingEditReachesLiveSessions(t *testing.T) {
+	e := newEnv(t)
+	ep, cred := e.endpoint("hooker", []string{"inbox"}, nil)
+	c := e.dial(cred, true)
+	definition := func() mcp.Tool {
+		res, err := c.ListTools(t.Context(), mcp.ListToolsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tool := range res.Tools {
+			if tool.Name == VerbCreateWebhook {
+				return tool
+			}
+		}
+		t.Fatal("create_webhook is not listed")
+		return mcp.Tool{}
+	}
+	if d := definition().Description; !strings.Contains(d, "at most 0 webhooks") {
+		t.Fatalf("create_webhook before the edit: %q", d)
+	}
+	maxHooks, sources, queues := 3, []string{"github"}, []string{"inbox"}
+	if _, err := e.st.UpdateEndpoint(t.Context(), ep.ID, store.EndpointSpec{MaxWebhooks: &maxHooks,
+		WebhookSources: &sources, WebhookQueues: &queues}, "human:cli"); err != nil {
+		t.Fatal(err)
+	}
+	e.ag.Revalidate(t.Context())
+	waitNote(t, c, string(mcp.MethodNotificationToolsListChanged))
+	d := definition()
+	if !strings.Contains(d.Description, "at most 3 webhooks, source types github, queues inbox") {
+		t.Fatalf("create_webhook after the edit: %q", d.Description)
+	}
+	if src, _ := d.InputSchema.Properties["source_type"].(map[string]any); fmt.Sprint(src["enum"]) != "[github]" {
+		t.Fatalf("create_webhook's source_type after the edit: %v", src)
+	}
+}
