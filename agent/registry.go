@@ -138,6 +138,12 @@ func (a *Agent) verbTools() []server.ServerTool {
 func (a *Agent) verbDefs(ep store.Endpoint) map[string]mcp.Tool {
 	out := map[string]mcp.Tool{}
 	for _, t := range a.tools {
+		// Under a ceiling of no webhooks, create_webhook could only ever answer
+		// ceiling_exceeded: it is left out until a human raises the ceiling (the
+		// other webhook verbs stay, for webhooks a human made for the endpoint).
+		if t.Verb == VerbCreateWebhook && ep.Ceiling.MaxWebhooks == 0 {
+			continue
+		}
 		if slices.Contains(ep.Verbs, t.Verb) {
 			out[t.Name] = t.Define(ep)
 		}

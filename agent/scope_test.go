@@ -295,27 +295,22 @@ func TestArgumentErrorsSpeakJSON(t *testing.T) {
 }
 
 // The human raising an endpoint's webhook ceiling reaches live sessions too:
-// create_webhook's definition quotes the ceiling and offers its sources and
-// queues, so an agent told "at most 0 webhooks" would never try.
+// under a ceiling of no webhooks create_webhook is not offered (it could only
+// answer ceiling_exceeded); raised, it appears, quoting the ceiling and offering
+// its sources and queues.
 func TestCeilingEditReachesLiveSessions(t *testing.T) {
 	e := newEnv(t)
 	ep, cred := e.endpoint("hooker", []string{"inbox"}, nil)
 	c := e.dial(cred, true)
-	definition := func() mcp.Tool {
-		res, err := c.ListTools(t.Context(), mcp.ListToolsRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, tool := range res.Tools {
-			if tool.Name == VerbCreateWebhook {
-				return tool
-			}
-		}
-		t.Fatal("create_webhook is not listed")
-		return mcp.Tool{}
+	definition := func() (mcp.Tool, bool) { return definitionOf(t, c, VerbCreateWebhook) }
+	if d, listed := definition(); listed {
+		t.Fatalf("create_webhook offered under a ceiling of 0: %q", d.Description)
 	}
-	if d := definition().Description; !strings.Contains(d, "at most 0 webhooks") {
-		t.Fatalf("create_webhook before the edit: %q", d)
+	if _, err := c.call(VerbCreateWebhook, map[string]any{"source_type": "github", "queue": "inbox"}); err == nil {
+		t.Fatal("create_webhook answered under a ceiling of 0")
+	}
+	if _, listed := definitionOf(t, c, VerbListWebhooks); !listed {
+		t.Fatal("list_webhooks is hidden with create_webhook")
 	}
 	maxHooks, sources, queues := 3, []string{"github"}, []string{"inbox"}
 	if _, err := e.st.UpdateEndpoint(t.Context(), ep.ID, store.EndpointSpec{MaxWebhooks: &maxHooks,
@@ -324,11 +319,26 @@ func TestCeilingEditReachesLiveSessions(t *testing.T) {
 	}
 	e.ag.Revalidate(t.Context())
 	waitNote(t, c, string(mcp.MethodNotificationToolsListChanged))
-	d := definition()
-	if !strings.Contains(d.Description, "at most 3 webhooks, source types github, queues inbox") {
-		t.Fatalf("create_webhook after the edit: %q", d.Description)
+	d, listed := definition()
+	if !listed || !strings.Contains(d.Description, "at most 3 webhooks, source types github, queues inbox") {
+		t.Fatalf("create_webhook after the edit (listed %v): %q", listed, d.Description)
 	}
 	if src, _ := d.InputSchema.Properties["source_type"].(map[string]any); fmt.Sprint(src["enum"]) != "[github]" {
 		t.Fatalf("create_webhook's source_type after the edit: %v", src)
 	}
+}
+
+// definitionOf is the definition c's session lists for a tool.
+func definitionOf(t *testing.T, c *agentClient, name string) (mcp.Tool, bool) {
+	t.Helper()
+	res, err := c.ListTools(t.Context(), mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range res.Tools {
+		if tool.Name == name {
+			return tool, true
+		}
+	}
+	return mcp.Tool{}, false
 }
