@@ -141,6 +141,47 @@ func (f *scopeFlags) spec() (store.EndpointSpec, error) {
 	}, nil
 }
 
+// noteUnknownGrants warns, on stderr, of granted capabilities and named module
+// tools that the running serve does not have: a typo would otherwise grant
+// nothing without a word. The grant stands (a module may be added later); with
+// no serve answering there is nothing to check against, and nothing is said.
+func noteUnknownGrants(ctx context.Context, env *environ, sf scopeFlags) {
+	tools := append(append([]string{}, sf.toolAllow.list...), sf.toolDeny.list...)
+	if len(sf.caps.list) == 0 && len(tools) == 0 {
+		return
+	}
+	url := defaultURL(env)
+	views, err := fetchModules(ctx, url)
+	if err != nil {
+		return
+	}
+	modules, offered := map[string]bool{}, map[string]bool{}
+	var names []string
+	for _, v := range views {
+		modules[v.Name] = true
+		names = append(names, v.Name)
+		for _, t := range v.Tools {
+			offered[t.Name] = true
+		}
+	}
+	running := "none"
+	if len(names) > 0 {
+		running = strings.Join(names, ", ")
+	}
+	for _, c := range sf.caps.list {
+		if !modules[c] {
+			fmt.Fprintf(env.stderr, "note: the serve at %s runs no module named %q (it runs: %s); the grant takes effect once one does\n",
+				url, printable(c), running)
+		}
+	}
+	for _, t := range tools {
+		if !offered[t] {
+			fmt.Fprintf(env.stderr, "note: no module of the serve at %s offers a tool named %q (tool names are prefixed: module_tool)\n",
+				url, printable(t))
+		}
+	}
+}
+
 func endpointCreate(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "endpoint create", endpointSynopsis)
 	db := dbFlag(fs, env)
@@ -182,6 +223,7 @@ func endpointCreate(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
+	noteUnknownGrants(ctx, env, sf)
 	if *asJSON {
 		return writeJSON(env, struct {
 			Credential string `json:"credential"`
@@ -257,6 +299,7 @@ func endpointUpdate(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
+	noteUnknownGrants(ctx, env, sf)
 	if *asJSON {
 		return writeJSON(env, ep)
 	}

@@ -1,6 +1,13 @@
 package main
 
-import "testing"
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+)
 
 // What modules list prints of a server's text cannot drive the terminal, whatever
 // the server sent.
@@ -17,5 +24,42 @@ func TestPrintableEscapesWhatATerminalObeys(t *testing.T) {
 		if got := printable(in); got != want {
 			t.Errorf("printable(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A grant the running serve cannot honour (a misspelt module or tool) is kept,
+// but said: otherwise a typo grants nothing without a word.
+func TestEndpointGrantsAreCheckedAgainstTheServe(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, `{"ready":true,"modules":[{"name":"everything","state":"up","tools":[{"name":"everything_echo"},{"name":"everything_add"}]}]}`)
+	}))
+	defer srv.Close()
+	db := filepath.Join(t.TempDir(), "sb.db")
+	env := map[string]string{"SWITCHBOARD_DB": db, "SWITCHBOARD_LISTEN": strings.TrimPrefix(srv.URL, "http://")}
+
+	code, _, stderr := runCLI(t, env, "endpoint", "create", "--agent", "a", "--queues", "inbox",
+		"--capabilities", "everything,evrything", "--tool-allow", "everything_echo,everything_ech", "--tool-deny", "everything_add")
+	if code != 0 {
+		t.Fatalf("create: exit %d, %s", code, stderr)
+	}
+	if !strings.Contains(stderr, `no module named "evrything" (it runs: everything)`) || !strings.Contains(stderr, `a tool named "everything_ech"`) {
+		t.Fatalf("the misspelt grants were not noted:\n%s", stderr)
+	}
+	if strings.Count(stderr, "note:") != 2 {
+		t.Fatalf("grants the serve has were noted too:\n%s", stderr)
+	}
+	code, _, stderr = runCLI(t, env, "endpoint", "update", "1", "--capabilities", "nosuch")
+	if code != 0 || !strings.Contains(stderr, `no module named "nosuch"`) {
+		t.Fatalf("update: exit %d, %s", code, stderr)
+	}
+
+	// With no serve to ask, nothing is said.
+	env["SWITCHBOARD_LISTEN"] = "127.0.0.1:1"
+	if code, _, stderr := runCLI(t, env, "endpoint", "create", "--agent", "b", "--queues", "inbox", "--capabilities", "nosuch"); code != 0 || stderr != "" {
+		t.Fatalf("without a serve: exit %d, %q", code, stderr)
 	}
 }
