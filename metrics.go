@@ -40,7 +40,7 @@ func newMetrics(st *store.Store, allow []*net.IPNet) *metrics {
 	}, []string{"route", "method", "code"})
 	m.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchboard_todo_transitions_total",
-		Help: "Todo transitions by queue and cause (add, claim, complete, release, retry, retry_backoff, dead_letter, lease_expired).",
+		Help: "Todo transitions by queue and cause (add, claim, complete, release, retry, retry_backoff, dead_letter, lease_expired; backoff_over: a retried todo became claimable).",
 	}, []string{"queue", "cause"})
 	m.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchboard_webhook_deliveries_total",

@@ -158,3 +158,32 @@ func TestRevokedEndpointLosesItsStream(t *testing.T) {
 	}
 	nextRing(t, kept)
 }
+
+// A todo failed with a retry rings when its backoff ends, when claim_next can
+// take it; the failure itself rings nobody (the todo is not claimable yet).
+func TestDoorbellRingsWhenABackoffEnds(t *testing.T) {
+	e := newEnv(t)
+	_, cred := e.endpoint("retrier", []string{"inbox"}, nil)
+	worker := e.dial(cred, true)
+	td := e.addTodo("inbox", "p")
+	nextRing(t, worker)
+	var claim claimResult
+	worker.ok(t, VerbClaimNext, nil, &claim)
+	worker.ok(t, VerbFail, map[string]any{"todo_id": td.ID, "lease_seq": claim.LeaseSeq, "error": "transient"}, nil)
+	// A marker todo on the same stream: rings arrive in order, so the first ring
+	// after the failure being the marker's means the failure rang nothing.
+	marker := e.addTodo("inbox", "marker")
+	if _, meta := ringOf(t, nextRing(t, worker)); meta["todo_id"] != strconv.FormatInt(marker.ID, 10) {
+		t.Fatalf("the failure rang todo %v while it backs off", meta["todo_id"])
+	}
+	e.clock.Advance(store.RetryBackoff(1))
+	e.st.RingDue()
+	if _, meta := ringOf(t, nextRing(t, worker)); meta["todo_id"] != strconv.FormatInt(td.ID, 10) {
+		t.Fatalf("after the backoff rang todo %v, want %d", meta["todo_id"], td.ID)
+	}
+	claim = claimResult{}
+	worker.ok(t, VerbClaim, map[string]any{"todo_id": td.ID}, &claim)
+	if claim.Todo == nil || claim.Todo.ID != td.ID {
+		t.Fatalf("the rung todo could not be claimed: %+v", claim)
+	}
+}

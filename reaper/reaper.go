@@ -97,6 +97,8 @@ func (r *Reaper) Run(ctx context.Context) error {
 // received before now minus EventRetention.
 func (r *Reaper) RunOnce(ctx context.Context) (Result, error) {
 	var res Result
+	// Doorbells for backoffs that ended, should their timer have been late.
+	r.st.RingDue()
 	reaped, err := r.st.ReapExpired(ctx)
 	if err != nil {
 		return res, fmt.Errorf("reaper: reap expired leases: %w", err)

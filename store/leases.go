@@ -206,7 +206,9 @@ func (s *Store) Fail(ctx context.Context, a Ack, errText string, retry bool) (To
 			if err != nil {
 				return fmt.Errorf("store: fail todo %d: %w", a.ID, err)
 			}
-			w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type, Claimable: true, Cause: "retry_backoff"})
+			// Pending, but not claimable before available_at: the doorbell rings then.
+			w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type,
+				ClaimableAt: t.AvailableAt, Cause: "retry_backoff"})
 			return w.audit(a.Owner, "todo.fail", todoTarget(a.ID), "retry", truncate(errText, 200))
 		}
 		t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'failed', owner = NULL, lease_expires_at = NULL,

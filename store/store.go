@@ -71,6 +71,7 @@ type Store struct {
 	hooks   []func(TodoChange)
 	rungMax atomic.Int64 // newest todo id announced as claimable (see WatchForeign)
 	foreign []func()     // OnForeignCommit hooks, under hooksMu
+	wakeups wakeups      // claimable-later changes (see RingDue)
 
 	closeOnce sync.Once
 }
@@ -250,6 +251,7 @@ func (s *Store) Close() error {
 		if s.writer != nil {
 			s.writer.close()
 		}
+		s.stopWakeups()
 		s.rstmts.Range(func(_, v any) bool { v.(*sql.Stmt).Close(); return true })
 		err = s.closeDBs()
 	})

@@ -66,8 +66,13 @@ type TodoChange struct {
 	State     string
 	Source    string
 	Claimable bool
+	// ClaimableAt, when set, is when a todo that is not claimable yet becomes so
+	// (the end of a retry's backoff): the store then announces it again, as
+	// claimable, with the cause backoff_over.
+	ClaimableAt time.Time
 	// Cause names the transition: add, claim, complete, release, retry,
-	// retry_backoff (fail with retry), dead_letter, lease_expired.
+	// retry_backoff (fail with retry), dead_letter, lease_expired; and
+	// backoff_over, which changes no state: the todo's backoff ended.
 	Cause string
 }
 
@@ -93,6 +98,10 @@ func (s *Store) fire(changes []TodoChange) {
 	for _, c := range changes {
 		if c.Claimable {
 			s.noteRung(c.ID)
+		}
+		if !c.ClaimableAt.IsZero() {
+			s.wakeAt(c.ClaimableAt, TodoChange{ID: c.ID, Queue: c.Queue, State: StatePending, Source: c.Source,
+				Claimable: true, Cause: "backoff_over"})
 		}
 		for _, h := range hooks {
 			h(c)
