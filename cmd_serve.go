@@ -322,6 +322,9 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 		return nil, err
 	}
 	s.metrics.watchAgent(s.agent)
+	// A revocation or scope edit, from the board or the CLI, reaches live sessions
+	// within the watch's half second (the watch sees this process's commits too).
+	st.OnForeignCommit(s.agent.EndpointsMayHaveChanged)
 	s.reaper = reaper.New(st, reaper.Options{Interval: cfg.ReaperInterval, Retention: cfg.Retention,
 		EventRetention: cfg.EventRetention, KeepEvents: cfg.EventRetention == 0, AuditRetention: cfg.AuditRetention, Logger: logger})
 	router := httprouter.New()

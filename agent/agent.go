@@ -131,6 +131,8 @@ type Agent struct {
 	onAttach func(sessionID string)
 
 	evictions logevery.Counter[int64] // per endpoint
+
+	recheck chan struct{} // EndpointsMayHaveChanged's signal to Run
 }
 
 // evictionLogEvery: a credential that initializes in a loop gets one log line per
@@ -149,6 +151,7 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 		bell:    newDoorbell(opts.DoorbellBuffer),
 		verbOf:  map[string]string{},
 		origins: map[string]bool{},
+		recheck: make(chan struct{}, 1),
 	}
 	a.evictions.Every = evictionLogEvery
 	a.sessions = newSessions(opts.MaxSessionsPerEndpoint, a.evict)
@@ -208,10 +211,15 @@ func (a *Agent) Mount(r *httprouter.Router, path string) {
 }
 
 // Run sends doorbell rings and re-checks the endpoints of live sessions until ctx
-// ends.
+// ends: every RevalidateEvery, and as soon as EndpointsMayHaveChanged says so and
+// the endpoints' epoch confirms it.
 func (a *Agent) Run(ctx context.Context) error {
 	t := time.NewTicker(a.opts.RevalidateEvery)
 	defer t.Stop()
+	epoch, err := a.st.EndpointEpoch(ctx)
+	if err != nil {
+		a.log.Warn("read the endpoints' epoch", "err", err)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -220,7 +228,28 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.ring(c)
 		case <-t.C:
 			a.Revalidate(ctx)
+		case <-a.recheck:
+			now, err := a.st.EndpointEpoch(ctx)
+			if err != nil {
+				a.log.Warn("read the endpoints' epoch", "err", err)
+				continue
+			}
+			if now != epoch {
+				epoch = now
+				a.Revalidate(ctx)
+			}
 		}
+	}
+}
+
+// EndpointsMayHaveChanged asks Run to re-check the live sessions if an endpoint
+// changed: a revocation then ends its sessions, open streams included, at once
+// rather than at the next RevalidateEvery. It never blocks; wire it to the
+// store's foreign-commit watch, which sees every process's commits.
+func (a *Agent) EndpointsMayHaveChanged() {
+	select {
+	case a.recheck <- struct{}{}:
+	default:
 	}
 }
 

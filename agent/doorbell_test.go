@@ -187,3 +187,33 @@ func TestDoorbellRingsWhenABackoffEnds(t *testing.T) {
 		t.Fatalf("the rung todo could not be claimed: %+v", claim)
 	}
 }
+
+// A revocation made by another process (the CLI) ends the endpoint's sessions,
+// open streams included, as soon as the foreign-commit watch sees it, not at the
+// next periodic re-check (30 s): until then the stream kept getting rings.
+func TestRevocationFromAnotherProcessEndsStreamsAtOnce(t *testing.T) {
+	e := newEnv(t)
+	ep, cred := e.endpoint("revoked", []string{"inbox"}, nil)
+	c := e.dial(cred, true)
+	e.st.OnForeignCommit(e.ag.EndpointsMayHaveChanged)
+	ctx, cancel := context.WithCancel(context.Background())
+	watching := make(chan struct{})
+	go func() { e.st.WatchForeign(ctx, 5*time.Millisecond); close(watching) }()
+	t.Cleanup(func() { cancel(); <-watching })
+
+	cli, err := store.Open(ctx, e.st.Path(), store.Options{Logger: e.quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if err := cli.RevokeEndpoint(ctx, ep.ID, "human:cli"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for e.ag.sessions.get(c.GetSessionId()) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the revoked endpoint's session outlived the foreign-commit watch")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -322,6 +322,16 @@ func (s *Store) Endpoint(ctx context.Context, id int64) (Endpoint, error) {
 	return e, nil
 }
 
+// EndpointEpoch is a number that any change to any endpoint moves, from this
+// process or another: compare two readings to learn whether endpoints changed.
+func (s *Store) EndpointEpoch(ctx context.Context) (int64, error) {
+	var epoch int64
+	if err := s.queryRow(ctx, `SELECT epoch FROM endpoint_epoch WHERE id = 1`).Scan(&epoch); err != nil {
+		return 0, fmt.Errorf("store: read endpoint epoch: %w", err)
+	}
+	return epoch, nil
+}
+
 // EndpointByCredential resolves a presented credential to its live endpoint. Unknown
 // and revoked credentials are both ErrNotFound.
 //
