@@ -69,22 +69,30 @@ func TestDoorbellRingsTheRightSessions(t *testing.T) {
 	}
 }
 
+// otherProcess starts the foreign-commit watch on e's store and opens the same
+// file as another process would (the CLI while serve runs).
+func (e *env) otherProcess() *store.Store {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	watching := make(chan struct{})
+	go func() { e.st.WatchForeign(ctx, 5*time.Millisecond); close(watching) }()
+	e.t.Cleanup(func() { cancel(); <-watching })
+	cli, err := store.Open(ctx, e.st.Path(), store.Options{Logger: e.quiet})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
 // A todo added by another process on the same file (the CLI while serve runs)
 // rings too, through the foreign-commit watcher.
 func TestDoorbellRingsForForeignCommits(t *testing.T) {
 	e := newEnv(t)
 	_, cred := e.endpoint("watcher", []string{"inbox"}, nil)
 	c := e.dial(cred, true)
-	ctx, cancel := context.WithCancel(context.Background())
-	watching := make(chan struct{})
-	go func() { e.st.WatchForeign(ctx, 5*time.Millisecond); close(watching) }()
-	t.Cleanup(func() { cancel(); <-watching })
-
-	cli, err := store.Open(ctx, e.st.Path(), store.Options{Logger: e.quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := e.otherProcess()
+	ctx := t.Context()
 	// The watcher takes its baseline when it starts, and a todo committed before
 	// that is not news; add until one rings (the first almost always does).
 	for attempt := 0; ; attempt++ {
@@ -196,16 +204,8 @@ func TestRevocationFromAnotherProcessEndsStreamsAtOnce(t *testing.T) {
 	ep, cred := e.endpoint("revoked", []string{"inbox"}, nil)
 	c := e.dial(cred, true)
 	e.st.OnForeignCommit(e.ag.EndpointsMayHaveChanged)
-	ctx, cancel := context.WithCancel(context.Background())
-	watching := make(chan struct{})
-	go func() { e.st.WatchForeign(ctx, 5*time.Millisecond); close(watching) }()
-	t.Cleanup(func() { cancel(); <-watching })
-
-	cli, err := store.Open(ctx, e.st.Path(), store.Options{Logger: e.quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := e.otherProcess()
+	ctx := t.Context()
 	if err := cli.RevokeEndpoint(ctx, ep.ID, "human:cli"); err != nil {
 		t.Fatal(err)
 	}
