@@ -209,11 +209,16 @@ func TestRevocationFromAnotherProcessEndsStreamsAtOnce(t *testing.T) {
 	if err := cli.RevokeEndpoint(ctx, ep.ID, "human:cli"); err != nil {
 		t.Fatal(err)
 	}
+	// The watcher takes its baseline when it starts, and a commit made before
+	// that is not news: later foreign commits (elsewhere) make it look again.
 	deadline := time.Now().Add(10 * time.Second)
 	for e.ag.sessions.get(c.GetSessionId()) != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("the revoked endpoint's session outlived the foreign-commit watch")
 		}
-		time.Sleep(10 * time.Millisecond)
+		if _, err := cli.AddTodo(ctx, store.NewTodo{Queue: "elsewhere", Payload: "nudge", CreatedBy: "human:cli"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

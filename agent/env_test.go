@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -198,6 +199,12 @@ func (ac *agentClient) code(t testing.TB, tool string, args map[string]any) stri
 	var p errorPayload
 	if err := json.Unmarshal(res.RawStructuredContent, &p); err != nil || p.Code == "" {
 		t.Fatalf("%s: error without a code: %s", tool, res.RawStructuredContent)
+	}
+	// The code says it once: the store's sentinel is not repeated at the end.
+	for _, said := range []error{store.ErrNotFound, store.ErrConflict, store.ErrAlreadyExists, store.ErrInvalid} {
+		if strings.HasSuffix(p.Message, ": "+said.Error()) {
+			t.Errorf("%s: message %q repeats its code", tool, p.Message)
+		}
 	}
 	return p.Code
 }

@@ -50,11 +50,11 @@ func (a *Agent) toolError(tool string, err error) *mcp.CallToolResult {
 	switch {
 	case errors.As(err, &e):
 	case errors.Is(err, store.ErrNotFound):
-		e = &Error{CodeNotFound, storeMessage(err)}
+		e = &Error{CodeNotFound, storeMessage(err, store.ErrNotFound)}
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrAlreadyExists):
-		e = &Error{CodeConflict, storeMessage(err)}
+		e = &Error{CodeConflict, storeMessage(err, store.ErrConflict, store.ErrAlreadyExists)}
 	case errors.Is(err, store.ErrInvalid):
-		e = &Error{CodeInvalidArgument, storeMessage(err)}
+		e = &Error{CodeInvalidArgument, storeMessage(err, store.ErrInvalid)}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, store.ErrClosed):
 		e = &Error{CodeUnavailable, "the server is busy or shutting down; retry shortly"}
 	default:
@@ -73,8 +73,13 @@ func (e *Error) result() *mcp.CallToolResult {
 	}
 }
 
-// storeMessage drops the package prefix from a store error; the rest says what was
-// refused and why in words an agent can use.
-func storeMessage(err error) string {
-	return strings.TrimPrefix(err.Error(), "store: ")
+// storeMessage drops the package prefix from a store error, and the sentinel's
+// own text at its end, which the code already says ("…: conflict" under
+// code conflict); the rest says what was refused and why in words an agent can use.
+func storeMessage(err error, sentinels ...error) string {
+	msg := strings.TrimPrefix(err.Error(), "store: ")
+	for _, s := range sentinels {
+		msg = strings.TrimSuffix(msg, ": "+s.Error())
+	}
+	return msg
 }

@@ -260,7 +260,7 @@ func (a *Agent) ownWebhook(ctx context.Context, ep store.Endpoint, id int64) (st
 		return store.Webhook{}, err
 	}
 	if h.EndpointID != ep.ID || h.DeletedAt != nil {
-		return store.Webhook{}, errorf(CodeNotFound, "webhook %d: not found", id)
+		return store.Webhook{}, errorf(CodeNotFound, "webhook %d", id)
 	}
 	return h, nil
 }
@@ -283,7 +283,7 @@ func (a *Agent) ownEvent(ctx context.Context, c *Call) (store.WebhookEvent, erro
 		return store.WebhookEvent{}, err
 	}
 	if e.EndpointID != c.Endpoint.ID {
-		return store.WebhookEvent{}, errorf(CodeNotFound, "webhook event %d: not found", id)
+		return store.WebhookEvent{}, errorf(CodeNotFound, "webhook event %d", id)
 	}
 	return e, nil
 }
@@ -410,7 +410,7 @@ func (a *Agent) listWebhookEvents(ctx context.Context, c *Call) (any, error) {
 			return nil, err
 		}
 		if h.EndpointID != c.Endpoint.ID {
-			return nil, errorf(CodeNotFound, "webhook %d: not found", id)
+			return nil, errorf(CodeNotFound, "webhook %d", id)
 		}
 		f.WebhookID = id
 	}

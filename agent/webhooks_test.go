@@ -223,6 +223,25 @@ func TestWebhooksAreTheirEndpointsOnly(t *testing.T) {
 			t.Errorf("%s from another endpoint: %s", tool, code)
 		}
 	}
+	// Another endpoint's webhook and event read exactly as missing ones do.
+	said := func(tool string, args map[string]any) string {
+		res, err := other.call(tool, args)
+		if err != nil || !res.IsError {
+			t.Fatalf("%s %v: %v %v", tool, args, err, res)
+		}
+		return text(res)
+	}
+	const missing = 987654
+	for _, c := range []struct{ tool, arg, what string }{
+		{VerbRotateWebhook, "webhook_id", "webhook"}, {VerbGetWebhookEvent, "event_id", "webhook event"},
+	} {
+		theirs := map[string]int64{"webhook_id": hook.WebhookID, "event_id": int64(eventID.(float64))}[c.arg]
+		got := strings.Replace(said(c.tool, map[string]any{c.arg: theirs}), strconv.FormatInt(theirs, 10), "N", 1)
+		none := strings.Replace(said(c.tool, map[string]any{c.arg: missing}), strconv.FormatInt(missing, 10), "N", 1)
+		if got != none || got != "not_found: "+c.what+" N" {
+			t.Errorf("%s: another endpoint's is told %q, a missing one %q", c.tool, got, none)
+		}
+	}
 	// Nothing changed: the secret still verifies and nothing was replayed.
 	if code, _ := h.deliver(hook, hook.SigningSecret, "d-2", []byte(`{}`)); code != http.StatusAccepted {
 		t.Fatalf("after the refusals the webhook answers %d", code)
