@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -41,7 +42,8 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if o := r.Header.Get("Origin"); o != "" && !a.origins[strings.ToLower(o)] {
-		http.Error(w, "forbidden: Origin not allowed", http.StatusForbidden)
+		http.Error(w, fmt.Sprintf("forbidden: Origin %.200q is not allowed (a browser client's origin goes in serve's --allowed-origins)", o),
+			http.StatusForbidden)
 		return
 	}
 	ep, ok := a.authenticate(w, r)

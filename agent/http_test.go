@@ -179,8 +179,10 @@ func TestOriginAndHostChecks(t *testing.T) {
 		}
 	}
 	// The Origin check comes before authentication: a foreign page learns nothing.
-	if resp, _ := e.raw(http.MethodPost, "", "", initializeBody, map[string]string{"Origin": "https://evil.example"}); resp.StatusCode != http.StatusForbidden {
-		t.Errorf("foreign origin without credential: %d", resp.StatusCode)
+	// The refusal names the origin and where to allow it, for the developer.
+	resp, body := e.raw(http.MethodPost, "", "", initializeBody, map[string]string{"Origin": "https://evil.example"})
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, `"https://evil.example"`) || !strings.Contains(body, "--allowed-origins") {
+		t.Errorf("foreign origin without credential: %d %s", resp.StatusCode, body)
 	}
 }
 
