@@ -363,6 +363,14 @@ func (s *server) startBackground(ctx context.Context) {
 		}
 	})
 	s.goBG(func() { s.agent.Run(ctx) })
+	s.goBG(func() {
+		// Backoffs a restart left untimed still ring when they end.
+		if n, err := s.store.LoadBackoffs(ctx); err != nil {
+			s.log.Warn("load the backoffs of failed todos", "err", err)
+		} else if n > 0 {
+			s.log.Info("timing the backoffs of failed todos", "todos", n)
+		}
+	})
 	s.goBG(func() { s.modules.run(ctx, s.agent) })
 	s.goBG(func() { s.reaper.Run(ctx) })
 	s.goBG(func() { s.maintain(ctx, 5*time.Minute) })

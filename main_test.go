@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -406,4 +407,72 @@ func TestListensEverywhere(t *testing.T) {
 			t.Errorf("listensEverywhere(%q) = %v, want %v", listen, got, want)
 		}
 	}
+}
+
+// metric reads one unlabelled gauge from serve's /metrics.
+func metric(t *testing.T, base, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("/metrics has no %s", name)
+	return 0
+}
+
+// serve wires its foreign-commit watch to the agent: an endpoint revoked from
+// another process (the CLI) loses its open doorbell stream within moments, not
+// at the agent's periodic 30 s re-check.
+func TestServeEndsRevokedStreamsPromptly(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	base, _ := startServer(t, serveConfig{DB: db, MetricsAllow: "127.0.0.1"})
+	other, err := store.Open(t.Context(), db, store.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	queues, verbs := []string{"inbox"}, agent.AllVerbs()
+	ep, cred, err := other.CreateEndpoint(t.Context(), "doomed", store.EndpointSpec{Queues: &queues, Verbs: &verbs}, "human:cli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := agent.Dial(t.Context(), base+"/mcp", cred, agent.DialOptions{Listen: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	until := func(what string, cond func() bool, nudge func()) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+			nudge()
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	until("the doorbell stream never opened", func() bool { return metric(t, base, "switchboard_mcp_streams") == 1 }, func() {})
+	if err := other.RevokeEndpoint(t.Context(), ep.ID, "human:cli"); err != nil {
+		t.Fatal(err)
+	}
+	// Foreign commits elsewhere, in case the watch took its baseline after the revocation.
+	until("the revoked endpoint's stream outlived the foreign-commit watch",
+		func() bool {
+			return metric(t, base, "switchboard_mcp_streams") == 0 && metric(t, base, "switchboard_mcp_sessions") == 0
+		},
+		func() {
+			other.AddTodo(t.Context(), store.NewTodo{Queue: "elsewhere", Payload: "nudge", CreatedBy: "human:cli"})
+		})
 }

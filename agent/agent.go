@@ -234,9 +234,10 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.log.Warn("read the endpoints' epoch", "err", err)
 				continue
 			}
-			if now != epoch {
+			// The epoch moves on only once every session's endpoint was read:
+			// after a failed read the next signal tries again.
+			if now != epoch && a.Revalidate(ctx) {
 				epoch = now
-				a.Revalidate(ctx)
 			}
 		}
 	}
@@ -339,7 +340,9 @@ func toolInputs(ep store.Endpoint) string {
 // deleted endpoints end at once (their streams close and their ids stop working);
 // the others get the fresh scope the doorbell filters on, and, when a human edited
 // the endpoint (say from the CLI), tools rebuilt from it with tools/list_changed.
-func (a *Agent) Revalidate(ctx context.Context) {
+// It reports whether every session's endpoint could be read.
+func (a *Agent) Revalidate(ctx context.Context) (ok bool) {
+	ok = true
 	eps := map[int64]*store.Endpoint{}
 	stale := map[int64]store.Endpoint{}
 	for _, x := range a.sessions.all() {
@@ -353,6 +356,7 @@ func (a *Agent) Revalidate(ctx context.Context) {
 				ep = nil
 			default:
 				a.log.Warn("revalidate sessions: load endpoint", "endpoint", x.endpointID, "err", err)
+				ok = false
 				continue
 			}
 			eps[x.endpointID] = ep
@@ -371,6 +375,7 @@ func (a *Agent) Revalidate(ctx context.Context) {
 	for _, ep := range stale {
 		a.refresh(ctx, ep)
 	}
+	return ok
 }
 
 // endSession ends a session as a DELETE does: mcp-go calls Terminate (which

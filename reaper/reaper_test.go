@@ -240,3 +240,35 @@ func TestAuditRetention(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// A pass rings the doorbells of backoffs that ended, should the store's timer
+// be late (here the store's clock is a test's, which its timer does not follow).
+func TestRunOnceRingsEndedBackoffs(t *testing.T) {
+	st, clk, r := setup(t)
+	rung := make(chan store.TodoChange, 16)
+	st.OnTodoChange(func(c store.TodoChange) {
+		if c.Cause == "backoff_over" {
+			select {
+			case rung <- c:
+			default:
+			}
+		}
+	})
+	td := add(t, st, 5)
+	claim(t, st, td.ID, time.Minute)
+	if _, err := st.Fail(context.Background(), store.Ack{ID: td.ID, Owner: "agent:w"}, "transient", true); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(store.RetryBackoff(1))
+	if _, err := r.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-rung:
+		if c.ID != td.ID || !c.Claimable {
+			t.Fatalf("rang %+v", c)
+		}
+	default:
+		t.Fatal("the pass did not ring the ended backoff")
+	}
+}

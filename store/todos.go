@@ -78,9 +78,10 @@ type TodoChange struct {
 
 // OnTodoChange registers a hook run after every commit that changes todos. Hooks run
 // on the writer goroutine right after the commit, before its callers are answered
-// (with synchronous=FULL, also before the commit's sync: see writer.announce). They
-// must never block and must not call the store's write methods (the writer would
-// wait for itself).
+// (with synchronous=FULL, also before the commit's sync: see writer.announce); the
+// foreign-commit watch and a backoff's end (RingDue) run them from their own
+// goroutines, so hooks may run concurrently. They must never block and must not
+// call the store's write methods (the writer would wait for itself).
 // Register hooks at wiring time, before traffic starts.
 func (s *Store) OnTodoChange(fn func(TodoChange)) {
 	s.hooksMu.Lock()
@@ -95,13 +96,16 @@ func (s *Store) fire(changes []TodoChange) {
 	s.hooksMu.RLock()
 	hooks := s.hooks
 	s.hooksMu.RUnlock()
+	// Wake-ups first: a hook that panics must not lose a later change's.
 	for _, c := range changes {
-		if c.Claimable {
-			s.noteRung(c.ID)
-		}
 		if !c.ClaimableAt.IsZero() {
 			s.wakeAt(c.ClaimableAt, TodoChange{ID: c.ID, Queue: c.Queue, State: StatePending, Source: c.Source,
 				Claimable: true, Cause: "backoff_over"})
+		}
+	}
+	for _, c := range changes {
+		if c.Claimable {
+			s.noteRung(c.ID)
 		}
 		for _, h := range hooks {
 			h(c)

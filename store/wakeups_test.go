@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"log/slog"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +23,10 @@ func watchChanges(s *Store) *changeLog {
 		l.mu.Lock()
 		l.list, l.at = append(l.list, c), append(l.at, time.Now())
 		l.mu.Unlock()
-		l.ch <- c
+		select { // hooks must never block
+		case l.ch <- c:
+		default:
+		}
 	})
 	return l
 }
@@ -109,6 +114,81 @@ func TestBackoffTimerRings(t *testing.T) {
 			return
 		case <-deadline:
 			t.Fatal("no doorbell when the backoff ended")
+		}
+	}
+}
+
+// A wake-up left from an earlier backoff (the timer was late, and the todo was
+// claimed and failed again meanwhile) does not ring: the todo is backing off
+// again. Its current backoff rings once, when it ends.
+func TestStaleWakeupDoesNotRing(t *testing.T) {
+	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	s := openTest(t, Options{Now: clock.Now})
+	log := watchChanges(s)
+	ctx := context.Background()
+	failed := failOnce(t, s)
+	clock.Add(RetryBackoff(1))
+	// Before the first wake-up is run: claimed and failed again.
+	again, ok, err := s.ClaimNext(ctx, "agent:a", []string{"inbox"}, time.Minute)
+	if err != nil || !ok || again.ID != failed.ID {
+		t.Fatalf("claim again: %v %v", ok, err)
+	}
+	if _, err := s.Fail(ctx, Ack{ID: again.ID, Owner: "agent:a", LeaseSeq: again.LeaseSeq}, "again", true); err != nil {
+		t.Fatal(err)
+	}
+	s.RingDue()
+	if got := log.claimable(failed.ID); len(got) != 1 {
+		t.Fatalf("a stale wake-up rang during the second backoff: %+v", got)
+	}
+	clock.Add(RetryBackoff(2))
+	s.RingDue()
+	if got := log.claimable(failed.ID); len(got) != 2 || got[1].Cause != "backoff_over" {
+		t.Fatalf("after the second backoff: %+v", got)
+	}
+}
+
+// A restart forgets the timers; LoadBackoffs takes them up from the database.
+func TestBackoffsSurviveARestart(t *testing.T) {
+	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	path := filepath.Join(t.TempDir(), "sb.db")
+	opts := Options{Now: clock.Now, Logger: slog.New(slog.DiscardHandler)}
+	s, err := Open(context.Background(), path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := failOnce(t, s)
+	s.Close()
+
+	s, err = Open(context.Background(), path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	log := watchChanges(s)
+	if n, err := s.LoadBackoffs(context.Background()); err != nil || n != 1 {
+		t.Fatalf("LoadBackoffs = %d, %v; want the one todo backing off", n, err)
+	}
+	clock.Add(RetryBackoff(1))
+	s.RingDue()
+	if got := log.claimable(failed.ID); len(got) != 1 || got[0].Cause != "backoff_over" || got[0].Queue != "inbox" || got[0].Source != "manual" {
+		t.Fatalf("after the restart and the backoff: %+v", got)
+	}
+}
+
+// LoadBackoffs reads the claim index whole at start-up: its cost at a deep queue.
+func BenchmarkLoadBackoffs(b *testing.B) {
+	if testing.Short() {
+		b.Skip("seeds a million todos")
+	}
+	s := openTest(b, Options{})
+	ctx := context.Background()
+	if err := s.SeedTodosForBench(ctx, "inbox", 1_000_000, `{"n":1}`); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := s.LoadBackoffs(ctx); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
