@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -307,6 +308,24 @@ func TestRateLimited(t *testing.T) {
 	c.ok(t, VerbListTodos, nil, nil)
 	if code := c.code(t, VerbListTodos, nil); code != CodeRateLimited {
 		t.Fatalf("third call: %s, want rate_limited", code)
+	}
+	// The refusal says when to call again: here, when the bucket (a token every
+	// 100 s) has one again.
+	_, slow := e.endpoint("slow", []string{"inbox"}, nil, func(s *store.EndpointSpec) {
+		s.RatePerSecond, s.RateBurst = ptr(0.01), ptr(1)
+	})
+	q := e.dial(slow, false)
+	q.ok(t, VerbListTodos, nil, nil)
+	res, err := q.call(VerbListTodos, nil)
+	if err != nil || !res.IsError {
+		t.Fatalf("second call: %v %v", err, res)
+	}
+	msg := text(res)
+	var wait float64
+	if i := strings.LastIndex(msg, "retry in "); i < 0 {
+		t.Fatalf("refusal without a wait: %q", msg)
+	} else if _, err := fmt.Sscanf(msg[i+len("retry in "):], "%f s", &wait); err != nil || wait <= 0 || wait > 100 {
+		t.Fatalf("refusal over a 0.01/s bucket: %q", msg)
 	}
 	// Another endpoint has its own bucket.
 	_, other := e.endpoint("patient", []string{"inbox"}, nil)

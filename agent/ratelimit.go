@@ -2,6 +2,7 @@ package agent
 
 import (
 	"sync"
+	"time"
 
 	"golang.org/x/time/rate"
 
@@ -24,8 +25,9 @@ func newLimiters(perSecond float64, burst int) *limiters {
 	return &limiters{perSecond: perSecond, burst: burst, m: map[int64]*rate.Limiter{}}
 }
 
-// allow takes one token from ep's bucket, or reports that there is none.
-func (l *limiters) allow(ep store.Endpoint) bool {
+// allow takes one token from ep's bucket, or reports that there is none and how
+// long until there is one (-1 when the wait is too long to say).
+func (l *limiters) allow(ep store.Endpoint) (bool, time.Duration) {
 	r, b := ep.RatePerSecond, ep.RateBurst
 	if r <= 0 {
 		r = l.perSecond
@@ -47,5 +49,22 @@ func (l *limiters) allow(ep store.Endpoint) bool {
 		}
 	}
 	l.mu.Unlock()
-	return lim.Allow()
+	if lim.Allow() {
+		return true, 0
+	}
+	// A reservation says when the next token comes; cancelled, it takes nothing.
+	res := lim.Reserve()
+	defer res.Cancel()
+	if !res.OK() {
+		return false, -1
+	}
+	return false, res.Delay()
+}
+
+// rateLimitedError tells an agent over its rate limit when to call again.
+func rateLimitedError(wait time.Duration) *Error {
+	if wait < 0 || wait > time.Hour {
+		return errorf(CodeRateLimited, "this endpoint is over its rate limit; retry later")
+	}
+	return errorf(CodeRateLimited, "this endpoint is over its rate limit; retry in %.2f s", max(wait.Seconds(), 0.01))
 }

@@ -220,8 +220,8 @@ func (a *Agent) limit(name string, h server.ToolHandlerFunc) server.ToolHandlerF
 		if !ok {
 			return a.toolError(name, errorf(CodeForbidden, "no authenticated endpoint")), nil
 		}
-		if !a.limits.allow(ep) {
-			return a.toolError(name, errorf(CodeRateLimited, "this endpoint is over its rate limit; retry shortly")), nil
+		if ok, wait := a.limits.allow(ep); !ok {
+			return a.toolError(name, rateLimitedError(wait)), nil
 		}
 		return h(ctx, req)
 	}
