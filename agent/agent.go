@@ -155,6 +155,7 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 	}
 	a.evictions.Every = evictionLogEvery
 	a.sessions = newSessions(opts.MaxSessionsPerEndpoint, a.evict)
+	a.sessions.idleNote = fmt.Sprintf("it was idle for %s", opts.SessionIdleTTL)
 	if opts.BaseURL != "" {
 		if err := ingest.CheckBaseURL(opts.BaseURL); err != nil {
 			return nil, fmt.Errorf("agent: %w", err)
@@ -395,6 +396,8 @@ func (a *Agent) evict(ep store.Endpoint, x *session) {
 			"agent", ep.AgentID, "max_sessions", a.opts.MaxSessionsPerEndpoint, "ended", n,
 			"next_report_after", evictionLogEvery.String())
 	}
+	a.sessions.noteEnded(x.id, fmt.Sprintf("its endpoint opened more than %d sessions (--max-sessions-per-endpoint), "+
+		"and this was the least recently used", a.opts.MaxSessionsPerEndpoint))
 	x.closeStreams()
 	a.endSession(x.id)
 }

@@ -66,7 +66,7 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case x == nil:
 			// 404 tells a client its session is gone and it must initialize again.
-			http.Error(w, "unknown or ended session: initialize a new one", http.StatusNotFound)
+			a.sessionGone(w, sid)
 			return
 		case x.endpointID != ep.ID:
 			a.log.Warn("request with another endpoint's session refused", "agent", ep.AgentID, "method", r.Method)
@@ -89,7 +89,7 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		// be rung. Looked up again after attaching, it is either still there (and
 		// a later end closes this stream) or gone.
 		if a.sessions.get(sid) != x {
-			http.Error(w, "unknown or ended session: initialize a new one", http.StatusNotFound)
+			a.sessionGone(w, sid)
 			return
 		}
 		if a.onAttach != nil {
@@ -111,6 +111,16 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if minted != "" && a.sessions.get(minted) == nil {
 		a.endSession(minted)
 	}
+}
+
+// sessionGone answers a request on a session that is not live: 404, which tells
+// a client to initialize again, with why it ended when that is remembered.
+func (a *Agent) sessionGone(w http.ResponseWriter, sid string) {
+	msg := "unknown or ended session: initialize a new one"
+	if why := a.sessions.whyEnded(sid); why != "" {
+		msg = "session ended: " + why + "; initialize a new one"
+	}
+	http.Error(w, msg, http.StatusNotFound)
 }
 
 // authenticate resolves the bearer credential to a live endpoint or answers 401.

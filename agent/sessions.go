@@ -33,6 +33,39 @@ type sessions struct {
 	// an endpoint to keep it within limit.
 	evict func(ep store.Endpoint, x *session)
 	uses  atomic.Uint64 // requests seen; a session's used is this count at its last one
+
+	// Why recently ended sessions ended, for the 404 their next request gets: an
+	// agent told only "unknown session" cannot tell an eviction from a restart.
+	ended      map[string]string
+	endedOrder []string // oldest first, at most maxRememberedEnds
+	idleNote   string   // why the idle sweep ends a session
+}
+
+// maxRememberedEnds bounds the memory of why sessions ended.
+const maxRememberedEnds = 4096
+
+// noteEnded remembers why session id ended.
+func (s *sessions) noteEnded(id, why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended == nil {
+		s.ended = map[string]string{}
+	}
+	if _, seen := s.ended[id]; !seen {
+		if len(s.endedOrder) >= maxRememberedEnds {
+			delete(s.ended, s.endedOrder[0])
+			s.endedOrder = s.endedOrder[1:]
+		}
+		s.endedOrder = append(s.endedOrder, id)
+	}
+	s.ended[id] = why
+}
+
+// whyEnded says why session id ended, if it is remembered.
+func (s *sessions) whyEnded(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended[id]
 }
 
 // session is what the agent knows about one MCP session.
@@ -226,7 +259,7 @@ func (x *session) forgetLease(todo int64) {
 // it returns mints ids bound to the endpoint the request authenticated as. r is nil
 // when mcp-go's idle sweeper calls.
 func (s *sessions) ResolveSessionIdManager(r *http.Request) server.SessionIdManager {
-	m := idManager{s: s}
+	m := idManager{s: s, idle: r == nil}
 	if r != nil {
 		if ep, ok := EndpointFromContext(r.Context()); ok {
 			m.ep = &ep
@@ -240,6 +273,7 @@ type idManager struct {
 	s      *sessions
 	ep     *store.Endpoint
 	minted *string // where Generate tells the HTTP wrapper the id it minted
+	idle   bool    // mcp-go's idle sweeper is asking
 }
 
 // mintedKey carries, in an initialize request's context, where the id minted for
@@ -274,6 +308,9 @@ func (m idManager) Validate(id string) (bool, error) {
 }
 
 func (m idManager) Terminate(id string) (bool, error) {
+	if m.idle && m.s.idleNote != "" && m.s.get(id) != nil {
+		m.s.noteEnded(id, m.s.idleNote)
+	}
 	m.s.remove(id)
 	return false, nil
 }

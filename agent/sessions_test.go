@@ -97,6 +97,14 @@ func TestSessionLimitEvictsLeastRecentlyUsed(t *testing.T) {
 	for _, c := range clients[:extra] {
 		e.ended(t, cred, c.GetSessionId())
 	}
+	// The 404 says why, so that an agent can tell an eviction from a restart.
+	_, body := e.raw(http.MethodPost, cred, clients[0].GetSessionId(), listToolsBody, nil)
+	if want := fmt.Sprintf("its endpoint opened more than %d sessions", limit); !strings.Contains(body, want) {
+		t.Errorf("an evicted session's 404 says %q, want it to say %q", body, want)
+	}
+	if _, body := e.raw(http.MethodPost, cred, "sb-never-issued", listToolsBody, nil); !strings.Contains(body, "unknown or ended session") {
+		t.Errorf("an unknown session's 404 says %q", body)
+	}
 	select {
 	case <-stream:
 	case <-time.After(10 * time.Second):
@@ -278,5 +286,23 @@ func TestSourceToolNamedLikeAVerbIsIgnored(t *testing.T) {
 	ac.ok(t, VerbClaimNext, map[string]any{}, &out)
 	if impostorRan.Load() || out.Claimed == nil {
 		t.Fatalf("claim_next ran the source's handler (%v), or answered %+v", impostorRan.Load(), out)
+	}
+}
+
+// A session the idle sweep ended says so on its next request.
+func TestIdleSessionSaysWhyItEnded(t *testing.T) {
+	e := newEnv(t, func(c *envConfig) { c.agent.SessionIdleTTL = 300 * time.Millisecond })
+	_, cred := e.endpoint("sleepy", []string{"inbox"}, nil)
+	id := e.dial(cred, false).GetSessionId()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.ag.sessions.get(id) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle sweep never ended the session")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	resp, body := e.raw(http.MethodPost, cred, id, listToolsBody, nil)
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "it was idle for 300ms") {
+		t.Fatalf("an idled-out session answered %d %q", resp.StatusCode, body)
 	}
 }
