@@ -310,10 +310,14 @@ func endpointUpdate(ctx context.Context, env *environ, args []string) error {
 func endpointRevoke(ctx context.Context, env *environ, args []string) error {
 	return onID(ctx, env, args, "endpoint revoke", endpointSynopsis, "endpoint",
 		func(ctx context.Context, s *store.Store, id int64) error {
-			if err := s.RevokeEndpoint(ctx, id, "human:cli"); err != nil {
+			released, err := s.RevokeEndpointReleasing(ctx, id, "human:cli")
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(env.stdout, "endpoint %d revoked\n", id)
+			if released > 0 {
+				fmt.Fprintf(env.stdout, "%d todos its agent held are back on their queues (no other live endpoint speaks for that agent)\n", released)
+			}
 			return nil
 		})
 }

@@ -266,16 +266,65 @@ func (s *Store) UpdateEndpoint(ctx context.Context, id int64, spec EndpointSpec,
 
 // RevokeEndpoint revokes an endpoint: its credential fails from the next request on.
 func (s *Store) RevokeEndpoint(ctx context.Context, id int64, actor string) error {
-	return s.write(ctx, func(w *wtx) error {
-		res, err := w.exec(`UPDATE endpoints SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, ms(w.now), id)
+	_, err := s.RevokeEndpointReleasing(ctx, id, actor)
+	return err
+}
+
+// RevokeEndpointReleasing revokes the endpoint and, when no other live endpoint
+// speaks for its agent, hands the todos the agent holds back to their queues at
+// once (as a release: the claim is not counted as an attempt): the agent can
+// no longer complete them, and its leases could run for hours. An agent with
+// another live credential (a rotation: new endpoint first, then the old one
+// revoked) keeps its work. It reports how many todos went back.
+func (s *Store) RevokeEndpointReleasing(ctx context.Context, id int64, actor string) (released int, err error) {
+	err = s.write(ctx, func(w *wtx) error {
+		released = 0
+		var agentID string
+		err := w.queryRow(`UPDATE endpoints SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING agent_id`,
+			ms(w.now), id).Scan(&agentID)
+		if notFound(err) {
+			return fmt.Errorf("store: revoke endpoint %d (unknown or already revoked): %w", id, ErrNotFound)
+		}
 		if err != nil {
 			return fmt.Errorf("store: revoke endpoint %d: %w", id, err)
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("store: revoke endpoint %d (unknown or already revoked): %w", id, ErrNotFound)
+		if err := w.audit(actor, "endpoint.revoke", endpointTarget(id), "", ""); err != nil {
+			return err
 		}
-		return w.audit(actor, "endpoint.revoke", endpointTarget(id), "", "")
+		var others int
+		if err := w.queryRow(`SELECT count(*) FROM endpoints WHERE agent_id = ? AND revoked_at IS NULL`, agentID).Scan(&others); err != nil {
+			return fmt.Errorf("store: revoke endpoint %d: %w", id, err)
+		}
+		if others > 0 {
+			return nil
+		}
+		rows, err := w.query(`SELECT id FROM todos WHERE state = 'claimed' AND owner = ?`, "agent:"+agentID)
+		if err != nil {
+			return fmt.Errorf("store: revoke endpoint %d: find its agent's claims: %w", id, err)
+		}
+		var held []int64
+		for rows.Next() {
+			var t int64
+			if err := rows.Scan(&t); err != nil {
+				rows.Close()
+				return fmt.Errorf("store: revoke endpoint %d: find its agent's claims: %w", id, err)
+			}
+			held = append(held, t)
+		}
+		if err := rows.Err(); err != nil {
+			rows.Close()
+			return fmt.Errorf("store: revoke endpoint %d: find its agent's claims: %w", id, err)
+		}
+		rows.Close()
+		for _, t := range held {
+			if _, err := w.release(t, actor, "todo.release"); err != nil {
+				return err
+			}
+		}
+		released = len(held)
+		return nil
 	})
+	return released, err
 }
 
 const endpointColumns = `id, agent_id, agent_name, coalesce(owner_human_id, 0), credential_hint, scope_verbs,

@@ -264,11 +264,16 @@ func (u *UI) revokeEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 		u.fail(w, r, rc, http.StatusNotFound, "There is no such endpoint.")
 		return
 	}
-	if err := u.store.RevokeEndpoint(r.Context(), id, rc.actor()); err != nil {
+	released, err := u.store.RevokeEndpointReleasing(r.Context(), id, rc.actor())
+	if err != nil {
 		u.storeError(w, r, rc, fmt.Sprintf("Revoking endpoint %d", id), err)
 		return
 	}
-	http.Redirect(w, r, "/endpoints?flash=revoked", http.StatusSeeOther)
+	flash := "revoked"
+	if released > 0 {
+		flash = "revoked-released"
+	}
+	http.Redirect(w, r, "/endpoints?flash="+flash, http.StatusSeeOther)
 }
 
 // splitList splits a comma- or space-separated list, dropping empties and repeats.

@@ -9,6 +9,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 var (
@@ -187,5 +190,30 @@ func TestUpdateAndRevokeEndpoint(t *testing.T) {
 	}
 	if _, body := f.get("/endpoints?all=1", cookie); !strings.Contains(body, fmt.Sprintf(`data-endpoint-id="%d"`, ep.ID)) {
 		t.Fatal("revoked endpoint missing from ?all=1")
+	}
+}
+
+// Revoking an agent's only endpoint from the board hands back the todos it held,
+// and the confirmation says so.
+func TestRevokeReleasesTheAgentsTodos(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+	ep, _, err := f.st.CreateEndpoint(t.Context(), "bot", endpointSpec([]string{"inbox"}), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := f.addTodo("inbox", "work")
+	if _, err := f.st.Claim(t.Context(), store.Ack{ID: held.ID, Owner: "agent:bot"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := f.post(fmt.Sprintf("/endpoints/%d/revoke", ep.ID), cookie, url.Values{csrfField: {csrf}})
+	if loc := res.Header.Get("Location"); res.StatusCode != http.StatusSeeOther || loc != "/endpoints?flash=revoked-released" {
+		t.Fatalf("revoke: %d to %q", res.StatusCode, loc)
+	}
+	if got := f.todo(held.ID); got.State != store.StatePending {
+		t.Fatalf("the revoked agent's todo is %s, want pending", got.State)
+	}
+	if _, body := f.get("/endpoints?flash=revoked-released", cookie); !strings.Contains(body, "are back on their queues") {
+		t.Fatal("the confirmation does not say the todos went back")
 	}
 }

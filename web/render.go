@@ -161,6 +161,8 @@ var flashes = map[string]string{
 	"added":    "Todo added.",
 	"updated":  "Endpoint updated. Agents see the change on their next call.",
 	"revoked":  "Endpoint revoked. Its credential fails from the next request on.",
+	"revoked-released": "Endpoint revoked. Its credential fails from the next request on, and the todos its agent held " +
+		"are back on their queues (no other live endpoint speaks for that agent).",
 	"approved": "Tool definition approved: agents can call the tool again.",
 	"deleted":  "Webhook deleted. Deliveries to its URL are refused from now on.",
 	"replayed": "Event replayed: a new todo was created from it.",
