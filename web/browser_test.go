@@ -254,6 +254,8 @@ func TestBrowserBoard(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS(`#new-webhook input[name="description"]`), "invoices from the billing service"),
 	)
 	screenshot(t, ctx, "webhook-new-desktop", 1280, 800, 1, false)
+	screenshot(t, ctx, "webhook-new-phone", 390, 844, 2, true)
+	step(t, ctx, "back to the desktop width", chromedp.EmulateViewport(1280, 800))
 	step(t, ctx, "create the webhook",
 		chromedp.Click(chromedp.CSS(`#new-webhook button[type="submit"]`)),
 		chromedp.WaitVisible(chromedp.ID("signing-secret")),
@@ -266,6 +268,12 @@ func TestBrowserBoard(t *testing.T) {
 		t.Fatalf("webhook from the page %s: %+v, secret %q stored as %v (%v)", ingestURL, hook, secret, secrets, err)
 	}
 	screenshot(t, ctx, "webhook-created-desktop", 1280, 800, 1, false)
+	step(t, ctx, "open the Rotate form",
+		chromedp.Navigate(fmt.Sprintf("%s/webhook/%d", f.srv.URL, hook.ID)),
+		chromedp.Click(chromedp.CSS(`#rotate-webhook > summary`)),
+		chromedp.WaitVisible(chromedp.CSS(`#rotate-webhook select[name="grace"]`)),
+	)
+	screenshot(t, ctx, "webhook-rotate-desktop", 1280, 800, 1, false)
 	events, err := f.st.ListWebhookEvents(t.Context(), store.EventFilter{WebhookID: demo.webhook, Limit: 1})
 	if err != nil || len(events) == 0 {
 		t.Fatalf("demo events: %v", err)
