@@ -144,10 +144,8 @@ func yesNo(b bool) string {
 // names, reached over loopback when it listens on every address.
 func defaultURL(env *environ) string {
 	addr := envOr(env, "SWITCHBOARD_LISTEN", "127.0.0.1:8080")
-	if host, port, err := net.SplitHostPort(addr); err == nil {
-		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-			addr = net.JoinHostPort("127.0.0.1", port)
-		}
+	if _, port, err := net.SplitHostPort(addr); err == nil && listensEverywhere(addr) {
+		addr = net.JoinHostPort("127.0.0.1", port)
 	}
 	return "http://" + addr
 }

@@ -221,14 +221,16 @@ func webhookCreate(ctx context.Context, env *environ, args []string) error {
 // stream of 401s later.
 func webhookSecret(env *environ, source string, fromStdin bool) (string, error) {
 	if !fromStdin {
-		return ingest.NewSecret(source)
+		secret, _, err := ingest.SecretFor(source, nil)
+		return secret, err
 	}
 	line, err := readPassword(env.stdin)
 	if err != nil {
 		return "", usageErr("--secret-stdin: no secret on stdin")
 	}
-	secret := strings.TrimSpace(line)
-	if err := ingest.CheckSecret(source, secret); err != nil {
+	given := strings.TrimSpace(line)
+	secret, _, err := ingest.SecretFor(source, &given)
+	if err != nil {
 		return "", usageErr("--secret-stdin: %v", err)
 	}
 	return secret, nil
@@ -243,12 +245,6 @@ func shownSecret(secret string, fromStdin bool) string {
 	return secret
 }
 
-// providerMints names the producers that issue their own signing secrets.
-var providerMints = map[string]struct{ name, account, where string }{
-	"stripe": {"Stripe", "Stripe account", "Stripe (Developers → Webhooks)"},
-	"slack":  {"Slack", "Slack app", "the app's Event Subscriptions as its Request URL"},
-}
-
 func printSecretOnce(env *environ, v webhookView, asJSON bool, verb string) error {
 	if asJSON {
 		return writeJSON(env, v)
@@ -259,13 +255,13 @@ func printSecretOnce(env *environ, v webhookView, asJSON bool, verb string) erro
 		fmt.Fprintln(env.stdout, "signing secret: the one read from stdin. Paste the URL into the producer's webhook settings.")
 	} else {
 		fmt.Fprintf(env.stdout, "signing secret: %s\n", v.SigningSecret)
-		if mints, ok := providerMints[v.SourceType]; ok {
+		if mints, ok := ingest.Minters[v.SourceType]; ok {
 			// Stripe and Slack take no secret from outside: the minted one only
 			// signs test deliveries; a real account's secret comes in on stdin.
 			fmt.Fprintf(env.stdout, "The secret is shown once. %s mints its own signing secret and takes none from outside: "+
 				"this one only verifies deliveries you sign yourself (test tools). For a real %s, paste the URL into %s, "+
 				"then hand its secret over: switchboard webhook rotate %d --secret-stdin < secret.txt\n",
-				mints.name, mints.account, mints.where, v.ID)
+				mints.Name, mints.Account, mints.Where, v.ID)
 		} else {
 			fmt.Fprintln(env.stdout, "The secret is shown once. Paste the URL and the secret into the producer's webhook settings.")
 		}

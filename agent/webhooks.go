@@ -112,14 +112,11 @@ func signingSecretArg() mcp.ToolOption {
 // secretFor returns the secret a create or rotate stores: the caller's, checked,
 // or a fresh one. imported says which.
 func secretFor(sourceType string, given *string) (secret string, imported bool, err error) {
-	if given == nil {
-		secret, err = ingest.NewSecret(sourceType)
-		return secret, false, err
-	}
-	if err := ingest.CheckSecret(sourceType, *given); err != nil {
+	secret, _, err = ingest.SecretFor(sourceType, given)
+	if err != nil && given != nil {
 		return "", false, errorf(CodeInvalidArgument, "signing_secret: %v", err)
 	}
-	return *given, true, nil
+	return secret, given != nil, err
 }
 
 // secretAnswer is the create/rotate answer: a minted secret is shown this once, an

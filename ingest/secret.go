@@ -67,6 +67,35 @@ func CheckSecret(sourceType, secret string) error {
 	return nil
 }
 
+// SecretFor is the secret a webhook is created or rotated with: a fresh one
+// (NewSecret) when given is nil, else given, checked (CheckSecret). minted says
+// which; an error is the minting's or the check's, as given says.
+func SecretFor(sourceType string, given *string) (secret string, minted bool, err error) {
+	if given == nil {
+		secret, err = NewSecret(sourceType)
+		return secret, err == nil, err
+	}
+	if err := CheckSecret(sourceType, *given); err != nil {
+		return "", false, err
+	}
+	return *given, false, nil
+}
+
+// Minter is a producer that mints its own signing secrets and accepts none from
+// outside: a secret Switchboard mints for its source type verifies only the
+// deliveries someone signs by hand (test tools).
+type Minter struct {
+	Name    string // the producer
+	Account string // what of the producer's is configured with the webhook
+	Where   string // where its ingest URL is pasted
+}
+
+// Minters are the source types whose producers mint their own secrets.
+var Minters = map[string]Minter{
+	"stripe": {"Stripe", "Stripe account", "Stripe (Developers → Webhooks)"},
+	"slack":  {"Slack", "Slack app", "the app's Event Subscriptions as its Request URL"},
+}
+
 func randomBytes(n int) ([]byte, error) {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {

@@ -374,11 +374,16 @@ func (s *Store) Endpoint(ctx context.Context, id int64) (Endpoint, error) {
 // EndpointEpoch is a number that any change to any endpoint moves, from this
 // process or another: compare two readings to learn whether endpoints changed.
 func (s *Store) EndpointEpoch(ctx context.Context) (int64, error) {
-	var epoch int64
-	if err := s.queryRow(ctx, `SELECT epoch FROM endpoint_epoch WHERE id = 1`).Scan(&epoch); err != nil {
+	epoch, err := s.endpointEpoch(ctx)
+	if err != nil {
 		return 0, fmt.Errorf("store: read endpoint epoch: %w", err)
 	}
 	return epoch, nil
+}
+
+func (s *Store) endpointEpoch(ctx context.Context) (epoch int64, err error) {
+	err = s.queryRow(ctx, `SELECT epoch FROM endpoint_epoch WHERE id = 1`).Scan(&epoch)
+	return epoch, err
 }
 
 // EndpointByCredential resolves a presented credential to its live endpoint. Unknown
@@ -392,8 +397,8 @@ func (s *Store) EndpointByCredential(ctx context.Context, cred string) (Endpoint
 	hash := HashCredential(cred)
 	// The epoch is read before the row: if the endpoint changes in between, the
 	// entry carries the older epoch and is not used again.
-	var epoch int64
-	if err := s.queryRow(ctx, `SELECT epoch FROM endpoint_epoch WHERE id = 1`).Scan(&epoch); err != nil {
+	epoch, err := s.endpointEpoch(ctx)
+	if err != nil {
 		return Endpoint{}, fmt.Errorf("store: look up credential: read endpoint epoch: %w", err)
 	}
 	if e, ok := s.creds.get(hash, epoch); ok {

@@ -20,10 +20,6 @@ var graces = []struct {
 	Value, Label string
 }{{"24h", "24 hours"}, {"1h", "1 hour"}, {"168h", "7 days"}, {"0s", "none: the old secret stops at once"}}
 
-// providerMints names the producers that issue their own signing secrets and take
-// none from outside: a secret minted here only signs test deliveries.
-var providerMints = map[string]string{"stripe": "Stripe", "slack": "Slack"}
-
 type webhookSecretPage struct {
 	Hook   webhookRow
 	Verb   string // "created" or "rotated"
@@ -36,18 +32,18 @@ type webhookSecretPage struct {
 // webhookSecret mints a secret for source, or checks the one the operator pasted
 // (the producer's own), so that a paste error shows here, not as a stream of 401s.
 func webhookSecret(source, pasted string) (secret string, minted bool, msg string) {
-	pasted = strings.TrimSpace(pasted)
-	if pasted == "" {
-		s, err := ingest.NewSecret(source)
-		if err != nil {
-			return "", false, fmt.Sprintf("Minting a secret failed: %v.", err)
-		}
-		return s, true, ""
+	var given *string
+	if p := strings.TrimSpace(pasted); p != "" {
+		given = &p
 	}
-	if err := ingest.CheckSecret(source, pasted); err != nil {
+	secret, minted, err := ingest.SecretFor(source, given)
+	switch {
+	case err != nil && given == nil:
+		return "", false, fmt.Sprintf("Minting a secret failed: %v.", err)
+	case err != nil:
 		return "", false, fmt.Sprintf("The signing secret was refused: %v.", err)
 	}
-	return pasted, false, ""
+	return secret, minted, ""
 }
 
 // createWebhook serves POST /webhooks: a new ingest URL owned by the operators (no
@@ -128,7 +124,7 @@ func (u *UI) rotateWebhook(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 func secretPage(h webhookRow, verb, grace, secret string, minted bool) webhookSecretPage {
 	p := webhookSecretPage{Hook: h, Verb: verb, Grace: grace}
 	if minted {
-		p.Secret, p.Mints = secret, providerMints[h.SourceType]
+		p.Secret, p.Mints = secret, ingest.Minters[h.SourceType].Name
 	}
 	return p
 }
