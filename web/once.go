@@ -1,8 +1,6 @@
 package web
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"net/http"
 	"sync"
 	"time"
@@ -25,13 +23,6 @@ type onceResult struct {
 type onceResults struct {
 	mu sync.Mutex // held while acting, so a resubmission waits for the first
 	m  map[string]onceResult
-}
-
-// newOnceToken is a fresh token for a form.
-func newOnceToken() string {
-	b := make([]byte, 16)
-	rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // secretOnce runs act unless this session already sent this form, and shows

@@ -61,7 +61,7 @@ func (u *UI) showWebhooks(w http.ResponseWriter, r *http.Request, rc *reqCtx, st
 		u.storeError(w, r, rc, "Counting deliveries", err)
 		return
 	}
-	p := webhooksPage{Sources: ingest.SourceTypes, Once: newOnceToken(), Form: f, All: all, TrackFailures: u.opts.Failures != nil}
+	p := webhooksPage{Sources: ingest.SourceTypes, Once: randomToken(), Form: f, All: all, TrackFailures: u.opts.Failures != nil}
 	for _, h := range hooks {
 		row := u.webhookRow(r, h)
 		row.Stats = stats[h.ID]
@@ -105,7 +105,7 @@ func (u *UI) showWebhook(w http.ResponseWriter, r *http.Request, rc *reqCtx, id 
 		u.storeError(w, r, rc, fmt.Sprintf("Webhook %d", id), err)
 		return
 	}
-	p := webhookPage{Hook: u.webhookRow(r, h), Graces: graces, Once: newOnceToken(), Form: f, TrackFailures: u.opts.Failures != nil}
+	p := webhookPage{Hook: u.webhookRow(r, h), Graces: graces, Once: randomToken(), Form: f, TrackFailures: u.opts.Failures != nil}
 	p.Before, _ = strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
 	p.Events, err = u.store.ListWebhookEvents(r.Context(), store.EventFilter{WebhookID: id, Before: p.Before, Limit: u.opts.PageSize + 1})
 	if err != nil {
