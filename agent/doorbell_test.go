@@ -70,14 +70,14 @@ func TestDoorbellRingsTheRightSessions(t *testing.T) {
 }
 
 // otherProcess starts the foreign-commit watch on e's store and opens the same
-// file as another process would (the CLI while serve runs).
+// file as another process would (the CLI while serve runs), on the same clock.
 func (e *env) otherProcess() *store.Store {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	watching := make(chan struct{})
 	go func() { e.st.WatchForeign(ctx, 5*time.Millisecond); close(watching) }()
 	e.t.Cleanup(func() { cancel(); <-watching })
-	cli, err := store.Open(ctx, e.st.Path(), store.Options{Logger: e.quiet})
+	cli, err := store.Open(ctx, e.st.Path(), store.Options{Logger: e.quiet, Now: e.clock.Now})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -220,5 +220,60 @@ func TestRevocationFromAnotherProcessEndsStreamsAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Revoking an agent from another process (the CLI while serve runs) hands the
+// todos it held back to their queue, and the agents idle on their doorbells hear
+// of them through the foreign-commit watch: nothing else would wake them.
+func TestDoorbellRingsForTodosAForeignRevocationReturned(t *testing.T) {
+	e := newEnv(t)
+	leavingEp, leavingCred := e.endpoint("leaving", []string{"inbox"}, nil)
+	_, stayingCred := e.endpoint("staying", []string{"inbox"}, nil)
+	leaving := e.dial(leavingCred, false)
+	staying := e.dial(stayingCred, true)
+	td := e.addTodo("inbox", "p")
+	ringOf(t, nextRing(t, staying))
+	leaving.ok(t, VerbClaim, map[string]any{"todo_id": td.ID}, nil)
+
+	watching := make(chan struct{}, 1)
+	e.st.OnTodoChange(func(c store.TodoChange) {
+		if c.Queue == "elsewhere" {
+			select {
+			case watching <- struct{}{}:
+			default:
+			}
+		}
+	})
+	cli := e.otherProcess()
+	ctx := t.Context()
+	// The watcher takes its baseline when it starts: once it announces a foreign
+	// add, it is surely watching.
+	for attempt := 0; ; attempt++ {
+		if _, err := cli.AddTodo(ctx, store.NewTodo{Queue: "elsewhere", Payload: "nudge", CreatedBy: "human:cli"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-watching:
+		case <-time.After(50 * time.Millisecond):
+			if attempt == 200 {
+				t.Fatal("the watcher never announced a foreign add")
+			}
+			continue
+		}
+		break
+	}
+	released, err := cli.RevokeEndpointReleasing(ctx, leavingEp.ID, "human:cli")
+	if err != nil || released != 1 {
+		t.Fatalf("revoke: released %d, %v", released, err)
+	}
+	_, meta := ringOf(t, nextRing(t, staying))
+	if meta["todo_id"] != strconv.FormatInt(td.ID, 10) {
+		t.Fatalf("rang for todo %v, want the returned %d", meta["todo_id"], td.ID)
+	}
+	var claim map[string]any
+	staying.ok(t, VerbClaimNext, map[string]any{}, &claim)
+	if claim["todo"] == nil {
+		t.Fatalf("the returned todo could not be claimed: %+v", claim)
 	}
 }

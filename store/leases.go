@@ -261,8 +261,8 @@ func (w *wtx) release(id int64, actor, action string) (Todo, error) {
 	if err != nil {
 		return Todo{}, fmt.Errorf("store: release todo %d: %w", id, err)
 	}
-	w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type, Claimable: true, Cause: "release"})
-	return t, w.audit(actor, action, todoTarget(id), "", "")
+	return t, w.requeued(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type,
+		Claimable: true, Cause: "release"}, actor, action, "")
 }
 
 // Retry puts a dead-lettered todo back on its queue with its attempts reset.
@@ -282,8 +282,8 @@ func (s *Store) Retry(ctx context.Context, id int64, actor string) (Todo, error)
 		if err != nil {
 			return fmt.Errorf("store: retry todo %d: %w", id, err)
 		}
-		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type, Claimable: true, Cause: "retry"})
-		return w.audit(actor, "todo.retry", todoTarget(id), "", "")
+		return w.requeued(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type,
+			Claimable: true, Cause: "retry"}, actor, "todo.retry", "")
 	})
 	return t, err
 }
@@ -341,8 +341,8 @@ func (s *Store) ReapExpired(ctx context.Context) (ReapResult, error) {
 						WHERE id = ? RETURNING `+todoColumns, ms(w.now), ms(w.now), e.id), false)
 					if err == nil {
 						r.Requeued++
-						w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type, Claimable: true, Cause: "lease_expired"})
-						err = w.audit("system", "todo.requeue", todoTarget(e.id), "", "lease expired")
+						err = w.requeued(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type,
+							Claimable: true, Cause: "lease_expired"}, "system", "todo.requeue", "lease expired")
 					}
 				}
 				if err != nil {

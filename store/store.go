@@ -70,6 +70,7 @@ type Store struct {
 	hooksMu sync.RWMutex
 	hooks   []func(TodoChange)
 	rungMax atomic.Int64 // newest todo id announced as claimable (see WatchForeign)
+	returns ownReturns   // this process's returns to the queue (see WatchForeign)
 	foreign []func()     // OnForeignCommit hooks, under hooksMu
 	wakeups wakeups      // claimable-later changes (see RingDue)
 

@@ -74,6 +74,8 @@ type TodoChange struct {
 	// retry_backoff (fail with retry), dead_letter, lease_expired; and
 	// backoff_over, which changes no state: the todo's backoff ended.
 	Cause string
+
+	auditID int64 // a return to the queue: its audit row (see wtx.requeued)
 }
 
 // OnTodoChange registers a hook run after every commit that changes todos. Hooks run

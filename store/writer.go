@@ -308,10 +308,12 @@ func (w *writer) runTx(batch []*writeReq) {
 		finish(nil)
 		return
 	}
+	held := w.s.returns.hold(batch)
 	commitStart := time.Now()
 	_, err := w.ctl("COMMIT")
 	if err != nil {
 		w.commit.Add(int64(time.Since(commitStart)))
+		w.s.returns.drop(held)
 		w.rollback()
 		finish(fmt.Errorf("store: commit: %w", err))
 		return
@@ -434,14 +436,38 @@ func (t *wtx) query(query string, args ...any) (*sql.Rows, error) {
 
 // audit appends an audit row inside the write.
 func (t *wtx) audit(actor, action, target, outcome, detail string) error {
+	_, err := t.auditRow(actor, action, target, outcome, detail)
+	return err
+}
+
+// auditRow appends an audit row inside the write and returns its id.
+func (t *wtx) auditRow(actor, action, target, outcome, detail string) (int64, error) {
 	if outcome == "" {
 		outcome = "ok"
 	}
-	_, err := t.exec(`INSERT INTO audit (at, actor, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?)`,
+	res, err := t.exec(`INSERT INTO audit (at, actor, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?)`,
 		ms(t.now), actor, action, target, outcome, detail)
 	if err != nil {
-		return fmt.Errorf("store: audit %s: %w", action, err)
+		return 0, fmt.Errorf("store: audit %s: %w", action, err)
 	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, fmt.Errorf("store: audit %s: read its id: %w", action, err)
+	}
+	return id, nil
+}
+
+// requeued announces c, a todo's return to its queue (a release, a retry, an
+// expired lease), after the commit, and audits it. The audit row is how another
+// process's serve hears of the return (WatchForeign), and its id goes with the
+// change so that this process's own serve does not announce it a second time.
+func (t *wtx) requeued(c TodoChange, actor, action, detail string) error {
+	id, err := t.auditRow(actor, action, todoTarget(c.ID), "", detail)
+	if err != nil {
+		return err
+	}
+	c.auditID = id
+	t.changed(c)
 	return nil
 }
 

@@ -1,0 +1,137 @@
+package store
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Todos another process hands back to their queue (the CLI revoking an agent
+// releases its todos) are announced by the watch once, while still claimable; this
+// process's own returns, announced when they were committed, are not announced
+// again.
+func TestWatchForeignAnnouncesAnotherProcesssReturns(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "sb.db")
+	serveSide, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer serveSide.Close()
+	cli, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+
+	var mu sync.Mutex
+	var rang []string
+	serveSide.OnTodoChange(func(c TodoChange) {
+		if c.Claimable {
+			mu.Lock()
+			rang = append(rang, c.Cause+":"+c.Queue+":"+strconv.FormatInt(c.ID, 10))
+			mu.Unlock()
+		}
+	})
+	took := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		got := rang
+		rang = nil
+		return got
+	}
+	expect := func(what string, want ...string) {
+		t.Helper()
+		if got := took(); !slices.Equal(got, want) {
+			t.Fatalf("%s: rang %q, want %q", what, got, want)
+		}
+	}
+
+	var ids []int64
+	for range 4 {
+		td, err := serveSide.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "p", MaxAttempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := serveSide.Claim(ctx, Ack{ID: td.ID, Owner: "agent:1"}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, td.ID)
+	}
+	conn, err := serveSide.rdb.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	watch, err := serveSide.newForeignWatch(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer serveSide.returns.stop()
+	took()
+
+	// Its own release rings at its commit, and the watch does not ring it again.
+	if _, err := serveSide.ReleaseByHuman(ctx, ids[0], "human:admin"); err != nil {
+		t.Fatal(err)
+	}
+	expect("own release", "release:inbox:"+strconv.FormatInt(ids[0], 10))
+	watch.check(ctx)
+	expect("the watch after an own release")
+
+	// Another process's release rings only through the watch, once.
+	if _, err := cli.ReleaseByHuman(ctx, ids[1], "human:cli"); err != nil {
+		t.Fatal(err)
+	}
+	expect("a foreign release before the watch looked")
+	watch.check(ctx)
+	expect("the watch after a foreign release", "release:inbox:"+strconv.FormatInt(ids[1], 10))
+	if _, err := cli.AddTodo(ctx, NewTodo{Queue: "elsewhere", Payload: "moves data_version"}); err != nil {
+		t.Fatal(err)
+	}
+	watch.check(ctx)
+	if got := took(); len(got) != 1 || got[0][:4] != "add:" {
+		t.Fatalf("the next foreign commit rang %q, want only its add", got)
+	}
+
+	// A returned todo that was claimed again before the watch looked is no news.
+	if _, err := cli.ReleaseByHuman(ctx, ids[2], "human:cli"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Claim(ctx, Ack{ID: ids[2], Owner: "agent:2"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	watch.check(ctx)
+	expect("the watch after a release claimed again")
+
+	// A retry of a dead letter from another process rings as a retry.
+	if _, err := serveSide.Fail(ctx, Ack{ID: ids[3], Owner: "agent:1"}, "broken", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Retry(ctx, ids[3], "human:cli"); err != nil {
+		t.Fatal(err)
+	}
+	watch.check(ctx)
+	expect("the watch after a foreign retry", "retry:inbox:"+strconv.FormatInt(ids[3], 10))
+}
+
+// A commit that fails leaves none of its returns held as this process's own: their
+// audit ids would be handed out again, to another process's rows.
+func TestOwnReturnsDropsAFailedCommitsIDs(t *testing.T) {
+	var o ownReturns
+	o.start()
+	defer o.stop()
+	batch := []*writeReq{{wtx: wtx{changes: []TodoChange{{ID: 1, auditID: 7}, {ID: 2}}}}, {err: context.Canceled,
+		wtx: wtx{changes: []TodoChange{{ID: 3, auditID: 8}}}}}
+	held := o.hold(batch)
+	if !slices.Equal(held, []int64{7}) || !o.own(7) || o.own(8) {
+		t.Fatalf("held %v; own(7) %v, own(8) %v", held, o.own(7), o.own(8))
+	}
+	o.drop(held)
+	if o.own(7) {
+		t.Fatal("a failed commit's id is still held")
+	}
+}
