@@ -1,20 +1,15 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,7 +17,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/switchboardhq/switchboard/agent"
-	"github.com/switchboardhq/switchboard/ingest"
 )
 
 // Target is the Switchboard under test.
@@ -283,20 +277,6 @@ func Run(ctx context.Context, t Target, cfg Config) (_ *Report, err error) {
 	return r, nil
 }
 
-// ingestURL is the advertised ingest URL's /webhooks/… path on base, the URL
-// bench was given (which already carries any path prefix a proxy adds).
-func ingestURL(base, advertised string) (string, error) {
-	u, err := url.Parse(advertised)
-	if err != nil {
-		return "", fmt.Errorf("ingest_url %q: %w", advertised, err)
-	}
-	i := strings.Index(u.EscapedPath(), "/webhooks/")
-	if i < 0 {
-		return "", fmt.Errorf("ingest_url %q has no /webhooks/ path", advertised)
-	}
-	return strings.TrimSuffix(base, "/") + u.EscapedPath()[i:], nil
-}
-
 // failures counts failed calls and keeps the last error.
 type failures struct {
 	n    atomic.Int64
@@ -359,62 +339,6 @@ func str(v any) string {
 	return s
 }
 
-// sendAll posts n signed deliveries from senders goroutines; with a gap, the
-// deliveries are spread so that one starts every gap (an open-loop pace). A failed
-// delivery is counted in errs; one that timed out stops every sender, and is
-// sendAll's error: the server has stopped answering.
-func sendAll(ctx context.Context, c *http.Client, hooks []webhook, cfg Config, n, senders int, seq *atomic.Int64,
-	lat *Latencies, errs *failures, gap time.Duration) error {
-	parent := ctx
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var stalled atomic.Pointer[error]
-	var next atomic.Int64
-	start := time.Now()
-	pad := strings.Repeat("x", max(0, cfg.BodyBytes-160))
-	var wg sync.WaitGroup
-	for g := 0; g < senders; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) || ctx.Err() != nil {
-					return
-				}
-				if gap > 0 {
-					if wait := time.Until(start.Add(time.Duration(i) * gap)); wait > 0 {
-						time.Sleep(wait)
-					}
-				}
-				h := hooks[int(i)%len(hooks)]
-				id := "bench-" + strconv.FormatInt(seq.Add(1), 10) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-				body := []byte(`{"id":"` + id + `","action":"opened","number":` + strconv.FormatInt(i, 10) +
-					`,"padding":"` + pad + `"}`)
-				t0 := time.Now()
-				if err := deliver(ctx, c, h, id, body); err != nil {
-					if ctx.Err() != nil && stalled.Load() != nil {
-						return // another sender's delivery timed out
-					}
-					errs.add(err)
-					if stalledCall(parent, err) {
-						stalled.CompareAndSwap(nil, &err)
-						cancel()
-						return
-					}
-					continue
-				}
-				lat.Add(time.Since(t0))
-			}
-		}()
-	}
-	wg.Wait()
-	if err := stalled.Load(); err != nil {
-		return errNoAnswer("a delivery", c.Timeout, *err)
-	}
-	return nil
-}
-
 // timedOut says whether err is a call that outlasted its timeout.
 func timedOut(err error) bool {
 	var ne net.Error
@@ -431,35 +355,6 @@ func stalledCall(ctx context.Context, err error) bool {
 // errNoAnswer is the error a phase stops with at a stalled call (stalledCall).
 func errNoAnswer(what string, timeout time.Duration, err error) error {
 	return fmt.Errorf("%s had no answer within %s, so the run stopped: %w", what, timeout, err)
-}
-
-func deliver(ctx context.Context, c *http.Client, h webhook, id string, body []byte) error {
-	hdr, err := ingest.Sign(h.source, h.secret, id, body, time.Now())
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header = hdr
-	req.Header.Set("Content-Type", "application/json")
-	if h.source == "generic" {
-		req.Header.Set("X-Delivery-Id", id)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("delivery answered %d", resp.StatusCode)
-	}
-	if err != nil {
-		return fmt.Errorf("read the delivery's answer: %w", err)
-	}
-	return nil
 }
 
 // connect opens an MCP session with the target's credential. Each call on it is
@@ -510,288 +405,4 @@ func callTool(ctx context.Context, c *client.Client, name string, args map[strin
 		return out, fmt.Errorf("%s: %v", name, out)
 	}
 	return out, nil
-}
-
-// maxConsecutiveErrors is how many failed calls in a row stop a draining agent.
-const maxConsecutiveErrors = 20
-
-// drain has agents loop claim_next → complete until the queue has nothing left to
-// claim, and reports the rate. The bench's own todos are all queued by then; any
-// that an earlier, failed run left on the queue are completed with them.
-func drain(ctx context.Context, t Target, agents int, timeout time.Duration, queued int64, r *Report) error {
-	d, err := drainQueue(ctx, t, agents, timeout)
-	if err != nil {
-		return err
-	}
-	r.Drain.Agents, r.Drain.Todos, r.Drain.Errors = agents, d.done, d.errs
-	r.Drain.PerSec = float64(d.done) / d.elapsed.Seconds()
-	r.Drain.ClaimNext, r.Drain.Complete = d.claimLat.Summary(), d.completeLat.Summary()
-	if d.stalled != nil {
-		// Its elapsed time includes the wait, and the server may be stuck.
-		return fmt.Errorf("bench: drain: %w (%s)", errNoAnswer("a call", timeout, d.stalled), leftBehind(t.Queue))
-	}
-	if d.done >= queued || ctx.Err() != nil {
-		return nil
-	}
-	// A rate would be meaningless: the agents stopped, or someone else took the
-	// bench's todos.
-	if f := d.failures(); f != "" {
-		return fmt.Errorf("bench: the drain completed %d todos, fewer than the %d this run queued: %s (%s)",
-			d.done, queued, f, leftBehind(t.Queue))
-	}
-	return fmt.Errorf("bench: the drain completed %d todos, fewer than the %d this run queued: the queue ran dry "+
-		"first (does another agent work queue %s?)", d.done, queued, t.Queue)
-}
-
-// sweep completes every todo still claimable on the queue (the doorbell phase's,
-// on the queue bench was given), so that a run leaves it as it found it. It is not
-// measured, and it does not fail the run: a failure is reported on progress and
-// returned for the report.
-func sweep(ctx context.Context, t Target, agents int, timeout time.Duration, progress func(string, ...any)) string {
-	d, err := drainQueue(ctx, t, agents, timeout)
-	if err == nil {
-		if f := d.failures(); f != "" {
-			err = errors.New(f)
-		}
-	}
-	if err == nil {
-		return ""
-	}
-	msg := fmt.Sprintf("could not complete the doorbell's todos: %v (%s)", err, leftBehind(t.Queue))
-	progress("bench: %s", msg)
-	return msg
-}
-
-// leftBehind says what becomes of the todos a failed drain left on queue.
-func leftBehind(queue string) string {
-	return fmt.Sprintf("the next run's drain completes those left on queue %s; any left claimed, once their "+
-		"%d-second lease has ended and the reaper has returned them", queue, benchLeaseSeconds)
-}
-
-// benchLeaseSeconds is the lease the bench's agents claim with: short, so that a
-// todo a failed run left claimed is soon claimable again.
-const benchLeaseSeconds = 30
-
-// drained is what drainQueue did.
-type drained struct {
-	done, errs            int64
-	lastErr               error
-	stalled               error // the first call that timed out, if any did
-	claimLat, completeLat *Latencies
-	elapsed               time.Duration
-}
-
-// failures describes the failed calls, or is empty when none failed.
-func (d drained) failures() string {
-	if d.lastErr == nil {
-		return ""
-	}
-	return fmt.Sprintf("%d calls failed, the last with: %v", d.errs, d.lastErr)
-}
-
-// drainQueue has agents loop claim_next → complete until claim_next finds nothing
-// on the queue. The agents are lean MCP clients (see leanClient), so that as much
-// of the machine as possible is left to the server being measured. Each call is
-// bounded by timeout; an agent whose call outlasts it stops, as a server that has
-// stopped answering one call will not answer the next.
-func drainQueue(ctx context.Context, t Target, agents int, timeout time.Duration) (drained, error) {
-	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: agents + 1}, Timeout: timeout}
-	defer httpc.CloseIdleConnections()
-	clients := make([]*leanClient, 0, agents)
-	// Ended side by side: against a server that has stopped answering, each
-	// close waits out its few seconds.
-	defer func() {
-		var wg sync.WaitGroup
-		for _, c := range clients {
-			wg.Go(c.close)
-		}
-		wg.Wait()
-	}()
-	for range agents {
-		c, err := dialLean(ctx, t, httpc)
-		if err != nil {
-			return drained{}, err
-		}
-		clients = append(clients, c)
-	}
-	type claimed struct {
-		Claimed  bool  `json:"claimed"`
-		LeaseSeq int64 `json:"lease_seq"`
-		Todo     struct {
-			ID int64 `json:"id"`
-		} `json:"todo"`
-	}
-	type completed struct {
-		Todo struct {
-			State string `json:"state"`
-		} `json:"todo"`
-	}
-	claimArgs := map[string]any{"queues": []string{t.Queue}, "lease_ttl_seconds": benchLeaseSeconds}
-	d := drained{claimLat: &Latencies{}, completeLat: &Latencies{}}
-	var done, errs atomic.Int64
-	var lastErr, stalled atomic.Pointer[error]
-	start := time.Now()
-	var wg sync.WaitGroup
-	for _, c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// An agent whose calls keep failing (say, its session was ended) stops
-			// rather than spin; every failure is counted.
-			failed := 0
-			fail := func(err error) bool {
-				errs.Add(1)
-				lastErr.Store(&err)
-				failed++
-				if stalledCall(ctx, err) {
-					stalled.CompareAndSwap(nil, &err)
-					return false
-				}
-				return failed < maxConsecutiveErrors
-			}
-			for ctx.Err() == nil {
-				t0 := time.Now()
-				var cl claimed
-				if err := c.callTool(ctx, "claim_next", claimArgs, &cl); err != nil {
-					if !fail(err) {
-						return
-					}
-					continue
-				}
-				d.claimLat.Add(time.Since(t0))
-				if !cl.Claimed || cl.Todo.ID == 0 {
-					return // nothing claimable: the queue is drained
-				}
-				t1 := time.Now()
-				var co completed
-				err := c.callTool(ctx, "complete", map[string]any{"todo_id": cl.Todo.ID, "lease_seq": cl.LeaseSeq}, &co)
-				if err == nil && co.Todo.State != "done" {
-					err = fmt.Errorf("complete: todo %d is %q, not done", cl.Todo.ID, co.Todo.State)
-				}
-				if err != nil {
-					if !fail(err) {
-						return
-					}
-					continue
-				}
-				d.completeLat.Add(time.Since(t1))
-				done.Add(1)
-				failed = 0
-			}
-		}()
-	}
-	wg.Wait()
-	d.elapsed = time.Since(start)
-	d.done, d.errs = done.Load(), errs.Load()
-	if e := lastErr.Load(); e != nil {
-		d.lastErr = *e
-	}
-	if e := stalled.Load(); e != nil {
-		d.stalled = *e
-	}
-	return d, nil
-}
-
-// doorbell measures enqueue → notification: agents sit on their GET streams; one
-// delivery at a time, at random gaps, and the first session to hear of its todo
-// stops the clock. The ring can arrive before the delivery's answer (it is sent
-// after the commit, before the response), so both orders are matched up.
-func doorbell(ctx context.Context, t Target, httpc *http.Client, h webhook, cfg Config, seq *atomic.Int64, r *Report) error {
-	var mu sync.Mutex
-	sent := map[string]time.Time{}    // todo id → enqueue start, ring not heard yet
-	arrived := map[string]time.Time{} // todo id → ring heard before the answer came
-	seen := map[string]bool{}
-	lat, answered := &Latencies{}, &Latencies{}
-	onNote := func(n mcp.JSONRPCNotification) {
-		if n.Method != "notifications/claude/channel" {
-			return
-		}
-		at := time.Now()
-		meta, _ := n.Params.AdditionalFields["meta"].(map[string]any)
-		id := str(meta["todo_id"])
-		mu.Lock()
-		defer mu.Unlock()
-		if seen[id] {
-			return
-		}
-		seen[id] = true
-		if t0, ok := sent[id]; ok {
-			lat.Add(at.Sub(t0))
-			delete(sent, id)
-		} else {
-			arrived[id] = at
-		}
-	}
-	for i := 0; i < cfg.Agents; i++ {
-		c, err := connect(ctx, t, cfg.CallTimeout, onNote)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-	}
-	time.Sleep(300 * time.Millisecond) // let every GET stream attach
-	rung := 0
-	for i := 0; i < cfg.Doorbells && ctx.Err() == nil; i++ {
-		time.Sleep(time.Duration(5+rand.IntN(20)) * time.Millisecond)
-		id := "bell-" + strconv.FormatInt(seq.Add(1), 10)
-		body := []byte(`{"id":"` + id + `","action":"ring"}`)
-		t0 := time.Now()
-		todoID, err := deliverForID(ctx, httpc, h, id, body)
-		if err != nil {
-			if stalledCall(ctx, err) {
-				return fmt.Errorf("bench: doorbell: %w", errNoAnswer("a delivery", httpc.Timeout, err))
-			}
-			continue
-		}
-		answered.Add(time.Since(t0))
-		rung++
-		mu.Lock()
-		if at, ok := arrived[todoID]; ok {
-			lat.Add(at.Sub(t0))
-			delete(arrived, todoID)
-		} else {
-			sent[todoID] = t0
-		}
-		mu.Unlock()
-	}
-	time.Sleep(200 * time.Millisecond)
-	mu.Lock()
-	defer mu.Unlock()
-	r.Doorbell.Sessions = cfg.Agents
-	r.Doorbell.Rung = rung
-	r.Doorbell.Missed = len(sent)
-	r.Doorbell.Latency = lat.Summary()
-	r.Doorbell.Answered = answered.Summary()
-	return nil
-}
-
-// deliverForID posts one delivery and returns the todo id from the answer.
-func deliverForID(ctx context.Context, c *http.Client, h webhook, id string, body []byte) (string, error) {
-	hdr, err := ingest.Sign(h.source, h.secret, id, body, time.Now())
-	if err != nil {
-		return "", err
-	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
-	req.Header = hdr
-	req.Header.Set("X-Delivery-Id", id)
-	resp, err := c.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	var ans map[string]any
-	derr := json.NewDecoder(resp.Body).Decode(&ans)
-	if resp.StatusCode/100 != 2 {
-		return "", fmt.Errorf("delivery answered %d", resp.StatusCode)
-	}
-	if derr != nil && !errors.Is(derr, io.EOF) {
-		return "", fmt.Errorf("read the delivery's answer: %w", derr)
-	}
-	switch v := ans["todo_id"].(type) {
-	case float64:
-		return strconv.FormatInt(int64(v), 10), nil
-	case string:
-		return v, nil
-	}
-	return "", fmt.Errorf("delivery answer has no todo_id")
 }

@@ -1,0 +1,191 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxConsecutiveErrors is how many failed calls in a row stop a draining agent.
+const maxConsecutiveErrors = 20
+
+// drain has agents loop claim_next → complete until the queue has nothing left to
+// claim, and reports the rate. The bench's own todos are all queued by then; any
+// that an earlier, failed run left on the queue are completed with them.
+func drain(ctx context.Context, t Target, agents int, timeout time.Duration, queued int64, r *Report) error {
+	d, err := drainQueue(ctx, t, agents, timeout)
+	if err != nil {
+		return err
+	}
+	r.Drain.Agents, r.Drain.Todos, r.Drain.Errors = agents, d.done, d.errs
+	r.Drain.PerSec = float64(d.done) / d.elapsed.Seconds()
+	r.Drain.ClaimNext, r.Drain.Complete = d.claimLat.Summary(), d.completeLat.Summary()
+	if d.stalled != nil {
+		// Its elapsed time includes the wait, and the server may be stuck.
+		return fmt.Errorf("bench: drain: %w (%s)", errNoAnswer("a call", timeout, d.stalled), leftBehind(t.Queue))
+	}
+	if d.done >= queued || ctx.Err() != nil {
+		return nil
+	}
+	// A rate would be meaningless: the agents stopped, or someone else took the
+	// bench's todos.
+	if f := d.failures(); f != "" {
+		return fmt.Errorf("bench: the drain completed %d todos, fewer than the %d this run queued: %s (%s)",
+			d.done, queued, f, leftBehind(t.Queue))
+	}
+	return fmt.Errorf("bench: the drain completed %d todos, fewer than the %d this run queued: the queue ran dry "+
+		"first (does another agent work queue %s?)", d.done, queued, t.Queue)
+}
+
+// sweep completes every todo still claimable on the queue (the doorbell phase's,
+// on the queue bench was given), so that a run leaves it as it found it. It is not
+// measured, and it does not fail the run: a failure is reported on progress and
+// returned for the report.
+func sweep(ctx context.Context, t Target, agents int, timeout time.Duration, progress func(string, ...any)) string {
+	d, err := drainQueue(ctx, t, agents, timeout)
+	if err == nil {
+		if f := d.failures(); f != "" {
+			err = errors.New(f)
+		}
+	}
+	if err == nil {
+		return ""
+	}
+	msg := fmt.Sprintf("could not complete the doorbell's todos: %v (%s)", err, leftBehind(t.Queue))
+	progress("bench: %s", msg)
+	return msg
+}
+
+// leftBehind says what becomes of the todos a failed drain left on queue.
+func leftBehind(queue string) string {
+	return fmt.Sprintf("the next run's drain completes those left on queue %s; any left claimed, once their "+
+		"%d-second lease has ended and the reaper has returned them", queue, benchLeaseSeconds)
+}
+
+// benchLeaseSeconds is the lease the bench's agents claim with: short, so that a
+// todo a failed run left claimed is soon claimable again.
+const benchLeaseSeconds = 30
+
+// drained is what drainQueue did.
+type drained struct {
+	done, errs            int64
+	lastErr               error
+	stalled               error // the first call that timed out, if any did
+	claimLat, completeLat *Latencies
+	elapsed               time.Duration
+}
+
+// failures describes the failed calls, or is empty when none failed.
+func (d drained) failures() string {
+	if d.lastErr == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d calls failed, the last with: %v", d.errs, d.lastErr)
+}
+
+// drainQueue has agents loop claim_next → complete until claim_next finds nothing
+// on the queue. The agents are lean MCP clients (see leanClient), so that as much
+// of the machine as possible is left to the server being measured. Each call is
+// bounded by timeout; an agent whose call outlasts it stops, as a server that has
+// stopped answering one call will not answer the next.
+func drainQueue(ctx context.Context, t Target, agents int, timeout time.Duration) (drained, error) {
+	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: agents + 1}, Timeout: timeout}
+	defer httpc.CloseIdleConnections()
+	clients := make([]*leanClient, 0, agents)
+	// Ended side by side: against a server that has stopped answering, each
+	// close waits out its few seconds.
+	defer func() {
+		var wg sync.WaitGroup
+		for _, c := range clients {
+			wg.Go(c.close)
+		}
+		wg.Wait()
+	}()
+	for range agents {
+		c, err := dialLean(ctx, t, httpc)
+		if err != nil {
+			return drained{}, err
+		}
+		clients = append(clients, c)
+	}
+	type claimed struct {
+		Claimed  bool  `json:"claimed"`
+		LeaseSeq int64 `json:"lease_seq"`
+		Todo     struct {
+			ID int64 `json:"id"`
+		} `json:"todo"`
+	}
+	type completed struct {
+		Todo struct {
+			State string `json:"state"`
+		} `json:"todo"`
+	}
+	claimArgs := map[string]any{"queues": []string{t.Queue}, "lease_ttl_seconds": benchLeaseSeconds}
+	d := drained{claimLat: &Latencies{}, completeLat: &Latencies{}}
+	var done, errs atomic.Int64
+	var lastErr, stalled atomic.Pointer[error]
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// An agent whose calls keep failing (say, its session was ended) stops
+			// rather than spin; every failure is counted.
+			failed := 0
+			fail := func(err error) bool {
+				errs.Add(1)
+				lastErr.Store(&err)
+				failed++
+				if stalledCall(ctx, err) {
+					stalled.CompareAndSwap(nil, &err)
+					return false
+				}
+				return failed < maxConsecutiveErrors
+			}
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				var cl claimed
+				if err := c.callTool(ctx, "claim_next", claimArgs, &cl); err != nil {
+					if !fail(err) {
+						return
+					}
+					continue
+				}
+				d.claimLat.Add(time.Since(t0))
+				if !cl.Claimed || cl.Todo.ID == 0 {
+					return // nothing claimable: the queue is drained
+				}
+				t1 := time.Now()
+				var co completed
+				err := c.callTool(ctx, "complete", map[string]any{"todo_id": cl.Todo.ID, "lease_seq": cl.LeaseSeq}, &co)
+				if err == nil && co.Todo.State != "done" {
+					err = fmt.Errorf("complete: todo %d is %q, not done", cl.Todo.ID, co.Todo.State)
+				}
+				if err != nil {
+					if !fail(err) {
+						return
+					}
+					continue
+				}
+				d.completeLat.Add(time.Since(t1))
+				done.Add(1)
+				failed = 0
+			}
+		}()
+	}
+	wg.Wait()
+	d.elapsed = time.Since(start)
+	d.done, d.errs = done.Load(), errs.Load()
+	if e := lastErr.Load(); e != nil {
+		d.lastErr = *e
+	}
+	if e := stalled.Load(); e != nil {
+		d.stalled = *e
+	}
+	return d, nil
+}
