@@ -369,8 +369,7 @@ func webhookEvents(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
-	older := len(events) > *limit
-	events = events[:min(len(events), *limit)]
+	events, older := store.PageOf(events, *limit)
 	if *asJSON {
 		return writeJSONList(env, events)
 	}
@@ -396,8 +395,8 @@ func webhookEvents(ctx context.Context, env *environ, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if older {
-		fmt.Fprintf(env.stdout, "older: --before %d\n", events[len(events)-1].ID)
+	if older != 0 {
+		fmt.Fprintf(env.stdout, "older: --before %d\n", older)
 	}
 	return nil
 }

@@ -166,6 +166,15 @@ func TestListTodosPagesWithCursor(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("pages gave %v, want %v", got, want)
 	}
+	// A page that holds the last row offers no next one (an empty page).
+	var whole struct {
+		Todos      []store.Todo `json:"todos"`
+		NextCursor *string      `json:"next_cursor"`
+	}
+	c.ok(t, VerbListTodos, map[string]any{"limit": 5, "state": "pending"}, &whole)
+	if len(whole.Todos) != 5 || whole.NextCursor != nil {
+		t.Fatalf("a page of exactly every row: %d todos, next_cursor %v", len(whole.Todos), whole.NextCursor != nil)
+	}
 	if code := c.code(t, VerbListTodos, map[string]any{"cursor": "zzz"}); code != CodeInvalidArgument {
 		t.Errorf("bad cursor: %s", code)
 	}

@@ -23,6 +23,15 @@ func cursorArg() mcp.ToolOption {
 	return mcp.WithString("cursor", mcp.Description("The next_cursor of the previous page."))
 }
 
+// nextCursor is the cursor of the page that starts before the given id (what
+// store.PageOf returns): "" when there is none.
+func nextCursor(older int64) string {
+	if older == 0 {
+		return ""
+	}
+	return strconv.FormatInt(older, 10)
+}
+
 // pageArgs checks the limit and cursor arguments. limit defaults to
 // defaultPageLimit and is capped at maxPageLimit; the cursor is the id the previous
 // page ended on (its next_cursor), and before is 0 on the first page.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -301,15 +300,15 @@ func (a *Agent) listTodos(ctx context.Context, c *Call) (any, error) {
 	if len(queues) == 0 {
 		return out, nil
 	}
-	rows, err := a.st.ListTodos(ctx, store.TodoFilter{Queues: queues, State: in.State, Before: before, Limit: limit})
+	// One more than a page says whether there is a next one.
+	rows, err := a.st.ListTodos(ctx, store.TodoFilter{Queues: queues, State: in.State, Before: before, Limit: limit + 1})
 	if err != nil {
 		return nil, err
 	}
+	rows, older := store.PageOf(rows, limit)
+	out.NextCursor = nextCursor(older)
 	for _, t := range rows {
 		out.Todos = append(out.Todos, compact(t))
-	}
-	if len(rows) == limit {
-		out.NextCursor = strconv.FormatInt(rows[len(rows)-1].ID, 10)
 	}
 	return out, nil
 }

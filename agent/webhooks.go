@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -415,16 +414,14 @@ func (a *Agent) listWebhookEvents(ctx context.Context, c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.Limit, f.Before = limit, before
+	// One more than a page says whether there is a next one.
+	f.Limit, f.Before = limit+1, before
 	rows, err := a.st.ListWebhookEvents(ctx, f)
 	if err != nil {
 		return nil, err
 	}
-	out := eventsResult{Events: rows}
-	if len(rows) == f.Limit {
-		out.NextCursor = strconv.FormatInt(rows[len(rows)-1].ID, 10)
-	}
-	return out, nil
+	rows, older := store.PageOf(rows, limit)
+	return eventsResult{Events: rows, NextCursor: nextCursor(older)}, nil
 }
 
 func (a *Agent) getWebhookEvent(ctx context.Context, c *Call) (any, error) {

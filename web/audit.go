@@ -34,10 +34,6 @@ func (u *UI) auditPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		u.storeError(w, r, rc, "Reading the audit log", err)
 		return
 	}
-	if len(entries) > u.opts.PageSize {
-		entries = entries[:u.opts.PageSize]
-		p.Older = entries[len(entries)-1].ID
-	}
-	p.Entries = entries
+	p.Entries, p.Older = store.PageOf(entries, u.opts.PageSize)
 	u.render(w, r, rc, http.StatusOK, "audit", view{Title: "Audit log", Nav: "audit", Page: p})
 }

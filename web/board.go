@@ -52,10 +52,7 @@ func (u *UI) board(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		u.storeError(w, r, rc, "Listing todos", err)
 		return
 	}
-	if len(p.Todos) > u.opts.PageSize {
-		p.Todos = p.Todos[:u.opts.PageSize]
-		p.Older = p.Todos[len(p.Todos)-1].ID
-	}
+	p.Todos, p.Older = store.PageOf(p.Todos, u.opts.PageSize)
 	v := view{Title: "Board", Nav: "board", Glance: p.Queues, Page: p,
 		LiveURL: link("/", "queue", p.Queue, "state", p.State, "before", p.Before, "fragment", "1")}
 	if q.Get("fragment") == "1" {

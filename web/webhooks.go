@@ -112,10 +112,7 @@ func (u *UI) showWebhook(w http.ResponseWriter, r *http.Request, rc *reqCtx, id 
 		u.storeError(w, r, rc, fmt.Sprintf("Events of webhook %d", id), err)
 		return
 	}
-	if len(p.Events) > u.opts.PageSize {
-		p.Events = p.Events[:u.opts.PageSize]
-		p.Older = p.Events[len(p.Events)-1].ID
-	}
+	p.Events, p.Older = store.PageOf(p.Events, u.opts.PageSize)
 	if stats, err := u.store.WebhookDeliveryStats(r.Context()); err == nil {
 		p.Hook.Stats = stats[id]
 	}
