@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -142,6 +145,10 @@ type agentClient struct {
 	*client.Client
 	init  *mcp.InitializeResult
 	notes chan mcp.JSONRPCNotification
+
+	url, cred string
+	mu        sync.Mutex
+	schemas   map[string]*jsonschema.Schema // tool → its outputSchema, as listed
 }
 
 func (e *env) dial(cred string, listen bool) *agentClient {
@@ -157,7 +164,7 @@ func (e *env) dial(cred string, listen bool) *agentClient {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { c.Close() })
-	ac.Client, ac.init = c, res
+	ac.Client, ac.init, ac.url, ac.cred = c, res, e.url, cred
 	if listen {
 		e.waitAttached(c.GetSessionId())
 	}
@@ -165,8 +172,112 @@ func (e *env) dial(cred string, listen bool) *agentClient {
 }
 
 // call calls a tool and returns the raw result (nil with err for protocol errors).
+// A result that does not match the tool's outputSchema is an error too, refusals
+// included (the TypeScript SDK checks both), so every call a test makes checks
+// the schema agents are given.
 func (ac *agentClient) call(tool string, args map[string]any) (*mcp.CallToolResult, error) {
-	return ac.CallTool(context.Background(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool, Arguments: args}})
+	res, err := ac.CallTool(context.Background(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool, Arguments: args}})
+	if err != nil {
+		return res, err
+	}
+	if err := ac.checkOutput(tool, res); err != nil {
+		return res, fmt.Errorf("%s answered %s, which its outputSchema refuses: %w", tool, res.RawStructuredContent, err)
+	}
+	return res, nil
+}
+
+// checkOutput checks a result against the outputSchema the session listed for
+// the tool (tools without one, a module's, are not checked).
+func (ac *agentClient) checkOutput(tool string, res *mcp.CallToolResult) error {
+	ac.mu.Lock()
+	defer ac.mu.Unlock()
+	if _, ok := ac.schemas[tool]; !ok {
+		listed, err := ac.listedOutputSchemas()
+		if err != nil {
+			return err
+		}
+		ac.schemas = map[string]*jsonschema.Schema{}
+		for name, raw := range listed {
+			if raw == nil {
+				ac.schemas[name] = nil
+				continue
+			}
+			doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+			if err != nil {
+				return err
+			}
+			c := jsonschema.NewCompiler()
+			if err := c.AddResource("mem:///"+name, doc); err != nil {
+				return err
+			}
+			if ac.schemas[name], err = c.Compile("mem:///" + name); err != nil {
+				return fmt.Errorf("the outputSchema of %s does not compile: %w", name, err)
+			}
+		}
+	}
+	schema := ac.schemas[tool]
+	if schema == nil {
+		return nil
+	}
+	if len(res.RawStructuredContent) == 0 {
+		return fmt.Errorf("no structuredContent")
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(res.RawStructuredContent))
+	if err != nil {
+		return err
+	}
+	return schema.Validate(doc)
+}
+
+// listedOutputSchemas lists the session's tools and returns each one's
+// outputSchema as sent (nil: none). It reads tools/list itself, because mcp-go's
+// typed listing keeps only part of a schema (not its anyOf).
+func (ac *agentClient) listedOutputSchemas() (map[string]json.RawMessage, error) {
+	body := `{"jsonrpc":"2.0","id":"list-schemas","method":"tools/list"}`
+	req, err := http.NewRequest(http.MethodPost, ac.url, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+ac.cred)
+	req.Header.Set("Mcp-Session-Id", ac.GetSessionId())
+	req.Header.Set("Mcp-Protocol-Version", ac.init.ProtocolVersion)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("list tools: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("list tools: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("list tools: %d %s", resp.StatusCode, raw)
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		for line := range strings.Lines(string(raw)) {
+			if data, ok := strings.CutPrefix(strings.TrimSpace(line), "data:"); ok {
+				raw = []byte(data)
+			}
+		}
+	}
+	var answer struct {
+		Result struct {
+			Tools []struct {
+				Name         string          `json:"name"`
+				OutputSchema json.RawMessage `json:"outputSchema"`
+			} `json:"tools"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(raw, &answer); err != nil {
+		return nil, fmt.Errorf("list tools: %w in %s", err, raw)
+	}
+	out := map[string]json.RawMessage{}
+	for _, t := range answer.Result.Tools {
+		out[t.Name] = t.OutputSchema
+	}
+	return out, nil
 }
 
 // ok calls a tool that must succeed and decodes its structuredContent into out.

@@ -22,6 +22,10 @@ const (
 	CodeCeilingExceeded = "ceiling_exceeded"
 )
 
+// Codes is every error code, as outputSchemas list them.
+var Codes = []string{CodeForbidden, CodeNotFound, CodeConflict, CodeInvalidArgument, CodeRateLimited,
+	CodeUnavailable, CodeCeilingExceeded}
+
 // Error is a refusal with a stable code. Handlers return it for outcomes the store
 // does not decide (scope, arguments, rate); store sentinels are mapped in toolError.
 type Error struct {

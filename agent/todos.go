@@ -41,37 +41,37 @@ const (
 // shadows the embedded one so that an empty payload is still present.
 type claimedTodo struct {
 	store.Todo
-	Payload string `json:"payload"`
+	Payload string `json:"payload" jsonschema:"the todo's content: the text itself, or base64 when payload_encoding says so"`
 	// PayloadEncoding is utf-8, or base64 for a payload that is not valid UTF-8
 	// (a webhook's binary body), which JSON could not carry unchanged.
-	PayloadEncoding string `json:"payload_encoding"`
+	PayloadEncoding string `json:"payload_encoding" jsonschema:"utf-8, or base64 for a payload that is not UTF-8 text"`
 }
 
 type claimResult struct {
-	Claimed         bool         `json:"claimed"`
-	Todo            *claimedTodo `json:"todo,omitempty"`
-	LeaseSeq        int64        `json:"lease_seq,omitempty"`
-	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
-	LeaseTTLSeconds int          `json:"lease_ttl_seconds,omitempty"`
-	Message         string       `json:"message,omitempty"`
+	Claimed         bool         `json:"claimed" jsonschema:"true when a todo was claimed; false, with message, when none was"`
+	Todo            *claimedTodo `json:"todo,omitempty" jsonschema:"the claimed todo, with its payload"`
+	LeaseSeq        int64        `json:"lease_seq,omitempty" jsonschema:"the fencing token: pass it as lease_seq to heartbeat, complete, fail and release"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty" jsonschema:"when the lease lapses unless a heartbeat extends it"`
+	LeaseTTLSeconds int          `json:"lease_ttl_seconds,omitempty" jsonschema:"the lease's length in seconds"`
+	Message         string       `json:"message,omitempty" jsonschema:"why nothing was claimed"`
 }
 
 type listResult struct {
-	Todos      []store.Todo `json:"todos"`
-	NextCursor string       `json:"next_cursor,omitempty"`
+	Todos      []store.Todo `json:"todos" jsonschema:"compact rows, newest first: payload_size instead of the payload"`
+	NextCursor string       `json:"next_cursor,omitempty" jsonschema:"pass it back as cursor for the next page; absent on the last page"`
 }
 
 type ackResult struct {
-	Todo store.Todo `json:"todo"`
+	Todo store.Todo `json:"todo" jsonschema:"the todo as it is now, without its payload"`
 	// DeadLettered is set by fail: true when the todo went to the failed state.
-	DeadLettered *bool `json:"dead_lettered,omitempty"`
+	DeadLettered *bool `json:"dead_lettered,omitempty" jsonschema:"fail only: true when the todo went to the failed state and will not be retried"`
 }
 
 type leaseInfo struct {
-	DefaultLeaseTTLSeconds   *int `json:"default_lease_ttl_seconds"` // null: not set
-	EffectiveLeaseTTLSeconds int  `json:"effective_lease_ttl_seconds"`
-	BuiltinLeaseTTLSeconds   int  `json:"builtin_lease_ttl_seconds"`
-	MaxLeaseTTLSeconds       int  `json:"max_lease_ttl_seconds"`
+	DefaultLeaseTTLSeconds   *int `json:"default_lease_ttl_seconds" jsonschema:"this endpoint's default lease in seconds; null when it has none of its own"`
+	EffectiveLeaseTTLSeconds int  `json:"effective_lease_ttl_seconds" jsonschema:"what a claim or heartbeat without lease_ttl_seconds gets"`
+	BuiltinLeaseTTLSeconds   int  `json:"builtin_lease_ttl_seconds" jsonschema:"the server's default, used when the endpoint has none"`
+	MaxLeaseTTLSeconds       int  `json:"max_lease_ttl_seconds" jsonschema:"the longest lease anyone may ask for"`
 }
 
 func compact(t store.Todo) store.Todo {
@@ -124,6 +124,7 @@ func defineListTodos(ep store.Endpoint) mcp.Tool {
 			mcp.Description("Only todos in this state.")),
 		limitArg(), cursorArg(),
 		closed,
+		returns[listResult](),
 		annotate("List todos", true, false, true, false),
 	)
 }
@@ -132,6 +133,7 @@ func defineClaim(ep store.Endpoint) mcp.Tool {
 	return mcp.NewTool(VerbClaim,
 		mcp.WithDescription(claimDescription(ep.DefaultLeaseTTL)),
 		todoIDArg(), leaseTTLArg(ep), closed,
+		returns[claimResult](),
 		annotate("Claim a todo", false, false, false, false),
 	)
 }
@@ -147,6 +149,7 @@ func defineClaimNext(ep store.Endpoint) mcp.Tool {
 		mcp.WithArray("queues", mcp.WithStringItems(items...), mcp.UniqueItems(true),
 			mcp.Description("Claim only from these queues, oldest todo first across them (with queue, from all named).")),
 		leaseTTLArg(ep), closed,
+		returns[claimResult](),
 		annotate("Claim the next todo", false, false, false, false),
 	)
 }
@@ -156,6 +159,7 @@ func defineHeartbeat(ep store.Endpoint) mcp.Tool {
 		mcp.WithDescription(heartbeatDescription(ep.DefaultLeaseTTL)),
 		todoIDArg(), leaseSeqArg(), leaseTTLArg(ep), closed,
 		// Idempotent: repeating it moves the expiry to the same now+ttl, never shorter.
+		returns[ackResult](),
 		annotate("Extend a lease", false, false, true, false),
 	)
 }
@@ -169,6 +173,7 @@ func defineComplete(store.Endpoint) mcp.Tool {
 			mcp.Description(fmt.Sprintf("A short outcome for the record (not a copy of the payload); at most %d bytes.", MaxResultBytes))),
 		closed,
 		// Not destructive: the todo is finished, not deleted; its row stays in the history.
+		returns[ackResult](),
 		annotate("Complete a todo", false, false, false, false),
 	)
 }
@@ -183,6 +188,7 @@ func defineFail(store.Endpoint) mcp.Tool {
 			mcp.Description(fmt.Sprintf("What went wrong; at most %d bytes.", MaxErrorBytes))),
 		mcp.WithBoolean("retry", mcp.DefaultBool(true), mcp.Description("Whether the todo may be tried again.")),
 		closed,
+		returns[ackResult](),
 		annotate("Fail a todo", false, false, false, false),
 	)
 }
@@ -192,6 +198,7 @@ func defineRelease(store.Endpoint) mcp.Tool {
 		mcp.WithDescription("Hand a todo you hold back to its queue at once, without using up an attempt. "+
 			"Returns the compact row."),
 		todoIDArg(), leaseSeqArg(), closed,
+		returns[ackResult](),
 		annotate("Release a todo", false, false, false, false),
 	)
 }
@@ -201,6 +208,7 @@ func defineGetDefaultLease(store.Endpoint) mcp.Tool {
 		mcp.WithDescription(fmt.Sprintf("Show this endpoint's default lease: what a claim or heartbeat without "+
 			"lease_ttl_seconds gets. Built-in default %d seconds, at most %d.", DefaultLeaseSeconds, MaxLeaseSeconds)),
 		closed,
+		returns[leaseInfo](),
 		annotate("Show the default lease", true, false, true, false),
 	)
 }
@@ -214,6 +222,7 @@ func defineSetDefaultLease(store.Endpoint) mcp.Tool {
 			mcp.Description(fmt.Sprintf("Seconds, 0 to %d.", MaxLeaseSeconds))),
 		closed,
 		// Destructive: it overwrites the setting the endpoint's human chose.
+		returns[leaseInfo](),
 		annotate("Set the default lease", false, true, true, false),
 	)
 }

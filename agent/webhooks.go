@@ -46,34 +46,39 @@ func (a *Agent) webhookTools() []Tool {
 // webhookRow is a webhook as agents see it: never a secret.
 type webhookRow struct {
 	store.Webhook
-	IngestURL string `json:"ingest_url"`
+	IngestURL string `json:"ingest_url" jsonschema:"where the producer posts its deliveries"`
 }
 
 // secretResult is create_webhook's and rotate_webhook's answer: the only two
 // places a secret is ever shown.
 type secretResult struct {
 	webhookRow
-	SigningSecret string `json:"signing_secret,omitempty"` // minted secrets only
-	Imported      bool   `json:"secret_imported,omitempty"`
-	Setup         string `json:"setup"`
+	SigningSecret string `json:"signing_secret,omitempty" jsonschema:"the secret the producer signs with, shown only here: minted secrets only"`
+	Imported      bool   `json:"secret_imported,omitempty" jsonschema:"true when the producer's own secret was given and kept"`
+	Setup         string `json:"setup" jsonschema:"where the ingest URL and the secret go at the producer"`
 }
 
 type webhooksResult struct {
 	Webhooks []webhookRow `json:"webhooks"`
 }
 
+type deletedResult struct {
+	WebhookID int64 `json:"webhook_id"`
+	Deleted   bool  `json:"deleted"`
+}
+
 type eventsResult struct {
-	Events     []store.WebhookEvent `json:"events"`
-	NextCursor string               `json:"next_cursor,omitempty"`
+	Events     []store.WebhookEvent `json:"events" jsonschema:"verified deliveries, newest first, without headers or body"`
+	NextCursor string               `json:"next_cursor,omitempty" jsonschema:"pass it back as cursor for the next page; absent on the last page"`
 }
 
 // eventResult carries the body as text when it is UTF-8 (almost always: JSON or a
 // form), else as base64, so it arrives byte for byte.
 type eventResult struct {
 	store.WebhookEvent
-	Headers      map[string]string `json:"headers"`
-	Body         string            `json:"body"`
-	BodyEncoding string            `json:"body_encoding"` // utf-8 or base64
+	Headers      map[string]string `json:"headers" jsonschema:"the delivery's non-secret headers that were kept"`
+	Body         string            `json:"body" jsonschema:"the body as it arrived: the text itself, or base64 when body_encoding says so"`
+	BodyEncoding string            `json:"body_encoding" jsonschema:"utf-8, or base64 for a body that is not UTF-8 text"`
 }
 
 func (a *Agent) row(h store.Webhook) webhookRow {
@@ -162,6 +167,7 @@ func defineCreateWebhook(ep store.Endpoint) mcp.Tool {
 		signingSecretArg(),
 		closed,
 		// Open world: the URL it returns is meant for a producer outside Switchboard.
+		returns[secretResult](),
 		annotate("Create a webhook", false, false, false, true),
 	)
 }
@@ -171,6 +177,7 @@ func defineListWebhooks(store.Endpoint) mcp.Tool {
 		mcp.WithDescription("List this endpoint's webhooks with their ingest URLs, newest first. Secrets are never "+
 			"shown again; rotate_webhook mints a new one."),
 		closed,
+		returns[webhooksResult](),
 		annotate("List webhooks", true, false, true, false),
 	)
 }
@@ -187,6 +194,7 @@ func defineRotateWebhook(store.Endpoint) mcp.Tool {
 			mcp.Description(fmt.Sprintf("How long the old secret still verifies, 0 to %d seconds.", maxGraceSeconds))),
 		closed,
 		// Destructive: after the grace period the old secret is gone.
+		returns[secretResult](),
 		annotate("Rotate a webhook's secret", false, true, false, false),
 	)
 }
@@ -196,6 +204,7 @@ func defineDeleteWebhook(store.Endpoint) mcp.Tool {
 		mcp.WithDescription("Delete a webhook: its URL answers 404 from now on and its secret is erased. Its event "+
 			"history stays readable and replayable; the todos it made are untouched."),
 		webhookIDArg(), closed,
+		returns[deletedResult](),
 		annotate("Delete a webhook", false, true, true, false),
 	)
 }
@@ -208,6 +217,7 @@ func defineListWebhookEvents(store.Endpoint) mcp.Tool {
 		mcp.WithInteger("webhook_id", mcp.Min(1), mcp.Description("Only this webhook's events.")),
 		limitArg(), cursorArg(),
 		closed,
+		returns[eventsResult](),
 		annotate("List webhook events", true, false, true, false),
 	)
 }
@@ -217,6 +227,7 @@ func defineGetWebhookEvent(store.Endpoint) mcp.Tool {
 		mcp.WithDescription("Read one delivery as it arrived: the raw body (utf-8 text, or base64 when it is not "+
 			"text; see body_encoding) and the headers that identify it (never signatures or tokens)."),
 		eventIDArg(), closed,
+		returns[eventResult](),
 		annotate("Read a webhook event", true, false, true, false),
 	)
 }
@@ -226,6 +237,7 @@ func defineReplayWebhookEvent(store.Endpoint) mcp.Tool {
 		mcp.WithDescription("Put a new todo on the webhook's queue from a stored delivery: the same body and trust, "+
 			"source type replay (the event id says which). The replay is audited. Returns the compact todo."),
 		eventIDArg(), closed,
+		returns[ackResult](),
 		annotate("Replay a webhook event", false, false, false, false),
 	)
 }
@@ -382,7 +394,7 @@ func (a *Agent) deleteWebhook(ctx context.Context, c *Call) (any, error) {
 	if err := a.st.DeleteWebhook(ctx, id, c.Endpoint.ID, c.Actor); err != nil {
 		return nil, err
 	}
-	return map[string]any{"webhook_id": id, "deleted": true}, nil
+	return deletedResult{WebhookID: id, Deleted: true}, nil
 }
 
 func (a *Agent) listWebhookEvents(ctx context.Context, c *Call) (any, error) {

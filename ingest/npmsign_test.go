@@ -6,57 +6,20 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
-
-// externalRequired reports whether a missing Node/npm must fail the test
-// rather than skip it (CI sets SWITCHBOARD_REQUIRE_EXTERNAL=1).
-func externalRequired() bool { return os.Getenv("SWITCHBOARD_REQUIRE_EXTERNAL") == "1" }
-
-func skipOrFail(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if externalRequired() {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
-}
 
 // npmSigner installs ingest/npmsign (from its lockfile) into a temporary
 // copy and returns a function that runs sign.mjs on a batch of requests.
 func npmSigner(t *testing.T) func(reqs []npmSignRequest) []map[string]string {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		skipOrFail(t, "node not found: %v", err)
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		skipOrFail(t, "npm not found: %v", err)
-	}
-	dir := t.TempDir()
-	for _, name := range []string{"package.json", "package-lock.json", "sign.mjs"} {
-		b, err := os.ReadFile(filepath.Join("npmsign", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A deadline, not a timed assertion: a hung registry must not hang go test.
+	dir, node := testkit.NPMInstall(t, "npmsign", "package.json", "package-lock.json", "sign.mjs")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	install := exec.CommandContext(ctx, npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--prefer-offline",
-		"--fetch-retries=1", "--fetch-retry-maxtimeout=10000", "--loglevel=error")
-	install.Dir = dir
-	if out, err := install.CombinedOutput(); err != nil {
-		skipOrFail(t, "npm ci failed (%v): %s", err, npmReason(out))
-	}
 	return func(reqs []npmSignRequest) []map[string]string {
 		t.Helper()
 		in, err := json.Marshal(reqs)
@@ -91,20 +54,6 @@ type npmSignRequest struct {
 	Timestamp int64  `json:"timestamp,omitempty"`
 	ID        string `json:"id,omitempty"`
 	Event     string `json:"event,omitempty"`
-}
-
-// npmReason picks npm's one-line cause ("npm error code ECONNREFUSED") out
-// of its error output, for a skip message.
-func npmReason(b []byte) string {
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "npm error code ") {
-			return strings.TrimSpace(line)
-		}
-	}
-	if line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n"); line != "" {
-		return line
-	}
-	return "no output"
 }
 
 // TestSignersFromNPM signs deliveries with @octokit/webhooks-methods, stripe
