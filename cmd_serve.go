@@ -462,6 +462,9 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := s.store.Ping(ctx); err != nil {
 		status["database"] = err.Error()
 		code = http.StatusServiceUnavailable
+	} else if t := s.store.WriteTrouble(); t != nil {
+		status["database"] = t.String()
+		code = http.StatusServiceUnavailable
 	}
 	views, modulesReady, err := s.modules.readiness(ctx, s.store)
 	if views != nil {
@@ -505,6 +508,9 @@ func (s *server) statusLine(ctx context.Context) string {
 			}
 		}
 		line += fmt.Sprintf(", modules %d/%d up", up, len(all))
+	}
+	if t := s.store.WriteTrouble(); t != nil {
+		line = "WRITES FAILING since " + t.Since.Format(time.TimeOnly) + ": " + t.Err + "; " + line
 	}
 	return line
 }

@@ -241,6 +241,13 @@ func TestVersion(t *testing.T) {
 // startServer runs serve's server on a free loopback port until the test ends.
 func startServer(t *testing.T, cfg serveConfig) (base string, stop func()) {
 	t.Helper()
+	base, _, stop = startServerLogging(t, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return base, stop
+}
+
+// startServerLogging is startServer with the server's logger, and the server.
+func startServerLogging(t *testing.T, cfg serveConfig, logger *slog.Logger) (base string, srv *server, stop func()) {
+	t.Helper()
 	if cfg.DB == "" {
 		cfg.DB = filepath.Join(t.TempDir(), "sb.db")
 	}
@@ -253,7 +260,6 @@ func startServer(t *testing.T, cfg serveConfig) (base string, stop func()) {
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 5 * time.Second
 	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := newServer(ctx, cfg, logger)
 	if err != nil {
@@ -277,7 +283,7 @@ func startServer(t *testing.T, cfg serveConfig) (base string, stop func()) {
 		}
 	}
 	t.Cleanup(stop)
-	return "http://" + ln.Addr().String(), stop
+	return "http://" + ln.Addr().String(), srv, stop
 }
 
 func TestServeHealthAndReady(t *testing.T) {
@@ -302,25 +308,12 @@ func TestServeHealthAndReady(t *testing.T) {
 // /readyz gives its verdict to anyone (a load balancer's probe) and its detail
 // (database errors, module names, pids, tools) only to --metrics-allow addresses.
 func TestReadyzDetailOnlyForMetricsAllow(t *testing.T) {
-	readyz := func(base string) (int, map[string]any) {
-		t.Helper()
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var body map[string]any
-		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, body
-	}
 	base, _ := startServer(t, serveConfig{})
-	if code, body := readyz(base); code != 200 || body["database"] != "ok" || body["ready"] != true {
+	if code, body := readyz(t, base); code != 200 || body["database"] != "ok" || body["ready"] != true {
 		t.Fatalf("loopback (allowed by default): %d %v", code, body)
 	}
 	base, _ = startServer(t, serveConfig{MetricsAllow: "10.9.9.9/32"})
-	code, body := readyz(base)
+	code, body := readyz(t, base)
 	if code != 200 || body["ready"] != true || len(body) != 2 || !strings.Contains(fmt.Sprint(body["detail"]), "--metrics-allow") {
 		t.Fatalf("an address outside --metrics-allow: %d %v", code, body)
 	}
@@ -328,6 +321,21 @@ func TestReadyzDetailOnlyForMetricsAllow(t *testing.T) {
 	if code, _, errs := cli(t, "", "modules", "list", "--url", base); !strings.Contains(errs, "served only to --metrics-allow") {
 		t.Fatalf("modules list from outside --metrics-allow: exit %d %q", code, errs)
 	}
+}
+
+// readyz gets base's /readyz: its status code and its JSON.
+func readyz(t *testing.T, base string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, body
 }
 
 func TestServeFinishesInFlightRequestsOnShutdown(t *testing.T) {

@@ -130,7 +130,8 @@ type Agent struct {
 	// onAttach, when set (by tests), is called when a GET stream attaches.
 	onAttach func(sessionID string)
 
-	evictions logevery.Counter[int64] // per endpoint
+	evictions logevery.Counter[int64]  // per endpoint
+	failures  logevery.Counter[string] // calls the server could not complete, per tool (a full disk fails them all)
 
 	recheck chan struct{} // EndpointsMayHaveChanged's signal to Run
 }
@@ -154,6 +155,7 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 		recheck: make(chan struct{}, 1),
 	}
 	a.evictions.Every = evictionLogEvery
+	a.failures.Every = 10 * time.Second
 	a.sessions = newSessions(opts.MaxSessionsPerEndpoint, a.evict)
 	a.sessions.idleNote = fmt.Sprintf("it was idle for %s", opts.SessionIdleTTL)
 	if opts.BaseURL != "" {

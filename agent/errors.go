@@ -62,7 +62,9 @@ func (a *Agent) toolError(tool string, err error) *mcp.CallToolResult {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, store.ErrClosed):
 		e = &Error{CodeUnavailable, "the server is busy or shutting down; retry shortly"}
 	default:
-		a.log.Error("tool call failed", "tool", tool, "err", err)
+		if n := a.failures.Note(tool, a.st.Now()); n > 0 {
+			a.log.Error("tool call failed", "tool", tool, "err", err, "failed", n)
+		}
 		e = &Error{CodeUnavailable, "the server could not complete the call; retry shortly"}
 	}
 	return e.result()

@@ -15,6 +15,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/switchboardhq/switchboard/internal/httpbody"
+	"github.com/switchboardhq/switchboard/internal/logevery"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -103,6 +104,10 @@ type Receiver struct {
 
 	failMu   sync.Mutex
 	failures map[int64]failureCount // refused deliveries per known webhook, since start
+
+	// storeFailures throttles the log line of a delivery the store could not
+	// record: on a full disk every delivery fails, thousands a second.
+	storeFailures logevery.Counter[int64] // per webhook
 }
 
 // NewReceiver returns a receiver that records deliveries in st.
@@ -130,9 +135,10 @@ func NewReceiver(st *store.Store, opts ReceiverOptions) *Receiver {
 	}
 	return &Receiver{
 		store: st, maxBody: opts.MaxBody, bodyTimeout: opts.BodyTimeout, now: opts.Now, log: opts.Logger, observe: opts.Observe,
-		hooks:    newHookCache(st, opts.Now),
-		failed:   newFailureLimiter(opts.FailureRate, opts.FailureBurst, opts.Now),
-		failures: map[int64]failureCount{},
+		hooks:         newHookCache(st, opts.Now),
+		failed:        newFailureLimiter(opts.FailureRate, opts.FailureBurst, opts.Now),
+		failures:      map[int64]failureCount{},
+		storeFailures: logevery.Counter[int64]{Every: 10 * time.Second},
 	}
 }
 
@@ -266,8 +272,15 @@ func (rc *Receiver) record(w http.ResponseWriter, r *http.Request, token string,
 			return
 		}
 		if err != nil {
-			rc.log.Error("webhook delivery: record", "webhook_id", hook.ID, "source", hook.SourceType, "err", err)
-			rc.finish(w, hook.SourceType, OutcomeError, http.StatusServiceUnavailable, errorBody(OutcomeError))
+			if n := rc.storeFailures.Note(hook.ID, rc.now()); n > 0 {
+				rc.log.Error("webhook delivery: record", "webhook_id", hook.ID, "source", hook.SourceType,
+					"err", err, "failed", n)
+			}
+			// The producer keeps the delivery and sends it again: not at once, for
+			// what fails a write (a full disk) rarely passes within a second.
+			w.Header().Set("Retry-After", "30")
+			rc.finish(w, hook.SourceType, OutcomeError, http.StatusServiceUnavailable,
+				map[string]string{"error": OutcomeError, "message": "the delivery could not be stored; send it again later"})
 			return
 		}
 		return hook, d, res, true

@@ -35,20 +35,6 @@ func (c *manualClock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// lockedBuffer collects log output from concurrent handlers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
 // rig is a receiver over httptest on a real SQLite file.
 type rig struct {
 	t       *testing.T
@@ -57,7 +43,7 @@ type rig struct {
 	clock   *manualClock
 	srv     *httptest.Server
 	rc      *Receiver
-	logs    *lockedBuffer
+	logs    *testkit.LockedBuffer
 	rung    chan store.TodoChange
 	mu      sync.Mutex
 	outcome map[string]int
@@ -72,7 +58,7 @@ func newRig(t *testing.T, opts ReceiverOptions) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	r := &rig{t: t, store: st, path: path, clock: clock, logs: &lockedBuffer{}, rung: make(chan store.TodoChange, 64), outcome: map[string]int{}}
+	r := &rig{t: t, store: st, path: path, clock: clock, logs: &testkit.LockedBuffer{}, rung: make(chan store.TodoChange, 64), outcome: map[string]int{}}
 	st.OnTodoChange(func(c store.TodoChange) {
 		if c.Claimable {
 			r.rung <- c

@@ -172,7 +172,7 @@ func vacuumInto(ctx context.Context, src, dst string, replace bool) error {
 	_, err = db.ExecContext(ctx, `VACUUM INTO ?`, tmp)
 	db.Close()
 	if err != nil {
-		return fmt.Errorf("store: %s: copy %s: %w", op, src, err)
+		return fmt.Errorf("store: %s: copy %s to %s: %w", op, src, filepath.Dir(dst), err)
 	}
 	// VACUUM INTO does not sync its output; a backup that vanishes at the next
 	// power cut is not one.

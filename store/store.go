@@ -17,7 +17,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite" // the pure-Go "sqlite" driver, and its fdatasync switch
@@ -69,10 +68,9 @@ type Store struct {
 
 	hooksMu sync.RWMutex
 	hooks   []func(TodoChange)
-	rungMax atomic.Int64 // newest todo id announced as claimable (see WatchForeign)
-	returns ownReturns   // this process's returns to the queue (see WatchForeign)
-	foreign []func()     // OnForeignCommit hooks, under hooksMu
-	wakeups wakeups      // claimable-later changes (see RingDue)
+	own     ownChanges // this process's adds and returns, while WatchForeign runs
+	foreign []func()   // OnForeignCommit hooks, under hooksMu
+	wakeups wakeups    // claimable-later changes (see RingDue)
 
 	closeOnce sync.Once
 }
@@ -215,6 +213,11 @@ func dsn(path string, opts Options, readOnly bool) string {
 		// sub-journal lives only as long as one batch.
 		q.Add("_pragma", "temp_store(MEMORY)")
 		q.Add("_pragma", "journal_mode(WAL)")
+		// A reader that holds one snapshot for long (a backup to a slow disk) keeps
+		// checkpoints from going past it, and the WAL grows meanwhile; SQLite never
+		// shrinks the file by itself. Past 16 MB (four times what the
+		// autocheckpoint lets it reach otherwise) it is cut back once reset.
+		q.Add("_pragma", "journal_size_limit(16777216)")
 		// FULL: an acknowledged commit is fsynced (see SyncFull/SyncNormal).
 		q.Add("_pragma", "synchronous("+opts.Synchronous+")")
 		// Writers take the lock at BEGIN so a transaction never fails half-way

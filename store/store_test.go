@@ -405,3 +405,50 @@ func TestOpenSyncsWithFdatasync(t *testing.T) {
 		t.Fatal("commits still use fsync")
 	}
 }
+
+// A reader that held one snapshot while the writer went on (a backup to a slow
+// disk) let the WAL grow past what the autocheckpoint allows; once it is gone, the
+// WAL is cut back to journal_size_limit instead of keeping its size for good.
+func TestTheWALShrinksAfterALongReader(t *testing.T) {
+	s := openTest(t, Options{Synchronous: SyncNormal})
+	ctx := context.Background()
+	walSize := func() int64 {
+		t.Helper()
+		fi, err := os.Stat(s.path + "-wal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	reader, err := s.rdb.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reader.ExecContext(ctx, `BEGIN`); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := reader.QueryRowContext(ctx, `SELECT count(*) FROM todos`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 1<<20)
+	for range 24 {
+		if _, err := s.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: big}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if size := walSize(); size <= 16<<20 {
+		t.Fatalf("the WAL reached only %d bytes behind the reader", size)
+	}
+	reader.ExecContext(ctx, `COMMIT`)
+	reader.Close()
+	// One commit checkpoints the WAL (the reader is gone), the next starts it over.
+	for range 2 {
+		if _, err := s.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "small"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if size := walSize(); size > 16<<20 {
+		t.Fatalf("the WAL kept %d bytes after the reader left", size)
+	}
+}

@@ -106,9 +106,6 @@ func (s *Store) fire(changes []TodoChange) {
 		}
 	}
 	for _, c := range changes {
-		if c.Claimable {
-			s.noteRung(c.ID)
-		}
 		for _, h := range hooks {
 			h(c)
 		}

@@ -13,19 +13,10 @@ import (
 // serve runs) commits without going through this store's writer, so its hooks never
 // fire. WatchForeign polls PRAGMA data_version on a dedicated connection: the value
 // changes whenever any other connection has committed. On a change it announces the
-// pending todos newer than the newest one this store has already announced, and the
-// todos another process returned to their queue (released, retried or requeued: it
-// finds them through their audit rows, newer than the last one it read).
-
-// noteRung remembers the newest todo id announced as claimable.
-func (s *Store) noteRung(id int64) {
-	for {
-		cur := s.rungMax.Load()
-		if id <= cur || s.rungMax.CompareAndSwap(cur, id) {
-			return
-		}
-	}
-}
+// pending todos added since it last looked, and the todos returned to their queue
+// (released, retried or requeued: it finds them through their audit rows, newer than
+// the last one it read). This process's own adds and returns were announced when
+// they were committed: the watch tells them apart by id (see ownChanges).
 
 // WatchForeign runs until ctx ends, checking every interval for commits made by
 // other processes and firing the todo hooks for the claimable todos they added or
@@ -40,7 +31,7 @@ func (s *Store) WatchForeign(ctx context.Context, interval time.Duration) error 
 	if err != nil {
 		return err
 	}
-	defer s.returns.stop()
+	defer s.own.stop()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -58,7 +49,8 @@ type foreignWatch struct {
 	s        *Store
 	conn     *sql.Conn
 	version  int64 // data_version at the last check
-	returned int64 // the newest audit row read for returns to the queue
+	added    int64 // the newest todo id looked at
+	returned int64 // the newest audit row looked at for returns to the queue
 }
 
 // newForeignWatch takes what the file holds now as announced.
@@ -67,19 +59,18 @@ func (s *Store) newForeignWatch(ctx context.Context, conn *sql.Conn) (*foreignWa
 	if err := conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&f.version); err != nil {
 		return nil, fmt.Errorf("store: read data_version: %w", err)
 	}
-	// Before the newest audit row is read: a return committed after it must be
-	// known as this process's own.
-	s.returns.start()
-	var maxID int64
-	err := conn.QueryRowContext(ctx, `SELECT (SELECT coalesce(max(id), 0) FROM todos),
-		(SELECT coalesce(max(id), 0) FROM audit)`).Scan(&maxID, &f.returned)
-	if err != nil {
-		s.returns.stop()
+	// Before the newest rows are read: a change committed after that must be known
+	// as this process's own.
+	s.own.start()
+	if err := conn.QueryRowContext(ctx, newestRows).Scan(&f.added, &f.returned); err != nil {
+		s.own.stop()
 		return nil, fmt.Errorf("store: watch foreign commits: %w", err)
 	}
-	s.noteRung(maxID)
 	return f, nil
 }
+
+// newestRows reads the newest todo id and the newest audit row id.
+const newestRows = `SELECT (SELECT coalesce(max(id), 0) FROM todos), (SELECT coalesce(max(id), 0) FROM audit)`
 
 // check announces what other processes committed since the last check, if anything.
 func (f *foreignWatch) check(ctx context.Context) {
@@ -92,18 +83,29 @@ func (f *foreignWatch) check(ctx context.Context) {
 		return
 	}
 	f.version = v
-	f.announceNewer(ctx)
-	f.announceReturned(ctx)
+	var added, returned int64
+	if err := f.conn.QueryRowContext(ctx, newestRows).Scan(&added, &returned); err != nil {
+		f.s.log.Warn("watch foreign commits: read the newest rows", "err", err)
+		return
+	}
+	if added > f.added && f.announceAdded(ctx, added) {
+		f.added = added
+	}
+	if returned > f.returned && f.announceReturned(ctx, returned) {
+		f.returned = returned
+	}
+	f.s.own.forget(f.added, f.returned)
 	f.s.fireForeign()
 }
 
-func (f *foreignWatch) announceNewer(ctx context.Context) {
-	since := f.s.rungMax.Load()
+// announceAdded announces the todos other processes added up to id newest, those
+// still pending; false if they could not be read (the next check tries again).
+func (f *foreignWatch) announceAdded(ctx context.Context, newest int64) bool {
 	rows, err := f.conn.QueryContext(ctx, `SELECT id, queue, source_type FROM todos
-		WHERE id > ? AND state = 'pending' ORDER BY id LIMIT 1000`, since)
+		WHERE id > ? AND id <= ? AND state = 'pending' ORDER BY id`, f.added, newest)
 	if err != nil {
 		f.s.log.Warn("watch foreign commits: list new todos", "err", err)
-		return
+		return false
 	}
 	var changes []TodoChange
 	for rows.Next() {
@@ -111,29 +113,30 @@ func (f *foreignWatch) announceNewer(ctx context.Context) {
 		if err := rows.Scan(&c.ID, &c.Queue, &c.Source); err != nil {
 			break
 		}
+		if f.s.own.added(c.ID) {
+			continue
+		}
 		c.State, c.Claimable, c.Cause = StatePending, true, "add"
 		changes = append(changes, c)
 	}
+	err = rows.Err()
 	rows.Close()
+	if err != nil {
+		f.s.log.Warn("watch foreign commits: list new todos", "err", err)
+		return false
+	}
 	f.s.fire(changes)
+	return true
 }
 
 // returnCauses maps the audit actions of a return to the queue to their causes.
 var returnCauses = map[string]string{"todo.release": "release", "todo.retry": "retry", "todo.requeue": "lease_expired"}
 
 // announceReturned announces the todos other processes returned to their queues
-// since the last audit row read, those still pending and claimable: revoking an
-// agent from the CLI hands its todos back, and agents idle on their doorbells must
-// hear of it. This process's own returns were announced when they were committed.
-func (f *foreignWatch) announceReturned(ctx context.Context) {
-	var newest int64
-	if err := f.conn.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM audit`).Scan(&newest); err != nil {
-		f.s.log.Warn("watch foreign commits: read the audit log", "err", err)
-		return
-	}
-	if newest <= f.returned {
-		return
-	}
+// in audit rows up to newest, those still pending and claimable: revoking an agent
+// from the CLI hands its todos back, and agents idle on their doorbells must hear
+// of it. False if they could not be read (the next check tries again).
+func (f *foreignWatch) announceReturned(ctx context.Context, newest int64) bool {
 	rows, err := f.conn.QueryContext(ctx, `SELECT a.id, a.action, t.id, t.queue, t.source_type
 		FROM audit a JOIN todos t ON t.id = CAST(substr(a.target, 6) AS INTEGER)
 		WHERE a.action IN ('todo.release', 'todo.retry', 'todo.requeue') AND a.id > ? AND a.id <= ?
@@ -141,7 +144,7 @@ func (f *foreignWatch) announceReturned(ctx context.Context) {
 		ORDER BY a.id`, f.returned, newest, ms(f.s.now()))
 	if err != nil {
 		f.s.log.Warn("watch foreign commits: list returned todos", "err", err)
-		return
+		return false
 	}
 	var changes []TodoChange
 	seen := map[int64]bool{}
@@ -152,7 +155,7 @@ func (f *foreignWatch) announceReturned(ctx context.Context) {
 		if err := rows.Scan(&auditID, &action, &c.ID, &c.Queue, &c.Source); err != nil {
 			break
 		}
-		if f.s.returns.own(auditID) || seen[c.ID] {
+		if f.s.own.returned(auditID) || seen[c.ID] {
 			continue
 		}
 		seen[c.ID] = true
@@ -163,91 +166,117 @@ func (f *foreignWatch) announceReturned(ctx context.Context) {
 	rows.Close()
 	if err != nil {
 		f.s.log.Warn("watch foreign commits: list returned todos", "err", err)
-		return
+		return false
 	}
-	f.returned = newest
-	f.s.returns.forgetThrough(newest)
 	f.s.fire(changes)
+	return true
 }
 
-// ownReturns holds the audit ids of this process's own returns to the queue while
-// WatchForeign runs, from just before their commit until the watch has read past
-// them. They are held before COMMIT, because the watch may read a row the instant
-// it is committed, and dropped if the commit fails (the ids would be reused).
-type ownReturns struct {
-	on  atomic.Bool
-	mu  sync.Mutex
-	ids map[int64]struct{}
+// ownChanges holds, while WatchForeign runs, the ids of this process's own adds
+// (todo ids) and returns to the queue (their audit row ids), from just before their
+// commit until the watch has looked past them. They are held before COMMIT,
+// because the watch may read a row the instant it is committed, and dropped if the
+// commit fails (the ids would be handed out again).
+type ownChanges struct {
+	on      atomic.Bool
+	mu      sync.Mutex
+	adds    map[int64]struct{}
+	returns map[int64]struct{}
 }
 
-func (o *ownReturns) start() {
+// heldIDs is what one batch holds: its adds and its returns.
+type heldIDs struct{ adds, returns []int64 }
+
+func (o *ownChanges) start() {
 	o.mu.Lock()
-	o.ids = map[int64]struct{}{}
+	o.adds, o.returns = map[int64]struct{}{}, map[int64]struct{}{}
 	o.mu.Unlock()
 	o.on.Store(true)
 }
 
-func (o *ownReturns) stop() {
+func (o *ownChanges) stop() {
 	o.on.Store(false)
 	o.mu.Lock()
-	o.ids = nil
+	o.adds, o.returns = nil, nil
 	o.mu.Unlock()
 }
 
-// hold notes the returns of the batch's requests that are about to commit.
-func (o *ownReturns) hold(batch []*writeReq) (held []int64) {
+// hold notes the adds and returns of the batch's requests about to commit.
+func (o *ownChanges) hold(batch []*writeReq) (h heldIDs) {
 	if !o.on.Load() {
-		return nil
+		return h
 	}
 	for _, r := range batch {
 		if r.err != nil {
 			continue
 		}
 		for _, c := range r.wtx.changes {
-			if c.auditID != 0 {
-				held = append(held, c.auditID)
+			switch {
+			case c.auditID != 0:
+				h.returns = append(h.returns, c.auditID)
+			case c.Cause == "add":
+				h.adds = append(h.adds, c.ID)
 			}
 		}
 	}
-	if len(held) == 0 {
-		return nil
+	if len(h.adds)+len(h.returns) == 0 {
+		return h
 	}
 	o.mu.Lock()
-	if o.ids != nil {
-		for _, id := range held {
-			o.ids[id] = struct{}{}
+	if o.adds != nil {
+		for _, id := range h.adds {
+			o.adds[id] = struct{}{}
+		}
+		for _, id := range h.returns {
+			o.returns[id] = struct{}{}
 		}
 	}
 	o.mu.Unlock()
-	return held
+	return h
 }
 
 // drop forgets held ids whose commit failed.
-func (o *ownReturns) drop(held []int64) {
-	if len(held) == 0 {
+func (o *ownChanges) drop(h heldIDs) {
+	if len(h.adds)+len(h.returns) == 0 {
 		return
 	}
 	o.mu.Lock()
-	for _, id := range held {
-		delete(o.ids, id)
+	for _, id := range h.adds {
+		delete(o.adds, id)
+	}
+	for _, id := range h.returns {
+		delete(o.returns, id)
 	}
 	o.mu.Unlock()
 }
 
-// own reports whether the audit row id is one of this process's returns.
-func (o *ownReturns) own(id int64) bool {
+// added reports whether todo id is one this process added.
+func (o *ownChanges) added(id int64) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	_, ok := o.ids[id]
+	_, ok := o.adds[id]
 	return ok
 }
 
-// forgetThrough forgets the ids up to newest, which the watch has read past.
-func (o *ownReturns) forgetThrough(newest int64) {
+// returned reports whether audit row id is one of this process's returns.
+func (o *ownChanges) returned(id int64) bool {
 	o.mu.Lock()
-	for id := range o.ids {
-		if id <= newest {
-			delete(o.ids, id)
+	defer o.mu.Unlock()
+	_, ok := o.returns[id]
+	return ok
+}
+
+// forget forgets the ids the watch has looked past.
+func (o *ownChanges) forget(added, returned int64) {
+	o.mu.Lock()
+	for id := range o.adds {
+		if id <= added {
+			delete(o.adds, id)
+		}
+	}
+	for id := range o.returns {
+		if id <= returned {
+			delete(o.returns, id)
 		}
 	}
 	o.mu.Unlock()

@@ -71,7 +71,7 @@ func TestWatchForeignAnnouncesAnotherProcesssReturns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer serveSide.returns.stop()
+	defer serveSide.own.stop()
 	took()
 
 	// Its own release rings at its commit, and the watch does not ring it again.
@@ -116,22 +116,37 @@ func TestWatchForeignAnnouncesAnotherProcesssReturns(t *testing.T) {
 	}
 	watch.check(ctx)
 	expect("the watch after a foreign retry", "retry:inbox:"+strconv.FormatInt(ids[3], 10))
+
+	// Another process's add followed by one of this process's before the watch
+	// looks: the watch announces the foreign one, and not the own one again.
+	foreign, err := cli.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "from the cli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := serveSide.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "own"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect("an own add after a foreign one", "add:inbox:"+strconv.FormatInt(own.ID, 10))
+	watch.check(ctx)
+	expect("the watch after a foreign then an own add", "add:inbox:"+strconv.FormatInt(foreign.ID, 10))
 }
 
-// A commit that fails leaves none of its returns held as this process's own: their
-// audit ids would be handed out again, to another process's rows.
-func TestOwnReturnsDropsAFailedCommitsIDs(t *testing.T) {
-	var o ownReturns
+// A commit that fails leaves none of its adds or returns held as this process's
+// own: their ids would be handed out again, to another process's rows.
+func TestOwnChangesDropsAFailedCommitsIDs(t *testing.T) {
+	var o ownChanges
 	o.start()
 	defer o.stop()
-	batch := []*writeReq{{wtx: wtx{changes: []TodoChange{{ID: 1, auditID: 7}, {ID: 2}}}}, {err: context.Canceled,
-		wtx: wtx{changes: []TodoChange{{ID: 3, auditID: 8}}}}}
+	batch := []*writeReq{{wtx: wtx{changes: []TodoChange{{ID: 1, auditID: 7, Cause: "release"}, {ID: 2, Cause: "add"},
+		{ID: 4, Cause: "complete"}}}}, {err: context.Canceled, wtx: wtx{changes: []TodoChange{{ID: 3, auditID: 8}, {ID: 5, Cause: "add"}}}}}
 	held := o.hold(batch)
-	if !slices.Equal(held, []int64{7}) || !o.own(7) || o.own(8) {
-		t.Fatalf("held %v; own(7) %v, own(8) %v", held, o.own(7), o.own(8))
+	if !slices.Equal(held.returns, []int64{7}) || !slices.Equal(held.adds, []int64{2}) || !o.returned(7) || o.returned(8) ||
+		!o.added(2) || o.added(5) || o.added(4) {
+		t.Fatalf("held %+v", held)
 	}
 	o.drop(held)
-	if o.own(7) {
-		t.Fatal("a failed commit's id is still held")
+	if o.returned(7) || o.added(2) {
+		t.Fatal("a failed commit's ids are still held")
 	}
 }

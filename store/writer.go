@@ -43,6 +43,9 @@ type writer struct {
 	syncWAL func() error          // wal.sync; tests replace it
 	broken  atomic.Pointer[error] // set when a WAL sync failed; every later write fails
 
+	trouble   atomic.Pointer[WriteTrouble] // a spell of writes failing for the disk's sake
+	troubleMu sync.Mutex                   // orders changes to trouble
+
 	mu     sync.Mutex
 	closed bool
 
@@ -247,6 +250,9 @@ func (w *writer) runTx(batch []*writeReq) {
 				r.err = err
 				r.wtx.changes = nil
 			}
+		}
+		w.noteRefusals(batch)
+		for _, r := range batch {
 			close(r.done)
 		}
 	}
@@ -308,16 +314,17 @@ func (w *writer) runTx(batch []*writeReq) {
 		finish(nil)
 		return
 	}
-	held := w.s.returns.hold(batch)
+	held := w.s.own.hold(batch)
 	commitStart := time.Now()
 	_, err := w.ctl("COMMIT")
 	if err != nil {
 		w.commit.Add(int64(time.Since(commitStart)))
-		w.s.returns.drop(held)
+		w.s.own.drop(held)
 		w.rollback()
 		finish(fmt.Errorf("store: commit: %w", err))
 		return
 	}
+	w.noteCommitted()
 	w.announce(batch)
 	if w.wal != nil {
 		err = w.syncWAL()

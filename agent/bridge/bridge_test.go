@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 const credential = "sb_test_credential_0123456789"
@@ -237,7 +238,7 @@ type bridged struct {
 	client  *client.Client
 	notes   chan mcp.JSONRPCNotification
 	runErr  chan error
-	logs    *syncBuffer
+	logs    *testkit.LockedBuffer
 	closeIn func()
 }
 
@@ -245,7 +246,7 @@ func startBridged(t *testing.T, url string, clientOpts ...client.ClientOption) *
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	logs := &syncBuffer{}
+	logs := &testkit.LockedBuffer{}
 	b := New(url, credential, Options{
 		Logger:     slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		MinBackoff: 10 * time.Millisecond,
@@ -497,7 +498,7 @@ func TestBridgeModernProtocol(t *testing.T) {
 func TestBridgeUnauthorized(t *testing.T) {
 	srv := newMCPServer(t)
 	var out bytes.Buffer
-	logs := &syncBuffer{}
+	logs := &testkit.LockedBuffer{}
 	const wrong = "sb_wrong_credential_987654"
 	b := New(srv.url, wrong, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	in := strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}` + "\n")
@@ -592,22 +593,4 @@ func TestBridgeAnswers(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the bridge's goroutines to log into.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -123,3 +123,22 @@ func StalledPost(t testing.TB, rawURL string, h http.Header, declared int64, sen
 	closed = err != nil && !(errors.As(err, &ne) && ne.Timeout())
 	return resp, body, closed
 }
+
+// LockedBuffer is a bytes.Buffer that goroutines may write into at once: a
+// server's log, read by the test.
+type LockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *LockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

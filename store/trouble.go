@@ -1,0 +1,101 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// WriteTrouble says that writes are failing for a reason outside them: the disk is
+// full, an I/O error, the file turned read-only. Every write fails the same way
+// until someone acts, so /readyz, systemd's status line and the board say so.
+type WriteTrouble struct {
+	Since  time.Time // the first refused write of this spell
+	Failed int64     // writes refused since
+	Err    string    // the latest refusal's cause
+}
+
+func (t *WriteTrouble) String() string {
+	return fmt.Sprintf("writes failing since %s (%d refused): %s", t.Since.Format(time.DateTime), t.Failed, t.Err)
+}
+
+// WriteTrouble is the current spell of failing writes, nil while writes succeed.
+// A restart does not end one (a full disk stays full), so it is not a reason for
+// the watchdog to restart serve: Ping does not report it.
+func (s *Store) WriteTrouble() *WriteTrouble {
+	if s.writer == nil {
+		return nil
+	}
+	if t := s.writer.trouble.Load(); t != nil {
+		c := *t
+		return &c
+	}
+	return nil
+}
+
+// SetMaxPages caps the database at n pages, so that a write past it fails as on a
+// full disk; a cap below the current size holds it there. It stands in for a full
+// disk in tests: a real one needs a filesystem of its own.
+func (s *Store) SetMaxPages(ctx context.Context, n int64) error {
+	return s.exclusive(ctx, func(c *sql.Conn) error {
+		_, err := c.ExecContext(ctx, fmt.Sprintf("PRAGMA max_page_count = %d", n))
+		return err
+	})
+}
+
+// diskTrouble reports whether err is the disk or the file failing rather than the
+// write's own business (a conflict, a missing row).
+func diskTrouble(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN,
+		sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
+		return true
+	}
+	return false
+}
+
+// noteRefusals counts the batch's writes that failed for disk trouble, and logs
+// the start of a spell once (each refused caller logs or answers its own).
+func (w *writer) noteRefusals(batch []*writeReq) {
+	var cause error
+	n := int64(0)
+	for _, r := range batch {
+		if r.err != nil && diskTrouble(r.err) {
+			cause = r.err
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	w.troubleMu.Lock()
+	defer w.troubleMu.Unlock()
+	next := WriteTrouble{Since: w.s.now(), Failed: n, Err: cause.Error()}
+	if cur := w.trouble.Load(); cur != nil {
+		next.Since, next.Failed = cur.Since, cur.Failed+n
+	} else {
+		w.s.log.Error("store: writes are failing; they will until the cause is mended", "err", cause)
+	}
+	w.trouble.Store(&next)
+}
+
+// noteCommitted ends a spell of failing writes: a transaction committed.
+func (w *writer) noteCommitted() {
+	if w.trouble.Load() == nil {
+		return
+	}
+	w.troubleMu.Lock()
+	defer w.troubleMu.Unlock()
+	if cur := w.trouble.Swap(nil); cur != nil {
+		w.s.log.Info("store: writes succeed again", "failing_since", cur.Since, "refused", cur.Failed, "last_err", cur.Err)
+	}
+}

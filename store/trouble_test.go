@@ -1,0 +1,67 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A write refused for the disk's sake (here the database's page limit, which
+// SQLite reports as a full disk) starts a spell of trouble that WriteTrouble
+// reports with its first time and count, logged once; a business refusal does not
+// count; the next commit ends the spell.
+func TestWriteTroubleWhileTheDiskIsFull(t *testing.T) {
+	ctx := context.Background()
+	var logs bytes.Buffer
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "sb.db"), Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "fits"}); err != nil {
+		t.Fatal(err)
+	}
+	if s.WriteTrouble() != nil {
+		t.Fatal("trouble before any")
+	}
+	// A business refusal is not trouble.
+	if _, err := s.Retry(ctx, 999, "human:test"); err == nil {
+		t.Fatal("retried a missing todo")
+	}
+	if s.WriteTrouble() != nil {
+		t.Fatalf("a missing todo counted as trouble: %v", s.WriteTrouble())
+	}
+
+	if err := s.SetMaxPages(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 64<<10)
+	for range 3 {
+		if _, err := s.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: big}); err == nil || !diskTrouble(err) {
+			t.Fatalf("a write past the page limit: %v", err)
+		}
+	}
+	tr := s.WriteTrouble()
+	if tr == nil || tr.Failed != 3 || !strings.Contains(tr.Err, "full") || tr.Since.IsZero() {
+		t.Fatalf("trouble = %+v", tr)
+	}
+	if n := strings.Count(logs.String(), "writes are failing"); n != 1 {
+		t.Fatalf("logged the spell %d times:\n%s", n, logs.String())
+	}
+
+	if err := s.SetMaxPages(ctx, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: big}); err != nil {
+		t.Fatal(err)
+	}
+	if tr := s.WriteTrouble(); tr != nil {
+		t.Fatalf("trouble after a commit: %v", tr)
+	}
+	if !strings.Contains(logs.String(), "writes succeed again") {
+		t.Fatalf("the end of the spell was not logged:\n%s", logs.String())
+	}
+}
