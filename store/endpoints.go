@@ -205,9 +205,16 @@ func (s *Store) UpdateEndpoint(ctx context.Context, id int64, spec EndpointSpec,
 	if err := validateSpec(spec); err != nil {
 		return Endpoint{}, fmt.Errorf("store: update endpoint %d: %w", id, err)
 	}
-	var sets []string
+	var sets, said []string
 	var args []any
-	set := func(col string, v any) { sets = append(sets, col+" = ?"); args = append(args, v) }
+	// The audit row says what changed to what (a cleared value: "default").
+	set := func(col string, v any) {
+		sets, args = append(sets, col+" = ?"), append(args, v)
+		if v == nil {
+			v = "default"
+		}
+		said = append(said, fmt.Sprintf("%s=%v", col, v))
+	}
 	if spec.AgentName != "" {
 		set("agent_name", spec.AgentName)
 	}
@@ -256,7 +263,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, id int64, spec EndpointSpec,
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("store: update endpoint %d: %w", id, ErrNotFound)
 		}
-		return w.audit(actor, "endpoint.update", endpointTarget(id), "", strings.Join(sets, ", "))
+		return w.audit(actor, "endpoint.update", endpointTarget(id), "", strings.Join(said, " "))
 	})
 	if err != nil {
 		return Endpoint{}, err
@@ -288,15 +295,13 @@ func (s *Store) RevokeEndpointReleasing(ctx context.Context, id int64, actor str
 		if err != nil {
 			return fmt.Errorf("store: revoke endpoint %d: %w", id, err)
 		}
-		if err := w.audit(actor, "endpoint.revoke", endpointTarget(id), "", ""); err != nil {
-			return err
-		}
 		var others int
 		if err := w.queryRow(`SELECT count(*) FROM endpoints WHERE agent_id = ? AND revoked_at IS NULL`, agentID).Scan(&others); err != nil {
 			return fmt.Errorf("store: revoke endpoint %d: %w", id, err)
 		}
 		if others > 0 {
-			return nil
+			return w.audit(actor, "endpoint.revoke", endpointTarget(id), "",
+				fmt.Sprintf("agent %s keeps its todos: another endpoint of it is live", agentID))
 		}
 		rows, err := w.query(`SELECT id FROM todos WHERE state = 'claimed' AND owner = ?`, "agent:"+agentID)
 		if err != nil {
@@ -317,12 +322,13 @@ func (s *Store) RevokeEndpointReleasing(ctx context.Context, id int64, actor str
 		}
 		rows.Close()
 		for _, t := range held {
-			if _, err := w.release(t, actor, "todo.release"); err != nil {
+			if _, err := w.release(t, actor, "todo.release", fmt.Sprintf("endpoint %d revoked", id)); err != nil {
 				return err
 			}
 		}
 		released = len(held)
-		return nil
+		return w.audit(actor, "endpoint.revoke", endpointTarget(id), "",
+			fmt.Sprintf("handed %d todos of agent %s back to their queues", released, agentID))
 	})
 	return released, err
 }

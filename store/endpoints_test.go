@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -58,5 +59,49 @@ func TestRevokingAnAgentsLastEndpointReleasesItsTodos(t *testing.T) {
 	}
 	if _, err := s.RevokeEndpointReleasing(ctx, rotated.ID, "human:1"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("revoking twice: %v", err)
+	}
+	// The audit log says which releases a revocation made, and what each
+	// revocation did with the agent's todos.
+	said := auditDetails(t, s, "todo.release")
+	want := fmt.Sprintf("endpoint %d revoked", rotated.ID)
+	if len(said) != 2 || said[0] != want || said[1] != want {
+		t.Errorf("the releases' audit details: %q, want %q twice", said, want)
+	}
+	said = auditDetails(t, s, "endpoint.revoke")
+	if len(said) != 2 || said[0] != "handed 2 todos of agent w back to their queues" ||
+		said[1] != "agent w keeps its todos: another endpoint of it is live" {
+		t.Errorf("the revocations' audit details: %q", said)
+	}
+}
+
+// auditDetails lists the details of the audit rows of action, newest first.
+func auditDetails(t *testing.T, s *Store, action string) []string {
+	t.Helper()
+	rows, err := s.ListAudit(context.Background(), AuditFilter{Action: action})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range rows {
+		out = append(out, r.Detail)
+	}
+	return out
+}
+
+// An endpoint's update is audited as what changed to what, not as SQL.
+func TestEndpointUpdateAuditSaysWhatChanged(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	ep, _, err := s.CreateEndpoint(ctx, "w", EndpointSpec{}, "human:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, rate := []string{"inbox", "ci"}, 0.0
+	if _, err := s.UpdateEndpoint(ctx, ep.ID, EndpointSpec{Queues: &q, RatePerSecond: &rate}, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	if said := auditDetails(t, s, "endpoint.update"); len(said) != 1 ||
+		said[0] != `scope_queues=["inbox","ci"] rate_per_second=default` {
+		t.Fatalf("the update's audit detail: %q", said)
 	}
 }

@@ -231,7 +231,7 @@ func (s *Store) Release(ctx context.Context, a Ack) (Todo, error) {
 			return err
 		}
 		var err error
-		t, err = w.release(a.ID, a.Owner, "todo.release")
+		t, err = w.release(a.ID, a.Owner, "todo.release", "")
 		return err
 	})
 	return t, err
@@ -248,13 +248,13 @@ func (s *Store) ReleaseByHuman(ctx context.Context, id int64, actor string) (Tod
 		if c.state != StateClaimed {
 			return fmt.Errorf("store: release todo %d: it is %s, not claimed: %w", id, c.state, ErrConflict)
 		}
-		t, err = w.release(id, actor, "todo.release")
+		t, err = w.release(id, actor, "todo.release", "")
 		return err
 	})
 	return t, err
 }
 
-func (w *wtx) release(id int64, actor, action string) (Todo, error) {
+func (w *wtx) release(id int64, actor, action, detail string) (Todo, error) {
 	t, err := scanTodo(w.queryRow(`UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL,
 			attempts = max(attempts - 1, 0), available_at = ?, updated_at = ?
 		WHERE id = ? RETURNING `+todoColumns, ms(w.now), ms(w.now), id), false)
@@ -262,7 +262,7 @@ func (w *wtx) release(id int64, actor, action string) (Todo, error) {
 		return Todo{}, fmt.Errorf("store: release todo %d: %w", id, err)
 	}
 	return t, w.requeued(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type,
-		Claimable: true, Cause: "release"}, actor, action, "")
+		Claimable: true, Cause: "release"}, actor, action, detail)
 }
 
 // Retry puts a dead-lettered todo back on its queue with its attempts reset.
