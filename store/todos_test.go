@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -60,5 +62,45 @@ func TestListTodosByState(t *testing.T) {
 		if !slices.Equal(ids, c.want) {
 			t.Errorf("%+v: listed %v, want %v", c.f, ids, c.want)
 		}
+	}
+}
+
+// One queue's pending todos are listed from the claim index, newest first without
+// a sort: not by walking every pending todo of every queue, nor every todo of the
+// queue (a board filtered to a quiet queue beside a deep one).
+func TestListingOneQueuesPendingReadsTheClaimIndex(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	// ANALYZE's statistics for a deep queue and a quiet one, as a busy database has
+	// them, are what led SQLite to another index.
+	err := s.exclusive(ctx, func(c *sql.Conn) error {
+		_, err := c.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 20000)
+			INSERT INTO todos (queue, state, payload_size, created_by, available_at, created_at, updated_at)
+			SELECT iif(i % 100 = 0, 'quiet', 'deep'), iif(i % 100 = 0, 'done', 'pending'), 0, 'x', 0, 0, 0 FROM n`)
+		if err == nil {
+			_, err = c.ExecContext(ctx, `ANALYZE`)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, args := todoListQuery(TodoFilter{State: StatePending, Queues: []string{"quiet"}, Limit: 51})
+	rows, err := s.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if len(plan) != 1 || !strings.Contains(plan[0], "USING INDEX todos_claimable (queue=?)") {
+		t.Fatalf("plan %q, want one search of todos_claimable by queue", plan)
 	}
 }
