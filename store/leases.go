@@ -218,7 +218,9 @@ func (s *Store) Fail(ctx context.Context, a Ack, errText string, retry bool) (To
 			return fmt.Errorf("store: fail todo %d: %w", a.ID, err)
 		}
 		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateFailed, Source: t.Source.Type, Cause: "dead_letter"})
-		return w.audit(a.Owner, "todo.fail", todoTarget(a.ID), "dead_letter", truncate(errText, 200))
+		// Audited as a dead letter, as the reaper's are, so that one action finds
+		// them all; the detail is the agent's error.
+		return w.audit(a.Owner, "todo.dead_letter", todoTarget(a.ID), "", truncate(errText, 200))
 	})
 	return t, err
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -102,5 +103,28 @@ func TestListingOneQueuesPendingReadsTheClaimIndex(t *testing.T) {
 	}
 	if len(plan) != 1 || !strings.Contains(plan[0], "USING INDEX todos_claimable (queue=?)") {
 		t.Fatalf("plan %q, want one search of todos_claimable by queue", plan)
+	}
+}
+
+// Every dead letter is audited as todo.dead_letter, an agent's (fail without a
+// retry, with its error) as the reaper's: one action finds them all.
+func TestDeadLettersAreAuditedAsSuch(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	ids := addTodos(t, s, "inbox", 2)
+	for i, retry := range []bool{true, false} {
+		td, err := s.Claim(ctx, Ack{ID: ids[i], Owner: "agent:a"}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Fail(ctx, Ack{ID: td.ID, Owner: "agent:a"}, fmt.Sprintf("error %d", i), retry); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if said := auditDetails(t, s, "todo.dead_letter"); len(said) != 1 || said[0] != "error 1" {
+		t.Fatalf("dead letters audited: %q", said)
+	}
+	if said := auditDetails(t, s, "todo.fail"); len(said) != 1 || said[0] != "error 0" {
+		t.Fatalf("retried failures audited: %q", said)
 	}
 }
