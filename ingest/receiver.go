@@ -290,7 +290,9 @@ func (rc *Receiver) record(w http.ResponseWriter, r *http.Request, token string,
 // refuse answers a delivery whose signature did not verify: 401, or 429 past the
 // webhook's failure budget.
 func (rc *Receiver) refuse(w http.ResponseWriter, r *http.Request, hook store.Webhook, err error) {
-	rc.noteFailure(hook.ID)
+	// The verifiers' errors name the scheme and the fault, never a secret or a
+	// signature.
+	rc.noteFailure(hook.ID, err.Error())
 	if !rc.failed.allow(hook.ID) {
 		w.Header().Set("Retry-After", "1")
 		rc.finish(w, hook.SourceType, OutcomeRateLimited, http.StatusTooManyRequests, errorBody(OutcomeRateLimited))
@@ -300,8 +302,6 @@ func (rc *Receiver) refuse(w http.ResponseWriter, r *http.Request, hook store.We
 	if errors.Is(err, ErrNoSecret) {
 		level = slog.LevelError // our configuration, not the sender
 	}
-	// The verifiers' errors name the scheme and the fault, never a secret or a
-	// signature.
 	rc.log.Log(r.Context(), level, "webhook delivery not verified", "webhook_id", hook.ID,
 		"source", hook.SourceType, "reason", err.Error(), "remote", r.RemoteAddr)
 	rc.finish(w, hook.SourceType, OutcomeUnauthorized, http.StatusUnauthorized, errorBody(OutcomeUnauthorized))
@@ -375,28 +375,31 @@ func selectHeaders(h http.Header) map[string]string {
 }
 
 type failureCount struct {
-	n    int64
-	last time.Time
+	n      int64
+	last   time.Time
+	reason string
 }
 
 // noteFailure counts a delivery refused for a known webhook (bad, missing, stale
-// or rate-limited signature). The map holds one entry per webhook that exists.
-func (rc *Receiver) noteFailure(webhookID int64) {
+// or rate-limited signature) and keeps why. The map holds one entry per webhook
+// that exists.
+func (rc *Receiver) noteFailure(webhookID int64, reason string) {
 	now := rc.now()
 	rc.failMu.Lock()
 	c := rc.failures[webhookID]
 	c.n++
-	c.last = now
+	c.last, c.reason = now, reason
 	rc.failures[webhookID] = c
 	rc.failMu.Unlock()
 }
 
 // Failures reports how many deliveries to a webhook were refused since this
-// process started, and when the last one was: what the board shows beside a
-// webhook so a misconfigured producer is noticed.
-func (rc *Receiver) Failures(webhookID int64) (int64, time.Time) {
+// process started, when the last one was and why (a wrong secret, a clock that
+// is off): what the board shows beside a webhook so a misconfigured producer is
+// noticed and can be mended.
+func (rc *Receiver) Failures(webhookID int64) (n int64, last time.Time, reason string) {
 	rc.failMu.Lock()
 	defer rc.failMu.Unlock()
 	c := rc.failures[webhookID]
-	return c.n, c.last
+	return c.n, c.last, c.reason
 }

@@ -617,7 +617,7 @@ func TestReceiverCountsRefusedDeliveriesPerWebhook(t *testing.T) {
 	r := newRig(t, ReceiverOptions{})
 	hook, secret := r.webhook("github", "inbox")
 	other, _ := r.webhook("github", "inbox")
-	if n, _ := r.rc.Failures(hook.ID); n != 0 {
+	if n, _, _ := r.rc.Failures(hook.ID); n != 0 {
 		t.Fatalf("fresh webhook has %d failures", n)
 	}
 	for i := 0; i < 3; i++ {
@@ -630,11 +630,11 @@ func TestReceiverCountsRefusedDeliveriesPerWebhook(t *testing.T) {
 	if got := r.post(hook.Token, r.signed("github", secret, "d-1", good), good); got.status != http.StatusAccepted {
 		t.Fatalf("good delivery answered %d", got.status)
 	}
-	n, last := r.rc.Failures(hook.ID)
-	if n != 3 || !last.Equal(r.clock.Now()) {
-		t.Fatalf("Failures = %d at %v; want 3 at %v", n, last, r.clock.Now())
+	n, last, reason := r.rc.Failures(hook.ID)
+	if n != 3 || !last.Equal(r.clock.Now()) || !strings.Contains(reason, "signature") {
+		t.Fatalf("Failures = %d at %v (%q); want 3 at %v, for the signature", n, last, reason, r.clock.Now())
 	}
-	if n, _ := r.rc.Failures(other.ID); n != 0 {
+	if n, _, _ := r.rc.Failures(other.ID); n != 0 {
 		t.Fatalf("another webhook has %d failures", n)
 	}
 }

@@ -17,7 +17,7 @@ import (
 // or stale signatures) since start-up. Nothing about a refused delivery is stored,
 // so only the receiver knows; when it is not wired the board says so.
 type DeliveryFailures interface {
-	Failures(webhookID int64) (count int64, last time.Time)
+	Failures(webhookID int64) (count int64, last time.Time, reason string)
 }
 
 type webhookRow struct {
@@ -26,6 +26,7 @@ type webhookRow struct {
 	Stats    store.DeliveryStats
 	Failures int64
 	LastFail time.Time
+	FailedBy string // why the last one was refused
 }
 
 type webhooksPage struct {
@@ -73,7 +74,7 @@ func (u *UI) showWebhooks(w http.ResponseWriter, r *http.Request, rc *reqCtx, st
 func (u *UI) webhookRow(r *http.Request, h store.Webhook) webhookRow {
 	row := webhookRow{Webhook: h, URL: ingest.URL(u.baseURL(r), h.Token)}
 	if u.opts.Failures != nil {
-		row.Failures, row.LastFail = u.opts.Failures.Failures(h.ID)
+		row.Failures, row.LastFail, row.FailedBy = u.opts.Failures.Failures(h.ID)
 	}
 	return row
 }

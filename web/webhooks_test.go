@@ -39,8 +39,8 @@ func (f *fixture) webhookWithEvents(bodies ...string) (store.Webhook, []store.De
 
 type fakeFailures map[int64]int64
 
-func (f fakeFailures) Failures(id int64) (int64, time.Time) {
-	return f[id], time.Date(2026, 5, 1, 11, 0, 0, 0, time.UTC)
+func (f fakeFailures) Failures(id int64) (int64, time.Time, string) {
+	return f[id], time.Date(2026, 5, 1, 11, 0, 0, 0, time.UTC), "github: signature does not match <the secret>"
 }
 
 func TestWebhookList(t *testing.T) {
@@ -67,8 +67,9 @@ func TestWebhookList(t *testing.T) {
 	f2 := newFixture(t, Options{Failures: fakeFailures{1: 7}})
 	cookie2, _ := f2.login()
 	f2.webhookWithEvents()
-	if _, body := f2.get("/webhooks", cookie2); !strings.Contains(body, `>7</span>`) {
-		t.Error("refused deliveries not shown when tracked")
+	if _, body := f2.get("/webhooks", cookie2); !strings.Contains(body, `>7</span>`) ||
+		!strings.Contains(body, `: github: signature does not match &lt;the secret&gt;">7`) {
+		t.Error("refused deliveries and the last one's reason (escaped) not shown when tracked")
 	}
 }
 
