@@ -56,7 +56,8 @@ func BenchmarkBoard100k(b *testing.B) {
 		{"state=done", "/?state=done"},
 		{"rare-queue", "/?queue=rare"},
 		{"deep-page", fmt.Sprintf("/?before=%d", mid[0].ID)},
-		{"live-fragment", "/?fragment=1"},
+		{"live-counts", "/?fragment=counts"},
+		{"live-rows", "/?fragment=rows"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			for b.Loop() {

@@ -15,10 +15,15 @@ type boardPage struct {
 	Selected     queueSummary // counts of the selected queue (or all), for the state tabs
 	Todos        []store.Todo
 	Older        int64 // cursor of the next page; 0 when this is the last
+	// The page's two live parts: the counts (queue cards and state tabs), which any
+	// change of state may move, and the rows, which only a change on this page's
+	// queue and state can (see app.js).
+	CountsURL, RowsURL string
 }
 
 // board serves GET /: every queue with its counts, and the todo table filtered by
-// queue and state, newest first, one page at a time.
+// queue and state, newest first, one page at a time. ?fragment=counts and
+// ?fragment=rows serve one live part of it.
 func (u *UI) board(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	q := r.URL.Query()
 	p := boardPage{Queue: q.Get("queue"), State: q.Get("state")}
@@ -29,11 +34,36 @@ func (u *UI) board(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		p.Queue = ""
 	}
 	p.Before, _ = strconv.ParseInt(q.Get("before"), 10, 64)
+	fragment := q.Get("fragment")
+	p.CountsURL = link("/", "queue", p.Queue, "state", p.State, "fragment", "counts")
+	p.RowsURL = link("/", "queue", p.Queue, "state", p.State, "before", p.Before, "fragment", "rows")
+	v := view{Title: "Board", Nav: "board"}
+	if fragment != "rows" {
+		if !u.boardCounts(w, r, rc, &p) {
+			return
+		}
+		v.Glance = p.Queues
+	}
+	if fragment != "counts" {
+		if !u.boardRows(w, r, rc, &p) {
+			return
+		}
+	}
+	v.Page = p
+	switch fragment {
+	case "counts", "rows":
+		u.renderFragment(w, rc, "board", fragment, v)
+		return
+	}
+	u.render(w, r, rc, http.StatusOK, "board", v)
+}
 
+// boardCounts fills in every queue's counts and the selected queue's.
+func (u *UI) boardCounts(w http.ResponseWriter, r *http.Request, rc *reqCtx, p *boardPage) bool {
 	counts, err := u.store.QueueCounts(r.Context())
 	if err != nil {
 		u.storeError(w, r, rc, "Counting todos", err)
-		return
+		return false
 	}
 	p.Queues = summarise(counts)
 	p.Totals = totals(p.Queues)
@@ -43,23 +73,22 @@ func (u *UI) board(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 			p.Selected = qs
 		}
 	}
+	return true
+}
+
+// boardRows fills in one page of the todo table.
+func (u *UI) boardRows(w http.ResponseWriter, r *http.Request, rc *reqCtx, p *boardPage) bool {
 	f := store.TodoFilter{State: p.State, Before: p.Before, Limit: u.opts.PageSize + 1}
 	if p.Queue != "" {
 		f.Queues = []string{p.Queue}
 	}
-	p.Todos, err = u.store.ListTodos(r.Context(), f)
+	todos, err := u.store.ListTodos(r.Context(), f)
 	if err != nil {
 		u.storeError(w, r, rc, "Listing todos", err)
-		return
+		return false
 	}
-	p.Todos, p.Older = store.PageOf(p.Todos, u.opts.PageSize)
-	v := view{Title: "Board", Nav: "board", Glance: p.Queues, Page: p,
-		LiveURL: link("/", "queue", p.Queue, "state", p.State, "before", p.Before, "fragment", "1")}
-	if q.Get("fragment") == "1" {
-		u.renderFragment(w, rc, "board", v)
-		return
-	}
-	u.render(w, r, rc, http.StatusOK, "board", v)
+	p.Todos, p.Older = store.PageOf(todos, u.opts.PageSize)
+	return true
 }
 
 // glance serves GET /glance: the header's queue summary, refreshed live on every page.

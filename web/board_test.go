@@ -96,16 +96,30 @@ func TestBoardFragment(t *testing.T) {
 	f := newFixture(t, Options{})
 	cookie, _ := f.login()
 	td := f.addTodo("inbox", "{}")
-	res := f.do(http.MethodGet, "/?fragment=1", cookie, nil, http.Header{"X-Requested-With": {"fetch"}})
+	res := f.do(http.MethodGet, "/?fragment=rows", cookie, nil, http.Header{"X-Requested-With": {"fetch"}})
 	body := readBody(t, res)
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", res.StatusCode)
 	}
-	if strings.Contains(body, "<html") || strings.Contains(body, "<header") {
-		t.Fatal("the fragment carries the whole page")
+	if strings.Contains(body, "<html") || strings.Contains(body, "<header") || strings.Contains(body, `class="queues"`) {
+		t.Fatal("the rows fragment carries more than the rows")
 	}
 	if ids := rowIDs(body); len(ids) != 1 || ids[0] != fmt.Sprint(td.ID) {
 		t.Fatalf("fragment rows %v", ids)
+	}
+	res = f.do(http.MethodGet, "/?fragment=counts", cookie, nil, http.Header{"X-Requested-With": {"fetch"}})
+	body = readBody(t, res)
+	if res.StatusCode != http.StatusOK || strings.Contains(body, "<html") || len(rowIDs(body)) != 0 ||
+		!strings.Contains(body, `aria-label="1 pending, 0 claimed, 0 failed, 0 done"`) {
+		t.Fatalf("counts fragment: %d\n%s", res.StatusCode, body)
+	}
+	// The page names both parts, with its filters, and what the rows part shows.
+	_, body = f.get("/?queue=inbox&state=pending", cookie)
+	for _, want := range []string{`data-live-src="/?fragment=counts&amp;queue=inbox&amp;state=pending" data-live-counts`,
+		`data-live-src="/?fragment=rows&amp;queue=inbox&amp;state=pending" data-live-rows data-live-queue="inbox" data-live-state="pending"`} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("the board lacks %s", want)
+		}
 	}
 	res = f.do(http.MethodGet, "/glance", cookie, nil, http.Header{"X-Requested-With": {"fetch"}})
 	body = readBody(t, res)

@@ -100,10 +100,38 @@ func (b *broadcaster) close() {
 
 // liveEvent is the data of a "todo" event. It names the todo and nothing of its
 // content: the page fetches what it shows through the normal, authenticated routes.
+// Queue, State and From (the state it left) let a page refetch only the parts the
+// change can move: a table of failed todos on one queue has nothing to redraw when
+// another queue's todos are claimed.
 type liveEvent struct {
 	ID    int64  `json:"id"`
 	Queue string `json:"queue"`
 	State string `json:"state"`
+	// From is the state the todo left: "" for a new todo, the same as State when
+	// the change moved no state (a backoff ended), absent when not known (the page
+	// then treats the change as able to move anything).
+	From *string `json:"from,omitempty"`
+}
+
+// causeFrom is the state each kind of change (store.TodoChange.Cause) leaves.
+var causeFrom = map[string]string{
+	"add":           "",
+	"claim":         store.StatePending,
+	"complete":      store.StateClaimed,
+	"release":       store.StateClaimed,
+	"retry":         store.StateFailed,
+	"retry_backoff": store.StateClaimed,
+	"dead_letter":   store.StateClaimed,
+	"lease_expired": store.StateClaimed,
+	"backoff_over":  store.StatePending,
+}
+
+func newLiveEvent(c store.TodoChange) liveEvent {
+	ev := liveEvent{ID: c.ID, Queue: c.Queue, State: c.State}
+	if from, ok := causeFrom[c.Cause]; ok {
+		ev.From = &from
+	}
+	return ev
 }
 
 // stream serves GET /live, the event stream of todo changes.
@@ -140,7 +168,7 @@ func (u *UI) stream(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 				return
 			}
 		case c := <-ch:
-			data, _ := json.Marshal(liveEvent{ID: c.ID, Queue: c.Queue, State: c.State})
+			data, _ := json.Marshal(newLiveEvent(c))
 			if _, err := fmt.Fprintf(w, "event: todo\ndata: %s\n\n", data); err != nil {
 				return
 			}

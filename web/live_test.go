@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -64,8 +65,16 @@ func TestLiveStreamAnnouncesNewTodos(t *testing.T) {
 	if err := json.Unmarshal([]byte(data), &ev); err != nil {
 		t.Fatal(err)
 	}
-	if ev != (liveEvent{ID: td.ID, Queue: "inbox", State: "pending"}) {
-		t.Fatalf("event %+v", ev)
+	if ev.ID != td.ID || ev.Queue != "inbox" || ev.State != "pending" || ev.From == nil || *ev.From != "" {
+		t.Fatalf("event %s", data)
+	}
+	// A claim says which state the todo left, so a page of pending todos knows to
+	// redraw.
+	if _, err := f.st.Claim(t.Context(), store.Ack{ID: td.ID, Owner: "agent:a"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, data = sseEvent(t, r); data != fmt.Sprintf(`{"id":%d,"queue":"inbox","state":"claimed","from":"pending"}`, td.ID) {
+		t.Fatalf("claim event %s", data)
 	}
 	if strings.Contains(data, "secret") {
 		t.Fatal("the event carries the payload")

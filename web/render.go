@@ -68,10 +68,10 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, rc *reqCtx, status i
 	u.execute(w, status, name, "layout", v)
 }
 
-// renderFragment writes only a page's "live" block, for the page script's refresh.
-func (u *UI) renderFragment(w http.ResponseWriter, rc *reqCtx, name string, v view) {
+// renderFragment writes only one live block of a page, for the page script's refresh.
+func (u *UI) renderFragment(w http.ResponseWriter, rc *reqCtx, name, block string, v view) {
 	v.Human, v.CSRF = &rc.Human, rc.CSRF
-	u.execute(w, http.StatusOK, name, "live", v)
+	u.execute(w, http.StatusOK, name, block, v)
 }
 
 func (u *UI) execute(w http.ResponseWriter, status int, name, block string, v view) {

@@ -41,7 +41,7 @@ func (u *UI) todoPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		Page:    todoPage{Todo: t, Pretty: prettyJSON(t.Payload), Audit: trail},
 		LiveURL: fmt.Sprintf("/todos/%d?fragment=1", id)}
 	if r.URL.Query().Get("fragment") == "1" {
-		u.renderFragment(w, rc, "todo", v)
+		u.renderFragment(w, rc, "todo", "live", v)
 		return
 	}
 	u.render(w, r, rc, http.StatusOK, "todo", v)

@@ -4,13 +4,52 @@
 "use strict";
 
 (function () {
-  // Forms with data-confirm ask before they submit.
+  // A live swap replaces the nodes under the pointer: a click whose mousedown and
+  // mouseup land on different nodes is no click at all. So swaps are held while a
+  // pointer is down, a confirm dialog is open or a form is on its way, and applied
+  // after. A pointer held longer than holdLimit (one that never came up) holds
+  // nothing.
+  var pressed = 0, confirming = false, submitting = 0;
+  var holdLimit = 10000;
+  var heldSwaps = new Map(); // element → fragment HTML, waiting for the hold to end
+  function held() {
+    var now = Date.now();
+    return confirming || (pressed && now - pressed < holdLimit) || (submitting && now - submitting < 5000);
+  }
+  function release() {
+    if (held() || !heldSwaps.size) return;
+    // After the click this release belongs to has been dispatched.
+    setTimeout(function () {
+      if (held()) return;
+      var swaps = Array.from(heldSwaps);
+      heldSwaps.clear();
+      swaps.forEach(function (s) { swap(s[0], s[1]); });
+    }, 0);
+  }
+  document.addEventListener("pointerdown", function () { pressed = Date.now(); }, true);
+  ["pointerup", "pointercancel"].forEach(function (type) {
+    document.addEventListener(type, function () { pressed = 0; release(); }, true);
+  });
+  window.addEventListener("blur", function () { pressed = 0; release(); });
+  // A submission that stays on the page (a download, a failed navigation)
+  // lets swaps through again after a while.
+  setInterval(release, 1000);
+
+  // Forms with data-confirm ask before they submit. Live updates wait while the
+  // dialog is open and while the submission leaves (see held below).
   document.addEventListener("submit", function (e) {
     var form = e.target;
     var msg = form.getAttribute && form.getAttribute("data-confirm");
-    if (msg && !window.confirm(msg)) {
-      e.preventDefault();
+    submitting = Date.now();
+    if (msg) {
+      confirming = true;
+      try {
+        if (!window.confirm(msg)) { e.preventDefault(); }
+      } finally {
+        confirming = false;
+      }
     }
+    if (e.defaultPrevented) { submitting = 0; release(); }
   });
 
   // A form that mints a secret submits once: a double click would act twice.
@@ -62,9 +101,12 @@
     sel.addRange(range);
   }
 
-  // Live updates. The server sends a "todo" event on every todo change; every
-  // element with data-live-src is then refetched (at most a few times a second) and
-  // swapped in. Elements with data-live-todo refresh only for their own todo.
+  // Live updates. The server sends a "todo" event on every todo change, naming the
+  // todo, its queue, its new state and the state it left; every element with
+  // data-live-src that the change can move is then refetched (at most a few times a
+  // second) and swapped in. Elements with data-live-todo refresh only for their own
+  // todo; data-live-rows, only for changes on their data-live-queue and
+  // data-live-state (empty: any); the rest (counts) for any change of state.
   var streamURL = document.body.getAttribute("data-live");
   if (!streamURL || !window.EventSource) return;
 
@@ -73,6 +115,7 @@
   var timer = null;
   var hiddenDirty = false;
   var inflight = new Map();
+  var focusHeld = new Set();
 
   function setStatus(on) {
     if (!status) return;
@@ -110,28 +153,54 @@
       .then(function (html) {
         inflight.delete(el);
         if (html === null || html === undefined) return;
-        // Keep an open <details> or a focused control as the user left it.
-        if (el.contains(document.activeElement) && document.activeElement.matches("input, textarea, select")) return;
-        var before = new Set(Array.from(el.querySelectorAll("[data-todo-id]")).map(function (r) { return r.getAttribute("data-todo-id"); }));
-        el.innerHTML = html;
-        if (before.size || el.querySelector("[data-todo-id]")) {
-          el.querySelectorAll("[data-todo-id]").forEach(function (r) {
-            if (!before.has(r.getAttribute("data-todo-id"))) r.classList.add("flash-new");
-          });
-        }
+        if (held()) { heldSwaps.set(el, html); return; }
+        swap(el, html);
       })
       .catch(function () { inflight.delete(el); });
   }
 
+  function swap(el, html) {
+    if (!el.isConnected) return;
+    // Keep a focused control as the user left it: refresh once it loses focus.
+    if (el.contains(document.activeElement) && document.activeElement.matches("input, textarea, select")) {
+      focusHeld.add(el);
+      return;
+    }
+    var before = new Set(Array.from(el.querySelectorAll("[data-todo-id]")).map(function (r) { return r.getAttribute("data-todo-id"); }));
+    el.innerHTML = html;
+    if (before.size || el.querySelector("[data-todo-id]")) {
+      el.querySelectorAll("[data-todo-id]").forEach(function (r) {
+        if (!before.has(r.getAttribute("data-todo-id"))) r.classList.add("flash-new");
+      });
+    }
+  }
+  document.addEventListener("focusout", function () {
+    if (!focusHeld.size) return;
+    var els = Array.from(focusHeld);
+    focusHeld.clear();
+    schedule(els);
+  });
+
   function all() { return Array.from(document.querySelectorAll("[data-live-src]")); }
+
+  // affects says whether change c can move what el shows.
+  function affects(el, c) {
+    if (c.id === undefined) return true; // unreadable: refresh everything
+    var only = el.getAttribute("data-live-todo");
+    if (only !== null) return String(c.id) === only;
+    var known = c.from !== undefined;
+    if (el.hasAttribute("data-live-rows")) {
+      var queue = el.getAttribute("data-live-queue"), state = el.getAttribute("data-live-state");
+      if (queue && c.queue !== queue) return false;
+      return !state || c.state === state || c.from === state || !known;
+    }
+    return !known || c.from !== c.state;
+  }
 
   function onTodo(ev) {
     var change = {};
     try { change = JSON.parse(ev.data); } catch (e) { /* refresh everything */ }
-    schedule(all().filter(function (el) {
-      var only = el.getAttribute("data-live-todo");
-      return !only || String(change.id) === only;
-    }));
+    schedule(all().filter(function (el) { return affects(el, change); }));
   }
 
   var es = null;
