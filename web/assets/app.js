@@ -113,21 +113,25 @@
   var status = document.getElementById("live-status");
   var pending = new Set();
   var timer = null;
-  var hiddenDirty = false;
   var inflight = new Map();
   var focusHeld = new Set();
 
-  function setStatus(on) {
+  function setStatus(state) {
     if (!status) return;
-    status.classList.toggle("on", on);
-    status.classList.toggle("off", !on);
-    status.textContent = on ? "live" : "reconnecting";
-    status.title = on ? "Live: updates appear as they happen" : "Lost the live connection; reconnecting";
+    status.classList.toggle("on", state === "on");
+    status.classList.toggle("off", state === "off");
+    status.textContent = { on: "live", off: "reconnecting", paused: "paused" }[state];
+    status.title = {
+      on: "Live: updates appear as they happen",
+      off: "Lost the live connection; reconnecting",
+      paused: "Live updates pause while this tab is in the background"
+    }[state];
   }
 
+  // A hidden tab fetches nothing: it catches up when it is shown again.
   function schedule(els) {
+    if (document.hidden) return;
     els.forEach(function (el) { pending.add(el); });
-    if (document.hidden) { hiddenDirty = true; return; }
     if (timer) return;
     timer = setTimeout(flush, 250);
   }
@@ -203,35 +207,59 @@
     schedule(all().filter(function (el) { return affects(el, change); }));
   }
 
+  // One event stream per visible tab. A browser opens at most 6 HTTP/1.1
+  // connections to a host, and each stream holds one for good: with every tab
+  // holding its stream, the seventh tab would never load. So a hidden tab (a tab in
+  // the background, a minimised window) closes its stream, and when it is shown
+  // again reopens it and refreshes what it shows once.
   var es = null;
-  var connectedOnce = false;
+  var stale = document.hidden; // rendered while hidden: refresh when the stream is up
+  var retryTimer = null;
   function connect() {
+    if (es || document.hidden) return;
     es = new EventSource(streamURL);
     es.addEventListener("ready", function () {
-      setStatus(true);
+      setStatus("on");
       // After a reconnect, changes may have been missed: refresh everything.
-      if (connectedOnce) schedule(all());
-      connectedOnce = true;
+      if (stale) schedule(all());
+      stale = true;
     });
     es.addEventListener("todo", onTodo);
     es.onerror = function () {
-      setStatus(false);
+      if (!es) return;
+      setStatus("off");
       if (es.readyState === EventSource.CLOSED) {
         // The browser gave up (e.g. the session ended, 401): check and retry.
-        setTimeout(function () {
+        es = null;
+        clearTimeout(retryTimer);
+        retryTimer = setTimeout(function () {
+          if (document.hidden) return; // shown again, it reconnects
           fetch("/glance", { headers: { "X-Requested-With": "fetch" }, credentials: "same-origin" })
             .then(function (res) { if (res.status === 401) window.location.reload(); else connect(); })
-            .catch(function () { setTimeout(connect, 5000); });
+            .catch(function () { retryTimer = setTimeout(connect, 5000); });
         }, 3000);
       }
     };
   }
-  connect();
+  function disconnect() {
+    clearTimeout(retryTimer);
+    if (es) { es.close(); es = null; }
+  }
+  if (document.hidden) setStatus("paused"); else connect();
 
   // Relative times ("ends in 4m") drift: refresh visible live parts every 30 s.
-  setInterval(function () { if (!document.hidden) schedule(all()); }, 30000);
+  setInterval(function () { schedule(all()); }, 30000);
   document.addEventListener("visibilitychange", function () {
-    if (!document.hidden && hiddenDirty) { hiddenDirty = false; schedule(all()); }
+    if (document.hidden) {
+      disconnect();
+      clearTimeout(timer);
+      timer = null;
+      pending.clear();
+      setStatus("paused");
+    } else {
+      connect();
+    }
   });
-  window.addEventListener("pagehide", function () { if (es) es.close(); });
+  window.addEventListener("pagehide", disconnect);
+  window.addEventListener("pageshow", function (e) { if (e.persisted) connect(); });
 })();

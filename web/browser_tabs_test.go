@@ -1,0 +1,70 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/target"
+	"github.com/chromedp/chromedp"
+)
+
+// Many board tabs: an event stream holds its connection for good, and a browser
+// opens at most 6 connections to a host over HTTP/1.1, so a tab in the background
+// lets its stream go, and takes it up again when it is shown.
+func TestBrowserManyBackgroundTabs(t *testing.T) {
+	ctx := browser(t)
+	f := newFixture(t, Options{})
+	f.addTodo("inbox", "{}")
+	browserLogin(t, ctx, f)
+	// Eight tabs opened in the background, one after the other, as ctrl-clicks
+	// open them; each loads (its page, styles and script) before the next opens.
+	var tabs []context.Context
+	for i := range 8 {
+		bg, shared := true, false
+		res, err := chromedp.CallBrowser(ctx, target.CreateTarget, target.CreateTargetParams{
+			URL: fmt.Sprintf("%s/?n=%d", f.srv.URL, i), Background: &bg, NewWindow: &shared})
+		if err != nil {
+			t.Fatalf("open tab %d: %v", i, err)
+		}
+		tctx, cancel := chromedp.NewContext(ctx, chromedp.WithTargetID(res.TargetID))
+		t.Cleanup(cancel)
+		// Attach on a context without a deadline: one would bound the tab's life.
+		if err := chromedp.Do(tctx); err != nil {
+			t.Fatalf("attach to tab %d: %v", i, err)
+		}
+		// Bounded, not timed: a tab that cannot get a connection never loads.
+		lctx, lcancel := context.WithTimeout(tctx, 15*time.Second)
+		state, err := chromedp.Run(lctx, chromedp.Evaluate[string](`new Promise(r => {
+			const loaded = () => document.readyState === "complete" && document.querySelector(".queues")
+				? r(document.visibilityState + " " + document.getElementById("live-status").textContent)
+				: setTimeout(loaded, 50);
+			loaded();
+		})`, chromedp.EvalAwaitPromise))
+		lcancel()
+		if err != nil {
+			t.Fatalf("background tab %d did not load: %v", i+1, err)
+		}
+		if state != "hidden paused" {
+			t.Fatalf("background tab %d is %q, want hidden and paused", i+1, state)
+		}
+		tabs = append(tabs, tctx)
+	}
+	// Shown, a tab reopens its stream, catches up on what it missed, and is live.
+	// (A hidden page gets no animation frames, so the waits below run once it is
+	// shown.)
+	missed := f.addTodo("inbox", `{"while":"hidden"}`)
+	bctx, bcancel := context.WithTimeout(tabs[5], 10*time.Second)
+	if _, err := chromedp.Call(bctx, page.BringToFront, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	bcancel()
+	step(t, tabs[5], "the shown tab catches up",
+		chromedp.WaitVisible(chromedp.CSS(`#live-status.on`)),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-todo-id="%d"]`, missed.ID))))
+	live := f.addTodo("inbox", `{"while":"shown"}`)
+	step(t, tabs[5], "and is live", chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-todo-id="%d"]`, live.ID))))
+}
