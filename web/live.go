@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -24,6 +25,52 @@ const maxStreams = 256
 // keepAlive is how often an idle stream sends a comment, so proxies and browsers do
 // not time it out.
 const keepAlive = 25 * time.Second
+
+// sessionCheck is how often an open stream checks that its session still exists, so
+// that one which expired, or was deleted by another process, stops streaming. A
+// logout here ends its streams at once (sessionStreams).
+const sessionCheck = 30 * time.Second
+
+// sessionStreams ends the open streams of a session when it logs out: the session
+// is checked when a stream connects, and a stream lives for as long as the tab.
+type sessionStreams struct {
+	mu sync.Mutex
+	m  map[string]map[chan struct{}]struct{} // by the session's CSRF token
+}
+
+// open registers a stream of the session; ended is closed when the session logs out.
+func (s *sessionStreams) open(session string) (ended chan struct{}, closeFn func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]map[chan struct{}]struct{}{}
+	}
+	if s.m[session] == nil {
+		s.m[session] = map[chan struct{}]struct{}{}
+	}
+	s.m[session][ch] = struct{}{}
+	return ch, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, ok := s.m[session][ch]; ok {
+			delete(s.m[session], ch)
+			if len(s.m[session]) == 0 {
+				delete(s.m, session)
+			}
+		}
+	}
+}
+
+// end ends every open stream of the session.
+func (s *sessionStreams) end(session string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.m[session] {
+		close(ch)
+	}
+	delete(s.m, session)
+}
 
 type broadcaster struct {
 	in     chan store.TodoChange // from the store's writer, to run
@@ -134,7 +181,8 @@ func newLiveEvent(c store.TodoChange) liveEvent {
 	return ev
 }
 
-// stream serves GET /live, the event stream of todo changes.
+// stream serves GET /live, the event stream of todo changes, for as long as the
+// session lasts.
 func (u *UI) stream(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	ch, cancel, ok := u.live.subscribe()
 	if !ok {
@@ -143,6 +191,8 @@ func (u *UI) stream(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		return
 	}
 	defer cancel()
+	loggedOut, closeSession := u.streams.open(rc.CSRF)
+	defer closeSession()
 	rw := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -157,12 +207,25 @@ func (u *UI) stream(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	}
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
+	check := time.NewTicker(u.sessionCheck)
+	defer check.Stop()
 	for {
 		select {
 		case <-r.Context().Done():
 			return
 		case <-u.live.done:
 			return
+		case <-loggedOut:
+			return
+		case <-check.C:
+			_, err := u.store.WebSessionByToken(r.Context(), rc.token)
+			if errors.Is(err, store.ErrNotFound) {
+				return // expired, or deleted elsewhere
+			}
+			if err != nil {
+				u.log.Warn("web: check a live stream's session", "err", err)
+			}
+			continue
 		case <-tick.C:
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
 				return

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -156,4 +158,78 @@ func TestBroadcasterBoundsStreams(t *testing.T) {
 	default:
 		t.Fatal("close did not signal")
 	}
+}
+
+// openStream opens GET /live with cookie and reads its "ready" event.
+func openStream(t *testing.T, f *fixture, cookie *http.Cookie) *bufio.Reader {
+	t.Helper()
+	// A generous bound so a stream that never ends fails the test instead of
+	// hanging it; nothing is timed.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.srv.URL+"/live", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.AddCookie(cookie)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	r := bufio.NewReader(res.Body)
+	if name, _ := sseEvent(t, r); name != "ready" {
+		t.Fatalf("first event %q, want ready", name)
+	}
+	return r
+}
+
+// streamEnds reads the stream to its end: the server must close it before the
+// stream's bound runs out.
+func streamEnds(t *testing.T, r *bufio.Reader) {
+	t.Helper()
+	for {
+		line, err := r.ReadString('\n')
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatalf("the stream did not end: %v", err)
+		}
+		if strings.HasPrefix(line, "event: todo") {
+			t.Fatalf("the stream still sends todo events")
+		}
+	}
+}
+
+// A stream open when its session logs out ends: it was checked only when it
+// connected, and kept sending events to a browser no longer logged in.
+func TestLiveStreamEndsAtLogout(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+	other, _ := f.login() // the same human in another browser
+	r := openStream(t, f, cookie)
+	kept := openStream(t, f, other)
+	res, _ := f.post("/logout", cookie, url.Values{csrfField: {csrf}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("logout: %d", res.StatusCode)
+	}
+	f.addTodo("inbox", "{}")
+	streamEnds(t, r)
+	// The other session's stream goes on.
+	if name, _ := sseEvent(t, kept); name != "todo" {
+		t.Fatalf("the other session's stream heard %q", name)
+	}
+}
+
+// A stream whose session expires (or is deleted by another process) ends at its
+// next session check.
+func TestLiveStreamEndsWhenTheSessionExpires(t *testing.T) {
+	f := newFixture(t, Options{})
+	f.ui.sessionCheck = 10 * time.Millisecond
+	cookie, _ := f.login()
+	r := openStream(t, f, cookie) // which slides the session's end to a week away
+	f.clock.Add(8 * 24 * time.Hour)
+	streamEnds(t, r)
 }

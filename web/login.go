@@ -129,6 +129,7 @@ func (u *UI) logout(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	if err := u.store.DeleteWebSession(r.Context(), rc.token); err != nil {
 		u.log.Error("web: delete session", "err", err)
 	}
+	u.streams.end(rc.CSRF)
 	u.clearSessionCookie(w, r)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }

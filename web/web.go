@@ -58,8 +58,11 @@ type UI struct {
 	assets   *assets
 	pages    *pages
 	live     *broadcaster
+	streams  sessionStreams // the open live streams of each session, for logout
 	throttle *throttle
 	once     onceResults // forms that mint a secret act once per token
+
+	sessionCheck time.Duration // how often a live stream checks its session
 
 	closeOnce sync.Once
 }
@@ -90,6 +93,8 @@ func New(st *store.Store, opts Options) *UI {
 		assets:   loadAssets(),
 		live:     newBroadcaster(),
 		throttle: newThrottle(opts.Now),
+
+		sessionCheck: sessionCheck,
 	}
 	u.pages = loadPages(u.funcs())
 	st.OnTodoChange(u.live.publish)
