@@ -127,3 +127,12 @@ func TestBoardFragment(t *testing.T) {
 		t.Fatalf("glance: %d\n%s", res.StatusCode, body)
 	}
 }
+
+func TestThousands(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 7: "7", 999: "999", 1000: "1,000", 300229: "300,229",
+		1234567: "1,234,567", -45000: "-45,000"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -43,6 +43,7 @@ func (u *UI) funcs() template.FuncMap {
 		"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		"stamp":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 		"size":   byteSize,
+		"count":  thousands,
 		"join":   strings.Join,
 		"has":    func(list []string, v string) bool { return contains(list, v) },
 		"pretty": prettyJSON,
@@ -80,6 +81,25 @@ func relative(now, t time.Time, precise bool) string {
 		s = fmt.Sprintf("%dd", int(d.Hours()/24))
 	}
 	return prefix + s + suffix
+}
+
+// thousands writes a count with thousands separators, "300,229", so a busy queue's
+// numbers read at a glance.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, d := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(d)
+	}
+	return b.String()
 }
 
 func byteSize(n int) string {
