@@ -22,8 +22,8 @@ type boardPage struct {
 }
 
 // board serves GET /: every queue with its counts, and the todo table filtered by
-// queue and state, newest first, one page at a time. ?fragment=counts and
-// ?fragment=rows serve one live part of it.
+// queue and state, newest first, one page at a time. ?fragment=headline, counts
+// and rows serve one live part of it.
 func (u *UI) board(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	q := r.URL.Query()
 	p := boardPage{Queue: q.Get("queue"), State: q.Get("state")}
@@ -44,14 +44,14 @@ func (u *UI) board(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		}
 		v.Glance = p.Queues
 	}
-	if fragment != "counts" {
+	if fragment != "counts" && fragment != "headline" {
 		if !u.boardRows(w, r, rc, &p) {
 			return
 		}
 	}
 	v.Page = p
 	switch fragment {
-	case "counts", "rows":
+	case "headline", "counts", "rows":
 		u.renderFragment(w, rc, "board", fragment, v)
 		return
 	}

@@ -113,9 +113,16 @@ func TestBoardFragment(t *testing.T) {
 		!strings.Contains(body, `aria-label="1 pending, 0 claimed, 0 failed, 0 done"`) {
 		t.Fatalf("counts fragment: %d\n%s", res.StatusCode, body)
 	}
-	// The page names both parts, with its filters, and what the rows part shows.
+	// The headline under the title follows the totals.
+	f.claimed("inbox")
+	res = f.do(http.MethodGet, "/?fragment=headline", cookie, nil, http.Header{"X-Requested-With": {"fetch"}})
+	if body = readBody(t, res); body != "1 waiting, 1 in progress, 0 dead-lettered." {
+		t.Fatalf("headline fragment: %d %q", res.StatusCode, body)
+	}
+	// The page names its parts, with its filters, and what the rows part shows.
 	_, body = f.get("/?queue=inbox&state=pending", cookie)
-	for _, want := range []string{`data-live-src="/?fragment=counts&amp;queue=inbox&amp;state=pending" data-live-counts`,
+	for _, want := range []string{`<span id="headline" data-live-src="/?fragment=headline">1 waiting, 1 in progress, 0 dead-lettered.</span>`,
+		`data-live-src="/?fragment=counts&amp;queue=inbox&amp;state=pending" data-live-counts`,
 		`data-live-src="/?fragment=rows&amp;queue=inbox&amp;state=pending" data-live-rows data-live-queue="inbox" data-live-state="pending"`} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("the board lacks %s", want)

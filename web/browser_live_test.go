@@ -107,6 +107,9 @@ func TestBrowserLiveRowsOnlyForTheirFilter(t *testing.T) {
 	// The inbox card counts the new todos: the counts were redrawn, several times.
 	run(t, ctx, "watch the inbox count grow", chromedp.Poll[bool](
 		`Number(document.querySelector('[data-queue="inbox"] .qtotal').textContent.replace(/\D/g, "")) > 10`))
+	// So was the headline under the title.
+	run(t, ctx, "watch the headline follow", chromedp.Poll[bool](
+		`Number(document.getElementById("headline").textContent.split(" waiting")[0].replace(/\D/g, "")) > 10`))
 	stop()
 	if kept := run(t, ctx, "is the table the same", chromedp.Evaluate[bool](
 		`document.querySelector("[data-live-rows] table").__kept === true`)); !kept {
