@@ -254,7 +254,7 @@ func (u *UI) updateEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 		u.storeError(w, r, rc, fmt.Sprintf("Updating endpoint %d", id), err)
 		return
 	}
-	http.Redirect(w, r, fmt.Sprintf("/endpoints/%d?flash=updated", id), http.StatusSeeOther)
+	u.redirectFlash(w, r, rc, fmt.Sprintf("/endpoints/%d", id), "updated")
 }
 
 // revokeEndpoint serves POST /endpoints/:id/revoke.
@@ -271,9 +271,9 @@ func (u *UI) revokeEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 	}
 	flash := "revoked"
 	if released > 0 {
-		flash = "revoked-released"
+		flash = fmt.Sprintf("revoked-released:%d", released)
 	}
-	http.Redirect(w, r, "/endpoints?flash="+flash, http.StatusSeeOther)
+	u.redirectFlash(w, r, rc, "/endpoints", flash)
 }
 
 // splitList splits a comma- or space-separated list, dropping empties and repeats.

@@ -206,14 +206,19 @@ func TestRevokeReleasesTheAgentsTodos(t *testing.T) {
 	if _, err := f.st.Claim(t.Context(), store.Ack{ID: held.ID, Owner: "agent:bot"}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
+	// The confirmation before says the todos go back.
+	if _, body := f.get(fmt.Sprintf("/endpoints/%d", ep.ID), cookie); !strings.Contains(body,
+		"Its credential stops working at once, and the todos its agent holds go back to their queues") {
+		t.Fatal("the Revoke confirmation does not say the todos go back")
+	}
 	res, _ := f.post(fmt.Sprintf("/endpoints/%d/revoke", ep.ID), cookie, url.Values{csrfField: {csrf}})
-	if loc := res.Header.Get("Location"); res.StatusCode != http.StatusSeeOther || loc != "/endpoints?flash=revoked-released" {
+	if loc := res.Header.Get("Location"); res.StatusCode != http.StatusSeeOther || loc != "/endpoints" {
 		t.Fatalf("revoke: %d to %q", res.StatusCode, loc)
 	}
 	if got := f.todo(held.ID); got.State != store.StatePending {
 		t.Fatalf("the revoked agent's todo is %s, want pending", got.State)
 	}
-	if _, body := f.get("/endpoints?flash=revoked-released", cookie); !strings.Contains(body, "are back on their queues") {
+	if body := f.follow(res, cookie); !strings.Contains(body, "and the 1 todo its agent held went back to pending") {
 		t.Fatal("the confirmation does not say the todos went back")
 	}
 }

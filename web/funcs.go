@@ -44,6 +44,7 @@ func (u *UI) funcs() template.FuncMap {
 		"stamp":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 		"size":   byteSize,
 		"count":  thousands,
+		"add1":   func(n int) int { return n + 1 },
 		"join":   strings.Join,
 		"has":    func(list []string, v string) bool { return contains(list, v) },
 		"pretty": prettyJSON,

@@ -107,6 +107,25 @@ func (f *fixture) do(method, path string, cookie *http.Cookie, form url.Values, 
 	return res
 }
 
+// follow GETs where the redirect res points, with the session cookie and the
+// cookies res set (a flash), as a browser would, and returns the page.
+func (f *fixture) follow(res *http.Response, cookie *http.Cookie) string {
+	f.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, f.srv.URL+res.Header.Get("Location"), nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	req.AddCookie(cookie)
+	for _, c := range res.Cookies() {
+		req.AddCookie(c)
+	}
+	got, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return readBody(f.t, got)
+}
+
 func (f *fixture) get(path string, cookie *http.Cookie) (*http.Response, string) {
 	f.t.Helper()
 	res := f.do(http.MethodGet, path, cookie, nil, nil)

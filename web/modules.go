@@ -67,7 +67,7 @@ func (u *UI) approveTool(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		Target: "module:" + module, Detail: "tool=" + tool + " sha256=" + hash}); err != nil {
 		u.log.Warn("web: audit module approval", "err", err)
 	}
-	http.Redirect(w, r, "/modules?flash=approved", http.StatusSeeOther)
+	u.redirectFlash(w, r, rc, "/modules", "approved")
 }
 
 // The supervisor is what serve wires in.

@@ -62,7 +62,7 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, rc *reqCtx, status i
 			v.Glance = summarise(counts)
 		}
 		if v.Flash == "" {
-			v.Flash = flashes[r.URL.Query().Get("flash")]
+			v.Flash = u.takeFlash(w, r, rc)
 		}
 	}
 	u.execute(w, status, name, "layout", v)
@@ -151,19 +151,4 @@ func plainError(err error) string {
 		msg = strings.Join(parts[1:len(parts)-1], ": ")
 	}
 	return msg
-}
-
-// flashes are the confirmations a redirect may ask for (?flash=…). Only these
-// fixed texts are shown: nothing from the URL is echoed.
-var flashes = map[string]string{
-	"released": "Released: the todo is pending again and its claim does not count as an attempt.",
-	"retried":  "Retried: the todo is back on its queue with its attempts reset.",
-	"added":    "Todo added.",
-	"updated":  "Endpoint updated. Agents see the change on their next call.",
-	"revoked":  "Endpoint revoked. Its credential fails from the next request on.",
-	"revoked-released": "Endpoint revoked. Its credential fails from the next request on, and the todos its agent held " +
-		"are back on their queues (no other live endpoint speaks for that agent).",
-	"approved": "Tool definition approved: agents can call the tool again.",
-	"deleted":  "Webhook deleted. Deliveries to its URL are refused from now on.",
-	"replayed": "Event replayed: a new todo was created from it.",
 }

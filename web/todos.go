@@ -3,7 +3,6 @@ package web
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -68,7 +67,7 @@ func (u *UI) addTodo(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		u.storeError(w, r, rc, "Adding the todo", err)
 		return
 	}
-	http.Redirect(w, r, fmt.Sprintf("/todos/%d?flash=added", t.ID), http.StatusSeeOther)
+	u.redirectFlash(w, r, rc, fmt.Sprintf("/todos/%d", t.ID), "added")
 }
 
 // releaseTodo serves POST /todos/:id/release: hand a claimed todo back to its queue
@@ -103,19 +102,7 @@ func (u *UI) todoAction(w http.ResponseWriter, r *http.Request, rc *reqCtx, what
 	if ret := r.PostForm.Get("return"); ret != "" {
 		back = safeNext(ret)
 	}
-	http.Redirect(w, r, withFlash(back, flash), http.StatusSeeOther)
-}
-
-// withFlash adds (or replaces) the ?flash= confirmation on a local path.
-func withFlash(path, flash string) string {
-	p, err := url.Parse(path)
-	if err != nil {
-		return "/?flash=" + flash
-	}
-	q := p.Query()
-	q.Set("flash", flash)
-	p.RawQuery = q.Encode()
-	return p.String()
+	u.redirectFlash(w, r, rc, back, flash)
 }
 
 func pathID(rc *reqCtx, name string) (int64, bool) {

@@ -6,6 +6,9 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 func TestTodoPage(t *testing.T) {
@@ -49,8 +52,11 @@ func TestReleaseTodo(t *testing.T) {
 	cookie, csrf := f.login()
 	td := f.claimed("inbox")
 	res, _ := f.post(fmt.Sprintf("/todos/%d/release", td.ID), cookie, url.Values{csrfField: {csrf}})
-	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != fmt.Sprintf("/todos/%d?flash=released", td.ID) {
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != fmt.Sprintf("/todos/%d", td.ID) {
 		t.Fatalf("status %d Location %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	if body := f.follow(res, cookie); !strings.Contains(body, `<div class="flash ok" role="status">Released:`) {
+		t.Fatal("the todo page does not confirm the release")
 	}
 	got := f.todo(td.ID)
 	if got.State != "pending" || got.Owner != "" || got.Attempts != 0 {
@@ -77,7 +83,7 @@ func TestReleaseTodo(t *testing.T) {
 	td2 := f.claimed("inbox")
 	res, _ = f.post(fmt.Sprintf("/todos/%d/release", td2.ID), cookie,
 		url.Values{csrfField: {csrf}, "return": {"/?queue=inbox&state=claimed"}})
-	if loc := res.Header.Get("Location"); loc != "/?flash=released&queue=inbox&state=claimed" {
+	if loc := res.Header.Get("Location"); loc != "/?queue=inbox&state=claimed" {
 		t.Fatalf("Location %q", loc)
 	}
 	res, _ = f.post(fmt.Sprintf("/todos/%d/release", td2.ID), cookie, url.Values{csrfField: {csrf}, "return": {"//evil.example"}})
@@ -113,7 +119,7 @@ func TestAddTodo(t *testing.T) {
 		t.Fatalf("status %d", res.StatusCode)
 	}
 	var id int64
-	if _, err := fmt.Sscanf(res.Header.Get("Location"), "/todos/%d?flash=added", &id); err != nil {
+	if _, err := fmt.Sscanf(res.Header.Get("Location"), "/todos/%d", &id); err != nil {
 		t.Fatalf("Location %q: %v", res.Header.Get("Location"), err)
 	}
 	got := f.todo(id)
@@ -136,5 +142,57 @@ func TestAddTodo(t *testing.T) {
 		if f.countTodos() != before {
 			t.Errorf("%s: a todo was added", name)
 		}
+	}
+}
+
+// A todo's page says what its lapsed lease leads to, and shows a done todo's
+// earlier error as history, not as a current failure.
+func TestTodoPageWording(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, _ := f.login()
+	ctx := t.Context()
+	claim := func(max int) store.Todo {
+		td, err := f.st.AddTodo(ctx, store.NewTodo{Queue: "inbox", Payload: "{}", MaxAttempts: max, CreatedBy: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if td, err = f.st.Claim(ctx, store.Ack{ID: td.ID, Owner: "agent:worker"}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		return td
+	}
+	last, more := claim(1), claim(5)
+	f.clock.Add(2 * time.Minute) // both leases lapse; the reaper has not run
+	for td, want := range map[int64]string{
+		last.ID: "(lapsed on its last attempt, 1 of 1: the reaper will dead-letter it)",
+		more.ID: "(lapsed: the reaper will put it back on its queue, for attempt 2 of 5)",
+	} {
+		if _, body := f.get(fmt.Sprintf("/todos/%d", td), cookie); !strings.Contains(body, want) {
+			t.Errorf("todo %d: the page does not say %q", td, want)
+		}
+	}
+
+	// Failed once, retried, then done.
+	td := claim(5)
+	if _, err := f.st.Fail(ctx, store.Ack{ID: td.ID, Owner: "agent:worker"}, "upstream timed out", true); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Add(time.Hour) // past the backoff
+	if _, err := f.st.Claim(ctx, store.Ack{ID: td.ID, Owner: "agent:worker"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.Complete(ctx, store.Ack{ID: td.ID, Owner: "agent:worker"}, "all good"); err != nil {
+		t.Fatal(err)
+	}
+	_, body := f.get(fmt.Sprintf("/todos/%d", td.ID), cookie)
+	result, earlier := strings.Index(body, "<h2>Result</h2>"), strings.Index(body, "<h2>Earlier error</h2>")
+	if strings.Contains(body, "error-card") || strings.Contains(body, "Last error") || result < 0 || earlier < result ||
+		!strings.Contains(body[earlier:], "upstream timed out") {
+		t.Fatalf("a done todo's old error is not shown as history, after its result:\n%s", body)
+	}
+	// A dead letter's error is the current one.
+	dead := f.failed("inbox")
+	if _, body := f.get(fmt.Sprintf("/todos/%d", dead.ID), cookie); !strings.Contains(body, `<section class="card error-card"><h2>Last error</h2>`) {
+		t.Fatal("a dead letter's error is not shown as its last error")
 	}
 }

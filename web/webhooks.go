@@ -131,7 +131,7 @@ func (u *UI) deleteWebhook(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		u.storeError(w, r, rc, fmt.Sprintf("Deleting webhook %d", id), err)
 		return
 	}
-	http.Redirect(w, r, "/webhooks?flash=deleted", http.StatusSeeOther)
+	u.redirectFlash(w, r, rc, "/webhooks", "deleted")
 }
 
 type header struct{ Name, Value string }
@@ -189,5 +189,5 @@ func (u *UI) replayEvent(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		u.storeError(w, r, rc, fmt.Sprintf("Replaying event %d", id), err)
 		return
 	}
-	http.Redirect(w, r, fmt.Sprintf("/todos/%d?flash=replayed", t.ID), http.StatusSeeOther)
+	u.redirectFlash(w, r, rc, fmt.Sprintf("/todos/%d", t.ID), "replayed")
 }

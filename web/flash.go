@@ -1,0 +1,76 @@
+package web
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// A flash is the one-line confirmation the page after an action shows ("Retried:
+// …"). The action sets it in a cookie and redirects; the page that shows it clears
+// the cookie, so a reload does not repeat it. The cookie is bound to the session by
+// an HMAC keyed with the session token, so neither a crafted link nor a cookie set
+// by someone else makes the board confirm what did not happen. Only fixed texts are
+// shown: nothing from the request is echoed but a count the server wrote.
+
+const flashCookie = "sb_flash"
+
+// flashes are the confirmations an action may leave. One with a %s carries a count
+// of todos ("revoked-released:3"), written there as "3 todos".
+var flashes = map[string]string{
+	"released": "Released: the todo is pending again and its claim does not count as an attempt.",
+	"retried":  "Retried: the todo is back on its queue with its attempts reset.",
+	"added":    "Todo added.",
+	"updated":  "Endpoint updated. Agents see the change on their next call.",
+	"revoked":  "Endpoint revoked. Its credential fails from the next request on.",
+	"revoked-released": "Endpoint revoked. Its credential fails from the next request on, and the %s its agent held " +
+		"went back to pending (no other live endpoint speaks for that agent).",
+	"approved": "Tool definition approved: agents can call the tool again.",
+	"deleted":  "Webhook deleted. Deliveries to its URL are refused from now on.",
+	"replayed": "Event replayed: a new todo was created from it.",
+}
+
+// flashMAC binds a flash value to the session whose token keys it.
+func flashMAC(sessionToken, value string) string {
+	m := hmac.New(sha256.New, []byte("flash\x00"+sessionToken))
+	m.Write([]byte(value))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// redirectFlash redirects to path, and the page there shows flash once.
+func (u *UI) redirectFlash(w http.ResponseWriter, r *http.Request, rc *reqCtx, path, flash string) {
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: flash + "." + flashMAC(rc.token, flash), Path: "/",
+		MaxAge: 60, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: u.secure(r)})
+	http.Redirect(w, r, path, http.StatusSeeOther)
+}
+
+// takeFlash returns the text of the session's flash, if it has one, and clears it.
+func (u *UI) takeFlash(w http.ResponseWriter, r *http.Request, rc *reqCtx) string {
+	c, err := r.Cookie(flashCookie)
+	if err != nil {
+		return ""
+	}
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: u.secure(r)})
+	value, mac, ok := strings.Cut(c.Value, ".")
+	if !ok || !hmac.Equal([]byte(mac), []byte(flashMAC(rc.token, value))) {
+		return ""
+	}
+	name, count, counted := strings.Cut(value, ":")
+	text, ok := flashes[name]
+	if !ok || counted != strings.Contains(text, "%s") {
+		return ""
+	}
+	if counted {
+		n, err := strconv.Atoi(count)
+		if err != nil {
+			return ""
+		}
+		text = fmt.Sprintf(text, plural(n, "todo"))
+	}
+	return text
+}
