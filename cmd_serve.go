@@ -335,7 +335,8 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 	receiver := ingest.NewReceiver(st, ingest.ReceiverOptions{MaxBody: cfg.MaxBody, Logger: logger,
 		Observe: s.metrics.observeDelivery})
 	router.Handler(http.MethodPost, ingest.Route, receiver)
-	uiOpts := web.Options{BaseURL: cfg.BaseURL, TrustProxy: cfg.TrustProxy, Logger: logger, Failures: receiver}
+	uiOpts := web.Options{BaseURL: cfg.BaseURL, TrustProxy: cfg.TrustProxy, Logger: logger, Failures: receiver,
+		Agents: s.agent}
 	if s.modules != nil {
 		uiOpts.Modules = s.modules.sup
 	}

@@ -132,6 +132,7 @@ type Agent struct {
 
 	evictions logevery.Counter[int64]  // per endpoint
 	failures  logevery.Counter[string] // calls the server could not complete, per tool (a full disk fails them all)
+	seen      lastSeen                 // each endpoint's latest request, for Activity
 
 	recheck chan struct{} // EndpointsMayHaveChanged's signal to Run
 }

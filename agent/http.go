@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/mark3labs/mcp-go/server"
 
@@ -50,6 +51,7 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	a.seen.note(ep.ID, time.Now())
 	ctx := context.WithValue(r.Context(), endpointKey{}, ep)
 
 	if r.Method == http.MethodPost {

@@ -430,3 +430,27 @@ func truncate(s string, n int) string {
 	}
 	return s[:n]
 }
+
+// ClaimsByOwner counts the claimed todos of each owner (agent:<id>): what each
+// agent holds now.
+func (s *Store) ClaimsByOwner(ctx context.Context) (map[string]int, error) {
+	rows, err := s.query(ctx, `SELECT owner, count(*) FROM todos INDEXED BY todos_leases
+		WHERE state = 'claimed' GROUP BY owner`)
+	if err != nil {
+		return nil, fmt.Errorf("store: count claims: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var owner string
+		var n int
+		if err := rows.Scan(&owner, &n); err != nil {
+			return nil, fmt.Errorf("store: count claims: %w", err)
+		}
+		out[owner] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: count claims: %w", err)
+	}
+	return out, nil
+}

@@ -128,3 +128,21 @@ func TestDeadLettersAreAuditedAsSuch(t *testing.T) {
 		t.Fatalf("retried failures audited: %q", said)
 	}
 }
+
+func TestClaimsByOwner(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	ids := addTodos(t, s, "inbox", 4)
+	for i, owner := range []string{"agent:a", "agent:a", "agent:b"} {
+		if _, err := s.Claim(ctx, Ack{ID: ids[i], Owner: owner}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Complete(ctx, Ack{ID: ids[2], Owner: "agent:b"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ClaimsByOwner(ctx)
+	if err != nil || len(got) != 1 || got["agent:a"] != 2 {
+		t.Fatalf("claims by owner: %v %v, want agent:a holding 2", got, err)
+	}
+}

@@ -16,19 +16,29 @@ import (
 // until someone acts, so /readyz, systemd's status line and the board say so.
 type WriteTrouble struct {
 	Since  time.Time // the first refused write of this spell
+	Last   time.Time // the latest refused write
 	Failed int64     // writes refused since
 	Err    string    // the latest refusal's cause
 }
+
+// troubleLinger is how long a spell of failing writes outlasts its latest refusal
+// once writes commit again: on a full disk a small write can still fit (in a WAL
+// that is reused) while the next delivery does not, and the spell must not flicker.
+const troubleLinger = 10 * time.Second
 
 func (t *WriteTrouble) String() string {
 	return fmt.Sprintf("writes failing since %s (%d refused): %s", t.Since.Format(time.DateTime), t.Failed, t.Err)
 }
 
-// WriteTrouble is the current spell of failing writes, nil while writes succeed.
-// A restart does not end one (a full disk stays full), so it is not a reason for
-// the watchdog to restart serve: Ping does not report it.
+// WriteTrouble is the current spell of failing writes, nil while writes succeed:
+// it ends once a write has committed and none was refused for troubleLinger. A
+// restart does not end one (a full disk stays full), so it is not a reason for the
+// watchdog to restart serve: Ping does not report it.
 func (s *Store) WriteTrouble() *WriteTrouble {
 	if s.writer == nil {
+		return nil
+	}
+	if s.writer.trouble.Load() == nil || s.writer.endTrouble(s.now()) {
 		return nil
 	}
 	if t := s.writer.trouble.Load(); t != nil {
@@ -79,7 +89,8 @@ func (w *writer) noteRefusals(batch []*writeReq) {
 	}
 	w.troubleMu.Lock()
 	defer w.troubleMu.Unlock()
-	next := WriteTrouble{Since: w.s.now(), Failed: n, Err: cause.Error()}
+	now := w.s.now()
+	next := WriteTrouble{Since: now, Last: now, Failed: n, Err: cause.Error()}
 	if cur := w.trouble.Load(); cur != nil {
 		next.Since, next.Failed = cur.Since, cur.Failed+n
 	} else {
@@ -88,14 +99,34 @@ func (w *writer) noteRefusals(batch []*writeReq) {
 	w.trouble.Store(&next)
 }
 
-// noteCommitted ends a spell of failing writes: a transaction committed.
+// noteCommitted notes that a transaction committed, and ends a spell of failing
+// writes whose latest refusal is troubleLinger old.
 func (w *writer) noteCommitted() {
-	if w.trouble.Load() == nil {
+	t := w.trouble.Load()
+	if t == nil {
 		return
 	}
+	now := w.s.now()
+	w.lastCommit.Store(now.UnixNano())
+	if now.Sub(t.Last) >= troubleLinger {
+		w.endTrouble(now)
+	}
+}
+
+// endTrouble ends the spell of failing writes if it is over at now: a transaction
+// committed after its latest refusal, which is troubleLinger old. It reports
+// whether there is no spell any more.
+func (w *writer) endTrouble(now time.Time) bool {
 	w.troubleMu.Lock()
 	defer w.troubleMu.Unlock()
-	if cur := w.trouble.Swap(nil); cur != nil {
-		w.s.log.Info("store: writes succeed again", "failing_since", cur.Since, "refused", cur.Failed, "last_err", cur.Err)
+	cur := w.trouble.Load()
+	if cur == nil {
+		return true
 	}
+	if w.lastCommit.Load() <= cur.Last.UnixNano() || now.Sub(cur.Last) < troubleLinger {
+		return false
+	}
+	w.trouble.Store(nil)
+	w.s.log.Info("store: writes succeed again", "failing_since", cur.Since, "refused", cur.Failed, "last_err", cur.Err)
+	return true
 }

@@ -7,16 +7,21 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A write refused for the disk's sake (here the database's page limit, which
 // SQLite reports as a full disk) starts a spell of trouble that WriteTrouble
 // reports with its first time and count, logged once; a business refusal does not
-// count; the next commit ends the spell.
+// count; a commit ends the spell once no write was refused for troubleLinger, not
+// before (a small write may fit where a delivery does not), even with nothing
+// written after it.
 func TestWriteTroubleWhileTheDiskIsFull(t *testing.T) {
 	ctx := context.Background()
 	var logs bytes.Buffer
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "sb.db"), Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "sb.db"), Options{Now: clock.Now,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +50,7 @@ func TestWriteTroubleWhileTheDiskIsFull(t *testing.T) {
 		}
 	}
 	tr := s.WriteTrouble()
-	if tr == nil || tr.Failed != 3 || !strings.Contains(tr.Err, "full") || tr.Since.IsZero() {
+	if tr == nil || tr.Failed != 3 || !strings.Contains(tr.Err, "full") || !tr.Since.Equal(clock.Now()) {
 		t.Fatalf("trouble = %+v", tr)
 	}
 	if n := strings.Count(logs.String(), "writes are failing"); n != 1 {
@@ -55,11 +60,16 @@ func TestWriteTroubleWhileTheDiskIsFull(t *testing.T) {
 	if err := s.SetMaxPages(ctx, 1<<30); err != nil {
 		t.Fatal(err)
 	}
+	clock.Add(time.Second)
 	if _, err := s.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: big}); err != nil {
 		t.Fatal(err)
 	}
+	if tr := s.WriteTrouble(); tr == nil {
+		t.Fatal("the spell ended at the first commit after a refusal")
+	}
+	clock.Add(troubleLinger)
 	if tr := s.WriteTrouble(); tr != nil {
-		t.Fatalf("trouble after a commit: %v", tr)
+		t.Fatalf("trouble %v after a commit and %v without a refusal", tr, troubleLinger)
 	}
 	if !strings.Contains(logs.String(), "writes succeed again") {
 		t.Fatalf("the end of the spell was not logged:\n%s", logs.String())

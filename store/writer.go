@@ -43,8 +43,9 @@ type writer struct {
 	syncWAL func() error          // wal.sync; tests replace it
 	broken  atomic.Pointer[error] // set when a WAL sync failed; every later write fails
 
-	trouble   atomic.Pointer[WriteTrouble] // a spell of writes failing for the disk's sake
-	troubleMu sync.Mutex                   // orders changes to trouble
+	trouble    atomic.Pointer[WriteTrouble] // a spell of writes failing for the disk's sake
+	troubleMu  sync.Mutex                   // orders changes to trouble
+	lastCommit atomic.Int64                 // during a spell, when a transaction last committed (unix ns)
 
 	mu     sync.Mutex
 	closed bool

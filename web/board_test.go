@@ -6,6 +6,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 var rowRE = regexp.MustCompile(`data-todo-id="(\d+)"`)
@@ -141,5 +144,35 @@ func TestThousands(t *testing.T) {
 		if got := thousands(n); got != want {
 			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// While writes fail (the database capped at its size stands in for a full disk),
+// every page says so and what it means, the login page too; once writes succeed
+// again the banner goes.
+func TestPagesSayWhenWritesAreFailing(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, _ := f.login()
+	if err := f.st.SetMaxPages(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.AddTodo(t.Context(), store.NewTodo{Queue: "inbox", Payload: strings.Repeat("x", 64<<10)}); err == nil {
+		t.Fatal("a write past the cap succeeded")
+	}
+	const banner = "Nothing can be stored: writes failing since"
+	if _, body := f.get("/", cookie); !strings.Contains(body, banner) || !strings.Contains(body, "disk is full") {
+		t.Fatal("the board does not say that writes are failing")
+	}
+	if _, body := f.get("/login", nil); !strings.Contains(body, banner) {
+		t.Fatal("the login page does not say that writes are failing")
+	}
+	if err := f.st.SetMaxPages(t.Context(), 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Add(time.Second)
+	f.addTodo("inbox", "fits")
+	f.clock.Add(time.Minute)
+	if _, body := f.get("/", cookie); strings.Contains(body, banner) {
+		t.Fatal("the banner outlived the trouble")
 	}
 }

@@ -20,9 +20,24 @@ var webhookSources = []string{"github", "stripe", "slack", "standard", "gitlab",
 const maxLeaseSeconds = 86400
 
 type endpointListPage struct {
-	Endpoints []store.Endpoint
+	Endpoints []endpointRow
 	All       bool
 	AllVerbs  int
+}
+
+// AgentActivity reports what each endpoint's agent is doing (agent.Agent does),
+// so that an operator sees an agent stop.
+type AgentActivity interface {
+	Activity(endpointID int64) agent.Activity
+}
+
+// endpointRow is an endpoint with what its agent is doing: its sessions and latest
+// request, and the todos it holds.
+type endpointRow struct {
+	store.Endpoint
+	Activity agent.Activity
+	Tracked  bool // Activity is known (the board was given Agents)
+	Holds    int
 }
 
 // endpointList serves GET /endpoints.
@@ -33,8 +48,20 @@ func (u *UI) endpointList(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		u.storeError(w, r, rc, "Listing endpoints", err)
 		return
 	}
-	u.render(w, r, rc, http.StatusOK, "endpoints", view{Title: "Endpoints", Nav: "endpoints",
-		Page: endpointListPage{Endpoints: eps, All: all, AllVerbs: len(agent.AllVerbs())}})
+	held, err := u.store.ClaimsByOwner(r.Context())
+	if err != nil {
+		u.storeError(w, r, rc, "Counting the agents' claims", err)
+		return
+	}
+	p := endpointListPage{All: all, AllVerbs: len(agent.AllVerbs())}
+	for _, ep := range eps {
+		row := endpointRow{Endpoint: ep, Holds: held["agent:"+ep.AgentID], Tracked: u.opts.Agents != nil}
+		if u.opts.Agents != nil {
+			row.Activity = u.opts.Agents.Activity(ep.ID)
+		}
+		p.Endpoints = append(p.Endpoints, row)
+	}
+	u.render(w, r, rc, http.StatusOK, "endpoints", view{Title: "Endpoints", Nav: "endpoints", Page: p})
 }
 
 // maxRate bounds the rate and burst a human may set on the board.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -220,5 +221,60 @@ func TestRevokeReleasesTheAgentsTodos(t *testing.T) {
 	}
 	if body := f.follow(res, cookie); !strings.Contains(body, "and the 1 todo its agent held went back to pending") {
 		t.Fatal("the confirmation does not say the todos went back")
+	}
+}
+
+type fakeAgents map[int64]agent.Activity
+
+func (f fakeAgents) Activity(id int64) agent.Activity { return f[id] }
+
+// The endpoints list says what each agent is doing: its sessions, those listening
+// for the doorbell, its latest request and the todos it holds, so an operator sees
+// an agent that stopped; the list's Revoke says the todos go back too.
+func TestEndpointListShowsWhatAgentsAreDoing(t *testing.T) {
+	twoAgents := func(f *fixture) (store.Endpoint, store.Endpoint) {
+		t.Helper()
+		busy, _, err := f.st.CreateEndpoint(t.Context(), "busy", endpointSpec([]string{"inbox"}), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		quiet, _, err := f.st.CreateEndpoint(t.Context(), "quiet", endpointSpec([]string{"inbox"}), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			td := f.addTodo("inbox", "work")
+			if _, err := f.st.Claim(t.Context(), store.Ack{ID: td.ID, Owner: "agent:busy"}, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return busy, quiet
+	}
+	f := newFixture(t, Options{})
+	busy, quiet := twoAgents(f)
+	f.ui.opts.Agents = fakeAgents{busy.ID: {Sessions: 2, Listening: 1, LastRequest: f.clock.Now().Add(-3 * time.Minute)}}
+	cookie, _ := f.login()
+	_, body := f.get("/endpoints", cookie)
+	row := func(ep store.Endpoint) string {
+		t.Helper()
+		start := strings.Index(body, fmt.Sprintf(`data-endpoint-id="%d"`, ep.ID))
+		if start < 0 {
+			t.Fatalf("no row for %s", ep.AgentID)
+		}
+		end := strings.Index(body[start:], "</tr>")
+		return body[start : start+end]
+	}
+	for _, want := range []string{"2 sessions · 1 listening · last request", "3m ago", "holds 2 todos"} {
+		if !strings.Contains(row(busy), want) {
+			t.Errorf("the busy agent's row lacks %q:\n%s", want, row(busy))
+		}
+	}
+	for _, want := range []string{"no session", "no request since start-up"} {
+		if !strings.Contains(row(quiet), want) {
+			t.Errorf("the quiet agent's row lacks %q:\n%s", want, row(quiet))
+		}
+	}
+	if !strings.Contains(row(busy), "the todos its agent holds go back to their queues") {
+		t.Error("the list's Revoke does not say the todos go back")
 	}
 }

@@ -44,6 +44,9 @@ type view struct {
 	Glance []queueSummary
 	Flash  string
 	Error  string
+	// Trouble, when set, is why writes are failing (store.WriteTrouble): every
+	// page says so, the login page included.
+	Trouble string
 	// LiveURL, when set, is refreshed by the page script whenever todos change.
 	LiveURL string
 	Page    any
@@ -52,6 +55,9 @@ type view struct {
 // render writes a full page (the "layout" template) with the header filled in for a
 // logged-in human.
 func (u *UI) render(w http.ResponseWriter, r *http.Request, rc *reqCtx, status int, name string, v view) {
+	if t := u.store.WriteTrouble(); t != nil {
+		v.Trouble = t.String()
+	}
 	if rc != nil {
 		v.Human, v.CSRF = &rc.Human, rc.CSRF
 		if v.Glance == nil {

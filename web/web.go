@@ -40,6 +40,9 @@ type Options struct {
 	// Failures reports refused deliveries per webhook (from the ingest receiver);
 	// nil: the Webhooks page says they are not tracked.
 	Failures DeliveryFailures
+	// Agents reports each endpoint's live sessions and latest request (from the
+	// MCP endpoint); nil: the Endpoints page shows no activity.
+	Agents AgentActivity
 	// BodyTimeout bounds how long a form body may take to arrive (default 30 s),
 	// so a client that sends one slowly, or never, does not hold a connection.
 	BodyTimeout time.Duration
