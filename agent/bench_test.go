@@ -43,6 +43,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 			clients := make([]*agentClient, agents)
 			for i := range clients {
 				clients[i] = e.dial(cred, false)
+				clients[i].unchecked = true
 			}
 			var wg sync.WaitGroup
 			b.ResetTimer()
@@ -136,6 +137,7 @@ func BenchmarkClaimNextDepth(b *testing.B) {
 			b.Fatal(err)
 		}
 		c := e.dial(cred, false)
+		c.unchecked = true
 		b.Run(fmt.Sprintf("mcp/pending=%d", depth), func(b *testing.B) {
 			b.StopTimer()
 			if err := e.st.SeedTodosForBench(context.Background(), "inbox", b.N, `{"n":1}`); err != nil {
