@@ -75,7 +75,7 @@ func TestListingOneQueuesPendingReadsTheClaimIndex(t *testing.T) {
 	// ANALYZE's statistics for a deep queue and a quiet one, as a busy database has
 	// them, are what led SQLite to another index.
 	err := s.exclusive(ctx, func(c *sql.Conn) error {
-		_, err := c.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 20000)
+		_, err := c.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 4000)
 			INSERT INTO todos (queue, state, payload_size, created_by, available_at, created_at, updated_at)
 			SELECT iif(i % 100 = 0, 'quiet', 'deep'), iif(i % 100 = 0, 'done', 'pending'), 0, 'x', 0, 0, 0 FROM n`)
 		if err == nil {

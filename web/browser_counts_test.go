@@ -9,6 +9,9 @@ import (
 // A busy board: queue cards with six- and seven-digit counts stay legible on a
 // desktop and on a phone, every number whole and apart from its neighbours.
 func TestBrowserBusyQueueCards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: seeds 1.5 million todos, which the race detector makes minutes")
+	}
 	ctx := browser(t)
 	f := newFixture(t, Options{})
 	for queue, n := range map[string]int{"github-issues": 1_234_567, "stripe-payments": 300_229} {
