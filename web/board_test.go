@@ -2,11 +2,13 @@ package web
 
 import (
 	"fmt"
+	"html"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -174,5 +176,33 @@ func TestPagesSayWhenWritesAreFailing(t *testing.T) {
 	f.clock.Add(time.Minute)
 	if _, body := f.get("/", cookie); strings.Contains(body, banner) {
 		t.Fatal("the banner outlived the trouble")
+	}
+}
+
+// A dead letter's row says why it failed, a long error cut to a line with the
+// whole of it in the tooltip, so an operator need not open each one.
+func TestFailedRowsSayWhy(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, _ := f.login()
+	f.failed("payments") // "boom"
+	td := f.addTodo("payments", "x")
+	if _, err := f.st.Claim(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	long := "card_declined: " + strings.Repeat("the issuer said no <again> ", 10)
+	if _, err := f.st.Fail(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker"}, long, false); err != nil {
+		t.Fatal(err)
+	}
+	_, body := f.get("/?state=failed", cookie)
+	if !strings.Contains(body, `<span class="err-line" title="boom">boom</span>`) {
+		t.Error("a failed row does not show its error")
+	}
+	cut := clip(long, 90)
+	if n := utf8.RuneCountInString(cut); n != 90 || !strings.HasSuffix(cut, "…") {
+		t.Fatalf("clip gave %d characters: %q", n, cut)
+	}
+	if !strings.Contains(body, `title="card_declined: the issuer said no &lt;again&gt;`) ||
+		!strings.Contains(body, html.EscapeString(cut)+`</span>`) {
+		t.Error("a long error is not cut to a line with the whole of it in the tooltip")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -46,6 +47,7 @@ func (u *UI) funcs() template.FuncMap {
 		"count":  thousands,
 		"add1":   func(n int) int { return n + 1 },
 		"join":   strings.Join,
+		"clip":   clip,
 		"has":    func(list []string, v string) bool { return contains(list, v) },
 		"pretty": prettyJSON,
 		"target": targetURL,
@@ -250,4 +252,15 @@ func totals(qs []queueSummary) queueSummary {
 		t.Failed += q.Failed
 	}
 	return t
+}
+
+// clip cuts s to at most n characters, ending it with "…" when cut: a line of a
+// longer text, whole on its own page.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return strings.TrimSpace(string(r[:n-1])) + "…"
 }
