@@ -263,3 +263,26 @@ func (s *Store) ReplayWebhookEvent(ctx context.Context, eventID, endpointID int6
 	})
 	return t, err
 }
+
+// ReplaysOf lists the todos made by replaying event id, newest first, at most
+// limit of them (the ones retention has not pruned).
+func (s *Store) ReplaysOf(ctx context.Context, id int64, limit int) ([]Todo, error) {
+	rows, err := s.query(ctx, `SELECT `+todoColumns+` FROM todos INDEXED BY todos_replays
+		WHERE source_type = 'replay' AND source_event_id = ? ORDER BY id DESC LIMIT ?`, id, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: replays of event %d: %w", id, err)
+	}
+	defer rows.Close()
+	var out []Todo
+	for rows.Next() {
+		t, err := scanTodo(rows, false)
+		if err != nil {
+			return nil, fmt.Errorf("store: replays of event %d: %w", id, err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: replays of event %d: %w", id, err)
+	}
+	return out, nil
+}

@@ -140,9 +140,13 @@ type eventPage struct {
 	Event   store.WebhookEvent
 	Hook    store.Webhook
 	Headers []header
-	Body    string // the body as text, indented when JSON
-	Binary  bool   // Body is base64: the body is not UTF-8 text
+	Body    string       // the body as text, indented when JSON
+	Binary  bool         // Body is base64: the body is not UTF-8 text
+	Replays []store.Todo // the todos replaying it made, newest first
 }
+
+// maxReplaysShown bounds the replays an event's page lists.
+const maxReplaysShown = 20
 
 // eventPage serves GET /events/:id: one delivery's headers and body, as received.
 func (u *UI) eventPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
@@ -162,6 +166,10 @@ func (u *UI) eventPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		return
 	}
 	p := eventPage{Event: e, Hook: h}
+	if p.Replays, err = u.store.ReplaysOf(r.Context(), id, maxReplaysShown); err != nil {
+		u.storeError(w, r, rc, fmt.Sprintf("Replays of event %d", id), err)
+		return
+	}
 	for k, v := range e.Headers {
 		p.Headers = append(p.Headers, header{k, v})
 	}

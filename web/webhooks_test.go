@@ -354,3 +354,35 @@ func TestRotateWebhookFromBoard(t *testing.T) {
 		t.Fatalf("rotating a deleted webhook: %d, want 404", res.StatusCode)
 	}
 }
+
+// An event's page links the todos its replays made, and its Replay confirmation
+// says it was replayed before: replaying a payment twice by mistake is easy when
+// nothing says so.
+func TestEventPageShowsItsReplays(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, _ := f.login()
+	_, ev := f.webhookWithEvents(`{"payment":1}`)
+	page := fmt.Sprintf("/events/%d", ev[0].EventID)
+	if _, body := f.get(page, cookie); !strings.Contains(body, "<dt>Replayed</dt><dd><span class=\"muted\">never</span>") ||
+		strings.Contains(body, "It was replayed before") {
+		t.Fatal("an event never replayed does not say so")
+	}
+	var replays []store.Todo
+	for range 2 {
+		f.clock.Add(time.Minute)
+		td, err := f.st.ReplayWebhookEvent(t.Context(), ev[0].EventID, 0, "human:1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		replays = append(replays, td)
+	}
+	_, body := f.get(page, cookie)
+	for _, td := range replays {
+		if !strings.Contains(body, fmt.Sprintf(`<a href="/todos/%d">#%d</a>`, td.ID, td.ID)) {
+			t.Errorf("the event's page does not link replay todo %d", td.ID)
+		}
+	}
+	if want := fmt.Sprintf("It was replayed before, 2 times: most recently as todo #%d, pending.", replays[1].ID); !strings.Contains(body, want) {
+		t.Errorf("the Replay confirmation lacks %q", want)
+	}
+}
