@@ -2,6 +2,9 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -37,5 +40,54 @@ func TestPruneAuditPastAFutureStampedRow(t *testing.T) {
 	}
 	if n, err := s.PruneAudit(ctx, s.now().Add(-24*time.Hour)); err != nil || n != 0 {
 		t.Fatalf("a second pass pruned %d, %v", n, err)
+	}
+}
+
+// Listing by an action prefix ("todo.") gives the rows a scan would, newest first
+// and a page at a time, with an actor filter too; "todo." is not "todos." or "todo".
+func TestListAuditByPrefix(t *testing.T) {
+	s := openTest(t, Options{Synchronous: SyncNormal})
+	ctx := context.Background()
+	actions := []string{"todo.add", "todo.claim", "human.login", "todo.complete", "todos.other", "todo", "todo.add", "todo.zz"}
+	err := s.write(ctx, func(w *wtx) error {
+		for i := range 60 {
+			actor := []string{"agent:a", "agent:b", "human:1"}[i%3]
+			if err := w.audit(actor, actions[i%len(actions)], fmt.Sprintf("t:%d", i), "", ""); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.ListAudit(ctx, AuditFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, actor := range []string{"", "agent:b"} {
+		var want []int64
+		for _, e := range all {
+			if strings.HasPrefix(e.Action, "todo.") && (actor == "" || e.Actor == actor) {
+				want = append(want, e.ID)
+			}
+		}
+		var got []int64
+		for before := int64(0); ; {
+			page, err := s.ListAudit(ctx, AuditFilter{Action: "todo.", Actor: actor, Before: before, Limit: 7})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range page {
+				got = append(got, e.ID)
+			}
+			if len(page) < 7 {
+				break
+			}
+			before = page[len(page)-1].ID
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("actor %q: pages of todo. gave %v, want %v", actor, got, want)
+		}
 	}
 }
