@@ -206,3 +206,19 @@ func TestFailedRowsSayWhy(t *testing.T) {
 		t.Error("a long error is not cut to a line with the whole of it in the tooltip")
 	}
 }
+
+// A claimed row says when its agent was last heard of (the claim or its latest
+// heartbeat): a long lease on an agent gone silent looked healthy.
+func TestClaimedRowsSayWhenTheAgentWasHeard(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, _ := f.login()
+	td := f.addTodo("support", "x")
+	if _, err := f.st.Claim(t.Context(), store.Ack{ID: td.ID, Owner: "agent:bot"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Add(25 * time.Minute)
+	_, body := f.get("/?state=claimed", cookie)
+	if !strings.Contains(body, "· heard 25m ago") || !strings.Contains(body, "ends in 35m") {
+		t.Fatal("a claimed row does not say when its agent was last heard of")
+	}
+}
