@@ -310,13 +310,16 @@ func endpointUpdate(ctx context.Context, env *environ, args []string) error {
 func endpointRevoke(ctx context.Context, env *environ, args []string) error {
 	return onID(ctx, env, args, "endpoint revoke", endpointSynopsis, "endpoint",
 		func(ctx context.Context, s *store.Store, id int64) error {
-			released, err := s.RevokeEndpointReleasing(ctx, id, "human:cli")
+			r, err := s.RevokeEndpointReleasing(ctx, id, "human:cli")
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(env.stdout, "endpoint %d revoked\n", id)
-			if released > 0 {
-				fmt.Fprintf(env.stdout, "%d todos its agent held are back on their queues (no other live endpoint speaks for that agent)\n", released)
+			switch {
+			case r.Kept:
+				fmt.Fprintln(env.stdout, "the todos its agent holds stay claimed: another live endpoint speaks for that agent")
+			case r.Released > 0:
+				fmt.Fprintf(env.stdout, "%d todos its agent held are back on their queues (no other live endpoint speaks for that agent)\n", r.Released)
 			}
 			return nil
 		})

@@ -263,9 +263,9 @@ func TestDoorbellRingsForTodosAForeignRevocationReturned(t *testing.T) {
 		}
 		break
 	}
-	released, err := cli.RevokeEndpointReleasing(ctx, leavingEp.ID, "human:cli")
-	if err != nil || released != 1 {
-		t.Fatalf("revoke: released %d, %v", released, err)
+	rev, err := cli.RevokeEndpointReleasing(ctx, leavingEp.ID, "human:cli")
+	if err != nil || rev.Released != 1 {
+		t.Fatalf("revoke: %+v, %v", rev, err)
 	}
 	_, meta := ringOf(t, nextRing(t, staying))
 	if meta["todo_id"] != strconv.FormatInt(td.ID, 10) {

@@ -283,9 +283,9 @@ func (s *Store) RevokeEndpoint(ctx context.Context, id int64, actor string) erro
 // no longer complete them, and its leases could run for hours. An agent with
 // another live credential (a rotation: new endpoint first, then the old one
 // revoked) keeps its work. It reports how many todos went back.
-func (s *Store) RevokeEndpointReleasing(ctx context.Context, id int64, actor string) (released int, err error) {
+func (s *Store) RevokeEndpointReleasing(ctx context.Context, id int64, actor string) (r Revocation, err error) {
 	err = s.write(ctx, func(w *wtx) error {
-		released = 0
+		r = Revocation{}
 		var agentID string
 		err := w.queryRow(`UPDATE endpoints SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING agent_id`,
 			ms(w.now), id).Scan(&agentID)
@@ -300,6 +300,7 @@ func (s *Store) RevokeEndpointReleasing(ctx context.Context, id int64, actor str
 			return fmt.Errorf("store: revoke endpoint %d: %w", id, err)
 		}
 		if others > 0 {
+			r.Kept = true
 			return w.audit(actor, "endpoint.revoke", endpointTarget(id), "",
 				fmt.Sprintf("agent %s keeps its todos: another endpoint of it is live", agentID))
 		}
@@ -326,11 +327,17 @@ func (s *Store) RevokeEndpointReleasing(ctx context.Context, id int64, actor str
 				return err
 			}
 		}
-		released = len(held)
+		r.Released = len(held)
 		return w.audit(actor, "endpoint.revoke", endpointTarget(id), "",
-			fmt.Sprintf("handed %d todos of agent %s back to their queues", released, agentID))
+			fmt.Sprintf("handed %d todos of agent %s back to their queues", r.Released, agentID))
 	})
-	return released, err
+	return r, err
+}
+
+// Revocation says what revoking an endpoint did with the todos its agent holds.
+type Revocation struct {
+	Released int  // handed back to their queues
+	Kept     bool // none: another live endpoint speaks for the agent (a rotation)
 }
 
 const endpointColumns = `id, agent_id, agent_name, coalesce(owner_human_id, 0), credential_hint, scope_verbs,

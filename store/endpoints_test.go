@@ -35,11 +35,11 @@ func TestRevokingAnAgentsLastEndpointReleasesItsTodos(t *testing.T) {
 		}
 		held = append(held, td)
 	}
-	if n, err := s.RevokeEndpointReleasing(ctx, old.ID, "human:1"); err != nil || n != 0 {
-		t.Fatalf("revoking one of two endpoints released %d (%v)", n, err)
+	if r, err := s.RevokeEndpointReleasing(ctx, old.ID, "human:1"); err != nil || r != (Revocation{Kept: true}) {
+		t.Fatalf("revoking one of two endpoints: %+v (%v), want the todos kept", r, err)
 	}
-	if n, err := s.RevokeEndpointReleasing(ctx, rotated.ID, "human:1"); err != nil || n != 2 {
-		t.Fatalf("revoking the last endpoint released %d (%v), want the agent's 2", n, err)
+	if r, err := s.RevokeEndpointReleasing(ctx, rotated.ID, "human:1"); err != nil || r != (Revocation{Released: 2}) {
+		t.Fatalf("revoking the last endpoint: %+v (%v), want the agent's 2 released", r, err)
 	}
 	for i, td := range held {
 		now, err := s.Todo(ctx, td.ID)

@@ -291,14 +291,17 @@ func (u *UI) revokeEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 		u.fail(w, r, rc, http.StatusNotFound, "There is no such endpoint.")
 		return
 	}
-	released, err := u.store.RevokeEndpointReleasing(r.Context(), id, rc.actor())
+	rev, err := u.store.RevokeEndpointReleasing(r.Context(), id, rc.actor())
 	if err != nil {
 		u.storeError(w, r, rc, fmt.Sprintf("Revoking endpoint %d", id), err)
 		return
 	}
 	flash := "revoked"
-	if released > 0 {
-		flash = fmt.Sprintf("revoked-released:%d", released)
+	switch {
+	case rev.Kept:
+		flash = "revoked-kept"
+	case rev.Released > 0:
+		flash = fmt.Sprintf("revoked-released:%d", rev.Released)
 	}
 	u.redirectFlash(w, r, rc, "/endpoints", flash)
 }

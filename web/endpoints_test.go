@@ -278,3 +278,28 @@ func TestEndpointListShowsWhatAgentsAreDoing(t *testing.T) {
 		t.Error("the list's Revoke does not say the todos go back")
 	}
 }
+
+// Revoking one of two live endpoints of an agent (a rotation) keeps its todos
+// claimed, and the confirmation says so rather than that it held none.
+func TestRevokeSaysWhenTheTodosAreKept(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+	old, _, err := f.st.CreateEndpoint(t.Context(), "bot", endpointSpec([]string{"inbox"}), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.st.CreateEndpoint(t.Context(), "bot", endpointSpec([]string{"inbox"}), "test"); err != nil {
+		t.Fatal(err)
+	}
+	held := f.addTodo("inbox", "work")
+	if _, err := f.st.Claim(t.Context(), store.Ack{ID: held.ID, Owner: "agent:bot"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := f.post(fmt.Sprintf("/endpoints/%d/revoke", old.ID), cookie, url.Values{csrfField: {csrf}})
+	if body := f.follow(res, cookie); !strings.Contains(body, "the todos its agent holds stay claimed, because another live endpoint speaks for that agent") {
+		t.Fatal("the confirmation does not say the todos were kept")
+	}
+	if got := f.todo(held.ID); got.State != store.StateClaimed {
+		t.Fatalf("the todo is %s, want still claimed", got.State)
+	}
+}

@@ -26,7 +26,9 @@ var flashes = map[string]string{
 	"retried":  "Retried: the todo is back on its queue with its attempts reset.",
 	"added":    "Todo added.",
 	"updated":  "Endpoint updated. Agents see the change on their next call.",
-	"revoked":  "Endpoint revoked. Its credential fails from the next request on.",
+	"revoked":  "Endpoint revoked. Its credential fails from the next request on; its agent held no todos.",
+	"revoked-kept": "Endpoint revoked. Its credential fails from the next request on; the todos its agent holds " +
+		"stay claimed, because another live endpoint speaks for that agent.",
 	"revoked-released": "Endpoint revoked. Its credential fails from the next request on, and the %s its agent held " +
 		"went back to pending (no other live endpoint speaks for that agent).",
 	"approved": "Tool definition approved: agents can call the tool again.",

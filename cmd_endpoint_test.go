@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// endpoint revoke says what became of the todos the agent holds: back on their
+// queues, or kept because another live endpoint speaks for the agent.
+func TestEndpointRevokeSaysWhatBecameOfTheTodos(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	ctx := context.Background()
+	st, err := store.Open(ctx, db, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := []string{"inbox"}
+	var eps []store.Endpoint
+	for range 2 {
+		ep, _, err := st.CreateEndpoint(ctx, "bot", store.EndpointSpec{Queues: &q}, "human:1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps = append(eps, ep)
+	}
+	td, err := st.AddTodo(ctx, store.NewTodo{Queue: "inbox", Payload: "x"})
+	if err == nil {
+		_, err = st.Claim(ctx, store.Ack{ID: td.ID, Owner: "agent:bot"}, time.Hour)
+	}
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"stay claimed: another live endpoint speaks for that agent",
+		"1 todos its agent held are back on their queues"} {
+		code, out, errs := cli(t, "", "endpoint", "revoke", strconv.FormatInt(eps[i].ID, 10), "--db", db)
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("revoke %d: exit %d, %q %q; want %q", i, code, out, errs, want)
+		}
+	}
+}
