@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/modules"
 )
 
@@ -19,10 +20,7 @@ const everythingPackage = "@modelcontextprotocol/server-everything@2026.8.31"
 func TestGatewayEverything(t *testing.T) {
 	for _, tool := range []string{"node", "npx"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("SWITCHBOARD_REQUIRE_EXTERNAL") == "1" {
-				t.Fatalf("%s not found and SWITCHBOARD_REQUIRE_EXTERNAL=1", tool)
-			}
-			t.Skipf("%s not installed; skipping the third-party module test", tool)
+			testkit.SkipOrFail(t, "%s not installed; skipping the third-party module test", tool)
 		}
 	}
 	dir := t.TempDir()

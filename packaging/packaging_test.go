@@ -2,11 +2,12 @@ package packaging
 
 import (
 	"errors"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
 	"testing"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // maxExposure is the highest `systemd-analyze security` exposure the unit may
@@ -22,10 +23,7 @@ func needTool(t *testing.T, name string) string {
 	if err == nil {
 		return path
 	}
-	if os.Getenv("SWITCHBOARD_REQUIRE_EXTERNAL") == "1" {
-		t.Fatalf("%s not found and SWITCHBOARD_REQUIRE_EXTERNAL=1: %v", name, err)
-	}
-	t.Skipf("%s not installed (apt-get install systemd / dash)", name)
+	testkit.SkipOrFail(t, "%s not installed (apt-get install systemd / dash): %v", name, err)
 	return ""
 }
 

@@ -272,16 +272,8 @@ func (s *Store) ReplaysOf(ctx context.Context, id int64, limit int) ([]Todo, err
 	if err != nil {
 		return nil, fmt.Errorf("store: replays of event %d: %w", id, err)
 	}
-	defer rows.Close()
-	var out []Todo
-	for rows.Next() {
-		t, err := scanTodo(rows, false)
-		if err != nil {
-			return nil, fmt.Errorf("store: replays of event %d: %w", id, err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := compactTodos(rows)
+	if err != nil {
 		return nil, fmt.Errorf("store: replays of event %d: %w", id, err)
 	}
 	return out, nil

@@ -289,19 +289,25 @@ func (s *Store) ListTodos(ctx context.Context, f TodoFilter) ([]Todo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: list todos: %w", err)
 	}
+	out, err := compactTodos(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: list todos: %w", err)
+	}
+	return out, nil
+}
+
+// compactTodos reads and closes rows of todoColumns.
+func compactTodos(rows *sql.Rows) ([]Todo, error) {
 	defer rows.Close()
 	var out []Todo
 	for rows.Next() {
 		t, err := scanTodo(rows, false)
 		if err != nil {
-			return nil, fmt.Errorf("store: list todos: %w", err)
+			return nil, err
 		}
 		out = append(out, t)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list todos: %w", err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // todoListQuery builds ListTodos' statement and its arguments.

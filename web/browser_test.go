@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -42,10 +43,8 @@ func browser(t *testing.T) context.Context {
 	if _, err := os.Stat(path); err != nil {
 		if p, lerr := exec.LookPath("chromium"); lerr == nil {
 			path = p
-		} else if os.Getenv("SWITCHBOARD_REQUIRE_EXTERNAL") == "1" {
-			t.Fatalf("chromium not found at %s and SWITCHBOARD_REQUIRE_EXTERNAL=1", chromiumPath)
 		} else {
-			t.Skip("chromium not installed (apt-get install -y chromium); skipping browser tests")
+			testkit.SkipOrFail(t, "chromium not installed at %s (apt-get install -y chromium); skipping browser tests", chromiumPath)
 		}
 	}
 	opts := []chromedp.ExecAllocatorOption{
