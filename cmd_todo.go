@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,13 +15,15 @@ import (
 )
 
 const todoSynopsis = `todo add --queue Q (--payload TEXT | --payload-file F | -) [--max-attempts N] [--json] [--db FILE]
-       switchboard todo list [--queue Q] [--state S] [--limit N] [--json] [--db FILE]`
+       switchboard todo list [--queue Q] [--state S] [--limit N] [--json] [--db FILE]
+       switchboard todo retry (ID... | --all-failed [--queue Q]) [--json] [--db FILE]`
 
 // maxPayload bounds a todo's payload, like the webhook body bound.
 const maxPayload = 1 << 20
 
 func runTodo(ctx context.Context, env *environ, args []string) error {
-	return dispatch(ctx, env, args, todoSynopsis, subcommand{"add", todoAdd}, subcommand{"list", todoList})
+	return dispatch(ctx, env, args, todoSynopsis, subcommand{"add", todoAdd}, subcommand{"list", todoList},
+		subcommand{"retry", todoRetry})
 }
 
 func todoAdd(ctx context.Context, env *environ, args []string) error {
@@ -145,6 +148,88 @@ func todoList(ctx context.Context, env *environ, args []string) error {
 			dash(t.Owner), t.Attempts, t.MaxAttempts, t.CreatedAt.Local().Format(time.DateTime))
 	}
 	return tw.Flush()
+}
+
+// todoRetry puts dead-lettered todos back on their queues, attempts reset: the ones
+// named, or with --all-failed every one (on --queue). A serve running on the same
+// database rings its agents' doorbells for them.
+func todoRetry(ctx context.Context, env *environ, args []string) error {
+	fs := newFlags(env, "todo retry", todoSynopsis)
+	db := dbFlag(fs, env)
+	all := fs.Bool("all-failed", false, "retry every failed todo (on --queue only, when given)")
+	queue := fs.String("queue", "", "with --all-failed: only this queue")
+	asJSON := fs.Bool("json", false, "print JSON")
+	// Ids may come before the flags (`retry 12 13 --db F`) or after them.
+	lead := 0
+	for lead < len(args) && !strings.HasPrefix(args[lead], "-") {
+		lead++
+	}
+	if err := parse(fs, args[lead:]); err != nil {
+		return err
+	}
+	var ids []int64
+	for _, a := range append(args[:lead:lead], fs.Args()...) {
+		id, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || id < 1 {
+			return usageErr("%q is not a todo id", a)
+		}
+		ids = append(ids, id)
+	}
+	switch {
+	case *all && len(ids) > 0:
+		return usageErr("give todo ids or --all-failed, not both")
+	case !*all && len(ids) == 0:
+		return usageErr("name the todos to retry, or give --all-failed")
+	case *queue != "" && !*all:
+		return usageErr("--queue goes with --all-failed")
+	case *queue != "" && !store.ValidQueueName(*queue):
+		return usageErr("%q is not a valid queue name (letters, digits and . _ - : /)", *queue)
+	}
+	s, err := openStore(ctx, env, *db)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if *all {
+		n, err := s.RetryFailed(ctx, *queue, "human:cli")
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(env, map[string]any{"retried": n, "queue": *queue})
+		}
+		where := "every queue"
+		if *queue != "" {
+			where = *queue
+		}
+		fmt.Fprintf(env.stdout, "%d failed todos on %s are back on their queues, attempts reset\n", n, where)
+		return nil
+	}
+	// One at a time, each its own write: a todo that cannot be retried (not
+	// failed, or no such todo) is reported and the rest still are.
+	var retried []store.Todo
+	var failed []string
+	for _, id := range ids {
+		t, err := s.Retry(ctx, id, "human:cli")
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("todo %d: %v", id, err))
+			continue
+		}
+		retried = append(retried, t)
+	}
+	if *asJSON {
+		if err := writeJSONList(env, retried); err != nil {
+			return err
+		}
+	} else {
+		for _, t := range retried {
+			fmt.Fprintf(env.stdout, "todo %d is back on %s, attempts reset\n", t.ID, t.Queue)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d not retried:\n  %s", len(failed), len(ids), strings.Join(failed, "\n  "))
+	}
+	return nil
 }
 
 func dash(s string) string {

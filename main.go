@@ -50,7 +50,7 @@ func commands() []command {
 		{"serve", "run the server (HTTP, MCP, webhooks, reaper, modules)", runServe},
 		{"endpoint", "create, list, update or revoke agent endpoints", runEndpoint},
 		{"admin", "create a human operator (password on stdin)", runAdmin},
-		{"todo", "add or list todos", runTodo},
+		{"todo", "add, list or retry todos", runTodo},
 		{"webhook", "create, list, rotate or delete webhooks (ingest URLs)", runWebhook},
 		{"secrets", "encrypt stored webhook secrets with the configured key", runSecrets},
 		{"modules", "list capability modules or approve a changed tool definition", runModules},

@@ -278,16 +278,92 @@ func (s *Store) Retry(ctx context.Context, id int64, actor string) (Todo, error)
 		if c.state != StateFailed {
 			return fmt.Errorf("store: retry todo %d: it is %s, not failed: %w", id, c.state, ErrConflict)
 		}
-		t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'pending', attempts = 0, available_at = ?,
-				updated_at = ?, finished_at = NULL
-			WHERE id = ? RETURNING `+todoColumns, ms(w.now), ms(w.now), id), false)
-		if err != nil {
-			return fmt.Errorf("store: retry todo %d: %w", id, err)
-		}
-		return w.requeued(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type,
-			Claimable: true, Cause: "retry"}, actor, "todo.retry", "")
+		t, err = w.retry(id, actor, "")
+		return err
 	})
 	return t, err
+}
+
+// retry puts the failed todo id back on its queue, claimable at once, with its
+// attempts reset.
+func (w *wtx) retry(id int64, actor, detail string) (Todo, error) {
+	t, err := scanTodo(w.queryRow(`UPDATE todos SET state = 'pending', attempts = 0, available_at = ?,
+			updated_at = ?, finished_at = NULL
+		WHERE id = ? RETURNING `+todoColumns, ms(w.now), ms(w.now), id), false)
+	if err != nil {
+		return Todo{}, fmt.Errorf("store: retry todo %d: %w", id, err)
+	}
+	return t, w.requeued(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type,
+		Claimable: true, Cause: "retry"}, actor, "todo.retry", detail)
+}
+
+// retryChunk is how many dead letters RetryFailed puts back in one transaction, so
+// that retrying thousands never holds the writer for long.
+const retryChunk = 500
+
+// RetryFailed puts every dead-lettered todo on queue (every queue when it is "")
+// back on its queue, as Retry does one: claimable at once, attempts reset, each
+// audited as todo.retry. Only todos that had failed when it was called are
+// retried: it goes through them in id order, so one it put back that fails again
+// meanwhile stays failed, as does one that first fails meanwhile. It works in
+// chunks, each its own transaction, and returns how many it retried; after an
+// error, those retried in earlier chunks stay retried.
+func (s *Store) RetryFailed(ctx context.Context, queue, actor string) (int, error) {
+	before := ms(s.now())
+	detail := "every failed todo"
+	if queue != "" {
+		detail += " on " + queue
+	}
+	total := 0
+	var after int64
+	for {
+		n := 0
+		err := s.write(ctx, func(w *wtx) error {
+			n = 0
+			ids, err := w.failedIDs(queue, after, before)
+			if err != nil {
+				return err
+			}
+			for _, id := range ids {
+				if _, err := w.retry(id, actor, detail); err != nil {
+					return err
+				}
+				after = id
+			}
+			n = len(ids)
+			return nil
+		})
+		if err != nil {
+			return total, fmt.Errorf("store: retry failed todos after %d retried: %w", total, err)
+		}
+		total += n
+		if n < retryChunk {
+			return total, nil
+		}
+	}
+}
+
+// failedIDs lists up to retryChunk todos on queue ("" = any) that are failed and
+// were last changed at or before before (unix ms), in id order after after. It reads the
+// failed todos of every queue (todos_state_id), which are few beside a queue's done
+// ones.
+func (w *wtx) failedIDs(queue string, after, before int64) ([]int64, error) {
+	rows, err := w.query(`SELECT id FROM todos INDEXED BY todos_state_id
+		WHERE state = 'failed' AND id > ? AND updated_at <= ? AND (? = '' OR queue = ?) ORDER BY id LIMIT ?`,
+		after, before, queue, queue, retryChunk)
+	if err != nil {
+		return nil, fmt.Errorf("store: find failed todos: %w", err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("store: find failed todos: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
 }
 
 // ReapResult counts what one reaper pass did.

@@ -4,8 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -144,5 +147,108 @@ func TestClaimsByOwner(t *testing.T) {
 	got, err := s.ClaimsByOwner(ctx)
 	if err != nil || len(got) != 1 || got["agent:a"] != 2 {
 		t.Fatalf("claims by owner: %v %v, want agent:a holding 2", got, err)
+	}
+}
+
+// RetryFailed puts a queue's dead letters back in chunks, each audited and rung
+// as a retry, and leaves alone those that failed after it was called, other
+// queues' and other states'.
+func TestRetryFailedPutsEveryDeadLetterBack(t *testing.T) {
+	ctx := context.Background()
+	start := time.UnixMilli(1_800_000_000_000)
+	var clock atomic.Int64
+	clock.Store(start.UnixMilli())
+	s := openTest(t, Options{Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
+	now := start
+	var mu sync.Mutex
+	rung := map[string]int{}
+	s.OnTodoChange(func(c TodoChange) {
+		if c.Claimable {
+			mu.Lock()
+			rung[c.Cause+":"+c.Queue]++
+			mu.Unlock()
+		}
+	})
+	seed := func(queue, state string, n int, updated time.Time) {
+		t.Helper()
+		err := s.write(ctx, func(w *wtx) error {
+			for range n {
+				if _, err := w.exec(`INSERT INTO todos (queue, state, payload_size, created_by, attempts, max_attempts,
+						available_at, last_error, created_at, updated_at, finished_at)
+					VALUES (?, ?, 0, 'test', 5, 5, ?, 'boom', ?, ?, ?)`,
+					queue, state, ms(updated), ms(updated), ms(updated), ms(updated)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	seed("a", StateFailed, 2*retryChunk+50, now.Add(-time.Hour))
+	seed("a", StatePending, 2, now.Add(-time.Hour))
+	seed("a", StateDone, 1, now.Add(-time.Hour))
+	seed("b", StateFailed, 3, now.Add(-time.Hour))
+	// Failed while the retry runs: its last change is after the call's start.
+	seed("a", StateFailed, 1, now.Add(time.Second))
+
+	n, err := s.RetryFailed(ctx, "a", "human:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2*retryChunk+50 {
+		t.Fatalf("retried %d on a, want %d", n, 2*retryChunk+50)
+	}
+	counts := func() map[string]int {
+		got := map[string]int{}
+		rows, err := s.rdb.Query(`SELECT queue || ':' || state, count(*) FROM todos GROUP BY 1`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k string
+			var c int
+			if err := rows.Scan(&k, &c); err != nil {
+				t.Fatal(err)
+			}
+			got[k] = c
+		}
+		return got
+	}
+	want := map[string]int{"a:pending": 2*retryChunk + 52, "a:failed": 1, "a:done": 1, "b:failed": 3}
+	if got := counts(); !maps.Equal(got, want) {
+		t.Fatalf("after retrying a: %v, want %v", got, want)
+	}
+	var retried, attempts int // attempts: retried todos with their attempts reset
+	if err := s.rdb.QueryRow(`SELECT count(*) FROM audit WHERE action = 'todo.retry' AND actor = 'human:1'
+		AND detail = 'every failed todo on a'`).Scan(&retried); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.rdb.QueryRow(`SELECT count(*) FROM todos WHERE queue = 'a' AND state = 'pending' AND attempts = 0
+		AND available_at <= ? AND finished_at IS NULL`, ms(now)).Scan(&attempts); err != nil {
+		t.Fatal(err)
+	}
+	if retried != n || attempts != n {
+		t.Fatalf("%d audit rows and %d claimable todos with no attempts for %d retried", retried, attempts, n)
+	}
+	mu.Lock()
+	if rung["retry:a"] != n || len(rung) != 1 {
+		t.Fatalf("rang %v, want %d retries on a", rung, n)
+	}
+	mu.Unlock()
+
+	// Later, every queue: b's and the one that failed during the first call.
+	clock.Add(time.Minute.Milliseconds())
+	if n, err := s.RetryFailed(ctx, "", "human:1"); err != nil || n != 4 {
+		t.Fatalf("retried %d (%v) on every queue, want 4", n, err)
+	}
+	want = map[string]int{"a:pending": 2*retryChunk + 53, "a:done": 1, "b:pending": 3}
+	if got := counts(); !maps.Equal(got, want) {
+		t.Fatalf("after retrying every queue: %v, want %v", got, want)
+	}
+	if n, err := s.RetryFailed(ctx, "", "human:1"); err != nil || n != 0 {
+		t.Fatalf("retried %d (%v) with no dead letters left", n, err)
 	}
 }

@@ -24,9 +24,11 @@ const flashCookie = "sb_flash"
 var flashes = map[string]string{
 	"released": "Released: the todo is pending again and its claim does not count as an attempt.",
 	"retried":  "Retried: the todo is back on its queue with its attempts reset.",
-	"added":    "Todo added.",
-	"updated":  "Endpoint updated. Agents see the change on their next call.",
-	"revoked":  "Endpoint revoked. Its credential fails from the next request on; its agent held no todos.",
+	"retried-all": "Retried %s that had failed: back on their queues with their attempts reset. Any that failed " +
+		"again meanwhile stay failed.",
+	"added":   "Todo added.",
+	"updated": "Endpoint updated. Agents see the change on their next call.",
+	"revoked": "Endpoint revoked. Its credential fails from the next request on; its agent held no todos.",
 	"revoked-kept": "Endpoint revoked. Its credential fails from the next request on; the todos its agent holds " +
 		"stay claimed, because another live endpoint speaks for that agent.",
 	"revoked-released": "Endpoint revoked. Its credential fails from the next request on, and the %s its agent held " +

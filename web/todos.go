@@ -87,6 +87,26 @@ func (u *UI) retryTodo(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	})
 }
 
+// retryDeadLetters serves POST /dead-letters/retry: every failed todo (on the queue
+// given, or on every queue) goes back on its queue with its attempts reset.
+func (u *UI) retryDeadLetters(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	queue := r.PostForm.Get("queue")
+	if queue != "" && !store.ValidQueueName(queue) {
+		u.fail(w, r, rc, http.StatusBadRequest, fmt.Sprintf("%q is not a valid queue name.", queue))
+		return
+	}
+	n, err := u.store.RetryFailed(r.Context(), queue, rc.actor())
+	if err != nil {
+		u.storeError(w, r, rc, fmt.Sprintf("Retrying failed todos (%d were retried)", n), err)
+		return
+	}
+	back := link("/", "queue", queue, "state", store.StateFailed)
+	if ret := r.PostForm.Get("return"); ret != "" {
+		back = safeNext(ret)
+	}
+	u.redirectFlash(w, r, rc, back, fmt.Sprintf("retried-all:%d", n))
+}
+
 func (u *UI) todoAction(w http.ResponseWriter, r *http.Request, rc *reqCtx, what, flash string, act func(int64) error) {
 	id, ok := pathID(rc, "id")
 	if !ok {

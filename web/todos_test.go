@@ -196,3 +196,56 @@ func TestTodoPageWording(t *testing.T) {
 		t.Fatal("a dead letter's error is not shown as its last error")
 	}
 }
+
+// The Failed tab offers to retry every dead letter it counts; the retry puts back
+// that queue's, not another's, and confirms how many.
+func TestRetryAllDeadLetters(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+	a1, a2, b := f.failed("a"), f.failed("a"), f.failed("b")
+
+	_, body := f.get("/?queue=a&state=failed", cookie)
+	if !strings.Contains(body, `action="/dead-letters/retry"`) || !strings.Contains(body, "Retry all 2</button>") ||
+		!strings.Contains(body, `data-confirm="Retry all 2 failed todos on a?`) {
+		t.Fatalf("the Failed tab of queue a offers no retry of its 2 dead letters:\n%s", body)
+	}
+	if _, body := f.get("/?queue=a&state=pending", cookie); strings.Contains(body, "/dead-letters/retry") {
+		t.Fatal("the Pending tab offers to retry dead letters")
+	}
+
+	res, _ := f.post("/dead-letters/retry", cookie, url.Values{csrfField: {csrf}, "queue": {"a"},
+		"return": {"/?queue=a&state=failed"}})
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/?queue=a&state=failed" {
+		t.Fatalf("status %d Location %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	if body := f.follow(res, cookie); !strings.Contains(body, "Retried 2 todos that had failed") {
+		t.Fatalf("the board does not confirm how many were retried:\n%s", body)
+	}
+	for _, td := range []store.Todo{a1, a2} {
+		if got := f.todo(td.ID); got.State != store.StatePending || got.Attempts != 0 {
+			t.Fatalf("todo %d after retrying a: %s, %d attempts", td.ID, got.State, got.Attempts)
+		}
+		if rows := f.audited(fmt.Sprintf("todo:%d", td.ID)); rows[0].Action != "todo.retry" || rows[0].Actor != humanActor(f.human.ID) {
+			t.Fatalf("audit %+v", rows[0])
+		}
+	}
+	if got := f.todo(b.ID); got.State != store.StateFailed {
+		t.Fatalf("queue b's dead letter is %s after retrying queue a's", got.State)
+	}
+
+	// Without a queue, every queue's; a bad queue name changes nothing.
+	if res, _ := f.post("/dead-letters/retry", cookie, url.Values{csrfField: {csrf}, "queue": {"no spaces"}}); res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a bad queue name: %d, want 400", res.StatusCode)
+	}
+	if res, _ := f.post("/dead-letters/retry", cookie, url.Values{csrfField: {csrf}}); res.StatusCode != http.StatusSeeOther ||
+		res.Header.Get("Location") != "/?state=failed" {
+		t.Fatalf("retry every queue: %d, Location %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	if got := f.todo(b.ID); got.State != store.StatePending {
+		t.Fatalf("queue b's dead letter is %s after retrying every queue", got.State)
+	}
+	if res, _ := f.post("/dead-letters/retry", nil, url.Values{"queue": {"a"}}); res.StatusCode == http.StatusSeeOther &&
+		!strings.HasPrefix(res.Header.Get("Location"), "/login") {
+		t.Fatalf("a retry without a session: %d %q", res.StatusCode, res.Header.Get("Location"))
+	}
+}

@@ -119,6 +119,7 @@ func (u *UI) Register(r *httprouter.Router) {
 	r.GET("/todos/:id", u.page(u.todoPage))
 	r.POST("/todos/:id/release", u.action(u.releaseTodo))
 	r.POST("/todos/:id/retry", u.action(u.retryTodo))
+	r.POST("/dead-letters/retry", u.action(u.retryDeadLetters))
 
 	r.GET("/endpoints", u.page(u.endpointList))
 	r.POST("/endpoints", u.action(u.createEndpoint))

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// todo retry puts dead letters back: named ones (reporting those it could not), or
+// every one on a queue.
+func TestTodoRetry(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	ctx := context.Background()
+	st, err := store.Open(ctx, db, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dead []int64
+	for _, q := range []string{"a", "a", "a", "b"} {
+		td, err := st.AddTodo(ctx, store.NewTodo{Queue: q, Payload: "x", MaxAttempts: 1})
+		if err == nil {
+			_, err = st.Claim(ctx, store.Ack{ID: td.ID, Owner: "agent:bot"}, time.Hour)
+		}
+		if err == nil {
+			_, err = st.Fail(ctx, store.Ack{ID: td.ID, Owner: "agent:bot"}, "boom", true)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead = append(dead, td.ID)
+	}
+	st.Close()
+	id := func(i int) string { return strconv.FormatInt(dead[i], 10) }
+
+	code, out, errs := cli(t, "", "todo", "retry", id(0), "999", "--db", db)
+	if code != 1 || !strings.Contains(out, "todo "+id(0)+" is back on a") ||
+		!strings.Contains(errs, "1 of 2 not retried") || !strings.Contains(errs, "todo 999") {
+		t.Fatalf("retry %s 999: exit %d, %q %q", id(0), code, out, errs)
+	}
+	code, out, errs = cli(t, "", "todo", "retry", "--all-failed", "--queue", "a", "--json", "--db", db)
+	var got struct {
+		Retried int    `json:"retried"`
+		Queue   string `json:"queue"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || got.Retried != 2 || got.Queue != "a" {
+		t.Fatalf("retry --all-failed --queue a: exit %d, %q %q", code, out, errs)
+	}
+	code, out, errs = cli(t, "", "todo", "retry", "--db", db, "--all-failed")
+	if code != 0 || !strings.Contains(out, "1 failed todos on every queue") {
+		t.Fatalf("retry --all-failed: exit %d, %q %q", code, out, errs)
+	}
+
+	st, err = store.Open(ctx, db, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, i := range dead {
+		td, err := st.Todo(ctx, i)
+		if err != nil || td.State != store.StatePending || td.Attempts != 0 {
+			t.Fatalf("todo %d after the retries: %+v, %v", i, td, err)
+		}
+	}
+
+	for _, args := range [][]string{
+		{"todo", "retry"},
+		{"todo", "retry", "1", "--all-failed"},
+		{"todo", "retry", "1", "--queue", "a"},
+		{"todo", "retry", "x"},
+		{"todo", "retry", "--all-failed", "--queue", "no spaces"},
+	} {
+		if code, _, errs := cli(t, "", append(args, "--db", db)...); code != 2 || errs == "" {
+			t.Fatalf("%q: exit %d, %q; want a usage error", args, code, errs)
+		}
+	}
+}
