@@ -71,9 +71,17 @@ func newMetrics(st *store.Store, allow []*net.IPNet) *metrics {
 // todoCollector reports todos by queue and state at scrape time.
 type todoCollector struct{ st *store.Store }
 
-var todosDesc = prometheus.NewDesc("switchboard_todos", "Todos by queue and state.", []string{"queue", "state"}, nil)
+var (
+	todosDesc    = prometheus.NewDesc("switchboard_todos", "Todos by queue and state.", []string{"queue", "state"}, nil)
+	headWaitDesc = prometheus.NewDesc("switchboard_queue_head_wait_seconds",
+		"How long the todo claim_next takes next on the queue has been claimable; 0 when none is. "+
+			"It grows while no agent claims from the queue.", []string{"queue"}, nil)
+)
 
-func (c *todoCollector) Describe(ch chan<- *prometheus.Desc) { ch <- todosDesc }
+func (c *todoCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- todosDesc
+	ch <- headWaitDesc
+}
 
 func (c *todoCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -85,6 +93,21 @@ func (c *todoCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, q := range counts {
 		ch <- prometheus.MustNewConstMetric(todosDesc, prometheus.GaugeValue, float64(q.Count), q.Queue, q.State)
+	}
+	heads, err := c.st.QueueHeads(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(headWaitDesc, err)
+		return
+	}
+	waits := map[string]float64{}
+	for _, h := range heads {
+		waits[h.Queue] = max(c.st.Now().Sub(h.Since).Seconds(), 0)
+	}
+	// Every queue with a pending todo has a series: 0 while its todos all back off.
+	for _, q := range counts {
+		if q.State == store.StatePending {
+			ch <- prometheus.MustNewConstMetric(headWaitDesc, prometheus.GaugeValue, waits[q.Queue], q.Queue)
+		}
 	}
 }
 

@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -16,11 +18,29 @@ func TestMetricsExposeQueueAndTransitions(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "sb.db")
 	base, _ := startServer(t, serveConfig{DB: db})
 	// A second handle stands for the CLI; its todos show up in the gauge at scrape.
-	st, err := store.Open(context.Background(), db, store.Options{})
+	// Its clock is two hours slow, so inbox's todo has been claimable that long.
+	ctx := context.Background()
+	st, err := store.Open(ctx, db, store.Options{Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.AddTodo(context.Background(), store.NewTodo{Queue: "inbox", Payload: "{}"})
+	st.AddTodo(ctx, store.NewTodo{Queue: "inbox", Payload: "{}"})
+	// On "later" the only pending todo backs off after a failure: nothing is claimable.
+	cli, err := store.Open(ctx, db, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	td, err := cli.AddTodo(ctx, store.NewTodo{Queue: "later", Payload: "{}"})
+	if err == nil {
+		_, err = cli.Claim(ctx, store.Ack{ID: td.ID, Owner: "agent:a"}, time.Minute)
+	}
+	if err == nil {
+		_, err = cli.Fail(ctx, store.Ack{ID: td.ID, Owner: "agent:a"}, "flaky", true)
+	}
+	cli.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
 	wh, err := st.CreateWebhook(context.Background(), store.NewWebhook{SourceType: "github", Queue: "inbox",
 		Secret: "s3cret", CreatedBy: "human:1"})
 	st.Close()
@@ -52,10 +72,16 @@ func TestMetricsExposeQueueAndTransitions(t *testing.T) {
 		`switchboard_webhook_deliveries_total{outcome="unauthorized",source="github"} 1`,
 		`switchboard_doorbell_drops_total 0`,
 		`process_resident_memory_bytes`,
+		`switchboard_queue_head_wait_seconds{queue="later"} 0`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	_, line, _ := strings.Cut(string(body), `switchboard_queue_head_wait_seconds{queue="inbox"} `)
+	line, _, _ = strings.Cut(line, "\n")
+	if wait, err := strconv.ParseFloat(line, 64); err != nil || wait < 7190 || wait > 7300 {
+		t.Errorf("inbox's head has waited %q seconds, want about 7200", line)
 	}
 }
 

@@ -367,6 +367,52 @@ type QueueCount struct {
 	Count int64  `json:"count"`
 }
 
+// QueueHead is the todo claim_next takes next on a queue, and since when it has
+// been claimable (added, returned, or its retry backoff ended): how long the
+// queue's head has waited for an agent.
+type QueueHead struct {
+	Queue  string    `json:"queue"`
+	TodoID int64     `json:"todo_id"`
+	Since  time.Time `json:"since"`
+}
+
+// QueueHeads returns the head of every queue that has a claimable todo. Each is one
+// probe of the claim index, the one claim_next makes.
+func (s *Store) QueueHeads(ctx context.Context) ([]QueueHead, error) {
+	rows, err := s.query(ctx, `SELECT queue FROM queue_counts WHERE state = 'pending' AND n > 0 ORDER BY queue`)
+	if err != nil {
+		return nil, fmt.Errorf("store: list queues with pending todos: %w", err)
+	}
+	var queues []string
+	for rows.Next() {
+		var q string
+		if err := rows.Scan(&q); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: list queues with pending todos: %w", err)
+		}
+		queues = append(queues, q)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list queues with pending todos: %w", err)
+	}
+	now := ms(s.now())
+	var heads []QueueHead
+	for _, q := range queues {
+		var id, since int64
+		err := s.queryRow(ctx, `SELECT id, available_at FROM todos INDEXED BY todos_claimable
+			WHERE state = 'pending' AND queue = ? AND available_at <= ? ORDER BY id LIMIT 1`, q, now).Scan(&id, &since)
+		if notFound(err) {
+			continue // every pending todo is backing off
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: read the head of queue %s: %w", q, err)
+		}
+		heads = append(heads, QueueHead{Queue: q, TodoID: id, Since: fromMS(since)})
+	}
+	return heads, nil
+}
+
 // QueueCounts counts todos by queue and state.
 func (s *Store) QueueCounts(ctx context.Context) ([]QueueCount, error) {
 	rows, err := s.query(ctx, `SELECT queue, state, n FROM queue_counts WHERE n > 0 ORDER BY queue, state`)

@@ -252,3 +252,48 @@ func TestRetryFailedPutsEveryDeadLetterBack(t *testing.T) {
 		t.Fatalf("retried %d (%v) with no dead letters left", n, err)
 	}
 }
+
+// A queue's head is the todo claim_next takes next: the oldest claimable one, past
+// any that back off; a queue whose pending todos all back off has none.
+func TestQueueHeads(t *testing.T) {
+	ctx := context.Background()
+	start := time.UnixMilli(1_800_000_000_000)
+	var clock atomic.Int64
+	clock.Store(start.UnixMilli())
+	s := openTest(t, Options{Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
+	add := func(queue string) Todo {
+		t.Helper()
+		td, err := s.AddTodo(ctx, NewTodo{Queue: queue, Payload: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return td
+	}
+	backOff := func(td Todo) {
+		t.Helper()
+		if _, err := s.Claim(ctx, Ack{ID: td.ID, Owner: "agent:a"}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Fail(ctx, Ack{ID: td.ID, Owner: "agent:a"}, "flaky", true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a1 := add("a")
+	add("a")
+	backOff(add("b"))
+	c1 := add("c")
+	clock.Add(1000)
+	c2 := add("c")
+	backOff(c1)
+
+	heads, err := s.QueueHeads(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []QueueHead{{Queue: "a", TodoID: a1.ID, Since: start}, {Queue: "c", TodoID: c2.ID, Since: start.Add(time.Second)}}
+	if !slices.EqualFunc(heads, want, func(x, y QueueHead) bool {
+		return x.Queue == y.Queue && x.TodoID == y.TodoID && x.Since.Equal(y.Since)
+	}) {
+		t.Fatalf("heads %+v, want %+v", heads, want)
+	}
+}

@@ -66,6 +66,18 @@ func (u *UI) boardCounts(w http.ResponseWriter, r *http.Request, rc *reqCtx, p *
 		return false
 	}
 	p.Queues = summarise(counts)
+	heads, err := u.store.QueueHeads(r.Context())
+	if err != nil {
+		u.storeError(w, r, rc, "Reading the queues' heads", err)
+		return false
+	}
+	for _, h := range heads {
+		for i := range p.Queues {
+			if p.Queues[i].Queue == h.Queue {
+				p.Queues[i].HeadSince = h.Since
+			}
+		}
+	}
 	p.Totals = totals(p.Queues)
 	p.Selected = p.Totals
 	for _, qs := range p.Queues {

@@ -222,3 +222,38 @@ func TestClaimedRowsSayWhenTheAgentWasHeard(t *testing.T) {
 		t.Fatal("a claimed row does not say when its agent was last heard of")
 	}
 }
+
+// A queue's card says how long its next todo has waited to be claimed, in red once
+// that is long; a queue with nothing claimable says nothing.
+func TestQueueCardsSayHowLongTheHeadHasWaited(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, _ := f.login()
+	f.addTodo("inbox", "{}")
+	f.clock.Add(90 * time.Second)
+	f.addTodo("fresh", "{}")
+	f.claimed("busy")
+	card := func(body, queue string) string {
+		t.Helper()
+		_, rest, ok := strings.Cut(body, `data-queue="`+queue+`"`)
+		if !ok {
+			t.Fatalf("no card for queue %s", queue)
+		}
+		c, _, _ := strings.Cut(rest, "</a>")
+		return c
+	}
+	_, body := f.get("/", cookie)
+	if c := card(body, "inbox"); !strings.Contains(c, `<p class="qhead" `) || !strings.Contains(c, "next up waiting 1m</p>") {
+		t.Fatalf("inbox's card after 90 s:\n%s", c)
+	}
+	if c := card(body, "fresh"); !strings.Contains(c, "next up waiting under 1s</p>") {
+		t.Fatalf("fresh's card:\n%s", c)
+	}
+	if c := card(body, "busy"); strings.Contains(c, "qhead") {
+		t.Fatalf("a queue with nothing claimable shows a wait:\n%s", c)
+	}
+	f.clock.Add(10 * time.Minute)
+	_, body = f.get("/?fragment=counts", cookie)
+	if c := card(body, "inbox"); !strings.Contains(c, `<p class="qhead late" `) || !strings.Contains(c, "next up waiting 11m</p>") {
+		t.Fatalf("inbox's card after 11 minutes:\n%s", c)
+	}
+}

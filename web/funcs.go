@@ -27,6 +27,15 @@ func (u *UI) funcs() template.FuncMap {
 	return template.FuncMap{
 		"asset": func(name string) string { return u.assets.url(name) },
 		"ago":   func(t time.Time) string { return relative(u.now(), t, false) },
+		// waited says how long since t, without "ago": "12s", "3h 5m".
+		"waited": func(t time.Time) string {
+			if u.now().Sub(t) < time.Second {
+				return "under 1s"
+			}
+			return strings.TrimSuffix(relative(u.now(), t, false), " ago")
+		},
+		// stuck: a queue's head has waited longer than an agent draining it would let it.
+		"stuck": func(t time.Time) bool { return u.now().Sub(t) > headStuck },
 		"until": func(t *time.Time) string {
 			if t == nil {
 				return ""
@@ -195,7 +204,13 @@ func contains(list []string, v string) bool {
 type queueSummary struct {
 	Queue                          string
 	Pending, Claimed, Done, Failed int64
+	// HeadSince is when the todo claim_next takes next became claimable; zero
+	// when none is (see store.QueueHead).
+	HeadSince time.Time
 }
+
+// headStuck is how long a queue's head may wait before its card says so in red.
+const headStuck = 5 * time.Minute
 
 // Total counts every todo of the queue.
 func (q queueSummary) Total() int64 { return q.Pending + q.Claimed + q.Done + q.Failed }
