@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -27,21 +28,14 @@ func (s *Store) CreateHuman(ctx context.Context, username, password, actor strin
 	if username == "" || len(username) > 64 || !utf8.ValidString(username) {
 		return Human{}, fmt.Errorf("store: create human: username must be 1-64 characters: %w", ErrInvalid)
 	}
-	if len(password) < 8 {
-		return Human{}, fmt.Errorf("store: create human: password must be at least 8 characters: %w", ErrInvalid)
-	}
-	if len(password) > 72 {
-		// bcrypt ignores what follows byte 72; refuse rather than silently truncate.
-		return Human{}, fmt.Errorf("store: create human: password must be at most 72 bytes: %w", ErrInvalid)
-	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcryptCost)
+	hash, err := hashPassword(password)
 	if err != nil {
-		return Human{}, fmt.Errorf("store: hash password: %w", err)
+		return Human{}, fmt.Errorf("store: create human: %w", err)
 	}
 	var h Human
 	err = s.write(ctx, func(w *wtx) error {
 		err := w.queryRow(`INSERT INTO humans (username, password_hash, created_at) VALUES (?, ?, ?) RETURNING id`,
-			username, string(hash), ms(w.now)).Scan(&h.ID)
+			username, hash, ms(w.now)).Scan(&h.ID)
 		if isUnique(err) {
 			return fmt.Errorf("store: create human %q: %w", username, ErrAlreadyExists)
 		}
@@ -52,6 +46,109 @@ func (s *Store) CreateHuman(ctx context.Context, username, password, actor strin
 		return w.audit(actor, "human.create", fmt.Sprintf("human:%d", h.ID), "", "username="+username)
 	})
 	return h, err
+}
+
+// hashPassword checks that password is one bcrypt takes whole, and hashes it.
+func hashPassword(password string) (string, error) {
+	if len(password) < 8 {
+		return "", fmt.Errorf("password must be at least 8 characters: %w", ErrInvalid)
+	}
+	if len(password) > 72 {
+		// bcrypt ignores what follows byte 72; refuse rather than silently truncate.
+		return "", fmt.Errorf("password must be at most 72 bytes: %w", ErrInvalid)
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcryptCost)
+	if err != nil {
+		return "", fmt.Errorf("hash password: %w", err)
+	}
+	return string(hash), nil
+}
+
+// SetPassword gives the operator username a new password and ends every session
+// they have, on every browser: whoever knew the old password, or holds a session
+// made with it, is out. It returns the operator and how many sessions it ended.
+func (s *Store) SetPassword(ctx context.Context, username, password, actor string) (Human, int64, error) {
+	hash, err := hashPassword(password)
+	if err != nil {
+		return Human{}, 0, fmt.Errorf("store: set the password of %q: %w", username, err)
+	}
+	return s.endSessions(ctx, username, actor, "human.password", func(w *wtx, id int64) error {
+		if _, err := w.exec(`UPDATE humans SET password_hash = ? WHERE id = ?`, hash, id); err != nil {
+			return fmt.Errorf("store: set the password of %q: %w", username, err)
+		}
+		return nil
+	})
+}
+
+// EndSessions logs the operator username out of every browser, and returns the
+// operator and how many sessions it ended.
+func (s *Store) EndSessions(ctx context.Context, username, actor string) (Human, int64, error) {
+	return s.endSessions(ctx, username, actor, "human.logout_all", nil)
+}
+
+// endSessions runs also (if any) on the operator username and deletes their
+// sessions, in one write audited as action.
+func (s *Store) endSessions(ctx context.Context, username, actor, action string, also func(*wtx, int64) error) (Human, int64, error) {
+	var h Human
+	var ended int64
+	err := s.write(ctx, func(w *wtx) error {
+		var created int64
+		err := w.queryRow(`SELECT id, username, created_at FROM humans WHERE username = ?`, username).
+			Scan(&h.ID, &h.Username, &created)
+		if notFound(err) {
+			return fmt.Errorf("store: operator %q: %w", username, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("store: look up operator %q: %w", username, err)
+		}
+		h.CreatedAt = fromMS(created)
+		if also != nil {
+			if err := also(w, h.ID); err != nil {
+				return err
+			}
+		}
+		res, err := w.exec(`DELETE FROM web_sessions WHERE human_id = ?`, h.ID)
+		if err != nil {
+			return fmt.Errorf("store: end the sessions of %q: %w", username, err)
+		}
+		ended, _ = res.RowsAffected()
+		return w.audit(actor, action, fmt.Sprintf("human:%d", h.ID), "", fmt.Sprintf("sessions ended=%d", ended))
+	})
+	return h, ended, err
+}
+
+// Operator is a human with what the CLI lists about them.
+type Operator struct {
+	Human
+	Sessions  int64      `json:"sessions"`             // live sessions
+	LastLogin *time.Time `json:"last_login,omitempty"` // their newest live session's start
+}
+
+// ListOperators lists every operator, oldest first, with their live sessions.
+func (s *Store) ListOperators(ctx context.Context) ([]Operator, error) {
+	rows, err := s.query(ctx, `SELECT h.id, h.username, h.created_at, count(ws.human_id), max(ws.created_at)
+		FROM humans h LEFT JOIN web_sessions ws ON ws.human_id = h.id AND ws.expires_at > ?
+		GROUP BY h.id ORDER BY h.id`, ms(s.now()))
+	if err != nil {
+		return nil, fmt.Errorf("store: list operators: %w", err)
+	}
+	defer rows.Close()
+	var out []Operator
+	for rows.Next() {
+		var o Operator
+		var created int64
+		var last sql.NullInt64
+		if err := rows.Scan(&o.ID, &o.Username, &created, &o.Sessions, &last); err != nil {
+			return nil, fmt.Errorf("store: list operators: %w", err)
+		}
+		o.CreatedAt = fromMS(created)
+		if last.Valid {
+			t := fromMS(last.Int64)
+			o.LastLogin = &t
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
 }
 
 // ErrBadPassword: the username is unknown or the password does not match. The two

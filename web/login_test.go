@@ -275,3 +275,40 @@ func TestStalledFormBodiesAreNotWaitedFor(t *testing.T) {
 		t.Fatalf("stalled action form, signed in: %d, connection closed %v", resp.StatusCode, closed)
 	}
 }
+
+// A new password set from the CLI (another handle on the database) shuts out the
+// old password and every session made with it; the new one logs in.
+func TestNewPasswordEndsEverySession(t *testing.T) {
+	f := newFixture(t, Options{})
+	var sessions []*http.Cookie
+	for range 2 {
+		res := f.tryLogin("ana", testPassword, "/", nil)
+		if c := sessionFrom(res); c != nil {
+			sessions = append(sessions, c)
+		}
+	}
+	if len(sessions) != 2 {
+		t.Fatalf("%d sessions from two logins", len(sessions))
+	}
+	cli, err := store.Open(context.Background(), f.st.Path(), store.Options{Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ended, err := cli.SetPassword(context.Background(), "ana", "a new password", "human:cli")
+	cli.Close()
+	if err != nil || ended != 2 {
+		t.Fatalf("set password: %d sessions ended, %v", ended, err)
+	}
+	for i, c := range sessions {
+		if res, _ := f.get("/", c); res.StatusCode != http.StatusSeeOther ||
+			!strings.HasPrefix(res.Header.Get("Location"), "/login") {
+			t.Fatalf("session %d after the new password: %d %q", i, res.StatusCode, res.Header.Get("Location"))
+		}
+	}
+	if c := sessionFrom(f.tryLogin("ana", testPassword, "/", nil)); c != nil {
+		t.Fatal("the old password still logs in")
+	}
+	if c := sessionFrom(f.tryLogin("ana", "a new password", "/", nil)); c == nil {
+		t.Fatal("the new password does not log in")
+	}
+}
