@@ -24,9 +24,13 @@ func TestBrowserManyBackgroundTabs(t *testing.T) {
 	// open them; each loads (its page, styles and script) before the next opens.
 	var tabs []context.Context
 	for i := range 8 {
+		// Opened blank and attached to before it loads the board: attaching to a
+		// tab in the middle of its first load can find no document to talk to
+		// ("Cannot find default execution context"), as it did under the race
+		// detector.
 		bg, shared := true, false
 		res, err := chromedp.CallBrowser(ctx, target.CreateTarget, target.CreateTargetParams{
-			URL: fmt.Sprintf("%s/?n=%d", f.srv.URL, i), Background: &bg, NewWindow: &shared})
+			URL: "about:blank", Background: &bg, NewWindow: &shared})
 		if err != nil {
 			t.Fatalf("open tab %d: %v", i, err)
 		}
@@ -38,6 +42,10 @@ func TestBrowserManyBackgroundTabs(t *testing.T) {
 		}
 		// Bounded, not timed: a tab that cannot get a connection never loads.
 		lctx, lcancel := context.WithTimeout(tctx, 15*time.Second)
+		if err := chromedp.Do(lctx, chromedp.Navigate(fmt.Sprintf("%s/?n=%d", f.srv.URL, i))); err != nil {
+			lcancel()
+			t.Fatalf("load the board in tab %d: %v", i, err)
+		}
 		state, err := chromedp.Run(lctx, chromedp.Evaluate[string](`new Promise(r => {
 			const loaded = () => document.readyState === "complete" && document.querySelector(".queues")
 				? r(document.visibilityState + " " + document.getElementById("live-status").textContent)
