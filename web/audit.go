@@ -20,7 +20,8 @@ type auditPage struct {
 // (or a prefix ending in ".") can be typed.
 var auditActions = []string{"todo.", "todo.add", "todo.claim", "todo.claim_next", "todo.complete", "todo.fail",
 	"todo.release", "todo.retry", "todo.requeue", "todo.dead_letter", "endpoint.", "endpoint.create",
-	"endpoint.update", "endpoint.revoke", "human.", "human.login", "human.logout", "human.create",
+	"endpoint.update", "endpoint.revoke", "human.", "human.login", "human.logout", "human.logout_all", "human.password",
+	"human.create",
 	"webhook.", "webhook.create", "webhook.rotate", "webhook.delete", "webhook_event.replay", "module."}
 
 // auditPage serves GET /audit, filterable by actor and action, newest first.

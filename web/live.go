@@ -35,41 +35,55 @@ const sessionCheck = 30 * time.Second
 // is checked when a stream connects, and a stream lives for as long as the tab.
 type sessionStreams struct {
 	mu sync.Mutex
-	m  map[string]map[chan struct{}]struct{} // by the session's CSRF token
+	m  map[streamOwner]map[chan struct{}]struct{}
 }
 
-// open registers a stream of the session; ended is closed when the session logs out.
-func (s *sessionStreams) open(session string) (ended chan struct{}, closeFn func()) {
+// streamOwner is the session (by its CSRF token) and human a stream belongs to.
+type streamOwner struct {
+	human   int64
+	session string
+}
+
+// open registers a stream of the human's session; ended is closed when the session
+// logs out, or the human logs out everywhere.
+func (s *sessionStreams) open(human int64, session string) (ended chan struct{}, closeFn func()) {
 	ch := make(chan struct{})
+	key := streamOwner{human, session}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = map[string]map[chan struct{}]struct{}{}
+		s.m = map[streamOwner]map[chan struct{}]struct{}{}
 	}
-	if s.m[session] == nil {
-		s.m[session] = map[chan struct{}]struct{}{}
+	if s.m[key] == nil {
+		s.m[key] = map[chan struct{}]struct{}{}
 	}
-	s.m[session][ch] = struct{}{}
+	s.m[key][ch] = struct{}{}
 	return ch, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if _, ok := s.m[session][ch]; ok {
-			delete(s.m[session], ch)
-			if len(s.m[session]) == 0 {
-				delete(s.m, session)
+		if _, ok := s.m[key][ch]; ok {
+			delete(s.m[key], ch)
+			if len(s.m[key]) == 0 {
+				delete(s.m, key)
 			}
 		}
 	}
 }
 
-// end ends every open stream of the session.
-func (s *sessionStreams) end(session string) {
+// end ends every open stream of the session, or with session "", of every
+// session of the human.
+func (s *sessionStreams) end(human int64, session string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for ch := range s.m[session] {
-		close(ch)
+	for key, chans := range s.m {
+		if key.human != human || (session != "" && key.session != session) {
+			continue
+		}
+		for ch := range chans {
+			close(ch)
+		}
+		delete(s.m, key)
 	}
-	delete(s.m, session)
 }
 
 type broadcaster struct {
@@ -191,7 +205,7 @@ func (u *UI) stream(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		return
 	}
 	defer cancel()
-	loggedOut, closeSession := u.streams.open(rc.CSRF)
+	loggedOut, closeSession := u.streams.open(rc.Human.ID, rc.CSRF)
 	defer closeSession()
 	rw := http.NewResponseController(w)
 	h := w.Header()
@@ -231,6 +245,13 @@ func (u *UI) stream(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 				return
 			}
 		case c := <-ch:
+			// A logout and a change may both be waiting; select picks either, and
+			// nothing may reach a browser after its logout was answered.
+			select {
+			case <-loggedOut:
+				return
+			default:
+			}
 			data, _ := json.Marshal(newLiveEvent(c))
 			if _, err := fmt.Fprintf(w, "event: todo\ndata: %s\n\n", data); err != nil {
 				return

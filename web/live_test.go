@@ -233,3 +233,48 @@ func TestLiveStreamEndsWhenTheSessionExpires(t *testing.T) {
 	f.clock.Add(8 * 24 * time.Hour)
 	streamEnds(t, r)
 }
+
+// Logging out everywhere ends every session of the human, in every browser, and
+// their streams at once; another human's session and stream go on.
+func TestLogoutEverywhere(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+	other, _ := f.login() // the same human in another browser
+	bob, err := f.st.CreateHuman(t.Context(), "bob", testPassword, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, _, err := f.st.CreateWebSession(t.Context(), bob.ID, time.Hour, "test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bobs := &http.Cookie{Name: sessionCookie, Value: token}
+	_, page := f.get("/", cookie)
+	if !strings.Contains(page, `action="/logout/everywhere"`) {
+		t.Fatal("the header offers no way to log out everywhere")
+	}
+	streams := []*bufio.Reader{openStream(t, f, cookie), openStream(t, f, other)}
+	kept := openStream(t, f, bobs)
+	res, _ := f.post("/logout/everywhere", cookie, url.Values{csrfField: {csrf}})
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/login" {
+		t.Fatalf("logout everywhere: %d %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	f.addTodo("inbox", "{}")
+	for _, r := range streams {
+		streamEnds(t, r)
+	}
+	for i, c := range []*http.Cookie{cookie, other} {
+		if res, _ := f.get("/", c); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("ana's session %d after logging out everywhere: %d", i, res.StatusCode)
+		}
+	}
+	if name, _ := sseEvent(t, kept); name != "todo" {
+		t.Fatalf("bob's stream heard %q", name)
+	}
+	if res, _ := f.get("/", bobs); res.StatusCode != http.StatusOK {
+		t.Fatalf("bob's session after ana logged out everywhere: %d", res.StatusCode)
+	}
+	if rows := f.audited(humanActor(f.human.ID)); rows[0].Action != "human.logout_all" || rows[0].Detail != "sessions ended=2" {
+		t.Fatalf("audit %+v", rows[0])
+	}
+}

@@ -129,7 +129,20 @@ func (u *UI) logout(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	if err := u.store.DeleteWebSession(r.Context(), rc.token); err != nil {
 		u.log.Error("web: delete session", "err", err)
 	}
-	u.streams.end(rc.CSRF)
+	u.streams.end(rc.Human.ID, rc.CSRF)
+	u.clearSessionCookie(w, r)
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// logoutEverywhere serves POST /logout/everywhere: the operator ends every session
+// they have, in every browser, this one included (a session left open on another
+// computer, say).
+func (u *UI) logoutEverywhere(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	if _, _, err := u.store.EndSessions(r.Context(), rc.Human.Username, rc.actor()); err != nil {
+		u.storeError(w, r, rc, "Logging out everywhere", err)
+		return
+	}
+	u.streams.end(rc.Human.ID, "")
 	u.clearSessionCookie(w, r)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }

@@ -110,6 +110,7 @@ func (u *UI) Register(r *httprouter.Router) {
 	r.GET("/login", u.public(u.loginPage))
 	r.POST("/login", u.public(u.login))
 	r.POST("/logout", u.action(u.logout))
+	r.POST("/logout/everywhere", u.action(u.logoutEverywhere))
 
 	r.GET("/", u.page(u.board))
 	r.GET("/glance", u.page(u.glance))
