@@ -16,7 +16,7 @@ import (
 
 const todoSynopsis = `todo add --queue Q (--payload TEXT | --payload-file F | -) [--max-attempts N] [--json] [--db FILE]
        switchboard todo list [--queue Q] [--state S] [--limit N] [--json] [--db FILE]
-       switchboard todo retry (ID... | --all-failed [--queue Q]) [--json] [--db FILE]`
+       switchboard todo retry (ID... | --all-failed [--queue Q] [--error TEXT]) [--json] [--db FILE]`
 
 // maxPayload bounds a todo's payload, like the webhook body bound.
 const maxPayload = 1 << 20
@@ -55,8 +55,7 @@ func todoAdd(ctx context.Context, env *environ, args []string) error {
 	}
 	// --payload '' is an empty payload asked for; no payload at all is more likely
 	// a forgotten one.
-	payloadSet := false
-	fs.Visit(func(f *flag.Flag) { payloadSet = payloadSet || f.Name == "payload" })
+	payloadSet := flagSet(fs, "payload")
 	sources := 0
 	for _, b := range []bool{payloadSet, *payloadFile != "", fromStdin} {
 		if b {
@@ -158,6 +157,7 @@ func todoRetry(ctx context.Context, env *environ, args []string) error {
 	db := dbFlag(fs, env)
 	all := fs.Bool("all-failed", false, "retry every failed todo (on --queue only, when given)")
 	queue := fs.String("queue", "", "with --all-failed: only this queue")
+	lastError := fs.String("error", "", "with --all-failed: only those whose last error is exactly this")
 	asJSON := fs.Bool("json", false, "print JSON")
 	// Ids may come before the flags (`retry 12 13 --db F`) or after them.
 	lead := 0
@@ -180,8 +180,8 @@ func todoRetry(ctx context.Context, env *environ, args []string) error {
 		return usageErr("give todo ids or --all-failed, not both")
 	case !*all && len(ids) == 0:
 		return usageErr("name the todos to retry, or give --all-failed")
-	case *queue != "" && !*all:
-		return usageErr("--queue goes with --all-failed")
+	case (*queue != "" || flagSet(fs, "error")) && !*all:
+		return usageErr("--queue and --error go with --all-failed")
 	case *queue != "" && !store.ValidQueueName(*queue):
 		return usageErr("%q is not a valid queue name (letters, digits and . _ - : /)", *queue)
 	}
@@ -191,7 +191,11 @@ func todoRetry(ctx context.Context, env *environ, args []string) error {
 	}
 	defer s.Close()
 	if *all {
-		n, err := s.RetryFailed(ctx, *queue, "human:cli")
+		f := store.Failed{Queue: *queue}
+		if flagSet(fs, "error") {
+			f.Error = lastError
+		}
+		n, err := s.RetryFailed(ctx, f, "human:cli")
 		if err != nil {
 			return err
 		}
@@ -201,6 +205,9 @@ func todoRetry(ctx context.Context, env *environ, args []string) error {
 		where := "every queue"
 		if *queue != "" {
 			where = *queue
+		}
+		if f.Error != nil {
+			where += fmt.Sprintf(" with error %q", *f.Error)
 		}
 		fmt.Fprintf(env.stdout, "%d failed todos on %s are back on their queues, attempts reset\n", n, where)
 		return nil
@@ -230,6 +237,13 @@ func todoRetry(ctx context.Context, env *environ, args []string) error {
 		return fmt.Errorf("%d of %d not retried:\n  %s", len(failed), len(ids), strings.Join(failed, "\n  "))
 	}
 	return nil
+}
+
+// flagSet says whether the flag name was given, even as "".
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func dash(s string) string {

@@ -43,6 +43,15 @@ func TestTodoRetry(t *testing.T) {
 		!strings.Contains(errs, "1 of 2 not retried") || !strings.Contains(errs, "todo 999") {
 		t.Fatalf("retry %s 999: exit %d, %q %q", id(0), code, out, errs)
 	}
+	// --error picks the dead letters that failed with exactly that error: none here.
+	code, out, errs = cli(t, "", "todo", "retry", "--all-failed", "--error", "no such error", "--db", db)
+	if code != 0 || !strings.Contains(out, "0 failed todos") {
+		t.Fatalf("retry --all-failed --error: exit %d, %q %q", code, out, errs)
+	}
+	code, out, errs = cli(t, "", "todo", "retry", "--all-failed", "--queue", "b", "--error", "boom", "--db", db)
+	if code != 0 || !strings.Contains(out, "1 failed todos on b") {
+		t.Fatalf("retry --all-failed --queue b --error boom: exit %d, %q %q", code, out, errs)
+	}
 	code, out, errs = cli(t, "", "todo", "retry", "--all-failed", "--queue", "a", "--json", "--db", db)
 	var got struct {
 		Retried int    `json:"retried"`
@@ -52,7 +61,7 @@ func TestTodoRetry(t *testing.T) {
 		t.Fatalf("retry --all-failed --queue a: exit %d, %q %q", code, out, errs)
 	}
 	code, out, errs = cli(t, "", "todo", "retry", "--db", db, "--all-failed")
-	if code != 0 || !strings.Contains(out, "1 failed todos on every queue") {
+	if code != 0 || !strings.Contains(out, "0 failed todos on every queue") {
 		t.Fatalf("retry --all-failed: exit %d, %q %q", code, out, errs)
 	}
 
@@ -72,6 +81,7 @@ func TestTodoRetry(t *testing.T) {
 		{"todo", "retry"},
 		{"todo", "retry", "1", "--all-failed"},
 		{"todo", "retry", "1", "--queue", "a"},
+		{"todo", "retry", "1", "--error", "boom"},
 		{"todo", "retry", "x"},
 		{"todo", "retry", "--all-failed", "--queue", "no spaces"},
 	} {

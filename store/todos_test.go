@@ -193,7 +193,7 @@ func TestRetryFailedPutsEveryDeadLetterBack(t *testing.T) {
 	// Failed while the retry runs: its last change is after the call's start.
 	seed("a", StateFailed, 1, now.Add(time.Second))
 
-	n, err := s.RetryFailed(ctx, "a", "human:1")
+	n, err := s.RetryFailed(ctx, Failed{Queue: "a"}, "human:1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,14 +241,14 @@ func TestRetryFailedPutsEveryDeadLetterBack(t *testing.T) {
 
 	// Later, every queue: b's and the one that failed during the first call.
 	clock.Add(time.Minute.Milliseconds())
-	if n, err := s.RetryFailed(ctx, "", "human:1"); err != nil || n != 4 {
+	if n, err := s.RetryFailed(ctx, Failed{}, "human:1"); err != nil || n != 4 {
 		t.Fatalf("retried %d (%v) on every queue, want 4", n, err)
 	}
 	want = map[string]int{"a:pending": 2*retryChunk + 53, "a:done": 1, "b:pending": 3}
 	if got := counts(); !maps.Equal(got, want) {
 		t.Fatalf("after retrying every queue: %v, want %v", got, want)
 	}
-	if n, err := s.RetryFailed(ctx, "", "human:1"); err != nil || n != 0 {
+	if n, err := s.RetryFailed(ctx, Failed{}, "human:1"); err != nil || n != 0 {
 		t.Fatalf("retried %d (%v) with no dead letters left", n, err)
 	}
 }
@@ -295,5 +295,59 @@ func TestQueueHeads(t *testing.T) {
 		return x.Queue == y.Queue && x.TodoID == y.TodoID && x.Since.Equal(y.Since)
 	}) {
 		t.Fatalf("heads %+v, want %+v", heads, want)
+	}
+}
+
+// Dead letters grouped by their last error, the most common first; retrying one
+// group leaves the others failed.
+func TestFailedErrorsAndRetryByError(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	fail := func(queue, msg string) {
+		t.Helper()
+		td, err := s.AddTodo(ctx, NewTodo{Queue: queue, Payload: "p", MaxAttempts: 1})
+		if err == nil {
+			_, err = s.Claim(ctx, Ack{ID: td.ID, Owner: "agent:a"}, time.Minute)
+		}
+		if err == nil {
+			_, err = s.Fail(ctx, Ack{ID: td.ID, Owner: "agent:a"}, msg, true)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		fail("a", "HTTP 500 from api.example.com")
+	}
+	fail("a", "timeout")
+	fail("b", "HTTP 500 from api.example.com")
+	groups, err := s.FailedErrors(ctx, "a", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 2 || groups[0].Error != "HTTP 500 from api.example.com" || groups[0].Count != 3 ||
+		groups[1].Error != "timeout" || groups[1].Count != 1 || groups[0].Newest.IsZero() {
+		t.Fatalf("groups on a: %+v", groups)
+	}
+	if all, err := s.FailedErrors(ctx, "", 1); err != nil || len(all) != 1 || all[0].Count != 4 {
+		t.Fatalf("the top group on every queue: %+v %v", all, err)
+	}
+	msg := "HTTP 500 from api.example.com"
+	if n, err := s.RetryFailed(ctx, Failed{Queue: "a", Error: &msg}, "human:1"); err != nil || n != 3 {
+		t.Fatalf("retried %d (%v) with the HTTP 500 on a, want 3", n, err)
+	}
+	groups, err = s.FailedErrors(ctx, "", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 2 || groups[0].Count != 1 || groups[1].Count != 1 {
+		t.Fatalf("left failed: %+v, want a's timeout and b's HTTP 500", groups)
+	}
+	var detail string
+	if err := s.rdb.QueryRow(`SELECT detail FROM audit WHERE action = 'todo.retry' ORDER BY id DESC LIMIT 1`).Scan(&detail); err != nil {
+		t.Fatal(err)
+	}
+	if detail != `every failed todo on a with error "HTTP 500 from api.example.com"` {
+		t.Fatalf("audit detail %q", detail)
 	}
 }

@@ -15,6 +15,9 @@ type boardPage struct {
 	Selected     queueSummary // counts of the selected queue (or all), for the state tabs
 	Todos        []store.Todo
 	Older        int64 // cursor of the next page; 0 when this is the last
+	// Errors groups the dead letters by their last error, on the Failed tab's
+	// first page: what to mend, and then retry.
+	Errors []store.ErrorGroup
 	// The page's two live parts: the counts (queue cards and state tabs), which any
 	// change of state may move, and the rows, which only a change on this page's
 	// queue and state can (see app.js).
@@ -100,8 +103,17 @@ func (u *UI) boardRows(w http.ResponseWriter, r *http.Request, rc *reqCtx, p *bo
 		return false
 	}
 	p.Todos, p.Older = store.PageOf(todos, u.opts.PageSize)
+	if p.State == store.StateFailed && p.Before == 0 && len(p.Todos) > 0 {
+		if p.Errors, err = u.store.FailedErrors(r.Context(), p.Queue, errorGroups); err != nil {
+			u.storeError(w, r, rc, "Grouping dead letters by error", err)
+			return false
+		}
+	}
 	return true
 }
+
+// errorGroups is how many of the most common errors the Failed tab lists.
+const errorGroups = 5
 
 // glance serves GET /glance: the header's queue summary, refreshed live on every page.
 func (u *UI) glance(w http.ResponseWriter, r *http.Request, rc *reqCtx) {

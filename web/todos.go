@@ -88,14 +88,19 @@ func (u *UI) retryTodo(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 }
 
 // retryDeadLetters serves POST /dead-letters/retry: every failed todo (on the queue
-// given, or on every queue) goes back on its queue with its attempts reset.
+// given, or on every queue; with the error given, only those whose last error it
+// is) goes back on its queue with its attempts reset.
 func (u *UI) retryDeadLetters(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	queue := r.PostForm.Get("queue")
 	if queue != "" && !store.ValidQueueName(queue) {
 		u.fail(w, r, rc, http.StatusBadRequest, fmt.Sprintf("%q is not a valid queue name.", queue))
 		return
 	}
-	n, err := u.store.RetryFailed(r.Context(), queue, rc.actor())
+	f := store.Failed{Queue: queue}
+	if v, ok := r.PostForm["error"]; ok && len(v) == 1 {
+		f.Error = &v[0] // only those that failed with this error
+	}
+	n, err := u.store.RetryFailed(r.Context(), f, rc.actor())
 	if err != nil {
 		u.storeError(w, r, rc, fmt.Sprintf("Retrying failed todos (%d were retried)", n), err)
 		return

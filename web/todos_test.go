@@ -249,3 +249,42 @@ func TestRetryAllDeadLetters(t *testing.T) {
 		t.Fatalf("a retry without a session: %d %q", res.StatusCode, res.Header.Get("Location"))
 	}
 }
+
+// The Failed tab groups its dead letters by their last error, and retries one
+// group at a time: the others stay failed.
+func TestRetryDeadLettersByError(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+	f.failed("a")
+	f.failed("a")
+	timeout := f.claimed("a")
+	if _, err := f.st.Fail(t.Context(), store.Ack{ID: timeout.ID, Owner: "agent:worker"}, `timeout after 30s <"quoted">`, false); err != nil {
+		t.Fatal(err)
+	}
+
+	_, body := f.get("/?queue=a&state=failed", cookie)
+	errs, _, ok := strings.Cut(body, `<table class="table todos">`)
+	if !ok || !strings.Contains(errs, `<table class="table errors">`) {
+		t.Fatalf("the Failed tab lists no errors before its todos:\n%s", body)
+	}
+	boom := strings.Index(errs, `title="boom">boom</span>`)
+	quoted := strings.Index(errs, `title="timeout after 30s &lt;&#34;quoted&#34;&gt;"`)
+	if boom < 0 || quoted < boom || !strings.Contains(errs, `value="timeout after 30s &lt;&#34;quoted&#34;&gt;"`) {
+		t.Fatalf("the errors, most common first, each with its retry:\n%s", errs)
+	}
+	if _, body := f.get("/?queue=a&state=pending", cookie); strings.Contains(body, `class="table errors"`) {
+		t.Fatal("the Pending tab lists errors")
+	}
+
+	res, _ := f.post("/dead-letters/retry", cookie, url.Values{csrfField: {csrf}, "queue": {"a"},
+		"error": {`timeout after 30s <"quoted">`}})
+	if body := f.follow(res, cookie); !strings.Contains(body, "Retried 1 todo that had failed") {
+		t.Fatalf("retry by error: %d\n%s", res.StatusCode, body)
+	}
+	if got := f.todo(timeout.ID); got.State != store.StatePending {
+		t.Fatalf("the timed-out todo is %s after retrying its error", got.State)
+	}
+	if groups, err := f.st.FailedErrors(t.Context(), "a", 5); err != nil || len(groups) != 1 || groups[0].Error != "boom" || groups[0].Count != 2 {
+		t.Fatalf("left failed: %+v %v, want the 2 booms", groups, err)
+	}
+}
