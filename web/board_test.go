@@ -253,7 +253,12 @@ func TestQueueCardsSayHowLongTheHeadHasWaited(t *testing.T) {
 	}
 	f.clock.Add(10 * time.Minute)
 	_, body = f.get("/?fragment=counts", cookie)
-	if c := card(body, "inbox"); !strings.Contains(c, `<p class="qhead late" `) || !strings.Contains(c, "next up waiting 11m</p>") {
+	if c := card(body, "inbox"); !strings.Contains(c, `<p class="qhead" `) || !strings.Contains(c, "next up waiting 11m</p>") {
 		t.Fatalf("inbox's card after 11 minutes:\n%s", c)
+	}
+	f.clock.Add(5 * time.Minute)
+	_, body = f.get("/?fragment=counts", cookie)
+	if c := card(body, "inbox"); !strings.Contains(c, `<p class="qhead late" `) || !strings.Contains(c, "next up waiting 16m</p>") {
+		t.Fatalf("inbox's card after 16 minutes:\n%s", c)
 	}
 }

@@ -199,6 +199,21 @@ func TestBrowserBoard(t *testing.T) {
 	screenshot(t, ctx, "board-desktop-dark", 1280, 800, 1, false)
 	setDark(t, ctx, false)
 	screenshot(t, ctx, "board-phone", 390, 844, 2, true)
+
+	// The Failed tab after an outage: its dead letters grouped by error, each group
+	// with its own retry.
+	for range 3 {
+		td := f.claimed("github-issues")
+		if _, err := f.st.Fail(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker"},
+			"HTTP 502 from api.github.com: bad gateway", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(t, ctx, "open the Failed tab", chromedp.Navigate(f.srv.URL+"/?state=failed"),
+		chromedp.WaitVisible(chromedp.CSS(`table.errors form[action="/dead-letters/retry"] button`)))
+	screenshot(t, ctx, "board-failed-desktop", 1280, 800, 1, false)
+	screenshot(t, ctx, "board-failed-phone", 390, 844, 2, true)
+
 	step(t, ctx, "open todo", chromedp.Navigate(fmt.Sprintf("%s/todos/%d", f.srv.URL, demo.claimed)),
 		chromedp.WaitVisible(chromedp.CSS(`.timeline`)))
 	screenshot(t, ctx, "todo-phone", 390, 844, 2, true)

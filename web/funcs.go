@@ -209,8 +209,9 @@ type queueSummary struct {
 	HeadSince time.Time
 }
 
-// headStuck is how long a queue's head may wait before its card says so in red.
-const headStuck = 5 * time.Minute
+// headStuck is how long a queue's head may wait before its card says so in red:
+// long enough for an agent that drains on a schedule, or a human-paced queue.
+const headStuck = 15 * time.Minute
 
 // Total counts every todo of the queue.
 func (q queueSummary) Total() int64 { return q.Pending + q.Claimed + q.Done + q.Failed }
