@@ -1,0 +1,136 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Dead letters in bulk: after an outage an operator mends the cause and puts the
+// todos that failed of it back, all at once (a single one is Retry, in leases.go).
+
+// retryChunk is how many dead letters RetryFailed puts back in one transaction, so
+// that retrying thousands never holds the writer for long.
+const retryChunk = 500
+
+// Failed selects dead letters: on Queue ("" = every queue), and with Error set,
+// only those whose last error is exactly *Error.
+type Failed struct {
+	Queue string
+	Error *string
+}
+
+// describe says which dead letters f selects, for the audit log.
+func (f Failed) describe() string {
+	d := "every failed todo"
+	if f.Queue != "" {
+		d += " on " + f.Queue
+	}
+	if f.Error != nil {
+		d += " with error " + strconv.Quote(truncate(*f.Error, 100))
+	}
+	return d
+}
+
+// RetryFailed puts every dead-lettered todo f selects back on its queue, as Retry
+// does one: claimable at once, attempts reset, each audited as todo.retry. Only
+// todos that had failed when it was called are retried: it goes through them in
+// id order, so one it put back that fails again meanwhile stays failed, as does
+// one that first fails meanwhile. It works in chunks, each its own transaction, and
+// returns how many it retried; after an error, those retried in earlier chunks stay
+// retried.
+func (s *Store) RetryFailed(ctx context.Context, f Failed, actor string) (int, error) {
+	before := ms(s.now())
+	detail := f.describe()
+	total := 0
+	var after int64
+	for {
+		n := 0
+		err := s.write(ctx, func(w *wtx) error {
+			n = 0
+			ids, err := w.failedIDs(f, after, before)
+			if err != nil {
+				return err
+			}
+			for _, id := range ids {
+				if _, err := w.retry(id, actor, detail); err != nil {
+					return err
+				}
+				after = id
+			}
+			n = len(ids)
+			return nil
+		})
+		if err != nil {
+			return total, fmt.Errorf("store: retry failed todos after %d retried: %w", total, err)
+		}
+		total += n
+		if n < retryChunk {
+			return total, nil
+		}
+	}
+}
+
+// ErrorGroup is the dead letters that failed with one same last error.
+type ErrorGroup struct {
+	Error  string
+	Count  int64
+	Newest time.Time // when the latest of them failed
+}
+
+// errorGroupWindow bounds how many dead letters FailedErrors reads: the newest.
+const errorGroupWindow = 10_000
+
+// FailedErrors groups the newest errorGroupWindow dead letters on queue ("" = every
+// queue) by their last error, the most common first (the most recent among equals),
+// at most limit groups: what an operator mends before retrying them.
+func (s *Store) FailedErrors(ctx context.Context, queue string, limit int) ([]ErrorGroup, error) {
+	rows, err := s.query(ctx, `SELECT last_error, count(*), max(updated_at) FROM (
+			SELECT last_error, updated_at FROM todos INDEXED BY todos_state_id
+			WHERE state = 'failed' AND (? = '' OR queue = ?) ORDER BY id DESC LIMIT ?)
+		GROUP BY last_error ORDER BY count(*) DESC, max(updated_at) DESC LIMIT ?`,
+		queue, queue, errorGroupWindow, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: group failed todos by error: %w", err)
+	}
+	defer rows.Close()
+	var out []ErrorGroup
+	for rows.Next() {
+		var g ErrorGroup
+		var newest int64
+		if err := rows.Scan(&g.Error, &g.Count, &newest); err != nil {
+			return nil, fmt.Errorf("store: group failed todos by error: %w", err)
+		}
+		g.Newest = fromMS(newest)
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+// failedIDs lists up to retryChunk todos that f selects and that were last changed
+// at or before before (unix ms), in id order after after. It reads the failed todos
+// of every queue (todos_state_id), which are few beside a queue's done ones.
+func (w *wtx) failedIDs(f Failed, after, before int64) ([]int64, error) {
+	anyError, lastError := f.Error == nil, ""
+	if f.Error != nil {
+		lastError = *f.Error
+	}
+	rows, err := w.query(`SELECT id FROM todos INDEXED BY todos_state_id
+		WHERE state = 'failed' AND id > ? AND updated_at <= ? AND (? = '' OR queue = ?) AND (? OR last_error = ?)
+		ORDER BY id LIMIT ?`,
+		after, before, f.Queue, f.Queue, anyError, lastError, retryChunk)
+	if err != nil {
+		return nil, fmt.Errorf("store: find failed todos: %w", err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("store: find failed todos: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}

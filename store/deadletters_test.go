@@ -1,0 +1,167 @@
+package store
+
+import (
+	"context"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// RetryFailed puts a queue's dead letters back in chunks, each audited and rung
+// as a retry, and leaves alone those that failed after it was called, other
+// queues' and other states'.
+func TestRetryFailedPutsEveryDeadLetterBack(t *testing.T) {
+	ctx := context.Background()
+	start := time.UnixMilli(1_800_000_000_000)
+	var clock atomic.Int64
+	clock.Store(start.UnixMilli())
+	s := openTest(t, Options{Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
+	now := start
+	var mu sync.Mutex
+	rung := map[string]int{}
+	s.OnTodoChange(func(c TodoChange) {
+		if c.Claimable {
+			mu.Lock()
+			rung[c.Cause+":"+c.Queue]++
+			mu.Unlock()
+		}
+	})
+	seed := func(queue, state string, n int, updated time.Time) {
+		t.Helper()
+		err := s.write(ctx, func(w *wtx) error {
+			for range n {
+				if _, err := w.exec(`INSERT INTO todos (queue, state, payload_size, created_by, attempts, max_attempts,
+						available_at, last_error, created_at, updated_at, finished_at)
+					VALUES (?, ?, 0, 'test', 5, 5, ?, 'boom', ?, ?, ?)`,
+					queue, state, ms(updated), ms(updated), ms(updated), ms(updated)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	seed("a", StateFailed, 2*retryChunk+50, now.Add(-time.Hour))
+	seed("a", StatePending, 2, now.Add(-time.Hour))
+	seed("a", StateDone, 1, now.Add(-time.Hour))
+	seed("b", StateFailed, 3, now.Add(-time.Hour))
+	// Failed while the retry runs: its last change is after the call's start.
+	seed("a", StateFailed, 1, now.Add(time.Second))
+
+	n, err := s.RetryFailed(ctx, Failed{Queue: "a"}, "human:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2*retryChunk+50 {
+		t.Fatalf("retried %d on a, want %d", n, 2*retryChunk+50)
+	}
+	counts := func() map[string]int {
+		got := map[string]int{}
+		rows, err := s.rdb.Query(`SELECT queue || ':' || state, count(*) FROM todos GROUP BY 1`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k string
+			var c int
+			if err := rows.Scan(&k, &c); err != nil {
+				t.Fatal(err)
+			}
+			got[k] = c
+		}
+		return got
+	}
+	want := map[string]int{"a:pending": 2*retryChunk + 52, "a:failed": 1, "a:done": 1, "b:failed": 3}
+	if got := counts(); !maps.Equal(got, want) {
+		t.Fatalf("after retrying a: %v, want %v", got, want)
+	}
+	var retried, attempts int // attempts: retried todos with their attempts reset
+	if err := s.rdb.QueryRow(`SELECT count(*) FROM audit WHERE action = 'todo.retry' AND actor = 'human:1'
+		AND detail = 'every failed todo on a'`).Scan(&retried); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.rdb.QueryRow(`SELECT count(*) FROM todos WHERE queue = 'a' AND state = 'pending' AND attempts = 0
+		AND available_at <= ? AND finished_at IS NULL`, ms(now)).Scan(&attempts); err != nil {
+		t.Fatal(err)
+	}
+	if retried != n || attempts != n {
+		t.Fatalf("%d audit rows and %d claimable todos with no attempts for %d retried", retried, attempts, n)
+	}
+	mu.Lock()
+	if rung["retry:a"] != n || len(rung) != 1 {
+		t.Fatalf("rang %v, want %d retries on a", rung, n)
+	}
+	mu.Unlock()
+
+	// Later, every queue: b's and the one that failed during the first call.
+	clock.Add(time.Minute.Milliseconds())
+	if n, err := s.RetryFailed(ctx, Failed{}, "human:1"); err != nil || n != 4 {
+		t.Fatalf("retried %d (%v) on every queue, want 4", n, err)
+	}
+	want = map[string]int{"a:pending": 2*retryChunk + 53, "a:done": 1, "b:pending": 3}
+	if got := counts(); !maps.Equal(got, want) {
+		t.Fatalf("after retrying every queue: %v, want %v", got, want)
+	}
+	if n, err := s.RetryFailed(ctx, Failed{}, "human:1"); err != nil || n != 0 {
+		t.Fatalf("retried %d (%v) with no dead letters left", n, err)
+	}
+}
+
+// Dead letters grouped by their last error, the most common first; retrying one
+// group leaves the others failed.
+func TestFailedErrorsAndRetryByError(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	fail := func(queue, msg string) {
+		t.Helper()
+		td, err := s.AddTodo(ctx, NewTodo{Queue: queue, Payload: "p", MaxAttempts: 1})
+		if err == nil {
+			_, err = s.Claim(ctx, Ack{ID: td.ID, Owner: "agent:a"}, time.Minute)
+		}
+		if err == nil {
+			_, err = s.Fail(ctx, Ack{ID: td.ID, Owner: "agent:a"}, msg, true)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		fail("a", "HTTP 500 from api.example.com")
+	}
+	fail("a", "timeout")
+	fail("b", "HTTP 500 from api.example.com")
+	groups, err := s.FailedErrors(ctx, "a", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 2 || groups[0].Error != "HTTP 500 from api.example.com" || groups[0].Count != 3 ||
+		groups[1].Error != "timeout" || groups[1].Count != 1 || groups[0].Newest.IsZero() {
+		t.Fatalf("groups on a: %+v", groups)
+	}
+	if all, err := s.FailedErrors(ctx, "", 1); err != nil || len(all) != 1 || all[0].Count != 4 {
+		t.Fatalf("the top group on every queue: %+v %v", all, err)
+	}
+	msg := "HTTP 500 from api.example.com"
+	if n, err := s.RetryFailed(ctx, Failed{Queue: "a", Error: &msg}, "human:1"); err != nil || n != 3 {
+		t.Fatalf("retried %d (%v) with the HTTP 500 on a, want 3", n, err)
+	}
+	groups, err = s.FailedErrors(ctx, "", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 2 || groups[0].Count != 1 || groups[1].Count != 1 {
+		t.Fatalf("left failed: %+v, want a's timeout and b's HTTP 500", groups)
+	}
+	var detail string
+	if err := s.rdb.QueryRow(`SELECT detail FROM audit WHERE action = 'todo.retry' ORDER BY id DESC LIMIT 1`).Scan(&detail); err != nil {
+		t.Fatal(err)
+	}
+	if detail != `every failed todo on a with error "HTTP 500 from api.example.com"` {
+		t.Fatalf("audit detail %q", detail)
+	}
+}
