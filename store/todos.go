@@ -280,6 +280,9 @@ type TodoFilter struct {
 	State  string   // empty = every state
 	Before int64    // cursor: only ids below this
 	Limit  int      // default 50, at most 1000
+	// LastError, when set, keeps only todos whose last error is exactly this (the
+	// board's dead letters of one cause).
+	LastError *string
 }
 
 // ListTodos lists compact todos (no payload), newest first.
@@ -340,6 +343,10 @@ func todoListQuery(f TodoFilter) (string, []any) {
 		for _, q := range f.Queues {
 			args = append(args, q)
 		}
+	}
+	if f.LastError != nil {
+		where = append(where, "last_error = ?")
+		args = append(args, *f.LastError)
 	}
 	if f.Before > 0 {
 		where = append(where, "id < ?")

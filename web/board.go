@@ -18,6 +18,10 @@ type boardPage struct {
 	// Errors groups the dead letters by their last error, on the Failed tab's
 	// first page: what to mend, and then retry.
 	Errors []store.ErrorGroup
+	// ByError is set when the Failed tab shows only the todos whose last error is
+	// Error (one of those groups).
+	ByError bool
+	Error   string
 	// The page's two live parts: the counts (queue cards and state tabs), which any
 	// change of state may move, and the rows, which only a change on this page's
 	// queue and state can (see app.js).
@@ -37,9 +41,12 @@ func (u *UI) board(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		p.Queue = ""
 	}
 	p.Before, _ = strconv.ParseInt(q.Get("before"), 10, 64)
+	if v, ok := q["error"]; ok && len(v) == 1 && p.State == store.StateFailed {
+		p.ByError, p.Error = true, v[0]
+	}
 	fragment := q.Get("fragment")
 	p.CountsURL = link("/", "queue", p.Queue, "state", p.State, "fragment", "counts")
-	p.RowsURL = link("/", "queue", p.Queue, "state", p.State, "before", p.Before, "fragment", "rows")
+	p.RowsURL = link("/", "queue", p.Queue, "state", p.State, "error", p.Error, "before", p.Before, "fragment", "rows")
 	v := view{Title: "Board", Nav: "board"}
 	if fragment != "rows" {
 		if !u.boardCounts(w, r, rc, &p) {
@@ -97,13 +104,16 @@ func (u *UI) boardRows(w http.ResponseWriter, r *http.Request, rc *reqCtx, p *bo
 	if p.Queue != "" {
 		f.Queues = []string{p.Queue}
 	}
+	if p.ByError {
+		f.LastError = &p.Error
+	}
 	todos, err := u.store.ListTodos(r.Context(), f)
 	if err != nil {
 		u.storeError(w, r, rc, "Listing todos", err)
 		return false
 	}
 	p.Todos, p.Older = store.PageOf(todos, u.opts.PageSize)
-	if p.State == store.StateFailed && p.Before == 0 && len(p.Todos) > 0 {
+	if p.State == store.StateFailed && p.Before == 0 && !p.ByError && len(p.Todos) > 0 {
 		if p.Errors, err = u.store.FailedErrors(r.Context(), p.Queue, errorGroups); err != nil {
 			u.storeError(w, r, rc, "Grouping dead letters by error", err)
 			return false

@@ -213,6 +213,9 @@ func TestBrowserBoard(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`table.errors form[action="/dead-letters/retry"] button`)))
 	screenshot(t, ctx, "board-failed-desktop", 1280, 800, 1, false)
 	screenshot(t, ctx, "board-failed-phone", 390, 844, 2, true)
+	step(t, ctx, "show one error's todos", chromedp.Click(chromedp.CSS(`table.errors a.err-line`)),
+		chromedp.WaitVisible(chromedp.CSS(`.by-error form[action="/dead-letters/retry"] button`)))
+	screenshot(t, ctx, "board-failed-one-error-desktop", 1280, 800, 1, false)
 
 	step(t, ctx, "open todo", chromedp.Navigate(fmt.Sprintf("%s/todos/%d", f.srv.URL, demo.claimed)),
 		chromedp.WaitVisible(chromedp.CSS(`.timeline`)))

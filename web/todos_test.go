@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -267,8 +268,8 @@ func TestRetryDeadLettersByError(t *testing.T) {
 	if !ok || !strings.Contains(errs, `<table class="table errors">`) {
 		t.Fatalf("the Failed tab lists no errors before its todos:\n%s", body)
 	}
-	boom := strings.Index(errs, `title="boom">boom</span>`)
-	quoted := strings.Index(errs, `title="timeout after 30s &lt;&#34;quoted&#34;&gt;"`)
+	boom := strings.Index(errs, `title="Show only these todos: boom">boom</a>`)
+	quoted := strings.Index(errs, `title="Show only these todos: timeout after 30s &lt;&#34;quoted&#34;&gt;"`)
 	if boom < 0 || quoted < boom || !strings.Contains(errs, `value="timeout after 30s &lt;&#34;quoted&#34;&gt;"`) {
 		t.Fatalf("the errors, most common first, each with its retry:\n%s", errs)
 	}
@@ -286,5 +287,52 @@ func TestRetryDeadLettersByError(t *testing.T) {
 	}
 	if groups, err := f.st.FailedErrors(t.Context(), "a", 5); err != nil || len(groups) != 1 || groups[0].Error != "boom" || groups[0].Count != 2 {
 		t.Fatalf("left failed: %+v %v, want the 2 booms", groups, err)
+	}
+}
+
+// A group of the Failed tab's errors links to its todos alone, newest first, with
+// a retry of just them; the filter carries over to the next page and the live rows.
+func TestFailedTodosOfOneError(t *testing.T) {
+	f := newFixture(t, Options{PageSize: 2})
+	cookie, _ := f.login()
+	var booms []store.Todo
+	for range 3 {
+		booms = append(booms, f.failed("a"))
+	}
+	other := f.claimed("a")
+	if _, err := f.st.Fail(t.Context(), store.Ack{ID: other.ID, Owner: "agent:worker"}, "timeout", false); err != nil {
+		t.Fatal(err)
+	}
+	_, body := f.get("/?queue=a&state=failed", cookie)
+	if !strings.Contains(body, `href="/?error=boom&amp;queue=a&amp;state=failed"`) {
+		t.Fatalf("the boom group does not link to its todos:\n%s", body)
+	}
+	_, body = f.get("/?error=boom&queue=a&state=failed", cookie)
+	rows := func(body string) []string {
+		var ids []string
+		for _, part := range strings.Split(body, `<tr data-todo-id="`)[1:] {
+			id, _, _ := strings.Cut(part, `"`)
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	id := func(td store.Todo) string { return fmt.Sprint(td.ID) }
+	if got := rows(body); len(got) != 2 || got[0] != id(booms[2]) || got[1] != id(booms[1]) ||
+		!strings.Contains(body, `whose last error is <span class="err-line">boom</span>`) ||
+		!strings.Contains(body, `<input type="hidden" name="error" value="boom">`) ||
+		strings.Contains(body, `class="table errors"`) {
+		t.Fatalf("the first page of boom's todos: %v\n%s", got, body)
+	}
+	if !strings.Contains(body, fmt.Sprintf(`href="/?before=%d&amp;error=boom&amp;queue=a&amp;state=failed"`, booms[1].ID)) ||
+		!strings.Contains(body, `data-live-src="/?error=boom&amp;fragment=rows&amp;queue=a&amp;state=failed"`) {
+		t.Fatalf("the pager or the live rows lose the filter:\n%s", body)
+	}
+	_, body = f.get(fmt.Sprintf("/?before=%d&error=boom&queue=a&state=failed", booms[1].ID), cookie)
+	if got := rows(body); len(got) != 1 || got[0] != id(booms[0]) {
+		t.Fatalf("the second page of boom's todos: %v", got)
+	}
+	// Only the Failed tab filters by error.
+	if _, body := f.get("/?error=boom&queue=a", cookie); !slices.Contains(rows(body), id(other)) || strings.Contains(body, "whose last error is") {
+		t.Fatalf("the All tab filtered by error: %v", rows(body))
 	}
 }
