@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,4 +76,36 @@ func TestBrowserManyBackgroundTabs(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-todo-id="%d"]`, missed.ID))))
 	live := f.addTodo("inbox", `{"while":"shown"}`)
 	step(t, tabs[5], "and is live", chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-todo-id="%d"]`, live.ID))))
+}
+
+// On a phone the nav and the queue chips scroll sideways: each fades out on the
+// side where more of it is hidden, and stops fading once scrolled to its end.
+func TestBrowserScrollHints(t *testing.T) {
+	ctx := browser(t)
+	f := newFixture(t, Options{})
+	for _, q := range []string{"github-issues", "stripe-payments", "slack-mentions", "inbox", "nightly-reports"} {
+		f.addTodo(q, "{}")
+	}
+	browserLogin(t, ctx, f)
+	step(t, ctx, "a phone's width", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
+		chromedp.Navigate(f.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#live-status.on`)))
+	hints := func(what string) string {
+		t.Helper()
+		return run(t, ctx, what, chromedp.Evaluate[string](`new Promise(r => requestAnimationFrame(() => r(
+			[".nav", ".glance-list"].map(s => { const c = document.querySelector(s).classList;
+				return (c.contains("more-left") ? "<" : "") + s + (c.contains("more-right") ? ">" : ""); }).join(" "))))`,
+			chromedp.EvalAwaitPromise))
+	}
+	if got := hints("read the hints"); got != ".glance-list>" && got != ".nav> .glance-list>" {
+		t.Fatalf("at the start: %q, want the chips (and perhaps the nav) to fade on the right", got)
+	}
+	run(t, ctx, "scroll the chips to their end", chromedp.Evaluate[bool](`(() => {
+		const l = document.querySelector(".glance-list"); l.scrollLeft = l.scrollWidth; return true })()`))
+	if got := hints("read the hints again"); !strings.Contains(got, "<.glance-list") || strings.Contains(got, ".glance-list>") {
+		t.Fatalf("scrolled to the end: %q, want the chips to fade on the left only", got)
+	}
+	step(t, ctx, "a desktop's width", chromedp.EmulateViewport(1280, 800))
+	if got := hints("read the hints on a desktop"); got != ".nav .glance-list" {
+		t.Fatalf("on a desktop: %q, want no fading", got)
+	}
 }

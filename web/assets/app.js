@@ -172,6 +172,7 @@
     }
     var before = new Set(Array.from(el.querySelectorAll("[data-todo-id]")).map(function (r) { return r.getAttribute("data-todo-id"); }));
     el.innerHTML = html;
+    scrollHints();
     if (before.size || el.querySelector("[data-todo-id]")) {
       el.querySelectorAll("[data-todo-id]").forEach(function (r) {
         if (!before.has(r.getAttribute("data-todo-id"))) r.classList.add("flash-new");
@@ -262,4 +263,19 @@
   });
   window.addEventListener("pagehide", disconnect);
   window.addEventListener("pageshow", function (e) { if (e.persisted) connect(); });
+
+  // A row that scrolls sideways (the nav and the queue chips on a phone) fades out
+  // at the edge where more of it is hidden, so that it reads as scrollable.
+  function scrollHints() {
+    document.querySelectorAll(".nav, .glance-list").forEach(function (el) {
+      var more = el.scrollWidth - el.clientWidth;
+      el.classList.toggle("more-right", more > 1 && el.scrollLeft < more - 1);
+      el.classList.toggle("more-left", more > 1 && el.scrollLeft > 1);
+    });
+  }
+  document.addEventListener("scroll", function (e) {
+    if (e.target.matches && e.target.matches(".nav, .glance-list")) scrollHints();
+  }, true);
+  window.addEventListener("resize", scrollHints);
+  scrollHints();
 })();
