@@ -66,6 +66,8 @@ type Store struct {
 	rstmts sync.Map // query text → *sql.Stmt on the read pool
 	creds  credCache
 
+	deliveryStats deliveryStats // WebhookDeliveryStats' running count
+
 	hooksMu sync.RWMutex
 	hooks   []func(TodoChange)
 	own     ownChanges // this process's adds and returns, while WatchForeign runs

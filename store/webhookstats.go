@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"maps"
+	"sync"
 	"time"
 )
 
@@ -12,28 +15,75 @@ type DeliveryStats struct {
 	LastDelivery time.Time
 }
 
+// deliveryStats keeps the last WebhookDeliveryStats answer and where it was read
+// up to, so that the next call counts only the events stored since. Counting every
+// event took 80–145 ms at 356,000 of them, on each load of the Webhooks page.
+type deliveryStats struct {
+	mu        sync.Mutex
+	valid     bool
+	stats     map[int64]DeliveryStats
+	upTo      int64 // the newest event id counted
+	pruneMark int64 // the newest webhook_event.prune audit row when it was counted
+}
+
 // WebhookDeliveryStats counts every webhook's stored deliveries and says when the
-// newest arrived. Events get increasing ids as they arrive, so the newest is the one
-// with the largest id: the count and that id come from the (webhook_id, id) index
-// alone, and only one row per webhook is read for its time.
+// newest arrived.
+//
+// Events get increasing ids as they arrive (ids are taken inside the write that
+// stores them, and writes are serial), so a snapshot holds every event up to its
+// newest id: after a first full count, a call counts only the events with larger
+// ids. Events are deleted only by retention pruning, which audits each chunk it
+// deletes in the same write; a pruning newer than the count, by this process or
+// another, makes the next call count everything again. All of a call's reads share
+// one snapshot.
 func (s *Store) WebhookDeliveryStats(ctx context.Context) (map[int64]DeliveryStats, error) {
-	rows, err := s.query(ctx, `SELECT g.webhook_id, g.n, e.received_at
-		FROM (SELECT webhook_id, count(*) AS n, max(id) AS newest FROM webhook_events GROUP BY webhook_id) g
-		JOIN webhook_events e ON e.id = g.newest`)
+	c := &s.deliveryStats
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("store: count webhook deliveries: %w", err)
+	}
+	defer tx.Rollback()
+	var pruneMark int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM audit INDEXED BY audit_action
+		WHERE action = 'webhook_event.prune'`).Scan(&pruneMark); err != nil {
+		return nil, fmt.Errorf("store: count webhook deliveries: read the last pruning: %w", err)
+	}
+	from := c.upTo
+	if !c.valid || pruneMark != c.pruneMark {
+		c.valid, c.stats, from = false, map[int64]DeliveryStats{}, 0
+	}
+	// A full count reads only the (webhook_id, id) index; the events since the
+	// last count are a range of ids, read from the table, as that index would be
+	// read whole.
+	events := "webhook_events"
+	if from > 0 {
+		events = "webhook_events NOT INDEXED"
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT g.webhook_id, g.n, g.newest, e.received_at
+		FROM (SELECT webhook_id, count(*) AS n, max(id) AS newest FROM `+events+` WHERE id > ? GROUP BY webhook_id) g
+		JOIN webhook_events e ON e.id = g.newest`, from)
 	if err != nil {
 		return nil, fmt.Errorf("store: count webhook deliveries: %w", err)
 	}
 	defer rows.Close()
-	out := map[int64]DeliveryStats{}
+	next := maps.Clone(c.stats)
+	upTo := from
 	for rows.Next() {
-		var id, n, last int64
-		if err := rows.Scan(&id, &n, &last); err != nil {
+		var id, n, newest, last int64
+		if err := rows.Scan(&id, &n, &newest, &last); err != nil {
 			return nil, fmt.Errorf("store: count webhook deliveries: %w", err)
 		}
-		out[id] = DeliveryStats{Deliveries: n, LastDelivery: fromMS(last)}
+		st := next[id]
+		st.Deliveries += n
+		st.LastDelivery = fromMS(last)
+		next[id] = st
+		upTo = max(upTo, newest)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: count webhook deliveries: %w", err)
 	}
-	return out, nil
+	c.valid, c.stats, c.upTo, c.pruneMark = true, next, upTo, pruneMark
+	return maps.Clone(next), nil
 }
