@@ -395,3 +395,20 @@ func seedDemo(t *testing.T, f *fixture) demoIDs {
 	f.clock.Add(2 * time.Minute)
 	return demoIDs{claimed: c1.ID, webhook: hooks["github-issues"].ID}
 }
+
+// 'Retry these' on an error of several lines retries its todos from a real
+// browser, which sends a form field's line breaks as CRLF.
+func TestBrowserRetryMultilineError(t *testing.T) {
+	ctx := browser(t)
+	f := newFixture(t, Options{})
+	td := f.claimed("a")
+	if _, err := f.st.Fail(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker"}, "HTTP 502\nbad gateway", false); err != nil {
+		t.Fatal(err)
+	}
+	browserLogin(t, ctx, f)
+	step(t, ctx, "retry the error's todos", chromedp.Navigate(f.srv.URL+"/?state=failed"),
+		chromedp.Click(chromedp.CSS(`table.errors form button`)), chromedp.WaitVisible(chromedp.CSS(`.flash.ok`)))
+	if flash := run(t, ctx, "read the flash", chromedp.Evaluate[string](`document.querySelector(".flash.ok").textContent`)); !strings.Contains(flash, "Retried 1 todo ") {
+		t.Fatalf("flash %q, todo %s", flash, f.todo(td.ID).State)
+	}
+}

@@ -61,6 +61,9 @@ func (u *UI) funcs() template.FuncMap {
 		"pretty": prettyJSON,
 		"target": targetURL,
 		"link":   link,
+		// quote writes a string for a form field that must come back exactly (see
+		// retryDeadLetters).
+		"quote":  strconv.Quote,
 		"pct":    func(n, total int64) string { return percent(n, total) },
 		"offset": func(parts ...int64) string { return percent(sum(parts[:len(parts)-1]), parts[len(parts)-1]) },
 		"states": func() []string {

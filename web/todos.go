@@ -98,7 +98,15 @@ func (u *UI) retryDeadLetters(w http.ResponseWriter, r *http.Request, rc *reqCtx
 	}
 	f := store.Failed{Queue: queue}
 	if v, ok := r.PostForm["error"]; ok && len(v) == 1 {
-		f.Error = &v[0] // only those that failed with this error
+		// Only those that failed with this error, which the form sends quoted: a
+		// browser sends every line break of a field as CRLF, and html/template
+		// writes a NUL as U+FFFD, so a multi-line error sent as it is matched none.
+		e, err := strconv.Unquote(v[0])
+		if err != nil {
+			u.fail(w, r, rc, http.StatusBadRequest, "The error to retry by is not a quoted string.")
+			return
+		}
+		f.Error = &e
 	}
 	n, err := u.store.RetryFailed(r.Context(), f, rc.actor())
 	if err != nil {

@@ -2,9 +2,11 @@ package web
 
 import (
 	"fmt"
+	"html"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -270,7 +272,7 @@ func TestRetryDeadLettersByError(t *testing.T) {
 	}
 	boom := strings.Index(errs, `title="Show only these todos: boom">boom</a>`)
 	quoted := strings.Index(errs, `title="Show only these todos: timeout after 30s &lt;&#34;quoted&#34;&gt;"`)
-	if boom < 0 || quoted < boom || !strings.Contains(errs, `value="timeout after 30s &lt;&#34;quoted&#34;&gt;"`) {
+	if boom < 0 || quoted < boom || !strings.Contains(errs, `value="&#34;timeout after 30s &lt;\&#34;quoted\&#34;&gt;&#34;"`) {
 		t.Fatalf("the errors, most common first, each with its retry:\n%s", errs)
 	}
 	if _, body := f.get("/?queue=a&state=pending", cookie); strings.Contains(body, `class="table errors"`) {
@@ -278,7 +280,7 @@ func TestRetryDeadLettersByError(t *testing.T) {
 	}
 
 	res, _ := f.post("/dead-letters/retry", cookie, url.Values{csrfField: {csrf}, "queue": {"a"},
-		"error": {`timeout after 30s <"quoted">`}})
+		"error": {strconv.Quote(`timeout after 30s <"quoted">`)}})
 	if body := f.follow(res, cookie); !strings.Contains(body, "Retried 1 todo that had failed") {
 		t.Fatalf("retry by error: %d\n%s", res.StatusCode, body)
 	}
@@ -319,7 +321,7 @@ func TestFailedTodosOfOneError(t *testing.T) {
 	id := func(td store.Todo) string { return fmt.Sprint(td.ID) }
 	if got := rows(body); len(got) != 2 || got[0] != id(booms[2]) || got[1] != id(booms[1]) ||
 		!strings.Contains(body, `whose last error is <span class="err-line">boom</span>`) ||
-		!strings.Contains(body, `<input type="hidden" name="error" value="boom">`) ||
+		!strings.Contains(body, `<input type="hidden" name="error" value="&#34;boom&#34;">`) ||
 		strings.Contains(body, `class="table errors"`) {
 		t.Fatalf("the first page of boom's todos: %v\n%s", got, body)
 	}
@@ -334,5 +336,37 @@ func TestFailedTodosOfOneError(t *testing.T) {
 	// Only the Failed tab filters by error.
 	if _, body := f.get("/?error=boom&queue=a", cookie); !slices.Contains(rows(body), id(other)) || strings.Contains(body, "whose last error is") {
 		t.Fatalf("the All tab filtered by error: %v", rows(body))
+	}
+}
+
+// A group's 'Retry these' retries its todos when their error has line breaks (a
+// stack trace, say) or a NUL: a browser sends a field's line breaks as CRLF, and
+// html/template writes a NUL as U+FFFD, so the error cannot go in the form as it is.
+func TestRetryDeadLettersByMultilineError(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+	msg := "HTTP 502 from api.example.com\nbad gateway\r\n\tat fetch\x00"
+	td := f.claimed("a")
+	if _, err := f.st.Fail(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker"}, msg, false); err != nil {
+		t.Fatal(err)
+	}
+	_, body := f.get("/?queue=a&state=failed", cookie)
+	_, rest, ok := strings.Cut(body, `<input type="hidden" name="error" value="`)
+	if !ok {
+		t.Fatalf("no retry of the error's todos:\n%s", body)
+	}
+	value, _, _ := strings.Cut(rest, `"`)
+	// What a browser posts: every line break of a field's value as CRLF.
+	crlf := strings.NewReplacer("\r\n", "\r\n", "\r", "\r\n", "\n", "\r\n")
+	res, _ := f.post("/dead-letters/retry", cookie, url.Values{csrfField: {csrf}, "queue": {"a"},
+		"error": {crlf.Replace(html.UnescapeString(value))}})
+	if body := f.follow(res, cookie); !strings.Contains(body, "Retried 1 todo that had failed") {
+		t.Fatalf("retry by a multi-line error: %d\n%s", res.StatusCode, body)
+	}
+	if got := f.todo(td.ID); got.State != store.StatePending {
+		t.Fatalf("the todo is %s after retrying its error", got.State)
+	}
+	if res, _ := f.post("/dead-letters/retry", cookie, url.Values{csrfField: {csrf}, "error": {"not quoted"}}); res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("an error not quoted: %d, want 400", res.StatusCode)
 	}
 }
