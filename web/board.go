@@ -28,6 +28,16 @@ type boardPage struct {
 	CountsURL, RowsURL string
 }
 
+// Link is the URL of the board's queue and state with kv, and its error filter
+// when on, even for an error "" or "0", which link leaves out as unset.
+func (p boardPage) Link(kv ...any) string {
+	kv = append([]any{"queue", p.Queue, "state", p.State}, kv...)
+	if p.ByError {
+		return errorLink(p.Error, "/", kv...)
+	}
+	return link("/", kv...)
+}
+
 // board serves GET /: every queue with its counts, and the todo table filtered by
 // queue and state, newest first, one page at a time. ?fragment=headline, counts
 // and rows serve one live part of it.
@@ -46,7 +56,7 @@ func (u *UI) board(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	}
 	fragment := q.Get("fragment")
 	p.CountsURL = link("/", "queue", p.Queue, "state", p.State, "fragment", "counts")
-	p.RowsURL = link("/", "queue", p.Queue, "state", p.State, "error", p.Error, "before", p.Before, "fragment", "rows")
+	p.RowsURL = p.Link("before", p.Before, "fragment", "rows")
 	v := view{Title: "Board", Nav: "board"}
 	if fragment != "rows" {
 		if !u.boardCounts(w, r, rc, &p) {

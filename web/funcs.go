@@ -49,18 +49,19 @@ func (u *UI) funcs() template.FuncMap {
 			}
 			return *t
 		},
-		"future": func(t time.Time) bool { return t.After(u.now()) },
-		"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-		"stamp":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
-		"size":   byteSize,
-		"count":  thousands,
-		"add1":   func(n int) int { return n + 1 },
-		"join":   strings.Join,
-		"clip":   clip,
-		"has":    func(list []string, v string) bool { return contains(list, v) },
-		"pretty": prettyJSON,
-		"target": targetURL,
-		"link":   link,
+		"future":    func(t time.Time) bool { return t.After(u.now()) },
+		"iso":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"stamp":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"size":      byteSize,
+		"count":     thousands,
+		"add1":      func(n int) int { return n + 1 },
+		"join":      strings.Join,
+		"clip":      clip,
+		"has":       func(list []string, v string) bool { return contains(list, v) },
+		"pretty":    prettyJSON,
+		"target":    targetURL,
+		"link":      link,
+		"errorLink": errorLink,
 		// quote writes a string for a form field that must come back exactly (see
 		// retryDeadLetters).
 		"quote":  strconv.Quote,
@@ -177,6 +178,15 @@ func link(path string, kv ...any) string {
 		return path
 	}
 	return path + "?" + q.Encode()
+}
+
+// errorLink is link with error=e added, even when e is "" or "0", which link leaves
+// out: the board's filter on one last error, which may be either.
+func errorLink(e, path string, kv ...any) string {
+	base, query, _ := strings.Cut(link(path, kv...), "?")
+	q, _ := url.ParseQuery(query) // link's own encoding: it parses
+	q.Set("error", e)
+	return base + "?" + q.Encode()
 }
 
 func percent(n, total int64) string {

@@ -370,3 +370,42 @@ func TestRetryDeadLettersByMultilineError(t *testing.T) {
 		t.Fatalf("an error not quoted: %d, want 400", res.StatusCode)
 	}
 }
+
+// An error "0" (an exit status, say) or "" is a filter like any other: link leaves
+// such values out, but the group's link, the pager and the live rows keep it.
+func TestFailedTodosOfErrorZero(t *testing.T) {
+	f := newFixture(t, Options{PageSize: 1})
+	cookie, _ := f.login()
+	fail := func(msg string) store.Todo {
+		t.Helper()
+		td := f.claimed("a")
+		if _, err := f.st.Fail(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker"}, msg, false); err != nil {
+			t.Fatal(err)
+		}
+		return td
+	}
+	zero1, zero2, empty := fail("0"), fail("0"), fail("")
+	f.failed("a")
+	_, body := f.get("/?queue=a&state=failed", cookie)
+	for _, e := range []string{"0", ""} {
+		if !strings.Contains(body, `href="/?error=`+e+`&amp;queue=a&amp;state=failed"`) {
+			t.Fatalf("the group of error %q does not link to its todos:\n%s", e, body)
+		}
+	}
+	_, body = f.get("/?error=0&queue=a&state=failed", cookie)
+	if !strings.Contains(body, fmt.Sprintf(`<tr data-todo-id="%d"`, zero2.ID)) || strings.Count(body, `<tr data-todo-id="`) != 1 ||
+		!strings.Contains(body, fmt.Sprintf(`href="/?before=%d&amp;error=0&amp;queue=a&amp;state=failed"`, zero2.ID)) ||
+		!strings.Contains(body, `data-live-src="/?error=0&amp;fragment=rows&amp;queue=a&amp;state=failed"`) {
+		t.Fatalf("the first page of error 0's todos, its pager and live rows:\n%s", body)
+	}
+	_, body = f.get(fmt.Sprintf("/?before=%d&error=0&queue=a&state=failed", zero2.ID), cookie)
+	if !strings.Contains(body, fmt.Sprintf(`<tr data-todo-id="%d"`, zero1.ID)) || strings.Count(body, `<tr data-todo-id="`) != 1 ||
+		!strings.Contains(body, `href="/?error=0&amp;queue=a&amp;state=failed">← Newest`) {
+		t.Fatalf("the second page of error 0's todos:\n%s", body)
+	}
+	_, body = f.get("/?error=&queue=a&state=failed", cookie)
+	if !strings.Contains(body, fmt.Sprintf(`<tr data-todo-id="%d"`, empty.ID)) || strings.Count(body, `<tr data-todo-id="`) != 1 ||
+		!strings.Contains(body, `data-live-src="/?error=&amp;fragment=rows&amp;queue=a&amp;state=failed"`) {
+		t.Fatalf("the todos that failed with no error:\n%s", body)
+	}
+}
