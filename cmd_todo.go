@@ -185,7 +185,8 @@ func todoRetry(ctx context.Context, env *environ, args []string) error {
 	case *queue != "" && !store.ValidQueueName(*queue):
 		return usageErr("%q is not a valid queue name (letters, digits and . _ - : /)", *queue)
 	}
-	s, err := openStore(ctx, env, *db)
+	// A database made here would have nothing to retry: a mistyped --db is reported.
+	s, err := openExisting(ctx, env, *db)
 	if err != nil {
 		return err
 	}

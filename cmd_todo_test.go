@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -88,5 +91,13 @@ func TestTodoRetry(t *testing.T) {
 		if code, _, errs := cli(t, "", append(args, "--db", db)...); code != 2 || errs == "" {
 			t.Fatalf("%q: exit %d, %q; want a usage error", args, code, errs)
 		}
+	}
+	// A mistyped --db is reported, not created: a new database has nothing to retry.
+	typo := filepath.Join(t.TempDir(), "typo.db")
+	if code, out, errs := cli(t, "", "todo", "retry", "--all-failed", "--db", typo); code != 1 || !strings.Contains(errs, "no database") {
+		t.Fatalf("retry on a mistyped --db: exit %d, %q %q", code, out, errs)
+	}
+	if _, err := os.Stat(typo); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("retry on a mistyped --db made %s (%v)", typo, err)
 	}
 }
