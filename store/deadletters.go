@@ -85,12 +85,34 @@ const errorGroupWindow = 10_000
 // FailedErrors groups the newest errorGroupWindow dead letters on queue ("" = every
 // queue) by their last error, the most common first (the most recent among equals),
 // at most limit groups: what an operator mends before retrying them.
+//
+// For one queue it walks whichever set is smaller, as queue_counts says: every
+// queue's dead letters (todos_state_id) or every todo of this queue
+// (todos_queue_id). Either alone can be slow: with 300,000 dead letters on another
+// queue, a quiet queue's groups took 67–123 ms by state, and 0.2–0.8 ms by queue.
+// Only when both sets are large (that, beside a queue of 500,000 done todos) does
+// it still take 120 ms.
 func (s *Store) FailedErrors(ctx context.Context, queue string, limit int) ([]ErrorGroup, error) {
+	from := `todos INDEXED BY todos_state_id WHERE state = 'failed'`
+	args := []any{}
+	if queue != "" {
+		var failedAll, inQueue int64
+		if err := s.queryRow(ctx, `SELECT coalesce(sum(CASE WHEN state = 'failed' THEN n END), 0),
+				coalesce(sum(CASE WHEN queue = ? THEN n END), 0) FROM queue_counts`, queue).Scan(&failedAll, &inQueue); err != nil {
+			return nil, fmt.Errorf("store: group failed todos by error: count them: %w", err)
+		}
+		// "queue = ?" as it is: "(? = '' OR queue = ?)" would keep SQLite from
+		// reading todos_queue_id as a range.
+		from = `todos INDEXED BY todos_state_id WHERE state = 'failed' AND queue = ?`
+		if inQueue < failedAll {
+			from = `todos INDEXED BY todos_queue_id WHERE queue = ? AND state = 'failed'`
+		}
+		args = append(args, queue)
+	}
 	rows, err := s.query(ctx, `SELECT last_error, count(*), max(updated_at) FROM (
-			SELECT last_error, updated_at FROM todos INDEXED BY todos_state_id
-			WHERE state = 'failed' AND (? = '' OR queue = ?) ORDER BY id DESC LIMIT ?)
+			SELECT last_error, updated_at FROM `+from+` ORDER BY id DESC LIMIT ?)
 		GROUP BY last_error ORDER BY count(*) DESC, max(updated_at) DESC LIMIT ?`,
-		queue, queue, errorGroupWindow, limit)
+		append(args, errorGroupWindow, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("store: group failed todos by error: %w", err)
 	}

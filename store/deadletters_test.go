@@ -135,6 +135,12 @@ func TestFailedErrorsAndRetryByError(t *testing.T) {
 	}
 	fail("a", "timeout")
 	fail("b", "HTTP 500 from api.example.com")
+	fail("c", "timeout")
+	// a holds fewer todos than there are dead letters: its groups are read by
+	// queue, past its pending todo.
+	if _, err := s.AddTodo(ctx, NewTodo{Queue: "a", Payload: "p"}); err != nil {
+		t.Fatal(err)
+	}
 	groups, err := s.FailedErrors(ctx, "a", 5)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +149,16 @@ func TestFailedErrorsAndRetryByError(t *testing.T) {
 		groups[1].Error != "timeout" || groups[1].Count != 1 || groups[0].Newest.IsZero() {
 		t.Fatalf("groups on a: %+v", groups)
 	}
-	if all, err := s.FailedErrors(ctx, "", 1); err != nil || len(all) != 1 || all[0].Count != 4 {
+	// b holds more todos than there are dead letters: its groups are read by state.
+	for range 6 {
+		if _, err := s.AddTodo(ctx, NewTodo{Queue: "b", Payload: "p"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if bs, err := s.FailedErrors(ctx, "b", 5); err != nil || len(bs) != 1 || bs[0].Error != "HTTP 500 from api.example.com" || bs[0].Count != 1 {
+		t.Fatalf("groups on b: %+v %v", bs, err)
+	}
+	if all, err := s.FailedErrors(ctx, "", 1); err != nil || len(all) != 1 || all[0].Count != 4 || all[0].Error != "HTTP 500 from api.example.com" {
 		t.Fatalf("the top group on every queue: %+v %v", all, err)
 	}
 	msg := "HTTP 500 from api.example.com"
@@ -154,8 +169,8 @@ func TestFailedErrorsAndRetryByError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(groups) != 2 || groups[0].Count != 1 || groups[1].Count != 1 {
-		t.Fatalf("left failed: %+v, want a's timeout and b's HTTP 500", groups)
+	if len(groups) != 2 || groups[0].Error != "timeout" || groups[0].Count != 2 || groups[1].Count != 1 {
+		t.Fatalf("left failed: %+v, want a's and c's timeout and b's HTTP 500", groups)
 	}
 	var detail string
 	if err := s.rdb.QueryRow(`SELECT detail FROM audit WHERE action = 'todo.retry' ORDER BY id DESC LIMIT 1`).Scan(&detail); err != nil {
