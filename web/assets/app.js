@@ -101,6 +101,21 @@
     sel.addRange(range);
   }
 
+  // A row that scrolls sideways (the nav and the queue chips on a phone) fades out
+  // at the edge where more of it is hidden, so that it reads as scrollable.
+  function scrollHints() {
+    document.querySelectorAll(".nav, .glance-list").forEach(function (el) {
+      var more = el.scrollWidth - el.clientWidth;
+      el.classList.toggle("more-right", more > 1 && el.scrollLeft < more - 1);
+      el.classList.toggle("more-left", more > 1 && el.scrollLeft > 1);
+    });
+  }
+  document.addEventListener("scroll", function (e) {
+    if (e.target.matches && e.target.matches(".nav, .glance-list")) scrollHints();
+  }, true);
+  window.addEventListener("resize", scrollHints);
+  scrollHints();
+
   // Live updates. The server sends a "todo" event on every todo change, naming the
   // todo, its queue, its new state and the state it left; every element with
   // data-live-src that the change can move is then refetched (at most a few times a
@@ -264,18 +279,4 @@
   window.addEventListener("pagehide", disconnect);
   window.addEventListener("pageshow", function (e) { if (e.persisted) connect(); });
 
-  // A row that scrolls sideways (the nav and the queue chips on a phone) fades out
-  // at the edge where more of it is hidden, so that it reads as scrollable.
-  function scrollHints() {
-    document.querySelectorAll(".nav, .glance-list").forEach(function (el) {
-      var more = el.scrollWidth - el.clientWidth;
-      el.classList.toggle("more-right", more > 1 && el.scrollLeft < more - 1);
-      el.classList.toggle("more-left", more > 1 && el.scrollLeft > 1);
-    });
-  }
-  document.addEventListener("scroll", function (e) {
-    if (e.target.matches && e.target.matches(".nav, .glance-list")) scrollHints();
-  }, true);
-  window.addEventListener("resize", scrollHints);
-  scrollHints();
 })();
