@@ -383,41 +383,29 @@ type QueueHead struct {
 	Since  time.Time `json:"since"`
 }
 
-// QueueHeads returns the head of every queue that has a claimable todo. Each is one
-// probe of the claim index, the one claim_next makes.
+// QueueHeads returns the head of every queue that has a claimable todo: one
+// statement, each queue's head one probe of the claim index, the one claim_next
+// makes.
 func (s *Store) QueueHeads(ctx context.Context) ([]QueueHead, error) {
-	rows, err := s.query(ctx, `SELECT queue FROM queue_counts WHERE state = 'pending' AND n > 0 ORDER BY queue`)
+	rows, err := s.query(ctx, `SELECT c.queue, t.id, t.available_at FROM queue_counts c
+		JOIN todos t ON t.id = (SELECT id FROM todos INDEXED BY todos_claimable
+			WHERE state = 'pending' AND queue = c.queue AND available_at <= ? ORDER BY id LIMIT 1)
+		WHERE c.state = 'pending' AND c.n > 0 ORDER BY c.queue`, ms(s.now()))
 	if err != nil {
-		return nil, fmt.Errorf("store: list queues with pending todos: %w", err)
+		return nil, fmt.Errorf("store: read the queues' heads: %w", err)
 	}
-	var queues []string
-	for rows.Next() {
-		var q string
-		if err := rows.Scan(&q); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("store: list queues with pending todos: %w", err)
-		}
-		queues = append(queues, q)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list queues with pending todos: %w", err)
-	}
-	now := ms(s.now())
+	defer rows.Close()
 	var heads []QueueHead
-	for _, q := range queues {
-		var id, since int64
-		err := s.queryRow(ctx, `SELECT id, available_at FROM todos INDEXED BY todos_claimable
-			WHERE state = 'pending' AND queue = ? AND available_at <= ? ORDER BY id LIMIT 1`, q, now).Scan(&id, &since)
-		if notFound(err) {
-			continue // every pending todo is backing off
+	for rows.Next() {
+		var h QueueHead
+		var since int64
+		if err := rows.Scan(&h.Queue, &h.TodoID, &since); err != nil {
+			return nil, fmt.Errorf("store: read the queues' heads: %w", err)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("store: read the head of queue %s: %w", q, err)
-		}
-		heads = append(heads, QueueHead{Queue: q, TodoID: id, Since: fromMS(since)})
+		h.Since = fromMS(since)
+		heads = append(heads, h)
 	}
-	return heads, nil
+	return heads, rows.Err()
 }
 
 // QueueCounts counts todos by queue and state.

@@ -59,7 +59,7 @@ func (u *UI) board(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	p.RowsURL = p.Link("before", p.Before, "fragment", "rows")
 	v := view{Title: "Board", Nav: "board"}
 	if fragment != "rows" {
-		if !u.boardCounts(w, r, rc, &p) {
+		if !u.boardCounts(w, r, rc, &p, fragment != "headline") {
 			return
 		}
 		v.Glance = p.Queues
@@ -78,31 +78,43 @@ func (u *UI) board(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	u.render(w, r, rc, http.StatusOK, "board", v)
 }
 
-// boardCounts fills in every queue's counts and the selected queue's.
-func (u *UI) boardCounts(w http.ResponseWriter, r *http.Request, rc *reqCtx, p *boardPage) bool {
+// boardCounts fills in every queue's counts and the selected queue's, and with
+// heads, how long each queue's head has waited (the cards show it; the headline,
+// refreshed as often, does not).
+func (u *UI) boardCounts(w http.ResponseWriter, r *http.Request, rc *reqCtx, p *boardPage, heads bool) bool {
 	counts, err := u.store.QueueCounts(r.Context())
 	if err != nil {
 		u.storeError(w, r, rc, "Counting todos", err)
 		return false
 	}
 	p.Queues = summarise(counts)
-	heads, err := u.store.QueueHeads(r.Context())
-	if err != nil {
-		u.storeError(w, r, rc, "Reading the queues' heads", err)
+	if heads && !u.queueHeads(w, r, rc, p.Queues) {
 		return false
-	}
-	for _, h := range heads {
-		for i := range p.Queues {
-			if p.Queues[i].Queue == h.Queue {
-				p.Queues[i].HeadSince = h.Since
-			}
-		}
 	}
 	p.Totals = totals(p.Queues)
 	p.Selected = p.Totals
 	for _, qs := range p.Queues {
 		if qs.Queue == p.Queue {
 			p.Selected = qs
+		}
+	}
+	return true
+}
+
+// queueHeads fills in when each queue's head became claimable.
+func (u *UI) queueHeads(w http.ResponseWriter, r *http.Request, rc *reqCtx, qs []queueSummary) bool {
+	heads, err := u.store.QueueHeads(r.Context())
+	if err != nil {
+		u.storeError(w, r, rc, "Reading the queues' heads", err)
+		return false
+	}
+	at := make(map[string]int, len(qs))
+	for i, q := range qs {
+		at[q.Queue] = i
+	}
+	for _, h := range heads {
+		if i, ok := at[h.Queue]; ok {
+			qs[i].HeadSince = h.Since
 		}
 	}
 	return true
