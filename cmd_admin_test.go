@@ -18,13 +18,9 @@ func TestAdminPasswdLogoutList(t *testing.T) {
 		t.Fatalf("admin create: %d %s", code, errs)
 	}
 	ctx := context.Background()
+	st := openRW(t, db)
 	login := func() {
 		t.Helper()
-		st, err := store.Open(ctx, db, store.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
 		h, err := st.CheckPassword(ctx, "ana", "second password")
 		if err != nil {
 			h, err = st.CheckPassword(ctx, "ana", "first password")
@@ -48,13 +44,8 @@ func TestAdminPasswdLogoutList(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "sessions ended: 2") {
 		t.Fatalf("admin passwd: %d %q %q", code, out, errs)
 	}
-	st, err := store.Open(ctx, db, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	_, errOld := st.CheckPassword(ctx, "ana", "first password")
 	_, errNew := st.CheckPassword(ctx, "ana", "second password")
-	st.Close()
 	if errOld == nil || errNew != nil {
 		t.Fatalf("after passwd: old password %v, new password %v", errOld, errNew)
 	}
@@ -85,11 +76,6 @@ func TestAdminPasswdLogoutList(t *testing.T) {
 		}
 	}
 	// The audit log says who did what.
-	st, err = store.Open(ctx, db, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	rows, err := st.ListAudit(ctx, store.AuditFilter{Actor: "human:cli", Limit: 10})
 	if err != nil {
 		t.Fatal(err)

@@ -16,10 +16,7 @@ import (
 func TestEndpointRevokeSaysWhatBecameOfTheTodos(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "sb.db")
 	ctx := context.Background()
-	st, err := store.Open(ctx, db, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openRW(t, db)
 	q := []string{"inbox"}
 	var eps []store.Endpoint
 	for range 2 {
@@ -33,7 +30,6 @@ func TestEndpointRevokeSaysWhatBecameOfTheTodos(t *testing.T) {
 	if err == nil {
 		_, err = st.Claim(ctx, store.Ack{ID: td.ID, Owner: "agent:bot"}, time.Hour)
 	}
-	st.Close()
 	if err != nil {
 		t.Fatal(err)
 	}

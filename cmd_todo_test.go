@@ -20,10 +20,7 @@ import (
 func TestTodoRetry(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "sb.db")
 	ctx := context.Background()
-	st, err := store.Open(ctx, db, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openRW(t, db)
 	var dead []int64
 	for _, q := range []string{"a", "a", "a", "b"} {
 		td, err := st.AddTodo(ctx, store.NewTodo{Queue: q, Payload: "x", MaxAttempts: 1})
@@ -38,7 +35,6 @@ func TestTodoRetry(t *testing.T) {
 		}
 		dead = append(dead, td.ID)
 	}
-	st.Close()
 	id := func(i int) string { return strconv.FormatInt(dead[i], 10) }
 
 	code, out, errs := cli(t, "", "todo", "retry", id(0), "999", "--db", db)
@@ -68,11 +64,6 @@ func TestTodoRetry(t *testing.T) {
 		t.Fatalf("retry --all-failed: exit %d, %q %q", code, out, errs)
 	}
 
-	st, err = store.Open(ctx, db, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	for _, i := range dead {
 		td, err := st.Todo(ctx, i)
 		if err != nil || td.State != store.StatePending || td.Attempts != 0 {

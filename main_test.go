@@ -220,6 +220,18 @@ func TestEndpointTodoAdminCommands(t *testing.T) {
 	}
 }
 
+// openRW opens (creating it if need be) the database at path beside the commands a
+// test runs on it, as another process would; it is closed when the test ends.
+func openRW(t *testing.T, path string) *store.Store {
+	t.Helper()
+	s, err := store.Open(context.Background(), path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 func openRO(t *testing.T, path string) *store.Store {
 	t.Helper()
 	s, err := store.Open(context.Background(), path, store.Options{ReadOnly: true})
