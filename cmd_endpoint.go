@@ -290,7 +290,7 @@ func endpointUpdate(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := openStore(ctx, env, *db)
+	s, err := openExisting(ctx, env, *db)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,6 +41,27 @@ func TestEndpointRevokeSaysWhatBecameOfTheTodos(t *testing.T) {
 		code, out, errs := cli(t, "", "endpoint", "revoke", strconv.FormatInt(eps[i].ID, 10), "--db", db)
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("revoke %d: exit %d, %q %q; want %q", i, code, out, errs, want)
+		}
+	}
+}
+
+// The commands that change an endpoint or webhook by its ID report a mistyped --db
+// and leave no database behind: a new one holds nothing to change, and "unknown
+// endpoint" would send the operator looking in the wrong place.
+func TestCommandsOnAStoredThingRefuseAMissingDatabase(t *testing.T) {
+	for _, args := range [][]string{
+		{"endpoint", "revoke", "1"},
+		{"endpoint", "update", "1", "--queues", "inbox"},
+		{"webhook", "delete", "1"},
+		{"webhook", "rotate", "1"},
+	} {
+		typo := filepath.Join(t.TempDir(), "typo.db")
+		code, out, errs := cli(t, "", append(args, "--db", typo)...)
+		if code != 1 || !strings.Contains(errs, "no database at "+typo) {
+			t.Errorf("%q on a mistyped --db: exit %d, %q %q", args, code, out, errs)
+		}
+		if _, err := os.Stat(typo); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%q on a mistyped --db made %s (%v)", args, typo, err)
 		}
 	}
 }

@@ -424,6 +424,10 @@ func webhookRotate(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The webhook must already be stored: a mistyped --db is reported, not created.
+	if err := requireDatabase(*db); err != nil {
+		return err
+	}
 	s, err := openKeyedStore(ctx, env, *db, keys)
 	if err != nil {
 		return err

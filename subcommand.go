@@ -59,7 +59,8 @@ func leadingID(fs *flag.FlagSet, what string, args []string) (int64, []string, e
 }
 
 // onID runs a subcommand that acts on one stored thing by its leading ID, as in
-// `endpoint revoke 7`: parse, open the store, act.
+// `endpoint revoke 7`: parse, open the store, act. The thing must already be
+// stored, so a mistyped --db is reported rather than created.
 func onID(ctx context.Context, env *environ, args []string, name, synopsis, what string,
 	act func(ctx context.Context, s *store.Store, id int64) error) error {
 	fs := newFlags(env, name, synopsis)
@@ -71,7 +72,7 @@ func onID(ctx context.Context, env *environ, args []string, name, synopsis, what
 	if err := parseFlags(fs, rest); err != nil {
 		return err
 	}
-	s, err := openStore(ctx, env, *db)
+	s, err := openExisting(ctx, env, *db)
 	if err != nil {
 		return err
 	}
