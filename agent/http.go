@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/switchboardhq/switchboard/internal/httpbody"
@@ -54,8 +56,9 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	a.seen.note(ep.ID, time.Now())
 	ctx := context.WithValue(r.Context(), endpointKey{}, ep)
 
+	var body []byte
 	if r.Method == http.MethodPost {
-		if !a.readBody(w, r) {
+		if body, ok = a.readBody(w, r); !ok {
 			return
 		}
 		ctx = withCallNote(ctx)
@@ -77,8 +80,8 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		x.setEndpoint(ep)
 		a.sessions.touch(x)
-	} else if r.Method != http.MethodPost {
-		http.Error(w, "bad request: Mcp-Session-Id header required", http.StatusBadRequest)
+	} else if r.Method != http.MethodPost || needsSession(r.Header, body) {
+		http.Error(w, "bad request: Mcp-Session-Id header required (only initialize starts a session)", http.StatusBadRequest)
 		return
 	}
 
@@ -148,14 +151,36 @@ func (a *Agent) authenticate(w http.ResponseWriter, r *http.Request) (store.Endp
 	return ep, true
 }
 
+// needsSession reports whether a POST without a session is a call only a session
+// may make: a request or notification of the session-ful revisions other than
+// initialize. mcp-go would answer it 404, which tells a client that a session it
+// never had has ended; the spec's answer is 400. The rest goes on to mcp-go: an
+// initialize, a stateless request of a later revision (told which versions are
+// served), a response, and a body that does not parse (its parse error).
+func needsSession(h http.Header, body []byte) bool {
+	if mcp.IsModernProtocol(h.Get(mcp.HeaderProtocolVersion)) {
+		return false
+	}
+	var msg struct {
+		Method mcp.MCPMethod `json:"method"`
+		Params struct {
+			Meta *mcp.Meta `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil || mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion()) {
+		return false
+	}
+	return msg.Method != "" && msg.Method != mcp.MethodInitialize
+}
+
 // readBody reads a POST body within the bounds, before anything parses it, and
 // puts it back for mcp-go. A larger body is answered 413, a slower one 408.
-func (a *Agent) readBody(w http.ResponseWriter, r *http.Request) bool {
+func (a *Agent) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, status := httpbody.Read(w, r, a.opts.MaxRequestBytes, a.opts.BodyTimeout)
 	switch status {
 	case 0:
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		return true
+		return body, true
 	case http.StatusRequestEntityTooLarge:
 		http.Error(w, "request body too large", status)
 	case http.StatusRequestTimeout:
@@ -163,7 +188,7 @@ func (a *Agent) readBody(w http.ResponseWriter, r *http.Request) bool {
 	default:
 		http.Error(w, "bad request: could not read body", status)
 	}
-	return false
+	return nil, false
 }
 
 // hostAllowed is DNS-rebinding protection, mcp-go's rule plus one exception: a

@@ -143,6 +143,15 @@ func TestSessionHijackRejected(t *testing.T) {
 	if resp, _ := e.raw(http.MethodGet, credA, "", "", nil); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("GET without a session: %d", resp.StatusCode)
 	}
+	// A call without a session is the spec's 400, not the 404 that would tell the
+	// client a session it never had has ended; only initialize starts one.
+	for _, body := range []string{listToolsBody, `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`} {
+		resp, text := e.raw(http.MethodPost, credA, "", body, nil)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(text, "only initialize starts a session") {
+			t.Errorf("POST %s without a session: %d %q", body, resp.StatusCode, text)
+		}
+	}
 	// Alice ends her session; its id stops working.
 	if resp, _ := e.raw(http.MethodDelete, credA, sid, "", nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("DELETE own session: %d", resp.StatusCode)
