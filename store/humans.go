@@ -72,7 +72,7 @@ func (s *Store) SetPassword(ctx context.Context, username, password, actor strin
 	if err != nil {
 		return Human{}, 0, fmt.Errorf("store: set the password of %q: %w", username, err)
 	}
-	return s.endSessions(ctx, username, actor, "human.password", func(w *wtx, id int64) error {
+	return s.endSessions(ctx, username, actor, "human.password", nil, func(w *wtx, id int64) error {
 		if _, err := w.exec(`UPDATE humans SET password_hash = ? WHERE id = ?`, hash, id); err != nil {
 			return fmt.Errorf("store: set the password of %q: %w", username, err)
 		}
@@ -80,15 +80,57 @@ func (s *Store) SetPassword(ctx context.Context, username, password, actor strin
 	})
 }
 
+// ChangePassword is the operator username changing their own password: current
+// must be theirs (ErrBadPassword otherwise), and every session they have ends but
+// the one whose token is keep, the browser they changed it in. bcrypt runs before
+// the write, not in it; the new password is stored only if the old one is still
+// the one checked, so a change made meanwhile (admin passwd) is not overwritten:
+// that is ErrBadPassword too. It returns how many sessions it ended.
+func (s *Store) ChangePassword(ctx context.Context, username, current, password, keep, actor string) (int64, error) {
+	_, old, err := s.checkPassword(ctx, username, current)
+	if err != nil {
+		return 0, err
+	}
+	hash, err := hashPassword(password)
+	if err != nil {
+		return 0, fmt.Errorf("store: change the password of %q: %w", username, err)
+	}
+	return s.replacePassword(ctx, username, old, hash, keep, actor)
+}
+
+// replacePassword stores hash as username's password if it is still old, and ends
+// their sessions but keep's.
+func (s *Store) replacePassword(ctx context.Context, username, old, hash, keep, actor string) (int64, error) {
+	_, ended, err := s.endSessions(ctx, username, actor, "human.password", hashSessionToken(keep), func(w *wtx, id int64) error {
+		res, err := w.exec(`UPDATE humans SET password_hash = ? WHERE id = ? AND password_hash = ?`, hash, id, old)
+		if err != nil {
+			return fmt.Errorf("store: change the password of %q: %w", username, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("store: change the password of %q: it was changed meanwhile: %w", username, ErrBadPassword)
+		}
+		return nil
+	})
+	return ended, err
+}
+
 // EndSessions logs the operator username out of every browser, and returns the
 // operator and how many sessions it ended.
 func (s *Store) EndSessions(ctx context.Context, username, actor string) (Human, int64, error) {
-	return s.endSessions(ctx, username, actor, "human.logout_all", nil)
+	return s.endSessions(ctx, username, actor, "human.logout_all", nil, nil)
+}
+
+// EndOtherSessions logs the operator username out of every browser but the one
+// whose session token is keep, and says how many sessions it ended.
+func (s *Store) EndOtherSessions(ctx context.Context, username, keep, actor string) (int64, error) {
+	_, ended, err := s.endSessions(ctx, username, actor, "human.logout_others", hashSessionToken(keep), nil)
+	return ended, err
 }
 
 // endSessions runs also (if any) on the operator username and deletes their
-// sessions, in one write audited as action.
-func (s *Store) endSessions(ctx context.Context, username, actor, action string, also func(*wtx, int64) error) (Human, int64, error) {
+// sessions but the one whose token hashes to keep (none when nil), in one write
+// audited as action.
+func (s *Store) endSessions(ctx context.Context, username, actor, action string, keep []byte, also func(*wtx, int64) error) (Human, int64, error) {
 	var h Human
 	var ended int64
 	err := s.write(ctx, func(w *wtx) error {
@@ -107,7 +149,7 @@ func (s *Store) endSessions(ctx context.Context, username, actor, action string,
 				return err
 			}
 		}
-		res, err := w.exec(`DELETE FROM web_sessions WHERE human_id = ?`, h.ID)
+		res, err := w.exec(`DELETE FROM web_sessions WHERE human_id = ? AND token_hash IS NOT ?`, h.ID, keep)
 		if err != nil {
 			return fmt.Errorf("store: end the sessions of %q: %w", username, err)
 		}
@@ -157,6 +199,12 @@ var ErrBadPassword = errors.New("unknown username or wrong password")
 
 // CheckPassword returns the human when password is theirs.
 func (s *Store) CheckPassword(ctx context.Context, username, password string) (Human, error) {
+	h, _, err := s.checkPassword(ctx, username, password)
+	return h, err
+}
+
+// checkPassword returns the human when password is theirs, and the hash it matched.
+func (s *Store) checkPassword(ctx context.Context, username, password string) (Human, string, error) {
 	var h Human
 	var hash string
 	var created int64
@@ -165,16 +213,16 @@ func (s *Store) CheckPassword(ctx context.Context, username, password string) (H
 	if notFound(err) {
 		// Spend the same time as a real check so timing does not reveal usernames.
 		bcrypt.CompareHashAndPassword(dummyHash(), []byte(password))
-		return Human{}, ErrBadPassword
+		return Human{}, "", ErrBadPassword
 	}
 	if err != nil {
-		return Human{}, fmt.Errorf("store: look up human: %w", err)
+		return Human{}, "", fmt.Errorf("store: look up human: %w", err)
 	}
 	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) != nil {
-		return Human{}, ErrBadPassword
+		return Human{}, "", ErrBadPassword
 	}
 	h.CreatedAt = fromMS(created)
-	return h, nil
+	return h, hash, nil
 }
 
 // dummyHash is computed on first use, not at start-up, so CLI commands stay fast.

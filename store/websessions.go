@@ -105,6 +105,36 @@ func (s *Store) DeleteWebSession(ctx context.Context, token string) error {
 	})
 }
 
+// LiveSession is one of an operator's live sessions, as the board lists them.
+type LiveSession struct {
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	UserAgent string
+	Current   bool // the session whose token was given: the browser asking
+}
+
+// WebSessions lists the live sessions of the human humanID, newest first, marking
+// the one whose token is current.
+func (s *Store) WebSessions(ctx context.Context, humanID int64, current string) ([]LiveSession, error) {
+	rows, err := s.query(ctx, `SELECT created_at, expires_at, user_agent, token_hash = ? FROM web_sessions
+		WHERE human_id = ? AND expires_at > ? ORDER BY created_at DESC`, hashSessionToken(current), humanID, ms(s.now()))
+	if err != nil {
+		return nil, fmt.Errorf("store: list the sessions of human %d: %w", humanID, err)
+	}
+	defer rows.Close()
+	var out []LiveSession
+	for rows.Next() {
+		var ls LiveSession
+		var created, expires int64
+		if err := rows.Scan(&created, &expires, &ls.UserAgent, &ls.Current); err != nil {
+			return nil, fmt.Errorf("store: list the sessions of human %d: %w", humanID, err)
+		}
+		ls.CreatedAt, ls.ExpiresAt = fromMS(created), fromMS(expires)
+		out = append(out, ls)
+	}
+	return out, rows.Err()
+}
+
 // PruneWebSessions deletes sessions that expired before now and says how many went.
 func (s *Store) PruneWebSessions(ctx context.Context) (int64, error) {
 	var n int64

@@ -112,3 +112,134 @@ func TestCreateWebSessionUnknownHuman(t *testing.T) {
 		t.Fatalf("err = %v, want ErrNotFound", err)
 	}
 }
+
+// An operator changing their own password keeps the browser they did it in and
+// ends every other session they have; a wrong current password, or one changed
+// meanwhile, changes nothing.
+func TestChangePasswordKeepsOneSession(t *testing.T) {
+	ctx := context.Background()
+	s, clk := openWebSessionStore(t)
+	ana, err := s.CreateHuman(ctx, "ana", "correct horse", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bo, err := s.CreateHuman(ctx, "bo", "battery staple", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tokens []string
+	for i, ua := range []string{"phone", "laptop", "desk"} {
+		tok, _, err := s.CreateWebSession(ctx, ana.ID, time.Hour, ua, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, tok)
+		clk.add(time.Duration(i+1) * time.Minute)
+	}
+	boTok, _, err := s.CreateWebSession(ctx, bo.ID, time.Hour, "bo's", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	live, err := s.WebSessions(ctx, ana.ID, tokens[1])
+	if err != nil || len(live) != 3 {
+		t.Fatalf("WebSessions = %+v, %v", live, err)
+	}
+	for i, want := range []struct {
+		ua      string
+		current bool
+	}{{"desk", false}, {"laptop", true}, {"phone", false}} {
+		if live[i].UserAgent != want.ua || live[i].Current != want.current {
+			t.Fatalf("session %d = %+v, want %+v (newest first, the asking one marked)", i, live[i], want)
+		}
+	}
+
+	if _, err := s.ChangePassword(ctx, "ana", "wrong horse", "new password!", tokens[1], "human:1"); !errors.Is(err, ErrBadPassword) {
+		t.Fatalf("wrong current password: %v", err)
+	}
+	if _, err := s.ChangePassword(ctx, "ana", "correct horse", "short", tokens[1], "human:1"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("too short a new password: %v", err)
+	}
+	if live, _ := s.WebSessions(ctx, ana.ID, tokens[1]); len(live) != 3 {
+		t.Fatalf("a refused change ended sessions: %d left", len(live))
+	}
+	if _, err := s.CheckPassword(ctx, "ana", "correct horse"); err != nil {
+		t.Fatalf("a refused change changed the password: %v", err)
+	}
+
+	ended, err := s.ChangePassword(ctx, "ana", "correct horse", "new password!", tokens[1], "human:1")
+	if err != nil || ended != 2 {
+		t.Fatalf("ChangePassword = %d, %v; want 2 sessions ended", ended, err)
+	}
+	for i, tok := range tokens {
+		_, err := s.WebSessionByToken(ctx, tok)
+		if (i == 1) != (err == nil) {
+			t.Fatalf("session %d after the change: %v", i, err)
+		}
+	}
+	if _, err := s.WebSessionByToken(ctx, boTok); err != nil {
+		t.Fatalf("another operator's session ended: %v", err)
+	}
+	if _, err := s.CheckPassword(ctx, "ana", "new password!"); err != nil {
+		t.Fatalf("new password: %v", err)
+	}
+	if _, err := s.CheckPassword(ctx, "ana", "correct horse"); !errors.Is(err, ErrBadPassword) {
+		t.Fatalf("old password still works: %v", err)
+	}
+	rows, err := s.ListAudit(ctx, AuditFilter{Action: "human.password"})
+	if err != nil || len(rows) != 1 || rows[0].Actor != "human:1" || rows[0].Detail != "sessions ended=2" {
+		t.Fatalf("audit = %+v, %v", rows, err)
+	}
+
+	// Another session of ana's, then end the others from the kept one.
+	if _, _, err := s.CreateWebSession(ctx, ana.ID, time.Hour, "tablet", ""); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.EndOtherSessions(ctx, "ana", tokens[1], "human:1"); err != nil || n != 1 {
+		t.Fatalf("EndOtherSessions = %d, %v; want 1", n, err)
+	}
+	if live, _ := s.WebSessions(ctx, ana.ID, tokens[1]); len(live) != 1 || !live[0].Current {
+		t.Fatalf("after ending the others: %+v", live)
+	}
+	if rows, _ := s.ListAudit(ctx, AuditFilter{Action: "human.logout_others"}); len(rows) != 1 {
+		t.Fatalf("logout_others audit = %+v", rows)
+	}
+}
+
+// A password changed between the check and the write (an admin passwd from the
+// CLI) is not overwritten, and the sessions stay.
+func TestChangePasswordLosesToAChangeMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openWebSessionStore(t)
+	h, err := s.CreateHuman(ctx, "ana", "correct horse", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, old, err := s.checkPassword(ctx, "ana", "correct horse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.SetPassword(ctx, "ana", "set by the cli", "human:cli"); err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := s.CreateWebSession(ctx, h.ID, time.Hour, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.CreateWebSession(ctx, h.ID, time.Hour, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	newHash, err := hashPassword("changed on the board")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.replacePassword(ctx, "ana", old, newHash, tok, "human:1"); !errors.Is(err, ErrBadPassword) {
+		t.Fatalf("a change checked against the old password: %v, want ErrBadPassword", err)
+	}
+	if _, err := s.CheckPassword(ctx, "ana", "set by the cli"); err != nil {
+		t.Fatalf("the CLI's password was overwritten: %v", err)
+	}
+	if live, _ := s.WebSessions(ctx, h.ID, tok); len(live) != 2 {
+		t.Fatalf("the refused change ended sessions: %d left", len(live))
+	}
+}

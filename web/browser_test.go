@@ -412,3 +412,39 @@ func TestBrowserRetryMultilineError(t *testing.T) {
 		t.Fatalf("flash %q, todo %s", flash, f.todo(td.ID).State)
 	}
 }
+
+// An operator changes their password from the Account page, reached from the
+// header on a phone as on a desktop; the password manager's fields are named as
+// such, and the new password logs in.
+func TestBrowserChangePassword(t *testing.T) {
+	ctx := browser(t)
+	f := newFixture(t, Options{})
+	seedDemo(t, f)
+	if _, _, err := f.st.CreateWebSession(t.Context(), f.human.ID, time.Hour,
+		"Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1", ""); err != nil {
+		t.Fatal(err)
+	}
+	browserLogin(t, ctx, f)
+	step(t, ctx, "phone width", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile, chromedp.EmulateTouch))
+	step(t, ctx, "open the account page from the header", chromedp.Click(chromedp.CSS(`a.user`)), chromedp.WaitVisible(chromedp.ID("change-password")))
+	screenshot(t, ctx, "account-phone", 390, 844, 2, true)
+	screenshot(t, ctx, "account-desktop", 1280, 800, 1, false)
+	if ac := run(t, ctx, "autocomplete", chromedp.Evaluate[string](`[...document.querySelectorAll("#change-password input:not([type=hidden])")].map(i => i.autocomplete).join(" ")`)); ac != "username current-password new-password new-password" {
+		t.Fatalf("the form's autocomplete hints are %q", ac)
+	}
+	step(t, ctx, "change the password",
+		chromedp.SendKeys(chromedp.CSS(`input[name="current"]`), testPassword),
+		chromedp.SendKeys(chromedp.CSS(`input[name="new"]`), "a new password"),
+		chromedp.SendKeys(chromedp.CSS(`input[name="confirm"]`), "a new password"),
+		chromedp.Submit(chromedp.ID("change-password")),
+		chromedp.WaitVisible(chromedp.CSS(`.flash.ok`)))
+	if flash := run(t, ctx, "read the flash", chromedp.Evaluate[string](`document.querySelector(".flash.ok").textContent`)); !strings.Contains(flash, "Password changed") || !strings.Contains(flash, "(1 other session)") {
+		t.Fatalf("flash %q", flash)
+	}
+	if rows := run(t, ctx, "count the sessions", chromedp.Evaluate[int](`document.querySelectorAll(".sessions tbody tr").length`)); rows != 1 {
+		t.Fatalf("%d sessions listed after the change, want this one", rows)
+	}
+	if _, err := f.st.CheckPassword(t.Context(), "ana", "a new password"); err != nil {
+		t.Fatalf("the new password: %v", err)
+	}
+}

@@ -19,8 +19,9 @@ import (
 
 const flashCookie = "sb_flash"
 
-// flashes are the confirmations an action may leave. One with a %s carries a count
-// of todos ("revoked-released:3"), written there as "3 todos".
+// flashes are the confirmations an action may leave. One with a %s carries a count,
+// of todos unless flashUnits says otherwise ("revoked-released:3"), written there
+// as "3 todos".
 var flashes = map[string]string{
 	"released": "Released: the todo is pending again and its claim does not count as an attempt.",
 	"retried":  "Retried: the todo is back on its queue with its attempts reset.",
@@ -36,7 +37,13 @@ var flashes = map[string]string{
 	"approved": "Tool definition approved: agents can call the tool again.",
 	"deleted":  "Webhook deleted. Deliveries to its URL are refused from now on.",
 	"replayed": "Event replayed: a new todo was created from it.",
+	"password": "Password changed. Every other browser where you were logged in is logged out (%s); " +
+		"this one stays logged in.",
+	"others-ended": "Logged out of %s; this browser stays logged in.",
 }
+
+// flashUnits names what a counted flash counts, when it is not todos.
+var flashUnits = map[string]string{"password": "other session", "others-ended": "other session"}
 
 // flashMAC binds a flash value to the session whose token keys it.
 func flashMAC(sessionToken, value string) string {
@@ -74,7 +81,11 @@ func (u *UI) takeFlash(w http.ResponseWriter, r *http.Request, rc *reqCtx) strin
 		if err != nil {
 			return ""
 		}
-		text = fmt.Sprintf(text, plural(n, "todo"))
+		unit := flashUnits[name]
+		if unit == "" {
+			unit = "todo"
+		}
+		text = fmt.Sprintf(text, plural(n, unit))
 	}
 	return text
 }

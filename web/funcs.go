@@ -64,9 +64,10 @@ func (u *UI) funcs() template.FuncMap {
 		"errorLink": errorLink,
 		// quote writes a string for a form field that must come back exactly (see
 		// retryDeadLetters).
-		"quote":  strconv.Quote,
-		"pct":    func(n, total int64) string { return percent(n, total) },
-		"offset": func(parts ...int64) string { return percent(sum(parts[:len(parts)-1]), parts[len(parts)-1]) },
+		"quote":   strconv.Quote,
+		"pct":     func(n, total int64) string { return percent(n, total) },
+		"offset":  func(parts ...int64) string { return percent(sum(parts[:len(parts)-1]), parts[len(parts)-1]) },
+		"browser": browserName,
 		"states": func() []string {
 			return []string{store.StatePending, store.StateClaimed, store.StateFailed, store.StateDone}
 		},
@@ -292,4 +293,39 @@ func clip(s string, n int) string {
 	}
 	r := []rune(s)
 	return strings.TrimSpace(string(r[:n-1])) + "…"
+}
+
+// browsers and platforms are what browserName looks for in a User-Agent header, in
+// order: Edge's and Opera's name Chrome too, Chrome's names Safari, an iPhone's
+// names Mac OS X.
+var (
+	browsers = [][2]string{{"Firefox/", "Firefox"}, {"Edg/", "Edge"}, {"OPR/", "Opera"}, {"Chrome/", "Chrome"},
+		{"Chromium/", "Chrome"}, {"CriOS/", "Chrome"}, {"Version/", "Safari"}}
+	platforms = [][2]string{{"iPhone", "iPhone"}, {"iPad", "iPad"}, {"Android", "Android"}, {"Windows", "Windows"},
+		{"Mac OS X", "macOS"}, {"CrOS", "ChromeOS"}, {"Linux", "Linux"}}
+)
+
+// browserName reads a User-Agent header as a person would name the browser: "Firefox
+// on Linux", "Safari on iPhone". What it does not know it calls an unknown browser;
+// the page keeps the whole header in a tooltip.
+func browserName(ua string) string {
+	if strings.HasPrefix(ua, "curl/") {
+		return "curl"
+	}
+	find := func(table [][2]string) string {
+		for _, e := range table {
+			if strings.Contains(ua, e[0]) {
+				return e[1]
+			}
+		}
+		return ""
+	}
+	name := find(browsers)
+	if name == "" {
+		return "unknown browser"
+	}
+	if on := find(platforms); on != "" {
+		return name + " on " + on
+	}
+	return name
 }

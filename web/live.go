@@ -73,10 +73,20 @@ func (s *sessionStreams) open(human int64, session string) (ended chan struct{},
 // end ends every open stream of the session, or with session "", of every
 // session of the human.
 func (s *sessionStreams) end(human int64, session string) {
+	s.endWhere(human, func(other string) bool { return session == "" || other == session })
+}
+
+// endExcept ends every open stream of the human's sessions but keep.
+func (s *sessionStreams) endExcept(human int64, keep string) {
+	s.endWhere(human, func(other string) bool { return other != keep })
+}
+
+// endWhere ends every open stream of the human's sessions that match.
+func (s *sessionStreams) endWhere(human int64, match func(session string) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for key, chans := range s.m {
-		if key.human != human || (session != "" && key.session != session) {
+		if key.human != human || !match(key.session) {
 			continue
 		}
 		for ch := range chans {

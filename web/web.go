@@ -111,6 +111,9 @@ func (u *UI) Register(r *httprouter.Router) {
 	r.POST("/login", u.public(u.login))
 	r.POST("/logout", u.action(u.logout))
 	r.POST("/logout/everywhere", u.action(u.logoutEverywhere))
+	r.GET("/account", u.page(u.accountPage))
+	r.POST("/account/password", u.action(u.changePassword))
+	r.POST("/account/sessions/end-others", u.action(u.endOtherSessions))
 
 	r.GET("/", u.page(u.board))
 	r.GET("/glance", u.page(u.glance))

@@ -1,0 +1,96 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// The Account page: the operator's own password, and the browsers they are logged
+// in on. A password forgotten altogether is reset from the CLI (`admin passwd`).
+
+type accountPage struct {
+	Sessions []store.LiveSession
+	Others   int
+}
+
+// accountPage serves GET /account.
+func (u *UI) accountPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	u.showAccount(w, r, rc, http.StatusOK, u.takeFlash(w, r, rc), "")
+}
+
+func (u *UI) showAccount(w http.ResponseWriter, r *http.Request, rc *reqCtx, status int, flash, msg string) {
+	live, err := u.store.WebSessions(r.Context(), rc.Human.ID, rc.token)
+	if err != nil {
+		u.storeError(w, r, rc, "Listing your sessions", err)
+		return
+	}
+	p := accountPage{Sessions: live}
+	for _, s := range live {
+		if !s.Current {
+			p.Others++
+		}
+	}
+	u.render(w, r, rc, status, "account", view{Title: "Account", Nav: "account", Flash: flash, Error: msg, Page: p})
+}
+
+// changePassword serves POST /account/password: the current password, then the
+// new one twice. Every other session of the operator ends (whoever held one may
+// have known the old password); this browser stays logged in. Wrong current
+// passwords count toward the same lockout as failed logins, so a session left
+// open is no way to guess the password either.
+func (u *UI) changePassword(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	current, next := r.PostForm.Get("current"), r.PostForm.Get("new")
+	if next != r.PostForm.Get("confirm") {
+		u.showAccount(w, r, rc, http.StatusBadRequest, "", "The new password and its repetition differ: nothing was changed.")
+		return
+	}
+	key := throttleKey(rc.Human.Username, u.clientIP(r))
+	if wait := u.throttle.wait(key); wait > 0 {
+		u.accountTooMany(w, r, rc, wait)
+		return
+	}
+	ended, err := u.store.ChangePassword(r.Context(), rc.Human.Username, current, next, rc.token, rc.actor())
+	switch {
+	case errors.Is(err, store.ErrBadPassword):
+		if wait := u.throttle.fail(key); wait > 0 {
+			u.accountTooMany(w, r, rc, wait)
+			return
+		}
+		u.showAccount(w, r, rc, http.StatusUnauthorized, "", "The current password is wrong: nothing was changed.")
+		return
+	case errors.Is(err, store.ErrInvalid):
+		u.showAccount(w, r, rc, http.StatusBadRequest, "", "The new "+plainError(err)+": nothing was changed.")
+		return
+	case err != nil:
+		u.storeError(w, r, rc, "Changing your password", err)
+		return
+	}
+	u.throttle.succeed(key)
+	u.streams.endExcept(rc.Human.ID, rc.CSRF)
+	u.redirectFlash(w, r, rc, "/account", fmt.Sprintf("password:%d", ended))
+}
+
+func (u *UI) accountTooMany(w http.ResponseWriter, r *http.Request, rc *reqCtx, wait time.Duration) {
+	secs := int(math.Ceil(wait.Seconds()))
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	u.showAccount(w, r, rc, http.StatusTooManyRequests, "",
+		fmt.Sprintf("Too many wrong passwords. Try again in %s.", plural(secs, "second")))
+}
+
+// endOtherSessions serves POST /account/sessions/end-others: every browser the
+// operator is logged in on but this one is logged out, its live updates at once.
+func (u *UI) endOtherSessions(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	ended, err := u.store.EndOtherSessions(r.Context(), rc.Human.Username, rc.token, rc.actor())
+	if err != nil {
+		u.storeError(w, r, rc, "Logging out your other sessions", err)
+		return
+	}
+	u.streams.endExcept(rc.Human.ID, rc.CSRF)
+	u.redirectFlash(w, r, rc, "/account", fmt.Sprintf("others-ended:%d", ended))
+}
