@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -178,5 +180,80 @@ func TestFailedErrorsAndRetryByError(t *testing.T) {
 	}
 	if detail != `every failed todo on a with error "HTTP 500 from api.example.com"` {
 		t.Fatalf("audit detail %q", detail)
+	}
+}
+
+// The Failed tab's listing by failure time: newest failure first, whatever the
+// ids, paged by (failure time, id) so that todos failing in the same millisecond
+// are neither skipped nor repeated; by one queue, and by one error. Each is one
+// walk of an index, with no sort.
+func TestFailedTodosByFailureTime(t *testing.T) {
+	ctx := context.Background()
+	var clock atomic.Int64
+	clock.Store(1_800_000_000_000)
+	s := openTest(t, Options{Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
+	var ids []int64
+	for i := range 6 {
+		td, err := s.AddTodo(ctx, NewTodo{Queue: []string{"a", "b"}[i%2], Payload: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, td.ID)
+	}
+	// Fail them in this order, the last two in the same millisecond.
+	order := []int{3, 0, 5, 1, 4, 2}
+	for i, k := range order {
+		if i < 5 {
+			clock.Add(1000)
+		}
+		if _, err := s.Claim(ctx, Ack{ID: ids[k], Owner: "agent:a"}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Fail(ctx, Ack{ID: ids[k], Owner: "agent:a"}, []string{"x", "y"}[k%2], false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Newest failure first; within a millisecond, the higher id first.
+	want := []int64{ids[4], ids[2], ids[1], ids[5], ids[0], ids[3]}
+	list := func(f TodoFilter) []int64 {
+		t.Helper()
+		f.State, f.ByFailure = StateFailed, true
+		var got []int64
+		for {
+			rows, err := s.ListTodos(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
+				got = append(got, r.ID)
+			}
+			if len(rows) < f.Limit {
+				return got
+			}
+			last := rows[len(rows)-1]
+			f.Before, f.FailedBefore = last.ID, *last.FinishedAt
+		}
+	}
+	if got := list(TodoFilter{Limit: 1}); !slices.Equal(got, want) {
+		t.Fatalf("by failure, a page of 1 at a time: %v, want %v", got, want)
+	}
+	if got := list(TodoFilter{Limit: 4}); !slices.Equal(got, want) {
+		t.Fatalf("by failure, pages of 4: %v, want %v", got, want)
+	}
+	if got, want := list(TodoFilter{Limit: 2, Queues: []string{"a"}}), []int64{ids[4], ids[2], ids[0]}; !slices.Equal(got, want) {
+		t.Fatalf("queue a by failure: %v, want %v", got, want)
+	}
+	y := "y"
+	if got, want := list(TodoFilter{Limit: 2, LastError: &y}), []int64{ids[1], ids[5], ids[3]}; !slices.Equal(got, want) {
+		t.Fatalf("error y by failure: %v, want %v", got, want)
+	}
+	for _, f := range []TodoFilter{{}, {Queues: []string{"a"}}, {Before: 9, FailedBefore: time.UnixMilli(1_800_000_003_000)},
+		{Queues: []string{"b"}, Before: 9, FailedBefore: time.UnixMilli(1_800_000_003_000)}} {
+		f.State, f.ByFailure, f.Limit = StateFailed, true, 51
+		q, args := todoListQuery(f)
+		plan := queryPlan(t, s, q, args...)
+		if len(plan) != 1 || !strings.Contains(plan[0], "todos_failed") {
+			t.Errorf("plan for %+v: %q, want one walk of a failed-todos index and no sort", f, plan)
+		}
 	}
 }

@@ -283,6 +283,11 @@ type TodoFilter struct {
 	// LastError, when set, keeps only todos whose last error is exactly this (the
 	// board's dead letters of one cause).
 	LastError *string
+	// ByFailure lists failed todos (State must be failed) by when they failed,
+	// newest first, rather than by id; the cursor is then Before with
+	// FailedBefore, the failure time of the todo Before names.
+	ByFailure    bool
+	FailedBefore time.Time
 }
 
 // ListTodos lists compact todos (no payload), newest first.
@@ -348,7 +353,12 @@ func todoListQuery(f TodoFilter) (string, []any) {
 		where = append(where, "last_error = ?")
 		args = append(args, *f.LastError)
 	}
-	if f.Before > 0 {
+	byFailure := f.ByFailure && f.State == StateFailed
+	switch {
+	case f.Before > 0 && byFailure:
+		where = append(where, "(finished_at, id) < (?, ?)")
+		args = append(args, ms(f.FailedBefore), f.Before)
+	case f.Before > 0:
 		where = append(where, "id < ?")
 		args = append(args, f.Before)
 	}
@@ -360,8 +370,18 @@ func todoListQuery(f TodoFilter) (string, []any) {
 		// beside a deep one read 300,000 rows for each refresh.
 		q += " INDEXED BY todos_claimable"
 	}
+	switch {
+	case byFailure && len(f.Queues) == 0:
+		// Left to itself SQLite reads every failed todo by state and sorts them.
+		q += " INDEXED BY todos_failed_at"
+	case byFailure && len(f.Queues) == 1:
+		q += " INDEXED BY todos_failed_queue_at"
+	}
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	if byFailure {
+		return q + " ORDER BY finished_at DESC, id DESC LIMIT ?", append(args, f.Limit)
 	}
 	q += " ORDER BY id DESC LIMIT ?"
 	return q, append(args, f.Limit)

@@ -88,7 +88,15 @@ func TestListingOneQueuesPendingReadsTheClaimIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	q, args := todoListQuery(TodoFilter{State: StatePending, Queues: []string{"quiet"}, Limit: 51})
-	rows, err := s.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
+	if plan := queryPlan(t, s, q, args...); len(plan) != 1 || !strings.Contains(plan[0], "USING INDEX todos_claimable (queue=?)") {
+		t.Fatalf("plan %q, want one search of todos_claimable by queue", plan)
+	}
+}
+
+// queryPlan returns the lines of SQLite's plan for q.
+func queryPlan(t *testing.T, s *Store, q string, args ...any) []string {
+	t.Helper()
+	rows, err := s.rdb.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,9 +110,10 @@ func TestListingOneQueuesPendingReadsTheClaimIndex(t *testing.T) {
 		}
 		plan = append(plan, detail)
 	}
-	if len(plan) != 1 || !strings.Contains(plan[0], "USING INDEX todos_claimable (queue=?)") {
-		t.Fatalf("plan %q, want one search of todos_claimable by queue", plan)
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
+	return plan
 }
 
 // Every dead letter is audited as todo.dead_letter, an agent's (fail without a

@@ -3,6 +3,7 @@ package web
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -15,6 +16,10 @@ type boardPage struct {
 	Selected     queueSummary // counts of the selected queue (or all), for the state tabs
 	Todos        []store.Todo
 	Older        int64 // cursor of the next page; 0 when this is the last
+	// The Failed tab lists todos by when they failed, newest first: its cursor
+	// is the id with that time (Unix ms), At for this page, OlderAt for the next.
+	ByFailure   bool
+	At, OlderAt int64
 	// Errors groups the dead letters by their last error, on the Failed tab's
 	// first page: what to mend, and then retry.
 	Errors []store.ErrorGroup
@@ -51,12 +56,19 @@ func (u *UI) board(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		p.Queue = ""
 	}
 	p.Before, _ = strconv.ParseInt(q.Get("before"), 10, 64)
+	p.At, _ = strconv.ParseInt(q.Get("at"), 10, 64)
 	if v, ok := q["error"]; ok && len(v) == 1 && p.State == store.StateFailed {
 		p.ByError, p.Error = true, v[0]
 	}
+	// A page of the Failed tab named by id alone (a link from before it was
+	// listed by failure time) is listed by id.
+	p.ByFailure = p.State == store.StateFailed && (p.Before == 0 || p.At > 0)
+	if !p.ByFailure {
+		p.At = 0
+	}
 	fragment := q.Get("fragment")
 	p.CountsURL = link("/", "queue", p.Queue, "state", p.State, "fragment", "counts")
-	p.RowsURL = p.Link("before", p.Before, "fragment", "rows")
+	p.RowsURL = p.Link("before", p.Before, "at", p.At, "fragment", "rows")
 	v := view{Title: "Board", Nav: "board"}
 	if fragment != "rows" {
 		if !u.boardCounts(w, r, rc, &p, fragment != "headline") {
@@ -122,7 +134,8 @@ func (u *UI) queueHeads(w http.ResponseWriter, r *http.Request, rc *reqCtx, qs [
 
 // boardRows fills in one page of the todo table.
 func (u *UI) boardRows(w http.ResponseWriter, r *http.Request, rc *reqCtx, p *boardPage) bool {
-	f := store.TodoFilter{State: p.State, Before: p.Before, Limit: u.opts.PageSize + 1}
+	f := store.TodoFilter{State: p.State, Before: p.Before, Limit: u.opts.PageSize + 1,
+		ByFailure: p.ByFailure, FailedBefore: time.UnixMilli(p.At)}
 	if p.Queue != "" {
 		f.Queues = []string{p.Queue}
 	}
@@ -135,6 +148,11 @@ func (u *UI) boardRows(w http.ResponseWriter, r *http.Request, rc *reqCtx, p *bo
 		return false
 	}
 	p.Todos, p.Older = store.PageOf(todos, u.opts.PageSize)
+	if p.Older != 0 && p.ByFailure {
+		if at := p.Todos[len(p.Todos)-1].FinishedAt; at != nil {
+			p.OlderAt = at.UnixMilli()
+		}
+	}
 	if p.State == store.StateFailed && p.Before == 0 && !p.ByError && len(p.Todos) > 0 {
 		if p.Errors, err = u.store.FailedErrors(r.Context(), p.Queue, errorGroups); err != nil {
 			u.storeError(w, r, rc, "Grouping dead letters by error", err)

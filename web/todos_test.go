@@ -325,11 +325,12 @@ func TestFailedTodosOfOneError(t *testing.T) {
 		strings.Contains(body, `class="table errors"`) {
 		t.Fatalf("the first page of boom's todos: %v\n%s", got, body)
 	}
-	if !strings.Contains(body, fmt.Sprintf(`href="/?before=%d&amp;error=boom&amp;queue=a&amp;state=failed"`, booms[1].ID)) ||
+	at := f.todo(booms[1].ID).FinishedAt.UnixMilli()
+	if !strings.Contains(body, fmt.Sprintf(`href="/?at=%d&amp;before=%d&amp;error=boom&amp;queue=a&amp;state=failed"`, at, booms[1].ID)) ||
 		!strings.Contains(body, `data-live-src="/?error=boom&amp;fragment=rows&amp;queue=a&amp;state=failed"`) {
 		t.Fatalf("the pager or the live rows lose the filter:\n%s", body)
 	}
-	_, body = f.get(fmt.Sprintf("/?before=%d&error=boom&queue=a&state=failed", booms[1].ID), cookie)
+	_, body = f.get(fmt.Sprintf("/?at=%d&before=%d&error=boom&queue=a&state=failed", at, booms[1].ID), cookie)
 	if got := rows(body); len(got) != 1 || got[0] != id(booms[0]) {
 		t.Fatalf("the second page of boom's todos: %v", got)
 	}
@@ -385,6 +386,7 @@ func TestFailedTodosOfErrorZero(t *testing.T) {
 		return td
 	}
 	zero1, zero2, empty := fail("0"), fail("0"), fail("")
+	at := func(td store.Todo) int64 { return f.todo(td.ID).FinishedAt.UnixMilli() }
 	f.failed("a")
 	_, body := f.get("/?queue=a&state=failed", cookie)
 	for _, e := range []string{"0", ""} {
@@ -394,11 +396,11 @@ func TestFailedTodosOfErrorZero(t *testing.T) {
 	}
 	_, body = f.get("/?error=0&queue=a&state=failed", cookie)
 	if !strings.Contains(body, fmt.Sprintf(`<tr data-todo-id="%d"`, zero2.ID)) || strings.Count(body, `<tr data-todo-id="`) != 1 ||
-		!strings.Contains(body, fmt.Sprintf(`href="/?before=%d&amp;error=0&amp;queue=a&amp;state=failed"`, zero2.ID)) ||
+		!strings.Contains(body, fmt.Sprintf(`href="/?at=%d&amp;before=%d&amp;error=0&amp;queue=a&amp;state=failed"`, at(zero2), zero2.ID)) ||
 		!strings.Contains(body, `data-live-src="/?error=0&amp;fragment=rows&amp;queue=a&amp;state=failed"`) {
 		t.Fatalf("the first page of error 0's todos, its pager and live rows:\n%s", body)
 	}
-	_, body = f.get(fmt.Sprintf("/?before=%d&error=0&queue=a&state=failed", zero2.ID), cookie)
+	_, body = f.get(fmt.Sprintf("/?at=%d&before=%d&error=0&queue=a&state=failed", at(zero2), zero2.ID), cookie)
 	if !strings.Contains(body, fmt.Sprintf(`<tr data-todo-id="%d"`, zero1.ID)) || strings.Count(body, `<tr data-todo-id="`) != 1 ||
 		!strings.Contains(body, `href="/?error=0&amp;queue=a&amp;state=failed">← Newest`) {
 		t.Fatalf("the second page of error 0's todos:\n%s", body)
@@ -407,5 +409,70 @@ func TestFailedTodosOfErrorZero(t *testing.T) {
 	if !strings.Contains(body, fmt.Sprintf(`<tr data-todo-id="%d"`, empty.ID)) || strings.Count(body, `<tr data-todo-id="`) != 1 ||
 		!strings.Contains(body, `data-live-src="/?error=&amp;fragment=rows&amp;queue=a&amp;state=failed"`) {
 		t.Fatalf("the todos that failed with no error:\n%s", body)
+	}
+}
+
+// The Failed tab lists dead letters by when they failed, newest first: a todo
+// that failed again after a retry is at the top, whatever its id. Its pager and
+// the rows' forms carry the cursor (id and failure time); a link with an id alone
+// (from before) still pages, by id.
+func TestFailedTabListsByFailureTime(t *testing.T) {
+	f := newFixture(t, Options{PageSize: 2})
+	cookie, csrf := f.login()
+	var dead []store.Todo
+	for range 3 {
+		f.clock.Add(time.Minute)
+		dead = append(dead, f.failed("a"))
+	}
+	// The oldest is retried and fails again, last.
+	f.clock.Add(time.Minute)
+	if _, err := f.st.Retry(t.Context(), dead[0].ID, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.Claim(t.Context(), store.Ack{ID: dead[0].ID, Owner: "agent:worker"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.Fail(t.Context(), store.Ack{ID: dead[0].ID, Owner: "agent:worker"}, "boom", false); err != nil {
+		t.Fatal(err)
+	}
+	rows := func(body string) []int64 {
+		var ids []int64
+		for _, part := range strings.Split(body, `<tr data-todo-id="`)[1:] {
+			var id int64
+			fmt.Sscanf(part, "%d", &id)
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	_, body := f.get("/?state=failed", cookie)
+	if got := rows(body); !slices.Equal(got, []int64{dead[0].ID, dead[2].ID}) || !strings.Contains(body, "<th>Failed</th>") {
+		t.Fatalf("the Failed tab's first page: %v\n%s", got, body)
+	}
+	at := f.todo(dead[2].ID).FinishedAt.UnixMilli()
+	older := fmt.Sprintf("/?at=%d&before=%d&state=failed", at, dead[2].ID)
+	if !strings.Contains(body, `href="`+html.EscapeString(older)+`"`) {
+		t.Fatalf("the pager does not carry the failure time:\n%s", body)
+	}
+	_, body = f.get(older, cookie)
+	if got := rows(body); !slices.Equal(got, []int64{dead[1].ID}) {
+		t.Fatalf("the second page: %v", got)
+	}
+	// A retry from the second page returns to it.
+	if !strings.Contains(body, `name="return" value="`+html.EscapeString(older)+`"`) {
+		t.Fatalf("the rows' forms do not return to this page:\n%s", body)
+	}
+	res, _ := f.post(fmt.Sprintf("/todos/%d/retry", dead[1].ID), cookie, url.Values{csrfField: {csrf}, "return": {older}})
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != older {
+		t.Fatalf("retry from the second page: %d %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	// An id alone pages by id, as links did before.
+	_, body = f.get(fmt.Sprintf("/?before=%d&state=failed", dead[2].ID), cookie)
+	if got := rows(body); !slices.Equal(got, []int64{dead[0].ID}) || !strings.Contains(body, "<th>Created</th>") {
+		t.Fatalf("a page named by id alone: %v", got)
+	}
+	// The All tab still lists by id.
+	_, body = f.get("/", cookie)
+	if got := rows(body); !slices.Equal(got, []int64{dead[2].ID, dead[1].ID}) {
+		t.Fatalf("the All tab: %v", got)
 	}
 }
