@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -47,26 +48,15 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, err
 	if strings.HasSuffix(f.Action, ".") {
 		return s.listAuditUnder(ctx, f)
 	}
-	var where []string
-	var args []any
-	if f.Actor != "" {
-		where, args = append(where, "actor = ?"), append(args, f.Actor)
+	index := ""
+	if f.Actor != "" && f.Action != "" && f.Target == "" {
+		var err error
+		if index, err = s.rarerAuditIndex(ctx, f); err != nil {
+			return nil, err
+		}
 	}
-	if f.Action != "" {
-		where, args = append(where, "action = ?"), append(args, f.Action)
-	}
-	if f.Target != "" {
-		where, args = append(where, "target = ?"), append(args, f.Target)
-	}
-	if f.Before > 0 {
-		where, args = append(where, "id < ?"), append(args, f.Before)
-	}
-	q := `SELECT id, at, actor, action, target, outcome, detail FROM audit`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY id DESC LIMIT ?"
-	rows, err := s.query(ctx, q, append(args, f.Limit)...)
+	q, args := auditListQuery(f, index)
+	rows, err := s.query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list audit: %w", err)
 	}
@@ -82,6 +72,64 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, err
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// auditListQuery builds ListAudit's statement for an exact action (or none) and
+// its arguments, read through index when one is named.
+func auditListQuery(f AuditFilter, index string) (string, []any) {
+	var where []string
+	var args []any
+	if f.Actor != "" {
+		where, args = append(where, "actor = ?"), append(args, f.Actor)
+	}
+	if f.Action != "" {
+		where, args = append(where, "action = ?"), append(args, f.Action)
+	}
+	if f.Target != "" {
+		where, args = append(where, "target = ?"), append(args, f.Target)
+	}
+	if f.Before > 0 {
+		where, args = append(where, "id < ?"), append(args, f.Before)
+	}
+	q := `SELECT id, at, actor, action, target, outcome, detail FROM audit`
+	if index != "" {
+		q += " INDEXED BY " + index
+	}
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	return q + " ORDER BY id DESC LIMIT ?", append(args, f.Limit)
+}
+
+// auditProbeCap bounds how many rows rarerAuditIndex counts on each side.
+const auditProbeCap = 2000
+
+// rarerAuditIndex says which index to read a filter by actor and action through:
+// the one whose value matches fewer rows, counted on the index alone up to
+// auditProbeCap; "" when both reach it, for SQLite to choose. Its statistics know
+// how many rows an actor or an action has on average, not this one's: an operator
+// with 24 rows, filtered with an action of 119,000, had every row of that action
+// read (134 ms at 360,000 rows) to find none of theirs.
+func (s *Store) rarerAuditIndex(ctx context.Context, f AuditFilter) (string, error) {
+	before := f.Before
+	if before <= 0 {
+		before = math.MaxInt64
+	}
+	var byActor, byAction int
+	err := s.queryRow(ctx, `SELECT
+			(SELECT count(*) FROM (SELECT 1 FROM audit INDEXED BY audit_actor WHERE actor = ? AND id < ? LIMIT ?)),
+			(SELECT count(*) FROM (SELECT 1 FROM audit INDEXED BY audit_action WHERE action = ? AND id < ? LIMIT ?))`,
+		f.Actor, before, auditProbeCap, f.Action, before, auditProbeCap).Scan(&byActor, &byAction)
+	if err != nil {
+		return "", fmt.Errorf("store: list audit: %w", err)
+	}
+	switch {
+	case byActor == auditProbeCap && byAction == auditProbeCap:
+		return "", nil
+	case byActor <= byAction:
+		return "audit_actor", nil
+	}
+	return "audit_action", nil
 }
 
 // listAuditUnder lists the rows whose action starts with f.Action (a prefix ending

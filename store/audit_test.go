@@ -72,22 +72,92 @@ func TestListAuditByPrefix(t *testing.T) {
 				want = append(want, e.ID)
 			}
 		}
-		var got []int64
-		for before := int64(0); ; {
-			page, err := s.ListAudit(ctx, AuditFilter{Action: "todo.", Actor: actor, Before: before, Limit: 7})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, e := range page {
-				got = append(got, e.ID)
-			}
-			if len(page) < 7 {
-				break
-			}
-			before = page[len(page)-1].ID
-		}
-		if !slices.Equal(got, want) {
+		if got := auditPages(t, s, AuditFilter{Action: "todo.", Actor: actor, Limit: 7}, nil); !slices.Equal(got, want) {
 			t.Fatalf("actor %q: pages of todo. gave %v, want %v", actor, got, want)
 		}
+	}
+}
+
+// A filter by actor and action reads the index of whichever matches fewer rows:
+// an operator's few rows, not every row of an action agents write all day. Both
+// past the probe's cap, SQLite chooses. The rows are those a scan would give,
+// paged.
+func TestListAuditByActorAndActionReadsTheRarerIndex(t *testing.T) {
+	s := openTest(t, Options{Synchronous: SyncNormal})
+	ctx := context.Background()
+	err := s.write(ctx, func(w *wtx) error {
+		if _, err := w.exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < ?)
+			INSERT INTO audit (at, actor, action, target) SELECT i, iif(i % 2 = 0, 'agent:bot', 'agent:two'),
+				iif(i % 500 = 0, 'todo.fail', 'todo.complete'), 'todo:' || i FROM n`, 3*auditProbeCap); err != nil {
+			return err
+		}
+		for i := range 3 {
+			if err := w.audit("human:1", "todo.retry", fmt.Sprintf("todo:%d", i), "", ""); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		f    AuditFilter
+		want string
+	}{
+		{AuditFilter{Actor: "human:1", Action: "todo.complete"}, "audit_actor"},
+		{AuditFilter{Actor: "human:1", Action: "todo.retry"}, "audit_actor"},
+		{AuditFilter{Actor: "agent:bot", Action: "todo.fail"}, "audit_action"},
+		{AuditFilter{Actor: "agent:bot", Action: "todo.retry"}, "audit_action"},
+		{AuditFilter{Actor: "agent:bot", Action: "todo.complete"}, ""},
+		// Below the cursor, agent:bot has fewer rows than the cap.
+		{AuditFilter{Actor: "agent:bot", Action: "todo.complete", Before: 1000}, "audit_actor"},
+	} {
+		if got, err := s.rarerAuditIndex(ctx, c.f); err != nil || got != c.want {
+			t.Errorf("%+v: index %q, %v; want %q", c.f, got, err, c.want)
+		}
+		if c.want != "" {
+			c.f.Limit = 100
+			q, args := auditListQuery(c.f, c.want)
+			if plan := queryPlan(t, s, q, args...); len(plan) != 1 || !strings.Contains(plan[0], "INDEX "+c.want+" ") {
+				t.Errorf("%+v: plan %q, want one search of %s", c.f, plan, c.want)
+			}
+		}
+	}
+	all, err := s.ListAudit(ctx, AuditFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []AuditFilter{{Actor: "human:1", Action: "todo.retry"}, {Actor: "agent:bot", Action: "todo.fail"},
+		{Actor: "human:1", Action: "todo.complete"}, {Actor: "agent:two", Action: "todo.complete", Before: all[len(all)-1].ID}} {
+		want := auditPages(t, s, AuditFilter{Before: f.Before, Limit: 1000}, func(e AuditEntry) bool {
+			return e.Actor == f.Actor && e.Action == f.Action
+		})
+		f.Limit = 5
+		if got := auditPages(t, s, f, nil); !slices.Equal(got, want) || (f.Action != "todo.complete" && len(want) == 0) {
+			t.Errorf("%+v: pages gave %d rows, a scan %d", f, len(got), len(want))
+		}
+	}
+}
+
+// auditPages lists f page by page (f.Limit rows each) from f.Before on, and returns
+// the ids of the rows keep keeps (every row when nil).
+func auditPages(t *testing.T, s *Store, f AuditFilter, keep func(AuditEntry) bool) []int64 {
+	t.Helper()
+	var ids []int64
+	for {
+		page, err := s.ListAudit(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range page {
+			if keep == nil || keep(e) {
+				ids = append(ids, e.ID)
+			}
+		}
+		if len(page) < f.Limit {
+			return ids
+		}
+		f.Before = page[len(page)-1].ID
 	}
 }
