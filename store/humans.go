@@ -85,7 +85,9 @@ func (s *Store) SetPassword(ctx context.Context, username, password, actor strin
 // the one whose token is keep, the browser they changed it in. bcrypt runs before
 // the write, not in it; the new password is stored only if the old one is still
 // the one checked, so a change made meanwhile (admin passwd) is not overwritten:
-// that is ErrBadPassword too. It returns how many sessions it ended.
+// that is ErrBadPassword too, unless it made password the password already (the
+// same form sent twice, a double click), which is then done. It returns how many
+// sessions it ended.
 func (s *Store) ChangePassword(ctx context.Context, username, current, password, keep, actor string) (int64, error) {
 	_, old, err := s.checkPassword(ctx, username, current)
 	if err != nil {
@@ -95,22 +97,32 @@ func (s *Store) ChangePassword(ctx context.Context, username, current, password,
 	if err != nil {
 		return 0, fmt.Errorf("store: change the password of %q: %w", username, err)
 	}
-	return s.replacePassword(ctx, username, old, hash, keep, actor)
+	return s.replacePassword(ctx, username, old, password, hash, keep, actor)
 }
 
-// replacePassword stores hash as username's password if it is still old, and ends
-// their sessions but keep's.
-func (s *Store) replacePassword(ctx context.Context, username, old, hash, keep, actor string) (int64, error) {
+// errChangedMeanwhile: the password is no longer the one ChangePassword checked.
+var errChangedMeanwhile = fmt.Errorf("it was changed meanwhile: %w", ErrBadPassword)
+
+// replacePassword stores hash, of password, as username's password if it is still
+// old, and ends their sessions but keep's. If it is no longer old but password
+// is already theirs (the first of two identical changes stored it), there is
+// nothing left to do.
+func (s *Store) replacePassword(ctx context.Context, username, old, password, hash, keep, actor string) (int64, error) {
 	_, ended, err := s.endSessions(ctx, username, actor, "human.password", hashSessionToken(keep), func(w *wtx, id int64) error {
 		res, err := w.exec(`UPDATE humans SET password_hash = ? WHERE id = ? AND password_hash = ?`, hash, id, old)
 		if err != nil {
 			return fmt.Errorf("store: change the password of %q: %w", username, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("store: change the password of %q: it was changed meanwhile: %w", username, ErrBadPassword)
+			return fmt.Errorf("store: change the password of %q: %w", username, errChangedMeanwhile)
 		}
 		return nil
 	})
+	if errors.Is(err, errChangedMeanwhile) {
+		if _, _, cerr := s.checkPassword(ctx, username, password); cerr == nil {
+			return 0, nil
+		}
+	}
 	return ended, err
 }
 

@@ -233,7 +233,7 @@ func TestChangePasswordLosesToAChangeMeanwhile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.replacePassword(ctx, "ana", old, newHash, tok, "human:1"); !errors.Is(err, ErrBadPassword) {
+	if _, err := s.replacePassword(ctx, "ana", old, "changed on the board", newHash, tok, "human:1"); !errors.Is(err, ErrBadPassword) {
 		t.Fatalf("a change checked against the old password: %v, want ErrBadPassword", err)
 	}
 	if _, err := s.CheckPassword(ctx, "ana", "set by the cli"); err != nil {
@@ -241,5 +241,46 @@ func TestChangePasswordLosesToAChangeMeanwhile(t *testing.T) {
 	}
 	if live, _ := s.WebSessions(ctx, h.ID, tok); len(live) != 2 {
 		t.Fatalf("the refused change ended sessions: %d left", len(live))
+	}
+}
+
+// The same change sent twice (a double click): the second, checked against the
+// old password before the first stored the new one, finds the new one already
+// stored and is done, not refused as a wrong current password.
+func TestChangePasswordSentTwice(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openWebSessionStore(t)
+	h, err := s.CreateHuman(ctx, "ana", "correct horse", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tokens []string
+	for range 2 {
+		tok, _, err := s.CreateWebSession(ctx, h.ID, time.Hour, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, tok)
+	}
+	// The second request's check and hash, before the first request's write.
+	_, old, err := s.checkPassword(ctx, "ana", "correct horse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := hashPassword("new password!")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.ChangePassword(ctx, "ana", "correct horse", "new password!", tokens[0], "human:1"); err != nil || n != 1 {
+		t.Fatalf("the first change: %d, %v", n, err)
+	}
+	if n, err := s.replacePassword(ctx, "ana", old, "new password!", second, tokens[0], "human:1"); err != nil || n != 0 {
+		t.Fatalf("the same change again: %d, %v; want done, nothing more ended", n, err)
+	}
+	if _, err := s.CheckPassword(ctx, "ana", "new password!"); err != nil {
+		t.Fatalf("the new password: %v", err)
+	}
+	if _, err := s.WebSessionByToken(ctx, tokens[0]); err != nil {
+		t.Fatalf("the session kept: %v", err)
 	}
 }
