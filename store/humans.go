@@ -161,11 +161,15 @@ func (s *Store) endSessions(ctx context.Context, username, actor, action string,
 				return err
 			}
 		}
-		res, err := w.exec(`DELETE FROM web_sessions WHERE human_id = ? AND token_hash IS NOT ?`, h.ID, keep)
-		if err != nil {
+		// Expired sessions go too, but only live ones count as ended: the count
+		// is told beside the live sessions the board listed.
+		if err := w.queryRow(`SELECT count(*) FROM web_sessions WHERE human_id = ? AND token_hash IS NOT ? AND expires_at > ?`,
+			h.ID, keep, ms(w.now)).Scan(&ended); err != nil {
+			return fmt.Errorf("store: count the sessions of %q: %w", username, err)
+		}
+		if _, err := w.exec(`DELETE FROM web_sessions WHERE human_id = ? AND token_hash IS NOT ?`, h.ID, keep); err != nil {
 			return fmt.Errorf("store: end the sessions of %q: %w", username, err)
 		}
-		ended, _ = res.RowsAffected()
 		return w.audit(actor, action, fmt.Sprintf("human:%d", h.ID), "", fmt.Sprintf("sessions ended=%d", ended))
 	})
 	return h, ended, err

@@ -181,3 +181,25 @@ func TestBrowserName(t *testing.T) {
 		}
 	}
 }
+
+// The count the Account page offers is the count it reports: a session that had
+// already expired is not one more browser logged out.
+func TestEndOtherSessionsCountsLiveOnes(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+	f.login()
+	if _, _, err := f.st.CreateWebSession(t.Context(), f.human.ID, time.Minute, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Add(2 * time.Minute)
+	if _, page := f.get("/account", cookie); !strings.Contains(page, "Log out the other 1<") {
+		t.Fatalf("account page:\n%s", page)
+	}
+	res := f.do(http.MethodPost, "/account/sessions/end-others", cookie, url.Values{csrfField: {csrf}}, nil)
+	if page := f.follow(res, cookie); !strings.Contains(page, "Logged out of 1 other session;") {
+		t.Fatalf("after ending the other one:\n%s", page)
+	}
+	if rows := f.audited(humanActor(f.human.ID)); rows[0].Detail != "sessions ended=1" {
+		t.Fatalf("audit %+v", rows[0])
+	}
+}

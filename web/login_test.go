@@ -290,7 +290,7 @@ func TestNewPasswordEndsEverySession(t *testing.T) {
 	if len(sessions) != 2 {
 		t.Fatalf("%d sessions from two logins", len(sessions))
 	}
-	cli, err := store.Open(context.Background(), f.st.Path(), store.Options{Logger: quietLog})
+	cli, err := store.Open(context.Background(), f.st.Path(), store.Options{Logger: quietLog, Now: f.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
