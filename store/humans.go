@@ -80,22 +80,31 @@ func (s *Store) SetPassword(ctx context.Context, username, password, actor strin
 	})
 }
 
+// PasswordChange is what ChangePassword did.
+type PasswordChange struct {
+	Ended int64 // how many of the operator's other sessions it ended
+	// Token replaces the kept session's token, which stops working: a copy of
+	// the cookie taken before the change is of no use after it. "" when the
+	// change had been made already (see ChangePassword).
+	Token string
+}
+
 // ChangePassword is the operator username changing their own password: current
 // must be theirs (ErrBadPassword otherwise), and every session they have ends but
-// the one whose token is keep, the browser they changed it in. bcrypt runs before
-// the write, not in it; the new password is stored only if the old one is still
-// the one checked, so a change made meanwhile (admin passwd) is not overwritten:
-// that is ErrBadPassword too, unless it made password the password already (the
-// same form sent twice, a double click), which is then done. It returns how many
-// sessions it ended.
-func (s *Store) ChangePassword(ctx context.Context, username, current, password, keep, actor string) (int64, error) {
+// the one whose token is keep, the browser they changed it in, which is given a
+// new token. bcrypt runs before the write, not in it; the new password is stored
+// only if the old one is still the one checked, so a change made meanwhile (admin
+// passwd) is not overwritten: that is ErrBadPassword too, unless it made password
+// the password already (the same form sent twice, a double click), which is then
+// done.
+func (s *Store) ChangePassword(ctx context.Context, username, current, password, keep, actor string) (PasswordChange, error) {
 	_, old, err := s.checkPassword(ctx, username, current)
 	if err != nil {
-		return 0, err
+		return PasswordChange{}, err
 	}
 	hash, err := hashPassword(password)
 	if err != nil {
-		return 0, fmt.Errorf("store: change the password of %q: %w", username, err)
+		return PasswordChange{}, fmt.Errorf("store: change the password of %q: %w", username, err)
 	}
 	return s.replacePassword(ctx, username, old, password, hash, keep, actor)
 }
@@ -104,11 +113,16 @@ func (s *Store) ChangePassword(ctx context.Context, username, current, password,
 var errChangedMeanwhile = fmt.Errorf("it was changed meanwhile: %w", ErrBadPassword)
 
 // replacePassword stores hash, of password, as username's password if it is still
-// old, and ends their sessions but keep's. If it is no longer old but password
-// is already theirs (the first of two identical changes stored it), there is
-// nothing left to do.
-func (s *Store) replacePassword(ctx context.Context, username, old, password, hash, keep, actor string) (int64, error) {
-	_, ended, err := s.endSessions(ctx, username, actor, "human.password", hashSessionToken(keep), func(w *wtx, id int64) error {
+// old, gives keep's session a new token and ends the others. If the password is
+// no longer old but password is already theirs (the first of two identical
+// changes stored it), there is nothing left to do.
+func (s *Store) replacePassword(ctx context.Context, username, old, password, hash, keep, actor string) (PasswordChange, error) {
+	token, err := newSessionToken()
+	if err != nil {
+		return PasswordChange{}, err
+	}
+	rotated := false
+	_, ended, err := s.endSessions(ctx, username, actor, "human.password", hashSessionToken(token), func(w *wtx, id int64) error {
 		res, err := w.exec(`UPDATE humans SET password_hash = ? WHERE id = ? AND password_hash = ?`, hash, id, old)
 		if err != nil {
 			return fmt.Errorf("store: change the password of %q: %w", username, err)
@@ -116,14 +130,25 @@ func (s *Store) replacePassword(ctx context.Context, username, old, password, ha
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("store: change the password of %q: %w", username, errChangedMeanwhile)
 		}
+		// Before the others are ended, which spares the session of this token.
+		res, err = w.exec(`UPDATE web_sessions SET token_hash = ? WHERE token_hash = ? AND human_id = ?`,
+			hashSessionToken(token), hashSessionToken(keep), id)
+		if err != nil {
+			return fmt.Errorf("store: renew the session of %q: %w", username, err)
+		}
+		n, _ := res.RowsAffected()
+		rotated = n == 1
 		return nil
 	})
 	if errors.Is(err, errChangedMeanwhile) {
 		if _, _, cerr := s.checkPassword(ctx, username, password); cerr == nil {
-			return 0, nil
+			return PasswordChange{}, nil
 		}
 	}
-	return ended, err
+	if err != nil || !rotated {
+		token = ""
+	}
+	return PasswordChange{Ended: ended, Token: token}, err
 }
 
 // EndSessions logs the operator username out of every browser, and returns the

@@ -25,13 +25,12 @@ func hashSessionToken(token string) []byte {
 // CreateWebSession starts a session for human, valid for ttl, and returns its token.
 // The login is audited as the human.
 func (s *Store) CreateWebSession(ctx context.Context, humanID int64, ttl time.Duration, userAgent, detail string) (string, WebSession, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", WebSession{}, fmt.Errorf("store: mint session token: %w", err)
+	token, err := newSessionToken()
+	if err != nil {
+		return "", WebSession{}, err
 	}
-	token := base64.RawURLEncoding.EncodeToString(b)
 	var ws WebSession
-	err := s.write(ctx, func(w *wtx) error {
+	err = s.write(ctx, func(w *wtx) error {
 		var created int64
 		err := w.queryRow(`SELECT id, username, created_at FROM humans WHERE id = ?`, humanID).
 			Scan(&ws.Human.ID, &ws.Human.Username, &created)
@@ -54,6 +53,15 @@ func (s *Store) CreateWebSession(ctx context.Context, humanID int64, ttl time.Du
 		return "", WebSession{}, err
 	}
 	return token, ws, nil
+}
+
+// newSessionToken mints a session token: 32 random bytes, base64url.
+func newSessionToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("store: mint session token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
 // WebSessionByToken resolves a session token to its live session. Unknown and

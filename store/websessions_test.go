@@ -167,16 +167,24 @@ func TestChangePasswordKeepsOneSession(t *testing.T) {
 		t.Fatalf("a refused change changed the password: %v", err)
 	}
 
-	ended, err := s.ChangePassword(ctx, "ana", "correct horse", "new password!", tokens[1], "human:1")
-	if err != nil || ended != 2 {
-		t.Fatalf("ChangePassword = %d, %v; want 2 sessions ended", ended, err)
+	change, err := s.ChangePassword(ctx, "ana", "correct horse", "new password!", tokens[1], "human:1")
+	if err != nil || change.Ended != 2 || change.Token == "" || change.Token == tokens[1] {
+		t.Fatalf("ChangePassword = %+v, %v; want 2 sessions ended and a new token", change, err)
 	}
+	// Every old token stops working, the kept session's too: it goes on under
+	// its new token, as it was.
 	for i, tok := range tokens {
-		_, err := s.WebSessionByToken(ctx, tok)
-		if (i == 1) != (err == nil) {
-			t.Fatalf("session %d after the change: %v", i, err)
+		if _, err := s.WebSessionByToken(ctx, tok); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("session %d's old token after the change: %v", i, err)
 		}
 	}
+	if ws, err := s.WebSessionByToken(ctx, change.Token); err != nil || ws.Human.ID != ana.ID {
+		t.Fatalf("the kept session under its new token: %+v, %v", ws, err)
+	}
+	if live, _ := s.WebSessions(ctx, ana.ID, change.Token); len(live) != 1 || !live[0].Current || live[0].UserAgent != "laptop" {
+		t.Fatalf("after the change: %+v", live)
+	}
+	tokens[1] = change.Token
 	if _, err := s.WebSessionByToken(ctx, boTok); err != nil {
 		t.Fatalf("another operator's session ended: %v", err)
 	}
@@ -233,7 +241,7 @@ func TestChangePasswordLosesToAChangeMeanwhile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.replacePassword(ctx, "ana", old, "changed on the board", newHash, tok, "human:1"); !errors.Is(err, ErrBadPassword) {
+	if c, err := s.replacePassword(ctx, "ana", old, "changed on the board", newHash, tok, "human:1"); !errors.Is(err, ErrBadPassword) || c.Token != "" {
 		t.Fatalf("a change checked against the old password: %v, want ErrBadPassword", err)
 	}
 	if _, err := s.CheckPassword(ctx, "ana", "set by the cli"); err != nil {
@@ -271,16 +279,17 @@ func TestChangePasswordSentTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.ChangePassword(ctx, "ana", "correct horse", "new password!", tokens[0], "human:1"); err != nil || n != 1 {
-		t.Fatalf("the first change: %d, %v", n, err)
+	first, err := s.ChangePassword(ctx, "ana", "correct horse", "new password!", tokens[0], "human:1")
+	if err != nil || first.Ended != 1 || first.Token == "" {
+		t.Fatalf("the first change: %+v, %v", first, err)
 	}
-	if n, err := s.replacePassword(ctx, "ana", old, "new password!", second, tokens[0], "human:1"); err != nil || n != 0 {
-		t.Fatalf("the same change again: %d, %v; want done, nothing more ended", n, err)
+	if c, err := s.replacePassword(ctx, "ana", old, "new password!", second, tokens[0], "human:1"); err != nil || c != (PasswordChange{}) {
+		t.Fatalf("the same change again: %+v, %v; want done, nothing more ended or renewed", c, err)
 	}
 	if _, err := s.CheckPassword(ctx, "ana", "new password!"); err != nil {
 		t.Fatalf("the new password: %v", err)
 	}
-	if _, err := s.WebSessionByToken(ctx, tokens[0]); err != nil {
+	if _, err := s.WebSessionByToken(ctx, first.Token); err != nil {
 		t.Fatalf("the session kept: %v", err)
 	}
 }

@@ -41,23 +41,31 @@ func (u *UI) showAccount(w http.ResponseWriter, r *http.Request, rc *reqCtx, sta
 
 // changePassword serves POST /account/password: the current password, then the
 // new one twice. Every other session of the operator ends (whoever held one may
-// have known the old password); this browser stays logged in. Wrong current
-// passwords count toward the same lockout as failed logins, so a session left
-// open is no way to guess the password either.
+// have known the old password); this browser stays logged in, under a new session
+// token, so a copy of its cookie taken before is of no use. Wrong current
+// passwords are audited and count toward the same lockout as failed logins, so a
+// session left open is no way to guess the password either.
 func (u *UI) changePassword(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	current, next := r.PostForm.Get("current"), r.PostForm.Get("new")
 	if next != r.PostForm.Get("confirm") {
 		u.showAccount(w, r, rc, http.StatusBadRequest, "", "The new password and its repetition differ: nothing was changed.")
 		return
 	}
-	key := throttleKey(rc.Human.Username, u.clientIP(r))
+	ip := u.clientIP(r)
+	key := throttleKey(rc.Human.Username, ip)
 	if wait := u.throttle.wait(key); wait > 0 {
 		u.accountTooMany(w, r, rc, wait)
 		return
 	}
-	ended, err := u.store.ChangePassword(r.Context(), rc.Human.Username, current, next, rc.token, rc.actor())
+	change, err := u.store.ChangePassword(r.Context(), rc.Human.Username, current, next, rc.token, rc.actor())
 	switch {
 	case errors.Is(err, store.ErrBadPassword):
+		// Recorded (not the password), as a failed login is: guessing through a
+		// session left open shows in the audit log.
+		if aerr := u.store.Audit(r.Context(), store.AuditEntry{Actor: rc.actor(), Action: "human.password",
+			Target: rc.actor(), Outcome: "denied", Detail: "ip=" + ip}); aerr != nil {
+			u.log.Warn("web: audit a refused password change", "err", aerr)
+		}
 		if wait := u.throttle.fail(key); wait > 0 {
 			u.accountTooMany(w, r, rc, wait)
 			return
@@ -72,8 +80,17 @@ func (u *UI) changePassword(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 		return
 	}
 	u.throttle.succeed(key)
-	u.streams.endExcept(rc.Human.ID, rc.CSRF)
-	u.redirectFlash(w, r, rc, "/account", fmt.Sprintf("password:%d", ended))
+	if change.Token == "" {
+		// Made already, by the same form sent a moment before.
+		u.streams.endExcept(rc.Human.ID, rc.CSRF)
+	} else {
+		// This browser's session has a new token: every stream of the operator
+		// ends, this browser's reconnecting with it.
+		u.streams.end(rc.Human.ID, "")
+		u.setSessionCookie(w, r, change.Token)
+		rc.token, rc.CSRF = change.Token, csrfToken(change.Token)
+	}
+	u.redirectFlash(w, r, rc, "/account", fmt.Sprintf("password:%d", change.Ended))
 }
 
 func (u *UI) accountTooMany(w http.ResponseWriter, r *http.Request, rc *reqCtx, wait time.Duration) {

@@ -67,28 +67,35 @@ func TestChangeOwnPassword(t *testing.T) {
 		t.Fatalf("a refused change ended the other session: %d", res.StatusCode)
 	}
 
-	streams := []*bufio.Reader{openStream(t, f, other)}
-	kept := []*bufio.Reader{openStream(t, f, cookie), openStream(t, f, bobs)}
+	// This browser's stream ends too: its session goes on under a new token, which
+	// its page reconnects with.
+	ended := []*bufio.Reader{openStream(t, f, other), openStream(t, f, cookie)}
+	kept := openStream(t, f, bobs)
 	res = f.do(http.MethodPost, "/account/password", cookie, url.Values{csrfField: {csrf},
 		"current": {testPassword}, "new": {"a new password"}, "confirm": {"a new password"}}, nil)
-	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/account" {
-		t.Fatalf("change: %d %q", res.StatusCode, res.Header.Get("Location"))
+	renewed := sessionFrom(res)
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/account" || renewed == nil || renewed.Value == cookie.Value {
+		t.Fatalf("change: %d %q, session cookie %v", res.StatusCode, res.Header.Get("Location"), renewed)
 	}
-	if page := f.follow(res, cookie); !strings.Contains(page, "Password changed.") || !strings.Contains(page, "(1 other session)") ||
-		strings.Contains(page, "Log out the other") {
+	if page := f.follow(res, renewed); !strings.Contains(page, "Password changed.") || !strings.Contains(page, "(1 other session)") ||
+		strings.Contains(page, "Log out the other") || !strings.Contains(page, csrfToken(renewed.Value)) {
 		t.Fatalf("after the change:\n%s", page)
 	}
 	f.addTodo("inbox", "{}")
-	streamEnds(t, streams[0])
-	for i, r := range kept {
-		if name, _ := sseEvent(t, r); name != "todo" {
-			t.Fatalf("kept stream %d heard %q", i, name)
+	for _, r := range ended {
+		streamEnds(t, r)
+	}
+	if name, _ := sseEvent(t, kept); name != "todo" {
+		t.Fatalf("bob's stream heard %q", name)
+	}
+	// The session cookie from before the change, as a copy of it taken by someone
+	// else would be, no longer works.
+	for _, c := range []*http.Cookie{other, cookie} {
+		if res, _ := f.get("/", c); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("a session token from before the change: %d", res.StatusCode)
 		}
 	}
-	if res, _ := f.get("/", other); res.StatusCode != http.StatusSeeOther {
-		t.Fatalf("the other session after the change: %d", res.StatusCode)
-	}
-	for _, c := range []*http.Cookie{cookie, bobs} {
+	for _, c := range []*http.Cookie{renewed, bobs} {
 		if res, _ := f.get("/", c); res.StatusCode != http.StatusOK {
 			t.Fatalf("a kept session after the change: %d", res.StatusCode)
 		}
@@ -115,6 +122,16 @@ func TestChangePasswordIsThrottled(t *testing.T) {
 	res, page := f.post("/account/password", cookie, form)
 	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" || !strings.Contains(page, "Too many wrong passwords") {
 		t.Fatalf("past the free failures: %d %q", res.StatusCode, res.Header.Get("Retry-After"))
+	}
+	// Each wrong password is audited, as a failed login is.
+	denied := 0
+	for _, row := range f.audited(humanActor(f.human.ID)) {
+		if row.Action == "human.password" && row.Outcome == "denied" && row.Detail == "ip=127.0.0.1" {
+			denied++
+		}
+	}
+	if denied != throttleFree+1 {
+		t.Fatalf("%d refused changes audited, want %d", denied, throttleFree+1)
 	}
 	// The right password waits too, until the lockout ends.
 	form.Set("current", testPassword)
@@ -166,12 +183,14 @@ func TestEndOtherSessions(t *testing.T) {
 
 func TestBrowserName(t *testing.T) {
 	for ua, want := range map[string]string{
-		"Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0":                                                                  "Firefox on Linux",
-		"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36 Edg/131.0.0.0":           "Edge on Windows",
-		"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36":                   "Chrome on macOS",
-		"Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1": "Safari on iPhone",
-		"Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Mobile Safari/537.36":                   "Chrome on Android",
-		"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/131.0.0.0 Safari/537.36":                           "Chrome on Linux",
+		"Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0":                                                                                  "Firefox on Linux",
+		"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36 Edg/131.0.0.0":                           "Edge on Windows",
+		"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36":                                   "Chrome on macOS",
+		"Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1":                 "Safari on iPhone",
+		"Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Mobile Safari/537.36":                                   "Chrome on Android",
+		"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/131.0.0.0 Safari/537.36":                                           "Chrome on Linux",
+		"Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) FxiOS/133.0 Mobile/15E148 Safari/605.1.15":               "Firefox on iPhone",
+		"Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.0 EdgiOS/131.0 Mobile/15E148 Safari/605.1.15": "Edge on iPhone",
 		"curl/8.5.0":           "curl",
 		"":                     "unknown browser",
 		"python-requests/2.32": "unknown browser",

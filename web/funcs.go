@@ -299,8 +299,9 @@ func clip(s string, n int) string {
 // order: Edge's and Opera's name Chrome too, Chrome's names Safari, an iPhone's
 // names Mac OS X.
 var (
-	browsers = [][2]string{{"Firefox/", "Firefox"}, {"Edg/", "Edge"}, {"OPR/", "Opera"}, {"Chrome/", "Chrome"},
-		{"Chromium/", "Chrome"}, {"CriOS/", "Chrome"}, {"Version/", "Safari"}}
+	browsers = [][2]string{{"Firefox/", "Firefox"}, {"FxiOS/", "Firefox"}, {"Edg/", "Edge"}, {"EdgiOS/", "Edge"},
+		{"EdgA/", "Edge"}, {"OPR/", "Opera"}, {"Chrome/", "Chrome"}, {"Chromium/", "Chrome"}, {"CriOS/", "Chrome"},
+		{"Version/", "Safari"}}
 	platforms = [][2]string{{"iPhone", "iPhone"}, {"iPad", "iPad"}, {"Android", "Android"}, {"Windows", "Windows"},
 		{"Mac OS X", "macOS"}, {"CrOS", "ChromeOS"}, {"Linux", "Linux"}}
 )
