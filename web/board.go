@@ -1,8 +1,10 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/switchboardhq/switchboard/store"
@@ -48,6 +50,17 @@ func (p boardPage) Link(kv ...any) string {
 // and rows serve one live part of it.
 func (u *UI) board(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	q := r.URL.Query()
+	// The toolbar's "Go to #" box: a todo's number, as agents and the audit log
+	// name it ("#42" or "42").
+	var notATodo string
+	if v := strings.TrimSpace(q.Get("todo")); v != "" {
+		n := strings.TrimPrefix(v, "#")
+		if id, err := strconv.ParseInt(n, 10, 64); err == nil && id > 0 {
+			http.Redirect(w, r, "/todos/"+strconv.FormatInt(id, 10), http.StatusSeeOther)
+			return
+		}
+		notATodo = fmt.Sprintf("%.40q is not a todo's number: type the digits after # (as in #42).", v)
+	}
 	p := boardPage{Queue: q.Get("queue"), State: q.Get("state")}
 	if !validState(p.State) {
 		p.State = ""
@@ -69,7 +82,7 @@ func (u *UI) board(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	fragment := q.Get("fragment")
 	p.CountsURL = link("/", "queue", p.Queue, "state", p.State, "fragment", "counts")
 	p.RowsURL = p.Link("before", p.Before, "at", p.At, "fragment", "rows")
-	v := view{Title: "Board", Nav: "board"}
+	v := view{Title: "Board", Nav: "board", Error: notATodo}
 	if fragment != "rows" {
 		if !u.boardCounts(w, r, rc, &p, fragment != "headline") {
 			return

@@ -476,3 +476,30 @@ func TestFailedTabListsByFailureTime(t *testing.T) {
 		t.Fatalf("the All tab: %v", got)
 	}
 }
+
+// The toolbar's "Go to #" box opens a todo by its number, with or without the #;
+// anything else leaves the board with an error saying what it wants.
+func TestGoToTodoByNumber(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, _ := f.login()
+	td := f.addTodo("inbox", "{}")
+	_, body := f.get("/", cookie)
+	if !strings.Contains(body, `name="todo"`) {
+		t.Fatal("the board has no Go to box")
+	}
+	for _, in := range []string{"#" + strconv.FormatInt(td.ID, 10), strconv.FormatInt(td.ID, 10), " " + strconv.FormatInt(td.ID, 10) + " "} {
+		res, _ := f.get("/?todo="+url.QueryEscape(in), cookie)
+		if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != fmt.Sprintf("/todos/%d", td.ID) {
+			t.Fatalf("go to %q: %d %q", in, res.StatusCode, res.Header.Get("Location"))
+		}
+	}
+	if res, body := f.get("/?todo=+", cookie); res.StatusCode != http.StatusOK || strings.Contains(body, "flash err") {
+		t.Fatalf("go to nothing: %d\n%s", res.StatusCode, body)
+	}
+	for _, in := range []string{"abc", "0", "-3", "<b>7</b>"} {
+		res, body := f.get("/?todo="+url.QueryEscape(in), cookie)
+		if res.StatusCode != http.StatusOK || !strings.Contains(body, "is not a todo&#39;s number") || strings.Contains(body, "<b>7") {
+			t.Fatalf("go to %q: %d\n%s", in, res.StatusCode, body)
+		}
+	}
+}
