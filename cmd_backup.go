@@ -47,7 +47,8 @@ func runRestore(ctx context.Context, env *environ, args []string) error {
 	if *from == "" {
 		return usageErr("--from is required")
 	}
-	if err := store.Restore(ctx, *from, *db); err != nil {
+	kept, err := store.Restore(ctx, *from, *db)
+	if err != nil {
 		if errors.Is(err, store.ErrInUse) {
 			return fmt.Errorf("%s is in use by a running serve: stop it first (systemctl stop switchboard)", *db)
 		}
@@ -56,5 +57,8 @@ func runRestore(ctx context.Context, env *environ, args []string) error {
 	// The full path: a restore run from the wrong directory writes a new database
 	// there, and this line is where that shows.
 	fmt.Fprintf(env.stdout, "restored %s from %s\n", absPath(*db), *from)
+	if kept != "" {
+		fmt.Fprintf(env.stdout, "the database it replaced is kept as %s (with anything written since the backup); delete it once you no longer need it\n", absPath(kept))
+	}
 	return nil
 }

@@ -39,7 +39,8 @@ func TestBackupWhileServingAndRestoreRefusedUntilStopped(t *testing.T) {
 		t.Fatalf("restore under a running serve: exit %d, %q", code, stderr)
 	}
 	stop()
-	if code, stdout, stderr := cli(t, "", "restore", "--db", db, "--from", backup); code != 0 || !strings.Contains(stdout, "restored "+db) {
+	code, stdout, stderr := cli(t, "", "restore", "--db", db, "--from", backup)
+	if code != 0 || !strings.Contains(stdout, "restored "+db) {
 		t.Fatalf("restore after stop: %q %s", stdout, stderr)
 	}
 	s := openRO(t, db)
@@ -47,6 +48,17 @@ func TestBackupWhileServingAndRestoreRefusedUntilStopped(t *testing.T) {
 	todos, err := s.ListTodos(ctx, store.TodoFilter{Limit: 100})
 	if err != nil || len(todos) != 20 {
 		t.Fatalf("restored %d todos (err %v), want the 20 from before the backup", len(todos), err)
+	}
+	// The database it replaced, with the todo added after the backup, is kept
+	// and named.
+	kept, _ := filepath.Glob(db + ".before-restore-*")
+	if len(kept) != 1 || !strings.Contains(stdout, "the database it replaced is kept as "+kept[0]) {
+		t.Fatalf("kept %v; restore said %q", kept, stdout)
+	}
+	old := openRO(t, kept[0])
+	defer old.Close()
+	if todos, err := old.ListTodos(ctx, store.TodoFilter{Limit: 100}); err != nil || len(todos) != 21 {
+		t.Fatalf("the kept database holds %d todos (err %v), want 21", len(todos), err)
 	}
 }
 

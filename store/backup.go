@@ -7,9 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -49,23 +51,95 @@ func (s *Store) Backup(ctx context.Context, dst string) error {
 	return vacuumInto(ctx, s.path, dst, false)
 }
 
-// Restore replaces the database at dst with the backup src. It refuses while a
+// Restore replaces the database at dst with the backup src, and returns where
+// it kept the database it replaced ("" when there was none). It refuses while a
 // serve holds dst (ErrInUse), and refuses a src that is not an intact
 // Switchboard database (ErrNotSwitchboard, ErrSchemaTooNew, or a failed
 // integrity check). dst is replaced atomically: a crash leaves the old
 // database or the new one, never a mix; the old database's -wal and -shm go
-// first, since a stale WAL would be replayed into the restored file.
-func Restore(ctx context.Context, src, dst string) error {
+// first, since a stale WAL would be replayed into the restored file. Nothing
+// written since the backup is lost with it: the old database, its -wal
+// included, is kept beside dst first (see keepReplaced), and a restore that
+// cannot keep it changes nothing.
+func Restore(ctx context.Context, src, dst string) (string, error) {
 	// Held for the whole restore, so serve cannot start on a half-done file.
 	unlock, err := LockForServe(dst)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer unlock()
 	if err := checkBackup(ctx, src); err != nil {
+		return "", err
+	}
+	kept, err := keepReplaced(dst, time.Now())
+	if err != nil {
+		return "", err
+	}
+	return kept, vacuumInto(ctx, src, dst, true)
+}
+
+// keepReplaced keeps the database at dst, which a restore is about to replace,
+// as dst.before-restore-<date>-<time> with its -wal under that name too (SQLite
+// finds a WAL by its database's name), so that the todos written since the
+// backup can still be read: by hard links where the filesystem has them, else
+// by copies. It returns the name, or "" when there is no database at dst.
+func keepReplaced(dst string, now time.Time) (string, error) {
+	if fi, err := os.Stat(dst); errors.Is(err, os.ErrNotExist) || (err == nil && fi.Size() == 0) {
+		return "", nil
+	} else if err != nil {
+		return "", fmt.Errorf("store: restore: keep the database it replaces: %w", err)
+	}
+	base := dst + ".before-restore-" + now.Format("20060102-150405")
+	for i := 1; ; i++ {
+		kept := base
+		if i > 1 {
+			kept = fmt.Sprintf("%s-%d", base, i)
+		}
+		err := keepFile(dst, kept)
+		if errors.Is(err, os.ErrExist) && i < 100 {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("store: restore: keep the database it replaces as %s (nothing was changed): %w", kept, err)
+		}
+		if err := keepFile(dst+"-wal", kept+"-wal"); err != nil && !errors.Is(err, os.ErrNotExist) {
+			os.Remove(kept)
+			return "", fmt.Errorf("store: restore: keep the database's -wal as %s-wal (nothing was changed): %w", kept, err)
+		}
+		if err := syncFile(filepath.Dir(dst)); err != nil {
+			return "", fmt.Errorf("store: restore: %w", err)
+		}
+		return kept, nil
+	}
+}
+
+// keepFile makes to a second name of from (a hard link), or a synced copy where
+// links are not to be had. It never replaces to.
+func keepFile(from, to string) error {
+	err := os.Link(from, to)
+	if err == nil || errors.Is(err, os.ErrExist) || errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	return vacuumInto(ctx, src, dst, true)
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(to)
+	}
+	return err
 }
 
 // checkBackup verifies that src is a readable, intact Switchboard database that

@@ -250,7 +250,7 @@ func TestRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kept := addTodos(t, s, "inbox", 20)
+	backedUp := addTodos(t, s, "inbox", 20)
 	backup := filepath.Join(dir, "backup.db")
 	if err := s.Backup(ctx, backup); err != nil {
 		t.Fatalf("backup: %v", err)
@@ -262,19 +262,36 @@ func TestRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := Restore(ctx, backup, path); err != nil {
+	kept, err := Restore(ctx, backup, path)
+	if err != nil {
 		t.Fatalf("restore: %v", err)
 	}
 	if _, err := os.Stat(path + "-wal"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("stale -wal survived the restore (err %v)", err)
 	}
+	// The database it replaced is kept, with what was written after the backup
+	// and its -wal beside it under its new name.
+	if !strings.HasPrefix(kept, path+".before-restore-") {
+		t.Fatalf("kept the replaced database as %q", kept)
+	}
+	if b, err := os.ReadFile(kept + "-wal"); err != nil || len(b) != 4096 {
+		t.Errorf("the replaced database's -wal was not kept beside it: %d bytes, %v", len(b), err)
+	}
+	old, err := Open(ctx, kept, Options{})
+	if err != nil {
+		t.Fatalf("open the kept database: %v", err)
+	}
+	if gone := missing(t, old, append(backedUp, lost...)); len(gone) > 0 {
+		t.Errorf("the kept database lacks todos %v", gone)
+	}
+	old.Close()
 	r, err := Open(ctx, path, Options{})
 	if err != nil {
 		t.Fatalf("open restored database: %v", err)
 	}
 	defer r.Close()
 	integrityOK(t, r)
-	if gone := missing(t, r, kept); len(gone) > 0 {
+	if gone := missing(t, r, backedUp); len(gone) > 0 {
 		t.Errorf("restored database lacks backed-up todos %v", gone)
 	}
 	if gone := missing(t, r, lost); len(gone) != len(lost) {
@@ -353,7 +370,7 @@ func TestRestoreRefuses(t *testing.T) {
 				}
 				defer unlock()
 			}
-			err := Restore(ctx, tt.src, dst)
+			_, err := Restore(ctx, tt.src, dst)
 			if err == nil || (tt.want != nil && !errors.Is(err, tt.want)) {
 				t.Fatalf("restore = %v, want %v", err, tt.want)
 			}
