@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -81,7 +78,7 @@ func adminPasswd(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
-	pw, err := readPassword(env.stdin)
+	pw, err := readPassword(env)
 	if err != nil {
 		return err
 	}
@@ -187,8 +184,8 @@ func adminCreate(ctx context.Context, env *environ, args []string) error {
 		return usageErr("unexpected argument %q (the password is read from stdin, never argv)", fs.Arg(0))
 	}
 	// The password comes from stdin so it never shows in ps or shell history:
-	// `switchboard admin create --username ana < pwfile`, or typed then Ctrl-D.
-	pw, err := readPassword(env.stdin)
+	// `switchboard admin create --username ana < pwfile`, or typed at the prompt.
+	pw, err := readPassword(env)
 	if err != nil {
 		return err
 	}
@@ -203,17 +200,4 @@ func adminCreate(ctx context.Context, env *environ, args []string) error {
 	}
 	fmt.Fprintf(env.stdout, "operator %q created (id %d)\n", h.Username, h.ID)
 	return nil
-}
-
-// readPassword reads the first line of r as the password.
-func readPassword(r io.Reader) (string, error) {
-	line, err := bufio.NewReader(io.LimitReader(r, 4096)).ReadString('\n')
-	if err != nil && err != io.EOF {
-		return "", fmt.Errorf("read password from stdin: %w", err)
-	}
-	pw := strings.TrimRight(line, "\r\n")
-	if pw == "" {
-		return "", usageErr("no password on stdin (pipe it in: echo \"$PW\" | switchboard admin create --username NAME)")
-	}
-	return pw, nil
 }

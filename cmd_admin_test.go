@@ -68,6 +68,8 @@ func TestAdminPasswdLogoutList(t *testing.T) {
 		{"", []string{"admin", "logout", "--username", "bob", "--db", db}, 1, `operator "bob"`},
 		{"short\n", []string{"admin", "passwd", "--username", "ana", "--db", db}, 1, "at least 8 characters"},
 		{"", []string{"admin", "passwd", "--username", "ana", "--db", db}, 2, "no password on stdin"},
+		// echo "$PW" with PW unset pipes a bare newline.
+		{"\n", []string{"admin", "passwd", "--username", "ana", "--db", db}, 2, "the password on stdin is empty"},
 		{"", []string{"admin", "logout", "--db", db}, 2, "--username is required"},
 		{"", []string{"admin", "logout", "--username", "ana", "--db", filepath.Join(t.TempDir(), "typo.db")}, 1, "no database"},
 	} {

@@ -224,9 +224,9 @@ func webhookSecret(env *environ, source string, fromStdin bool) (string, error) 
 		secret, _, err := ingest.SecretFor(source, nil)
 		return secret, err
 	}
-	line, err := readPassword(env.stdin)
+	line, err := readSecret(env, "Signing secret")
 	if err != nil {
-		return "", usageErr("--secret-stdin: no secret on stdin")
+		return "", usageErr("--secret-stdin: %v", err)
 	}
 	given := strings.TrimSpace(line)
 	secret, _, err := ingest.SecretFor(source, &given)
