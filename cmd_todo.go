@@ -15,7 +15,7 @@ import (
 )
 
 const todoSynopsis = `todo add --queue Q (--payload TEXT | --payload-file F | -) [--max-attempts N] [--json] [--db FILE]
-       switchboard todo list [--queue Q] [--state S] [--limit N] [--json] [--db FILE]
+       switchboard todo list [--queue Q] [--state S] [--limit N] [--before ID] [--json] [--db FILE]
        switchboard todo retry (ID... | --all-failed [--queue Q] [--error TEXT]) [--json] [--db FILE]`
 
 // maxPayload bounds a todo's payload, like the webhook body bound.
@@ -112,9 +112,13 @@ func todoList(ctx context.Context, env *environ, args []string) error {
 	queue := fs.String("queue", "", "only this queue")
 	state := fs.String("state", "", "only this state (pending, claimed, done, failed)")
 	limit := fs.Int("limit", 50, "at most this many rows (max 1000)")
+	before := fs.Int64("before", 0, "only todos with a lower id: the next page after the lowest id shown")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *before < 0 {
+		return usageErr("--before must be a todo id")
 	}
 	switch *state {
 	case "", store.StatePending, store.StateClaimed, store.StateDone, store.StateFailed:
@@ -129,13 +133,19 @@ func todoList(ctx context.Context, env *environ, args []string) error {
 		return err
 	}
 	defer s.Close()
-	f := store.TodoFilter{State: *state, Limit: *limit}
+	// One row more than shown says whether there is a next page.
+	f := store.TodoFilter{State: *state, Before: *before, Limit: *limit + 1}
 	if *queue != "" {
 		f.Queues = []string{*queue}
 	}
 	todos, err := s.ListTodos(ctx, f)
 	if err != nil {
 		return err
+	}
+	todos, next := store.PageOf(todos, *limit)
+	if next != 0 {
+		// On stderr, so that stdout stays the rows (and --json a list).
+		fmt.Fprintf(env.stderr, "showing the newest %d; older ones: --before %d (or a larger --limit, up to 1000)\n", len(todos), next)
 	}
 	if *asJSON {
 		return writeJSONList(env, todos)

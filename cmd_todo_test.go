@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -90,5 +91,32 @@ func TestTodoRetry(t *testing.T) {
 	}
 	if _, err := os.Stat(typo); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("retry on a mistyped --db made %s (%v)", typo, err)
+	}
+}
+
+// todo list says when there are more rows than it shows, on stderr, and --before
+// pages to them; stdout stays the rows.
+func TestTodoListPages(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	st := openRW(t, db)
+	var ids []int64
+	for range 5 {
+		td, err := st.AddTodo(t.Context(), store.NewTodo{Queue: "q", Payload: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, td.ID)
+	}
+	code, out, errs := cli(t, "", "todo", "list", "--db", db, "--limit", "2")
+	if code != 0 || strings.Count(out, "\n") != 3 || !strings.Contains(errs, fmt.Sprintf("--before %d", ids[3])) {
+		t.Fatalf("first page: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = cli(t, "", "todo", "list", "--db", db, "--limit", "2", "--before", fmt.Sprint(ids[1]), "--json")
+	var rows []store.Todo
+	if err := json.Unmarshal([]byte(out), &rows); code != 0 || err != nil || len(rows) != 1 || rows[0].ID != ids[0] || errs != "" {
+		t.Fatalf("last page: exit %d, %v %+v %q", code, err, rows, errs)
+	}
+	if code, _, errs := cli(t, "", "todo", "list", "--db", db); code != 0 || errs != "" {
+		t.Fatalf("everything on one page: exit %d, %q", code, errs)
 	}
 }
