@@ -319,7 +319,11 @@ func endpointRevoke(ctx context.Context, env *environ, args []string) error {
 			case r.Kept:
 				fmt.Fprintln(env.stdout, "the todos its agent holds stay claimed: another live endpoint speaks for that agent")
 			case r.Released > 0:
-				fmt.Fprintf(env.stdout, "%d todos its agent held are back on their queues (no other live endpoint speaks for that agent)\n", r.Released)
+				if r.Released == 1 {
+					fmt.Fprintln(env.stdout, "the todo its agent held is back on its queue (no other live endpoint speaks for that agent)")
+				} else {
+					fmt.Fprintf(env.stdout, "%d todos its agent held are back on their queues (no other live endpoint speaks for that agent)\n", r.Released)
+				}
 			}
 			return nil
 		})

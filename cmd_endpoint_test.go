@@ -37,7 +37,7 @@ func TestEndpointRevokeSaysWhatBecameOfTheTodos(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, want := range []string{"stay claimed: another live endpoint speaks for that agent",
-		"1 todos its agent held are back on their queues"} {
+		"the todo its agent held is back on its queue"} {
 		code, out, errs := cli(t, "", "endpoint", "revoke", strconv.FormatInt(eps[i].ID, 10), "--db", db)
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("revoke %d: exit %d, %q %q; want %q", i, code, out, errs, want)

@@ -220,7 +220,14 @@ func todoRetry(ctx context.Context, env *environ, args []string) error {
 		if f.Error != nil {
 			where += fmt.Sprintf(" with error %q", *f.Error)
 		}
-		fmt.Fprintf(env.stdout, "%d failed todos on %s are back on their queues, attempts reset\n", n, where)
+		switch n {
+		case 0:
+			fmt.Fprintf(env.stdout, "no failed todos on %s: nothing to retry\n", where)
+		case 1:
+			fmt.Fprintf(env.stdout, "1 failed todo on %s is back on its queue, attempts reset\n", where)
+		default:
+			fmt.Fprintf(env.stdout, "%d failed todos on %s are back on their queues, attempts reset\n", n, where)
+		}
 		return nil
 	}
 	// One at a time, each its own write: a todo that cannot be retried (not
@@ -230,7 +237,7 @@ func todoRetry(ctx context.Context, env *environ, args []string) error {
 	for _, id := range ids {
 		t, err := s.Retry(ctx, id, "human:cli")
 		if err != nil {
-			failed = append(failed, fmt.Sprintf("todo %d: %v", id, err))
+			failed = append(failed, cliMessage("", fmt.Errorf("todo %d: %w", id, err)))
 			continue
 		}
 		retried = append(retried, t)

@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,6 +20,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // Stamped by the build (-ldflags "-X main.version=… -X main.commit=…").
@@ -94,14 +97,33 @@ func run(ctx context.Context, env *environ, args []string) int {
 			}
 			return 2
 		default:
-			// The package that failed is the store's business, not the user's.
-			fmt.Fprintf(env.stderr, "switchboard %s: %s\n", c.name, strings.TrimPrefix(err.Error(), "store: "))
+			fmt.Fprintf(env.stderr, "switchboard %s: %s\n", c.name, cliMessage(c.name, err))
 			return 1
 		}
 	}
 	fmt.Fprintf(env.stderr, "switchboard: unknown command %q\n\n", args[0])
 	usage(env.stderr)
 	return 2
+}
+
+// cliMessage is err as a person reads it after "switchboard <command>: ". The
+// chain of wrappers that built it names packages and repeats itself ("todo 42:
+// store: todo 42: not found"): which package failed is the store's business, a
+// part said twice in a row (or the command's own name first) is said once, and
+// a sentinel's text ("invalid argument", "file does not exist") after a reason
+// that already says what is wrong goes.
+func cliMessage(command string, err error) string {
+	var kept []string
+	for _, part := range strings.Split(err.Error(), ": ") {
+		if part == "store" || (len(kept) == 0 && part == command) || (len(kept) > 0 && kept[len(kept)-1] == part) {
+			continue
+		}
+		kept = append(kept, part)
+	}
+	if n := len(kept); n > 1 && (kept[n-1] == store.ErrInvalid.Error() || kept[n-1] == fs.ErrNotExist.Error()) {
+		kept = kept[:n-1]
+	}
+	return strings.Join(kept, ": ")
 }
 
 func usage(w io.Writer) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -495,4 +496,26 @@ func TestServeEndsRevokedStreamsPromptly(t *testing.T) {
 		func() {
 			other.AddTodo(t.Context(), store.NewTodo{Queue: "elsewhere", Payload: "nudge", CreatedBy: "human:cli"})
 		})
+}
+
+// Errors read as a person would say them: no package names, nothing said twice,
+// no sentinel after a reason.
+func TestCLIMessage(t *testing.T) {
+	for _, c := range []struct {
+		command string
+		err     error
+		want    string
+	}{
+		{"todo", fmt.Errorf("todo 42: %w", fmt.Errorf("store: todo 42: %w", store.ErrNotFound)), "todo 42: not found"},
+		{"admin", fmt.Errorf("store: create human: password must be at least 8 characters: %w", store.ErrInvalid),
+			"create human: password must be at least 8 characters"},
+		{"backup", fmt.Errorf("store: backup: /tmp/b.db: %w", os.ErrExist), "/tmp/b.db: file already exists"},
+		{"restore", fmt.Errorf("store: restore: no backup at /x: %w", os.ErrNotExist), "no backup at /x"},
+		{"todo", store.ErrInvalid, "invalid argument"},
+		{"serve", errors.New("listen on :80: permission denied"), "listen on :80: permission denied"},
+	} {
+		if got := cliMessage(c.command, c.err); got != c.want {
+			t.Errorf("cliMessage(%q, %q) = %q, want %q", c.command, c.err, got, c.want)
+		}
+	}
 }

@@ -399,8 +399,12 @@ func (a *Agent) evict(ep store.Endpoint, x *session) {
 			"agent", ep.AgentID, "max_sessions", a.opts.MaxSessionsPerEndpoint, "ended", n,
 			"next_report_after", evictionLogEvery.String())
 	}
-	a.sessions.noteEnded(x.id, fmt.Sprintf("its endpoint opened more than %d sessions (--max-sessions-per-endpoint), "+
-		"and this was the least recently used", a.opts.MaxSessionsPerEndpoint))
+	limit := fmt.Sprintf("%d sessions", a.opts.MaxSessionsPerEndpoint)
+	if a.opts.MaxSessionsPerEndpoint == 1 {
+		limit = "1 session"
+	}
+	a.sessions.noteEnded(x.id, fmt.Sprintf("its endpoint opened more than %s (--max-sessions-per-endpoint), "+
+		"and this was the least recently used", limit))
 	x.closeStreams()
 	a.endSession(x.id)
 }

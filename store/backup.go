@@ -146,6 +146,9 @@ func keepFile(from, to string) error {
 // this binary can open.
 func checkBackup(ctx context.Context, src string) error {
 	fi, err := os.Stat(src)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("store: restore: no backup at %s: %w", src, os.ErrNotExist)
+	}
 	if err != nil {
 		return fmt.Errorf("store: restore: %w", err)
 	}
