@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,5 +105,23 @@ func TestModulesListWithoutADatabase(t *testing.T) {
 	code, _, stderr := cli(t, "", "modules", "list", "--db", missing, "--url", "http://127.0.0.1:1")
 	if code != 0 {
 		t.Fatalf("exit %d %q", code, stderr)
+	}
+}
+
+// serve on a port another program holds says so and how to choose another, and
+// has created no database by then.
+func TestServeOnATakenPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	db := filepath.Join(t.TempDir(), "sb.db")
+	code, _, stderr := cli(t, "", "serve", "--db", db, "--listen", ln.Addr().String())
+	if code != 1 || !strings.Contains(stderr, "another program (another serve?) listens there") || !strings.Contains(stderr, "--listen") {
+		t.Fatalf("serve on a taken port: exit %d, %q", code, stderr)
+	}
+	if _, err := os.Stat(db); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("serve on a taken port made %s (%v)", db, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -217,29 +218,45 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 	prev := slog.Default()
 	slog.SetDefault(logger)
 	defer slog.SetDefault(prev)
-	srv, err := newServer(ctx, cfg, logger)
-	if err != nil {
-		return err
-	}
 	// Under socket activation systemd holds the port and passes it in; otherwise
-	// listen on --listen.
+	// listen on --listen. First, so that a port already taken fails serve before
+	// it creates or migrates a database.
 	lns, err := activationListeners()
 	if err != nil {
-		srv.close()
 		return err
 	}
 	if len(lns) == 0 {
 		ln, err := net.Listen("tcp", cfg.Listen)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("listen on %s: another program (another serve?) listens there: stop it, "+
+				"or choose another address with --listen or SWITCHBOARD_LISTEN", cfg.Listen)
+		}
 		if err != nil {
-			srv.close()
 			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 		}
 		lns = append(lns, ln)
 	}
+	srv, err := newServer(ctx, cfg, logger)
+	if err != nil {
+		for _, ln := range lns {
+			ln.Close()
+		}
+		return err
+	}
 	for _, ln := range lns {
-		fmt.Fprintf(env.stdout, "switchboard %s listening on http://%s (database %s)\n", version, ln.Addr(), cfg.DB)
+		fmt.Fprintf(env.stdout, "switchboard %s listening on %s (database %s)\n", version, listenURL(ln.Addr()), cfg.DB)
 	}
 	return srv.serve(ctx, lns...)
+}
+
+// listenURL is where serve can be reached on addr, as the banner says it: a
+// wildcard address ([::]:8080) is every interface, not a URL to open.
+func listenURL(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return "http://" + addr.String()
+	}
+	return fmt.Sprintf("every interface, port %d", tcp.Port)
 }
 
 // server is one running Switchboard: the store, the HTTP surface and the background
