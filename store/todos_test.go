@@ -201,3 +201,21 @@ func TestQueueHeads(t *testing.T) {
 		t.Fatalf("heads %+v, want %+v", heads, want)
 	}
 }
+
+// What a write answers carries its times as a later read of the row does: to
+// the millisecond, as they are stored (todo add --json printed nanoseconds).
+func TestWrittenTimesMatchTheStoredOnes(t *testing.T) {
+	s := openTest(t, Options{Now: func() time.Time { return time.Unix(1_800_000_000, 123_456_789) }})
+	ctx := context.Background()
+	added, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := s.Todo(ctx, added.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !added.CreatedAt.Equal(read.CreatedAt) || added.CreatedAt.Nanosecond() != 123_000_000 {
+		t.Fatalf("added at %v, read back as %v", added.CreatedAt, read.CreatedAt)
+	}
+}

@@ -239,7 +239,9 @@ func (w *writer) run(batch []*writeReq) {
 
 func (w *writer) runTx(batch []*writeReq) {
 	start := time.Now()
-	now := w.s.now()
+	// Times are stored to the millisecond: a write's answer carries them as a
+	// later read of the row will.
+	now := w.s.now().Truncate(time.Millisecond)
 	finish := func(err error) {
 		// Counted before anyone is answered, so a caller that reads WriterStats
 		// after its write sees the write in them.
