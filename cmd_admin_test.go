@@ -58,6 +58,12 @@ func TestAdminPasswdLogoutList(t *testing.T) {
 		!strings.Contains(out, "  0  ") {
 		t.Fatalf("admin list after logout: %d %q", code, out)
 	}
+	// The last login outlives its session: it comes from the audit log.
+	code, out, errs = cli(t, "", "admin", "list", "--json", "--db", db)
+	var after []store.Operator
+	if err := json.Unmarshal([]byte(out), &after); code != 0 || err != nil || len(after) != 1 || after[0].Sessions != 0 || after[0].LastLogin == nil {
+		t.Fatalf("admin list after logout: %d %q %q", code, out, errs)
+	}
 
 	for _, c := range []struct {
 		stdin string

@@ -203,13 +203,19 @@ func (s *Store) endSessions(ctx context.Context, username, actor, action string,
 // Operator is a human with what the CLI lists about them.
 type Operator struct {
 	Human
-	Sessions  int64      `json:"sessions"`             // live sessions
-	LastLogin *time.Time `json:"last_login,omitempty"` // their newest live session's start
+	Sessions int64 `json:"sessions"` // live sessions
+	// LastLogin is their latest login, as the audit log has it (else, its rows
+	// pruned, their newest live session's start), whether or not its session
+	// still lives.
+	LastLogin *time.Time `json:"last_login,omitempty"`
 }
 
 // ListOperators lists every operator, oldest first, with their live sessions.
 func (s *Store) ListOperators(ctx context.Context) ([]Operator, error) {
-	rows, err := s.query(ctx, `SELECT h.id, h.username, h.created_at, count(ws.human_id), max(ws.created_at)
+	rows, err := s.query(ctx, `SELECT h.id, h.username, h.created_at, count(ws.human_id), coalesce(
+			(SELECT at FROM audit WHERE actor = 'human:' || h.id AND action = 'human.login' AND outcome = 'ok'
+				ORDER BY id DESC LIMIT 1),
+			max(ws.created_at))
 		FROM humans h LEFT JOIN web_sessions ws ON ws.human_id = h.id AND ws.expires_at > ?
 		GROUP BY h.id ORDER BY h.id`, ms(s.now()))
 	if err != nil {
