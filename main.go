@@ -6,6 +6,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -74,11 +75,12 @@ func main() {
 
 // run dispatches args to a subcommand and returns the process exit code.
 func run(ctx context.Context, env *environ, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(env.stderr)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	if isHelp(args[0]) {
+		usage(env.stdout)
 		return 0
 	}
 	for _, c := range commands() {
@@ -153,21 +155,47 @@ func usageErr(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
 }
 
-// newFlags returns a flag set that reports mistakes as errUsage and prints its
-// usage to stderr.
+// newFlags returns a flag set that reports mistakes as errUsage. Its usage goes
+// to stdout when asked for (-h), so that it pages and greps, and to stderr after
+// a mistake (see flagOutput).
 func newFlags(env *environ, name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet("switchboard "+name, flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs.SetOutput(&flagOutput{stdout: env.stdout, stderr: env.stderr})
 	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "usage: switchboard %s\n\nflags:\n", synopsis)
+		fmt.Fprintf(fs.Output(), "usage: switchboard %s\n\nflags:\n", synopsis)
 		fs.PrintDefaults()
 	}
 	return fs
 }
 
+// flagOutput holds what a flag set writes while it parses, until it is known
+// whether that was help asked for (stdout) or a mistake (stderr).
+type flagOutput struct {
+	stdout, stderr io.Writer
+	held           bytes.Buffer
+}
+
+func (o *flagOutput) Write(p []byte) (int, error) { return o.held.Write(p) }
+
+// flush writes out what fs held: to stdout for help, else to stderr.
+func flush(fs *flag.FlagSet, help bool) {
+	o, ok := fs.Output().(*flagOutput)
+	if !ok || o.held.Len() == 0 {
+		return
+	}
+	w := o.stderr
+	if help {
+		w = o.stdout
+	}
+	w.Write(o.held.Bytes())
+	o.held.Reset()
+}
+
 // parse parses flags; a mistake becomes errUsage (flag already printed why and usage).
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	flush(fs, errors.Is(err, flag.ErrHelp))
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}

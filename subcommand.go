@@ -26,6 +26,10 @@ func dispatch(ctx context.Context, env *environ, args []string, synopsis string,
 			}
 		}
 	}
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprintf(env.stdout, "usage: switchboard %s\n", synopsis)
+		return flag.ErrHelp
+	}
 	fmt.Fprintf(env.stderr, "usage: switchboard %s\n", synopsis)
 	if len(args) == 0 {
 		names := make([]string, len(subs))
@@ -33,9 +37,6 @@ func dispatch(ctx context.Context, env *environ, args []string, synopsis string,
 			names[i] = s.name
 		}
 		return usageErr("missing subcommand (%s)", strings.Join(names, ", "))
-	}
-	if isHelp(args[0]) {
-		return flag.ErrHelp
 	}
 	return usageErr("unknown subcommand %q", args[0])
 }
@@ -46,6 +47,7 @@ func dispatch(ctx context.Context, env *environ, args []string, synopsis string,
 func leadingID(fs *flag.FlagSet, what string, args []string) (int64, []string, error) {
 	if len(args) > 0 && isHelp(args[0]) {
 		fs.Usage()
+		flush(fs, true)
 		return 0, nil, flag.ErrHelp
 	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
