@@ -441,6 +441,9 @@ func webhookRotate(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Only the secret rotated away from is kept: one still in its grace from
+	// an earlier rotation stops verifying now.
+	dropped := h.PreviousSecretLive(s.Now())
 	if h, err = s.RotateWebhook(ctx, id, 0, secret, *grace, "human:cli"); err != nil {
 		return err
 	}
@@ -449,6 +452,10 @@ func webhookRotate(ctx context.Context, env *environ, args []string) error {
 	}
 	if !*asJSON && h.PreviousExpiresAt != nil {
 		fmt.Fprintf(env.stdout, "The old secret still verifies until %s.\n", h.PreviousExpiresAt.Local().Format(time.DateTime))
+	}
+	if dropped {
+		fmt.Fprintln(env.stderr, "Note: the secret before it, still in its grace from the last rotation, no longer verifies: "+
+			"only the one rotated away from is kept.")
 	}
 	return nil
 }

@@ -111,13 +111,21 @@ func TestWebhookCommands(t *testing.T) {
 		t.Fatalf("list --json: exit %d\n%s", code, out)
 	}
 
-	code, out, _ = runCLI(t, env, "webhook", "rotate", "1", "--grace", "1h")
+	code, out, errs = runCLI(t, env, "webhook", "rotate", "1", "--grace", "1h")
 	newSec := secretLine.FindStringSubmatch(out)
-	if code != 0 || newSec == nil || newSec[1] == sec[1] || !strings.Contains(out, "still verifies until") {
+	if code != 0 || newSec == nil || newSec[1] == sec[1] || !strings.Contains(out, "still verifies until") || strings.Contains(errs, "no longer verifies") {
 		t.Fatalf("rotate: exit %d\n%s", code, out)
 	}
 	if got := secretsOf(t, db, "", token); len(got) != 2 || got[0] != newSec[1] || got[1] != sec[1] {
 		t.Fatalf("after rotate: %q", got)
+	}
+	// A second rotation within the grace ends the first secret's: it says so.
+	code, out, errs = runCLI(t, env, "webhook", "rotate", "1", "--grace", "1h")
+	if code != 0 || !strings.Contains(errs, "the secret before it, still in its grace from the last rotation, no longer verifies") {
+		t.Fatalf("second rotate: exit %d\n%s%s", code, out, errs)
+	}
+	if got := secretsOf(t, db, "", token); len(got) != 2 || got[1] != newSec[1] {
+		t.Fatalf("after the second rotate: %q, want the first rotation's secret kept as the previous one", got)
 	}
 
 	if code, out, _ = runCLI(t, env, "webhook", "delete", "1"); code != 0 || !strings.Contains(out, "deleted") {

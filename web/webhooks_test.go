@@ -333,7 +333,17 @@ func TestRotateWebhookFromBoard(t *testing.T) {
 	if _, secrets, _ := f.st.WebhookByToken(t.Context(), h.Token); len(secrets) != 2 || secrets[0] != sec[1] || secrets[1] != "a-signing-secret-of-some-length" {
 		t.Fatalf("after a rotation with 1h of grace: %v", secrets)
 	}
+	// While the old secret verifies, the page says until when, and that a second
+	// rotation would end it.
+	if _, page := f.get(fmt.Sprintf("/webhook/%d", h.ID), cookie); !strings.Contains(page, "the one before verifies until") ||
+		!strings.Contains(page, "rotating again ends that one now") {
+		t.Fatalf("the page during the grace:\n%s", page)
+	}
 	f.clock.Add(61 * time.Minute)
+	if _, page := f.get(fmt.Sprintf("/webhook/%d", h.ID), cookie); strings.Contains(page, "the one before verifies until") ||
+		strings.Contains(page, "rotating again ends that one now") {
+		t.Fatal("the page after the grace still speaks of the old secret")
+	}
 	if _, secrets, _ := f.st.WebhookByToken(t.Context(), h.Token); len(secrets) != 1 {
 		t.Fatalf("the old secret outlived its grace: %v", secrets)
 	}
