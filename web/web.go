@@ -11,6 +11,7 @@ package web
 import (
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -136,6 +137,11 @@ func (u *UI) Register(r *httprouter.Router) {
 	r.GET("/webhooks", u.page(u.webhookList))
 	r.POST("/webhooks", u.action(u.createWebhook))
 	r.GET("/webhook/:id", u.page(u.webhookPage))
+	// Every other page of one thing is under its list's plural (/todos/7,
+	// /endpoints/7): a webhook's answers there too.
+	r.GET("/webhooks/:id", func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		http.Redirect(w, r, "/webhook/"+url.PathEscape(p.ByName("id")), http.StatusMovedPermanently)
+	})
 	r.POST("/webhook/:id/rotate", u.action(u.rotateWebhook))
 	r.POST("/webhook/:id/delete", u.action(u.deleteWebhook))
 	r.GET("/events/:id", u.page(u.eventPage))

@@ -396,3 +396,14 @@ func TestEventPageShowsItsReplays(t *testing.T) {
 		t.Errorf("the Replay confirmation lacks %q", want)
 	}
 }
+
+// A webhook's page answers under /webhooks/ too, as every other thing's page does
+// under its list's name.
+func TestWebhookPageUnderThePlural(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, _ := f.login()
+	res, _ := f.get("/webhooks/3", cookie)
+	if res.StatusCode != http.StatusMovedPermanently || res.Header.Get("Location") != "/webhook/3" {
+		t.Fatalf("/webhooks/3: %d %q", res.StatusCode, res.Header.Get("Location"))
+	}
+}
