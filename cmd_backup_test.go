@@ -103,8 +103,8 @@ func TestModulesApproveNeedsTheDatabase(t *testing.T) {
 func TestModulesListWithoutADatabase(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "nowhere.db")
 	code, _, stderr := cli(t, "", "modules", "list", "--db", missing, "--url", "http://127.0.0.1:1")
-	if code != 0 {
-		t.Fatalf("exit %d %q", code, stderr)
+	if code != 0 || !strings.Contains(stderr, "no database at "+missing) {
+		t.Fatalf("exit %d %q; want it to say where it looked", code, stderr)
 	}
 }
 
