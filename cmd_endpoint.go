@@ -256,6 +256,14 @@ func endpointList(ctx context.Context, env *environ, args []string) error {
 	if *asJSON {
 		return writeJSONList(env, eps)
 	}
+	if len(eps) == 0 {
+		if *all {
+			fmt.Fprintln(env.stdout, "no endpoints yet: switchboard endpoint create --agent NAME --queues Q makes one")
+		} else {
+			fmt.Fprintln(env.stdout, "no live endpoints (--all lists revoked ones too)")
+		}
+		return nil
+	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tAGENT\tCREDENTIAL\tQUEUES\tLEASE\tMAX WEBHOOKS\tCAPABILITIES\tSTATUS")
 	for _, e := range eps {

@@ -150,6 +150,20 @@ func todoList(ctx context.Context, env *environ, args []string) error {
 	if *asJSON {
 		return writeJSONList(env, todos)
 	}
+	if len(todos) == 0 {
+		what := "todos"
+		if *state != "" {
+			what = *state + " todos"
+		}
+		if *queue != "" {
+			what += " on " + *queue
+		}
+		if *before > 0 {
+			what += fmt.Sprintf(" older than %d", *before)
+		}
+		fmt.Fprintf(env.stdout, "no %s\n", what)
+		return nil
+	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tQUEUE\tSTATE\tSIZE\tSOURCE\tOWNER\tATTEMPTS\tCREATED")
 	for _, t := range todos {

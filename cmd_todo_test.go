@@ -120,3 +120,22 @@ func TestTodoListPages(t *testing.T) {
 		t.Fatalf("everything on one page: exit %d, %q", code, errs)
 	}
 }
+
+// An empty list says so in a sentence rather than print a header alone.
+func TestEmptyListsSaySo(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	openRW(t, db)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"todo", "list", "--state", "failed", "--queue", "q"}, "no failed todos on q\n"},
+		{[]string{"todo", "list", "--before", "7"}, "no todos older than 7\n"},
+		{[]string{"endpoint", "list"}, "no live endpoints (--all lists revoked ones too)\n"},
+		{[]string{"webhook", "list", "--all"}, "no webhooks yet: switchboard webhook create --source S --queue Q makes one\n"},
+	} {
+		if code, out, errs := cli(t, "", append(c.args, "--db", db)...); code != 0 || out != c.want {
+			t.Errorf("%q: exit %d, %q %q; want %q", c.args, code, out, errs, c.want)
+		}
+	}
+}

@@ -306,6 +306,14 @@ func webhookList(ctx context.Context, env *environ, args []string) error {
 	if *asJSON {
 		return writeJSON(env, views)
 	}
+	if len(views) == 0 {
+		if *all {
+			fmt.Fprintln(env.stdout, "no webhooks yet: switchboard webhook create --source S --queue Q makes one")
+		} else {
+			fmt.Fprintln(env.stdout, "no live webhooks (--all lists deleted ones too)")
+		}
+		return nil
+	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSOURCE\tQUEUE\tENDPOINT\tCREATED BY\tSECRET\tINGEST URL\tSTATUS")
 	for _, v := range views {
