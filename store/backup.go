@@ -75,7 +75,45 @@ func Restore(ctx context.Context, src, dst string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return kept, vacuumInto(ctx, src, dst, true)
+	var old os.FileInfo
+	if kept != "" {
+		if old, err = os.Stat(dst); err != nil {
+			return "", fmt.Errorf("store: restore: %w", err)
+		}
+	}
+	if err := vacuumInto(ctx, src, dst, true); err != nil {
+		return "", unkeep(dst, old, kept, err)
+	}
+	return kept, nil
+}
+
+// unkeep undoes keepReplaced after a restore that failed (cause): unless dst was
+// replaced after all, it is still the database it was, and gets back the -wal the
+// restore may have removed (kept has it), and the names kept goes: a hard link
+// left there would be no copy but a second name of the live database, with a
+// -wal of its own that would be replayed into it. What it cannot undo stays, and
+// the error names it.
+func unkeep(dst string, old os.FileInfo, kept string, cause error) error {
+	if kept == "" {
+		return cause
+	}
+	stays := fmt.Errorf("%w (the database it was to replace, with its -wal, is kept as %s)", cause, kept)
+	if now, err := os.Stat(dst); err != nil || !os.SameFile(old, now) {
+		return stays
+	}
+	if _, err := os.Lstat(kept + "-wal"); err == nil {
+		if err := keepFile(kept+"-wal", dst+"-wal"); err != nil && !errors.Is(err, os.ErrExist) {
+			return stays
+		}
+		if err := os.Remove(kept + "-wal"); err != nil {
+			return stays
+		}
+	}
+	if err := os.Remove(kept); err != nil {
+		return stays
+	}
+	syncFile(filepath.Dir(dst))
+	return cause
 }
 
 // keepReplaced keeps the database at dst, which a restore is about to replace,

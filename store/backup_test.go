@@ -301,6 +301,61 @@ func TestRestore(t *testing.T) {
 	addTodos(t, r, "inbox", 1)
 }
 
+// A restore that fails after it kept the database it was to replace leaves that
+// database as it was, -wal and all, and no second name of it: a hard link left
+// behind is not a copy but the live database under another name, whose stale
+// -wal would be replayed into it when someone opens it.
+func TestRestoreThatFailsLeavesTheDatabaseAsItWas(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, filepath.Join(dir, "source.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	backedUp := addTodos(t, s, "inbox", 20)
+	backup := filepath.Join(dir, "backup.db")
+	if err := s.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	since := addTodos(t, s, "after", 5)
+	// The live database as a running serve leaves it: the todos added since the
+	// backup are in its -wal, not yet checkpointed.
+	live := filepath.Join(dir, "live.db")
+	for _, suffix := range []string{"", "-wal"} {
+		b, err := os.ReadFile(s.path + suffix)
+		if err != nil || (suffix == "-wal" && len(b) == 0) {
+			t.Fatalf("read %s%s: %d bytes, %v", s.path, suffix, len(b), err)
+		}
+		if err := os.WriteFile(live+suffix, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	// A -shm the restore cannot remove fails it after it removed the -wal.
+	if err := os.MkdirAll(filepath.Join(live+"-shm", "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	if kept, err := Restore(ctx, backup, live); err == nil {
+		t.Fatalf("restore succeeded (kept %q)", kept)
+	}
+	if left, _ := filepath.Glob(live + ".before-restore-*"); len(left) > 0 {
+		t.Errorf("a failed restore left %v beside the database it did not replace", left)
+	}
+	if err := os.RemoveAll(live + "-shm"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(ctx, live, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	integrityOK(t, r)
+	if gone := missing(t, r, append(backedUp, since...)); len(gone) > 0 {
+		t.Errorf("after a failed restore the database lacks todos %v", gone)
+	}
+}
+
 func TestRestoreRefuses(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
