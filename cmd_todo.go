@@ -143,6 +143,18 @@ func todoList(ctx context.Context, env *environ, args []string) error {
 		return err
 	}
 	todos, next := store.PageOf(todos, *limit)
+	if next == 0 && len(todos) == 1000 {
+		// The store lists at most 1000: at --limit 1000 the row more is not among
+		// them, so it is asked for apart.
+		f.Before, f.Limit = todos[len(todos)-1].ID, 1
+		older, err := s.ListTodos(ctx, f)
+		if err != nil {
+			return err
+		}
+		if len(older) > 0 {
+			next = f.Before
+		}
+	}
 	if next != 0 {
 		// On stderr, so that stdout stays the rows (and --json a list).
 		fmt.Fprintf(env.stderr, "showing the newest %d; older ones: --before %d (or a larger --limit, up to 1000)\n", len(todos), next)

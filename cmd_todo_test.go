@@ -139,3 +139,23 @@ func TestEmptyListsSaySo(t *testing.T) {
 		}
 	}
 }
+
+// At the largest --limit, more todos than it shows are still said to be there:
+// the store lists at most 1000, so the one more row that tells is not among them.
+func TestTodoListAtTheLargestLimitSaysThereAreMore(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	st := openRW(t, db)
+	if err := st.SeedTodosForBench(t.Context(), "q", 1001, "x"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := cli(t, "", "todo", "list", "--db", db, "--limit", "1000", "--json")
+	var rows []store.Todo
+	if err := json.Unmarshal([]byte(out), &rows); code != 0 || err != nil || len(rows) != 1000 ||
+		!strings.Contains(errs, fmt.Sprintf("--before %d", rows[999].ID)) {
+		t.Fatalf("--limit 1000 of 1001: exit %d, %d rows (%v), stderr %q", code, len(rows), err, errs)
+	}
+	code, _, errs = cli(t, "", "todo", "list", "--db", db, "--limit", "1000", "--before", fmt.Sprint(rows[0].ID))
+	if code != 0 || errs != "" {
+		t.Fatalf("--limit 1000 of exactly 1000: exit %d, stderr %q", code, errs)
+	}
+}
