@@ -113,19 +113,47 @@ func run(ctx context.Context, env *environ, args []string) int {
 // store: todo 42: not found"): which package failed is the store's business, a
 // part said twice in a row (or the command's own name first) is said once, and
 // a sentinel's text ("invalid argument", "file does not exist") after a reason
-// that already says what is wrong goes.
+// that already says what is wrong goes. What the user named is left as it is:
+// a quoted name is not split, the command's name goes once (a file may be
+// called so too), and an errno that reads as a sentinel does ("invalid
+// argument") stays, being the only reason given.
 func cliMessage(command string, err error) string {
 	var kept []string
-	for _, part := range strings.Split(err.Error(), ": ") {
-		if part == "store" || (len(kept) == 0 && part == command) || (len(kept) > 0 && kept[len(kept)-1] == part) {
-			continue
+	commandSaid := false
+	for _, part := range splitUnquoted(err.Error()) {
+		switch {
+		case part == "store":
+		case len(kept) == 0 && !commandSaid && part == command:
+			commandSaid = true
+		case len(kept) > 0 && kept[len(kept)-1] == part:
+		default:
+			kept = append(kept, part)
 		}
-		kept = append(kept, part)
 	}
-	if n := len(kept); n > 1 && (kept[n-1] == store.ErrInvalid.Error() || kept[n-1] == fs.ErrNotExist.Error()) {
+	if n := len(kept); n > 1 && (kept[n-1] == store.ErrInvalid.Error() && errors.Is(err, store.ErrInvalid) ||
+		kept[n-1] == fs.ErrNotExist.Error() && errors.Is(err, fs.ErrNotExist)) {
 		kept = kept[:n-1]
 	}
 	return strings.Join(kept, ": ")
+}
+
+// splitUnquoted splits s at every ": " outside a double-quoted (%q) string.
+func splitUnquoted(s string) []string {
+	var parts []string
+	quoted, start := false, 0
+	for i := 0; i < len(s); i++ {
+		switch {
+		case quoted && s[i] == '\\':
+			i++
+		case s[i] == '"':
+			quoted = !quoted
+		case !quoted && strings.HasPrefix(s[i:], ": "):
+			parts = append(parts, s[start:i])
+			start = i + 2
+			i++
+		}
+	}
+	return append(parts, s[start:])
 }
 
 func usage(w io.Writer) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -517,6 +519,14 @@ func TestCLIMessage(t *testing.T) {
 		{"restore", fmt.Errorf("store: restore: no backup at /x: %w", os.ErrNotExist), "no backup at /x"},
 		{"todo", store.ErrInvalid, "invalid argument"},
 		{"serve", errors.New("listen on :80: permission denied"), "listen on :80: permission denied"},
+		// What the user named is said as they named it: a file called as the
+		// command is, a quoted name with ": " in it, and an errno whose text
+		// happens to be a sentinel's is the only reason given.
+		{"backup", fmt.Errorf("store: backup: %s: %w", "backup", os.ErrExist), "backup: file already exists"},
+		{"admin", fmt.Errorf("store: operator %q: %w", "ops: store: ops", store.ErrNotFound), `operator "ops: store: ops": not found`},
+		{"admin", fmt.Errorf("store: operator %q: %w", `o"ps: store: ops`, store.ErrNotFound), `operator "o\"ps: store: ops": not found`},
+		{"backup", fmt.Errorf("store: backup: %w", &fs.PathError{Op: "sync", Path: "/mnt/usb", Err: syscall.EINVAL}),
+			"sync /mnt/usb: invalid argument"},
 	} {
 		if got := cliMessage(c.command, c.err); got != c.want {
 			t.Errorf("cliMessage(%q, %q) = %q, want %q", c.command, c.err, got, c.want)
