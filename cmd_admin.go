@@ -78,7 +78,7 @@ func adminPasswd(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
-	pw, err := readPassword(env)
+	pw, err := readPassword(ctx, env)
 	if err != nil {
 		return err
 	}
@@ -185,7 +185,7 @@ func adminCreate(ctx context.Context, env *environ, args []string) error {
 	}
 	// The password comes from stdin so it never shows in ps or shell history:
 	// `switchboard admin create --username ana < pwfile`, or typed at the prompt.
-	pw, err := readPassword(env)
+	pw, err := readPassword(ctx, env)
 	if err != nil {
 		return err
 	}

@@ -203,7 +203,7 @@ func webhookCreate(ctx context.Context, env *environ, args []string) error {
 			return err
 		}
 	}
-	secret, err := webhookSecret(env, *source, *fromStdin)
+	secret, err := webhookSecret(ctx, env, *source, *fromStdin)
 	if err != nil {
 		return err
 	}
@@ -219,12 +219,12 @@ func webhookCreate(ctx context.Context, env *environ, args []string) error {
 // Slack issue their signing secrets and accept none from outside. A read secret
 // must be one the scheme can sign with, so a paste error fails here, not as a
 // stream of 401s later.
-func webhookSecret(env *environ, source string, fromStdin bool) (string, error) {
+func webhookSecret(ctx context.Context, env *environ, source string, fromStdin bool) (string, error) {
 	if !fromStdin {
 		secret, _, err := ingest.SecretFor(source, nil)
 		return secret, err
 	}
-	line, err := readSecret(env, "Signing secret")
+	line, err := readSecret(ctx, env, "Signing secret")
 	if err != nil {
 		return "", usageErr("--secret-stdin: %v", err)
 	}
@@ -445,7 +445,7 @@ func webhookRotate(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
-	secret, err := webhookSecret(env, h.SourceType, *fromStdin)
+	secret, err := webhookSecret(ctx, env, h.SourceType, *fromStdin)
 	if err != nil {
 		return err
 	}

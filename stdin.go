@@ -2,12 +2,14 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 )
 
@@ -17,13 +19,13 @@ import (
 
 // readPassword reads a new password: typed twice at a terminal, or the first line
 // of stdin when it is piped.
-func readPassword(env *environ) (string, error) {
+func readPassword(ctx context.Context, env *environ) (string, error) {
 	if fd, ok := terminalIn(env); ok {
-		pw, err := promptHidden(env, fd, "Password (8 to 72 bytes): ")
+		pw, err := promptHidden(ctx, env, fd, "Password (8 to 72 bytes): ")
 		if err != nil {
 			return "", err
 		}
-		again, err := promptHidden(env, fd, "The same again: ")
+		again, err := promptHidden(ctx, env, fd, "The same again: ")
 		if err != nil {
 			return "", err
 		}
@@ -49,9 +51,9 @@ func readPassword(env *environ) (string, error) {
 
 // readSecret reads one secret: typed at a terminal after a prompt naming what,
 // or the first line of stdin when it is piped.
-func readSecret(env *environ, what string) (string, error) {
+func readSecret(ctx context.Context, env *environ, what string) (string, error) {
 	if fd, ok := terminalIn(env); ok {
-		s, err := promptHidden(env, fd, what+": ")
+		s, err := promptHidden(ctx, env, fd, what+": ")
 		if err == nil && s == "" {
 			err = fmt.Errorf("no %s typed", strings.ToLower(what))
 		}
@@ -78,15 +80,68 @@ func terminalIn(env *environ) (int, bool) {
 }
 
 // promptHidden asks on stderr and reads a line from the terminal fd without
-// echoing it.
-func promptHidden(env *environ, fd int, prompt string) (string, error) {
-	fmt.Fprint(env.stderr, prompt)
-	b, err := term.ReadPassword(fd)
-	fmt.Fprintln(env.stderr)
+// echoing it, as term.ReadPassword does, but gives up when ctx ends (Ctrl-C:
+// main catches SIGINT to end ctx, so a read would go on, unseen,
+// until Enter). Echo is turned off here rather than in the read, so that the
+// read left behind by an interrupt cannot turn it off again after it was
+// given back.
+func promptHidden(ctx context.Context, env *environ, fd int, prompt string) (string, error) {
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
 	if err != nil {
 		return "", fmt.Errorf("read from the terminal: %w", err)
 	}
-	return strings.TrimRight(string(b), "\r\n"), nil
+	hidden := *old
+	hidden.Lflag &^= unix.ECHO
+	hidden.Lflag |= unix.ICANON | unix.ISIG
+	hidden.Iflag |= unix.ICRNL
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &hidden); err != nil {
+		return "", fmt.Errorf("read from the terminal: %w", err)
+	}
+	defer unix.IoctlSetTermios(fd, unix.TCSETS, old)
+	fmt.Fprint(env.stderr, prompt)
+	type read struct {
+		line string
+		err  error
+	}
+	done := make(chan read, 1)
+	go func() {
+		line, err := readTerminalLine(fd)
+		done <- read{line, err}
+	}()
+	select {
+	case r := <-done:
+		fmt.Fprintln(env.stderr)
+		if r.err != nil {
+			return "", fmt.Errorf("read from the terminal: %w", r.err)
+		}
+		return strings.TrimRight(r.line, "\r\n"), nil
+	case <-ctx.Done():
+		fmt.Fprintln(env.stderr)
+		return "", errors.New("interrupted: nothing was changed")
+	}
+}
+
+// readTerminalLine reads one line from the terminal fd, a byte at a time so
+// that nothing after it is taken.
+func readTerminalLine(fd int) (string, error) {
+	var line []byte
+	var b [1]byte
+	for {
+		n, err := unix.Read(fd, b[:])
+		switch {
+		case n == 1 && b[0] == '\n':
+			return string(line), nil
+		case n == 1:
+			line = append(line, b[0])
+		case err == unix.EINTR:
+		case err != nil:
+			return "", err
+		case len(line) == 0:
+			return "", io.EOF
+		default: // Ctrl-D after some text
+			return string(line), nil
+		}
+	}
 }
 
 // errNothingPiped: stdin ended before anything was read.
