@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
-	"golang.org/x/term"
 )
 
 // Secrets the CLI is given (an operator's password, a producer's signing secret)
@@ -76,11 +75,12 @@ func terminalIn(env *environ) (int, bool) {
 		return 0, false
 	}
 	fd := int(f.Fd())
-	return fd, term.IsTerminal(fd)
+	_, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	return fd, err == nil
 }
 
 // promptHidden asks on stderr and reads a line from the terminal fd without
-// echoing it, as term.ReadPassword does, but gives up when ctx ends (Ctrl-C:
+// echoing it, as golang.org/x/term's ReadPassword does, but gives up when ctx ends (Ctrl-C:
 // main catches SIGINT to end ctx, so a read would go on, unseen,
 // until Enter). Echo is turned off here rather than in the read, so that the
 // read left behind by an interrupt cannot turn it off again after it was
