@@ -145,7 +145,11 @@ func keepReplaced(dst string, now time.Time) (string, error) {
 			return "", fmt.Errorf("store: restore: keep the database's -wal as %s-wal (nothing was changed): %w", kept, err)
 		}
 		if err := syncFile(filepath.Dir(dst)); err != nil {
-			return "", fmt.Errorf("store: restore: %w", err)
+			// Not left behind: as hard links they are the live database under a
+			// second name, not a copy (see unkeep).
+			os.Remove(kept + "-wal")
+			os.Remove(kept)
+			return "", fmt.Errorf("store: restore: keep the database it replaces (nothing was changed): %w", err)
 		}
 		return kept, nil
 	}
