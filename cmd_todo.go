@@ -16,6 +16,7 @@ import (
 
 const todoSynopsis = `todo add --queue Q (--payload TEXT | --payload-file F | -) [--max-attempts N] [--json] [--db FILE]
        switchboard todo list [--queue Q] [--state S] [--limit N] [--before ID] [--json] [--db FILE]
+       switchboard todo show ID [--json] [--db FILE]
        switchboard todo retry (ID... | --all-failed [--queue Q] [--error TEXT]) [--json] [--db FILE]`
 
 // maxPayload bounds a todo's payload, like the webhook body bound.
@@ -23,7 +24,7 @@ const maxPayload = 1 << 20
 
 func runTodo(ctx context.Context, env *environ, args []string) error {
 	return dispatch(ctx, env, args, todoSynopsis, subcommand{"add", todoAdd}, subcommand{"list", todoList},
-		subcommand{"retry", todoRetry})
+		subcommand{"show", todoShow}, subcommand{"retry", todoRetry})
 }
 
 func todoAdd(ctx context.Context, env *environ, args []string) error {

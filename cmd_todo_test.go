@@ -159,3 +159,54 @@ func TestTodoListAtTheLargestLimitSaysThereAreMore(t *testing.T) {
 		t.Fatalf("--limit 1000 of exactly 1000: exit %d, stderr %q", code, errs)
 	}
 }
+
+// todo show prints one todo whole, its payload indented when it is JSON and
+// what agents and producers wrote escaped; --json gives it all, a binary
+// payload base64.
+func TestTodoShow(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	st := openRW(t, db)
+	ctx := t.Context()
+	td, err := st.AddTodo(ctx, store.NewTodo{Queue: "q", Payload: `{"pr":42,"title":"fix"}`, MaxAttempts: 1})
+	if err == nil {
+		_, err = st.Claim(ctx, store.Ack{ID: td.ID, Owner: "agent:bot"}, time.Minute)
+	}
+	if err == nil {
+		_, err = st.Fail(ctx, store.Ack{ID: td.ID, Owner: "agent:bot"}, "exit 1: \x1b[31mred\x1b[0m", false)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := cli(t, "", "todo", "show", fmt.Sprint(td.ID), "--db", db)
+	for _, want := range []string{fmt.Sprintf("todo %d on q: failed, attempts 1/1", td.ID), "last error: exit 1: \\u001b[31mred\\u001b[0m",
+		"failed:     ", "payload (23 bytes):\n  {\n    \"pr\": 42,\n    \"title\": \"fix\"\n  }\n"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("show: exit %d, want %q in\n%s%s", code, want, out, errs)
+		}
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Fatal("show wrote an escape sequence to the terminal")
+	}
+	bin, err := st.AddTodo(ctx, store.NewTodo{Queue: "q", Payload: "\xff\xfe"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = cli(t, "", "todo", "show", fmt.Sprint(bin.ID), "--json", "--db", db)
+	var got struct {
+		ID       int64  `json:"id"`
+		Payload  string `json:"payload"`
+		Encoding string `json:"payload_encoding"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || got.ID != bin.ID || got.Payload != "//4=" || got.Encoding != "base64" {
+		t.Fatalf("show --json of a binary payload: exit %d, %v %q", code, err, out)
+	}
+	if _, out, _ := cli(t, "", "todo", "show", fmt.Sprint(bin.ID), "--db", db); !strings.Contains(out, "not UTF-8 text: --json shows it base64") {
+		t.Fatalf("show of a binary payload:\n%s", out)
+	}
+	if code, _, errs := cli(t, "", "todo", "show", "999", "--db", db); code != 1 || !strings.Contains(errs, "todo 999: not found") {
+		t.Fatalf("show 999: exit %d, %q", code, errs)
+	}
+	if code, _, _ := cli(t, "", "todo", "show", "--db", db); code != 2 {
+		t.Fatalf("show without an id: exit %d", code)
+	}
+}
