@@ -17,6 +17,7 @@ import (
 const todoSynopsis = `todo add --queue Q (--payload TEXT | --payload-file F | -) [--max-attempts N] [--json] [--db FILE]
        switchboard todo list [--queue Q] [--state S] [--limit N] [--before ID] [--json] [--db FILE]
        switchboard todo show ID [--json] [--db FILE]
+       switchboard todo release ID [--db FILE]   (a claimed todo back on its queue, whoever holds it)
        switchboard todo retry (ID... | --all-failed [--queue Q] [--error TEXT]) [--json] [--db FILE]`
 
 // maxPayload bounds a todo's payload, like the webhook body bound.
@@ -24,7 +25,7 @@ const maxPayload = 1 << 20
 
 func runTodo(ctx context.Context, env *environ, args []string) error {
 	return dispatch(ctx, env, args, todoSynopsis, subcommand{"add", todoAdd}, subcommand{"list", todoList},
-		subcommand{"show", todoShow}, subcommand{"retry", todoRetry})
+		subcommand{"show", todoShow}, subcommand{"release", todoRelease}, subcommand{"retry", todoRetry})
 }
 
 func todoAdd(ctx context.Context, env *environ, args []string) error {
@@ -184,6 +185,27 @@ func todoList(ctx context.Context, env *environ, args []string) error {
 			dash(t.Owner), t.Attempts, t.MaxAttempts, t.CreatedAt.Local().Format(time.DateTime))
 	}
 	return tw.Flush()
+}
+
+// todoRelease hands a claimed todo back to its queue on an operator's word,
+// whoever holds it (an agent that died with a long lease), as the board's
+// Release does: its claim does not count as an attempt. A serve running on the
+// same database rings its agents' doorbells for it.
+func todoRelease(ctx context.Context, env *environ, args []string) error {
+	return onID(ctx, env, args, "todo release", todoSynopsis, "todo",
+		func(ctx context.Context, s *store.Store, id int64) error {
+			held, err := s.Todo(ctx, id)
+			if err != nil {
+				return err
+			}
+			t, err := s.ReleaseByHuman(ctx, id, "human:cli")
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.stdout, "todo %d is pending again on %s; the claim %s held does not count as an attempt\n",
+				t.ID, t.Queue, printable(held.Owner))
+			return nil
+		})
 }
 
 // todoRetry puts dead-lettered todos back on their queues, attempts reset: the ones

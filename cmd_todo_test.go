@@ -210,3 +210,34 @@ func TestTodoShow(t *testing.T) {
 		t.Fatalf("show without an id: exit %d", code)
 	}
 }
+
+// todo release hands a claimed todo back, whoever holds it, as the board does.
+func TestTodoRelease(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	st := openRW(t, db)
+	ctx := t.Context()
+	td, err := st.AddTodo(ctx, store.NewTodo{Queue: "q", Payload: "x"})
+	if err == nil {
+		_, err = st.Claim(ctx, store.Ack{ID: td.ID, Owner: "agent:gone"}, 24*time.Hour)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprint(td.ID)
+	code, out, errs := cli(t, "", "todo", "release", id, "--db", db)
+	if code != 0 || !strings.Contains(out, "todo "+id+" is pending again on q; the claim agent:gone held does not count as an attempt") {
+		t.Fatalf("release: exit %d, %q %q", code, out, errs)
+	}
+	if got, err := st.Todo(ctx, td.ID); err != nil || got.State != store.StatePending || got.Attempts != 0 || got.Owner != "" {
+		t.Fatalf("after release: %+v, %v", got, err)
+	}
+	if rows, _ := st.ListAudit(ctx, store.AuditFilter{Target: "todo:" + id}); rows[0].Action != "todo.release" || rows[0].Actor != "human:cli" {
+		t.Fatalf("audit %+v", rows[0])
+	}
+	if code, _, errs := cli(t, "", "todo", "release", id, "--db", db); code != 1 || !strings.HasSuffix(strings.TrimSpace(errs), "it is pending, not claimed") {
+		t.Fatalf("release of a pending todo: exit %d, %q", code, errs)
+	}
+	if code, _, errs := cli(t, "", "todo", "release", "999", "--db", db); code != 1 || !strings.Contains(errs, "todo 999: not found") {
+		t.Fatalf("release 999: exit %d, %q", code, errs)
+	}
+}

@@ -112,7 +112,7 @@ func run(ctx context.Context, env *environ, args []string) int {
 // chain of wrappers that built it names packages and repeats itself ("todo 42:
 // store: todo 42: not found"): which package failed is the store's business, a
 // part said twice in a row (or the command's own name first) is said once, and
-// a sentinel's text ("invalid argument", "file does not exist") after a reason
+// a sentinel's text ("invalid argument", "conflict", "file does not exist") after a reason
 // that already says what is wrong goes. What the user named is left as it is:
 // a quoted name is not split, the command's name goes once (a file may be
 // called so too), and an errno that reads as a sentinel does ("invalid
@@ -131,6 +131,7 @@ func cliMessage(command string, err error) string {
 		}
 	}
 	if n := len(kept); n > 1 && (kept[n-1] == store.ErrInvalid.Error() && errors.Is(err, store.ErrInvalid) ||
+		kept[n-1] == store.ErrConflict.Error() && errors.Is(err, store.ErrConflict) ||
 		kept[n-1] == fs.ErrNotExist.Error() && errors.Is(err, fs.ErrNotExist)) {
 		kept = kept[:n-1]
 	}
