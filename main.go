@@ -54,7 +54,7 @@ func commands() []command {
 		{"serve", "run the server (HTTP, MCP, webhooks, reaper, modules)", runServe},
 		{"endpoint", "create, list, update or revoke agent endpoints", runEndpoint},
 		{"admin", "create, list and log out board operators, or reset a password (on stdin)", runAdmin},
-		{"todo", "add, list or retry todos", runTodo},
+		{"todo", "add, list, show, release or retry todos", runTodo},
 		{"webhook", "create, list, rotate or delete webhooks (ingest URLs)", runWebhook},
 		{"secrets", "encrypt stored webhook secrets with the configured key", runSecrets},
 		{"modules", "list capability modules or approve a changed tool definition", runModules},
