@@ -125,3 +125,26 @@ func TestServeOnATakenPort(t *testing.T) {
 		t.Fatalf("serve on a taken port made %s (%v)", db, err)
 	}
 }
+
+// A new installation's serve says what it still lacks to be of use, and stops
+// saying it once there is an operator and an endpoint.
+func TestFirstRunHints(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	st := openRW(t, db)
+	ctx := t.Context()
+	hints, err := firstRunHints(ctx, st, db)
+	if err != nil || len(hints) != 2 || !strings.Contains(hints[0], "switchboard admin create --username NAME --db "+db) ||
+		!strings.Contains(hints[1], "switchboard endpoint create --agent NAME --queues QUEUE --db "+db) {
+		t.Fatalf("hints on a new database: %q, %v", hints, err)
+	}
+	if _, err := st.CreateHuman(ctx, "ana", "correct horse", "test"); err != nil {
+		t.Fatal(err)
+	}
+	q := []string{"inbox"}
+	if _, _, err := st.CreateEndpoint(ctx, "bot", store.EndpointSpec{Queues: &q}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if hints, err := firstRunHints(ctx, st, db); err != nil || len(hints) != 0 {
+		t.Fatalf("hints once set up: %q, %v", hints, err)
+	}
+}

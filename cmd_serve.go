@@ -246,7 +246,36 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 	for _, ln := range lns {
 		fmt.Fprintf(env.stdout, "switchboard %s listening on %s (database %s)\n", version, listenURL(ln.Addr()), cfg.DB)
 	}
+	hints, err := firstRunHints(ctx, srv.store, cfg.DB)
+	if err != nil {
+		logger.Warn("read what is set up", "err", err)
+	}
+	for _, h := range hints {
+		fmt.Fprintln(env.stdout, h)
+	}
 	return srv.serve(ctx, lns...)
+}
+
+// firstRunHints says what a new installation still lacks to be of use: an
+// operator to log in to the board, an endpoint for an agent. Nothing once both
+// exist.
+func firstRunHints(ctx context.Context, st *store.Store, db string) ([]string, error) {
+	var hints []string
+	humans, err := st.CountHumans(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if humans == 0 {
+		hints = append(hints, fmt.Sprintf("next: an operator to log in to the board: switchboard admin create --username NAME --db %s", db))
+	}
+	eps, err := st.ListEndpoints(ctx, false)
+	if err != nil {
+		return hints, err
+	}
+	if len(eps) == 0 {
+		hints = append(hints, fmt.Sprintf("next: an endpoint for an agent: switchboard endpoint create --agent NAME --queues QUEUE --db %s", db))
+	}
+	return hints, nil
 }
 
 // listenURL is where serve can be reached on addr, as the banner says it: a
