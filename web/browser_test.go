@@ -448,3 +448,46 @@ func TestBrowserChangePassword(t *testing.T) {
 		t.Fatalf("the new password: %v", err)
 	}
 }
+
+// Every page fits the window, on a phone and on a desktop, with the names people
+// give things (a long queue, a long agent): nothing pushes the page sideways.
+func TestBrowserPagesFitTheWindow(t *testing.T) {
+	ctx := browser(t)
+	f := newFixture(t, Options{Modules: &fakeModules{status: sampleModules()}, BaseURL: "https://switchboard.example.net"})
+	demo := seedDemo(t, f)
+	long := "a-very-long-queue-name-for-the-nightly-customer-export-jobs"
+	td := f.addTodo(long, `{"n":1}`)
+	if _, err := f.st.Claim(t.Context(), store.Ack{ID: td.ID, Owner: "agent:the-nightly-export-builder-bot"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	q := []string{long, "inbox"}
+	if _, _, err := f.st.CreateEndpoint(t.Context(), "the-nightly-export-builder-bot", store.EndpointSpec{Queues: &q}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	browserLogin(t, ctx, f)
+	pages := []string{"/", "/?state=failed", "/?state=claimed", fmt.Sprintf("/todos/%d", td.ID), "/endpoints",
+		"/webhooks", fmt.Sprintf("/webhook/%d", demo.webhook), "/audit", "/modules", "/account"}
+	for _, size := range []struct {
+		w, h   int64
+		mobile bool
+	}{{390, 844, true}, {1280, 800, false}} {
+		opts := []chromedp.EmulateViewportOption{chromedp.EmulateScale(1)}
+		if size.mobile {
+			opts = append(opts, chromedp.EmulateMobile, chromedp.EmulateTouch)
+		}
+		step(t, ctx, "resize", chromedp.EmulateViewport(size.w, size.h, opts...))
+		for _, page := range pages {
+			step(t, ctx, "open "+page, chromedp.Navigate(f.srv.URL+page), chromedp.WaitVisible(chromedp.CSS(`main`)))
+			wide := run(t, ctx, "measure "+page, chromedp.Evaluate[string](`(() => {
+				const w = document.documentElement.clientWidth;
+				if (document.documentElement.scrollWidth <= w + 1) return "";
+				const out = [...document.querySelectorAll("main *")].filter(e => e.getBoundingClientRect().right > w + 1);
+				const e = out[out.length - 1];
+				return document.documentElement.scrollWidth + " > " + w + ": " + (e ? e.tagName + "." + e.className + " " + (e.textContent || "").trim().slice(0, 40) : "?");
+			})()`))
+			if wide != "" {
+				t.Errorf("%s at %d px is wider than the window: %s", page, size.w, wide)
+			}
+		}
+	}
+}
