@@ -37,7 +37,14 @@ func (u *UI) loginPage(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
 		return
 	}
-	u.showLogin(w, r, http.StatusOK, r.URL.Query().Get("next"), "", "")
+	msg := ""
+	switch r.URL.Query().Get("ended") {
+	case "page":
+		msg = "Your session has ended (logged out from another browser, a new password, or it expired). Log in again."
+	case "form":
+		msg = "Your session ended before that form was sent, so nothing was done. Log in and try again."
+	}
+	u.showLogin(w, r, http.StatusOK, r.URL.Query().Get("next"), "", msg)
 }
 
 func (u *UI) showLogin(w http.ResponseWriter, r *http.Request, status int, next, username, msg string) {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -310,5 +311,38 @@ func TestNewPasswordEndsEverySession(t *testing.T) {
 	}
 	if c := sessionFrom(f.tryLogin("ana", "a new password", "/", nil)); c == nil {
 		t.Fatal("the new password does not log in")
+	}
+}
+
+// A browser whose session ended elsewhere (logged out from another browser, a
+// new password) is told so at the login page, and that a form it sent was not
+// acted on; one that never had a session is just asked to log in.
+func TestLoginSaysTheSessionEnded(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+	td := f.claimed("inbox")
+	if _, _, err := f.st.EndSessions(t.Context(), "ana", "human:cli"); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := f.get("/?state=claimed", cookie)
+	loc := res.Header.Get("Location")
+	if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/login?next=") || !strings.HasSuffix(loc, "&ended=page") {
+		t.Fatalf("a page after the session ended: %d %q", res.StatusCode, loc)
+	}
+	if _, page := f.get(loc, nil); !strings.Contains(page, "Your session has ended") {
+		t.Fatalf("the login page does not say the session ended:\n%s", page)
+	}
+	res = f.do(http.MethodPost, fmt.Sprintf("/todos/%d/release", td.ID), cookie, url.Values{csrfField: {csrf}}, nil)
+	if loc := res.Header.Get("Location"); res.StatusCode != http.StatusSeeOther || loc != "/login?ended=form" {
+		t.Fatalf("a form after the session ended: %d %q", res.StatusCode, loc)
+	}
+	if _, page := f.get("/login?ended=form", nil); !strings.Contains(page, "so nothing was done") {
+		t.Fatalf("the login page does not say the form was not acted on:\n%s", page)
+	}
+	if f.todo(td.ID).State != store.StateClaimed {
+		t.Fatal("the form was acted on")
+	}
+	if res, _ := f.get("/", nil); strings.Contains(res.Header.Get("Location"), "ended") {
+		t.Fatalf("a browser with no session is told one ended: %q", res.Header.Get("Location"))
 	}
 }

@@ -94,9 +94,23 @@ func (u *UI) signedIn(w http.ResponseWriter, r *http.Request, login string) (*re
 	if !ok {
 		if isBackground(r) {
 			http.Error(w, "login required", http.StatusUnauthorized)
-		} else {
-			http.Redirect(w, r, login, http.StatusSeeOther)
+			return nil, false
 		}
+		// A browser that had a session whose end it was not told of (logged
+		// out from another, a new password, expiry) hears why it is asked to
+		// log in, and that a form it sent was not acted on.
+		if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" {
+			sep := "?"
+			if strings.Contains(login, "?") {
+				sep = "&"
+			}
+			ended := "ended=page"
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				ended = "ended=form"
+			}
+			login += sep + ended
+		}
+		http.Redirect(w, r, login, http.StatusSeeOther)
 		return nil, false
 	}
 	return rc, true
