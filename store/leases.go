@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Lease transitions. A claimed todo belongs to its owner until its lease expires;
@@ -431,11 +432,17 @@ func contains(list []string, v string) bool {
 	return false
 }
 
+// truncate shortens s to at most n bytes, cut between characters and ending in
+// "…" when anything was cut, so that a shortened error does not read as whole.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n]
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // ClaimsByOwner counts the claimed todos of each owner (agent:<id>): what each
