@@ -324,7 +324,7 @@ func endpointRevoke(ctx context.Context, env *environ, args []string) error {
 			}
 			fmt.Fprintf(env.stdout, "endpoint %d revoked\n", id)
 			switch {
-			case r.Kept:
+			case r.Kept && r.Holds > 0:
 				fmt.Fprintln(env.stdout, "the todos its agent holds stay claimed: another live endpoint speaks for that agent")
 			case r.Released > 0:
 				if r.Released == 1 {

@@ -301,6 +301,9 @@ func (s *Store) RevokeEndpointReleasing(ctx context.Context, id int64, actor str
 		}
 		if others > 0 {
 			r.Kept = true
+			if err := w.queryRow(`SELECT count(*) FROM todos WHERE state = 'claimed' AND owner = ?`, "agent:"+agentID).Scan(&r.Holds); err != nil {
+				return fmt.Errorf("store: revoke endpoint %d: count its agent's claims: %w", id, err)
+			}
 			return w.audit(actor, "endpoint.revoke", endpointTarget(id), "",
 				fmt.Sprintf("agent %s keeps its todos: another endpoint of it is live", agentID))
 		}
@@ -338,6 +341,7 @@ func (s *Store) RevokeEndpointReleasing(ctx context.Context, id int64, actor str
 type Revocation struct {
 	Released int  // handed back to their queues
 	Kept     bool // none: another live endpoint speaks for the agent (a rotation)
+	Holds    int  // with Kept, how many the agent holds, which stay claimed
 }
 
 const endpointColumns = `id, agent_id, agent_name, coalesce(owner_human_id, 0), credential_hint, scope_verbs,

@@ -83,6 +83,7 @@ type endpointForm struct {
 	Capabilities   string
 	Revoked        bool
 	Endpoint       *store.Endpoint // the saved endpoint, when editing
+	Once           string          // the New endpoint form's one-time token
 
 	TodoVerbs, WebhookVerbs, Sources []string
 }
@@ -95,7 +96,7 @@ func (u *UI) newForm() endpointForm {
 func (u *UI) endpointPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	if rc.Params.ByName("id") == "new" {
 		f := u.newForm()
-		f.New, f.Verbs, f.MaxWebhooks = true, agent.AllVerbs(), "0"
+		f.New, f.Verbs, f.MaxWebhooks, f.Once = true, agent.AllVerbs(), "0", randomToken()
 		u.showEndpointForm(w, r, rc, http.StatusOK, f, "")
 		return
 	}
@@ -139,7 +140,7 @@ func (u *UI) showEndpointForm(w http.ResponseWriter, r *http.Request, rc *reqCtx
 func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, store.EndpointSpec, string) {
 	pf := r.PostForm
 	f := u.newForm()
-	f.New = creating
+	f.New, f.Once = creating, pf.Get("once")
 	f.AgentID, f.Name = strings.TrimSpace(pf.Get("agent_id")), strings.TrimSpace(pf.Get("name"))
 	f.Queues, f.Verbs = pf.Get("queues"), pf["verbs"]
 	f.DefaultLease, f.MaxWebhooks = strings.TrimSpace(pf.Get("default_lease")), strings.TrimSpace(pf.Get("max_webhooks"))
@@ -208,19 +209,25 @@ func (u *UI) createEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 		return
 	}
 	spec.OwnerHumanID = rc.Human.ID
-	ep, cred, err := u.store.CreateEndpoint(r.Context(), f.AgentID, spec, rc.actor())
-	if err != nil {
-		if errorsIs(err, store.ErrInvalid) || errorsIs(err, store.ErrAlreadyExists) {
-			u.showEndpointForm(w, r, rc, http.StatusBadRequest, f, plainError(err)+".")
-			return
+	// Sent again (a reload of the page it answered), the form shows the
+	// endpoint it made rather than make a second one.
+	u.runOnce(w, r, rc, func() onceShow {
+		ep, cred, err := u.store.CreateEndpoint(r.Context(), f.AgentID, spec, rc.actor())
+		if err != nil {
+			if errorsIs(err, store.ErrInvalid) || errorsIs(err, store.ErrAlreadyExists) {
+				u.showEndpointForm(w, r, rc, http.StatusBadRequest, f, plainError(err)+".")
+				return nil
+			}
+			u.storeError(w, r, rc, "Creating the endpoint", err)
+			return nil
 		}
-		u.storeError(w, r, rc, "Creating the endpoint", err)
-		return
-	}
-	mcpURL := u.baseURL(r) + "/mcp"
-	u.render(w, r, rc, http.StatusOK, "endpoint_created", view{Title: "Endpoint created", Nav: "endpoints",
-		Page: endpointCreatedPage{Endpoint: ep, Credential: cred, MCPURL: mcpURL,
-			Config: mcpClientConfig(mcpURL, cred), ClaudeCommand: claudeCommand(mcpURL, cred)}})
+		mcpURL := u.baseURL(r) + "/mcp"
+		page := endpointCreatedPage{Endpoint: ep, Credential: cred, MCPURL: mcpURL,
+			Config: mcpClientConfig(mcpURL, cred), ClaudeCommand: claudeCommand(mcpURL, cred)}
+		return func(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+			u.render(w, r, rc, http.StatusOK, "endpoint_created", view{Title: "Endpoint created", Nav: "endpoints", Page: page})
+		}
+	})
 }
 
 type endpointCreatedPage struct {
@@ -298,7 +305,7 @@ func (u *UI) revokeEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 	}
 	flash := "revoked"
 	switch {
-	case rev.Kept:
+	case rev.Kept && rev.Holds > 0:
 		flash = "revoked-kept"
 	case rev.Released > 0:
 		flash = fmt.Sprintf("revoked-released:%d", rev.Released)

@@ -302,4 +302,47 @@ func TestRevokeSaysWhenTheTodosAreKept(t *testing.T) {
 	if got := f.todo(held.ID); got.State != store.StateClaimed {
 		t.Fatalf("the todo is %s, want still claimed", got.State)
 	}
+	// An agent that holds nothing is not said to keep todos.
+	idle, _, err := f.st.CreateEndpoint(t.Context(), "idle", endpointSpec([]string{"inbox"}), "test")
+	if err == nil {
+		_, _, err = f.st.CreateEndpoint(t.Context(), "idle", endpointSpec([]string{"inbox"}), "test")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ = f.post(fmt.Sprintf("/endpoints/%d/revoke", idle.ID), cookie, url.Values{csrfField: {csrf}})
+	if body := f.follow(res, cookie); strings.Contains(body, "stay claimed") || !strings.Contains(body, "its agent held no todos") {
+		t.Fatal("the confirmation for an agent that holds nothing speaks of todos kept")
+	}
+}
+
+// The New endpoint form sent twice (a reload of the page that shows the
+// credential) makes one endpoint and shows its credential again, rather than
+// make a second whose credential nobody kept; a refused form can be sent again.
+func TestCreateEndpointOnce(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+	_, page := f.get("/endpoints/new", cookie)
+	m := regexp.MustCompile(`name="once" value="([^"]+)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("the New endpoint form has no one-time token:\n%s", page)
+	}
+	bad := url.Values{csrfField: {csrf}, "once": {m[1]}, "agent_id": {"bot"}, "queues": {""}}
+	if res, _ := f.post("/endpoints", cookie, bad); res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a form with no queues: %d", res.StatusCode)
+	}
+	form := url.Values{csrfField: {csrf}, "once": {m[1]}, "agent_id": {"bot"}, "queues": {"inbox"}}
+	var creds []string
+	for range 2 {
+		res, body := f.post("/endpoints", cookie, form)
+		c := credentialRE.FindStringSubmatch(body)
+		if res.StatusCode != http.StatusOK || c == nil {
+			t.Fatalf("create: %d\n%s", res.StatusCode, body)
+		}
+		creds = append(creds, c[1])
+	}
+	eps, err := f.st.ListEndpoints(t.Context(), true)
+	if err != nil || len(eps) != 1 || creds[0] != creds[1] {
+		t.Fatalf("sent twice: %d endpoints, credentials %q, %v", len(eps), creds, err)
+	}
 }

@@ -6,17 +6,22 @@ import (
 	"time"
 )
 
-// A form that mints a secret (New webhook, Rotate secret) carries a one-time
-// token. Sent twice (a double click, the browser's "resubmit the form?"), it
-// acts once: the second answer shows the page the first one did, so the secret
-// it minted is not lost and a second rotation does not end, at once, the secret
-// the producer still signs with. Results are kept per session for onceTTL.
+// A form that mints a secret (New webhook, Rotate secret, New endpoint) carries
+// a one-time token. Sent twice (a double click, the browser's "resubmit the
+// form?" on reloading the page it answered), it acts once: the second answer
+// shows the page the first one did, so the secret it minted is not lost, a
+// second rotation does not end, at once, the secret the producer still signs
+// with, and a second endpoint with a credential nobody saw is not made. Results
+// are kept per session for onceTTL.
 
 // onceTTL is how long a result answers a resubmission of its form.
 const onceTTL = 10 * time.Minute
 
+// onceShow shows the page a form's first sending made.
+type onceShow func(w http.ResponseWriter, r *http.Request, rc *reqCtx)
+
 type onceResult struct {
-	page webhookSecretPage
+	show onceShow
 	at   time.Time
 }
 
@@ -25,13 +30,13 @@ type onceResults struct {
 	m  map[string]onceResult
 }
 
-// secretOnce runs act unless this session already sent this form, and shows
-// the secret page act built. act renders its own refusal and returns false.
-func (u *UI) secretOnce(w http.ResponseWriter, r *http.Request, rc *reqCtx, act func() (webhookSecretPage, bool)) {
+// runOnce runs act unless this session already sent this form, and shows the
+// page act made. act renders its own refusal and returns nil.
+func (u *UI) runOnce(w http.ResponseWriter, r *http.Request, rc *reqCtx, act func() onceShow) {
 	token := r.PostForm.Get("once")
 	if len(token) < 16 || len(token) > 64 {
-		if p, ok := act(); ok {
-			u.showSecret(w, r, rc, p)
+		if show := act(); show != nil {
+			show(w, r, rc)
 		}
 		return
 	}
@@ -41,11 +46,11 @@ func (u *UI) secretOnce(w http.ResponseWriter, r *http.Request, rc *reqCtx, act 
 	defer o.mu.Unlock()
 	now := u.now()
 	if res, ok := o.m[key]; ok && now.Sub(res.at) < onceTTL {
-		u.showSecret(w, r, rc, res.page)
+		res.show(w, r, rc)
 		return
 	}
-	p, ok := act()
-	if !ok {
+	show := act()
+	if show == nil {
 		return
 	}
 	for k, res := range o.m {
@@ -56,6 +61,17 @@ func (u *UI) secretOnce(w http.ResponseWriter, r *http.Request, rc *reqCtx, act 
 	if o.m == nil {
 		o.m = map[string]onceResult{}
 	}
-	o.m[key] = onceResult{page: p, at: now}
-	u.showSecret(w, r, rc, p)
+	o.m[key] = onceResult{show: show, at: now}
+	show(w, r, rc)
+}
+
+// secretOnce is runOnce for the forms that show a webhook's secret.
+func (u *UI) secretOnce(w http.ResponseWriter, r *http.Request, rc *reqCtx, act func() (webhookSecretPage, bool)) {
+	u.runOnce(w, r, rc, func() onceShow {
+		p, ok := act()
+		if !ok {
+			return nil
+		}
+		return func(w http.ResponseWriter, r *http.Request, rc *reqCtx) { u.showSecret(w, r, rc, p) }
+	})
 }
