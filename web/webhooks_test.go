@@ -335,12 +335,12 @@ func TestRotateWebhookFromBoard(t *testing.T) {
 	}
 	// While the old secret verifies, the page says until when, and that a second
 	// rotation would end it.
-	if _, page := f.get(fmt.Sprintf("/webhook/%d", h.ID), cookie); !strings.Contains(page, "the one before verifies until") ||
+	if _, page := f.get(fmt.Sprintf("/webhook/%d", h.ID), cookie); !strings.Contains(page, "the one before stops verifying <time") ||
 		!strings.Contains(page, "rotating again ends that one now") {
 		t.Fatalf("the page during the grace:\n%s", page)
 	}
 	f.clock.Add(61 * time.Minute)
-	if _, page := f.get(fmt.Sprintf("/webhook/%d", h.ID), cookie); strings.Contains(page, "the one before verifies until") ||
+	if _, page := f.get(fmt.Sprintf("/webhook/%d", h.ID), cookie); strings.Contains(page, "the one before stops verifying <time") ||
 		strings.Contains(page, "rotating again ends that one now") {
 		t.Fatal("the page after the grace still speaks of the old secret")
 	}
