@@ -20,7 +20,7 @@ type auditPage struct {
 // (or a prefix ending in ".") can be typed.
 var auditActions = []string{"todo.", "todo.add", "todo.claim", "todo.claim_next", "todo.complete", "todo.fail",
 	"todo.release", "todo.retry", "todo.requeue", "todo.dead_letter", "endpoint.", "endpoint.create",
-	"endpoint.update", "endpoint.revoke", "human.", "human.login", "human.logout", "human.logout_all", "human.password",
+	"endpoint.update", "endpoint.revoke", "human.", "human.login", "human.logout", "human.logout_all", "human.logout_others", "human.password",
 	"human.create",
 	"webhook.", "webhook.create", "webhook.rotate", "webhook.delete", "webhook_event.replay", "module."}
 
@@ -29,7 +29,7 @@ func (u *UI) auditPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	q := r.URL.Query()
 	p := auditPage{Actor: strings.TrimSpace(q.Get("actor")), Action: strings.TrimSpace(q.Get("action")), Actions: auditActions}
 	p.Before, _ = strconv.ParseInt(q.Get("before"), 10, 64)
-	entries, err := u.store.ListAudit(r.Context(), store.AuditFilter{Actor: p.Actor, Action: p.Action,
+	entries, err := u.store.ListAudit(r.Context(), store.AuditFilter{Actor: u.operatorActor(r.Context(), p.Actor), Action: p.Action,
 		Before: p.Before, Limit: u.opts.PageSize + 1})
 	if err != nil {
 		u.storeError(w, r, rc, "Reading the audit log", err)

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 func TestAuditPage(t *testing.T) {
@@ -45,5 +47,34 @@ func TestAuditPage(t *testing.T) {
 	}
 	if !strings.Contains(body, `rel="next"`) {
 		t.Fatal("no link to older rows")
+	}
+}
+
+// The board names operators: "ana (human:1)" where the log says human:1, on the
+// audit log and a todo's page, for an operator made after the board started
+// too; the audit filter takes the name.
+func TestBoardNamesOperators(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, _ := f.login()
+	td, err := f.st.AddTodo(t.Context(), store.NewTodo{Queue: "inbox", Payload: "x", CreatedBy: humanActor(f.human.ID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, body := f.get(fmt.Sprintf("/todos/%d", td.ID), cookie); !strings.Contains(body, "created just now by <span class=\"mono\">ana (human:1)</span>") {
+		t.Fatalf("the todo's page does not name its operator:\n%s", body)
+	}
+	bo, err := f.st.CreateHuman(t.Context(), "bo", testPassword, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.Audit(t.Context(), store.AuditEntry{Actor: humanActor(bo.ID), Action: "human.login", Target: humanActor(bo.ID)}); err != nil {
+		t.Fatal(err)
+	}
+	_, body := f.get("/audit?actor=bo", cookie)
+	if !strings.Contains(body, ">bo (human:2)</a>") || strings.Contains(body, "ana (human:1)") || strings.Contains(body, "No audit rows") {
+		t.Fatalf("the audit log filtered by bo:\n%s", body)
+	}
+	if _, body := f.get("/audit?actor=nobody", cookie); !strings.Contains(body, "No audit rows match") {
+		t.Fatal("a name that is no operator matched rows")
 	}
 }

@@ -68,6 +68,7 @@ func (u *UI) funcs() template.FuncMap {
 		"pct":     func(n, total int64) string { return percent(n, total) },
 		"offset":  func(parts ...int64) string { return percent(sum(parts[:len(parts)-1]), parts[len(parts)-1]) },
 		"browser": browserName,
+		"who":     u.who,
 		"states": func() []string {
 			return []string{store.StatePending, store.StateClaimed, store.StateFailed, store.StateDone}
 		},

@@ -55,16 +55,17 @@ type Options struct {
 
 // UI is the operator board. Build it with New, mount it with Register.
 type UI struct {
-	store    *store.Store
-	opts     Options
-	log      *slog.Logger
-	now      func() time.Time
-	assets   *assets
-	pages    *pages
-	live     *broadcaster
-	streams  sessionStreams // the open live streams of each session, for logout
-	throttle *throttle
-	once     onceResults // forms that mint a secret act once per token
+	store     *store.Store
+	opts      Options
+	log       *slog.Logger
+	now       func() time.Time
+	assets    *assets
+	pages     *pages
+	live      *broadcaster
+	streams   sessionStreams // the open live streams of each session, for logout
+	throttle  *throttle
+	once      onceResults   // forms that mint a secret act once per token
+	operators operatorNames // operators' names, by id and by name
 
 	sessionCheck time.Duration // how often a live stream checks its session
 
