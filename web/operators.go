@@ -42,15 +42,8 @@ func (u *UI) who(actor string) string {
 	if err != nil {
 		return actor
 	}
-	o := &u.operators
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	name, ok := o.byID[id]
-	if !ok {
-		o.reload(context.Background(), u)
-		name, ok = o.byID[id]
-	}
-	if !ok {
+	var name string
+	if !u.operators.find(context.Background(), u, func(o *operatorNames) (ok bool) { name, ok = o.byID[id]; return ok }) {
 		return actor
 	}
 	return name + " (" + actor + ")"
@@ -62,16 +55,21 @@ func (u *UI) operatorActor(ctx context.Context, filter string) string {
 	if filter == "" || strings.Contains(filter, ":") {
 		return filter
 	}
-	o := &u.operators
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	id, ok := o.byName[filter]
-	if !ok {
-		o.reload(ctx, u)
-		id, ok = o.byName[filter]
-	}
-	if !ok {
+	var id int64
+	if !u.operators.find(ctx, u, func(o *operatorNames) (ok bool) { id, ok = o.byName[filter]; return ok }) {
 		return filter
 	}
 	return humanActor(id)
+}
+
+// find runs look over what is known, and once more after reading the operators
+// again when it found nothing.
+func (o *operatorNames) find(ctx context.Context, u *UI, look func(*operatorNames) bool) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if look(o) {
+		return true
+	}
+	o.reload(ctx, u)
+	return look(o)
 }
