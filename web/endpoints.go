@@ -86,10 +86,17 @@ type endpointForm struct {
 	Once           string          // the New endpoint form's one-time token
 
 	TodoVerbs, WebhookVerbs, Sources []string
+	Modules                          []string // the capability modules this server runs, to grant
 }
 
 func (u *UI) newForm() endpointForm {
-	return endpointForm{TodoVerbs: agent.TodoVerbs, WebhookVerbs: agent.WebhookVerbs, Sources: webhookSources}
+	f := endpointForm{TodoVerbs: agent.TodoVerbs, WebhookVerbs: agent.WebhookVerbs, Sources: webhookSources}
+	if u.opts.Modules != nil {
+		for _, m := range u.opts.Modules.Status() {
+			f.Modules = append(f.Modules, m.Name)
+		}
+	}
+	return f
 }
 
 // endpointPage serves GET /endpoints/:id, the edit form, and GET /endpoints/new.
@@ -223,7 +230,8 @@ func (u *UI) createEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 		}
 		mcpURL := u.baseURL(r) + "/mcp"
 		page := endpointCreatedPage{Endpoint: ep, Credential: cred, MCPURL: mcpURL,
-			Config: mcpClientConfig(mcpURL, cred), ClaudeCommand: claudeCommand(mcpURL, cred)}
+			Config: mcpClientConfig(mcpURL, cred), ClaudeCommand: claudeCommand(mcpURL, cred),
+			UnknownCapabilities: u.unknownCapabilities(ep.Capabilities)}
 		return func(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 			u.render(w, r, rc, http.StatusOK, "endpoint_created", view{Title: "Endpoint created", Nav: "endpoints", Page: page})
 		}
@@ -236,6 +244,28 @@ type endpointCreatedPage struct {
 	MCPURL        string
 	Config        string
 	ClaudeCommand string
+	// UnknownCapabilities are those granted that no module here provides: a
+	// misspelling, or a module not set up yet.
+	UnknownCapabilities []string
+}
+
+// unknownCapabilities returns those of caps that name no module this server
+// runs (every one, when it runs none). They are granted all the same, as the CLI
+// grants them, since a module may be set up after its grant; the page says so.
+func (u *UI) unknownCapabilities(caps []string) []string {
+	known := map[string]bool{}
+	if u.opts.Modules != nil {
+		for _, m := range u.opts.Modules.Status() {
+			known[m.Name] = true
+		}
+	}
+	var unknown []string
+	for _, c := range caps {
+		if !known[c] {
+			unknown = append(unknown, c)
+		}
+	}
+	return unknown
 }
 
 // mcpClientConfig is a ready-to-paste Claude Code .mcp.json for the endpoint.
@@ -284,11 +314,16 @@ func (u *UI) updateEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 		u.showEndpointForm(w, r, rc, http.StatusBadRequest, f, msg)
 		return
 	}
-	if _, err := u.store.UpdateEndpoint(r.Context(), id, spec, rc.actor()); err != nil {
+	ep, err := u.store.UpdateEndpoint(r.Context(), id, spec, rc.actor())
+	if err != nil {
 		u.storeError(w, r, rc, fmt.Sprintf("Updating endpoint %d", id), err)
 		return
 	}
-	u.redirectFlash(w, r, rc, fmt.Sprintf("/endpoints/%d", id), "updated")
+	flash := "updated"
+	if len(u.unknownCapabilities(ep.Capabilities)) > 0 {
+		flash = "updated-unknown-capabilities"
+	}
+	u.redirectFlash(w, r, rc, fmt.Sprintf("/endpoints/%d", id), flash)
 }
 
 // revokeEndpoint serves POST /endpoints/:id/revoke.

@@ -346,3 +346,34 @@ func TestCreateEndpointOnce(t *testing.T) {
 		t.Fatalf("sent twice: %d endpoints, credentials %q, %v", len(eps), creds, err)
 	}
 }
+
+// The endpoint form names the modules this server runs, and a grant of one it
+// does not run (a misspelling) is made but said, on creation and on update.
+func TestEndpointFormSaysWhichModulesExist(t *testing.T) {
+	f := newFixture(t, Options{Modules: &fakeModules{status: sampleModules()}})
+	cookie, csrf := f.login()
+	var names []string
+	for _, m := range sampleModules() {
+		names = append(names, m.Name)
+	}
+	if _, page := f.get("/endpoints/new", cookie); !strings.Contains(page, "this server runs "+strings.Join(names, ", ")) {
+		t.Fatalf("the form does not name the modules (%v):\n%s", names, page)
+	}
+	res, body := f.post("/endpoints", cookie, url.Values{csrfField: {csrf}, "agent_id": {"bot"}, "queues": {"inbox"},
+		"capabilities": {names[0] + ", evrything"}})
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, `No module this server runs provides <span class="mono">evrything</span>`) ||
+		strings.Contains(body, `provides <span class="mono">`+names[0]) {
+		t.Fatalf("create with a misspelt capability: %d\n%s", res.StatusCode, body)
+	}
+	eps, _ := f.st.ListEndpoints(t.Context(), false)
+	upd := url.Values{csrfField: {csrf}, "name": {"bot"}, "queues": {"inbox"}, "capabilities": {"evrything"}}
+	res = f.do(http.MethodPost, fmt.Sprintf("/endpoints/%d", eps[0].ID), cookie, upd, nil)
+	if page := f.follow(res, cookie); !strings.Contains(page, "A capability it grants names no module this server runs") {
+		t.Fatalf("update with a misspelt capability:\n%s", page)
+	}
+	upd.Set("capabilities", names[0])
+	res = f.do(http.MethodPost, fmt.Sprintf("/endpoints/%d", eps[0].ID), cookie, upd, nil)
+	if page := f.follow(res, cookie); strings.Contains(page, "names no module") || !strings.Contains(page, "Endpoint updated.") {
+		t.Fatalf("update with a known capability:\n%s", page)
+	}
+}

@@ -29,6 +29,9 @@ var flashes = map[string]string{
 		"again meanwhile stay failed.",
 	"added":   "Todo added.",
 	"updated": "Endpoint updated. Agents see the change on their next call.",
+	"updated-unknown-capabilities": "Endpoint updated. Agents see the change on their next call. A capability it " +
+		"grants names no module this server runs: check its spelling against the Modules page (a module set up " +
+		"later is granted by it all the same).",
 	"revoked": "Endpoint revoked. Its credential fails from the next request on; its agent held no todos.",
 	"revoked-kept": "Endpoint revoked. Its credential fails from the next request on; the todos its agent holds " +
 		"stay claimed, because another live endpoint speaks for that agent.",
