@@ -119,3 +119,22 @@ func TestModulesPageWithoutModules(t *testing.T) {
 		t.Fatalf("approve without modules: %d", res.StatusCode)
 	}
 }
+
+// Every page's header says when something on the Modules page waits for the
+// operator: a module down, a tool withheld until approved.
+func TestHeaderSaysModulesNeedAttention(t *testing.T) {
+	st := sampleModules()
+	st = append(st, modules.ModuleStatus{Name: "flaky", State: modules.StateBackoff})
+	f := newFixture(t, Options{Modules: &fakeModules{status: st}})
+	cookie, _ := f.login()
+	for _, page := range []string{"/", "/endpoints", "/account"} {
+		if _, body := f.get(page, cookie); !strings.Contains(body, `Modules <span class="attention" title="2 waiting for you`) {
+			t.Fatalf("%s: the header does not count the withheld tool and the module down:\n%s", page, body)
+		}
+	}
+	f = newFixture(t, Options{Modules: &fakeModules{status: []modules.ModuleStatus{{Name: "ok", State: modules.StateUp}}}})
+	cookie, _ = f.login()
+	if _, body := f.get("/", cookie); strings.Contains(body, `class="attention"`) {
+		t.Fatal("the header asks for attention with every module up")
+	}
+}

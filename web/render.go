@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -47,6 +48,8 @@ type view struct {
 	// Trouble, when set, is why writes are failing (store.WriteTrouble): every
 	// page says so, the login page included.
 	Trouble string
+	// ModulesAttention counts modules down and tools withheld (modulesAttention).
+	ModulesAttention int
 	// LiveURL, when set, is refreshed by the page script whenever todos change.
 	LiveURL string
 	Page    any
@@ -70,8 +73,30 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, rc *reqCtx, status i
 		if v.Flash == "" {
 			v.Flash = u.takeFlash(w, r, rc)
 		}
+		v.ModulesAttention = u.modulesAttention()
 	}
 	u.execute(w, status, name, "layout", v)
+}
+
+// modulesAttention counts what on the Modules page waits for an operator: a
+// module that is not up, a tool withheld until its changed definition is
+// approved. The header's Modules link shows it, on every page.
+func (u *UI) modulesAttention() int {
+	if u.opts.Modules == nil {
+		return 0
+	}
+	n := 0
+	for _, m := range u.opts.Modules.Status() {
+		if m.State != modules.StateUp {
+			n++
+		}
+		for _, t := range m.Tools {
+			if t.Withheld {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // renderFragment writes only one live block of a page, for the page script's refresh.
