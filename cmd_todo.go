@@ -286,7 +286,7 @@ func todoRetry(ctx context.Context, env *environ, args []string) error {
 	for _, id := range ids {
 		t, err := s.Retry(ctx, id, "human:cli")
 		if err != nil {
-			failed = append(failed, cliMessage("", fmt.Errorf("todo %d: %w", id, err)))
+			failed = append(failed, cliMessage("", err))
 			continue
 		}
 		retried = append(retried, t)
