@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -46,10 +46,8 @@ func todoShow(ctx context.Context, env *environ, args []string) error {
 		return err
 	}
 	if *asJSON {
-		v := shownTodo{Todo: t, Payload: t.Payload, PayloadEncoding: "utf-8"}
-		if !utf8.ValidString(t.Payload) {
-			v.Payload, v.PayloadEncoding = base64.StdEncoding.EncodeToString([]byte(t.Payload)), "base64"
-		}
+		v := shownTodo{Todo: t}
+		v.Payload, v.PayloadEncoding = agent.JSONText(t.Payload)
 		return writeJSON(env, v)
 	}
 	writeTodo(env.stdout, t, s.Now())

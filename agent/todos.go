@@ -351,7 +351,7 @@ func (a *Agent) claim(ctx context.Context, c *Call) (any, error) {
 
 func claimedResult(t store.Todo, ttl time.Duration) claimResult {
 	todo := &claimedTodo{Todo: t}
-	todo.Payload, todo.PayloadEncoding = jsonText(t.Payload)
+	todo.Payload, todo.PayloadEncoding = JSONText(t.Payload)
 	return claimResult{Claimed: true, Todo: todo, LeaseSeq: t.LeaseSeq,
 		LeaseExpiresAt: t.LeaseExpiry, LeaseTTLSeconds: int(ttl / time.Second)}
 }

@@ -442,7 +442,7 @@ func (a *Agent) getWebhookEvent(ctx context.Context, c *Call) (any, error) {
 		return nil, err
 	}
 	out := eventResult{WebhookEvent: e, Headers: e.Headers}
-	out.Body, out.BodyEncoding = jsonText(string(e.Body))
+	out.Body, out.BodyEncoding = JSONText(string(e.Body))
 	if out.Headers == nil {
 		out.Headers = map[string]string{}
 	}
@@ -470,10 +470,10 @@ func (a *Agent) replayWebhookEvent(ctx context.Context, c *Call) (any, error) {
 	return ackResult{Todo: compact(t)}, nil
 }
 
-// jsonText is raw bytes as a JSON string can carry them unchanged: as they are
+// JSONText is raw bytes as a JSON string can carry them unchanged: as they are
 // when they are UTF-8 text, else base64. The encoding ("utf-8" or "base64") goes
-// beside them in the answer.
-func jsonText(raw string) (text, encoding string) {
+// beside them in the answer. The CLI's todo show gives a payload the same way.
+func JSONText(raw string) (text, encoding string) {
 	if utf8.ValidString(raw) {
 		return raw, "utf-8"
 	}
