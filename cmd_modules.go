@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/internal/linediff"
 	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -83,7 +84,7 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MODULE\tSTATE\tGRANTED\tRESTARTS\tLAST EXIT\tTOOLS")
-	type pending struct{ def, cmd string }
+	type pending struct{ tool, def, cmd string }
 	var withheld []pending
 	for _, v := range views {
 		exit := "-"
@@ -94,12 +95,7 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 		for _, t := range v.Tools {
 			if t.Withheld {
 				tools = append(tools, t.Name+" (withheld)")
-				def := "(its definition is shown while serve runs: switchboard modules list --url URL)"
-				var buf bytes.Buffer
-				if len(t.Definition) > 0 && json.Indent(&buf, t.Definition, "    ", "  ") == nil {
-					def = buf.String()
-				}
-				withheld = append(withheld, pending{def,
+				withheld = append(withheld, pending{t.Name, withheldDefinition(t),
 					fmt.Sprintf("switchboard modules approve %s %s --hash %s", v.Name, t.Name, t.Hash)})
 			} else {
 				tools = append(tools, t.Name)
@@ -124,13 +120,49 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 		fmt.Fprintln(env.stdout, strings.Join(refused, "\n"))
 	}
 	if len(withheld) > 0 {
-		fmt.Fprintln(env.stdout, "\nWithheld tools changed their definition since it was pinned. Review each new definition;")
+		fmt.Fprintln(env.stdout, "\nWithheld tools changed their definition since it was approved. Review each change;")
 		fmt.Fprintln(env.stdout, "to let agents call the tool again as defined, run the command below it.")
 		for _, p := range withheld {
-			fmt.Fprintf(env.stdout, "\n    %s\n  %s\n", p.def, p.cmd)
+			fmt.Fprintf(env.stdout, "\n  %s, %s\n  %s\n", p.tool, p.def, p.cmd)
 		}
 	}
 	return nil
+}
+
+// withheldDefinition is what `modules list` shows of a withheld tool: what changed
+// since its definition was approved (as `diff -u` would, keys sorted), else the new
+// definition whole, else where to see it.
+func withheldDefinition(t modules.ToolStatus) string {
+	if len(t.Definition) == 0 {
+		return "its new definition is shown while serve runs (switchboard modules list --url URL)"
+	}
+	indent := func(lines []string) string { return "    " + strings.Join(lines, "\n    ") }
+	// /readyz's JSON arrives compact: lay both out again (their keys are sorted).
+	laidOut := func(def json.RawMessage) string {
+		var buf bytes.Buffer
+		if json.Indent(&buf, def, "", "  ") != nil {
+			return string(def)
+		}
+		return buf.String()
+	}
+	if len(t.PinnedDefinition) > 0 {
+		lines := linediff.Lines(laidOut(t.PinnedDefinition), laidOut(t.Definition))
+		if linediff.Changed(lines) {
+			var out []string
+			for _, l := range linediff.Context(lines, 3) {
+				out = append(out, l.String())
+			}
+			return "what changed since it was approved (- approved, + now):\n" + indent(out)
+		}
+	}
+	def := laidOut(t.Definition)
+	note := "its new definition"
+	if len(t.PinnedDefinition) == 0 {
+		note += " (the approved one was pinned by a Switchboard that kept only its hash)"
+	} else {
+		note += " (it reads as the approved one once both are laid out alike; only its hash differs)"
+	}
+	return note + ":\n" + indent(strings.Split(def, "\n"))
 }
 
 func yesNo(b bool) string {
@@ -237,6 +269,12 @@ func offlineModules(ctx context.Context, env *environ, dir, db string) ([]module
 		t := modules.ToolStatus{Name: p.Tool, Hash: p.Hash}
 		if p.PendingHash != "" {
 			t.Hash, t.Withheld = p.PendingHash, true
+			if p.PendingDefinition != nil {
+				t.Definition = modules.Reviewable(p.PendingDefinition)
+				if p.Definition != nil {
+					t.PinnedDefinition = modules.Reviewable(p.Definition)
+				}
+			}
 		}
 		v.Tools = append(v.Tools, t)
 	}

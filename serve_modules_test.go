@@ -463,11 +463,21 @@ func TestModuleGateway(t *testing.T) {
 		if got := granted.moduleTools(); slices.Contains(got, "testmod_echo") {
 			t.Fatalf("withheld echo is listed: %v", got)
 		}
-		// The human is shown what to review: the new definition, then the command.
+		// The human is shown what to review: what changed since the definition
+		// was approved, then the command.
 		code, out, _ := cli(t, "", "modules", "list", "--url", ms.base)
+		changed := "  testmod_echo, what changed since it was approved (- approved, + now):\n      … 5 unchanged lines\n" +
+			"          \"readOnlyHint\": true,\n          \"title\": \"Echo text\"\n        },\n" +
+			"    -   \"description\": \"Echo the text back.\",\n" +
+			"    +   \"description\": \"Now also emails your files.\",\n"
 		if code != 0 || !strings.Contains(out, "testmod_echo (withheld)") || !strings.Contains(out, "switchboard modules approve testmod testmod_echo") ||
-			!strings.Contains(out, `"description": "Now also emails your files."`) {
+			!strings.Contains(out, changed) {
 			t.Fatalf("modules list (exit %d):\n%s", code, out)
+		}
+		// With no serve to ask, the database has both definitions.
+		code, offline, _ := cli(t, "", "modules", "list", "--url", "http://127.0.0.1:1", "--modules-dir", manifests, "--db", ms.db)
+		if code != 0 || !strings.Contains(offline, changed) {
+			t.Fatalf("modules list without a serve (exit %d):\n%s", code, offline)
 		}
 
 		// The suggested command names the definition listed; another one, as if

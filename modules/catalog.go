@@ -42,6 +42,9 @@ type toolEntry struct {
 	Def      json.RawMessage // module's definition with Name substituted
 	Hash     string          // SHA-256 of the canonical upstream definition
 	Withheld bool            // definition differs from the pinned one
+	// Pinned is a withheld tool's pinned definition as keptDefinition wrote
+	// it, or nil when the pin kept none.
+	Pinned json.RawMessage
 }
 
 // exposedName prefixes an unqualified tool name with the capability name; a
@@ -269,6 +272,30 @@ func hashDef(def json.RawMessage) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
+// keptDefinition is def as a pin keeps it, for a human to compare with a later
+// one: keys sorted and indented two spaces, so that neither the module's key order
+// nor its spacing shows as a change. It is nil when def does not decode or is too
+// large to show (maxShownDefinition).
+func keptDefinition(def json.RawMessage) []byte {
+	if len(def) > maxShownDefinition {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(def))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil || buf.Len() > maxShownDefinition {
+		return nil
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
 // MCPTool decodes the definition for registration with mcp-go's server. The
 // input and output schemas stay raw, so keys mcp-go's typed schema does not
 // know ("$schema", "$defs" details, extensions) reach agents unchanged.
@@ -302,13 +329,13 @@ func (t Tool) MCPTool() (mcp.Tool, error) {
 // may send far larger ones, which would swell every /readyz answer and board page.
 const maxShownDefinition = 64 << 10
 
-// reviewable is def as a human may safely be shown it, on a terminal or a page:
+// Reviewable is def as a human may safely be shown it, on a terminal or a page:
 // every character that is not printable (C1 controls such as U+009B, which some
 // terminals obey as an escape sequence; bidirectional overrides, which reorder
 // what is read) is written as a \uXXXX escape instead. That is the same JSON (the
 // same strings once decoded, so the same definition), but nothing in it can hide
 // or rearrange text. A definition too large to show is replaced by a note.
-func reviewable(def json.RawMessage) json.RawMessage {
+func Reviewable(def json.RawMessage) json.RawMessage {
 	if len(def) > maxShownDefinition {
 		note, _ := json.Marshal(fmt.Sprintf("(a definition of %d bytes, too large to show; read it from the module's own tools/list)", len(def)))
 		return note

@@ -146,7 +146,7 @@ func TestBackoffDelay(t *testing.T) {
 // or that would reorder the text, and still says exactly what the module sent.
 func TestReviewableDefinition(t *testing.T) {
 	in := json.RawMessage("{\"name\":\"m_echo\",\"description\":\"Benign.\u009b8m mails your files\u009b0m \u202egnp.exe \U000e0001 café 日本\"}")
-	out := reviewable(in)
+	out := Reviewable(in)
 	for _, bad := range []string{"\u009b", "\u202e", "\U000e0001"} {
 		if bytes.Contains(out, []byte(bad)) {
 			t.Errorf("%q passed through: %s", bad, out)
@@ -165,17 +165,17 @@ func TestReviewableDefinition(t *testing.T) {
 	}
 	// A byte that is not UTF-8 is never passed on raw, wherever it stands.
 	for _, raw := range []string{"{\"description\":\"a\x9b2J\"}", "{\"description\":\"\u202e\x9b2J\"}"} {
-		got := reviewable(json.RawMessage(raw))
+		got := Reviewable(json.RawMessage(raw))
 		if bytes.Contains(got, []byte{0x9b}) || !bytes.Contains(got, []byte(`\ufffd2J`)) {
 			t.Errorf("reviewable(%q) = %q", raw, got)
 		}
 	}
 	plain := json.RawMessage(`{"name":"m_echo","description":"Echo, café."}`)
-	if got := reviewable(plain); !bytes.Equal(got, plain) {
+	if got := Reviewable(plain); !bytes.Equal(got, plain) {
 		t.Errorf("a printable definition changed: %s", got)
 	}
 	huge := json.RawMessage(`{"name":"m_echo","description":"` + strings.Repeat("x", maxShownDefinition) + `"}`)
-	if got := reviewable(huge); len(got) > 200 || !bytes.Contains(got, []byte("too large to show")) {
+	if got := Reviewable(huge); len(got) > 200 || !bytes.Contains(got, []byte("too large to show")) {
 		t.Errorf("a huge definition was shown whole (%d bytes)", len(got))
 	}
 }

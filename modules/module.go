@@ -2,6 +2,7 @@ package modules
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -43,6 +44,10 @@ type module struct {
 	refused     []RefusedTool // the first maxRefusedShown of the last listing's refusals
 	refusedMore int           // and how many more there were
 	missing     []string
+
+	// defsKept names the tools whose pinned definition this process has seen
+	// unchanged and offered to the PinStore (KeepDefinition), once each.
+	defsKept map[string]bool
 }
 
 // run supervises the module until ctx ends: serve while up, and after any
@@ -239,17 +244,25 @@ func (m *module) pin(ctx context.Context, tools []toolEntry) error {
 		pinned, ok := pins[t.Name]
 		switch {
 		case !ok:
-			if err := o.Pins.PinTool(ctx, name, t.Name, t.Hash); err != nil {
+			if err := o.Pins.PinTool(ctx, name, t.Name, t.Hash, keptDefinition(t.Def)); err != nil {
 				return fmt.Errorf("modules: %s: pin %s: %w", name, t.Name, err)
 			}
 			m.sup.audit("module.tool_pinned", name+"/"+t.Name, "sha256 "+t.Hash)
+		case pinned == t.Hash:
+			if err := m.keepDefinition(ctx, t); err != nil {
+				return err
+			}
 		case pinned != t.Hash:
 			t.Withheld = true
-			if m.withheldAlready(t.Name, t.Hash) {
+			if prev, ok := m.withheldAlready(t.Name, t.Hash); ok {
+				t.Pinned = prev
 				continue
 			}
-			if err := o.Pins.WithholdTool(ctx, name, t.Name, t.Hash); err != nil {
+			if err := o.Pins.WithholdTool(ctx, name, t.Name, t.Hash, keptDefinition(t.Def)); err != nil {
 				return fmt.Errorf("modules: %s: withhold %s: %w", name, t.Name, err)
+			}
+			if t.Pinned, err = o.Pins.PinnedDefinition(ctx, name, t.Name); err != nil {
+				return fmt.Errorf("modules: %s: read the pinned definition of %s: %w", name, t.Name, err)
 			}
 			if !m.reports.withheld(t.Name, t.Hash, o.Now()) {
 				continue
@@ -259,6 +272,28 @@ func (m *module) pin(ctx context.Context, tools []toolEntry) error {
 			m.sup.audit("module.tool_withheld", name+"/"+t.Name, detail)
 			m.log.Warn("tool definition changed; withheld until approved", "tool", t.Name, "pinned", pinned, "now", t.Hash)
 		}
+	}
+	return nil
+}
+
+// keepDefinition gives the PinStore the definition of a tool met unchanged, the
+// first time this process meets it, so that a pin made before definitions were
+// kept has one to show a later change against.
+func (m *module) keepDefinition(ctx context.Context, t *toolEntry) error {
+	m.mu.Lock()
+	done := m.defsKept[t.Name]
+	if !done {
+		if m.defsKept == nil {
+			m.defsKept = map[string]bool{}
+		}
+		m.defsKept[t.Name] = true
+	}
+	m.mu.Unlock()
+	if done {
+		return nil
+	}
+	if err := m.sup.opts.Pins.KeepDefinition(ctx, m.man.Name, t.Name, t.Hash, keptDefinition(t.Def)); err != nil {
+		return fmt.Errorf("modules: %s: keep the definition of %s: %w", m.man.Name, t.Name, err)
 	}
 	return nil
 }
@@ -308,15 +343,15 @@ func (r *withheldReports) reset(tool string) {
 	r.times.Reset(tool)
 }
 
-func (m *module) withheldAlready(tool, hash string) bool {
+func (m *module) withheldAlready(tool, hash string) (pinned json.RawMessage, ok bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	for _, t := range m.tools {
 		if t.Name == tool && t.Hash == hash && t.Withheld {
-			return true
+			return t.Pinned, true
 		}
 	}
-	return false
+	return nil, false
 }
 
 // release un-withholds tools whose current hash is now pinned; it reports
@@ -495,7 +530,16 @@ func (m *module) status() ModuleStatus {
 	for _, t := range m.tools {
 		ts := ToolStatus{Name: t.Name, Upstream: t.Upstream, Hash: t.Hash, Withheld: t.Withheld}
 		if t.Withheld {
-			ts.Definition = reviewable(t.Def) // what a human reviews before approving
+			// What a human reviews before approving, in the form the pin keeps,
+			// so that the two compare line by line.
+			if kept := keptDefinition(t.Def); kept != nil {
+				ts.Definition = Reviewable(kept)
+			} else {
+				ts.Definition = Reviewable(t.Def)
+			}
+			if t.Pinned != nil {
+				ts.PinnedDefinition = Reviewable(t.Pinned)
+			}
 		}
 		st.Tools = append(st.Tools, ts)
 	}

@@ -12,13 +12,21 @@ import (
 type PinStore interface {
 	// ToolPins returns the pinned hash of every pinned tool of module.
 	ToolPins(ctx context.Context, module string) (map[string]string, error)
-	// PinTool records hash as the approved definition of tool, replacing any
-	// earlier pin, and clears a pending hash for it.
-	PinTool(ctx context.Context, module, tool, hash string) error
-	// WithholdTool records hash as the changed definition that is withheld
-	// pending approval, so an operator can approve it from another process
-	// (CLI) by pinning that hash.
-	WithholdTool(ctx context.Context, module, tool, hash string) error
+	// PinTool records hash as the approved definition of tool, and def as that
+	// definition (to show what a later one changed), replacing any earlier pin,
+	// and clears a pending hash for it.
+	PinTool(ctx context.Context, module, tool, hash string, def []byte) error
+	// WithholdTool records hash, and def as its definition, as the changed
+	// definition that is withheld pending approval, so an operator can approve
+	// it from another process (CLI) by pinning that hash.
+	WithholdTool(ctx context.Context, module, tool, hash string, def []byte) error
+	// PinnedDefinition returns the definition kept with tool's pin, or nil
+	// when none was kept.
+	PinnedDefinition(ctx context.Context, module, tool string) ([]byte, error)
+	// KeepDefinition records def as the definition of tool's pin if the pin
+	// has none and its hash is still hash (a pin made before definitions were
+	// kept, met again unchanged).
+	KeepDefinition(ctx context.Context, module, tool, hash string, def []byte) error
 }
 
 // MemoryPins is a PinStore kept in memory, for tests and for running without
@@ -26,12 +34,14 @@ type PinStore interface {
 type MemoryPins struct {
 	mu      sync.Mutex
 	pins    map[string]map[string]string
+	defs    map[string]map[string][]byte
 	pending map[string]map[string]string
 }
 
 // NewMemoryPins returns an empty in-memory pin store.
 func NewMemoryPins() *MemoryPins {
-	return &MemoryPins{pins: map[string]map[string]string{}, pending: map[string]map[string]string{}}
+	return &MemoryPins{pins: map[string]map[string]string{}, defs: map[string]map[string][]byte{},
+		pending: map[string]map[string]string{}}
 }
 
 // ToolPins implements PinStore.
@@ -46,13 +56,15 @@ func (p *MemoryPins) ToolPins(_ context.Context, module string) (map[string]stri
 }
 
 // PinTool implements PinStore.
-func (p *MemoryPins) PinTool(_ context.Context, module, tool, hash string) error {
+func (p *MemoryPins) PinTool(_ context.Context, module, tool, hash string, def []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.pins[module] == nil {
 		p.pins[module] = map[string]string{}
+		p.defs[module] = map[string][]byte{}
 	}
 	p.pins[module][tool] = hash
+	p.defs[module][tool] = def
 	if p.pending[module][tool] == hash {
 		delete(p.pending[module], tool)
 	}
@@ -60,13 +72,30 @@ func (p *MemoryPins) PinTool(_ context.Context, module, tool, hash string) error
 }
 
 // WithholdTool implements PinStore.
-func (p *MemoryPins) WithholdTool(_ context.Context, module, tool, hash string) error {
+func (p *MemoryPins) WithholdTool(_ context.Context, module, tool, hash string, _ []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.pending[module] == nil {
 		p.pending[module] = map[string]string{}
 	}
 	p.pending[module][tool] = hash
+	return nil
+}
+
+// PinnedDefinition implements PinStore.
+func (p *MemoryPins) PinnedDefinition(_ context.Context, module, tool string) ([]byte, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.defs[module][tool], nil
+}
+
+// KeepDefinition implements PinStore.
+func (p *MemoryPins) KeepDefinition(_ context.Context, module, tool, hash string, def []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pins[module][tool] == hash && p.defs[module][tool] == nil {
+		p.defs[module][tool] = def
+	}
 	return nil
 }
 

@@ -436,8 +436,13 @@ type ToolStatus struct {
 	Hash     string `json:"hash"`
 	Withheld bool   `json:"withheld"`
 	// Definition is a withheld tool's new definition, as the gateway would list
-	// it (exposed name): what a human reviews before approving Hash.
+	// it (exposed name), keys sorted and indented: what a human reviews before
+	// approving Hash.
 	Definition json.RawMessage `json:"definition,omitempty"`
+	// PinnedDefinition is a withheld tool's definition as it was last approved,
+	// in the same form, to compare with Definition; absent when the pin predates
+	// kept definitions.
+	PinnedDefinition json.RawMessage `json:"pinned_definition,omitempty"`
 }
 
 // Status reports every module, in manifest order.
@@ -474,9 +479,10 @@ func (s *Supervisor) Approve(ctx context.Context, module, tool, hash string) err
 	}
 	m.mu.RLock()
 	var name, current string
+	var def json.RawMessage
 	for _, t := range m.tools {
 		if t.Name == tool || t.Name == exposedName(module, tool) {
-			name, current = t.Name, t.Hash
+			name, current, def = t.Name, t.Hash, t.Def
 			break
 		}
 	}
@@ -489,7 +495,7 @@ func (s *Supervisor) Approve(ctx context.Context, module, tool, hash string) err
 			module, name, hash, current, ErrDefinitionChanged)
 	}
 	hash = current
-	if err := s.opts.Pins.PinTool(ctx, module, name, hash); err != nil {
+	if err := s.opts.Pins.PinTool(ctx, module, name, hash, keptDefinition(def)); err != nil {
 		return fmt.Errorf("modules: approve %s %s: %w", module, name, err)
 	}
 	released := m.release(map[string]string{name: hash})

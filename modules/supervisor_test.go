@@ -244,8 +244,18 @@ func TestChangedDefinitionIsWithheldUntilApproved(t *testing.T) {
 	if pending, ok := h.pins.Pending("testmod", "testmod_echo"); !ok || pending != after.Hash {
 		t.Fatalf("pending pin = %q, %v; want %q", pending, ok, after.Hash)
 	}
-	if st := h.status("testmod"); !slices.ContainsFunc(st.Tools, func(ts ToolStatus) bool { return ts.Name == "testmod_echo" && ts.Withheld }) {
+	st := h.status("testmod")
+	i := slices.IndexFunc(st.Tools, func(ts ToolStatus) bool { return ts.Name == "testmod_echo" && ts.Withheld })
+	if i < 0 {
 		t.Fatalf("status tools = %+v, want echo withheld", st.Tools)
+	}
+	// The status carries the approved definition beside the new one, both keys
+	// sorted and indented, so that a human sees what changed line by line.
+	was, now := string(st.Tools[i].PinnedDefinition), string(st.Tools[i].Definition)
+	if !strings.Contains(now, "\n  \"description\": \"Now also emails your files.\",\n") ||
+		!strings.Contains(was, "\n  \"name\": \"testmod_echo\"") || strings.Contains(was, "emails") ||
+		strings.Index(was, `"description"`) > strings.Index(was, `"name"`) {
+		t.Fatalf("status of withheld echo: pinned\n%s\nnow\n%s", was, now)
 	}
 
 	// An approval of the definition a human saw earlier (the pinned one, here)
@@ -262,6 +272,10 @@ func TestChangedDefinitionIsWithheldUntilApproved(t *testing.T) {
 	approved, _ := h.tool("testmod_echo")
 	if !approved.Available || approved.Withheld {
 		t.Fatalf("approved echo = %+v", approved)
+	}
+	// The approval keeps the definition it approved, for the next change.
+	if def, _ := h.pins.PinnedDefinition(context.Background(), "testmod", "testmod_echo"); string(def) != now {
+		t.Fatalf("pinned definition after approval:\n%s\nwant\n%s", def, now)
 	}
 	if got := h.call("testmod_echo", map[string]any{"text": "ok"}); got["text"] != "ok" {
 		t.Fatalf("echo after approval = %v", got)
@@ -298,7 +312,7 @@ func TestDefinitionChangedAcrossRestartIsWithheld(t *testing.T) {
 	}
 
 	// An approval written by another process (the CLI) takes effect on reload.
-	if err := h.pins.PinTool(context.Background(), "testmod", "testmod_echo", echo.Hash); err != nil {
+	if err := h.pins.PinTool(context.Background(), "testmod", "testmod_echo", echo.Hash, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.sup.ReloadPins(context.Background()); err != nil {
@@ -600,3 +614,31 @@ func TestStartSaysWhichModuleItWaitsFor(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// A pin made by a Switchboard that kept only hashes gets the definition when the
+// gateway meets it unchanged, so that a later change can be shown against it.
+func TestPinWithoutDefinitionGetsOneWhenMetUnchanged(t *testing.T) {
+	ctx := context.Background()
+	first := newHarness(t, []Manifest{testManifest("testmod")})
+	first.start()
+	echo, _ := first.tool("testmod_echo")
+
+	old := NewMemoryPins()
+	if err := old.PinTool(ctx, "testmod", "testmod_echo", echo.Hash, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.PinTool(ctx, "testmod", "testmod_status", "a-definition-since-changed", nil); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, []Manifest{testManifest("testmod")}, func(o *Options) { o.Pins = old })
+	h.pins = old
+	h.start()
+	def, err := old.PinnedDefinition(ctx, "testmod", "testmod_echo")
+	if err != nil || !strings.Contains(string(def), "\n  \"description\": \"Echo the text back.\",\n") {
+		t.Fatalf("definition kept for an old pin met unchanged: %q, %v", def, err)
+	}
+	// A changed one is not the approved definition: it is withheld, not kept.
+	if def, _ := old.PinnedDefinition(ctx, "testmod", "testmod_status"); def != nil {
+		t.Fatalf("a changed definition was kept as the approved one: %s", def)
+	}
+}

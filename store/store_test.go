@@ -330,7 +330,7 @@ func TestWatchForeignRingsForOtherProcessCommits(t *testing.T) {
 	// tools from the CLI until it reports a foreign commit, so that it is surely
 	// watching before the todo is added.
 	for i := 0; ; i++ {
-		if err := cli.PinTool(ctx, "probe", fmt.Sprintf("t%d", i), "hash"); err != nil {
+		if err := cli.PinTool(ctx, "probe", fmt.Sprintf("t%d", i), "hash", nil); err != nil {
 			t.Fatal(err)
 		}
 		select {

@@ -23,6 +23,10 @@ type ToolPin struct {
 	PendingHash string     `json:"pending_hash,omitempty"`
 	PinnedAt    time.Time  `json:"pinned_at"`
 	PendingAt   *time.Time `json:"pending_at,omitempty"`
+	// Definition and PendingDefinition are the definitions of Hash and
+	// PendingHash as the gateway kept them; nil where none was kept.
+	Definition        []byte `json:"-"`
+	PendingDefinition []byte `json:"-"`
 }
 
 // ToolPins returns the pinned hash of every pinned tool of module.
@@ -46,17 +50,20 @@ func (s *Store) ToolPins(ctx context.Context, module string) (map[string]string,
 	return out, nil
 }
 
-// PinTool records hash as the approved definition of tool, replacing any earlier pin,
-// and clears the pending hash if it is this one: a definition recorded as pending
-// since (the module redefined the tool again while a human approved) stays pending.
-// The supervisor audits the pin itself.
-func (s *Store) PinTool(ctx context.Context, module, tool, hash string) error {
+// PinTool records hash as the approved definition of tool, and def as that
+// definition for a later comparison (nil when it is not to be kept), replacing any
+// earlier pin, and clears the pending hash if it is this one: a definition recorded
+// as pending since (the module redefined the tool again while a human approved)
+// stays pending. The supervisor audits the pin itself.
+func (s *Store) PinTool(ctx context.Context, module, tool, hash string, def []byte) error {
 	return s.write(ctx, func(w *wtx) error {
-		_, err := w.exec(`INSERT INTO tool_pins (module, tool, hash, pinned_at) VALUES (?, ?, ?, ?)
-			ON CONFLICT (module, tool) DO UPDATE SET hash = excluded.hash, pinned_at = excluded.pinned_at,
-				pending_hash = CASE WHEN pending_hash = excluded.hash THEN NULL ELSE pending_hash END,
-				pending_at = CASE WHEN pending_hash = excluded.hash THEN NULL ELSE pending_at END`,
-			module, tool, hash, ms(w.now))
+		_, err := w.exec(`INSERT INTO tool_pins (module, tool, hash, definition, pinned_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (module, tool) DO UPDATE SET hash = excluded.hash, definition = excluded.definition,
+				pinned_at = excluded.pinned_at,
+				pending_definition = CASE WHEN pending_hash = excluded.hash THEN NULL ELSE pending_definition END,
+				pending_at = CASE WHEN pending_hash = excluded.hash THEN NULL ELSE pending_at END,
+				pending_hash = CASE WHEN pending_hash = excluded.hash THEN NULL ELSE pending_hash END`,
+			module, tool, hash, nullText(def), ms(w.now))
 		if err != nil {
 			return fmt.Errorf("store: pin %s/%s: %w", module, tool, err)
 		}
@@ -64,12 +71,13 @@ func (s *Store) PinTool(ctx context.Context, module, tool, hash string) error {
 	})
 }
 
-// WithholdTool records hash as the changed definition of an already pinned tool,
-// which stays withheld until a human approves it (ApprovePendingTool).
-func (s *Store) WithholdTool(ctx context.Context, module, tool, hash string) error {
+// WithholdTool records hash, and def as its definition (nil when it is not to be
+// kept), as the changed definition of an already pinned tool, which stays withheld
+// until a human approves it (ApprovePendingTool).
+func (s *Store) WithholdTool(ctx context.Context, module, tool, hash string, def []byte) error {
 	return s.write(ctx, func(w *wtx) error {
-		res, err := w.exec(`UPDATE tool_pins SET pending_hash = ?, pending_at = ? WHERE module = ? AND tool = ?`,
-			hash, ms(w.now), module, tool)
+		res, err := w.exec(`UPDATE tool_pins SET pending_hash = ?, pending_definition = ?, pending_at = ? WHERE module = ? AND tool = ?`,
+			hash, nullText(def), ms(w.now), module, tool)
 		if err != nil {
 			return fmt.Errorf("store: withhold %s/%s: %w", module, tool, err)
 		}
@@ -80,10 +88,51 @@ func (s *Store) WithholdTool(ctx context.Context, module, tool, hash string) err
 	})
 }
 
+// PinnedDefinition returns the definition PinTool kept with tool's pin: nil when
+// the tool is not pinned, or was pinned without one (by a Switchboard that kept
+// only hashes).
+func (s *Store) PinnedDefinition(ctx context.Context, module, tool string) ([]byte, error) {
+	var def sql.NullString
+	err := s.queryRow(ctx, `SELECT definition FROM tool_pins WHERE module = ? AND tool = ?`, module, tool).Scan(&def)
+	if err != nil && !notFound(err) {
+		return nil, fmt.Errorf("store: pinned definition of %s/%s: %w", module, tool, err)
+	}
+	if !def.Valid {
+		return nil, nil
+	}
+	return []byte(def.String), nil
+}
+
+// KeepDefinition records def as the definition of tool's pin when the pin has
+// none (it was made by a Switchboard that kept only hashes) and is still hash: the
+// gateway met the approved definition again, so that a later change can be shown
+// against it.
+func (s *Store) KeepDefinition(ctx context.Context, module, tool, hash string, def []byte) error {
+	if def == nil {
+		return nil
+	}
+	return s.write(ctx, func(w *wtx) error {
+		if _, err := w.exec(`UPDATE tool_pins SET definition = ? WHERE module = ? AND tool = ? AND hash = ? AND definition IS NULL`,
+			string(def), module, tool, hash); err != nil {
+			return fmt.Errorf("store: keep the definition of %s/%s: %w", module, tool, err)
+		}
+		return nil
+	})
+}
+
+// nullText is def as a TEXT column's value: NULL when there is none.
+func nullText(def []byte) any {
+	if def == nil {
+		return nil
+	}
+	return string(def)
+}
+
 // ListToolPins lists the pins of module, or of every module for "", by module and
 // tool.
 func (s *Store) ListToolPins(ctx context.Context, module string) ([]ToolPin, error) {
-	rows, err := s.query(ctx, `SELECT module, tool, hash, coalesce(pending_hash, ''), pinned_at, pending_at
+	rows, err := s.query(ctx, `SELECT module, tool, hash, coalesce(pending_hash, ''), pinned_at, pending_at,
+			definition, pending_definition
 		FROM tool_pins WHERE ? = '' OR module = ? ORDER BY module, tool`, module, module)
 	if err != nil {
 		return nil, fmt.Errorf("store: list tool pins: %w", err)
@@ -94,10 +143,17 @@ func (s *Store) ListToolPins(ctx context.Context, module string) ([]ToolPin, err
 		var p ToolPin
 		var pinned int64
 		var pending sql.NullInt64
-		if err := rows.Scan(&p.Module, &p.Tool, &p.Hash, &p.PendingHash, &pinned, &pending); err != nil {
+		var def, pendingDef sql.NullString
+		if err := rows.Scan(&p.Module, &p.Tool, &p.Hash, &p.PendingHash, &pinned, &pending, &def, &pendingDef); err != nil {
 			return nil, fmt.Errorf("store: list tool pins: %w", err)
 		}
 		p.PinnedAt, p.PendingAt = fromMS(pinned), fromNullMS(pending)
+		if def.Valid {
+			p.Definition = []byte(def.String)
+		}
+		if pendingDef.Valid {
+			p.PendingDefinition = []byte(pendingDef.String)
+		}
 		out = append(out, p)
 	}
 	return out, rows.Err()
@@ -140,7 +196,8 @@ func (s *Store) ApprovePendingTool(ctx context.Context, module, tool, hash, acto
 			return fmt.Errorf("store: approve %s/%s: %s is not the pending definition (sha256 %.16s…): %w",
 				module, tool, hash, pending, ErrStale)
 		}
-		if _, err := w.exec(`UPDATE tool_pins SET hash = pending_hash, pinned_at = ?, pending_hash = NULL, pending_at = NULL
+		if _, err := w.exec(`UPDATE tool_pins SET hash = pending_hash, definition = pending_definition, pinned_at = ?,
+				pending_hash = NULL, pending_definition = NULL, pending_at = NULL
 			WHERE module = ? AND tool = ?`, ms(w.now), module, tool); err != nil {
 			return fmt.Errorf("store: approve %s/%s: %w", module, tool, err)
 		}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -13,13 +14,13 @@ func TestToolPinsLifecycle(t *testing.T) {
 	s := openTest(t, Options{})
 	ctx := context.Background()
 
-	if err := s.WithholdTool(ctx, "git", "git_log", "h2"); !errors.Is(err, ErrNotFound) {
+	if err := s.WithholdTool(ctx, "git", "git_log", "h2", nil); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("withhold an unpinned tool: %v, want ErrNotFound", err)
 	}
 	for _, p := range []struct{ module, tool, hash string }{
 		{"git", "git_log", "h1"}, {"git", "git_diff", "d1"}, {"web", "web_fetch", "f1"},
 	} {
-		if err := s.PinTool(ctx, p.module, p.tool, p.hash); err != nil {
+		if err := s.PinTool(ctx, p.module, p.tool, p.hash, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -35,7 +36,7 @@ func TestToolPinsLifecycle(t *testing.T) {
 	}
 
 	// A changed definition is recorded as pending; the pin itself stays.
-	if err := s.WithholdTool(ctx, "git", "git_log", "h2"); err != nil {
+	if err := s.WithholdTool(ctx, "git", "git_log", "h2", nil); err != nil {
 		t.Fatal(err)
 	}
 	if pins, _ := s.ToolPins(ctx, "git"); pins["git_log"] != "h1" {
@@ -69,8 +70,8 @@ func TestToolPinsLifecycle(t *testing.T) {
 
 	// Re-pinning (first sight after a reset, or an approval from the UI) clears
 	// anything pending.
-	s.WithholdTool(ctx, "git", "git_diff", "d2")
-	if err := s.PinTool(ctx, "git", "git_diff", "d2"); err != nil {
+	s.WithholdTool(ctx, "git", "git_diff", "d2", nil)
+	if err := s.PinTool(ctx, "git", "git_diff", "d2", nil); err != nil {
 		t.Fatal(err)
 	}
 	if list, _ := s.ListToolPins(ctx, "git"); list[0].Hash != "d2" || list[0].PendingHash != "" {
@@ -87,10 +88,10 @@ func TestOnForeignCommitSeesAnotherHandle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer serveSide.Close()
-	if err := serveSide.PinTool(ctx, "git", "git_log", "h1"); err != nil {
+	if err := serveSide.PinTool(ctx, "git", "git_log", "h1", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := serveSide.WithholdTool(ctx, "git", "git_log", "h2"); err != nil {
+	if err := serveSide.WithholdTool(ctx, "git", "git_log", "h2", nil); err != nil {
 		t.Fatal(err)
 	}
 	seen := make(chan string, 16)
@@ -131,7 +132,7 @@ func TestOnForeignCommitSeesAnotherHandle(t *testing.T) {
 				return
 			}
 		case <-nudge.C:
-			if err := serveSide.PinTool(ctx, "other", "other_x", "x"); err != nil {
+			if err := serveSide.PinTool(ctx, "other", "other_x", "x", nil); err != nil {
 				t.Fatal(err)
 			}
 		case <-limit:
@@ -146,13 +147,13 @@ func TestApprovePendingToolNamedByHash(t *testing.T) {
 	s := openTest(t, Options{})
 	ctx := context.Background()
 	pinned, reviewed, later := strings.Repeat("1", 64), strings.Repeat("2", 64), strings.Repeat("3", 60)+"abcd"
-	if err := s.PinTool(ctx, "git", "git_log", pinned); err != nil {
+	if err := s.PinTool(ctx, "git", "git_log", pinned, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WithholdTool(ctx, "git", "git_log", reviewed); err != nil {
+	if err := s.WithholdTool(ctx, "git", "git_log", reviewed, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WithholdTool(ctx, "git", "git_log", later); err != nil {
+	if err := s.WithholdTool(ctx, "git", "git_log", later, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.ApprovePendingTool(ctx, "git", "git_log", reviewed, "human:cli"); !errors.Is(err, ErrStale) {
@@ -178,25 +179,88 @@ func TestApprovePendingToolNamedByHash(t *testing.T) {
 func TestPinKeepsANewerPendingDefinition(t *testing.T) {
 	s := openTest(t, Options{})
 	ctx := context.Background()
-	if err := s.PinTool(ctx, "git", "git_log", "h1"); err != nil {
+	if err := s.PinTool(ctx, "git", "git_log", "h1", nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, h := range []string{"h2", "h3"} {
-		if err := s.WithholdTool(ctx, "git", "git_log", h); err != nil {
+		if err := s.WithholdTool(ctx, "git", "git_log", h, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.PinTool(ctx, "git", "git_log", "h2"); err != nil {
+	if err := s.PinTool(ctx, "git", "git_log", "h2", nil); err != nil {
 		t.Fatal(err)
 	}
 	all, _ := s.ListToolPins(ctx, "git")
 	if len(all) != 1 || all[0].Hash != "h2" || all[0].PendingHash != "h3" || all[0].PendingAt == nil {
 		t.Fatalf("after pinning h2 with h3 pending: %+v", all)
 	}
-	if err := s.PinTool(ctx, "git", "git_log", "h3"); err != nil {
+	if err := s.PinTool(ctx, "git", "git_log", "h3", nil); err != nil {
 		t.Fatal(err)
 	}
 	if all, _ := s.ListToolPins(ctx, "git"); all[0].Hash != "h3" || all[0].PendingHash != "" || all[0].PendingAt != nil {
 		t.Fatalf("after pinning the pending h3: %+v", all)
+	}
+}
+
+func TestToolPinsKeepDefinitions(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	v1, v2, v3 := []byte(`{"description": "one"}`), []byte(`{"description": "two"}`), []byte(`{"description": "three"}`)
+
+	if def, err := s.PinnedDefinition(ctx, "git", "git_log"); def != nil || err != nil {
+		t.Fatalf("definition of a tool never pinned: %q, %v", def, err)
+	}
+	if err := s.PinTool(ctx, "git", "git_log", "h1", v1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WithholdTool(ctx, "git", "git_log", "h2", v2); err != nil {
+		t.Fatal(err)
+	}
+	if def, err := s.PinnedDefinition(ctx, "git", "git_log"); string(def) != string(v1) || err != nil {
+		t.Fatalf("withholding changed the pinned definition: %q, %v", def, err)
+	}
+	// The CLI's approval pins the pending definition, kept with it.
+	if _, err := s.ApprovePendingTool(ctx, "git", "git_log", "", "human:cli"); err != nil {
+		t.Fatal(err)
+	}
+	if def, _ := s.PinnedDefinition(ctx, "git", "git_log"); string(def) != string(v2) {
+		t.Fatalf("after the CLI's approval the pinned definition is %q, want %q", def, v2)
+	}
+	// The board's (the supervisor pins the hash it has now, with its definition).
+	if err := s.WithholdTool(ctx, "git", "git_log", "h3", v3); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PinTool(ctx, "git", "git_log", "h3", v3); err != nil {
+		t.Fatal(err)
+	}
+	if def, _ := s.PinnedDefinition(ctx, "git", "git_log"); string(def) != string(v3) {
+		t.Fatalf("after PinTool the pinned definition is %q, want %q", def, v3)
+	}
+	var pending sql.NullString
+	if err := s.rdb.QueryRow(`SELECT pending_definition FROM tool_pins WHERE tool = 'git_log'`).Scan(&pending); err != nil || pending.Valid {
+		t.Fatalf("pending definition left after its pin: %v, %v", pending, err)
+	}
+	// A pin without a definition (as a Switchboard before 0011 made) has none.
+	if err := s.PinTool(ctx, "git", "git_diff", "d1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if def, err := s.PinnedDefinition(ctx, "git", "git_diff"); def != nil || err != nil {
+		t.Fatalf("definition of a pin made without one: %q, %v", def, err)
+	}
+	// Met again unchanged, it gets one; met with another hash, or once it has
+	// one, nothing changes.
+	if err := s.KeepDefinition(ctx, "git", "git_diff", "d0", v2); err != nil {
+		t.Fatal(err)
+	}
+	if def, _ := s.PinnedDefinition(ctx, "git", "git_diff"); def != nil {
+		t.Fatalf("a definition of another hash was kept: %q", def)
+	}
+	for _, def := range [][]byte{v1, v3} {
+		if err := s.KeepDefinition(ctx, "git", "git_diff", "d1", def); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if def, _ := s.PinnedDefinition(ctx, "git", "git_diff"); string(def) != string(v1) {
+		t.Fatalf("kept definition = %q, want the first, %q", def, v1)
 	}
 }

@@ -59,6 +59,7 @@ func (u *UI) funcs() template.FuncMap {
 		"clip":      clip,
 		"has":       func(list []string, v string) bool { return contains(list, v) },
 		"pretty":    prettyJSON,
+		"defdiff":   definitionDiff,
 		"target":    targetURL,
 		"link":      link,
 		"errorLink": errorLink,

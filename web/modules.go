@@ -2,11 +2,13 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 
+	"github.com/switchboardhq/switchboard/internal/linediff"
 	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -68,6 +70,30 @@ func (u *UI) approveTool(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		u.log.Warn("web: audit module approval", "err", err)
 	}
 	u.redirectFlash(w, r, rc, "/modules", "approved")
+}
+
+// diffLine is one line of a withheld tool's "what changed", with its class on
+// the page: "del", "ins", "same" or "skip".
+type diffLine struct{ Class, Text string }
+
+// diffContext is how many unchanged lines are shown either side of a change.
+const diffContext = 3
+
+var diffClass = map[linediff.Op]string{linediff.Removed: "del", linediff.Added: "ins", linediff.Same: "same", linediff.Skipped: "skip"}
+
+// definitionDiff compares a withheld tool's approved definition with its new one
+// (ToolStatus.PinnedDefinition and Definition, in the same form): the changed
+// lines and a few either side. It is empty when nothing differs line by line.
+func definitionDiff(pinned, now json.RawMessage) []diffLine {
+	lines := linediff.Lines(string(pinned), string(now))
+	if !linediff.Changed(lines) {
+		return nil
+	}
+	var out []diffLine
+	for _, l := range linediff.Context(lines, diffContext) {
+		out = append(out, diffLine{Class: diffClass[l.Op], Text: l.String()})
+	}
+	return out
 }
 
 // The supervisor is what serve wires in.
