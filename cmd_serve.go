@@ -28,6 +28,9 @@ import (
 
 const serveSynopsis = `serve [--listen ADDR] [--db FILE] [--base-url URL] [--reaper-interval DURATION] [flags]`
 
+// maxHeaderBytes bounds a request's line and headers (http.Server.MaxHeaderBytes).
+const maxHeaderBytes = 64 << 10
+
 // serveConfig is everything serve is told by flags and SWITCHBOARD_* variables
 // (flags win over the environment, which wins over the defaults).
 type serveConfig struct {
@@ -391,8 +394,12 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 	s.http = &http.Server{
 		Handler:           s.metrics.instrument(httpbody.Bound(router, httpbody.DefaultTimeout)),
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		// A request line and headers past this are refused (431): webhook
+		// senders, agents and browsers send a few KiB; Go's default, 1 MiB,
+		// let every connection hold that much before any check.
+		MaxHeaderBytes: maxHeaderBytes,
+		IdleTimeout:    2 * time.Minute,
+		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	// Open MCP streams would hold Shutdown until its timeout: end them first.
 	s.http.RegisterOnShutdown(s.agent.CloseSessions)

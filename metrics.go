@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/internal/forwarded"
 	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -130,11 +131,7 @@ func (m *metrics) allowed(r *http.Request) bool {
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		addrs = append(addrs, host)
 	}
-	if f := r.Header.Get("X-Forwarded-For"); f != "" {
-		for _, a := range strings.Split(f, ",") {
-			addrs = append(addrs, strings.TrimSpace(a))
-		}
-	}
+	addrs = append(addrs, forwarded.For(r.Header)...)
 	for _, a := range addrs {
 		ip := net.ParseIP(a)
 		if ip == nil || !ipAllowed(ip, m.allow) {
@@ -185,8 +182,19 @@ func (m *metrics) instrument(next http.Handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: 200}
 		next.ServeHTTP(sw, r)
-		m.httpLatency.WithLabelValues(routeFamily(r.URL.Path), r.Method, strconv.Itoa(sw.code)).Observe(time.Since(start).Seconds())
+		m.httpLatency.WithLabelValues(routeFamily(r.URL.Path), methodLabel(r.Method), strconv.Itoa(sw.code)).Observe(time.Since(start).Seconds())
 	})
+}
+
+// methodLabel is a request's method as a label value: one of the methods the
+// server answers, else "other". A client may send any token as its method, and a
+// label per token would grow the series (and every scrape) without bound.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		return method
+	}
+	return "other"
 }
 
 func routeFamily(path string) string {

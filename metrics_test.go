@@ -48,6 +48,18 @@ func TestMetricsExposeQueueAndTransitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	http.Get(base + "/healthz")
+	// A method made up by the client is counted as "other", not as a label of its
+	// own (each would be a series kept until restart, and in every scrape).
+	odd, _ := http.NewRequest("QZZZZZZZZZZZZZ", base+"/healthz", nil)
+	if resp, err := http.DefaultClient.Do(odd); err == nil {
+		resp.Body.Close()
+	}
+	// A request line and headers past 64 KiB are refused before any handler.
+	big, _ := http.NewRequest("GET", base+"/healthz", nil)
+	big.Header.Set("X-Padding", strings.Repeat("x", 70<<10))
+	if resp, err := http.DefaultClient.Do(big); err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("70 KiB of headers: %v %v, want 431", resp, err)
+	}
 	// A delivery with a wrong signature is refused and counted.
 	req, _ := http.NewRequest("POST", base+"/webhooks/w/"+wh.Token, strings.NewReader(`{"zen":"x"}`))
 	req.Header.Set("X-Hub-Signature-256", "sha256=00")
@@ -67,6 +79,7 @@ func TestMetricsExposeQueueAndTransitions(t *testing.T) {
 	for _, want := range []string{
 		`switchboard_todos{queue="inbox",state="pending"} 1`,
 		`switchboard_http_request_duration_seconds_count{code="200",method="GET",route="/healthz"} 1`,
+		`,method="other",route="/healthz"} 1`,
 		`switchboard_store_commits_total`,
 		`switchboard_store_writer_busy_seconds_total`,
 		`switchboard_webhook_deliveries_total{outcome="unauthorized",source="github"} 1`,
@@ -77,6 +90,9 @@ func TestMetricsExposeQueueAndTransitions(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	if strings.Contains(string(body), "QZZZ") {
+		t.Error("/metrics has a label of the client's made-up method")
 	}
 	_, line, _ := strings.Cut(string(body), `switchboard_queue_head_wait_seconds{queue="inbox"} `)
 	line, _, _ = strings.Cut(line, "\n")
@@ -92,20 +108,24 @@ func TestMetricsRefuseOtherAddresses(t *testing.T) {
 	}
 	m := &metrics{allow: allow}
 	for _, c := range []struct {
-		remote, fwd string
-		ok          bool
+		remote string
+		fwd    []string
+		ok     bool
 	}{
-		{"127.0.0.1:5000", "", true},
-		{"[::1]:5000", "", true},
-		{"10.1.2.3:5000", "", true},
-		{"192.168.1.9:5000", "", false},
-		{"127.0.0.1:5000", "203.0.113.7", false}, // a reverse proxy forwarding the internet
-		{"127.0.0.1:5000", "10.1.2.3", true},
+		{"127.0.0.1:5000", nil, true},
+		{"[::1]:5000", nil, true},
+		{"10.1.2.3:5000", nil, true},
+		{"192.168.1.9:5000", nil, false},
+		{"127.0.0.1:5000", []string{"203.0.113.7"}, false}, // a reverse proxy forwarding the internet
+		{"127.0.0.1:5000", []string{"10.1.2.3"}, true},
+		// A client's forged line, then the line its proxy added (HAProxy's
+		// option forwardfor): every line counts, not the first alone.
+		{"127.0.0.1:5000", []string{"127.0.0.1", "203.0.113.7"}, false},
 	} {
 		r := httptest.NewRequest("GET", "/metrics", nil)
 		r.RemoteAddr = c.remote
-		if c.fwd != "" {
-			r.Header.Set("X-Forwarded-For", c.fwd)
+		for _, f := range c.fwd {
+			r.Header.Add("X-Forwarded-For", f)
 		}
 		if got := m.allowed(r); got != c.ok {
 			t.Errorf("remote %s forwarded-for %q: allowed=%v, want %v", c.remote, c.fwd, got, c.ok)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/switchboardhq/switchboard/internal/forwarded"
 	"github.com/switchboardhq/switchboard/internal/httpbody"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -181,11 +182,8 @@ func (u *UI) secure(r *http.Request) bool {
 // whatever the client claimed).
 func (u *UI) clientIP(r *http.Request) string {
 	if u.opts.TrustProxy {
-		if xff := r.Header.Get("X-Forwarded-For"); xff != "" {
-			parts := strings.Split(xff, ",")
-			if ip := strings.TrimSpace(parts[len(parts)-1]); ip != "" {
-				return ip
-			}
+		if ip := forwarded.LastHop(r.Header); ip != "" {
+			return ip
 		}
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)

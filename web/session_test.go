@@ -3,6 +3,7 @@ package web
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -219,5 +220,31 @@ func TestNoInlineScriptOrStyle(t *testing.T) {
 	res, body := f.get("/login", nil)
 	if res.StatusCode != http.StatusOK || strings.Contains(strings.ToLower(body), " style=") {
 		t.Fatalf("/login: %d or inline style", res.StatusCode)
+	}
+}
+
+// Login throttling is keyed on the address the trusted proxy appended last,
+// whichever header line it is on: a client's own X-Forwarded-For line, sent first,
+// cannot choose the key.
+func TestClientIPTakesTheProxysHop(t *testing.T) {
+	for _, c := range []struct {
+		trust bool
+		lines []string
+		want  string
+	}{
+		{false, []string{"203.0.113.5"}, "192.0.2.1"},
+		{true, nil, "192.0.2.1"},
+		{true, []string{"10.9.9.1, 203.0.113.5"}, "203.0.113.5"},
+		{true, []string{"10.9.9.1", "203.0.113.5"}, "203.0.113.5"},
+	} {
+		u := &UI{opts: Options{TrustProxy: c.trust}}
+		r := httptest.NewRequest("POST", "/login", nil)
+		r.RemoteAddr = "192.0.2.1:4000"
+		for _, l := range c.lines {
+			r.Header.Add("X-Forwarded-For", l)
+		}
+		if got := u.clientIP(r); got != c.want {
+			t.Errorf("trust %v, X-Forwarded-For %q: %s, want %s", c.trust, c.lines, got, c.want)
+		}
 	}
 }
