@@ -52,12 +52,24 @@ func (u *UI) changePassword(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 		return
 	}
 	ip := u.clientIP(r)
-	key := throttleKey(rc.Human.Username, ip)
-	if wait := u.throttle.wait(key); wait > 0 {
+	wait, try := u.throttle.begin(rc.Human.Username, ip)
+	if wait > 0 {
 		u.accountTooMany(w, r, rc, wait)
 		return
 	}
+	release, ok := u.hashing.acquire(r.Context())
+	if !ok {
+		try.abandoned()
+		w.Header().Set("Retry-After", strconv.Itoa(int(hashWait.Seconds())))
+		u.showAccount(w, r, rc, http.StatusServiceUnavailable, "",
+			"The server is busy checking other passwords: nothing was changed. Try again in a few seconds.")
+		return
+	}
 	change, err := u.store.ChangePassword(r.Context(), rc.Human.Username, current, next, rc.token, rc.actor())
+	release()
+	if err != nil && !errors.Is(err, store.ErrBadPassword) {
+		try.abandoned() // the current password was not found wrong
+	}
 	switch {
 	case errors.Is(err, store.ErrBadPassword):
 		// Recorded (not the password), as a failed login is: guessing through a
@@ -66,7 +78,7 @@ func (u *UI) changePassword(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 			Target: rc.actor(), Outcome: "denied", Detail: "ip=" + ip}); aerr != nil {
 			u.log.Warn("web: audit a refused password change", "err", aerr)
 		}
-		if wait := u.throttle.fail(key); wait > 0 {
+		if wait := try.failed(); wait > 0 {
 			u.accountTooMany(w, r, rc, wait)
 			return
 		}
@@ -79,7 +91,7 @@ func (u *UI) changePassword(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 		u.storeError(w, r, rc, "Changing your password", err)
 		return
 	}
-	u.throttle.succeed(key)
+	try.succeeded()
 	if change.Token == "" {
 		// Made already, by the same form sent a moment before.
 		u.streams.endExcept(rc.Human.ID, rc.CSRF)

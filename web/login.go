@@ -82,14 +82,23 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request, _ httprouter.Params) 
 		return
 	}
 	ip := u.clientIP(r)
-	key := throttleKey(username, ip)
-	if wait := u.throttle.wait(key); wait > 0 {
+	wait, try := u.throttle.begin(username, ip)
+	if wait > 0 {
 		u.tooMany(w, r, next, username, wait)
 		return
 	}
+	release, ok := u.hashing.acquire(r.Context())
+	if !ok {
+		try.abandoned()
+		w.Header().Set("Retry-After", strconv.Itoa(int(hashWait.Seconds())))
+		u.showLogin(w, r, http.StatusServiceUnavailable, next, username,
+			"The server is busy checking other logins. Try again in a few seconds.")
+		return
+	}
 	h, err := u.store.CheckPassword(r.Context(), username, password)
+	release()
 	if errors.Is(err, store.ErrBadPassword) {
-		wait := u.throttle.fail(key)
+		wait := try.failed()
 		// Record the failure (not the password) so an operator can see guessing.
 		if aerr := u.store.Audit(r.Context(), store.AuditEntry{Actor: "anonymous", Action: "human.login",
 			Target: "username:" + truncate(username, 64), Outcome: "denied", Detail: "ip=" + ip}); aerr != nil {
@@ -103,11 +112,12 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request, _ httprouter.Params) 
 		return
 	}
 	if err != nil {
+		try.abandoned()
 		u.log.Error("web: check password", "err", err)
 		u.showLogin(w, r, http.StatusInternalServerError, next, username, "The login could not be checked; the server log has the details.")
 		return
 	}
-	u.throttle.succeed(key)
+	try.succeeded()
 	token, _, err := u.store.CreateWebSession(r.Context(), h.ID, u.opts.SessionTTL, r.UserAgent(), "ip="+ip)
 	if err != nil {
 		u.log.Error("web: create session", "err", err)

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -209,36 +210,119 @@ func TestLoginThrottling(t *testing.T) {
 	}
 }
 
+// fail is one wrong password by username from ip, as the login counts it: the
+// wait it is refused with, or the wait its failure imposes.
+func (t *throttle) fail(username, ip string) time.Duration {
+	wait, try := t.begin(username, ip)
+	if try != nil {
+		return try.failed()
+	}
+	return wait
+}
+
+// wait says how long username from ip must still wait before its next attempt.
+func (t *throttle) wait(username, ip string) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	return max(t.waitLocked(throttleKey(username, ip), now), t.waitLocked(networkKey(ip), now))
+}
+
 func TestThrottleBackoff(t *testing.T) {
 	clk := &testClock{t: time.Unix(1e9, 0)}
 	th := newThrottle(clk.Now)
-	key := throttleKey("ana", "10.0.0.1")
-	want := []time.Duration{0, 0, 0, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second}
+	want := []time.Duration{0, 0, 0, 2 * time.Second}
 	for i, w := range want {
-		if got := th.fail(key); got != w {
+		if got := th.fail("ana", "10.0.0.1"); got != w {
 			t.Fatalf("failure %d: wait %v, want %v", i+1, got, w)
 		}
 	}
-	if got := th.wait(key); got != 16*time.Second {
-		t.Fatalf("wait = %v", got)
+	// Each wait over, the next failure doubles it.
+	for _, w := range []time.Duration{4 * time.Second, 8 * time.Second, 16 * time.Second} {
+		if wait, try := th.begin("ana", "10.0.0.1"); try != nil || wait <= 0 {
+			t.Fatalf("an attempt within the wait went ahead (wait %v)", wait)
+		}
+		clk.Add(w / 2)
+		if got := th.fail("ana", "10.0.0.1"); got != w {
+			t.Fatalf("failure after the wait: %v, want %v", got, w)
+		}
 	}
 	for range 20 {
-		th.fail(key)
+		clk.Add(throttleMax)
+		th.fail("ana", "10.0.0.1")
 	}
-	if got := th.wait(key); got != throttleMax {
+	if got := th.wait("ana", "10.0.0.1"); got != throttleMax {
 		t.Fatalf("wait after many failures = %v, want the cap %v", got, throttleMax)
 	}
-	th.succeed(key)
-	if got := th.wait(key); got != 0 {
-		t.Fatalf("wait after success = %v", got)
+	clk.Add(throttleMax)
+	_, try := th.begin("ana", "10.0.0.1")
+	try.succeeded()
+	if e := th.entries[throttleKey("ana", "10.0.0.1")]; e != nil {
+		t.Fatalf("a success left the pair's failures: %+v", e)
 	}
 	// A quiet hour forgets the failures.
 	for range throttleFree + 1 {
-		th.fail(key)
+		th.fail("bob", "10.0.0.2")
 	}
 	clk.Add(throttleForget + time.Second)
-	if got := th.fail(key); got != 0 {
+	if got := th.fail("bob", "10.0.0.2"); got != 0 {
 		t.Fatalf("first failure after a quiet hour: wait %v, want 0", got)
+	}
+}
+
+// Attempts sent together are counted as they start: no more than the free ones
+// and one more reach the password check before the first has failed.
+func TestThrottleCountsAttemptsAsTheyStart(t *testing.T) {
+	th := newThrottle((&testClock{t: time.Unix(1e9, 0)}).Now)
+	var started []*attempt
+	for range 40 {
+		if _, try := th.begin("ana", "10.0.0.1"); try != nil {
+			started = append(started, try)
+		}
+	}
+	if len(started) != throttleFree+1 {
+		t.Fatalf("%d of 40 attempts sent together went ahead, want %d", len(started), throttleFree+1)
+	}
+	// Those given back (the server was busy) let as many through again.
+	for _, try := range started {
+		try.abandoned()
+	}
+	if _, try := th.begin("ana", "10.0.0.1"); try == nil {
+		t.Fatal("abandoned attempts were not given back")
+	}
+}
+
+// A guesser trying many usernames from one network is held back too: past
+// throttleNetworkFree failures, whatever the username; an IPv6 address stands for
+// its /64. A success from the network gives its attempt back.
+func TestThrottleCountsTheNetwork(t *testing.T) {
+	clk := &testClock{t: time.Unix(1e9, 0)}
+	th := newThrottle(clk.Now)
+	for i := range throttleNetworkFree {
+		if wait := th.fail(fmt.Sprintf("user%d", i), "2001:db8::"+strconv.Itoa(i+1)); wait != 0 {
+			t.Fatalf("failure %d from the /64: wait %v", i+1, wait)
+		}
+	}
+	if wait := th.fail("another", "2001:db8::ffff"); wait != throttleBase {
+		t.Fatalf("failure past the network's free ones: wait %v, want %v", wait, throttleBase)
+	}
+	if wait, try := th.begin("ana", "2001:db8::1:2"); try != nil || wait <= 0 {
+		t.Fatal("another username from the /64 went ahead during its wait")
+	}
+	if _, try := th.begin("ana", "2001:db8:0:1::1"); try == nil {
+		t.Fatal("the next /64 is held back with this one")
+	}
+	if _, try := th.begin("ana", "192.0.2.7"); try == nil {
+		t.Fatal("another address is held back")
+	}
+	// A success from 192.0.2.8 gives the network back its attempt.
+	for i := range throttleNetworkFree - 1 {
+		th.fail(fmt.Sprintf("user%d", i), "192.0.2.8")
+	}
+	_, try := th.begin("ana", "192.0.2.8")
+	try.succeeded()
+	if wait := th.fail("bob", "192.0.2.8"); wait != 0 {
+		t.Fatalf("a success was not given back: the next failure waits %v", wait)
 	}
 }
 
@@ -246,10 +330,57 @@ func TestThrottleIsBounded(t *testing.T) {
 	clk := &testClock{t: time.Unix(1e9, 0)}
 	th := newThrottle(clk.Now)
 	for i := range throttleEntries + 50 {
-		th.fail(throttleKey("u"+strconv.Itoa(i), "ip"))
+		th.fail("u"+strconv.Itoa(i), "10.0."+strconv.Itoa(i/250)+"."+strconv.Itoa(i%250))
 	}
 	if n := len(th.entries); n > throttleEntries {
 		t.Fatalf("%d entries, bound %d", n, throttleEntries)
+	}
+}
+
+// Logins sent together are checked no faster than one by one: of 20 wrong
+// passwords sent at once for one username, throttleFree+1 are checked (and
+// audited), the rest refused unchecked.
+func TestParallelLoginsAreThrottled(t *testing.T) {
+	f := newFixture(t, Options{})
+	var wg sync.WaitGroup
+	codes := make(chan int, 20)
+	for range 20 {
+		wg.Go(func() { codes <- f.tryLogin("ana", "wrong password", "", nil).StatusCode })
+	}
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != http.StatusTooManyRequests && c != http.StatusUnauthorized {
+			t.Fatalf("a wrong password answered %d", c)
+		}
+	}
+	denied := 0
+	for _, row := range f.audited("username:ana") {
+		if row.Action == "human.login" && row.Outcome == "denied" {
+			denied++
+		}
+	}
+	if denied != throttleFree+1 {
+		t.Fatalf("%d of 20 wrong passwords sent together were checked, want %d", denied, throttleFree+1)
+	}
+}
+
+// While every slot is checking a password, a login waits, and gives up with the
+// request.
+func TestHashSlotsBoundChecks(t *testing.T) {
+	s := newHashSlots(1)
+	release, ok := s.acquire(context.Background())
+	if !ok {
+		t.Fatal("a free slot was not taken")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, ok := s.acquire(ctx); ok {
+		t.Fatal("a second check ran beside the first")
+	}
+	release()
+	if _, ok := s.acquire(context.Background()); !ok {
+		t.Fatal("a released slot was not free again")
 	}
 }
 

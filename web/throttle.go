@@ -1,22 +1,31 @@
 package web
 
 import (
+	"context"
+	"net"
 	"sync"
 	"time"
 )
 
-// Login throttling. Failures are counted per username and client address; after
-// throttleFree of them every further failure doubles a wait during which that pair
-// may not try again (throttleBase, 2×, 4× … up to throttleMax). The check comes before
-// the password hash is computed, so a guesser cannot make the Pi burn bcrypt either.
-// The state lives in memory: a restart forgets it, which costs an attacker a restart
-// they cannot cause.
+// Login throttling. Wrong passwords are counted twice: per username and client
+// address, and per client network (the address; for IPv6 its /64, which one
+// machine is commonly given whole). After throttleFree failures of a pair, or
+// throttleNetworkFree of a network (a guesser trying many usernames), every further
+// failure doubles a wait during which that pair or network may not try again
+// (throttleBase, 2×, 4× … up to throttleMax).
+//
+// An attempt is counted when it starts, before the password hash is computed, and
+// given back only if it succeeds: attempts sent together cannot all pass the check
+// before the first of them has failed, and a refused one costs no bcrypt, so a
+// guesser can make the Pi burn neither guesses nor CPU. The state lives in memory:
+// a restart forgets it, which costs an attacker a restart they cannot cause.
 const (
-	throttleFree    = 3
-	throttleBase    = 2 * time.Second
-	throttleMax     = 15 * time.Minute
-	throttleForget  = time.Hour // a pair with no failure for this long starts afresh
-	throttleEntries = 10000     // bound on remembered pairs
+	throttleFree        = 3
+	throttleNetworkFree = 10
+	throttleBase        = 2 * time.Second
+	throttleMax         = 15 * time.Minute
+	throttleForget      = time.Hour // a key with no failure for this long starts afresh
+	throttleEntries     = 10000     // bound on remembered keys
 )
 
 type throttleEntry struct {
@@ -35,24 +44,69 @@ func newThrottle(now func() time.Time) *throttle {
 	return &throttle{now: now, entries: map[string]*throttleEntry{}}
 }
 
+// throttleKey is the pair an attempt is counted against first.
 func throttleKey(username, ip string) string { return username + "\x00" + ip }
 
-// wait says how long key must still wait before its next attempt (0: go ahead).
-func (t *throttle) wait(key string) time.Duration {
+// networkKey is the network an attempt is counted against too: the address, or an
+// IPv6 address's /64.
+func networkKey(ip string) string {
+	a := net.ParseIP(ip)
+	if a == nil || a.To4() != nil {
+		return "\x00net\x00" + ip
+	}
+	return "\x00net\x00" + a.Mask(net.CIDRMask(64, 128)).String() + "/64"
+}
+
+// attempt is one password check under way, counted against its keys.
+type attempt struct {
+	t         *throttle
+	pair, net string
+}
+
+// begin starts a password check by username from ip. When the pair or the
+// network must still wait, it returns how long, and nothing is counted; else it
+// counts the attempt as a failure of both at once, and the caller reports how it
+// went (succeeded or failed).
+func (t *throttle) begin(username, ip string) (time.Duration, *attempt) {
+	a := &attempt{t: t, pair: throttleKey(username, ip), net: networkKey(ip)}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := t.now()
+	if wait := max(t.waitLocked(a.pair, now), t.waitLocked(a.net, now)); wait > 0 {
+		return wait, nil
+	}
+	t.failLocked(a.pair, throttleFree, now)
+	t.failLocked(a.net, throttleNetworkFree, now)
+	return 0, a
+}
+
+// succeeded forgets the pair's failures and gives the network its attempt back.
+func (a *attempt) succeeded() {
+	a.t.mu.Lock()
+	defer a.t.mu.Unlock()
+	delete(a.t.entries, a.pair)
+	a.t.giveBack(a.net, throttleNetworkFree)
+}
+
+// failed leaves the attempt counted and returns the wait it imposes on the pair
+// or the network (0: the next attempt may go ahead).
+func (a *attempt) failed() time.Duration {
+	a.t.mu.Lock()
+	defer a.t.mu.Unlock()
+	now := a.t.now()
+	return max(a.t.waitLocked(a.pair, now), a.t.waitLocked(a.net, now))
+}
+
+func (t *throttle) waitLocked(key string, now time.Time) time.Duration {
 	e := t.entries[key]
 	if e == nil {
 		return 0
 	}
-	return max(e.until.Sub(t.now()), 0)
+	return max(e.until.Sub(now), 0)
 }
 
-// fail records a failed attempt and returns the wait it imposes.
-func (t *throttle) fail(key string) time.Duration {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := t.now()
+// failLocked counts a failure of key, which may fail free times before it waits.
+func (t *throttle) failLocked(key string, free int, now time.Time) {
 	e := t.entries[key]
 	if e != nil && now.Sub(e.last) > throttleForget {
 		e = nil
@@ -66,27 +120,18 @@ func (t *throttle) fail(key string) time.Duration {
 	}
 	e.failures++
 	e.last = now
-	if e.failures <= throttleFree {
-		return 0
+	if e.failures <= free {
+		return
 	}
 	d := throttleBase
-	for i := throttleFree + 1; i < e.failures && d < throttleMax; i++ {
+	for i := free + 1; i < e.failures && d < throttleMax; i++ {
 		d *= 2
 	}
-	d = min(d, throttleMax)
-	e.until = now.Add(d)
-	return d
-}
-
-// succeed forgets key's failures.
-func (t *throttle) succeed(key string) {
-	t.mu.Lock()
-	delete(t.entries, key)
-	t.mu.Unlock()
+	e.until = now.Add(min(d, throttleMax))
 }
 
 // evict makes room: first everything forgotten anyway, then, if an attacker is
-// spraying pairs, the entry idle the longest. Called with mu held.
+// spraying keys, the entry idle the longest. Called with mu held.
 func (t *throttle) evict(now time.Time) {
 	var oldestKey string
 	var oldest time.Time
@@ -102,4 +147,51 @@ func (t *throttle) evict(now time.Time) {
 	if len(t.entries) >= throttleEntries && oldestKey != "" {
 		delete(t.entries, oldestKey)
 	}
+}
+
+// abandoned gives the attempt back to both keys: the password was not checked
+// (the server was busy, or the store failed).
+func (a *attempt) abandoned() {
+	a.t.mu.Lock()
+	defer a.t.mu.Unlock()
+	a.t.giveBack(a.pair, throttleFree)
+	a.t.giveBack(a.net, throttleNetworkFree)
+}
+
+// giveBack uncounts one attempt of key, which may fail free times, and lifts its
+// wait when that leaves it within them. Called with mu held.
+func (t *throttle) giveBack(key string, free int) {
+	e := t.entries[key]
+	if e == nil || e.failures == 0 {
+		return
+	}
+	e.failures--
+	if e.failures <= free {
+		e.until = time.Time{}
+	}
+}
+
+// hashSlots bounds the password checks (bcrypt, ~0.1 s of a core each on a Pi) run
+// at once, across every username and address: guessers from many addresses, each
+// within its throttle, still leave cores for the rest of the server.
+type hashSlots chan struct{}
+
+// hashWait is how long a password check waits for a slot before the login is
+// answered as busy.
+const hashWait = 5 * time.Second
+
+func newHashSlots(n int) hashSlots { return make(hashSlots, max(n, 1)) }
+
+// acquire takes a slot, waiting up to hashWait or until ctx ends; ok is false when
+// none came free. release gives it back.
+func (s hashSlots) acquire(ctx context.Context) (release func(), ok bool) {
+	timer := time.NewTimer(hashWait)
+	defer timer.Stop()
+	select {
+	case s <- struct{}{}:
+		return func() { <-s }, true
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return nil, false
 }

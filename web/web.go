@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime"
 	"sync"
 	"time"
 
@@ -64,6 +65,7 @@ type UI struct {
 	live      *broadcaster
 	streams   sessionStreams // the open live streams of each session, for logout
 	throttle  *throttle
+	hashing   hashSlots     // password checks running at once
 	once      onceResults   // forms that mint a secret act once per token
 	operators operatorNames // operators' names, by id and by name
 
@@ -98,6 +100,7 @@ func New(st *store.Store, opts Options) *UI {
 		assets:   loadAssets(),
 		live:     newBroadcaster(),
 		throttle: newThrottle(opts.Now),
+		hashing:  newHashSlots(runtime.NumCPU() / 2),
 
 		sessionCheck: sessionCheck,
 	}
