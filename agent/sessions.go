@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -74,12 +75,12 @@ type session struct {
 	endpointID int64
 
 	mu      sync.Mutex
-	ep      store.Endpoint              // newest snapshot, refreshed by each request
-	tools   server.SessionWithTools     // mcp-go's session, set at initialize
-	defs    map[string]mcp.Tool         // its verbs, defined for its endpoint (verbDefs)
-	builtOn string                      // toolInputs of the endpoint its tools came from
-	streams map[*int]context.CancelFunc // open GET streams, cancelled when it ends
-	leases  map[int64]int64             // todo id → lease_seq claimed in this session
+	ep      store.Endpoint          // newest snapshot, refreshed by each request
+	tools   server.SessionWithTools // mcp-go's session, set at initialize
+	defs    map[string]mcp.Tool     // its verbs, defined for its endpoint (verbDefs)
+	builtOn string                  // toolInputs of the endpoint its tools came from
+	streams []stream                // open GET streams, oldest first, cancelled when it ends
+	leases  map[int64]int64         // todo id → lease_seq claimed in this session
 
 	used atomic.Uint64 // sessions.uses at this session's last request
 }
@@ -187,18 +188,36 @@ func (x *session) setEndpoint(ep store.Endpoint) {
 	x.mu.Unlock()
 }
 
-// attach records an open GET stream; the returned function detaches it.
+// stream is one open GET stream of a session.
+type stream struct {
+	key    *int
+	cancel context.CancelFunc
+}
+
+// maxStreams bounds a session's open GET streams. A client needs one; a second
+// comes while it reconnects over a connection not yet seen to have died. Past the
+// bound the oldest is ended, so that a client reconnecting is always served and
+// a credential cannot hold connections and goroutines without end.
+const maxStreams = 4
+
+// attach records an open GET stream, ending the oldest past maxStreams; the
+// returned function detaches it.
 func (x *session) attach(cancel context.CancelFunc) (detach func()) {
 	key := new(int)
 	x.mu.Lock()
-	if x.streams == nil {
-		x.streams = map[*int]context.CancelFunc{}
+	x.streams = append(x.streams, stream{key, cancel})
+	var ended []stream
+	if over := len(x.streams) - maxStreams; over > 0 {
+		ended = slices.Clone(x.streams[:over])
+		x.streams = slices.Delete(x.streams, 0, over)
 	}
-	x.streams[key] = cancel
 	x.mu.Unlock()
+	for _, s := range ended {
+		s.cancel()
+	}
 	return func() {
 		x.mu.Lock()
-		delete(x.streams, key)
+		x.streams = slices.DeleteFunc(x.streams, func(s stream) bool { return s.key == key })
 		x.mu.Unlock()
 		cancel()
 	}
@@ -212,13 +231,10 @@ func (x *session) listening() bool {
 
 func (x *session) closeStreams() {
 	x.mu.Lock()
-	cancels := make([]context.CancelFunc, 0, len(x.streams))
-	for _, c := range x.streams {
-		cancels = append(cancels, c)
-	}
+	open := slices.Clone(x.streams)
 	x.mu.Unlock()
-	for _, c := range cancels {
-		c()
+	for _, s := range open {
+		s.cancel()
 	}
 }
 

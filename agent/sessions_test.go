@@ -306,3 +306,33 @@ func TestIdleSessionSaysWhyItEnded(t *testing.T) {
 		t.Fatalf("an idled-out session answered %d %q", resp.StatusCode, body)
 	}
 }
+
+// A session holds at most maxStreams GET streams: one more ends the oldest (a
+// client reconnecting over a connection not yet seen dead is served), so a
+// credential cannot hold connections and goroutines without end.
+func TestSessionStreamsAreBounded(t *testing.T) {
+	e := newEnv(t)
+	_, cred := e.endpoint("w", []string{"inbox"}, nil)
+	c := e.dial(cred, false)
+	id := c.GetSessionId()
+	var done []<-chan struct{}
+	for range maxStreams + 2 {
+		done = append(done, e.listen(t, cred, id))
+	}
+	for i, d := range done[:2] {
+		select {
+		case <-d:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("stream %d of %d is still open", i+1, len(done))
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // a wrongly ended stream has closed by now
+	for i, d := range done[2:] {
+		select {
+		case <-d:
+			t.Fatalf("stream %d, one of the newest %d, was ended", i+3, maxStreams)
+		default:
+		}
+	}
+	e.live(t, c)
+}

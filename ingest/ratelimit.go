@@ -11,7 +11,8 @@ import (
 // one token bucket per webhook. It is consulted only after a request has failed,
 // so a valid delivery never spends a token and is never refused: a flood of forged
 // requests is answered 429 cheaply while the producer's real deliveries go through.
-// Requests for unknown tokens share the bucket of webhook 0.
+// Requests for unknown tokens spend nothing: their bodies are never read, and
+// their log line is rationed on its own (Receiver.unknown).
 type failureLimiter struct {
 	limit rate.Limit
 	burst int

@@ -108,6 +108,10 @@ type Receiver struct {
 	// storeFailures throttles the log line of a delivery the store could not
 	// record: on a full disk every delivery fails, thousands a second.
 	storeFailures logevery.Counter[int64] // per webhook
+
+	// unknowns throttles the log line of requests for no webhook: anyone can
+	// send them, as fast as they like.
+	unknowns logevery.Counter[struct{}]
 }
 
 // NewReceiver returns a receiver that records deliveries in st.
@@ -139,6 +143,7 @@ func NewReceiver(st *store.Store, opts ReceiverOptions) *Receiver {
 		failed:        newFailureLimiter(opts.FailureRate, opts.FailureBurst, opts.Now),
 		failures:      map[int64]failureCount{},
 		storeFailures: logevery.Counter[int64]{Every: 10 * time.Second},
+		unknowns:      logevery.Counter[struct{}]{Every: 10 * time.Second},
 	}
 }
 
@@ -308,7 +313,12 @@ func (rc *Receiver) refuse(w http.ResponseWriter, r *http.Request, hook store.We
 }
 
 func (rc *Receiver) unknown(w http.ResponseWriter, r *http.Request) {
-	rc.log.Info("webhook delivery for an unknown webhook", "remote", r.RemoteAddr)
+	// One line, then at most one each 10 s with the count since: a stranger
+	// sending thousands cannot flood the journal (or push real warnings out of
+	// journald's rate limit).
+	if n := rc.unknowns.Note(struct{}{}, rc.now()); n > 0 {
+		rc.log.Info("webhook delivery for an unknown webhook", "remote", r.RemoteAddr, "requests", n)
+	}
 	rc.finish(w, "", OutcomeUnknownWebhook, http.StatusNotFound, errorBody(OutcomeUnknownWebhook))
 }
 

@@ -417,6 +417,24 @@ func TestReceiverUnknownWebhooksLookAlike(t *testing.T) {
 	}
 }
 
+// Anyone can send requests for no webhook, as fast as they like: the log hears of
+// them once, then once each 10 s with their count, not once a request.
+func TestReceiverUnknownWebhooksLogRationed(t *testing.T) {
+	r := newRig(t, ReceiverOptions{})
+	lines := func() int { return strings.Count(r.logs.String(), "unknown webhook") }
+	for range 50 {
+		r.post("no-such-token", nil, []byte(`{}`))
+	}
+	if n := lines(); n != 1 {
+		t.Fatalf("50 requests for no webhook logged %d lines, want 1", n)
+	}
+	r.clock.Add(10 * time.Second)
+	r.post("no-such-token", nil, []byte(`{}`))
+	if n := lines(); n != 2 || !strings.Contains(r.logs.String(), "requests=50") {
+		t.Fatalf("10 s later: %d lines, want 2, the second counting 50:\n%s", n, r.logs.String())
+	}
+}
+
 func TestReceiverSlackURLVerification(t *testing.T) {
 	r := newRig(t, ReceiverOptions{})
 	hook, secret := r.webhook("slack", "inbox")

@@ -115,6 +115,13 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		if _, err := os.Stat(path); err != nil {
 			return nil, fmt.Errorf("store: open %s: %w", path, err)
 		}
+	} else if f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		// A new database is readable by its owner alone, whatever the umask: it
+		// holds ingest tokens, and webhook secrets sealed only when a key is set.
+		// SQLite gives its -wal and -shm the database file's mode.
+		f.Close()
+	} else if !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("store: create %s: %w", path, err)
 	}
 
 	syncWithFdatasync()

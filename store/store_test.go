@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -450,5 +451,30 @@ func TestTheWALShrinksAfterALongReader(t *testing.T) {
 	}
 	if size := walSize(); size > 16<<20 {
 		t.Fatalf("the WAL kept %d bytes after the reader left", size)
+	}
+}
+
+// A new database, its WAL and shared memory are readable by their owner alone,
+// whatever the umask: they hold ingest tokens and, without a key, webhook secrets.
+func TestNewDatabaseIsOwnersAlone(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	path := filepath.Join(t.TempDir(), "sb.db")
+	s, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.AddTodo(context.Background(), NewTodo{Queue: "inbox", Payload: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode := fi.Mode().Perm(); mode != 0o600 {
+			t.Errorf("%s: mode %o, want 600", filepath.Base(f), mode)
+		}
 	}
 }
