@@ -222,3 +222,25 @@ func TestEndOtherSessionsCountsLiveOnes(t *testing.T) {
 		t.Fatalf("audit %+v", rows[0])
 	}
 }
+
+// A refused form leaves the browser at its action's address; a GET there (Enter in
+// the address bar, a history entry) goes back to the page the form was on.
+func TestActionAddressesAnswerGETWithTheirPage(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, _ := f.login()
+	for action, page := range map[string]string{
+		"/account/password":        "/account",
+		"/todos":                   "/",
+		"/todos/7/retry":           "/todos/7",
+		"/dead-letters/retry":      "/?state=failed",
+		"/endpoints/3/revoke":      "/endpoints/3",
+		"/webhook/2/rotate":        "/webhook/2",
+		"/events/9/replay":         "/events/9",
+		"/modules/git%20x/approve": "/modules",
+	} {
+		res, _ := f.get(action, cookie)
+		if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != page {
+			t.Errorf("GET %s: %d to %q, want 303 to %s", action, res.StatusCode, res.Header.Get("Location"), page)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -155,6 +156,42 @@ func (u *UI) Register(r *httprouter.Router) {
 
 	r.GET("/modules", u.page(u.modulesPage))
 	r.POST("/modules/:module/approve", u.action(u.approveTool))
+
+	// A refused form is answered at its action's address, where the browser then
+	// stays: a GET of it (Enter in the address bar, a history entry) goes to the
+	// page the form was on rather than to a bare 405.
+	for action, page := range actionPages {
+		r.GET(action, pageOf(page))
+	}
+}
+
+// actionPages maps each action's address to the page its form is on; a :name in
+// both is the same parameter.
+var actionPages = map[string]string{
+	"/todos":                       "/",
+	"/logout":                      "/",
+	"/logout/everywhere":           "/",
+	"/account/password":            "/account",
+	"/account/sessions/end-others": "/account",
+	"/todos/:id/release":           "/todos/:id",
+	"/todos/:id/retry":             "/todos/:id",
+	"/dead-letters/retry":          "/?state=failed",
+	"/endpoints/:id/revoke":        "/endpoints/:id",
+	"/webhook/:id/rotate":          "/webhook/:id",
+	"/webhook/:id/delete":          "/webhook/:id",
+	"/events/:id/replay":           "/events/:id",
+	"/modules/:module/approve":     "/modules",
+}
+
+// pageOf redirects to page, its parameters filled in from the request's.
+func pageOf(page string) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		to := page
+		for _, param := range p {
+			to = strings.ReplaceAll(to, ":"+param.Key, url.PathEscape(param.Value))
+		}
+		http.Redirect(w, r, to, http.StatusSeeOther)
+	}
 }
 
 // Close ends the live-update streams so that an HTTP server shutdown does not wait
