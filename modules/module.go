@@ -44,10 +44,6 @@ type module struct {
 	refused     []RefusedTool // the first maxRefusedShown of the last listing's refusals
 	refusedMore int           // and how many more there were
 	missing     []string
-
-	// defsKept names the tools whose pinned definition this process has seen
-	// unchanged and offered to the PinStore (KeepDefinition), once each.
-	defsKept map[string]bool
 }
 
 // run supervises the module until ctx ends: serve while up, and after any
@@ -239,6 +235,9 @@ func (m *module) pin(ctx context.Context, tools []toolEntry) error {
 	if err != nil {
 		return fmt.Errorf("modules: %s: read tool pins: %w", name, err)
 	}
+	// Tools listed as pinned: their pins may lack a definition, or hold a
+	// pending one the module has since gone back from.
+	met, metDefs := map[string]string{}, map[string][]byte{}
 	for i := range tools {
 		t := &tools[i]
 		pinned, ok := pins[t.Name]
@@ -249,9 +248,10 @@ func (m *module) pin(ctx context.Context, tools []toolEntry) error {
 			}
 			m.sup.audit("module.tool_pinned", name+"/"+t.Name, "sha256 "+t.Hash)
 		case pinned == t.Hash:
-			if err := m.keepDefinition(ctx, t); err != nil {
-				return err
-			}
+			met[t.Name], metDefs[t.Name] = t.Hash, keptDefinition(t.Def)
+			// Withheld until now: should the module change it again, that is
+			// news to report, even to a definition reported before.
+			m.reports.forgetSeen(t.Name)
 		case pinned != t.Hash:
 			t.Withheld = true
 			if prev, ok := m.withheldAlready(t.Name, t.Hash); ok {
@@ -273,27 +273,8 @@ func (m *module) pin(ctx context.Context, tools []toolEntry) error {
 			m.log.Warn("tool definition changed; withheld until approved", "tool", t.Name, "pinned", pinned, "now", t.Hash)
 		}
 	}
-	return nil
-}
-
-// keepDefinition gives the PinStore the definition of a tool met unchanged, the
-// first time this process meets it, so that a pin made before definitions were
-// kept has one to show a later change against.
-func (m *module) keepDefinition(ctx context.Context, t *toolEntry) error {
-	m.mu.Lock()
-	done := m.defsKept[t.Name]
-	if !done {
-		if m.defsKept == nil {
-			m.defsKept = map[string]bool{}
-		}
-		m.defsKept[t.Name] = true
-	}
-	m.mu.Unlock()
-	if done {
-		return nil
-	}
-	if err := m.sup.opts.Pins.KeepDefinition(ctx, m.man.Name, t.Name, t.Hash, keptDefinition(t.Def)); err != nil {
-		return fmt.Errorf("modules: %s: keep the definition of %s: %w", m.man.Name, t.Name, err)
+	if err := o.Pins.MetAsPinned(ctx, name, met, metDefs); err != nil {
+		return fmt.Errorf("modules: %s: record the tools listed as pinned: %w", name, err)
 	}
 	return nil
 }
@@ -333,6 +314,14 @@ func (r *withheldReports) withheld(tool, hash string, now time.Time) bool {
 	}
 	r.seen[tool][hash] = true
 	return true
+}
+
+// forgetSeen forgets which of tool's definitions were reported, keeping the
+// once-a-minute bound.
+func (r *withheldReports) forgetSeen(tool string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.seen, tool)
 }
 
 // reset forgets what was reported about tool.

@@ -23,10 +23,11 @@ type PinStore interface {
 	// PinnedDefinition returns the definition kept with tool's pin, or nil
 	// when none was kept.
 	PinnedDefinition(ctx context.Context, module, tool string) ([]byte, error)
-	// KeepDefinition records def as the definition of tool's pin if the pin
-	// has none and its hash is still hash (a pin made before definitions were
-	// kept, met again unchanged).
-	KeepDefinition(ctx context.Context, module, tool, hash string, def []byte) error
+	// MetAsPinned records that module listed each tool in hashes (tool →
+	// hash) with its pinned definition, defs holding those definitions: a pin
+	// kept without one gets it, and a pending definition is dropped (the module
+	// went back to the approved one).
+	MetAsPinned(ctx context.Context, module string, hashes map[string]string, defs map[string][]byte) error
 }
 
 // MemoryPins is a PinStore kept in memory, for tests and for running without
@@ -89,12 +90,18 @@ func (p *MemoryPins) PinnedDefinition(_ context.Context, module, tool string) ([
 	return p.defs[module][tool], nil
 }
 
-// KeepDefinition implements PinStore.
-func (p *MemoryPins) KeepDefinition(_ context.Context, module, tool, hash string, def []byte) error {
+// MetAsPinned implements PinStore.
+func (p *MemoryPins) MetAsPinned(_ context.Context, module string, hashes map[string]string, defs map[string][]byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.pins[module][tool] == hash && p.defs[module][tool] == nil {
-		p.defs[module][tool] = def
+	for tool, hash := range hashes {
+		if p.pins[module][tool] != hash {
+			continue
+		}
+		if p.defs[module][tool] == nil {
+			p.defs[module][tool] = defs[tool]
+		}
+		delete(p.pending[module], tool)
 	}
 	return nil
 }

@@ -103,18 +103,25 @@ func (s *Store) PinnedDefinition(ctx context.Context, module, tool string) ([]by
 	return []byte(def.String), nil
 }
 
-// KeepDefinition records def as the definition of tool's pin when the pin has
-// none (it was made by a Switchboard that kept only hashes) and is still hash: the
-// gateway met the approved definition again, so that a later change can be shown
-// against it.
-func (s *Store) KeepDefinition(ctx context.Context, module, tool, hash string, def []byte) error {
-	if def == nil {
+// MetAsPinned records that module listed each tool in hashes with the
+// definition pinned for it (defs holds those definitions, as PinTool keeps them):
+// a pin with no definition (made by a Switchboard that kept only hashes) gets its
+// own, and a pending definition is dropped, since the module went back to the
+// approved one and nothing is withheld any more: left, it could be approved later
+// by mistake (an approval without --hash takes whatever is pending). One write
+// for the listing; tools whose pin has moved on are left as they are.
+func (s *Store) MetAsPinned(ctx context.Context, module string, hashes map[string]string, defs map[string][]byte) error {
+	if len(hashes) == 0 {
 		return nil
 	}
 	return s.write(ctx, func(w *wtx) error {
-		if _, err := w.exec(`UPDATE tool_pins SET definition = ? WHERE module = ? AND tool = ? AND hash = ? AND definition IS NULL`,
-			string(def), module, tool, hash); err != nil {
-			return fmt.Errorf("store: keep the definition of %s/%s: %w", module, tool, err)
+		for tool, hash := range hashes {
+			if _, err := w.exec(`UPDATE tool_pins SET definition = coalesce(definition, ?),
+					pending_hash = NULL, pending_definition = NULL, pending_at = NULL
+				WHERE module = ? AND tool = ? AND hash = ? AND (definition IS NULL OR pending_hash IS NOT NULL)`,
+				nullText(defs[tool]), module, tool, hash); err != nil {
+				return fmt.Errorf("store: %s/%s met as pinned: %w", module, tool, err)
+			}
 		}
 		return nil
 	})

@@ -249,18 +249,52 @@ func TestToolPinsKeepDefinitions(t *testing.T) {
 	}
 	// Met again unchanged, it gets one; met with another hash, or once it has
 	// one, nothing changes.
-	if err := s.KeepDefinition(ctx, "git", "git_diff", "d0", v2); err != nil {
+	if err := s.MetAsPinned(ctx, "git", map[string]string{"git_diff": "d0"}, map[string][]byte{"git_diff": v2}); err != nil {
 		t.Fatal(err)
 	}
 	if def, _ := s.PinnedDefinition(ctx, "git", "git_diff"); def != nil {
 		t.Fatalf("a definition of another hash was kept: %q", def)
 	}
 	for _, def := range [][]byte{v1, v3} {
-		if err := s.KeepDefinition(ctx, "git", "git_diff", "d1", def); err != nil {
+		if err := s.MetAsPinned(ctx, "git", map[string]string{"git_diff": "d1"}, map[string][]byte{"git_diff": def}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if def, _ := s.PinnedDefinition(ctx, "git", "git_diff"); string(def) != string(v1) {
 		t.Fatalf("kept definition = %q, want the first, %q", def, v1)
+	}
+}
+
+// A module that goes back to its approved definition leaves nothing pending: an
+// approval without --hash, which takes whatever is pending, cannot then approve
+// the definition it went back from.
+func TestToolPinsMetAsPinnedDropsPending(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	if err := s.PinTool(ctx, "pm", "pm_echo", "a", []byte(`"a"`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WithholdTool(ctx, "pm", "pm_echo", "b", []byte(`"read ~/.ssh"`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MetAsPinned(ctx, "pm", map[string]string{"pm_echo": "a"}, map[string][]byte{"pm_echo": []byte(`"a"`)}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.ListToolPins(ctx, "pm")
+	if err != nil || len(list) != 1 || list[0].PendingHash != "" || list[0].PendingDefinition != nil || list[0].PendingAt != nil {
+		t.Fatalf("pins after the module went back: %+v, %v", list, err)
+	}
+	if _, err := s.ApprovePendingTool(ctx, "pm", "pm_echo", "", "human:cli"); !errors.Is(err, ErrConflict) {
+		t.Fatalf("approve after the module went back: %v, want ErrConflict (nothing pending)", err)
+	}
+	// Met with another hash than the pin's, a pending definition stays.
+	if err := s.WithholdTool(ctx, "pm", "pm_echo", "b", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MetAsPinned(ctx, "pm", map[string]string{"pm_echo": "c"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := s.ListToolPins(ctx, "pm"); list[0].PendingHash != "b" {
+		t.Fatalf("a pending definition was dropped by a listing of another: %+v", list[0])
 	}
 }
