@@ -188,6 +188,10 @@ func selectTools(m Manifest, listed []upstreamTool) (tools []toolEntry, refused 
 			refuse("definition is not an MCP tool: %s", shown(err.Error()))
 			continue
 		}
+		if err := checkSchemas(def); err != nil {
+			refuse("%s", err) // module text in it is shown()
+			continue
+		}
 		hash, err := hashDef(t.Def)
 		if err != nil {
 			refuse("%s", shown(err.Error()))
@@ -203,6 +207,75 @@ func decodeTool(def json.RawMessage) (mcp.Tool, error) {
 	var tool mcp.Tool
 	err := json.Unmarshal(def, &tool)
 	return tool, err
+}
+
+// toolSchemas are a definition's input and output schemas, raw; nil where absent
+// or null.
+type toolSchemas struct {
+	Input  json.RawMessage `json:"inputSchema"`
+	Output json.RawMessage `json:"outputSchema"`
+}
+
+func schemasOf(def json.RawMessage) (toolSchemas, error) {
+	var s toolSchemas
+	if err := json.Unmarshal(def, &s); err != nil {
+		return toolSchemas{}, err
+	}
+	if string(s.Input) == "null" {
+		s.Input = nil
+	}
+	if string(s.Output) == "null" {
+		s.Output = nil
+	}
+	return s, nil
+}
+
+// checkSchemas refuses an input or output schema that is not an object's (MCP
+// asks "type": "object" of both): the official TypeScript SDK refuses a whole
+// tools/list with one such tool in it, so an agent on it would lose every tool,
+// the queue's verbs too.
+func checkSchemas(def json.RawMessage) error {
+	s, err := schemasOf(def)
+	if err != nil {
+		return fmt.Errorf("definition: %w", err)
+	}
+	for _, sc := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"inputSchema", s.Input}, {"outputSchema", s.Output}} {
+		if sc.raw == nil {
+			continue
+		}
+		var head struct {
+			Type any `json:"type"`
+		}
+		if err := json.Unmarshal(sc.raw, &head); err != nil {
+			return fmt.Errorf("%s is not a JSON object", sc.name) // nor is it an MCP tool: not reached
+		}
+		if head.Type != "object" {
+			return fmt.Errorf(`%s has "type": %s, not "object" (MCP asks an object schema of it)`, sc.name, typeShown(head.Type))
+		}
+	}
+	return nil
+}
+
+// typeShown is a schema's "type" as a refusal names it: a string quoted (and
+// shown), else its kind.
+func typeShown(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "none"
+	case string:
+		return `"` + shown(v) + `"`
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	case bool:
+		return "a boolean"
+	default:
+		return "a number"
+	}
 }
 
 // renameDef replaces the value of the top-level "name" member in place, so
@@ -307,20 +380,14 @@ func (t Tool) MCPTool() (mcp.Tool, error) {
 	// The exposed name is the catalog's; whatever else the definition carries
 	// (encoding/json matches keys case-insensitively) never names the tool.
 	tool.Name = t.Name
-	var schemas struct {
-		Input  json.RawMessage `json:"inputSchema"`
-		Output json.RawMessage `json:"outputSchema"`
-	}
-	if err := json.Unmarshal(t.Definition, &schemas); err != nil {
+	schemas, err := schemasOf(t.Definition)
+	if err != nil {
 		return mcp.Tool{}, fmt.Errorf("modules: decode tool %s: %w", t.Name, err)
 	}
 	tool.InputSchema, tool.OutputSchema = mcp.ToolInputSchema{}, mcp.ToolOutputSchema{}
-	tool.RawInputSchema, tool.RawOutputSchema = schemas.Input, nil
-	if len(schemas.Input) == 0 || string(schemas.Input) == "null" {
+	tool.RawInputSchema, tool.RawOutputSchema = schemas.Input, schemas.Output
+	if schemas.Input == nil {
 		tool.RawInputSchema = json.RawMessage(`{"type":"object"}`)
-	}
-	if len(schemas.Output) > 0 && string(schemas.Output) != "null" {
-		tool.RawOutputSchema = schemas.Output
 	}
 	return tool, nil
 }

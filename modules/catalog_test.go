@@ -101,21 +101,32 @@ func TestSelectTools(t *testing.T) {
 		upstreamTool{Name: "has space", Def: json.RawMessage(`{"name":"has space"}`)},
 		upstreamTool{Name: "list", Def: json.RawMessage(`["not an object"]`)},
 		upstreamTool{Name: "typed", Def: json.RawMessage(`{"name":"typed","description":5}`)},
+		// MCP asks object schemas of both; the TypeScript SDK refuses a whole
+		// listing with one that is not.
+		upstreamTool{Name: "textonly", Def: json.RawMessage(`{"name":"textonly","inputSchema":{"type":"string"}}`)},
+		upstreamTool{Name: "untyped", Def: json.RawMessage(`{"name":"untyped","inputSchema":{}}`)},
+		upstreamTool{Name: "listout", Def: json.RawMessage(`{"name":"listout","inputSchema":{"type":"object"},"outputSchema":{"type":"array"}}`)},
+		upstreamTool{Name: "strout", Def: json.RawMessage(`{"name":"strout","outputSchema":"object"}`)},
+		// Absent or null schemas are fine: the gateway lists an empty object's.
+		upstreamTool{Name: "bare", Def: json.RawMessage(`{"name":"bare","inputSchema":null,"outputSchema":null}`)},
 	)
 	tools, refused, _ = selectTools(Manifest{Name: "m"}, bad)
-	if got := exposedNames(tools); !slices.Equal(got, []string{"m_b", "m_c"}) {
-		t.Fatalf("served = %q, want m_b and m_c", got)
+	if got := exposedNames(tools); !slices.Equal(got, []string{"m_b", "m_c", "m_bare"}) {
+		t.Fatalf("served = %q, want m_b, m_c and m_bare", got)
 	}
 	var upstreams []string
 	for _, r := range refused {
 		upstreams = append(upstreams, r.Upstream)
 	}
-	if !slices.Equal(upstreams, []string{"a", "m_a", strings.Repeat("x", maxShownName) + "…", "has space", "list", "typed"}) {
+	if !slices.Equal(upstreams, []string{"a", "m_a", strings.Repeat("x", maxShownName) + "…", "has space", "list", "typed",
+		"textonly", "untyped", "listout", "strout"}) {
 		t.Fatalf("refused = %+v", refused)
 	}
 	for i, want := range []string{`would all be exposed as "m_a"`, `would all be exposed as "m_a"`,
 		"is not a valid MCP tool name", `exposed name "m_has space" is not a valid MCP tool name`, "not a JSON object",
-		"definition is not an MCP tool: json: cannot unmarshal number"} {
+		"definition is not an MCP tool: json: cannot unmarshal number",
+		`inputSchema has "type": "string", not "object"`, `inputSchema has "type": none, not "object"`,
+		`outputSchema has "type": "array", not "object"`, "definition is not an MCP tool"} {
 		if !strings.Contains(refused[i].Reason, want) {
 			t.Errorf("refused %q: reason %q, want it to contain %q", refused[i].Upstream, refused[i].Reason, want)
 		}
