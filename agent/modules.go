@@ -142,6 +142,13 @@ func (m *Modules) handler(name string) server.ToolHandlerFunc {
 		t, known := m.lookup(name)
 		res, outcome := m.call(ctx, ep, t, known, req)
 		m.record(ctx, ep, name, t.Module, outcome, time.Since(start))
+		if _, refusal := res.StructuredContent.(errorPayload); refusal && t.HasOutputSchema {
+			// The tool's outputSchema is the module's, and says nothing of the
+			// gateway's refusals: a client that checks structuredContent against it
+			// (the official TypeScript SDK does, errors too) would throw rather
+			// than read the refusal. Its code and message stay in the text.
+			res.StructuredContent = nil
+		}
 		return res, nil
 	}
 }

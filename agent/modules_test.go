@@ -271,6 +271,41 @@ func TestModuleCallErrorsMapToCodes(t *testing.T) {
 	}
 }
 
+// A module tool's outputSchema says nothing of the gateway's refusals: a refusal
+// of such a tool carries its code and message in the text alone, so that a client
+// checking structuredContent against the schema (the official TypeScript SDK
+// does, errors too) reads the refusal rather than throw. A module's own error
+// result passes as it came; a tool without an outputSchema keeps the structured
+// refusal.
+func TestModuleRefusalOfAToolWithAnOutputSchema(t *testing.T) {
+	typed := fakeTool("alpha", "alpha_count")
+	typed.HasOutputSchema = true
+	typed.Definition = json.RawMessage(`{"name":"alpha_count","inputSchema":{"type":"object"},` +
+		`"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}}`)
+	e := newModuleEnv(t, ModuleOptions{}, typed, fakeTool("alpha", "alpha_one"))
+	_, cred := e.endpoint("typed", []string{"q"}, nil, grant([]string{"alpha"}, nil, nil))
+	c := e.dial(cred, false)
+	e.cat.set("alpha_count", func(t *modules.Tool) { t.Available = false })
+	e.cat.set("alpha_one", func(t *modules.Tool) { t.Available = false })
+	res, err := c.call("alpha_count", nil)
+	if err != nil || !res.IsError || res.StructuredContent != nil || len(res.RawStructuredContent) != 0 ||
+		!strings.HasPrefix(text(res), CodeUnavailable+": module alpha is not running") {
+		t.Fatalf("refusal of a tool with an outputSchema: %+v, %v (text %q)", res, err, text(res))
+	}
+	if code := c.code(t, "alpha_one", nil); code != CodeUnavailable {
+		t.Fatalf("refusal of a tool without one: %s", code)
+	}
+
+	e.cat.set("alpha_count", func(t *modules.Tool) { t.Available = true })
+	e.cat.handle = func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(`{"isError":true,"content":[{"type":"text","text":"no"}],"structuredContent":{"n":0}}`), nil
+	}
+	res, err = c.call("alpha_count", nil)
+	if err != nil || !res.IsError || string(res.RawStructuredContent) != `{"n":0}` {
+		t.Fatalf("the module's own error result: %+v, %v", res, err)
+	}
+}
+
 func TestModuleConcurrencyLimitAnswersAtOnce(t *testing.T) {
 	e := newModuleEnv(t, ModuleOptions{Concurrency: 1}, fakeTool("alpha", "alpha_slow"), fakeTool("beta", "beta_one"))
 	entered, release := make(chan struct{}), make(chan struct{})

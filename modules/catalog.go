@@ -33,6 +33,8 @@ type Tool struct {
 	Available bool
 	// Withheld is true when the definition changed since it was pinned.
 	Withheld bool
+	// HasOutputSchema is true when the definition declares an outputSchema.
+	HasOutputSchema bool
 }
 
 // toolEntry is one selected tool of a module, as agents will see it.
@@ -42,6 +44,7 @@ type toolEntry struct {
 	Def      json.RawMessage // module's definition with Name substituted
 	Hash     string          // SHA-256 of the canonical upstream definition
 	Withheld bool            // definition differs from the pinned one
+	Output   bool            // the definition declares an outputSchema
 	// Pinned is a withheld tool's pinned definition as keptDefinition wrote
 	// it, or nil when the pin kept none.
 	Pinned json.RawMessage
@@ -188,7 +191,8 @@ func selectTools(m Manifest, listed []upstreamTool) (tools []toolEntry, refused 
 			refuse("definition is not an MCP tool: %s", shown(err.Error()))
 			continue
 		}
-		if err := checkSchemas(def); err != nil {
+		schemas, err := checkSchemas(def)
+		if err != nil {
 			refuse("%s", err) // module text in it is shown()
 			continue
 		}
@@ -197,7 +201,7 @@ func selectTools(m Manifest, listed []upstreamTool) (tools []toolEntry, refused 
 			refuse("%s", shown(err.Error()))
 			continue
 		}
-		tools = append(tools, toolEntry{Name: name, Upstream: t.Name, Def: def, Hash: hash})
+		tools = append(tools, toolEntry{Name: name, Upstream: t.Name, Def: def, Hash: hash, Output: schemas.Output != nil})
 	}
 	return tools, refused, missing
 }
@@ -234,10 +238,10 @@ func schemasOf(def json.RawMessage) (toolSchemas, error) {
 // asks "type": "object" of both): the official TypeScript SDK refuses a whole
 // tools/list with one such tool in it, so an agent on it would lose every tool,
 // the queue's verbs too.
-func checkSchemas(def json.RawMessage) error {
+func checkSchemas(def json.RawMessage) (toolSchemas, error) {
 	s, err := schemasOf(def)
 	if err != nil {
-		return fmt.Errorf("definition: %w", err)
+		return toolSchemas{}, fmt.Errorf("definition: %w", err)
 	}
 	for _, sc := range []struct {
 		name string
@@ -250,13 +254,13 @@ func checkSchemas(def json.RawMessage) error {
 			Type any `json:"type"`
 		}
 		if err := json.Unmarshal(sc.raw, &head); err != nil {
-			return fmt.Errorf("%s is not a JSON object", sc.name) // nor is it an MCP tool: not reached
+			return toolSchemas{}, fmt.Errorf("%s is not a JSON object", sc.name) // nor is it an MCP tool: not reached
 		}
 		if head.Type != "object" {
-			return fmt.Errorf(`%s has "type": %s, not "object" (MCP asks an object schema of it)`, sc.name, typeShown(head.Type))
+			return toolSchemas{}, fmt.Errorf(`%s has "type": %s, not "object" (MCP asks an object schema of it)`, sc.name, typeShown(head.Type))
 		}
 	}
-	return nil
+	return s, nil
 }
 
 // typeShown is a schema's "type" as a refusal names it: a string quoted (and

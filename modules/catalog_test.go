@@ -109,10 +109,16 @@ func TestSelectTools(t *testing.T) {
 		upstreamTool{Name: "strout", Def: json.RawMessage(`{"name":"strout","outputSchema":"object"}`)},
 		// Absent or null schemas are fine: the gateway lists an empty object's.
 		upstreamTool{Name: "bare", Def: json.RawMessage(`{"name":"bare","inputSchema":null,"outputSchema":null}`)},
+		upstreamTool{Name: "counted", Def: json.RawMessage(`{"name":"counted","outputSchema":{"type":"object"}}`)},
 	)
 	tools, refused, _ = selectTools(Manifest{Name: "m"}, bad)
-	if got := exposedNames(tools); !slices.Equal(got, []string{"m_b", "m_c", "m_bare"}) {
-		t.Fatalf("served = %q, want m_b, m_c and m_bare", got)
+	if got := exposedNames(tools); !slices.Equal(got, []string{"m_b", "m_c", "m_bare", "m_counted"}) {
+		t.Fatalf("served = %q, want m_b, m_c, m_bare and m_counted", got)
+	}
+	// The gateway's refusals of a tool that declares an outputSchema leave out
+	// structuredContent: the catalog says which do.
+	if tools[2].Output || !tools[3].Output {
+		t.Fatalf("outputSchema declared: m_bare %v, m_counted %v", tools[2].Output, tools[3].Output)
 	}
 	var upstreams []string
 	for _, r := range refused {

@@ -338,7 +338,7 @@ func (s *Supervisor) Tools() []Tool {
 		for _, t := range m.tools {
 			out = append(out, Tool{
 				Name: t.Name, Module: m.man.Name, Upstream: t.Upstream, Definition: t.Def,
-				Hash: t.Hash, Available: up && !t.Withheld, Withheld: t.Withheld,
+				Hash: t.Hash, Available: up && !t.Withheld, Withheld: t.Withheld, HasOutputSchema: t.Output,
 			})
 		}
 		m.mu.RUnlock()
