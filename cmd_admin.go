@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -15,22 +16,42 @@ import (
 )
 
 // openStore opens the database for a CLI command, creating and migrating it if needed.
+// A CLI command migrates a database it writes to only while no serve runs on it
+// (a serve still running with migrations pending is an older Switchboard, which
+// would not start again on the migrated file), and says when it has.
 func openStore(ctx context.Context, env *environ, path string) (*store.Store, error) {
-	return store.Open(ctx, path, store.Options{
-		Synchronous: envOr(env, "SWITCHBOARD_SYNCHRONOUS", store.SyncFull),
-		Logger:      slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	return openStoreWith(ctx, env, path, store.Options{})
+}
+
+// openStoreWith opens the database for writing, with opts (a secret key, say).
+func openStoreWith(ctx context.Context, env *environ, path string, opts store.Options) (*store.Store, error) {
+	opts.Synchronous = envOr(env, "SWITCHBOARD_SYNCHRONOUS", store.SyncFull)
+	opts.Logger = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	opts.MigrateUnservedOnly = true
+	st, err := store.Open(ctx, path, opts)
+	if err != nil {
+		return nil, err
+	}
+	if m := st.Migrated(); len(m) > 0 {
+		fmt.Fprintf(env.stderr, "migrated %s to this Switchboard's schema (%s): older Switchboards no longer open it\n",
+			absPath(path), strings.Join(m, ", "))
+	}
+	return st, nil
 }
 
 // openStoreRO opens an existing database for reading only.
 func openStoreRO(ctx context.Context, env *environ, path string) (*store.Store, error) {
+	return openStoreROWith(ctx, env, path, store.Options{})
+}
+
+// openStoreROWith opens an existing database for reading only, with opts.
+func openStoreROWith(ctx context.Context, env *environ, path string, opts store.Options) (*store.Store, error) {
 	if err := requireDatabase(path); err != nil {
 		return nil, err
 	}
-	return store.Open(ctx, path, store.Options{
-		ReadOnly: true,
-		Logger:   slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	opts.ReadOnly = true
+	opts.Logger = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return store.Open(ctx, path, opts)
 }
 
 // requireDatabase is noDatabase when nothing is at path, for commands that must

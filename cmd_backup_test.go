@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io/fs"
 	"net"
@@ -146,5 +147,48 @@ func TestFirstRunHints(t *testing.T) {
 	}
 	if hints, err := firstRunHints(ctx, st, db); err != nil || len(hints) != 0 {
 		t.Fatalf("hints once set up: %q, %v", hints, err)
+	}
+}
+
+// Upgrading: a CLI command that writes does not migrate a database an older serve
+// still runs on (that serve would not start again); backup copies the database as
+// it is, the way back; with no serve, the command migrates and says so.
+func TestCLIMigratesOnlyWithoutAServe(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	if code, _, stderr := cli(t, "", "todo", "add", "--queue", "inbox", "--db", db, "--payload", "{}"); code != 0 {
+		t.Fatal(stderr)
+	}
+	// As an older Switchboard left it: the newest migration undone.
+	raw, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DELETE FROM schema_migrations WHERE version = 11`,
+		`ALTER TABLE tool_pins DROP COLUMN definition`, `ALTER TABLE tool_pins DROP COLUMN pending_definition`} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw.Close()
+
+	unlock, err := store.LockForServe(db) // the older serve
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := cli(t, "", "todo", "add", "--queue", "inbox", "--db", db, "--payload", "{}")
+	if code != 1 || !strings.Contains(stderr, "a running serve uses it") || !strings.Contains(stderr, "Restart serve with this Switchboard") {
+		t.Fatalf("todo add under an older serve: exit %d %q", code, stderr)
+	}
+	if code, out, stderr := cli(t, "", "backup", "--db", db, "--to", db+".bak"); code != 0 || !strings.Contains(out, "backed up") {
+		t.Fatalf("backup of the older schema: exit %d %q", code, stderr)
+	}
+	unlock()
+	code, _, stderr = cli(t, "", "todo", "add", "--queue", "inbox", "--db", db, "--payload", "{}")
+	if code != 0 || !strings.Contains(stderr, "to this Switchboard's schema (0011_tool_definitions.sql)") {
+		t.Fatalf("todo add with no serve: exit %d %q", code, stderr)
+	}
+	// The backup is the older schema still: the new binary migrates it on restore's next open.
+	if code, _, stderr := cli(t, "", "todo", "list", "--db", db+".bak"); code != 1 || !strings.Contains(stderr, "lacks migration 0011") {
+		t.Fatalf("the backup was migrated: exit %d %q", code, stderr)
 	}
 }

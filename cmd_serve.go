@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -340,6 +341,7 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 		st.Close()
 		return nil, err
 	}
+	warnIfShared(logger, cfg.DB)
 	if cfg.MetricsAllow == "" {
 		cfg.MetricsAllow = "127.0.0.0/8,::1"
 	}
@@ -567,4 +569,17 @@ func (s *server) statusLine(ctx context.Context) string {
 		line = "WRITES FAILING since " + t.Since.Format(time.TimeOnly) + ": " + t.Err + "; " + line
 	}
 	return line
+}
+
+// warnIfShared warns when other users may read the database: a new one is its
+// owner's alone, but one created by an earlier Switchboard under a umask of 022
+// (outside the packaged unit, whose UMask is 0077) stays as it was made, and it
+// holds the ingest tokens and, without a secret key, the webhook secrets.
+func warnIfShared(logger *slog.Logger, db string) {
+	fi, err := os.Stat(db)
+	if err != nil || fi.Mode().Perm()&0o077 == 0 {
+		return
+	}
+	logger.Warn(fmt.Sprintf("other users may read the database (mode %04o): it holds ingest tokens and, without a secret key, webhook secrets; run chmod 600 on it",
+		fi.Mode().Perm()), "db", db)
 }

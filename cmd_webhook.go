@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -147,12 +146,7 @@ func openKeyedStore(ctx context.Context, env *environ, path string, keys keyFile
 	if err != nil {
 		return nil, err
 	}
-	return store.Open(ctx, path, store.Options{
-		Synchronous:        envOr(env, "SWITCHBOARD_SYNCHRONOUS", store.SyncFull),
-		Logger:             slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		SecretKey:          key,
-		PreviousSecretKeys: previous,
-	})
+	return openStoreWith(ctx, env, path, store.Options{SecretKey: key, PreviousSecretKeys: previous})
 }
 
 func runWebhook(ctx context.Context, env *environ, args []string) error {

@@ -118,11 +118,15 @@ func checkVersion(ctx context.Context, db *sql.DB, path string) error {
 	if err != nil {
 		return fmt.Errorf("store: read schema version of %s: %w", path, err)
 	}
+	newest := 0
 	for v := range applied {
 		if !knownVersion(v) {
-			return fmt.Errorf("store: %s: %w (it has migration %d, this binary knows up to %d; upgrade Switchboard)",
-				path, ErrSchemaTooNew, v, SchemaVersion())
+			newest = max(newest, v)
 		}
+	}
+	if newest > 0 {
+		return fmt.Errorf("store: %s: %w (it has migration %d, this binary knows up to %d: upgrade Switchboard, "+
+			"or to go back to this version restore a backup made before the upgrade)", path, ErrSchemaTooNew, newest, SchemaVersion())
 	}
 	return nil
 }
@@ -140,7 +144,8 @@ func (s *Store) checkSchema(ctx context.Context) error {
 	list, _ := migrations()
 	for _, m := range list {
 		if !applied[m.version] {
-			return fmt.Errorf("store: %s lacks migration %s: run a writing command (or serve) once to migrate", s.path, m.name)
+			return fmt.Errorf("store: %s lacks migration %s: start serve with this Switchboard once to migrate it "+
+				"(a command that writes migrates it too, when no serve runs)", s.path, m.name)
 		}
 	}
 	return nil
@@ -167,10 +172,30 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("store: read schema version: %w", err)
 	}
+	var pending []migration
+	var names []string
 	for _, m := range list {
-		if applied[m.version] {
-			continue
+		if !applied[m.version] {
+			pending, names = append(pending, m), append(names, m.name)
 		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	if s.opts.MigrateUnservedOnly {
+		unlock, err := LockForServe(s.path)
+		if errors.Is(err, ErrInUse) {
+			return fmt.Errorf("store: %s lacks %s, and a running serve uses it: an older Switchboard, which "+
+				"would not start again on the migrated database. Restart serve with this Switchboard (it migrates), "+
+				"then run this again: %w", s.path, strings.Join(names, ", "), ErrInUse)
+		}
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
+	existed := len(applied) > 0
+	for _, m := range pending {
 		tx, err := s.wdb.BeginTx(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("store: migration %s: %w", m.name, err)
@@ -188,9 +213,16 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("store: commit migration %s: %w", m.name, err)
 		}
 		s.log.Info("applied migration", "name", m.name)
+		if existed {
+			s.migrations = append(s.migrations, m.name)
+		}
 	}
 	return nil
 }
+
+// Migrated names the migrations this Open applied to a database that existed
+// before it (none for a new one): what a command should tell its user it changed.
+func (s *Store) Migrated() []string { return s.migrations }
 
 // appliedVersions reads the set of migrations a database has recorded.
 func appliedVersions(ctx context.Context, db *sql.DB) (map[int]bool, error) {

@@ -44,6 +44,14 @@ type Options struct {
 	Logger *slog.Logger
 	// ReadOnly opens without migrating and without a writer (for inspection commands).
 	ReadOnly bool
+	// OlderSchema lets a ReadOnly open take a database that lacks this binary's
+	// newest migrations, for what reads it whole as it is (Backup).
+	OlderSchema bool
+	// MigrateUnservedOnly refuses (ErrInUse) to migrate a database a serve holds
+	// (LockForServe): the CLI's, since a serve still running with migrations
+	// pending is an older Switchboard, which would not start again on the
+	// migrated file.
+	MigrateUnservedOnly bool
 	// SecretKey (32 bytes) seals webhook signing secrets at rest; nil stores them as
 	// plaintext. Open refuses a key that does not open the secrets already stored.
 	SecretKey []byte
@@ -62,6 +70,8 @@ type Store struct {
 	wdb    *sql.DB // one connection, owned by the writer goroutine
 	writer *writer
 	box    *SecretBox // nil: secrets are stored as plaintext
+
+	migrations []string // applied by Open to a database that existed (Migrated)
 
 	rstmts sync.Map // query text → *sql.Stmt on the read pool
 	creds  credCache
@@ -162,7 +172,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	if opts.ReadOnly {
-		if err := s.checkSchema(ctx); err != nil {
+		check := s.checkSchema
+		if opts.OlderSchema {
+			check = func(ctx context.Context) error { return checkVersion(ctx, s.rdb, s.path) }
+		}
+		if err := check(ctx); err != nil {
 			s.closeDBs()
 			return nil, err
 		}

@@ -133,7 +133,9 @@ func TestRefusesNewerSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.writer.conn.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, '9999_future.sql', 0)`); err != nil {
+	// Two unknown migrations: the refusal names the newest, not either at random.
+	if _, err := s.writer.conn.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at)
+		VALUES (9998, '9998_future.sql', 0), (9999, '9999_future.sql', 0)`); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -142,8 +144,8 @@ func TestRefusesNewerSchema(t *testing.T) {
 	if !errors.Is(err, ErrSchemaTooNew) {
 		t.Fatalf("open newer schema: err = %v, want ErrSchemaTooNew", err)
 	}
-	if !strings.Contains(err.Error(), "9999") {
-		t.Errorf("error does not name the version: %v", err)
+	if !strings.Contains(err.Error(), "migration 9999") || !strings.Contains(err.Error(), "restore a backup made before the upgrade") {
+		t.Errorf("error does not name the newest version and the way back: %v", err)
 	}
 	if fileSum(t, path) != before {
 		t.Fatal("refused database was modified")
@@ -477,4 +479,75 @@ func TestNewDatabaseIsOwnersAlone(t *testing.T) {
 			t.Errorf("%s: mode %o, want 600", filepath.Base(f), mode)
 		}
 	}
+}
+
+// olderSchema makes path's database look as an older Switchboard left it: the
+// newest migration undone and unrecorded.
+func olderSchema(t *testing.T, path string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{`DELETE FROM schema_migrations WHERE version = 11`,
+		`ALTER TABLE tool_pins DROP COLUMN definition`, `ALTER TABLE tool_pins DROP COLUMN pending_definition`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// A writer that is not serve (the CLI) migrates only while no serve holds the
+// database: a serve still running with migrations pending is an older
+// Switchboard, which would not start again on the migrated file.
+func TestMigrateUnservedOnly(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "sb.db")
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Migrated()) != 0 {
+		t.Fatalf("a new database reports migrations: %v", s.Migrated())
+	}
+	s.Close()
+	olderSchema(t, path)
+
+	unlock, err := LockForServe(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(ctx, path, Options{MigrateUnservedOnly: true})
+	if !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "0011_tool_definitions.sql") {
+		t.Fatalf("migrating under a serve: %v, want ErrInUse naming the migration", err)
+	}
+	// Backup reads it as it is, the way back to the older Switchboard.
+	ro, err := Open(ctx, path, Options{ReadOnly: true, OlderSchema: true})
+	if err != nil {
+		t.Fatalf("read-only open of the older schema for a backup: %v", err)
+	}
+	if err := ro.Backup(ctx, path+".bak"); err != nil {
+		t.Fatal(err)
+	}
+	ro.Close()
+	if _, err := Open(ctx, path, Options{ReadOnly: true}); err == nil || !strings.Contains(err.Error(), "lacks migration 0011") {
+		t.Fatalf("a read-only open of the older schema for reading rows: %v", err)
+	}
+	unlock()
+
+	s, err = Open(ctx, path, Options{MigrateUnservedOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if m := s.Migrated(); len(m) != 1 || m[0] != "0011_tool_definitions.sql" {
+		t.Fatalf("Migrated() = %v, want 0011 alone", m)
+	}
+	// The lock was given back: a serve can start.
+	unlock, err = LockForServe(path)
+	if err != nil {
+		t.Fatalf("the migration kept the serve lock: %v", err)
+	}
+	unlock()
 }

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// serve warns of a database other users may read (made by an earlier Switchboard
+// under a umask of 022), and not of one that is its owner's alone.
+func TestServeWarnsOfASharedDatabase(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	if err := os.WriteFile(db, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	warnIfShared(logger, db)
+	if logs.Len() != 0 {
+		t.Fatalf("warned of a 0600 database: %s", logs.String())
+	}
+	if err := os.Chmod(db, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	warnIfShared(logger, db)
+	if !strings.Contains(logs.String(), "other users may read the database (mode 0644)") || !strings.Contains(logs.String(), "chmod 600") {
+		t.Fatalf("no warning of a 0644 database: %s", logs.String())
+	}
+}
