@@ -7,15 +7,26 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/time/rate"
 )
 
-// maxFrame bounds one MCP message from a module; a longer line breaks the
-// session rather than growing the gateway's memory without end.
+// maxFrame bounds one MCP message from a module. A longer line is read on
+// without being kept: when it is the answer to one of the gateway's requests
+// (its id found near either end), that request is answered with an error in its
+// place and the session goes on; anything else breaks the session.
 const maxFrame = 32 << 20
+
+// idWindow is how much of an over-long message's start and end is kept to find
+// its id: SDKs write it near the start (mcp-go, Python) or at the end (the
+// TypeScript SDK, after the result).
+const idWindow = 4 << 10
+
+// answerID finds the id of an answer to the gateway's own requests ("sb-N").
+var answerID = regexp.MustCompile(`"id"\s*:\s*"(sb-[0-9]+)"`)
 
 // moduleRequestRate and moduleRequestBurst bound the requests a module may send
 // the gateway (pings, and methods it will refuse): far above any keep-alive.
@@ -93,13 +104,15 @@ func (f *frameReader) end(reason error) {
 }
 
 // readFrame returns one newline-terminated line (a copy), at most maxFrame
-// bytes long.
+// bytes long; in place of a longer one that answers a request of the gateway's,
+// an error answer to that request (skipLong).
 func readFrame(r *bufio.Reader) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := r.ReadSlice('\n')
 		if len(line)+len(chunk) > maxFrame {
-			return nil, fmt.Errorf("stdout message longer than %d bytes", maxFrame)
+			line = append(line, chunk...)
+			return skipLong(r, line[:idWindow], line[len(line)-idWindow:], err)
 		}
 		line = append(line, chunk...)
 		switch {
@@ -113,6 +126,39 @@ func readFrame(r *bufio.Reader) ([]byte, error) {
 			return nil, fmt.Errorf("read stdout: %w", err)
 		}
 	}
+}
+
+// skipLong reads the rest of an over-long line, keeping only its end, and
+// returns an error answer to the request of the gateway's that the line answers;
+// failing that (a message from the module of its own), an error that breaks the
+// session. head and tail are the line's start and its end so far; err is what
+// reading its last chunk returned.
+func skipLong(r *bufio.Reader, head, tail []byte, err error) ([]byte, error) {
+	head, tail = bytes.Clone(head), bytes.Clone(tail)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		var chunk []byte
+		chunk, err = r.ReadSlice('\n')
+		tail = append(tail, chunk...)
+		if len(tail) > 2*idWindow {
+			tail = append(tail[:0], tail[len(tail)-idWindow:]...)
+		}
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, io.EOF):
+		return nil, errors.New("stdout closed")
+	default:
+		return nil, fmt.Errorf("read stdout: %w", err)
+	}
+	for _, part := range [][]byte{head, tail} {
+		if m := answerID.FindSubmatch(part); m != nil {
+			answer, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": string(m[1]), "error": map[string]any{
+				"code": -32603, "message": fmt.Sprintf("the module's answer was over %d MiB, more than the gateway takes "+
+					"in one message: ask for less", maxFrame>>20)}})
+			return append(answer, '\n'), nil
+		}
+	}
+	return nil, fmt.Errorf("stdout message longer than %d bytes", maxFrame)
 }
 
 // frameHead is what the reader needs to know of a message: that it is JSON-RPC,

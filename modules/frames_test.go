@@ -3,6 +3,7 @@ package modules
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +54,39 @@ func TestFrameReaderBoundsMessageSize(t *testing.T) {
 	}
 	if f.reason == nil || !strings.Contains(f.reason.Error(), "longer than") {
 		t.Fatalf("reason = %v", f.reason)
+	}
+}
+
+// An over-long answer to one of the gateway's requests becomes an error answer to
+// that request, wherever the id is (mcp-go and Python write it first, the
+// TypeScript SDK last), and the session goes on.
+func TestFrameReaderAnswersAnOverLongAnswer(t *testing.T) {
+	big := strings.Repeat("a", maxFrame)
+	next := `{"jsonrpc":"2.0","id":"sb-8","result":{}}` + "\n"
+	for name, line := range map[string]string{
+		"id first": `{"jsonrpc":"2.0","id":"sb-7","result":{"text":"` + big + `"}}` + "\n",
+		"id last":  `{"result":{"text":"` + big + `"},"jsonrpc":"2.0","id": "sb-7"}` + "\n",
+	} {
+		f := newFrameReader(strings.NewReader(line + next))
+		b, _ := io.ReadAll(f)
+		lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+		if len(lines) != 2 || lines[1] != strings.TrimSuffix(next, "\n") {
+			t.Fatalf("%s: passed %d lines, want the error answer and the next: %.200q", name, len(lines), b)
+		}
+		var answer struct {
+			ID    string `json:"id"`
+			Error struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(lines[0]), &answer); err != nil || answer.ID != "sb-7" || answer.Error.Code != -32603 ||
+			!strings.Contains(answer.Error.Message, "over 32 MiB") {
+			t.Fatalf("%s: in its place %s (%v)", name, lines[0], err)
+		}
+		if !strings.Contains(f.reason.Error(), "stdout closed") {
+			t.Fatalf("%s: the stream ended for %v, not at the end of stdout", name, f.reason)
+		}
 	}
 }
 
