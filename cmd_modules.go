@@ -94,7 +94,11 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 		var tools []string
 		for _, t := range v.Tools {
 			if t.Withheld {
-				tools = append(tools, t.Name+" (withheld)")
+				if t.New {
+					tools = append(tools, t.Name+" (new, withheld)")
+				} else {
+					tools = append(tools, t.Name+" (withheld)")
+				}
 				withheld = append(withheld, pending{t.Name, withheldDefinition(t),
 					fmt.Sprintf("switchboard modules approve %s %s --hash %s", v.Name, t.Name, t.Hash)})
 			} else {
@@ -120,7 +124,7 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 		fmt.Fprintln(env.stdout, strings.Join(refused, "\n"))
 	}
 	if len(withheld) > 0 {
-		fmt.Fprintln(env.stdout, "\nWithheld tools changed their definition since it was approved. Review each change;")
+		fmt.Fprintln(env.stdout, "\nWithheld tools changed their definition since it was approved, or are new. Review each;")
 		fmt.Fprintln(env.stdout, "to let agents call the tool again as defined, run the command below it.")
 		for _, p := range withheld {
 			fmt.Fprintf(env.stdout, "\n  %s, %s\n  %s\n", p.tool, p.def, p.cmd)
@@ -157,7 +161,9 @@ func withheldDefinition(t modules.ToolStatus) string {
 	}
 	def := laidOut(t.Definition)
 	note := "its new definition"
-	if len(t.PinnedDefinition) == 0 {
+	if t.New {
+		note = "a new tool (the module did not list it when its tools were first approved)"
+	} else if len(t.PinnedDefinition) == 0 {
 		note += " (the approved one was pinned by a Switchboard that kept only its hash)"
 	} else {
 		note += " (it reads as the approved one once both are laid out alike; only its hash differs)"
@@ -268,7 +274,7 @@ func offlineModules(ctx context.Context, env *environ, dir, db string) ([]module
 		// the one to review and approve.
 		t := modules.ToolStatus{Name: p.Tool, Hash: p.Hash}
 		if p.PendingHash != "" {
-			t.Hash, t.Withheld = p.PendingHash, true
+			t.Hash, t.Withheld, t.New = p.PendingHash, true, p.Hash == ""
 			if p.PendingDefinition != nil {
 				t.Definition = modules.Reviewable(p.PendingDefinition)
 				if p.Definition != nil {

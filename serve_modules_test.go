@@ -520,9 +520,27 @@ func TestModuleGateway(t *testing.T) {
 		if code != 0 || !strings.Contains(out, `testmod: "bad name": exposed name "testmod_bad name" is not a valid MCP tool name`) {
 			t.Fatalf("modules list (exit %d):\n%s", code, out)
 		}
-		// The module's list is not frozen: a tool added after the refusal arrives.
+		// The module's list is not frozen: a tool added after the refusal arrives,
+		// withheld as new until a human approves it.
 		granted.ok("testmod_add_tool", map[string]any{"name": "later"})
-		ms.poll("testmod_later listed", func() bool { return slices.Contains(granted.moduleTools(), "testmod_later") })
+		ms.poll("testmod_later listed", func() bool {
+			return slices.ContainsFunc(ms.readyz().module("testmod").Tools, func(t modules.ToolStatus) bool {
+				return t.Name == "testmod_later" && t.Withheld && t.New
+			})
+		})
+		code, out, _ = cli(t, "", "modules", "list", "--url", ms.base)
+		m := regexp.MustCompile(`modules approve testmod testmod_later --hash ([0-9a-f]{64})\n`).FindStringSubmatch(out)
+		if code != 0 || !strings.Contains(out, "testmod_later (new, withheld)") ||
+			!strings.Contains(out, "testmod_later, a new tool (the module did not list it when its tools were first approved):") || m == nil {
+			t.Fatalf("modules list (exit %d):\n%s", code, out)
+		}
+		if slices.Contains(granted.moduleTools(), "testmod_later") {
+			t.Fatal("a new tool was offered to agents before its approval")
+		}
+		if code, _, stderr := cli(t, "", "modules", "approve", "testmod", "later", "--hash", m[1], "--db", ms.db); code != 0 {
+			t.Fatalf("modules approve: %s", stderr)
+		}
+		ms.poll("testmod_later offered once approved", func() bool { return slices.Contains(granted.moduleTools(), "testmod_later") })
 		if got := granted.ok("testmod_echo", map[string]any{"text": "still"}); got["text"] != "still" {
 			t.Fatalf("echo beside a refused tool = %v", got)
 		}

@@ -45,6 +45,7 @@ type toolEntry struct {
 	Hash     string          // SHA-256 of the canonical upstream definition
 	Withheld bool            // definition differs from the pinned one
 	Output   bool            // the definition declares an outputSchema
+	New      bool            // withheld as new: not listed when the module's tools were first pinned
 	// Pinned is a withheld tool's pinned definition as keptDefinition wrote
 	// it, or nil when the pin kept none.
 	Pinned json.RawMessage

@@ -238,10 +238,32 @@ func (m *module) pin(ctx context.Context, tools []toolEntry) error {
 	// Tools listed as pinned: their pins may lack a definition, or hold a
 	// pending one the module has since gone back from.
 	met, metDefs := map[string]string{}, map[string][]byte{}
+	// A tool the module did not list when its tools were first pinned is new:
+	// withheld until a human approves it, as a changed one is (a module that
+	// adds delete_everything is as much a rug pull). With include_tools the
+	// manifest, the operator's, names every tool that can appear.
+	firstListing := len(pins) == 0 || m.man.IncludeTools != nil
 	for i := range tools {
 		t := &tools[i]
 		pinned, ok := pins[t.Name]
 		switch {
+		case !ok && !firstListing:
+			fallthrough
+		case ok && pinned == "":
+			t.Withheld, t.New = true, true
+			if _, ok := m.withheldAlready(t.Name, t.Hash); ok {
+				continue
+			}
+			if err := o.Pins.WithholdNewTool(ctx, name, t.Name, t.Hash, keptDefinition(t.Def)); err != nil {
+				return fmt.Errorf("modules: %s: withhold new tool %s: %w", name, t.Name, err)
+			}
+			if !m.reports.withheld(t.Name, t.Hash, o.Now()) {
+				continue
+			}
+			detail := fmt.Sprintf("new tool, not listed when the module's tools were first pinned: sha256 %s; approve with: switchboard modules approve %s %s --hash %s",
+				t.Hash, name, t.Name, t.Hash)
+			m.sup.audit("module.tool_withheld", name+"/"+t.Name, detail)
+			m.log.Warn("new tool; withheld until approved", "tool", t.Name, "sha256", t.Hash)
 		case !ok:
 			if err := o.Pins.PinTool(ctx, name, t.Name, t.Hash, keptDefinition(t.Def)); err != nil {
 				return fmt.Errorf("modules: %s: pin %s: %w", name, t.Name, err)
@@ -517,7 +539,7 @@ func (m *module) status() ModuleStatus {
 		st.LastExit = &e
 	}
 	for _, t := range m.tools {
-		ts := ToolStatus{Name: t.Name, Upstream: t.Upstream, Hash: t.Hash, Withheld: t.Withheld}
+		ts := ToolStatus{Name: t.Name, Upstream: t.Upstream, Hash: t.Hash, Withheld: t.Withheld, New: t.New}
 		if t.Withheld {
 			// What a human reviews before approving, in the form the pin keeps,
 			// so that the two compare line by line.

@@ -20,6 +20,10 @@ type PinStore interface {
 	// definition that is withheld pending approval, so an operator can approve
 	// it from another process (CLI) by pinning that hash.
 	WithholdTool(ctx context.Context, module, tool, hash string, def []byte) error
+	// WithholdNewTool records hash, and def as its definition, for a tool the
+	// module did not list when its tools were first pinned: pinned with no
+	// approved hash (""), this one pending until a human approves it.
+	WithholdNewTool(ctx context.Context, module, tool, hash string, def []byte) error
 	// PinnedDefinition returns the definition kept with tool's pin, or nil
 	// when none was kept.
 	PinnedDefinition(ctx context.Context, module, tool string) ([]byte, error)
@@ -76,6 +80,25 @@ func (p *MemoryPins) PinTool(_ context.Context, module, tool, hash string, def [
 func (p *MemoryPins) WithholdTool(_ context.Context, module, tool, hash string, _ []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.pending[module] == nil {
+		p.pending[module] = map[string]string{}
+	}
+	p.pending[module][tool] = hash
+	return nil
+}
+
+// WithholdNewTool implements PinStore.
+func (p *MemoryPins) WithholdNewTool(_ context.Context, module, tool, hash string, _ []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pins[module] == nil {
+		p.pins[module] = map[string]string{}
+		p.defs[module] = map[string][]byte{}
+	}
+	if h, ok := p.pins[module][tool]; ok && h != "" {
+		return nil
+	}
+	p.pins[module][tool] = ""
 	if p.pending[module] == nil {
 		p.pending[module] = map[string]string{}
 	}

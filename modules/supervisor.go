@@ -435,6 +435,9 @@ type ToolStatus struct {
 	Upstream string `json:"upstream"`
 	Hash     string `json:"hash"`
 	Withheld bool   `json:"withheld"`
+	// New is true for a tool withheld as new: the module did not list it when
+	// its tools were first pinned, and no definition of it was ever approved.
+	New bool `json:"new,omitempty"`
 	// Definition is a withheld tool's new definition, as the gateway would list
 	// it (exposed name), keys sorted and indented: what a human reviews before
 	// approving Hash.

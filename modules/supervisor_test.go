@@ -181,13 +181,52 @@ func TestModuleListChangedRefreshesTools(t *testing.T) {
 		t.Fatal("testmod_extra listed before it was added")
 	}
 	h.call("testmod_add_tool", map[string]any{"name": "extra"})
+	// A tool the module did not list when its tools were first pinned is new:
+	// listed, but withheld until a human approves it (a module that adds
+	// delete_everything is as much a rug pull as one that redefines a tool).
 	h.until("testmod_extra listed", func() bool {
-		tool, ok := h.tool("testmod_extra")
-		return ok && tool.Available
+		_, ok := h.tool("testmod_extra")
+		return ok
 	})
+	extra, _ := h.tool("testmod_extra")
+	if extra.Available || !extra.Withheld {
+		t.Fatalf("a new tool = %+v, want withheld", extra)
+	}
+	if _, err := h.sup.Call(context.Background(), "testmod_extra", nil); !errors.Is(err, ErrWithheld) {
+		t.Fatalf("call of a new tool: %v, want ErrWithheld", err)
+	}
+	st := h.status("testmod")
+	if i := slices.IndexFunc(st.Tools, func(ts ToolStatus) bool { return ts.Name == "testmod_extra" }); i < 0 ||
+		!st.Tools[i].New || st.Tools[i].PinnedDefinition != nil || !strings.Contains(string(st.Tools[i].Definition), "added at runtime") {
+		t.Fatalf("status of a new tool: %+v", st.Tools)
+	}
+	if rows := h.auditsOf("module.tool_withheld"); len(rows) != 1 || !strings.Contains(rows[0].detail, "new tool") {
+		t.Fatalf("withheld audits = %+v", rows)
+	}
+	if err := h.sup.Approve(context.Background(), "testmod", "extra", extra.Hash); err != nil {
+		t.Fatal(err)
+	}
 	raw, err := h.sup.Call(context.Background(), "testmod_extra", nil)
 	if err != nil || !strings.Contains(string(raw), `"text":"extra"`) {
-		t.Fatalf("call testmod_extra = %s, %v", raw, err)
+		t.Fatalf("call testmod_extra after its approval = %s, %v", raw, err)
+	}
+}
+
+// With include_tools the manifest, the operator's, names every tool that can
+// appear: a tool it comes to include is pinned on first sight, not withheld.
+func TestIncludedToolsArePinnedOnFirstSight(t *testing.T) {
+	man := testManifest("testmod")
+	man.IncludeTools = []string{"echo"}
+	h := newHarness(t, []Manifest{man})
+	h.start()
+	h.sup.Close(context.Background())
+	// The operator adds a tool to include_tools, and serve starts again.
+	man.IncludeTools = []string{"echo", "testmod_status"}
+	again := newHarness(t, []Manifest{man}, func(o *Options) { o.Pins = h.pins })
+	again.pins = h.pins
+	again.start()
+	if status, ok := again.tool("testmod_status"); !ok || !status.Available || status.Withheld {
+		t.Fatalf("a tool the manifest came to include: %+v, want available", status)
 	}
 }
 
@@ -205,8 +244,8 @@ func TestUnexposableToolIsRefusedAlone(t *testing.T) {
 	}
 	h.call("testmod_add_tool", map[string]any{"name": "extra"})
 	h.until("testmod_extra listed after the refusal", func() bool {
-		tool, ok := h.tool("testmod_extra")
-		return ok && tool.Available
+		_, ok := h.tool("testmod_extra")
+		return ok
 	})
 	if _, ok := h.tool("testmod_echo"); !ok {
 		t.Fatal("testmod_echo is gone")

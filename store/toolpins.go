@@ -88,6 +88,25 @@ func (s *Store) WithholdTool(ctx context.Context, module, tool, hash string, def
 	})
 }
 
+// WithholdNewTool records hash, and def as its definition, for a tool the module
+// did not list when its tools were first pinned: a pin with no approved hash ("")
+// and this one pending, withheld until a human approves it (ApprovePendingTool,
+// or the gateway's PinTool). A tool already pinned is left to WithholdTool.
+func (s *Store) WithholdNewTool(ctx context.Context, module, tool, hash string, def []byte) error {
+	return s.write(ctx, func(w *wtx) error {
+		_, err := w.exec(`INSERT INTO tool_pins (module, tool, hash, pinned_at, pending_hash, pending_definition, pending_at)
+			VALUES (?, ?, '', ?, ?, ?, ?)
+			ON CONFLICT (module, tool) DO UPDATE SET pending_hash = excluded.pending_hash,
+				pending_definition = excluded.pending_definition, pending_at = excluded.pending_at
+			WHERE tool_pins.hash = ''`,
+			module, tool, ms(w.now), hash, nullText(def), ms(w.now))
+		if err != nil {
+			return fmt.Errorf("store: withhold new tool %s/%s: %w", module, tool, err)
+		}
+		return nil
+	})
+}
+
 // PinnedDefinition returns the definition PinTool kept with tool's pin: nil when
 // the tool is not pinned, or was pinned without one (by a Switchboard that kept
 // only hashes).
@@ -209,8 +228,11 @@ func (s *Store) ApprovePendingTool(ctx context.Context, module, tool, hash, acto
 			return fmt.Errorf("store: approve %s/%s: %w", module, tool, err)
 		}
 		pin = ToolPin{Module: module, Tool: tool, Hash: pending, PinnedAt: fromMS(ms(w.now))}
-		return w.audit(actor, "module.tool_approved", module+"/"+tool, "",
-			fmt.Sprintf("sha256 %s (was %s)", pending, old))
+		was := "was " + old
+		if old == "" {
+			was = "a new tool"
+		}
+		return w.audit(actor, "module.tool_approved", module+"/"+tool, "", fmt.Sprintf("sha256 %s (%s)", pending, was))
 	})
 	if err != nil {
 		return ToolPin{}, err

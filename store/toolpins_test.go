@@ -298,3 +298,36 @@ func TestToolPinsMetAsPinnedDropsPending(t *testing.T) {
 		t.Fatalf("a pending definition was dropped by a listing of another: %+v", list[0])
 	}
 }
+
+// A tool the module did not list when its tools were first pinned is pinned with
+// no approved hash and its own pending, until a human approves it.
+func TestWithholdNewTool(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	if err := s.WithholdNewTool(ctx, "pm", "pm_delete_everything", "n1", []byte(`{"name":"pm_delete_everything"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if pins, _ := s.ToolPins(ctx, "pm"); pins["pm_delete_everything"] != "" || len(pins) != 1 {
+		t.Fatalf("pins of a new tool: %v, want it with no approved hash", pins)
+	}
+	list, _ := s.ListToolPins(ctx, "pm")
+	if list[0].PendingHash != "n1" || string(list[0].PendingDefinition) != `{"name":"pm_delete_everything"}` || list[0].Definition != nil {
+		t.Fatalf("new tool's pin: %+v", list[0])
+	}
+	if _, err := s.ApprovePendingTool(ctx, "pm", "pm_delete_everything", "", "human:cli"); err != nil {
+		t.Fatal(err)
+	}
+	if pins, _ := s.ToolPins(ctx, "pm"); pins["pm_delete_everything"] != "n1" {
+		t.Fatalf("after approval: %v", pins)
+	}
+	if rows, _ := s.ListAudit(ctx, AuditFilter{Action: "module.tool_approved"}); len(rows) != 1 || !strings.Contains(rows[0].Detail, "a new tool") {
+		t.Fatalf("approval audit: %+v", rows)
+	}
+	// Once approved it is no longer new: withholding it as new changes nothing.
+	if err := s.WithholdNewTool(ctx, "pm", "pm_delete_everything", "n2", nil); err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := s.ListToolPins(ctx, "pm"); list[0].Hash != "n1" || list[0].PendingHash != "" {
+		t.Fatalf("an approved tool withheld as new: %+v", list[0])
+	}
+}

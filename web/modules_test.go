@@ -135,6 +135,18 @@ func TestModulesPageShowsWhatChanged(t *testing.T) {
 	if !strings.Contains(body, "kept only its hash") || strings.Contains(body, "What changed") || !strings.Contains(body, "New definition") {
 		t.Error("without the approved definition the page does not show the new one and say why it shows no change")
 	}
+	// A tool the module did not list when its tools were first approved.
+	echo.New = true
+	_, body = f.get("/modules", cookie)
+	for _, want := range []string{"new — withheld", "New tool — review before approving", "did not list this tool",
+		"Approve the new tool everything_echo?"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("a new tool's row lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "kept only its hash") || strings.Contains(body, "changed — withheld") {
+		t.Error("a new tool is shown as a changed one")
+	}
 }
 
 func TestModulesPageWithoutModules(t *testing.T) {
