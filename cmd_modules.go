@@ -27,8 +27,12 @@ import (
 const modulesSynopsis = `modules list [--url URL] [--modules-dir DIR] [--db FILE] [--json]
        switchboard modules approve NAME TOOL [--hash SHA256] [--db FILE]`
 
-// stateNotRunning is what `modules list` says of a module when no serve answers.
-const stateNotRunning modules.State = "not running"
+// stateNotRunning is what `modules list` says of a module when no serve answers,
+// and stateInvalid of a manifest that does not load.
+const (
+	stateNotRunning modules.State = "not running"
+	stateInvalid    modules.State = "invalid"
+)
 
 // moduleView is one module as /readyz and `modules list` show it: its status
 // without the last stderr lines (which /readyz would publish to anyone who can
@@ -110,6 +114,23 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	// Why a module is not serving: its last error and when it is tried again
+	// (a manifest that did not load says what is wrong with it).
+	var down []string
+	for _, v := range views {
+		if v.LastError == "" {
+			continue
+		}
+		line := fmt.Sprintf("  %s: %s", v.Name, printable(v.LastError))
+		if !v.NextAttempt.IsZero() {
+			line += fmt.Sprintf(" (next start %s)", v.NextAttempt.Local().Format("15:04:05"))
+		}
+		down = append(down, line)
+	}
+	if len(down) > 0 {
+		fmt.Fprintln(env.stdout, "\nLast errors:")
+		fmt.Fprintln(env.stdout, strings.Join(down, "\n"))
+	}
 	var refused []string
 	for _, v := range views {
 		for _, r := range v.RefusedTools {
@@ -129,6 +150,16 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 		for _, p := range withheld {
 			fmt.Fprintf(env.stdout, "\n  %s, %s\n  %s\n", p.tool, p.def, p.cmd)
 		}
+	}
+	// A directory checked before serve loads it fails the check.
+	invalid := 0
+	for _, v := range views {
+		if v.State == stateInvalid {
+			invalid++
+		}
+	}
+	if invalid > 0 {
+		return fmt.Errorf("%d of the manifests would stop serve (see Last errors above)", invalid)
 	}
 	return nil
 }
@@ -247,7 +278,7 @@ func offlineModules(ctx context.Context, env *environ, dir, db string) ([]module
 			m, err := modules.LoadFile(f, opts)
 			if err != nil {
 				v := add(filepath.Base(f))
-				v.State, v.LastError = "invalid", err.Error()
+				v.State, v.LastError = stateInvalid, err.Error()
 				continue
 			}
 			add(m.Name).Title = m.Title

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,5 +62,29 @@ func TestEndpointGrantsAreCheckedAgainstTheServe(t *testing.T) {
 	env["SWITCHBOARD_LISTEN"] = "127.0.0.1:1"
 	if code, _, stderr := runCLI(t, env, "endpoint", "create", "--agent", "b", "--queues", "inbox", "--capabilities", "nosuch"); code != 0 || stderr != "" {
 		t.Fatalf("without a serve: exit %d, %q", code, stderr)
+	}
+}
+
+// modules list says why a module is not serving: its last error and when it is
+// tried again, and for a manifest that did not load, what is wrong with it.
+func TestModulesListSaysWhyAModuleIsDown(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"ready":false,"modules":[{"name":"up","state":"up","tools":[]},`+
+			`{"name":"flaky","state":"backoff","last_error":"initialize: stdout closed\u001b[2J","next_attempt":"2026-05-01T11:00:05Z","tools":[]}]}`)
+	}))
+	defer srv.Close()
+	code, out, _ := cli(t, "", "modules", "list", "--url", srv.URL)
+	if code != 0 || !strings.Contains(out, "\nLast errors:\n  flaky: initialize: stdout closed\\u001b[2J (next start ") ||
+		strings.Contains(out, "  up:") {
+		t.Fatalf("modules list (exit %d):\n%s", code, out)
+	}
+
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "broken.json"), []byte(`{"version": 1, "type": "module"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := cli(t, "", "modules", "list", "--modules-dir", dir, "--db", filepath.Join(dir, "none.db"))
+	if code != 1 || !strings.Contains(out, "Last errors:\n  broken.json: ") || !strings.Contains(stderr, "1 of the manifests would stop serve") {
+		t.Fatalf("modules list of a directory with a broken manifest (exit %d):\n%s%s", code, out, stderr)
 	}
 }
