@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -224,6 +225,45 @@ func (m *module) logRefused(l listing) {
 	}
 	m.log.Warn("module tools refused; its other tools are served", "refused", len(all)+l.uncounted,
 		"first", all[0].Upstream, "reason", all[0].Reason, "changes", n)
+}
+
+// seed lists, until the module's first listing, the tools whose approved
+// definitions its pins keep: a module that does not come up after serve starts
+// then has its tools answer unavailable (retry later), as when it goes down
+// later, rather than be unknown to agents.
+func (m *module) seed(ctx context.Context) error {
+	pins := m.sup.opts.Pins
+	hashes, err := pins.ToolPins(ctx, m.man.Name)
+	if err != nil {
+		return err
+	}
+	defs, err := pins.PinnedDefinitions(ctx, m.man.Name)
+	if err != nil {
+		return err
+	}
+	included := map[string]bool{}
+	for _, name := range m.man.IncludeTools {
+		included[exposedName(m.man.Name, name)] = true
+	}
+	var tools []toolEntry
+	for name, def := range defs {
+		if m.man.IncludeTools != nil && !included[name] {
+			continue
+		}
+		schemas, err := checkSchemas(def)
+		if err != nil {
+			continue
+		}
+		tools = append(tools, toolEntry{Name: name, Upstream: strings.TrimPrefix(name, m.man.Name+"_"),
+			Def: def, Hash: hashes[name], Output: schemas.Output != nil})
+	}
+	slices.SortFunc(tools, func(a, b toolEntry) int { return strings.Compare(a.Name, b.Name) })
+	m.mu.Lock()
+	if m.tools == nil {
+		m.tools = tools
+	}
+	m.mu.Unlock()
+	return nil
 }
 
 // pin compares each tool with its pin: first sight pins it, a changed

@@ -27,6 +27,9 @@ type PinStore interface {
 	// PinnedDefinition returns the definition kept with tool's pin, or nil
 	// when none was kept.
 	PinnedDefinition(ctx context.Context, module, tool string) ([]byte, error)
+	// PinnedDefinitions returns the definition kept with each approved pin of
+	// module (tool → definition), those that have one.
+	PinnedDefinitions(ctx context.Context, module string) (map[string][]byte, error)
 	// MetAsPinned records that module listed each tool in hashes (tool →
 	// hash) with its pinned definition, defs holding those definitions: a pin
 	// kept without one gets it, and a pending definition is dropped (the module
@@ -111,6 +114,19 @@ func (p *MemoryPins) PinnedDefinition(_ context.Context, module, tool string) ([
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.defs[module][tool], nil
+}
+
+// PinnedDefinitions implements PinStore.
+func (p *MemoryPins) PinnedDefinitions(_ context.Context, module string) (map[string][]byte, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string][]byte{}
+	for tool, def := range p.defs[module] {
+		if def != nil && p.pins[module][tool] != "" {
+			out[tool] = def
+		}
+	}
+	return out, nil
 }
 
 // MetAsPinned implements PinStore.

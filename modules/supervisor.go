@@ -188,6 +188,11 @@ func (s *Supervisor) Start(ctx context.Context) error {
 		cancel()
 		return err
 	}
+	for _, m := range s.mods {
+		if err := m.seed(ctx); err != nil {
+			m.log.Warn("module tools not read from their pins; until the module is up they are not listed", "err", err)
+		}
+	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	context.AfterFunc(runCtx, stop)

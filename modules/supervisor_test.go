@@ -731,3 +731,36 @@ func TestGoingBackToThePinnedDefinitionDropsThePending(t *testing.T) {
 		t.Fatalf("%d withheld audits, want 2: the change made again is news", n)
 	}
 }
+
+// A module that does not come up after serve starts has its tools listed from the
+// definitions its pins keep, so that calls answer unavailable (retry later), as
+// when it goes down later, rather than find no such tool.
+func TestToolsOfAModuleNotYetUpComeFromTheirPins(t *testing.T) {
+	first := newHarness(t, []Manifest{testManifest("testmod")})
+	first.start()
+	want := len(first.sup.Tools())
+	first.sup.Close(context.Background())
+
+	// Started again, the module exits at once (its description file is gone).
+	broken := testManifest("testmod", "-desc-file", filepath.Join(t.TempDir(), "gone"))
+	h := newHarness(t, []Manifest{broken}, func(o *Options) { o.Pins = first.pins })
+	h.pins = first.pins
+	h.start()
+	if h.sup.Ready() {
+		t.Fatal("the broken module is up")
+	}
+	tools := h.sup.Tools()
+	if len(tools) != want {
+		t.Fatalf("%d tools listed from the pins, want %d", len(tools), want)
+	}
+	echo, ok := h.tool("testmod_echo")
+	if !ok || echo.Available || !strings.Contains(string(echo.Definition), `"description": "Echo the text back."`) {
+		t.Fatalf("echo of a module not up: %+v", echo)
+	}
+	if _, err := echo.MCPTool(); err != nil {
+		t.Fatalf("a pinned definition does not list: %v", err)
+	}
+	if _, err := h.sup.Call(context.Background(), "testmod_echo", json.RawMessage(`{"text":"x"}`)); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("call of a tool of a module not up: %v, want ErrUnavailable", err)
+	}
+}

@@ -146,6 +146,27 @@ func (s *Store) MetAsPinned(ctx context.Context, module string, hashes map[strin
 	})
 }
 
+// PinnedDefinitions returns the definition kept with each approved pin of module
+// (tool → definition), those that have one: what the gateway lists of a module
+// that has not come up since serve started.
+func (s *Store) PinnedDefinitions(ctx context.Context, module string) (map[string][]byte, error) {
+	rows, err := s.query(ctx, `SELECT tool, definition FROM tool_pins
+		WHERE module = ? AND hash != '' AND definition IS NOT NULL`, module)
+	if err != nil {
+		return nil, fmt.Errorf("store: pinned definitions of %s: %w", module, err)
+	}
+	defer rows.Close()
+	out := map[string][]byte{}
+	for rows.Next() {
+		var tool, def string
+		if err := rows.Scan(&tool, &def); err != nil {
+			return nil, fmt.Errorf("store: pinned definitions of %s: %w", module, err)
+		}
+		out[tool] = []byte(def)
+	}
+	return out, rows.Err()
+}
+
 // nullText is def as a TEXT column's value: NULL when there is none.
 func nullText(def []byte) any {
 	if def == nil {

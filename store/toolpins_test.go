@@ -331,3 +331,17 @@ func TestWithholdNewTool(t *testing.T) {
 		t.Fatalf("an approved tool withheld as new: %+v", list[0])
 	}
 }
+
+// PinnedDefinitions lists the approved pins that keep a definition.
+func TestPinnedDefinitions(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	s.PinTool(ctx, "pm", "pm_a", "a", []byte(`{"name":"pm_a"}`))
+	s.PinTool(ctx, "pm", "pm_b", "b", nil)                                // kept only its hash
+	s.WithholdNewTool(ctx, "pm", "pm_c", "c", []byte(`{"name":"pm_c"}`))  // never approved
+	s.PinTool(ctx, "other", "other_a", "a", []byte(`{"name":"other_a"}`)) // another module
+	defs, err := s.PinnedDefinitions(ctx, "pm")
+	if err != nil || len(defs) != 1 || string(defs["pm_a"]) != `{"name":"pm_a"}` {
+		t.Fatalf("PinnedDefinitions = %q, %v", defs, err)
+	}
+}
