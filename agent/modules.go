@@ -43,6 +43,7 @@ const (
 	OutcomeForbidden   = "forbidden"    // not granted to the endpoint
 	OutcomeRateLimited = "rate_limited" // the module's concurrency limit was full
 	OutcomeNotFound    = "not_found"    // the tool left the catalog
+	OutcomeCancelled   = "cancelled"    // the agent gave up on the call before the module answered
 )
 
 // ModuleCall is one finished module call, for metrics.
@@ -203,6 +204,10 @@ func (m *Modules) callError(ctx context.Context, t modules.Tool, err error) (*mc
 		return errorf(CodeUnavailable, "module %s is not running; retry shortly", t.Module).result(), OutcomeUnavailable
 	case errors.Is(err, modules.ErrUnknownTool):
 		return errorf(CodeNotFound, "no module offers the tool %s any more", t.Name).result(), OutcomeNotFound
+	case errors.Is(ctx.Err(), context.Canceled):
+		// The agent cancelled the call (notifications/cancelled, or it hung up):
+		// the module was told to stop, and no one waits for this answer.
+		return errorf(CodeUnavailable, "the call was cancelled before module %s answered", t.Module).result(), OutcomeCancelled
 	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return errorf(CodeUnavailable, "module %s did not answer in time", t.Module).result(), OutcomeUnavailable
 	case errors.As(err, &rpc) && rpc.Code == mcp.INVALID_PARAMS:

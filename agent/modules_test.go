@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -372,5 +373,31 @@ func TestModuleCallsAreAuditedWithoutArguments(t *testing.T) {
 	defer mu.Unlock()
 	if len(observed) != 2 || observed[0].Module != "alpha" || observed[0].Outcome != OutcomeOK || observed[1].Outcome != OutcomeForbidden {
 		t.Fatalf("observed %+v", observed)
+	}
+}
+
+// A call the agent cancels is recorded as cancelled, not as a module too slow to
+// answer: the module was told to stop, and the agent gave up.
+func TestModuleCallCancelledByTheAgent(t *testing.T) {
+	calls := make(chan ModuleCall, 1)
+	e := newModuleEnv(t, ModuleOptions{Observe: func(c ModuleCall) { calls <- c }}, fakeTool("alpha", "alpha_slow"))
+	_, cred := e.endpoint("impatient", []string{"q"}, nil, grant([]string{"alpha"}, nil, nil))
+	c := e.dial(cred, false)
+	started := make(chan struct{})
+	e.cat.handle = func(ctx context.Context, _ string, _ json.RawMessage) (json.RawMessage, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-started; cancel() }()
+	c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "alpha_slow"}})
+	select {
+	case got := <-calls:
+		if got.Outcome != OutcomeCancelled {
+			t.Fatalf("a cancelled call was recorded %q, want %q", got.Outcome, OutcomeCancelled)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled call was never recorded")
 	}
 }
