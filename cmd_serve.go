@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
@@ -466,6 +467,22 @@ func (s *server) serve(ctx context.Context, lns ...net.Listener) error {
 	notify(s.log, "READY=1")
 	notify(s.log, "STATUS="+s.statusLine(ctx))
 	s.goBG(func() { superviseSystemd(s.bgCtx, s.log, 30*time.Second, s.statusLine, s.store.Ping) })
+	// SIGHUP (systemctl reload) restarts the capability modules: a module's new
+	// executable or definitions without a restart of serve and its sessions.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	s.goBG(func() {
+		for {
+			select {
+			case <-s.bgCtx.Done():
+				return
+			case <-hup:
+				s.log.Info("SIGHUP: restarting the capability modules")
+				s.modules.restartAll()
+			}
+		}
+	})
 	var serveErr error
 	select {
 	case <-ctx.Done():

@@ -17,6 +17,7 @@ import (
 type gateway struct {
 	sup *modules.Supervisor
 	src *agent.Modules
+	st  *store.Store
 	log *slog.Logger
 }
 
@@ -43,7 +44,7 @@ func startGateway(ctx context.Context, cfg serveConfig, mans []modules.Manifest,
 	if cfg.ModulesDir == "" {
 		return nil, nil
 	}
-	g := &gateway{log: logger}
+	g := &gateway{st: st, log: logger}
 	opts := modules.Options{
 		Manifests:    mans,
 		CallTimeout:  cfg.ModuleCallTimeout,
@@ -95,6 +96,24 @@ func (g *gateway) sources() []agent.ToolSource {
 func (g *gateway) run(ctx context.Context, a *agent.Agent) {
 	if g != nil {
 		g.src.Run(ctx, a)
+	}
+}
+
+// restartAll restarts every module at once (serve's SIGHUP, systemctl reload):
+// new executables and definitions are picked up without ending agents' sessions.
+func (g *gateway) restartAll() {
+	if g == nil {
+		return
+	}
+	for _, ms := range g.sup.Status() {
+		if err := g.sup.Restart(ms.Name); err != nil {
+			g.log.Warn("restart module", "module", ms.Name, "err", err)
+			continue
+		}
+		if err := g.st.Audit(context.Background(), store.AuditEntry{Actor: "system", Action: "module.restart",
+			Target: "module:" + ms.Name, Detail: "SIGHUP"}); err != nil {
+			g.log.Warn("audit a module restart", "module", ms.Name, "err", err)
+		}
 	}
 }
 

@@ -582,6 +582,25 @@ func TestModuleGateway(t *testing.T) {
 		}
 	})
 
+	t.Run("SIGHUP restarts the modules, audited", func(t *testing.T) {
+		before := ms.readyz().module("other").PID
+		// serve has SIGHUP in hand (signal.Notify) while it serves: the test
+		// process is not ended by it.
+		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		ms.poll("other restarted", func() bool {
+			m := ms.readyz().module("other")
+			return m.State == modules.StateUp && m.PID != before && m.PID != 0
+		})
+		st := openRO(t, ms.db)
+		defer st.Close()
+		rows, err := st.ListAudit(context.Background(), store.AuditFilter{Action: "module.restart"})
+		if err != nil || len(rows) != 2 || rows[0].Detail != "SIGHUP" || rows[0].Actor != "system" {
+			t.Fatalf("restart audits: %+v, %v", rows, err)
+		}
+	})
+
 	t.Run("shutdown leaves no process behind", func(t *testing.T) {
 		grandchild := int(granted.ok("testmod_spawn_grandchild", nil)["pid"].(float64))
 		r := ms.readyz()

@@ -3,6 +3,7 @@ package modules
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -28,6 +29,7 @@ type module struct {
 	log      *slog.Logger
 	stderr   *lineRing
 	refresh  chan struct{} // tools/list_changed from the module; coalesced
+	restart  chan struct{} // a restart asked for (Supervisor.Restart); coalesced
 	reports  withheldReports
 	changes  logevery.Counter[struct{}] // "module tools changed" lines: the first, then one a minute
 	refusals logevery.Counter[struct{}] // "module tools refused" lines, likewise
@@ -64,18 +66,24 @@ func (m *module) run(ctx context.Context, err error) {
 				failures = 0
 			}
 		}
-		delay := backoffDelay(failures)
-		failures++
-		m.mu.Lock()
-		// The error may carry the module's own text (a JSON-RPC error message).
-		m.state, m.nextAttempt, m.lastErr = StateBackoff, now().Add(delay), shownText(err.Error(), maxShownError)
-		m.mu.Unlock()
-		m.log.Warn("module down; restarting after backoff", "err", err, "backoff", delay)
-		select {
-		case <-m.sup.opts.After(delay):
-		case <-ctx.Done():
-			m.setState(StateStopped)
-			return
+		if errors.Is(err, errRestart) {
+			failures = 0 // asked for: no failure, no wait
+		} else {
+			delay := backoffDelay(failures)
+			failures++
+			m.mu.Lock()
+			// The error may carry the module's own text (a JSON-RPC error message).
+			m.state, m.nextAttempt, m.lastErr = StateBackoff, now().Add(delay), shownText(err.Error(), maxShownError)
+			m.mu.Unlock()
+			m.log.Warn("module down; restarting after backoff", "err", err, "backoff", delay)
+			select {
+			case <-m.sup.opts.After(delay):
+			case <-m.restart:
+				failures = 0
+			case <-ctx.Done():
+				m.setState(StateStopped)
+				return
+			}
 		}
 		err = m.start(ctx, false)
 		if err != nil && ctx.Err() != nil {
@@ -84,6 +92,9 @@ func (m *module) run(ctx context.Context, err error) {
 		}
 	}
 }
+
+// errRestart ends serve when a restart was asked for.
+var errRestart = errors.New("modules: restart asked for")
 
 func (m *module) setState(s State) {
 	m.mu.Lock()
@@ -464,6 +475,9 @@ func (m *module) serve(ctx context.Context) error {
 				why = fmt.Errorf("module session broke: %w (process %s)", broke, proc.exit)
 			}
 			return why
+		case <-m.restart:
+			m.shutdown(context.Background())
+			return errRestart
 		case <-m.refresh:
 			m.relist(ctx, sess)
 			// A module that announces changes without pause is re-listed at most

@@ -155,6 +155,7 @@ func New(opts Options) *Supervisor {
 			log:     opts.Logger.With("module", man.Name),
 			stderr:  newLineRing(opts.StderrLines),
 			refresh: make(chan struct{}, 1),
+			restart: make(chan struct{}, 1),
 		}
 		m.changes.Every, m.refusals.Every, m.reports.times.Every = time.Minute, time.Minute, withheldReportEvery
 		s.mods = append(s.mods, m)
@@ -473,6 +474,24 @@ func (s *Supervisor) Ready() bool {
 		}
 	}
 	return true
+}
+
+// Restart stops module (its process given the same grace as at shutdown) and
+// starts it again at once, with its backoff forgotten: for a new executable or
+// definitions, or a module in a long backoff whose cause is mended. A manifest's
+// changes need serve restarted. It returns at once; Status shows the outcome.
+// The caller audits who asked.
+func (s *Supervisor) Restart(module string) error {
+	m := s.byName[module]
+	if m == nil {
+		return fmt.Errorf("modules: restart: %w: %q", ErrUnknownModule, module)
+	}
+	select {
+	case m.restart <- struct{}{}:
+	default: // one is asked for already
+	}
+	m.log.Info("restart asked for")
+	return nil
 }
 
 // Approve pins the current definition of a withheld tool (exposed or

@@ -764,3 +764,32 @@ func TestToolsOfAModuleNotYetUpComeFromTheirPins(t *testing.T) {
 		t.Fatalf("call of a tool of a module not up: %v, want ErrUnavailable", err)
 	}
 }
+
+// A restart asked for stops the module and starts it again at once, from up or
+// from a backoff, and counts as no failure.
+func TestRestartAskedFor(t *testing.T) {
+	h := newHarness(t, []Manifest{testManifest("testmod")})
+	h.start()
+	first := h.status("testmod").PID
+	if err := h.sup.Restart("testmod"); err != nil {
+		t.Fatal(err)
+	}
+	h.until("restarted", func() bool { st := h.status("testmod"); return st.State == StateUp && st.PID != first })
+	select {
+	case w := <-h.waits:
+		t.Fatalf("a restart asked for waited a backoff of %v", w.d)
+	default:
+	}
+	// From a backoff: the wait is cut short.
+	if err := syscall.Kill(h.status("testmod").PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	h.nextWait() // left unfired
+	if err := h.sup.Restart("testmod"); err != nil {
+		t.Fatal(err)
+	}
+	h.until("up again without the backoff", h.sup.Ready)
+	if err := h.sup.Restart("nosuch"); !errors.Is(err, ErrUnknownModule) {
+		t.Fatalf("restart of an unknown module: %v", err)
+	}
+}

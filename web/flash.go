@@ -38,6 +38,8 @@ var flashes = map[string]string{
 	"revoked-released": "Endpoint revoked. Its credential fails from the next request on, and the %s its agent held " +
 		"went back to pending (no other live endpoint speaks for that agent).",
 	"approved": "Tool definition approved: agents can call the tool again.",
+	"restarted": "Module restarting: it is stopped and started again at once. Its state below shows how the start went; " +
+		"reload the page in a moment.",
 	"deleted":  "Webhook deleted. Deliveries to its URL are refused from now on.",
 	"replayed": "Event replayed: a new todo was created from it.",
 	"password": "Password changed. Every other browser where you were logged in is logged out (%s); " +

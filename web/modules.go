@@ -14,11 +14,12 @@ import (
 )
 
 // Modules is what the board needs from the capability-module supervisor
-// (*modules.Supervisor): what each module is doing, and approving a tool whose
-// definition changed since it was pinned.
+// (*modules.Supervisor): what each module is doing, approving a tool whose
+// definition changed since it was pinned, and restarting a module.
 type Modules interface {
 	Status() []modules.ModuleStatus
 	Approve(ctx context.Context, module, tool, hash string) error
+	Restart(module string) error
 }
 
 type modulesPage struct {
@@ -70,6 +71,26 @@ func (u *UI) approveTool(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		u.log.Warn("web: audit module approval", "err", err)
 	}
 	u.redirectFlash(w, r, rc, "/modules", "approved")
+}
+
+// restartModule serves POST /modules/:module/restart: the module is stopped and
+// started again at once, its backoff forgotten (a new executable, a cause of its
+// crashes mended).
+func (u *UI) restartModule(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	if u.opts.Modules == nil {
+		u.fail(w, r, rc, http.StatusNotFound, "No capability modules are configured.")
+		return
+	}
+	module := rc.Params.ByName("module")
+	if err := u.opts.Modules.Restart(module); err != nil {
+		u.fail(w, r, rc, http.StatusNotFound, fmt.Sprintf("No module is named %q.", module))
+		return
+	}
+	if err := u.store.Audit(r.Context(), store.AuditEntry{Actor: rc.actor(), Action: "module.restart",
+		Target: "module:" + module}); err != nil {
+		u.log.Warn("web: audit module restart", "err", err)
+	}
+	u.redirectFlash(w, r, rc, "/modules", "restarted")
 }
 
 // diffLine is one line of a withheld tool's "what changed", with its class on

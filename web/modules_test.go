@@ -17,8 +17,17 @@ import (
 // fakeModules stands in for the module supervisor (another package's process
 // manager, tested there with real modules); the store behind the board is real.
 type fakeModules struct {
-	status   []modules.ModuleStatus
-	approved []string
+	status    []modules.ModuleStatus
+	approved  []string
+	restarted []string
+}
+
+func (m *fakeModules) Restart(module string) error {
+	if module != "everything" {
+		return modules.ErrUnknownModule
+	}
+	m.restarted = append(m.restarted, module)
+	return nil
 }
 
 func (m *fakeModules) Status() []modules.ModuleStatus { return m.status }
@@ -107,6 +116,30 @@ func TestModulesPage(t *testing.T) {
 	res, body = f.post("/modules/everything/approve", cookie, url.Values{csrfField: {csrf}, "tool": {"everything_echo"}})
 	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "which definition") || len(fm.approved) != 1 {
 		t.Fatalf("approving without a hash: %d, approved %v", res.StatusCode, fm.approved)
+	}
+}
+
+// Restart on a module's card restarts it and is audited as the operator's.
+func TestModulesPageRestartsAModule(t *testing.T) {
+	fm := &fakeModules{status: sampleModules()}
+	f := newFixture(t, Options{Modules: fm})
+	cookie, csrf := f.login()
+	_, body := f.get("/modules", cookie)
+	if !strings.Contains(body, `action="/modules/everything/restart"`) {
+		t.Fatal("the module's card has no Restart")
+	}
+	res, _ := f.post("/modules/everything/restart", cookie, url.Values{csrfField: {csrf}})
+	if res.StatusCode != http.StatusSeeOther || len(fm.restarted) != 1 {
+		t.Fatalf("restart: %d, restarted %v", res.StatusCode, fm.restarted)
+	}
+	if rows := f.audited("module:everything"); len(rows) != 1 || rows[0].Action != "module.restart" || rows[0].Actor != humanActor(f.human.ID) {
+		t.Fatalf("audit %+v", rows)
+	}
+	if res, _ := f.post("/modules/nosuch/restart", cookie, url.Values{csrfField: {csrf}}); res.StatusCode != http.StatusNotFound {
+		t.Fatalf("restart of no module: %d", res.StatusCode)
+	}
+	if res, _ := f.post("/modules/everything/restart", cookie, url.Values{}); res.StatusCode != http.StatusForbidden || len(fm.restarted) != 1 {
+		t.Fatalf("restart without the CSRF token: %d", res.StatusCode)
 	}
 }
 

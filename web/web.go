@@ -156,6 +156,7 @@ func (u *UI) Register(r *httprouter.Router) {
 
 	r.GET("/modules", u.page(u.modulesPage))
 	r.POST("/modules/:module/approve", u.action(u.approveTool))
+	r.POST("/modules/:module/restart", u.action(u.restartModule))
 
 	// A refused form is answered at its action's address, where the browser then
 	// stays: a GET of it (Enter in the address bar, a history entry) goes to the
@@ -181,6 +182,7 @@ var actionPages = map[string]string{
 	"/webhook/:id/delete":          "/webhook/:id",
 	"/events/:id/replay":           "/events/:id",
 	"/modules/:module/approve":     "/modules",
+	"/modules/:module/restart":     "/modules",
 }
 
 // pageOf redirects to page, its parameters filled in from the request's.
