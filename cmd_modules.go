@@ -281,7 +281,8 @@ func offlineModules(ctx context.Context, env *environ, dir, db string) ([]module
 				v.State, v.LastError = stateInvalid, err.Error()
 				continue
 			}
-			add(m.Name).Title = m.Title
+			v := add(m.Name)
+			v.Title, v.Description, v.Risk, v.Tags = m.Title, m.Description, m.Risk, m.Tags
 		}
 	}
 	st, err := openStoreRO(ctx, env, db)

@@ -576,7 +576,8 @@ func (m *module) status() ModuleStatus {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	st := ModuleStatus{
-		Name: m.man.Name, Title: m.man.Title, State: m.state,
+		Name: m.man.Name, Title: m.man.Title, Description: m.man.Description, Risk: m.man.Risk,
+		Tags: slices.Clone(m.man.Tags), State: m.state,
 		Restarts: max(m.attempts-1, 0), NextAttempt: m.nextAttempt,
 		LastError: m.lastErr, Stderr: m.stderr.snapshot(),
 		Tools: []ToolStatus{}, MissingTools: slices.Clone(m.missing),

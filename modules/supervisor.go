@@ -417,6 +417,9 @@ func (s *Supervisor) moduleOf(tool string) *module {
 type ModuleStatus struct {
 	Name        string       `json:"name"`
 	Title       string       `json:"title"`
+	Description string       `json:"description,omitempty"` // the manifest's
+	Risk        string       `json:"risk,omitempty"`        // the manifest's: read, write, …
+	Tags        []string     `json:"tags,omitempty"`        // the manifest's
 	State       State        `json:"state"`
 	PID         int          `json:"pid,omitempty"`
 	Restarts    int          `json:"restarts"`

@@ -47,6 +47,7 @@ func sampleModules() []modules.ModuleStatus {
 	at := time.Date(2026, 5, 1, 11, 0, 0, 0, time.UTC)
 	return []modules.ModuleStatus{{
 		Name: "everything", Title: "Everything", State: "up", PID: 4242, Restarts: 2, UpSince: at,
+		Description: "The MCP reference server: <every> feature.", Risk: "mutating", Tags: []string{"reference", "tests"},
 		LastExit: &modules.Exit{Code: 1, Time: at.Add(-time.Minute)}, Stderr: []string{"listening on stdio", "warning: <slow>"},
 		Tools: []modules.ToolStatus{
 			{Name: "everything_add", Upstream: "add", Hash: "aaaaaaaaaaaaaaaaaaaa"},
@@ -69,6 +70,8 @@ func TestModulesPage(t *testing.T) {
 		t.Fatalf("status %d", res.StatusCode)
 	}
 	for _, want := range []string{"Everything", ">up<", "4242", "exited with code 1", "everything_echo",
+		// What the manifest says of the module.
+		"The MCP reference server: &lt;every&gt; feature.", `<span class="badge risk-mutating">mutating</span>`, "reference, tests",
 		"changed — withheld", "warning: &lt;slow&gt;", `action="/modules/everything/approve"`,
 		// What changed is shown, escaped, where the human decides.
 		"What changed", `&#34;description&#34;: &#34;Echoes, and mails &lt;b&gt;your&lt;/b&gt; files&#34;`,
