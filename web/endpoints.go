@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -81,12 +82,15 @@ type endpointForm struct {
 	WebhookSources []string
 	WebhookQueues  string
 	Capabilities   string
+	ToolAllow      string // comma-separated; empty: every tool of the granted modules
+	ToolDeny       string
 	Revoked        bool
 	Endpoint       *store.Endpoint // the saved endpoint, when editing
 	Once           string          // the New endpoint form's one-time token
 
 	TodoVerbs, WebhookVerbs, Sources []string
 	Modules                          []string // the capability modules this server runs, to grant
+	Tools                            []string // their tools, by the names agents see
 }
 
 func (u *UI) newForm() endpointForm {
@@ -94,6 +98,9 @@ func (u *UI) newForm() endpointForm {
 	if u.opts.Modules != nil {
 		for _, m := range u.opts.Modules.Status() {
 			f.Modules = append(f.Modules, m.Name)
+			for _, t := range m.Tools {
+				f.Tools = append(f.Tools, t.Name)
+			}
 		}
 	}
 	return f
@@ -132,6 +139,7 @@ func (u *UI) endpointPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	}
 	f.WebhookSources, f.WebhookQueues = ep.Ceiling.Sources, strings.Join(ep.Ceiling.Queues, ", ")
 	f.Capabilities = strings.Join(ep.Capabilities, ", ")
+	f.ToolAllow, f.ToolDeny = strings.Join(ep.ToolAllow, ", "), strings.Join(ep.ToolDeny, ", ")
 	u.showEndpointForm(w, r, rc, http.StatusOK, f, "")
 }
 
@@ -205,8 +213,30 @@ func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, sto
 	spec := store.EndpointSpec{AgentName: f.Name, Verbs: &verbs, Queues: &queues, DefaultLeaseTTL: &lease,
 		MaxWebhooks: &maxHooks, WebhookSources: &sources, WebhookQueues: &wqueues, Capabilities: &caps,
 		RatePerSecond: &rate, RateBurst: &burst}
+	// A form without the tool fields (a page from before they were on it) keeps
+	// the lists as they are.
+	for _, l := range []struct {
+		field string
+		text  *string
+		set   **[]string
+	}{{"tool_allow", &f.ToolAllow, &spec.ToolAllow}, {"tool_deny", &f.ToolDeny, &spec.ToolDeny}} {
+		if _, ok := pf[l.field]; !ok {
+			continue
+		}
+		*l.text = pf.Get(l.field)
+		tools := splitList(*l.text)
+		for _, t := range tools {
+			if !toolNamePattern.MatchString(t) {
+				return f, store.EndpointSpec{}, fmt.Sprintf("%q is not a tool name (1-128 of A-Z a-z 0-9 _ . -, as agents see it: module_tool).", t)
+			}
+		}
+		*l.set = &tools
+	}
 	return f, spec, ""
 }
+
+// toolNamePattern is MCP's rule for a tool's name.
+var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
 // createEndpoint serves POST /endpoints and shows the credential, once.
 func (u *UI) createEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -375,5 +376,44 @@ func TestEndpointFormSaysWhichModulesExist(t *testing.T) {
 	res = f.do(http.MethodPost, fmt.Sprintf("/endpoints/%d", eps[0].ID), cookie, upd, nil)
 	if page := f.follow(res, cookie); strings.Contains(page, "names no module") || !strings.Contains(page, "Endpoint updated.") {
 		t.Fatalf("update with a known capability:\n%s", page)
+	}
+}
+
+// The form shows and edits which of the granted modules' tools the agent sees; a
+// form without those fields (a page from before they were on it) keeps them.
+func TestEndpointFormEditsToolLists(t *testing.T) {
+	f := newFixture(t, Options{Modules: &fakeModules{status: sampleModules()}})
+	cookie, csrf := f.login()
+	if _, page := f.get("/endpoints/new", cookie); !strings.Contains(page, "this server's: everything_add, everything_echo") {
+		t.Fatalf("the form does not name the tools:\n%s", page)
+	}
+	res, _ := f.post("/endpoints", cookie, url.Values{csrfField: {csrf}, "agent_id": {"bot"}, "queues": {"inbox"},
+		"capabilities": {"everything"}, "tool_allow": {"everything_add, everything_echo"}, "tool_deny": {"everything_echo"}})
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("create: %d", res.StatusCode)
+	}
+	eps, _ := f.st.ListEndpoints(t.Context(), false)
+	ep := eps[0]
+	if !slices.Equal(ep.ToolAllow, []string{"everything_add", "everything_echo"}) || !slices.Equal(ep.ToolDeny, []string{"everything_echo"}) {
+		t.Fatalf("saved lists: allow %q deny %q", ep.ToolAllow, ep.ToolDeny)
+	}
+	path := fmt.Sprintf("/endpoints/%d", ep.ID)
+	if _, page := f.get(path, cookie); !strings.Contains(page, `name="tool_allow" value="everything_add, everything_echo"`) ||
+		!strings.Contains(page, `name="tool_deny" value="everything_echo"`) {
+		t.Fatalf("the edit form does not show the lists:\n%s", page)
+	}
+	res, body := f.post(path, cookie, url.Values{csrfField: {csrf}, "queues": {"inbox"}, "capabilities": {"everything"},
+		"tool_allow": {"everything_echo!"}})
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "is not a tool name") {
+		t.Fatalf("a tool name with a !: %d", res.StatusCode)
+	}
+	// A form without the fields keeps the lists; one with them empty clears them.
+	f.post(path, cookie, url.Values{csrfField: {csrf}, "queues": {"inbox"}, "capabilities": {"everything"}})
+	if got, _ := f.st.Endpoint(t.Context(), ep.ID); len(got.ToolAllow) != 2 || len(got.ToolDeny) != 1 {
+		t.Fatalf("a form without the fields changed the lists: %q %q", got.ToolAllow, got.ToolDeny)
+	}
+	f.post(path, cookie, url.Values{csrfField: {csrf}, "queues": {"inbox"}, "capabilities": {"everything"}, "tool_allow": {""}, "tool_deny": {""}})
+	if got, _ := f.st.Endpoint(t.Context(), ep.ID); len(got.ToolAllow) != 0 || len(got.ToolDeny) != 0 {
+		t.Fatalf("empty fields did not clear the lists: %q %q", got.ToolAllow, got.ToolDeny)
 	}
 }
