@@ -52,7 +52,8 @@ func (u *UI) changePassword(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 		return
 	}
 	ip := u.clientIP(r)
-	wait, try := u.throttle.begin(rc.Human.Username, ip)
+	// A logged-in browser is the operator's: only its own pair counts.
+	wait, try := u.throttle.begin(rc.Human.Username, ip, true)
 	if wait > 0 {
 		u.accountTooMany(w, r, rc, wait)
 		return

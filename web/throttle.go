@@ -57,7 +57,8 @@ func networkKey(ip string) string {
 	return "\x00net\x00" + a.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
-// attempt is one password check under way, counted against its keys.
+// attempt is one password check under way, counted against its keys (net is ""
+// for a trusted one).
 type attempt struct {
 	t         *throttle
 	pair, net string
@@ -66,9 +67,15 @@ type attempt struct {
 // begin starts a password check by username from ip. When the pair or the
 // network must still wait, it returns how long, and nothing is counted; else it
 // counts the attempt as a failure of both at once, and the caller reports how it
-// went (succeeded or failed).
-func (t *throttle) begin(username, ip string) (time.Duration, *attempt) {
-	a := &attempt{t: t, pair: throttleKey(username, ip), net: networkKey(ip)}
+// went (succeeded or failed). A trusted attempt (from a browser where username
+// logged in before: a device cookie) is counted against its pair alone, so that
+// guessers sharing the operator's address (an office, a /64, a proxy that does
+// not forward it) cannot lock the operator out.
+func (t *throttle) begin(username, ip string, trusted bool) (time.Duration, *attempt) {
+	a := &attempt{t: t, pair: throttleKey(username, ip)}
+	if !trusted {
+		a.net = networkKey(ip)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
@@ -76,7 +83,9 @@ func (t *throttle) begin(username, ip string) (time.Duration, *attempt) {
 		return wait, nil
 	}
 	t.failLocked(a.pair, throttleFree, now)
-	t.failLocked(a.net, throttleNetworkFree, now)
+	if a.net != "" {
+		t.failLocked(a.net, throttleNetworkFree, now)
+	}
 	return 0, a
 }
 

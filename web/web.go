@@ -67,6 +67,7 @@ type UI struct {
 	streams   sessionStreams // the open live streams of each session, for logout
 	throttle  *throttle
 	hashing   hashSlots     // password checks running at once
+	devices   deviceKeys    // the device cookies' signing key
 	once      onceResults   // forms that mint a secret act once per token
 	operators operatorNames // operators' names, by id and by name
 
