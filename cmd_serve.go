@@ -458,6 +458,13 @@ func (s *server) goBG(fn func()) {
 // in-flight requests finish within the bound, stop background jobs, close the store.
 // systemd hears READY=1 once the listeners are open and everything has started.
 func (s *server) serve(ctx context.Context, lns ...net.Listener) error {
+	// SIGHUP (systemctl reload) restarts the capability modules: a module's new
+	// executable or definitions without a restart of serve and its sessions. It
+	// is taken in hand before READY=1, after which systemd may send it at once
+	// (a reload queued behind the start); its default action ends the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	s.startBackground(ctx)
 	errc := make(chan error, len(lns))
 	for _, ln := range lns {
@@ -467,11 +474,6 @@ func (s *server) serve(ctx context.Context, lns ...net.Listener) error {
 	notify(s.log, "READY=1")
 	notify(s.log, "STATUS="+s.statusLine(ctx))
 	s.goBG(func() { superviseSystemd(s.bgCtx, s.log, 30*time.Second, s.statusLine, s.store.Ping) })
-	// SIGHUP (systemctl reload) restarts the capability modules: a module's new
-	// executable or definitions without a restart of serve and its sessions.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	s.goBG(func() {
 		for {
 			select {

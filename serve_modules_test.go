@@ -583,15 +583,20 @@ func TestModuleGateway(t *testing.T) {
 	})
 
 	t.Run("SIGHUP restarts the modules, audited", func(t *testing.T) {
-		before := ms.readyz().module("other").PID
+		before := map[string]int{"other": ms.readyz().module("other").PID, "testmod": ms.readyz().module("testmod").PID}
 		// serve has SIGHUP in hand (signal.Notify) while it serves: the test
 		// process is not ended by it.
 		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
-		ms.poll("other restarted", func() bool {
-			m := ms.readyz().module("other")
-			return m.State == modules.StateUp && m.PID != before && m.PID != 0
+		ms.poll("both restarted", func() bool {
+			r := ms.readyz()
+			for name, pid := range before {
+				if m := r.module(name); m.State != modules.StateUp || m.PID == pid || m.PID == 0 {
+					return false
+				}
+			}
+			return true
 		})
 		st := openRO(t, ms.db)
 		defer st.Close()
@@ -629,7 +634,7 @@ func TestModuleGateway(t *testing.T) {
 			t.Fatalf("%v\n%s", err, out)
 		}
 		if len(views) != 2 || views[0].Name != "other" || views[1].Name != "testmod" || views[1].State != stateNotRunning ||
-			!views[1].Granted || len(views[1].Tools) != 10 { // 9, and "later" (pinned on first sight)
+			!views[1].Granted || len(views[1].Tools) != 10 { // 9, and "later" (withheld as new, then approved)
 			t.Fatalf("offline modules list = %+v", views)
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -25,8 +26,14 @@ const maxFrame = 32 << 20
 // TypeScript SDK, after the result).
 const idWindow = 4 << 10
 
-// answerID finds the id of an answer to the gateway's own requests ("sb-N").
-var answerID = regexp.MustCompile(`"id"\s*:\s*"(sb-[0-9]+)"`)
+// maxSkipped bounds how much of an over-long message is read on to find its end:
+// past it (a module writing without end) the session breaks, as it did at
+// maxFrame before.
+const maxSkipped = 4 * maxFrame
+
+// tailID finds the id of an answer to the gateway's own requests ("sb-N") where
+// the TypeScript SDK writes it: the last member of the message.
+var tailID = regexp.MustCompile(`"id"\s*:\s*"(sb-[0-9]+)"\s*}\s*$`)
 
 // moduleRequestRate and moduleRequestBurst bound the requests a module may send
 // the gateway (pings, and methods it will refuse): far above any keep-alive.
@@ -135,9 +142,13 @@ func readFrame(r *bufio.Reader) ([]byte, error) {
 // reading its last chunk returned.
 func skipLong(r *bufio.Reader, head, tail []byte, err error) ([]byte, error) {
 	head, tail = bytes.Clone(head), bytes.Clone(tail)
+	skipped := maxFrame
 	for errors.Is(err, bufio.ErrBufferFull) {
 		var chunk []byte
 		chunk, err = r.ReadSlice('\n')
+		if skipped += len(chunk); skipped > maxSkipped {
+			return nil, fmt.Errorf("stdout message longer than %d bytes, and no end to it within %d", maxFrame, maxSkipped)
+		}
 		tail = append(tail, chunk...)
 		if len(tail) > 2*idWindow {
 			tail = append(tail[:0], tail[len(tail)-idWindow:]...)
@@ -150,15 +161,48 @@ func skipLong(r *bufio.Reader, head, tail []byte, err error) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("read stdout: %w", err)
 	}
-	for _, part := range [][]byte{head, tail} {
-		if m := answerID.FindSubmatch(part); m != nil {
-			answer, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": string(m[1]), "error": map[string]any{
-				"code": -32603, "message": fmt.Sprintf("the module's answer was over %d MiB, more than the gateway takes "+
-					"in one message: ask for less", maxFrame>>20)}})
-			return append(answer, '\n'), nil
+	id := headID(head)
+	if m := tailID.FindSubmatch(bytes.TrimSpace(tail)); id == "" && m != nil {
+		id = string(m[1])
+	}
+	if id == "" {
+		return nil, fmt.Errorf("stdout message longer than %d bytes", maxFrame)
+	}
+	answer, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{
+		"code": -32603, "message": fmt.Sprintf("the module's answer was over %d MiB, more than the gateway takes "+
+			"in one message: ask for less", maxFrame>>20)}})
+	return append(answer, '\n'), nil
+}
+
+// headID is the id of one of the gateway's requests ("sb-N") that a message's
+// start gives as a top-level member before its result or error (as mcp-go and
+// Python write it), or "": an "id" inside the result is not the message's.
+func headID(head []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(head))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		switch key {
+		case "id":
+			var id string
+			if dec.Decode(&id) != nil || !strings.HasPrefix(id, "sb-") {
+				return ""
+			}
+			return id
+		case "result", "error":
+			return "" // the rest is the answer itself, and past the head
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return ""
 		}
 	}
-	return nil, fmt.Errorf("stdout message longer than %d bytes", maxFrame)
+	return ""
 }
 
 // frameHead is what the reader needs to know of a message: that it is JSON-RPC,

@@ -66,6 +66,10 @@ func TestFrameReaderAnswersAnOverLongAnswer(t *testing.T) {
 	for name, line := range map[string]string{
 		"id first": `{"jsonrpc":"2.0","id":"sb-7","result":{"text":"` + big + `"}}` + "\n",
 		"id last":  `{"result":{"text":"` + big + `"},"jsonrpc":"2.0","id": "sb-7"}` + "\n",
+		// An "id" inside the result is not the message's: near the start with
+		// the real one last, or near the end with the real one first.
+		"nested id first": `{"result":{"items":[{"id":"sb-3"}],"text":"` + big + `"},"jsonrpc":"2.0","id":"sb-7"}` + "\n",
+		"nested id last":  `{"jsonrpc":"2.0","id":"sb-7","result":{"text":"` + big + `","items":[{"id":"sb-3"}]}}` + "\n",
 	} {
 		f := newFrameReader(strings.NewReader(line + next))
 		b, _ := io.ReadAll(f)
@@ -87,6 +91,28 @@ func TestFrameReaderAnswersAnOverLongAnswer(t *testing.T) {
 		if !strings.Contains(f.reason.Error(), "stdout closed") {
 			t.Fatalf("%s: the stream ended for %v, not at the end of stdout", name, f.reason)
 		}
+	}
+}
+
+// endless writes a line that never ends.
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	return len(p), nil
+}
+
+// A module that writes without end breaks its session once maxSkipped is read,
+// rather than hold the reader (and every answer behind it) for ever.
+func TestFrameReaderEndsAnEndlessLine(t *testing.T) {
+	f := newFrameReader(io.MultiReader(strings.NewReader(`{"jsonrpc":"2.0","id":"sb-1","result":"`), endless{}))
+	if b, _ := io.ReadAll(f); len(b) != 0 {
+		t.Fatal("something passed")
+	}
+	if f.reason == nil || !strings.Contains(f.reason.Error(), "no end to it") {
+		t.Fatalf("reason = %v", f.reason)
 	}
 }
 

@@ -265,8 +265,9 @@ func (m *module) seed(ctx context.Context) error {
 		if err != nil {
 			continue
 		}
-		tools = append(tools, toolEntry{Name: name, Upstream: strings.TrimPrefix(name, m.man.Name+"_"),
-			Def: def, Hash: hashes[name], Output: schemas.Output != nil})
+		// The module's own name for it is not kept: it is known again from the
+		// module's first listing (no call reaches a module that is not up).
+		tools = append(tools, toolEntry{Name: name, Def: def, Hash: hashes[name], Output: schemas.Output != nil})
 	}
 	slices.SortFunc(tools, func(a, b toolEntry) int { return strings.Compare(a.Name, b.Name) })
 	m.mu.Lock()
@@ -346,8 +347,10 @@ func (m *module) pin(ctx context.Context, tools []toolEntry) error {
 			m.log.Warn("tool definition changed; withheld until approved", "tool", t.Name, "pinned", pinned, "now", t.Hash)
 		}
 	}
+	// Best effort: the tools are served as pinned either way, and a failed
+	// write (a full disk) must not keep the module down.
 	if err := o.Pins.MetAsPinned(ctx, name, met, metDefs); err != nil {
-		return fmt.Errorf("modules: %s: record the tools listed as pinned: %w", name, err)
+		m.log.Warn("could not record the tools listed as pinned (a pending definition the module went back from stays pending)", "err", err)
 	}
 	return nil
 }
@@ -425,7 +428,7 @@ func (m *module) release(pins map[string]string) bool {
 	for i := range m.tools {
 		t := &m.tools[i]
 		if t.Withheld && pins[t.Name] == t.Hash {
-			t.Withheld = false
+			t.Withheld, t.New = false, false
 			changed = true
 			m.reports.reset(t.Name) // the next change after an approval is news again
 		}

@@ -210,6 +210,10 @@ func TestModuleListChangedRefreshesTools(t *testing.T) {
 	if err != nil || !strings.Contains(string(raw), `"text":"extra"`) {
 		t.Fatalf("call testmod_extra after its approval = %s, %v", raw, err)
 	}
+	st = h.status("testmod")
+	if i := slices.IndexFunc(st.Tools, func(ts ToolStatus) bool { return ts.Name == "testmod_extra" }); st.Tools[i].New || st.Tools[i].Withheld {
+		t.Fatalf("an approved new tool: %+v", st.Tools[i])
+	}
 }
 
 // With include_tools the manifest, the operator's, names every tool that can

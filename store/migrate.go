@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -185,14 +186,19 @@ func (s *Store) migrate(ctx context.Context) error {
 	if s.opts.MigrateUnservedOnly {
 		unlock, err := LockForServe(s.path)
 		if errors.Is(err, ErrInUse) {
-			return fmt.Errorf("store: %s lacks %s, and a running serve uses it: an older Switchboard, which "+
-				"would not start again on the migrated database. Restart serve with this Switchboard (it migrates), "+
+			return fmt.Errorf("store: %s lacks %s, and a running serve uses it (an older Switchboard would not "+
+				"start again on the migrated database). Restart serve with this Switchboard, which migrates it, "+
 				"then run this again: %w", s.path, strings.Join(names, ", "), ErrInUse)
 		}
 		if err != nil {
 			return err
 		}
 		defer unlock()
+		// Another process may have migrated it while the lock was not held.
+		if applied, err = appliedVersions(ctx, s.wdb); err != nil {
+			return fmt.Errorf("store: read schema version: %w", err)
+		}
+		pending = slices.DeleteFunc(pending, func(m migration) bool { return applied[m.version] })
 	}
 	existed := len(applied) > 0
 	for _, m := range pending {

@@ -133,8 +133,31 @@ func (s *Store) MetAsPinned(ctx context.Context, module string, hashes map[strin
 	if len(hashes) == 0 {
 		return nil
 	}
+	// Mostly there is nothing to record: read first, and write only then.
+	rows, err := s.query(ctx, `SELECT tool, hash FROM tool_pins
+		WHERE module = ? AND (definition IS NULL OR pending_hash IS NOT NULL)`, module)
+	if err != nil {
+		return fmt.Errorf("store: %s tools met as pinned: %w", module, err)
+	}
+	due := map[string]string{}
+	for rows.Next() {
+		var tool, hash string
+		if err := rows.Scan(&tool, &hash); err != nil {
+			rows.Close()
+			return fmt.Errorf("store: %s tools met as pinned: %w", module, err)
+		}
+		if hash != "" && hashes[tool] == hash {
+			due[tool] = hash
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("store: %s tools met as pinned: %w", module, err)
+	}
+	if len(due) == 0 {
+		return nil
+	}
 	return s.write(ctx, func(w *wtx) error {
-		for tool, hash := range hashes {
+		for tool, hash := range due {
 			if _, err := w.exec(`UPDATE tool_pins SET definition = coalesce(definition, ?),
 					pending_hash = NULL, pending_definition = NULL, pending_at = NULL
 				WHERE module = ? AND tool = ? AND hash = ? AND (definition IS NULL OR pending_hash IS NOT NULL)`,
