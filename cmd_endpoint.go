@@ -14,7 +14,7 @@ import (
 	"github.com/switchboardhq/switchboard/store"
 )
 
-const endpointSynopsis = `endpoint create --agent NAME --queues q1,q2 [--verbs v1,v2] [--default-lease SECONDS]
+const endpointSynopsis = `endpoint create --agent NAME (--queues q1,q2 | --capabilities cap1,…) [--verbs v1,v2] [--default-lease SECONDS]
                       [--max-webhooks N] [--webhook-sources github,stripe,…] [--webhook-queues q1,…]
                       [--capabilities cap1,…] [--tool-allow t1,…] [--tool-deny t1,…] [--rate N] [--burst N]
                       [--json] [--db FILE]
@@ -199,12 +199,22 @@ func endpointCreate(ctx context.Context, env *environ, args []string) error {
 	if !store.ValidAgentID(*agentID) {
 		return usageErr("--agent %q: use 1-64 of a-z 0-9 _ . -", *agentID)
 	}
-	if len(sf.queues.list) == 0 {
-		return usageErr("--queues is required (the queues this agent may work)")
+	// An agent of capability modules alone needs no queue; any other agent does.
+	moduleOnly := len(sf.queues.list) == 0 && len(sf.caps.list) > 0
+	if len(sf.queues.list) == 0 && !moduleOnly {
+		return usageErr("--queues is required (the queues this agent may work), unless it is granted --capabilities alone")
 	}
 	spec, err := sf.spec()
 	if err != nil {
 		return err
+	}
+	if moduleOnly {
+		none := []string{}
+		spec.Queues = &none
+		if spec.Verbs != nil && len(*spec.Verbs) > 0 {
+			return usageErr("--verbs %s need queues to work on: give --queues too", strings.Join(*spec.Verbs, ","))
+		}
+		spec.Verbs = &none
 	}
 	if spec.Verbs == nil {
 		all := agent.AllVerbs()

@@ -65,3 +65,30 @@ func TestCommandsOnAStoredThingRefuseAMissingDatabase(t *testing.T) {
 		}
 	}
 }
+
+// An agent of capability modules alone needs no queue: endpoint create takes
+// --capabilities without --queues, and gives it no verbs; verbs without queues,
+// or neither queues nor capabilities, are refused.
+func TestEndpointCreateForModulesAlone(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	code, _, errs := runCLI(t, map[string]string{"SWITCHBOARD_LISTEN": "127.0.0.1:1"},
+		"endpoint", "create", "--agent", "tools", "--capabilities", "everything", "--db", db)
+	if code != 0 {
+		t.Fatalf("create for modules alone: exit %d %q", code, errs)
+	}
+	st := openRO(t, db)
+	eps, err := st.ListEndpoints(context.Background(), false)
+	st.Close()
+	if err != nil || len(eps) != 1 || len(eps[0].Queues) != 0 || len(eps[0].Verbs) != 0 || eps[0].Capabilities[0] != "everything" {
+		t.Fatalf("endpoint for modules alone: %+v, %v", eps, err)
+	}
+	for _, args := range [][]string{
+		{"--agent", "x", "--capabilities", "everything", "--verbs", "claim_next"},
+		{"--agent", "x"},
+	} {
+		if code, _, errs := cli(t, "", append(append([]string{"endpoint", "create"}, args...), "--db", db)...); code != 2 ||
+			!strings.Contains(errs, "queues") {
+			t.Errorf("create %v: exit %d %q", args, code, errs)
+		}
+	}
+}

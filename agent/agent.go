@@ -285,7 +285,7 @@ func (a *Agent) initialized(ctx context.Context, _ any, _ *mcp.InitializeRequest
 	if x == nil || !canTool {
 		return
 	}
-	res.Instructions = instructions(ep.DefaultLeaseTTL)
+	res.Instructions = sessionInstructions(ep)
 	x.mu.Lock()
 	x.tools, x.defs, x.builtOn = withTools, a.verbDefs(ep), toolInputs(ep)
 	x.mu.Unlock()

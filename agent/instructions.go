@@ -1,6 +1,11 @@
 package agent
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/switchboardhq/switchboard/store"
+)
 
 // The texts below state the lease contract to the model. Every number in them comes
 // from DefaultLeaseSeconds, MaxLeaseSeconds and the endpoint's default lease, so
@@ -23,6 +28,19 @@ const leaseRules = "Call heartbeat before the lease runs out and before any irre
 	"If the lease lapses the todo is requeued for another worker, and heartbeat, complete and fail answer conflict, " +
 	"even before anyone else has claimed it: on conflict, stop work on that todo and take no irreversible step for it. " +
 	"If you cannot call heartbeat, claim with a lease_ttl_seconds that covers the whole job."
+
+// sessionInstructions is the text a session of ep reads before its first call: the
+// todo loop and its lease contract, or, for an endpoint that works no queues (an
+// agent of capability modules alone), what it may do instead.
+func sessionInstructions(ep store.Endpoint) string {
+	if len(ep.Queues) > 0 {
+		return instructions(ep.DefaultLeaseTTL)
+	}
+	return "This endpoint works no queues of Switchboard's: its tools are those of the capability modules granted it (" +
+		strings.Join(ep.Capabilities, ", ") + "), named module_tool. Call them as any MCP tool. When Switchboard, not " +
+		"the module, refuses a call, the result has isError and says why with a code: unavailable (the module is down, " +
+		"the tool awaits a human's approval, or no answer came in time: retry later), forbidden, rate_limited or not_found."
+}
 
 // instructions is the text every session reads before its first call.
 func instructions(endpointDefault int) string {

@@ -401,3 +401,24 @@ func TestModuleCallCancelledByTheAgent(t *testing.T) {
 		t.Fatal("the cancelled call was never recorded")
 	}
 }
+
+// An endpoint granted capability modules alone works no queues: its session is
+// told so (not to loop on claim_next), and lists the module tools and nothing
+// else; a todo verb it somehow calls finds nothing in scope.
+func TestModuleOnlyEndpoint(t *testing.T) {
+	e := newModuleEnv(t, ModuleOptions{}, fakeTool("alpha", "alpha_one"))
+	_, cred := e.endpoint("tools", []string{}, []string{}, grant([]string{"alpha"}, nil, nil))
+	c := e.dial(cred, false)
+	if got := c.init.Instructions; !strings.Contains(got, "works no queues") || !strings.Contains(got, "(alpha)") ||
+		strings.Contains(got, "claim_next") {
+		t.Fatalf("instructions of a module-only endpoint: %q", got)
+	}
+	res, err := c.ListTools(t.Context(), mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Tools) != 1 || res.Tools[0].Name != "alpha_one" {
+		t.Fatalf("tools of a module-only endpoint: %+v", res.Tools)
+	}
+	c.ok(t, "alpha_one", map[string]any{"text": "hi"}, nil)
+}

@@ -166,8 +166,8 @@ func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, sto
 	if creating && !store.ValidAgentID(f.AgentID) {
 		return f, store.EndpointSpec{}, "The agent id must be 1-64 of a-z 0-9 _ . - and start with a letter or digit."
 	}
-	if len(queues) == 0 {
-		return f, store.EndpointSpec{}, "Give at least one queue the agent may work."
+	if len(queues) == 0 && len(caps) == 0 {
+		return f, store.EndpointSpec{}, "Give at least one queue the agent may work, or grant it capability modules alone."
 	}
 	for _, q := range append(append([]string{}, queues...), wqueues...) {
 		if !store.ValidQueueName(q) {
@@ -180,6 +180,9 @@ func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, sto
 			return f, store.EndpointSpec{}, fmt.Sprintf("%q is not a verb.", v)
 		}
 		verbs = append(verbs, v)
+	}
+	if len(queues) == 0 && len(verbs) > 0 {
+		return f, store.EndpointSpec{}, "An agent of capability modules alone has no queues to work: clear its verbs, or give it queues."
 	}
 	sources := []string{}
 	for _, s := range f.WebhookSources {

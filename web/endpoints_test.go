@@ -417,3 +417,27 @@ func TestEndpointFormEditsToolLists(t *testing.T) {
 		t.Fatalf("empty fields did not clear the lists: %q %q", got.ToolAllow, got.ToolDeny)
 	}
 }
+
+// The board creates an agent of capability modules alone: no queues, no verbs.
+func TestCreateEndpointForModulesAlone(t *testing.T) {
+	f := newFixture(t, Options{Modules: &fakeModules{status: sampleModules()}})
+	cookie, csrf := f.login()
+	form := url.Values{csrfField: {csrf}, "agent_id": {"tools"}, "queues": {""}, "capabilities": {"everything"},
+		"verbs": {"claim_next"}}
+	if res, body := f.post("/endpoints", cookie, form); res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "clear its verbs") {
+		t.Fatalf("modules alone with a verb: %d", res.StatusCode)
+	}
+	form.Del("verbs")
+	form.Set("capabilities", "")
+	if res, body := f.post("/endpoints", cookie, form); res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "Give at least one queue") {
+		t.Fatalf("neither queues nor modules: %d", res.StatusCode)
+	}
+	form.Set("capabilities", "everything")
+	if res, _ := f.post("/endpoints", cookie, form); res.StatusCode != http.StatusOK {
+		t.Fatalf("modules alone: %d", res.StatusCode)
+	}
+	eps, _ := f.st.ListEndpoints(t.Context(), false)
+	if len(eps) != 1 || len(eps[0].Queues) != 0 || len(eps[0].Verbs) != 0 {
+		t.Fatalf("endpoint for modules alone: %+v", eps)
+	}
+}
