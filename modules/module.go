@@ -131,7 +131,10 @@ func (m *module) start(ctx context.Context, strict bool) error {
 		m.log.Warn("module left its stdin unread; killing it", "stall", o.StdinStall.String(), "pid", proc.pid)
 		proc.kill()
 	}}
-	sess, err := openSession(ctx, proc.stdout, stdin, o.Version, m.requestRefresh)
+	// Its MCP log messages join its stderr's last lines on the board (escaped,
+	// cut as stderr's are), not the journal, which a chatty module would flood.
+	onLog := func(line string) { m.stderr.add(shownText(line, maxStderrLine)) }
+	sess, err := openSession(ctx, proc.stdout, stdin, o.Version, m.requestRefresh, onLog)
 	var l listing
 	if err == nil {
 		l, err = m.catalog(ctx, sess)

@@ -68,7 +68,9 @@ type session struct {
 
 // openSession starts the client over the module's pipes and initializes it.
 // onListChanged must not block: it runs on the transport's read loop.
-func openSession(ctx context.Context, stdout io.Reader, stdin io.WriteCloser, version string, onListChanged func()) (*session, error) {
+// onLog, if set, gets each MCP log message (notifications/message) as a line; it
+// must not block either.
+func openSession(ctx context.Context, stdout io.Reader, stdin io.WriteCloser, version string, onListChanged func(), onLog func(string)) (*session, error) {
 	frames := newFrameReader(stdout)
 	tr := transport.NewIO(frames, stdin, nil)
 	// The legacy (initialize) protocol is pinned on purpose: in 2026-07-28
@@ -90,8 +92,13 @@ func openSession(ctx context.Context, stdout io.Reader, stdin io.WriteCloser, ve
 		return nil, fmt.Errorf("start client: %w", err)
 	}
 	c.OnNotification(func(n mcp.JSONRPCNotification) {
-		if n.Method == string(mcp.MethodNotificationToolsListChanged) {
+		switch n.Method {
+		case string(mcp.MethodNotificationToolsListChanged):
 			onListChanged()
+		case "notifications/message":
+			if onLog != nil {
+				onLog(logLine(n.Params.AdditionalFields))
+			}
 		}
 	})
 	req := mcp.InitializeRequest{}
@@ -331,4 +338,20 @@ func firstByte(b []byte) byte {
 		return c
 	}
 	return 0
+}
+
+// logLine is an MCP log message as one line: "log LEVEL [LOGGER]: DATA", the data
+// as it came when it is text, else as JSON.
+func logLine(params map[string]any) string {
+	level, _ := params["level"].(string)
+	line := "log " + level
+	if logger, ok := params["logger"].(string); ok && logger != "" {
+		line += " [" + logger + "]"
+	}
+	data, ok := params["data"].(string)
+	if !ok {
+		b, _ := json.Marshal(params["data"])
+		data = string(b)
+	}
+	return line + ": " + data
 }

@@ -45,7 +45,7 @@ func fakeStdioModule(t *testing.T, tools string) *session {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := openSession(ctx, moduleOut, moduleIn, "test", func() {})
+	s, err := openSession(ctx, moduleOut, moduleIn, "test", func() {}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

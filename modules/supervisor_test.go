@@ -797,3 +797,14 @@ func TestRestartAskedFor(t *testing.T) {
 		t.Fatalf("restart of an unknown module: %v", err)
 	}
 }
+
+// A module's MCP log messages join its stderr's last lines (escaped), where the
+// board shows them.
+func TestModuleLogMessagesJoinItsLastLines(t *testing.T) {
+	h := newHarness(t, []Manifest{testManifest("testmod")})
+	h.start()
+	h.call("testmod_echo", map[string]any{"text": "log:disk almost full \x1b[2J"})
+	h.poll("the log message kept", func() bool {
+		return slices.Contains(h.status("testmod").Stderr, `log warning [testmod]: disk almost full \u001b[2J`)
+	})
+}

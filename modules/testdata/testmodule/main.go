@@ -115,8 +115,15 @@ func echoTool(desc string) mcp.Tool {
 	return t
 }
 
-func echo(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func echo(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	text := req.GetString("text", "")
+	// "log:…" is also sent as an MCP log message, before the answer.
+	if msg, ok := strings.CutPrefix(text, "log:"); ok {
+		if err := server.ServerFromContext(ctx).SendNotificationToClient(ctx, "notifications/message",
+			map[string]any{"level": "warning", "logger": "testmod", "data": msg}); err != nil {
+			return nil, err
+		}
+	}
 	return mcp.NewToolResultStructured(map[string]any{"text": text}, text), nil
 }
 
