@@ -313,6 +313,28 @@ func endpointUpdate(ctx context.Context, env *environ, args []string) error {
 		return err
 	}
 	defer s.Close()
+	// The endpoint as it would be must still work something: queues, or
+	// capability modules alone with no verbs (as create asks).
+	old, err := s.Endpoint(ctx, id)
+	if err != nil {
+		return err
+	}
+	queues, verbs, caps := old.Queues, old.Verbs, old.Capabilities
+	if spec.Queues != nil {
+		queues = *spec.Queues
+	}
+	if spec.Verbs != nil {
+		verbs = *spec.Verbs
+	}
+	if spec.Capabilities != nil {
+		caps = *spec.Capabilities
+	}
+	switch {
+	case len(queues) == 0 && len(caps) == 0:
+		return usageErr("endpoint %d would work no queues and be granted no modules: give --queues or --capabilities", id)
+	case len(queues) == 0 && len(verbs) > 0:
+		return usageErr("endpoint %d would have verbs (%s) and no queues to work: give --queues, or --verbs \"\"", id, strings.Join(verbs, ","))
+	}
 	ep, err := s.UpdateEndpoint(ctx, id, spec, "human:cli")
 	if err != nil {
 		return err

@@ -82,6 +82,16 @@ func TestEndpointCreateForModulesAlone(t *testing.T) {
 	if err != nil || len(eps) != 1 || len(eps[0].Queues) != 0 || len(eps[0].Verbs) != 0 || eps[0].Capabilities[0] != "everything" {
 		t.Fatalf("endpoint for modules alone: %+v, %v", eps, err)
 	}
+	// Nor may an update leave it so.
+	for _, args := range [][]string{{"--verbs", "claim_next,list_todos"}, {"--capabilities", ""}} {
+		if code, _, errs := cli(t, "", append([]string{"endpoint", "update", "1", "--db", db}, args...)...); code != 2 ||
+			!strings.Contains(errs, "endpoint 1 would") {
+			t.Errorf("update %v: exit %d %q", args, code, errs)
+		}
+	}
+	if code, _, errs := cli(t, "", "endpoint", "update", "1", "--queues", "inbox", "--verbs", "claim_next", "--db", db); code != 0 {
+		t.Errorf("update to queue work: exit %d %q", code, errs)
+	}
 	for _, args := range [][]string{
 		{"--agent", "x", "--capabilities", "everything", "--verbs", "claim_next"},
 		{"--agent", "x"},

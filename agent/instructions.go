@@ -38,8 +38,9 @@ func sessionInstructions(ep store.Endpoint) string {
 	}
 	return "This endpoint works no queues of Switchboard's: its tools are those of the capability modules granted it (" +
 		strings.Join(ep.Capabilities, ", ") + "), named module_tool. Call them as any MCP tool. When Switchboard, not " +
-		"the module, refuses a call, the result has isError and says why with a code: unavailable (the module is down, " +
-		"the tool awaits a human's approval, or no answer came in time: retry later), forbidden, rate_limited or not_found."
+		"the module, refuses a call, the result has isError and says why with a code and a message: unavailable (the " +
+		"module is down or did not answer in time, or the tool awaits a human's approval: retry later; or the module " +
+		"failed the call: the message says how), invalid_argument, forbidden, rate_limited (retry shortly) or not_found."
 }
 
 // instructions is the text every session reads before its first call.

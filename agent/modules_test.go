@@ -404,7 +404,7 @@ func TestModuleCallCancelledByTheAgent(t *testing.T) {
 
 // An endpoint granted capability modules alone works no queues: its session is
 // told so (not to loop on claim_next), and lists the module tools and nothing
-// else; a todo verb it somehow calls finds nothing in scope.
+// else.
 func TestModuleOnlyEndpoint(t *testing.T) {
 	e := newModuleEnv(t, ModuleOptions{}, fakeTool("alpha", "alpha_one"))
 	_, cred := e.endpoint("tools", []string{}, []string{}, grant([]string{"alpha"}, nil, nil))

@@ -26,10 +26,10 @@ const maxFrame = 32 << 20
 // TypeScript SDK, after the result).
 const idWindow = 4 << 10
 
-// maxSkipped bounds how much of an over-long message is read on to find its end:
-// past it (a module writing without end) the session breaks, as it did at
-// maxFrame before.
-const maxSkipped = 4 * maxFrame
+// maxSkipped bounds how much of an over-long message is read on (and dropped) to
+// find its end: past it (a module writing without end) the session breaks.
+// Reading a GiB on costs a fraction of a second.
+const maxSkipped = 1 << 30
 
 // tailID finds the id of an answer to the gateway's own requests ("sb-N") where
 // the TypeScript SDK writes it: the last member of the message.
@@ -147,7 +147,7 @@ func skipLong(r *bufio.Reader, head, tail []byte, err error) ([]byte, error) {
 		var chunk []byte
 		chunk, err = r.ReadSlice('\n')
 		if skipped += len(chunk); skipped > maxSkipped {
-			return nil, fmt.Errorf("stdout message longer than %d bytes, and no end to it within %d", maxFrame, maxSkipped)
+			return nil, fmt.Errorf("stdout message longer than %d bytes, and no end to it within %d MiB", maxFrame, maxSkipped>>20)
 		}
 		tail = append(tail, chunk...)
 		if len(tail) > 2*idWindow {

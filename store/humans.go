@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -270,6 +272,22 @@ func (s *Store) checkPassword(ctx context.Context, username, password string) (H
 	}
 	h.CreatedAt = fromMS(created)
 	return h, hash, nil
+}
+
+// PasswordStamp is a digest of username's password hash, "" when there is no such
+// operator: it changes with every new password, so what is bound to it (the
+// board's device cookies) ends with the password.
+func (s *Store) PasswordStamp(ctx context.Context, username string) (string, error) {
+	var hash string
+	err := s.queryRow(ctx, `SELECT password_hash FROM humans WHERE username = ?`, username).Scan(&hash)
+	if notFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: look up human: %w", err)
+	}
+	sum := sha256.Sum256([]byte(hash))
+	return hex.EncodeToString(sum[:16]), nil
 }
 
 // dummyHash is computed on first use, not at start-up, so CLI commands stay fast.

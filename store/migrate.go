@@ -194,7 +194,11 @@ func (s *Store) migrate(ctx context.Context) error {
 			return err
 		}
 		defer unlock()
-		// Another process may have migrated it while the lock was not held.
+		// Another process may have migrated it while the lock was not held, even
+		// a newer Switchboard.
+		if err := checkVersion(ctx, s.wdb, s.path); err != nil {
+			return err
+		}
 		if applied, err = appliedVersions(ctx, s.wdb); err != nil {
 			return fmt.Errorf("store: read schema version: %w", err)
 		}

@@ -52,8 +52,10 @@ func (u *UI) changePassword(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 		return
 	}
 	ip := u.clientIP(r)
-	// A logged-in browser is the operator's: only its own pair counts.
-	wait, try := u.throttle.begin(rc.Human.Username, ip, true)
+	// Counted against the session, whatever its address: a session left open is
+	// no faster a way to guess from many addresses than from one, and guessers
+	// elsewhere cannot lock its operator out of changing the password.
+	wait, try := u.throttle.begin(byDevice("session\x00" + rc.CSRF))
 	if wait > 0 {
 		u.accountTooMany(w, r, rc, wait)
 		return

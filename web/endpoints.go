@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -84,6 +85,7 @@ type endpointForm struct {
 	Capabilities   string
 	ToolAllow      string // comma-separated; empty: every tool of the granted modules
 	ToolDeny       string
+	toolsGiven     bool // the submitted form had the tool fields
 	Revoked        bool
 	Endpoint       *store.Endpoint // the saved endpoint, when editing
 	Once           string          // the New endpoint form's one-time token
@@ -161,6 +163,10 @@ func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, sto
 	f.DefaultLease, f.MaxWebhooks = strings.TrimSpace(pf.Get("default_lease")), strings.TrimSpace(pf.Get("max_webhooks"))
 	f.Rate, f.Burst = strings.TrimSpace(pf.Get("rate")), strings.TrimSpace(pf.Get("burst"))
 	f.WebhookSources, f.WebhookQueues, f.Capabilities = pf["webhook_sources"], pf.Get("webhook_queues"), pf.Get("capabilities")
+	// Read before anything can be refused, so that the form shown again with the
+	// refusal carries them, and its next submission does not clear them.
+	_, f.toolsGiven = pf["tool_allow"]
+	f.ToolAllow, f.ToolDeny = pf.Get("tool_allow"), pf.Get("tool_deny")
 
 	queues, wqueues, caps := splitList(f.Queues), splitList(f.WebhookQueues), splitList(f.Capabilities)
 	if creating && !store.ValidAgentID(f.AgentID) {
@@ -218,22 +224,14 @@ func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, sto
 		RatePerSecond: &rate, RateBurst: &burst}
 	// A form without the tool fields (a page from before they were on it) keeps
 	// the lists as they are.
-	for _, l := range []struct {
-		field string
-		text  *string
-		set   **[]string
-	}{{"tool_allow", &f.ToolAllow, &spec.ToolAllow}, {"tool_deny", &f.ToolDeny, &spec.ToolDeny}} {
-		if _, ok := pf[l.field]; !ok {
-			continue
-		}
-		*l.text = pf.Get(l.field)
-		tools := splitList(*l.text)
-		for _, t := range tools {
+	if f.toolsGiven {
+		allow, deny := splitList(f.ToolAllow), splitList(f.ToolDeny)
+		for _, t := range append(slices.Clone(allow), deny...) {
 			if !toolNamePattern.MatchString(t) {
 				return f, store.EndpointSpec{}, fmt.Sprintf("%q is not a tool name (1-128 of A-Z a-z 0-9 _ . -, as agents see it: module_tool).", t)
 			}
 		}
-		*l.set = &tools
+		spec.ToolAllow, spec.ToolDeny = &allow, &deny
 	}
 	return f, spec, ""
 }
@@ -343,6 +341,11 @@ func (u *UI) updateEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 	if msg != "" {
 		if ep, err := u.store.Endpoint(r.Context(), id); err == nil {
 			f.AgentID, f.Endpoint = ep.AgentID, &ep
+			if !f.toolsGiven {
+				// Shown again with the fields, as stored, so that the next
+				// submission keeps them.
+				f.ToolAllow, f.ToolDeny = strings.Join(ep.ToolAllow, ", "), strings.Join(ep.ToolDeny, ", ")
+			}
 		}
 		u.showEndpointForm(w, r, rc, http.StatusBadRequest, f, msg)
 		return

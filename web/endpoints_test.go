@@ -407,6 +407,19 @@ func TestEndpointFormEditsToolLists(t *testing.T) {
 	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "is not a tool name") {
 		t.Fatalf("a tool name with a !: %d", res.StatusCode)
 	}
+	// A refused form shows the lists again, so that its next submission keeps
+	// them: as sent, and as stored when the form had no such fields.
+	res, body = f.post(path, cookie, url.Values{csrfField: {csrf}, "queues": {"inbox"}, "capabilities": {"everything"},
+		"default_lease": {"abc"}, "tool_allow": {"everything_add, everything_echo"}, "tool_deny": {"everything_echo"}})
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, `name="tool_deny" value="everything_echo"`) {
+		t.Fatalf("a refused form lost the deny list: %d", res.StatusCode)
+	}
+	res, body = f.post(path, cookie, url.Values{csrfField: {csrf}, "queues": {"inbox"}, "capabilities": {"everything"},
+		"default_lease": {"abc"}})
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, `name="tool_deny" value="everything_echo"`) ||
+		!strings.Contains(body, `name="tool_allow" value="everything_add, everything_echo"`) {
+		t.Fatalf("a refused form without the fields did not show the stored lists: %d", res.StatusCode)
+	}
 	// A form without the fields keeps the lists; one with them empty clears them.
 	f.post(path, cookie, url.Values{csrfField: {csrf}, "queues": {"inbox"}, "capabilities": {"everything"}})
 	if got, _ := f.st.Endpoint(t.Context(), ep.ID); len(got.ToolAllow) != 2 || len(got.ToolDeny) != 1 {

@@ -82,7 +82,11 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request, _ httprouter.Params) 
 		return
 	}
 	ip := u.clientIP(r)
-	wait, try := u.throttle.begin(username, ip, u.trustedDevice(r, username))
+	keys, device := byAddress(username, ip), u.trustedDevice(r, username)
+	if device != "" {
+		keys = byDevice(device)
+	}
+	wait, try := u.throttle.begin(keys)
 	if wait > 0 {
 		u.tooMany(w, r, next, username, wait)
 		return
@@ -118,7 +122,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request, _ httprouter.Params) 
 		return
 	}
 	try.succeeded()
-	u.setDeviceCookie(w, r, h.Username)
+	u.setDeviceCookie(w, r, h.Username, device)
 	token, _, err := u.store.CreateWebSession(r.Context(), h.ID, u.opts.SessionTTL, r.UserAgent(), "ip="+ip)
 	if err != nil {
 		u.log.Error("web: create session", "err", err)

@@ -213,7 +213,7 @@ func TestLoginThrottling(t *testing.T) {
 // fail is one wrong password by username from ip, as the login counts it: the
 // wait it is refused with, or the wait its failure imposes.
 func (t *throttle) fail(username, ip string) time.Duration {
-	wait, try := t.begin(username, ip, false)
+	wait, try := t.begin(byAddress(username, ip))
 	if try != nil {
 		return try.failed()
 	}
@@ -239,7 +239,7 @@ func TestThrottleBackoff(t *testing.T) {
 	}
 	// Each wait over, the next failure doubles it.
 	for _, w := range []time.Duration{4 * time.Second, 8 * time.Second, 16 * time.Second} {
-		if wait, try := th.begin("ana", "10.0.0.1", false); try != nil || wait <= 0 {
+		if wait, try := th.begin(byAddress("ana", "10.0.0.1")); try != nil || wait <= 0 {
 			t.Fatalf("an attempt within the wait went ahead (wait %v)", wait)
 		}
 		clk.Add(w / 2)
@@ -255,7 +255,7 @@ func TestThrottleBackoff(t *testing.T) {
 		t.Fatalf("wait after many failures = %v, want the cap %v", got, throttleMax)
 	}
 	clk.Add(throttleMax)
-	_, try := th.begin("ana", "10.0.0.1", false)
+	_, try := th.begin(byAddress("ana", "10.0.0.1"))
 	try.succeeded()
 	if e := th.entries[throttleKey("ana", "10.0.0.1")]; e != nil {
 		t.Fatalf("a success left the pair's failures: %+v", e)
@@ -276,7 +276,7 @@ func TestThrottleCountsAttemptsAsTheyStart(t *testing.T) {
 	th := newThrottle((&testClock{t: time.Unix(1e9, 0)}).Now)
 	var started []*attempt
 	for range 40 {
-		if _, try := th.begin("ana", "10.0.0.1", false); try != nil {
+		if _, try := th.begin(byAddress("ana", "10.0.0.1")); try != nil {
 			started = append(started, try)
 		}
 	}
@@ -287,7 +287,7 @@ func TestThrottleCountsAttemptsAsTheyStart(t *testing.T) {
 	for _, try := range started {
 		try.abandoned()
 	}
-	if _, try := th.begin("ana", "10.0.0.1", false); try == nil {
+	if _, try := th.begin(byAddress("ana", "10.0.0.1")); try == nil {
 		t.Fatal("abandoned attempts were not given back")
 	}
 }
@@ -306,20 +306,20 @@ func TestThrottleCountsTheNetwork(t *testing.T) {
 	if wait := th.fail("another", "2001:db8::ffff"); wait != throttleBase {
 		t.Fatalf("failure past the network's free ones: wait %v, want %v", wait, throttleBase)
 	}
-	if wait, try := th.begin("ana", "2001:db8::1:2", false); try != nil || wait <= 0 {
+	if wait, try := th.begin(byAddress("ana", "2001:db8::1:2")); try != nil || wait <= 0 {
 		t.Fatal("another username from the /64 went ahead during its wait")
 	}
-	if _, try := th.begin("ana", "2001:db8:0:1::1", false); try == nil {
+	if _, try := th.begin(byAddress("ana", "2001:db8:0:1::1")); try == nil {
 		t.Fatal("the next /64 is held back with this one")
 	}
-	if _, try := th.begin("ana", "192.0.2.7", false); try == nil {
+	if _, try := th.begin(byAddress("ana", "192.0.2.7")); try == nil {
 		t.Fatal("another address is held back")
 	}
 	// A success from 192.0.2.8 gives the network back its attempt.
 	for i := range throttleNetworkFree - 1 {
 		th.fail(fmt.Sprintf("user%d", i), "192.0.2.8")
 	}
-	_, try := th.begin("ana", "192.0.2.8", false)
+	_, try := th.begin(byAddress("ana", "192.0.2.8"))
 	try.succeeded()
 	if wait := th.fail("bob", "192.0.2.8"); wait != 0 {
 		t.Fatalf("a success was not given back: the next failure waits %v", wait)
@@ -478,39 +478,79 @@ func TestLoginSaysTheSessionEnded(t *testing.T) {
 	}
 }
 
-// Guessers who share the operator's address fail for made-up names past the
-// network's free failures: the address is held back, but not the browser where
-// the operator logged in before (its device cookie), whose attempts count
-// against their own username and address alone.
-func TestDeviceCookieKeepsTheOperatorInDuringASpray(t *testing.T) {
-	f := newFixture(t, Options{})
-	res := f.tryLogin("ana", testPassword, "", nil)
-	var device *http.Cookie
+// deviceFrom is the device cookie a login answer set.
+func deviceFrom(res *http.Response) *http.Cookie {
 	for _, c := range res.Cookies() {
 		if c.Name == deviceCookie {
-			device = c
+			return c
 		}
 	}
+	return nil
+}
+
+// Guessers who share the operator's address, failing for made-up names or for the
+// operator's own, hold that address back, but not the browser where the operator
+// logged in before (its device cookie), whose attempts count against its own nonce.
+func TestDeviceCookieKeepsTheOperatorIn(t *testing.T) {
+	f := newFixture(t, Options{})
+	device := deviceFrom(f.tryLogin("ana", testPassword, "", nil))
 	if device == nil || !device.HttpOnly || device.Path != "/login" || device.MaxAge < 300*24*3600 {
 		t.Fatalf("device cookie after a login: %+v", device)
 	}
+	withDevice := http.Header{"Cookie": {device.Name + "=" + device.Value}}
+	// A spray of made-up names, then failures for ana herself, from her address.
 	for i := range throttleNetworkFree + 1 {
 		f.tryLogin(fmt.Sprintf("nobody%d", i), "wrong password", "", nil)
 	}
+	for range throttleFree + 1 {
+		f.tryLogin("ana", "wrong password", "", nil)
+	}
 	if res := f.tryLogin("ana", testPassword, "", nil); res.StatusCode != http.StatusTooManyRequests {
-		t.Fatalf("a browser without the cookie, during the spray: %d, want 429", res.StatusCode)
+		t.Fatalf("a browser without the cookie: %d, want 429", res.StatusCode)
 	}
-	withDevice := http.Header{"Cookie": {device.Name + "=" + device.Value}}
-	if res := f.tryLogin("ana", testPassword, "", withDevice); res.StatusCode != http.StatusSeeOther || sessionFrom(res) == nil {
-		t.Fatalf("the operator's browser, during the spray: %d, want a login", res.StatusCode)
+	res := f.tryLogin("ana", testPassword, "", withDevice)
+	if res.StatusCode != http.StatusSeeOther || sessionFrom(res) == nil {
+		t.Fatalf("the operator's browser: %d, want a login", res.StatusCode)
 	}
-	// The cookie is the operator's: for another username it is no cookie, and a
-	// forged one is none either.
+	if again := deviceFrom(res); again == nil || strings.Split(again.Value, ".")[0] != strings.Split(device.Value, ".")[0] {
+		t.Fatalf("a login with the cookie minted another device: %+v", again)
+	}
+	// For another username it is no cookie, and a forged one is none either.
 	if res := f.tryLogin("bob", "x-wrong-pw", "", withDevice); res.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("another username with ana's cookie: %d, want 429", res.StatusCode)
 	}
-	forged := http.Header{"Cookie": {deviceCookie + "=" + deviceMAC([]byte("not the key"), "ana")}}
+	nonce := strings.Split(device.Value, ".")[0]
+	forged := http.Header{"Cookie": {deviceCookie + "=" + nonce + "." + deviceMAC([]byte("not the key"), "ana", nonce, "x")}}
 	if res := f.tryLogin("ana", testPassword, "", forged); res.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("a forged device cookie: %d, want 429", res.StatusCode)
+	}
+	// A new password ends every device cookie.
+	if _, _, err := f.st.SetPassword(t.Context(), "ana", "another good password", "human:cli"); err != nil {
+		t.Fatal(err)
+	}
+	if res := f.tryLogin("ana", "another good password", "", withDevice); res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a device cookie from before a new password: %d, want 429 (counted by address)", res.StatusCode)
+	}
+}
+
+// A device cookie guesses no faster from many addresses than from one: its
+// attempts count against the device, whatever the address.
+func TestDeviceCookieIsLimitedAcrossAddresses(t *testing.T) {
+	f := newFixture(t, Options{TrustProxy: true})
+	from := func(ip string, extra ...string) http.Header {
+		return http.Header{"X-Forwarded-For": {ip}, "Cookie": extra}
+	}
+	device := deviceFrom(f.tryLogin("ana", testPassword, "", from("2001:db8::1")))
+	if device == nil {
+		t.Fatal("no device cookie")
+	}
+	cookie := device.Name + "=" + device.Value
+	for i := range throttleFree {
+		if res := f.tryLogin("ana", "wrong password", "", from(fmt.Sprintf("2001:db8::%x", i+2), cookie)); res.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("guess %d with the cookie: %d, want 401", i+1, res.StatusCode)
+		}
+	}
+	if res := f.tryLogin("ana", "wrong password", "", from("2001:db8::99", cookie)); res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("guess past the device's free ones, from yet another address: %d, want 429", res.StatusCode)
 	}
 }

@@ -7,12 +7,15 @@ import (
 	"time"
 )
 
-// Login throttling. Wrong passwords are counted twice: per username and client
-// address, and per client network (the address; for IPv6 its /64, which one
-// machine is commonly given whole). After throttleFree failures of a pair, or
-// throttleNetworkFree of a network (a guesser trying many usernames), every further
-// failure doubles a wait during which that pair or network may not try again
-// (throttleBase, 2×, 4× … up to throttleMax).
+// Login throttling. Wrong passwords are counted against keys: from a browser not
+// known to be the operator's, per username and client address, and per client
+// network (the address; for IPv6 its /64, which one machine is commonly given
+// whole); from a browser where the operator logged in before, per that browser
+// (its device cookie, see device.go), whatever its address; on the Account page,
+// per session. After throttleFree failures of a key, or throttleNetworkFree of a
+// network (a guesser trying many usernames), every further failure doubles a wait
+// during which that key may not try again (throttleBase, 2×, 4× … up to
+// throttleMax).
 //
 // An attempt is counted when it starts, before the password hash is computed, and
 // given back only if it succeeds: attempts sent together cannot all pass the check
@@ -57,53 +60,78 @@ func networkKey(ip string) string {
 	return "\x00net\x00" + a.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
-// attempt is one password check under way, counted against its keys (net is ""
-// for a trusted one).
-type attempt struct {
-	t         *throttle
-	pair, net string
+// limit is one key an attempt counts against: free failures before it waits,
+// and whether a success forgets its failures (an attempt's own: a pair, a device,
+// a session) or gives back its one (a network many share).
+type limit struct {
+	key    string
+	free   int
+	forget bool
 }
 
-// begin starts a password check by username from ip. When the pair or the
-// network must still wait, it returns how long, and nothing is counted; else it
-// counts the attempt as a failure of both at once, and the caller reports how it
-// went (succeeded or failed). A trusted attempt (from a browser where username
-// logged in before: a device cookie) is counted against its pair alone, so that
-// guessers sharing the operator's address (an office, a /64, a proxy that does
-// not forward it) cannot lock the operator out.
-func (t *throttle) begin(username, ip string, trusted bool) (time.Duration, *attempt) {
-	a := &attempt{t: t, pair: throttleKey(username, ip)}
-	if !trusted {
-		a.net = networkKey(ip)
-	}
+// byAddress are the keys of a login from a browser not known to be the
+// operator's: the username and address, and the address's network.
+func byAddress(username, ip string) []limit {
+	return []limit{{throttleKey(username, ip), throttleFree, true}, {networkKey(ip), throttleNetworkFree, false}}
+}
+
+// byDevice is the key of a login from a browser where username logged in before
+// (its device cookie's nonce): whatever its address, and whatever others at that
+// address do. byDevice(…) for a session's password change is keyed on the session.
+func byDevice(id string) []limit { return []limit{{"\x00device\x00" + id, throttleFree, true}} }
+
+// attempt is one password check under way, counted against its keys.
+type attempt struct {
+	t    *throttle
+	keys []limit
+}
+
+// begin starts a password check counted against keys. When one must still wait,
+// it returns how long, and nothing is counted; else it counts the attempt as a
+// failure of each at once, and the caller reports how it went (succeeded, failed
+// or abandoned).
+func (t *throttle) begin(keys []limit) (time.Duration, *attempt) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
-	if wait := max(t.waitLocked(a.pair, now), t.waitLocked(a.net, now)); wait > 0 {
+	var wait time.Duration
+	for _, k := range keys {
+		wait = max(wait, t.waitLocked(k.key, now))
+	}
+	if wait > 0 {
 		return wait, nil
 	}
-	t.failLocked(a.pair, throttleFree, now)
-	if a.net != "" {
-		t.failLocked(a.net, throttleNetworkFree, now)
+	for _, k := range keys {
+		t.failLocked(k.key, k.free, now)
 	}
-	return 0, a
+	return 0, &attempt{t: t, keys: keys}
 }
 
-// succeeded forgets the pair's failures and gives the network its attempt back.
+// succeeded forgets the failures of the attempt's own keys and gives a shared
+// one its attempt back.
 func (a *attempt) succeeded() {
 	a.t.mu.Lock()
 	defer a.t.mu.Unlock()
-	delete(a.t.entries, a.pair)
-	a.t.giveBack(a.net, throttleNetworkFree)
+	for _, k := range a.keys {
+		if k.forget {
+			delete(a.t.entries, k.key)
+		} else {
+			a.t.giveBack(k.key, k.free)
+		}
+	}
 }
 
-// failed leaves the attempt counted and returns the wait it imposes on the pair
-// or the network (0: the next attempt may go ahead).
+// failed leaves the attempt counted and returns the wait it imposes (0: the next
+// attempt may go ahead).
 func (a *attempt) failed() time.Duration {
 	a.t.mu.Lock()
 	defer a.t.mu.Unlock()
 	now := a.t.now()
-	return max(a.t.waitLocked(a.pair, now), a.t.waitLocked(a.net, now))
+	var wait time.Duration
+	for _, k := range a.keys {
+		wait = max(wait, a.t.waitLocked(k.key, now))
+	}
+	return wait
 }
 
 func (t *throttle) waitLocked(key string, now time.Time) time.Duration {
@@ -158,13 +186,14 @@ func (t *throttle) evict(now time.Time) {
 	}
 }
 
-// abandoned gives the attempt back to both keys: the password was not checked
+// abandoned gives the attempt back to every key: the password was not checked
 // (the server was busy, or the store failed).
 func (a *attempt) abandoned() {
 	a.t.mu.Lock()
 	defer a.t.mu.Unlock()
-	a.t.giveBack(a.pair, throttleFree)
-	a.t.giveBack(a.net, throttleNetworkFree)
+	for _, k := range a.keys {
+		a.t.giveBack(k.key, k.free)
+	}
 }
 
 // giveBack uncounts one attempt of key, which may fail free times, and lifts its
