@@ -107,7 +107,9 @@ func (m *module) setState(s State) {
 func (m *module) start(ctx context.Context, strict bool) error {
 	o := &m.sup.opts
 	m.mu.Lock()
-	m.state, m.nextAttempt = StateStarting, time.Time{}
+	// The last attempt's error is the last attempt's: a start under way (a
+	// restart asked for, say) shows none until it fails too.
+	m.state, m.nextAttempt, m.lastErr = StateStarting, time.Time{}, ""
 	m.attempts++
 	m.mu.Unlock()
 	if err := ctx.Err(); err != nil {

@@ -112,7 +112,7 @@ func (u *UI) accountTooMany(w http.ResponseWriter, r *http.Request, rc *reqCtx, 
 	secs := int(math.Ceil(wait.Seconds()))
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	u.showAccount(w, r, rc, http.StatusTooManyRequests, "",
-		fmt.Sprintf("Too many wrong passwords. Try again in %s.", plural(secs, "second")))
+		fmt.Sprintf("Too many wrong passwords. Try again in %s.", waitText(secs)))
 }
 
 // endOtherSessions serves POST /account/sessions/end-others: every browser the

@@ -165,7 +165,9 @@ func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, sto
 	f.WebhookSources, f.WebhookQueues, f.Capabilities = pf["webhook_sources"], pf.Get("webhook_queues"), pf.Get("capabilities")
 	// Read before anything can be refused, so that the form shown again with the
 	// refusal carries them, and its next submission does not clear them.
-	_, f.toolsGiven = pf["tool_allow"]
+	_, allowGiven := pf["tool_allow"]
+	_, denyGiven := pf["tool_deny"]
+	f.toolsGiven = allowGiven || denyGiven
 	f.ToolAllow, f.ToolDeny = pf.Get("tool_allow"), pf.Get("tool_deny")
 
 	queues, wqueues, caps := splitList(f.Queues), splitList(f.WebhookQueues), splitList(f.Capabilities)
@@ -187,8 +189,10 @@ func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, sto
 		}
 		verbs = append(verbs, v)
 	}
-	if len(queues) == 0 && len(verbs) > 0 {
-		return f, store.EndpointSpec{}, "An agent of capability modules alone has no queues to work: clear its verbs, or give it queues."
+	if len(queues) == 0 {
+		// An agent of capability modules alone: the verbs, ticked by default, have
+		// no queue to work on.
+		verbs, f.Verbs = []string{}, nil
 	}
 	sources := []string{}
 	for _, s := range f.WebhookSources {
@@ -262,7 +266,8 @@ func (u *UI) createEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 		mcpURL := u.baseURL(r) + "/mcp"
 		page := endpointCreatedPage{Endpoint: ep, Credential: cred, MCPURL: mcpURL,
 			Config: mcpClientConfig(mcpURL, cred), ClaudeCommand: claudeCommand(mcpURL, cred),
-			UnknownCapabilities: u.unknownCapabilities(ep.Capabilities)}
+			UnknownCapabilities: u.unknownCapabilities(ep.Capabilities),
+			UnknownTools:        u.unknownTools(ep)}
 		return func(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 			u.render(w, r, rc, http.StatusOK, "endpoint_created", view{Title: "Endpoint created", Nav: "endpoints", Page: page})
 		}
@@ -278,6 +283,29 @@ type endpointCreatedPage struct {
 	// UnknownCapabilities are those granted that no module here provides: a
 	// misspelling, or a module not set up yet.
 	UnknownCapabilities []string
+	// UnknownTools are those the tool lists name that no module here offers.
+	UnknownTools []string
+}
+
+// unknownTools returns the names in ep's tool lists that no module this server
+// runs offers: a misspelling, or a module's own name for a tool rather than the
+// prefixed one agents see, which a deny list would then not deny.
+func (u *UI) unknownTools(ep store.Endpoint) []string {
+	offered := map[string]bool{}
+	if u.opts.Modules != nil {
+		for _, m := range u.opts.Modules.Status() {
+			for _, t := range m.Tools {
+				offered[t.Name] = true
+			}
+		}
+	}
+	var unknown []string
+	for _, t := range append(slices.Clone(ep.ToolAllow), ep.ToolDeny...) {
+		if !offered[t] && !slices.Contains(unknown, t) {
+			unknown = append(unknown, t)
+		}
+	}
+	return unknown
 }
 
 // unknownCapabilities returns those of caps that name no module this server
@@ -358,6 +386,8 @@ func (u *UI) updateEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 	flash := "updated"
 	if len(u.unknownCapabilities(ep.Capabilities)) > 0 {
 		flash = "updated-unknown-capabilities"
+	} else if len(u.unknownTools(ep)) > 0 {
+		flash = "updated-unknown-tools"
 	}
 	u.redirectFlash(w, r, rc, fmt.Sprintf("/endpoints/%d", id), flash)
 }

@@ -431,17 +431,17 @@ func TestEndpointFormEditsToolLists(t *testing.T) {
 	}
 }
 
-// The board creates an agent of capability modules alone: no queues, no verbs.
+// The board creates an agent of capability modules alone: no queues, and no
+// verbs whatever boxes are ticked (all are, on a new form); the form does not
+// make the queues required.
 func TestCreateEndpointForModulesAlone(t *testing.T) {
 	f := newFixture(t, Options{Modules: &fakeModules{status: sampleModules()}})
 	cookie, csrf := f.login()
-	form := url.Values{csrfField: {csrf}, "agent_id": {"tools"}, "queues": {""}, "capabilities": {"everything"},
-		"verbs": {"claim_next"}}
-	if res, body := f.post("/endpoints", cookie, form); res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "clear its verbs") {
-		t.Fatalf("modules alone with a verb: %d", res.StatusCode)
+	if _, page := f.get("/endpoints/new", cookie); strings.Contains(page, `name="queues" required`) {
+		t.Fatal("the form requires queues")
 	}
-	form.Del("verbs")
-	form.Set("capabilities", "")
+	form := url.Values{csrfField: {csrf}, "agent_id": {"tools"}, "queues": {""}, "capabilities": {""},
+		"verbs": {"claim_next", "list_todos"}}
 	if res, body := f.post("/endpoints", cookie, form); res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "Give at least one queue") {
 		t.Fatalf("neither queues nor modules: %d", res.StatusCode)
 	}
@@ -452,5 +452,24 @@ func TestCreateEndpointForModulesAlone(t *testing.T) {
 	eps, _ := f.st.ListEndpoints(t.Context(), false)
 	if len(eps) != 1 || len(eps[0].Queues) != 0 || len(eps[0].Verbs) != 0 {
 		t.Fatalf("endpoint for modules alone: %+v", eps)
+	}
+}
+
+// Tool lists naming no tool a module offers (a typo, or the module's own name for
+// a tool, which a deny list then does not deny) are saved, and said.
+func TestEndpointFormSaysWhichToolsExist(t *testing.T) {
+	f := newFixture(t, Options{Modules: &fakeModules{status: sampleModules()}})
+	cookie, csrf := f.login()
+	res, body := f.post("/endpoints", cookie, url.Values{csrfField: {csrf}, "agent_id": {"bot"}, "queues": {"inbox"},
+		"capabilities": {"everything"}, "tool_deny": {"echo, everything_add"}})
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, `No module this server runs offers <span class="mono">echo</span>:`) ||
+		strings.Contains(body, `<span class="mono">everything_add</span>:`) {
+		t.Fatalf("create with a deny list naming a module's own name: %d\n%s", res.StatusCode, body)
+	}
+	eps, _ := f.st.ListEndpoints(t.Context(), false)
+	upd := url.Values{csrfField: {csrf}, "queues": {"inbox"}, "capabilities": {"everything"}, "tool_allow": {"everything_ecoh"}, "tool_deny": {""}}
+	res = f.do(http.MethodPost, fmt.Sprintf("/endpoints/%d", eps[0].ID), cookie, upd, nil)
+	if page := f.follow(res, cookie); !strings.Contains(page, "Its tool lists name a tool no module this server runs offers") {
+		t.Fatalf("update with a misspelt tool:\n%s", page)
 	}
 }

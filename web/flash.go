@@ -32,12 +32,15 @@ var flashes = map[string]string{
 	"updated-unknown-capabilities": "Endpoint updated. Agents see the change on their next call. A capability it " +
 		"grants names no module this server runs: check its spelling against the Modules page (a module set up " +
 		"later is granted by it all the same).",
+	"updated-unknown-tools": "Endpoint updated. Its tool lists name a tool no module this server runs offers: tools " +
+		"are named as agents see them, module_tool (a deny list naming a module's own name for a tool denies nothing).",
 	"revoked": "Endpoint revoked. Its credential fails from the next request on; its agent held no todos.",
 	"revoked-kept": "Endpoint revoked. Its credential fails from the next request on; the todos its agent holds " +
 		"stay claimed, because another live endpoint speaks for that agent.",
 	"revoked-released": "Endpoint revoked. Its credential fails from the next request on, and the %s its agent held " +
 		"went back to pending (no other live endpoint speaks for that agent).",
-	"approved": "Tool definition approved: agents can call the tool again.",
+	"approved":     "Tool definition approved: agents can call the tool again.",
+	"approved-new": "New tool approved: agents granted its module can call it.",
 	"restarted": "Module restarting: it is stopped and started again at once. Its state below shows how the start went; " +
 		"reload the page in a moment.",
 	"deleted":  "Webhook deleted. Deliveries to its URL are refused from now on.",

@@ -256,7 +256,7 @@ func TestLogoutEverywhere(t *testing.T) {
 	streams := []*bufio.Reader{openStream(t, f, cookie), openStream(t, f, other)}
 	kept := openStream(t, f, bobs)
 	res, _ := f.post("/logout/everywhere", cookie, url.Values{csrfField: {csrf}})
-	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/login" {
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/login?out=everywhere" {
 		t.Fatalf("logout everywhere: %d %q", res.StatusCode, res.Header.Get("Location"))
 	}
 	f.addTodo("inbox", "{}")

@@ -62,7 +62,13 @@ func (u *UI) showLogin(w http.ResponseWriter, r *http.Request, status int, next,
 		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: token, Path: "/login", MaxAge: 3600,
 			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: u.secure(r)})
 	}
-	u.render(w, r, nil, status, "login", view{Title: "Log in", Error: msg, Page: loginPage{
+	// After a logout the page says so (a bare login page looked like nothing
+	// had happened).
+	notice := ""
+	if r.Method == http.MethodGet {
+		notice = loggedOut[r.URL.Query().Get("out")]
+	}
+	u.render(w, r, nil, status, "login", view{Title: "Log in", Flash: notice, Error: msg, Page: loginPage{
 		Username: username, Next: safeNext(next), Token: token, NoHumans: n == 0, DBPath: u.store.Path(),
 	}})
 }
@@ -144,7 +150,7 @@ func (u *UI) tooMany(w http.ResponseWriter, r *http.Request, next, username stri
 	secs := int(math.Ceil(wait.Seconds()))
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	u.showLogin(w, r, http.StatusTooManyRequests, next, username,
-		fmt.Sprintf("Too many failed attempts. Try again in %s.", plural(secs, "second")))
+		fmt.Sprintf("Too many failed attempts from here (this address, or this browser). Try again in %s.", waitText(secs)))
 }
 
 func (u *UI) logout(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
@@ -153,7 +159,13 @@ func (u *UI) logout(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	}
 	u.streams.end(rc.Human.ID, rc.CSRF)
 	u.clearSessionCookie(w, r)
-	http.Redirect(w, r, "/login", http.StatusSeeOther)
+	http.Redirect(w, r, "/login?out=1", http.StatusSeeOther)
+}
+
+// loggedOut are the login page's notices after a logout (?out=).
+var loggedOut = map[string]string{
+	"1":          "You are logged out.",
+	"everywhere": "You are logged out, in every browser where you were logged in.",
 }
 
 // logoutEverywhere serves POST /logout/everywhere: the operator ends every session
@@ -166,7 +178,7 @@ func (u *UI) logoutEverywhere(w http.ResponseWriter, r *http.Request, rc *reqCtx
 	}
 	u.streams.end(rc.Human.ID, "")
 	u.clearSessionCookie(w, r)
-	http.Redirect(w, r, "/login", http.StatusSeeOther)
+	http.Redirect(w, r, "/login?out=everywhere", http.StatusSeeOther)
 }
 
 // safeNext keeps the post-login redirect on this site: a local path, never
@@ -191,6 +203,15 @@ func randomToken() string {
 	b := make([]byte, 32)
 	rand.Read(b) // never fails (crypto/rand panics rather than return short)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// waitText says a wait of secs seconds as a person would: seconds up to two
+// minutes, then minutes, rounded up.
+func waitText(secs int) string {
+	if secs <= 120 {
+		return plural(secs, "second")
+	}
+	return plural((secs+59)/60, "minute")
 }
 
 func plural(n int, unit string) string {

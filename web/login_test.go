@@ -101,8 +101,12 @@ func TestLoginAndLogout(t *testing.T) {
 	}
 	csrf := csrfToken(c.Value)
 	res, _ = f.post("/logout", c, url.Values{csrfField: {csrf}})
-	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/login" {
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/login?out=1" {
 		t.Fatalf("logout: %d %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	// The login page it goes to says so.
+	if _, page := f.get("/login?out=1", nil); !strings.Contains(page, `<div class="flash ok" role="status">You are logged out.</div>`) {
+		t.Fatalf("the login page after a logout does not say so:\n%s", page)
 	}
 	if res, _ := f.get("/", c); res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("session still valid after logout: %d", res.StatusCode)
@@ -552,5 +556,13 @@ func TestDeviceCookieIsLimitedAcrossAddresses(t *testing.T) {
 	}
 	if res := f.tryLogin("ana", "wrong password", "", from("2001:db8::99", cookie)); res.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("guess past the device's free ones, from yet another address: %d, want 429", res.StatusCode)
+	}
+}
+
+func TestWaitText(t *testing.T) {
+	for secs, want := range map[int]string{1: "1 second", 64: "64 seconds", 120: "120 seconds", 121: "3 minutes", 900: "15 minutes"} {
+		if got := waitText(secs); got != want {
+			t.Errorf("waitText(%d) = %q, want %q", secs, got, want)
+		}
 	}
 }

@@ -55,6 +55,14 @@ func (u *UI) approveTool(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		u.fail(w, r, rc, http.StatusBadRequest, "Say which definition you reviewed: reload the Modules page and approve from there.")
 		return
 	}
+	wasNew := false
+	for _, m := range u.opts.Modules.Status() {
+		for _, t := range m.Tools {
+			if m.Name == module && (t.Name == tool || t.Upstream == tool) {
+				wasNew = t.New
+			}
+		}
+	}
 	err := u.opts.Modules.Approve(r.Context(), module, tool, hash)
 	if errors.Is(err, modules.ErrDefinitionChanged) {
 		u.fail(w, r, rc, http.StatusConflict, fmt.Sprintf("Nothing was approved: the definition you approved is not the one %s has now. It changed after the page was shown; review the definition shown now.", tool))
@@ -69,6 +77,10 @@ func (u *UI) approveTool(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	if err := u.store.Audit(r.Context(), store.AuditEntry{Actor: rc.actor(), Action: "module.approve",
 		Target: "module:" + module, Detail: "tool=" + tool + " sha256=" + hash}); err != nil {
 		u.log.Warn("web: audit module approval", "err", err)
+	}
+	if wasNew {
+		u.redirectFlash(w, r, rc, "/modules", "approved-new")
+		return
 	}
 	u.redirectFlash(w, r, rc, "/modules", "approved")
 }

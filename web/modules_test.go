@@ -215,3 +215,17 @@ func TestHeaderSaysModulesNeedAttention(t *testing.T) {
 		t.Fatal("the header asks for attention with every module up")
 	}
 }
+
+// Approving a new tool says it was never callable before: "can call it", not
+// "again".
+func TestApprovingANewToolSaysSo(t *testing.T) {
+	status := sampleModules()
+	status[0].Tools[1].New = true
+	f := newFixture(t, Options{Modules: &fakeModules{status: status}})
+	cookie, csrf := f.login()
+	res, _ := f.post("/modules/everything/approve", cookie, url.Values{csrfField: {csrf}, "tool": {"everything_echo"},
+		"hash": {"bbbbbbbbbbbbbbbbbbbb"}})
+	if page := f.follow(res, cookie); !strings.Contains(page, "New tool approved") {
+		t.Fatalf("the approval of a new tool:\n%s", page)
+	}
+}

@@ -114,6 +114,9 @@
     if (e.target.matches && e.target.matches(".nav, .glance-list")) scrollHints();
   }, true);
   window.addEventListener("resize", scrollHints);
+  // On a narrow screen the tab of the page shown is scrolled into view.
+  var current = document.querySelector(".nav a[aria-current=\"page\"]");
+  if (current && current.scrollIntoView) current.scrollIntoView({ block: "nearest", inline: "nearest" });
   scrollHints();
 
   // Live updates. The server sends a "todo" event on every todo change, naming the
