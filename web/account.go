@@ -43,8 +43,8 @@ func (u *UI) showAccount(w http.ResponseWriter, r *http.Request, rc *reqCtx, sta
 // new one twice. Every other session of the operator ends (whoever held one may
 // have known the old password); this browser stays logged in, under a new session
 // token, so a copy of its cookie taken before is of no use. Wrong current
-// passwords are audited and count toward the same lockout as failed logins, so a
-// session left open is no way to guess the password either.
+// passwords are audited and count against the session (doubling waits, as failed
+// logins), so a session left open is no way to guess the password either.
 func (u *UI) changePassword(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	current, next := r.PostForm.Get("current"), r.PostForm.Get("new")
 	if next != r.PostForm.Get("confirm") {
@@ -95,6 +95,8 @@ func (u *UI) changePassword(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 		return
 	}
 	try.succeeded()
+	// The new password ended every device cookie: this browser gets a new one.
+	u.setDeviceCookie(w, r, rc.Human.Username, "")
 	if change.Token == "" {
 		// Made already, by the same form sent a moment before.
 		u.streams.endExcept(rc.Human.ID, rc.CSRF)

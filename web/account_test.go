@@ -108,8 +108,8 @@ func TestChangeOwnPassword(t *testing.T) {
 	}
 }
 
-// Wrong current passwords count toward the login lockout: a session left open is
-// no way to guess the password.
+// Wrong current passwords are held back as failed logins are, per session: a
+// session left open is no way to guess the password.
 func TestChangePasswordIsThrottled(t *testing.T) {
 	f := newFixture(t, Options{})
 	cookie, csrf := f.login()
@@ -242,5 +242,25 @@ func TestActionAddressesAnswerGETWithTheirPage(t *testing.T) {
 		if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != page {
 			t.Errorf("GET %s: %d to %q, want 303 to %s", action, res.StatusCode, res.Header.Get("Location"), page)
 		}
+	}
+}
+
+// A new password ends every device cookie; the browser that changed it gets a
+// new one, so its next login is still counted as the operator's browser.
+func TestChangePasswordGivesANewDeviceCookie(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+	res, _ := f.post("/account/password", cookie, url.Values{csrfField: {csrf}, "current": {testPassword},
+		"new": {"a new password"}, "confirm": {"a new password"}})
+	device := deviceFrom(res)
+	if res.StatusCode != http.StatusSeeOther || device == nil || device.Path != "/login" {
+		t.Fatalf("password change: %d, device cookie %+v", res.StatusCode, device)
+	}
+	for range throttleFree + 1 {
+		f.tryLogin("ana", "wrong password", "", nil)
+	}
+	withDevice := http.Header{"Cookie": {device.Name + "=" + device.Value}}
+	if res := f.tryLogin("ana", "a new password", "", withDevice); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login with the cookie from the change, the address held back: %d", res.StatusCode)
 	}
 }

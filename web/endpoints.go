@@ -85,7 +85,8 @@ type endpointForm struct {
 	Capabilities   string
 	ToolAllow      string // comma-separated; empty: every tool of the granted modules
 	ToolDeny       string
-	toolsGiven     bool // the submitted form had the tool fields
+	allowGiven     bool // the submitted form had the field
+	denyGiven      bool
 	Revoked        bool
 	Endpoint       *store.Endpoint // the saved endpoint, when editing
 	Once           string          // the New endpoint form's one-time token
@@ -165,9 +166,8 @@ func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, sto
 	f.WebhookSources, f.WebhookQueues, f.Capabilities = pf["webhook_sources"], pf.Get("webhook_queues"), pf.Get("capabilities")
 	// Read before anything can be refused, so that the form shown again with the
 	// refusal carries them, and its next submission does not clear them.
-	_, allowGiven := pf["tool_allow"]
-	_, denyGiven := pf["tool_deny"]
-	f.toolsGiven = allowGiven || denyGiven
+	_, f.allowGiven = pf["tool_allow"]
+	_, f.denyGiven = pf["tool_deny"]
 	f.ToolAllow, f.ToolDeny = pf.Get("tool_allow"), pf.Get("tool_deny")
 
 	queues, wqueues, caps := splitList(f.Queues), splitList(f.WebhookQueues), splitList(f.Capabilities)
@@ -190,9 +190,15 @@ func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, sto
 		verbs = append(verbs, v)
 	}
 	if len(queues) == 0 {
-		// An agent of capability modules alone: the verbs, ticked by default, have
-		// no queue to work on.
-		verbs, f.Verbs = []string{}, nil
+		// An agent of capability modules alone: on a new endpoint the verbs,
+		// ticked by default, have no queue to work on and are not granted (the
+		// form shown again keeps them ticked as sent); an edit that empties the
+		// queues of an agent with verbs is refused, as the CLI refuses it, rather
+		// than turn a queue worker into a modules-only agent by a slip.
+		if !creating && len(verbs) > 0 {
+			return f, store.EndpointSpec{}, "With no queues the agent works capability modules alone: untick its verbs too, or give it queues."
+		}
+		verbs = []string{}
 	}
 	sources := []string{}
 	for _, s := range f.WebhookSources {
@@ -226,16 +232,23 @@ func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, sto
 	spec := store.EndpointSpec{AgentName: f.Name, Verbs: &verbs, Queues: &queues, DefaultLeaseTTL: &lease,
 		MaxWebhooks: &maxHooks, WebhookSources: &sources, WebhookQueues: &wqueues, Capabilities: &caps,
 		RatePerSecond: &rate, RateBurst: &burst}
-	// A form without the tool fields (a page from before they were on it) keeps
-	// the lists as they are.
-	if f.toolsGiven {
-		allow, deny := splitList(f.ToolAllow), splitList(f.ToolDeny)
-		for _, t := range append(slices.Clone(allow), deny...) {
+	// A form without a tool field (a page from before they were on it) keeps
+	// that list as it is.
+	for _, l := range []struct {
+		given bool
+		text  string
+		set   **[]string
+	}{{f.allowGiven, f.ToolAllow, &spec.ToolAllow}, {f.denyGiven, f.ToolDeny, &spec.ToolDeny}} {
+		if !l.given {
+			continue
+		}
+		tools := splitList(l.text)
+		for _, t := range tools {
 			if !toolNamePattern.MatchString(t) {
 				return f, store.EndpointSpec{}, fmt.Sprintf("%q is not a tool name (1-128 of A-Z a-z 0-9 _ . -, as agents see it: module_tool).", t)
 			}
 		}
-		spec.ToolAllow, spec.ToolDeny = &allow, &deny
+		*l.set = &tools
 	}
 	return f, spec, ""
 }
@@ -369,10 +382,13 @@ func (u *UI) updateEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 	if msg != "" {
 		if ep, err := u.store.Endpoint(r.Context(), id); err == nil {
 			f.AgentID, f.Endpoint = ep.AgentID, &ep
-			if !f.toolsGiven {
-				// Shown again with the fields, as stored, so that the next
-				// submission keeps them.
-				f.ToolAllow, f.ToolDeny = strings.Join(ep.ToolAllow, ", "), strings.Join(ep.ToolDeny, ", ")
+			// Shown again with a field the form lacked, as stored, so that the
+			// next submission keeps it.
+			if !f.allowGiven {
+				f.ToolAllow = strings.Join(ep.ToolAllow, ", ")
+			}
+			if !f.denyGiven {
+				f.ToolDeny = strings.Join(ep.ToolDeny, ", ")
 			}
 		}
 		u.showEndpointForm(w, r, rc, http.StatusBadRequest, f, msg)

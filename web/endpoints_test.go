@@ -473,3 +473,41 @@ func TestEndpointFormSaysWhichToolsExist(t *testing.T) {
 		t.Fatalf("update with a misspelt tool:\n%s", page)
 	}
 }
+
+// Emptying an agent's queues on the edit form, its verbs still ticked, is refused
+// (as the CLI refuses it) rather than turn a queue worker into a modules-only agent
+// by a slip; a refused new form keeps the verbs ticked as sent.
+func TestEndpointFormQueuesEmptied(t *testing.T) {
+	f := newFixture(t, Options{Modules: &fakeModules{status: sampleModules()}})
+	cookie, csrf := f.login()
+	f.post("/endpoints", cookie, url.Values{csrfField: {csrf}, "agent_id": {"bot"}, "queues": {"inbox"},
+		"capabilities": {"everything"}, "verbs": {"claim_next", "complete"}})
+	eps, _ := f.st.ListEndpoints(t.Context(), false)
+	res, body := f.post(fmt.Sprintf("/endpoints/%d", eps[0].ID), cookie, url.Values{csrfField: {csrf}, "queues": {""},
+		"capabilities": {"everything"}, "verbs": {"claim_next", "complete"}})
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "untick its verbs too") {
+		t.Fatalf("emptying a queue worker's queues: %d", res.StatusCode)
+	}
+	if ep, _ := f.st.Endpoint(t.Context(), eps[0].ID); len(ep.Queues) != 1 || len(ep.Verbs) != 2 {
+		t.Fatalf("a refused edit changed the endpoint: %+v", ep)
+	}
+	_, body = f.post("/endpoints", cookie, url.Values{csrfField: {csrf}, "agent_id": {"tools"}, "queues": {""},
+		"capabilities": {"everything"}, "verbs": {"claim_next", "complete"}, "default_lease": {"abc"}})
+	if n := strings.Count(body, `name="verbs" value="claim_next" checked`) + strings.Count(body, `name="verbs" value="complete" checked`); n != 2 {
+		t.Fatalf("a refused new form came back with %d of its 2 verbs ticked", n)
+	}
+}
+
+// A request with one tool field and not the other changes that list alone.
+func TestEndpointFormOneToolField(t *testing.T) {
+	f := newFixture(t, Options{Modules: &fakeModules{status: sampleModules()}})
+	cookie, csrf := f.login()
+	f.post("/endpoints", cookie, url.Values{csrfField: {csrf}, "agent_id": {"bot"}, "queues": {"inbox"},
+		"capabilities": {"everything"}, "tool_allow": {""}, "tool_deny": {"everything_echo"}})
+	eps, _ := f.st.ListEndpoints(t.Context(), false)
+	f.post(fmt.Sprintf("/endpoints/%d", eps[0].ID), cookie, url.Values{csrfField: {csrf}, "queues": {"inbox"},
+		"capabilities": {"everything"}, "tool_allow": {"everything_add"}})
+	if ep, _ := f.st.Endpoint(t.Context(), eps[0].ID); len(ep.ToolDeny) != 1 || len(ep.ToolAllow) != 1 {
+		t.Fatalf("a form with the allow list alone changed the deny list: allow %q deny %q", ep.ToolAllow, ep.ToolDeny)
+	}
+}
