@@ -118,6 +118,8 @@ func (m *module) start(ctx context.Context, strict bool) error {
 	if err := m.man.Validate(o.loadOptions()); err != nil {
 		return err
 	}
+	// The last lines span runs: each run's begin with a line that says so.
+	m.stderr.add("── started " + o.Now().UTC().Format("2006-01-02 15:04:05") + " UTC ──")
 	proc, err := startProcess(m.man, m.man.childEnv(o.LookupEnv, o.EgressPolicy), m.log, m.stderr, o.Now)
 	if err != nil {
 		return err

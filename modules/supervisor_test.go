@@ -779,6 +779,16 @@ func TestRestartAskedFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.until("restarted", func() bool { st := h.status("testmod"); return st.State == StateUp && st.PID != first })
+	// Its last lines say where each run began.
+	starts := 0
+	for _, l := range h.status("testmod").Stderr {
+		if strings.HasPrefix(l, "── started ") {
+			starts++
+		}
+	}
+	if starts != 2 {
+		t.Fatalf("%d run markers among the last lines, want 2: %q", starts, h.status("testmod").Stderr)
+	}
 	select {
 	case w := <-h.waits:
 		t.Fatalf("a restart asked for waited a backoff of %v", w.d)
