@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,7 +18,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/agent"
-	"github.com/switchboardhq/switchboard/internal/linediff"
 	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -172,25 +170,14 @@ func withheldDefinition(t modules.ToolStatus) string {
 		return "its new definition is shown while serve runs (switchboard modules list --url URL)"
 	}
 	indent := func(lines []string) string { return "    " + strings.Join(lines, "\n    ") }
-	// /readyz's JSON arrives compact: lay both out again (their keys are sorted).
-	laidOut := func(def json.RawMessage) string {
-		var buf bytes.Buffer
-		if json.Indent(&buf, def, "", "  ") != nil {
-			return string(def)
+	if changes := t.Changes(); changes != nil {
+		var out []string
+		for _, l := range changes {
+			out = append(out, l.String())
 		}
-		return buf.String()
+		return "what changed since it was approved (- approved, + now):\n" + indent(out)
 	}
-	if len(t.PinnedDefinition) > 0 {
-		lines := linediff.Lines(laidOut(t.PinnedDefinition), laidOut(t.Definition))
-		if linediff.Changed(lines) {
-			var out []string
-			for _, l := range linediff.Context(lines, 3) {
-				out = append(out, l.String())
-			}
-			return "what changed since it was approved (- approved, + now):\n" + indent(out)
-		}
-	}
-	def := laidOut(t.Definition)
+	def := modules.LaidOut(t.Definition)
 	note := "its new definition"
 	if t.New {
 		note = "a new tool (the module did not list it when its tools were first approved)"

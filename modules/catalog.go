@@ -334,20 +334,32 @@ func renameDef(def json.RawMessage, name string) (json.RawMessage, error) {
 // insignificant whitespace, numbers as written), so only a change in meaning,
 // not in formatting, withholds a tool.
 func hashDef(def json.RawMessage) (string, error) {
+	canon, err := canonical(def, "")
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// canonical re-encodes def with its keys sorted, numbers as written and HTML
+// characters as they are, each level indented by indent ("" for none): the form a
+// definition is hashed in (compact) and kept in for review (indented).
+func canonical(def json.RawMessage, indent string) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(def))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return "", fmt.Errorf("definition: %w", err)
+		return nil, fmt.Errorf("definition: %w", err)
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
+	enc.SetIndent("", indent)
 	if err := enc.Encode(v); err != nil {
-		return "", fmt.Errorf("definition: %w", err)
+		return nil, fmt.Errorf("definition: %w", err)
 	}
-	sum := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
-	return hex.EncodeToString(sum[:]), nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // keptDefinition is def as a pin keeps it, for a human to compare with a later
@@ -358,20 +370,11 @@ func keptDefinition(def json.RawMessage) []byte {
 	if len(def) > maxShownDefinition {
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(def))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	kept, err := canonical(def, "  ")
+	if err != nil || len(kept) > maxShownDefinition {
 		return nil
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil || buf.Len() > maxShownDefinition {
-		return nil
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	return kept
 }
 
 // MCPTool decodes the definition for registration with mcp-go's server. The

@@ -52,6 +52,13 @@ func NewMemoryPins() *MemoryPins {
 		pending: map[string]map[string]string{}}
 }
 
+// module makes module's maps. p.mu must be held.
+func (p *MemoryPins) module(module string) {
+	if p.pins[module] == nil {
+		p.pins[module], p.defs[module], p.pending[module] = map[string]string{}, map[string][]byte{}, map[string]string{}
+	}
+}
+
 // ToolPins implements PinStore.
 func (p *MemoryPins) ToolPins(_ context.Context, module string) (map[string]string, error) {
 	p.mu.Lock()
@@ -67,10 +74,7 @@ func (p *MemoryPins) ToolPins(_ context.Context, module string) (map[string]stri
 func (p *MemoryPins) PinTool(_ context.Context, module, tool, hash string, def []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.pins[module] == nil {
-		p.pins[module] = map[string]string{}
-		p.defs[module] = map[string][]byte{}
-	}
+	p.module(module)
 	p.pins[module][tool] = hash
 	p.defs[module][tool] = def
 	if p.pending[module][tool] == hash {
@@ -83,9 +87,7 @@ func (p *MemoryPins) PinTool(_ context.Context, module, tool, hash string, def [
 func (p *MemoryPins) WithholdTool(_ context.Context, module, tool, hash string, _ []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.pending[module] == nil {
-		p.pending[module] = map[string]string{}
-	}
+	p.module(module)
 	p.pending[module][tool] = hash
 	return nil
 }
@@ -94,17 +96,11 @@ func (p *MemoryPins) WithholdTool(_ context.Context, module, tool, hash string, 
 func (p *MemoryPins) WithholdNewTool(_ context.Context, module, tool, hash string, _ []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.pins[module] == nil {
-		p.pins[module] = map[string]string{}
-		p.defs[module] = map[string][]byte{}
-	}
+	p.module(module)
 	if h, ok := p.pins[module][tool]; ok && h != "" {
 		return nil
 	}
 	p.pins[module][tool] = ""
-	if p.pending[module] == nil {
-		p.pending[module] = map[string]string{}
-	}
 	p.pending[module][tool] = hash
 	return nil
 }

@@ -1,6 +1,7 @@
 package modules
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/linediff"
 )
 
 // State is a module's lifecycle state.
@@ -455,6 +458,34 @@ type ToolStatus struct {
 	// in the same form, to compare with Definition; absent when the pin predates
 	// kept definitions.
 	PinnedDefinition json.RawMessage `json:"pinned_definition,omitempty"`
+}
+
+// changeContext is how many unchanged lines Changes shows either side of a change.
+const changeContext = 3
+
+// Changes compares a withheld tool's approved definition with its new one line
+// by line, both laid out alike (JSON that has been through /readyz arrives
+// compact): the changed lines and changeContext unchanged ones either side. It is
+// nil when no approved definition was kept, or when no line differs.
+func (t ToolStatus) Changes() []linediff.Line {
+	if len(t.PinnedDefinition) == 0 || len(t.Definition) == 0 {
+		return nil
+	}
+	lines := linediff.Lines(LaidOut(t.PinnedDefinition), LaidOut(t.Definition))
+	if !linediff.Changed(lines) {
+		return nil
+	}
+	return linediff.Context(lines, changeContext)
+}
+
+// LaidOut is a definition indented two spaces a level, or as it is when it is not
+// JSON.
+func LaidOut(def json.RawMessage) string {
+	var buf bytes.Buffer
+	if json.Indent(&buf, def, "", "  ") != nil {
+		return string(def)
+	}
+	return buf.String()
 }
 
 // Status reports every module, in manifest order.

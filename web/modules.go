@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -109,21 +108,13 @@ func (u *UI) restartModule(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 // the page: "del", "ins", "same" or "skip".
 type diffLine struct{ Class, Text string }
 
-// diffContext is how many unchanged lines are shown either side of a change.
-const diffContext = 3
-
 var diffClass = map[linediff.Op]string{linediff.Removed: "del", linediff.Added: "ins", linediff.Same: "same", linediff.Skipped: "skip"}
 
-// definitionDiff compares a withheld tool's approved definition with its new one
-// (ToolStatus.PinnedDefinition and Definition, in the same form): the changed
-// lines and a few either side. It is empty when nothing differs line by line.
-func definitionDiff(pinned, now json.RawMessage) []diffLine {
-	lines := linediff.Lines(string(pinned), string(now))
-	if !linediff.Changed(lines) {
-		return nil
-	}
+// definitionDiff is a withheld tool's Changes as the page shows them. It is empty
+// when nothing differs line by line.
+func definitionDiff(t modules.ToolStatus) []diffLine {
 	var out []diffLine
-	for _, l := range linediff.Context(lines, diffContext) {
+	for _, l := range t.Changes() {
 		out = append(out, diffLine{Class: diffClass[l.Op], Text: l.String()})
 	}
 	return out
