@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,8 +92,6 @@ func (d drained) failures() string {
 // bounded by timeout; an agent whose call outlasts it stops, as a server that has
 // stopped answering one call will not answer the next.
 func drainQueue(ctx context.Context, t Target, agents int, timeout time.Duration) (drained, error) {
-	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: agents + 1}, Timeout: timeout}
-	defer httpc.CloseIdleConnections()
 	clients := make([]*leanClient, 0, agents)
 	// Ended side by side: against a server that has stopped answering, each
 	// close waits out its few seconds.
@@ -106,7 +103,7 @@ func drainQueue(ctx context.Context, t Target, agents int, timeout time.Duration
 		wg.Wait()
 	}()
 	for range agents {
-		c, err := dialLean(ctx, t, httpc)
+		c, err := dialLean(ctx, t, timeout)
 		if err != nil {
 			return drained{}, err
 		}
@@ -124,7 +121,15 @@ func drainQueue(ctx context.Context, t Target, agents int, timeout time.Duration
 			State string `json:"state"`
 		} `json:"todo"`
 	}
-	claimArgs := map[string]any{"queues": []string{t.Queue}, "lease_ttl_seconds": benchLeaseSeconds}
+	type claimArgs struct {
+		Queues   []string `json:"queues"`
+		LeaseTTL int      `json:"lease_ttl_seconds"`
+	}
+	type completeArgs struct {
+		TodoID   int64 `json:"todo_id"`
+		LeaseSeq int64 `json:"lease_seq"`
+	}
+	claim := claimArgs{[]string{t.Queue}, benchLeaseSeconds}
 	d := drained{claimLat: &Latencies{}, completeLat: &Latencies{}}
 	var done, errs atomic.Int64
 	var lastErr, stalled atomic.Pointer[error]
@@ -149,8 +154,8 @@ func drainQueue(ctx context.Context, t Target, agents int, timeout time.Duration
 			}
 			for ctx.Err() == nil {
 				t0 := time.Now()
-				var cl claimed
-				if err := c.callTool(ctx, "claim_next", claimArgs, &cl); err != nil {
+				cl, err := leanCall[claimed](ctx, c, "claim_next", claim)
+				if err != nil {
 					if !fail(err) {
 						return
 					}
@@ -161,8 +166,7 @@ func drainQueue(ctx context.Context, t Target, agents int, timeout time.Duration
 					return // nothing claimable: the queue is drained
 				}
 				t1 := time.Now()
-				var co completed
-				err := c.callTool(ctx, "complete", map[string]any{"todo_id": cl.Todo.ID, "lease_seq": cl.LeaseSeq}, &co)
+				co, err := leanCall[completed](ctx, c, "complete", completeArgs{cl.Todo.ID, cl.LeaseSeq})
 				if err == nil && co.Todo.State != "done" {
 					err = fmt.Errorf("complete: todo %d is %q, not done", cl.Todo.ID, co.Todo.State)
 				}

@@ -1,10 +1,8 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -30,11 +28,12 @@ func ingestURL(base, advertised string) (string, error) {
 	return strings.TrimSuffix(base, "/") + u.EscapedPath()[i:], nil
 }
 
-// sendAll posts n signed deliveries from senders goroutines; with a gap, the
+// sendAll posts n signed deliveries from senders goroutines, each on a connection
+// of its own (see wire), each delivery bounded by timeout; with a gap, the
 // deliveries are spread so that one starts every gap (an open-loop pace). A failed
 // delivery is counted in errs; one that timed out stops every sender, and is
-// sendAll's error: the server has stopped answering.
-func sendAll(ctx context.Context, c *http.Client, hooks []webhook, cfg Config, n, senders int, seq *atomic.Int64,
+// sendAll's error: the server has stopped answering. Every hook is on one server.
+func sendAll(ctx context.Context, timeout time.Duration, hooks []webhook, cfg Config, n, senders int, seq *atomic.Int64,
 	lat *Latencies, errs *failures, gap time.Duration) error {
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
@@ -43,8 +42,21 @@ func sendAll(ctx context.Context, c *http.Client, hooks []webhook, cfg Config, n
 	var next atomic.Int64
 	start := time.Now()
 	pad := strings.Repeat("x", max(0, cfg.BodyBytes-160))
+	paths := make([]string, len(hooks))
+	for i, h := range hooks {
+		p, err := requestPath(h.url)
+		if err != nil {
+			return err
+		}
+		paths[i] = p
+	}
 	var wg sync.WaitGroup
 	for g := 0; g < senders; g++ {
+		w, err := newWire(hooks[0].url, timeout)
+		if err != nil {
+			return err
+		}
+		defer w.close()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -58,12 +70,13 @@ func sendAll(ctx context.Context, c *http.Client, hooks []webhook, cfg Config, n
 						time.Sleep(wait)
 					}
 				}
-				h := hooks[int(i)%len(hooks)]
+				k := int(i) % len(hooks)
+				h := hooks[k]
 				id := "bench-" + strconv.FormatInt(seq.Add(1), 10) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 				body := []byte(`{"id":"` + id + `","action":"opened","number":` + strconv.FormatInt(i, 10) +
 					`,"padding":"` + pad + `"}`)
 				t0 := time.Now()
-				if err := deliver(ctx, c, h, id, body); err != nil {
+				if err := deliver(ctx, w, h, paths[k], id, body); err != nil {
 					if ctx.Err() != nil && stalled.Load() != nil {
 						return // another sender's delivery timed out
 					}
@@ -81,36 +94,33 @@ func sendAll(ctx context.Context, c *http.Client, hooks []webhook, cfg Config, n
 	}
 	wg.Wait()
 	if err := stalled.Load(); err != nil {
-		return errNoAnswer("a delivery", c.Timeout, *err)
+		return errNoAnswer("a delivery", timeout, *err)
 	}
 	return nil
 }
 
-func deliver(ctx context.Context, c *http.Client, h webhook, id string, body []byte) error {
+// deliver posts one signed delivery of body to h, at path on w's server.
+func deliver(ctx context.Context, w *wire, h webhook, path, id string, body []byte) error {
 	hdr, err := ingest.Sign(h.source, h.secret, id, body, time.Now())
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header = hdr
-	req.Header.Set("Content-Type", "application/json")
+	hdr.Set("Content-Type", "application/json")
 	if h.source == "generic" {
-		req.Header.Set("X-Delivery-Id", id)
+		hdr.Set("X-Delivery-Id", id)
 	}
-	resp, err := c.Do(req)
+	pairs := make([]string, 0, 2*len(hdr))
+	for k, vs := range hdr {
+		for _, v := range vs {
+			pairs = append(pairs, k, v)
+		}
+	}
+	resp, _, err := w.do(ctx, http.MethodPost, path, pairs, body)
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("delivery answered %d", resp.StatusCode)
-	}
-	if err != nil {
-		return fmt.Errorf("read the delivery's answer: %w", err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A server that streams a notification ahead of the answer, and an answer whose
@@ -47,27 +48,27 @@ func TestLeanClientAnswers(t *testing.T) {
 	}))
 	defer srv.Close()
 	ctx := context.Background()
-	c, err := dialLean(ctx, Target{URL: srv.URL, Credential: "cred"}, srv.Client())
+	c, err := dialLean(ctx, Target{URL: srv.URL, Credential: "cred"}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.close()
 
-	var got struct {
+	type said struct {
 		Said string `json:"said"`
 	}
-	if err := c.callTool(ctx, "streamed", map[string]any{}, &got); err != nil || got.Said != `"method"` {
+	if got, err := leanCall[said](ctx, c, "streamed", map[string]any{}); err != nil || got.Said != `"method"` {
 		t.Fatalf("streamed answer: %+v, %v", got, err)
 	}
 	var ce *callError
-	if err := c.callTool(ctx, "fails", map[string]any{}, &got); !errors.As(err, &ce) || !strings.Contains(err.Error(), "not_found: todo 9") {
+	if _, err := leanCall[said](ctx, c, "fails", map[string]any{}); !errors.As(err, &ce) || !strings.Contains(err.Error(), "not_found: todo 9") {
 		t.Fatalf("tool error: %v", err)
 	}
-	if err := c.callTool(ctx, "nope", map[string]any{}, &got); !errors.As(err, &ce) || !strings.Contains(err.Error(), "unknown tool") {
+	if _, err := leanCall[said](ctx, c, "nope", map[string]any{}); !errors.As(err, &ce) || !strings.Contains(err.Error(), "unknown tool") {
 		t.Fatalf("JSON-RPC error: %v", err)
 	}
 
-	if _, err := dialLean(ctx, Target{URL: srv.URL, Credential: "wrong"}, srv.Client()); err == nil || !strings.Contains(err.Error(), "401") {
+	if _, err := dialLean(ctx, Target{URL: srv.URL, Credential: "wrong"}, 5*time.Second); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("a refused credential: %v", err)
 	}
 }

@@ -192,8 +192,7 @@ func Run(ctx context.Context, t Target, cfg Config) (_ *Report, err error) {
 		}
 		hooks = append(hooks, webhook{source: src, url: u, secret: str(res["signing_secret"])})
 	}
-	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Senders * 2, MaxConnsPerHost: 0},
-		Timeout: cfg.CallTimeout}
+	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}, Timeout: cfg.CallTimeout}
 
 	// 1. ingest, flat out.
 	progress("ingest: %d deliveries from %d senders…", cfg.Deliveries, cfg.Senders)
@@ -201,7 +200,7 @@ func Run(ctx context.Context, t Target, cfg Config) (_ *Report, err error) {
 	lat := &Latencies{}
 	var errs failures
 	start := time.Now()
-	if err := sendAll(ctx, httpc, hooks, cfg, cfg.Deliveries, cfg.Senders, &seq, lat, &errs, 0); err != nil {
+	if err := sendAll(ctx, cfg.CallTimeout, hooks, cfg, cfg.Deliveries, cfg.Senders, &seq, lat, &errs, 0); err != nil {
 		return nil, fmt.Errorf("bench: ingest: %w", err)
 	}
 	el := time.Since(start)
@@ -231,7 +230,7 @@ func Run(ctx context.Context, t Target, cfg Config) (_ *Report, err error) {
 		plat := &Latencies{}
 		var perrs failures
 		start = time.Now()
-		if err := sendAll(ctx, httpc, hooks, cfg, n, cfg.Senders, &seq, plat, &perrs, time.Duration(float64(time.Second)/half)); err != nil {
+		if err := sendAll(ctx, cfg.CallTimeout, hooks, cfg, n, cfg.Senders, &seq, plat, &perrs, time.Duration(float64(time.Second)/half)); err != nil {
 			return nil, fmt.Errorf("bench: ingest at half rate: %w", err)
 		}
 		r.Ingest.HalfRatePerS = float64(n) / time.Since(start).Seconds()

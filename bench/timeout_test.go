@@ -138,12 +138,11 @@ func TestDrainStopsOnACallThatTimesOut(t *testing.T) {
 func TestSendAllStopsOnADeliveryThatTimesOut(t *testing.T) {
 	var first atomic.Bool
 	f := newFakeTarget(t, func(r *http.Request, _ string) bool { return first.CompareAndSwap(false, true) })
-	c := &http.Client{Timeout: 200 * time.Millisecond}
 	hooks := []webhook{{source: "generic", url: f.URL + "/webhooks/w/T", secret: testSecret}}
 	var seq atomic.Int64
 	var errs failures
 	err := within(t, "sendAll", func() error {
-		return sendAll(context.Background(), c, hooks, Config{BodyBytes: 200}, 1<<30, 2, &seq, &Latencies{}, &errs, 0)
+		return sendAll(context.Background(), 200*time.Millisecond, hooks, Config{BodyBytes: 200}, 1<<30, 2, &seq, &Latencies{}, &errs, 0)
 	})
 	if err == nil || !strings.Contains(err.Error(), "no answer within 200ms") {
 		t.Fatalf("sendAll: %v, want a timeout that stopped the run", err)
