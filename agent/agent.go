@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -124,6 +125,13 @@ type Agent struct {
 	tools    []Tool
 	verbOf   map[string]string // tool name → verb, for the filter
 
+	// fast holds the verbs' handlers, which fastCall runs itself; fastOff is set
+	// only by tests that compare its answers with mcp-go's, and fastAnswered
+	// counts the calls it answered.
+	fast         map[string]server.ToolHandlerFunc
+	fastOff      atomic.Bool
+	fastAnswered atomic.Int64
+
 	origins   map[string]bool // allowed Origin values
 	localHost string          // BaseURL's host, accepted on loopback connections
 
@@ -201,7 +209,12 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 		server.WithHeartbeatInterval(opts.StreamPing),
 		server.WithStreamableHTTPLogger(opts.Logger),
 	)
-	a.mcp.AddTools(a.verbTools()...)
+	verbs := a.verbTools()
+	a.mcp.AddTools(verbs...)
+	a.fast = make(map[string]server.ToolHandlerFunc, len(verbs))
+	for _, v := range verbs {
+		a.fast[v.Tool.Name] = v.Handler
+	}
 	st.OnTodoChange(a.bell.publish)
 	return a, nil
 }
@@ -310,6 +323,8 @@ func (a *Agent) refresh(ctx context.Context, ep store.Endpoint) {
 		}
 		t.SetSessionTools(tools)
 		err := a.mcp.SendNotificationToSpecificClient(x.id, string(mcp.MethodNotificationToolsListChanged), nil)
+		// Set after the send: the next POST goes through mcp-go, which streams it.
+		x.mustDrain.Store(true)
 		if err != nil && !errors.Is(err, server.ErrSessionNotFound) {
 			a.log.Debug("tools/list_changed not sent", "session", x.id, "err", err)
 		}

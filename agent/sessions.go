@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -83,6 +84,12 @@ type session struct {
 	leases  map[int64]int64         // todo id → lease_seq claimed in this session
 
 	used atomic.Uint64 // sessions.uses at this session's last request
+
+	// For fastCall: whether a notification may wait in mcp-go's queue for the
+	// session until a POST that mcp-go answers takes it, and when mcp-go last saw
+	// a request of the session (unix ns), which keeps it from its idle sweep.
+	mustDrain  atomic.Bool
+	mcpTouched atomic.Int64
 }
 
 func newSessions(limit int, evict func(store.Endpoint, *session)) *sessions {
@@ -142,6 +149,7 @@ func (s *sessions) add(ep store.Endpoint) (id string, evicted *session) {
 	id = "sb-" + base64.RawURLEncoding.EncodeToString(b)
 	x := &session{id: id, endpointID: ep.ID, ep: ep}
 	s.touch(x)
+	x.mcpTouched.Store(time.Now().UnixNano()) // minted for an initialize mcp-go answers
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0

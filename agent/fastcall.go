@@ -1,0 +1,185 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// fastCall answers a tools/call of a queue verb on a live session itself, and
+// reports whether it did; anything else goes on to mcp-go, as does a call this
+// path is not sure of. The verbs are what agents call all day (claim_next,
+// complete), and mcp-go spends several times what the verb does on each: a
+// goroutine and channels to stream notifications, the message parsed six times,
+// and a result whose 2 KB payload is compacted three times over on its way out.
+// Here the call is parsed once, runs the same handler mcp-go would run (scope,
+// rate limit, the verb) with the same session in its context, and its answer is
+// written with the structured result's bytes as they are.
+//
+// What mcp-go would do and this path does not, and how each is kept:
+//   - notifications queued for the session are streamed on a POST's answer: a
+//     session sent tools/list_changed goes through mcp-go until a POST has taken
+//     it (a doorbell is sent only to a session with a GET stream, which takes it);
+//   - a request marks the session active for mcp-go's idle sweep: a session goes
+//     through mcp-go at least every quarter of the idle TTL;
+//   - notifications/cancelled cancels a call in flight: a verb is one short write;
+//     a client that goes away still cancels it, through the request's context.
+//
+// Only the session-ful revisions' plain shape is taken: JSON, a protocol version
+// header this server serves, a single request with an integer or string id, and
+// params without _meta, task or multi-round-trip answers.
+func (a *Agent) fastCall(ctx context.Context, w http.ResponseWriter, r *http.Request, x *session, body []byte) bool {
+	if a.fastOff.Load() || x.mustDrain.Load() ||
+		time.Since(time.Unix(0, x.mcpTouched.Load())) > a.opts.SessionIdleTTL/4 {
+		return false
+	}
+	if !fastHeaders(r.Header) {
+		return false
+	}
+	var env struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+	}
+	if json.Unmarshal(body, &env) != nil || env.JSONRPC != mcp.JSONRPC_VERSION || env.Method != string(mcp.MethodToolsCall) ||
+		!plainID(env.ID) {
+		return false
+	}
+	var req mcp.CallToolRequest
+	if json.Unmarshal(body, &req) != nil || req.Params.Meta != nil || req.Params.Task != nil ||
+		!reflect.ValueOf(req.Params.MultiRoundTripParams).IsZero() {
+		return false
+	}
+	handler, isVerb := a.fast[req.Params.Name]
+	if !isVerb {
+		return false
+	}
+	ep, _ := EndpointFromContext(ctx)
+	x.mu.Lock()
+	cs, defs := x.tools, x.defs
+	x.mu.Unlock()
+	// The session must list the verb (as mcp-go's tool filter would let it be
+	// called); a call of one it does not list goes to mcp-go, which refuses it.
+	if _, listed := defs[req.Params.Name]; cs == nil || !listed || !slices.Contains(ep.Verbs, a.verbOf[req.Params.Name]) {
+		return false
+	}
+
+	req.Header = r.Header
+	ctx = a.mcp.WithContext(ctx, cs)
+	noteCall(ctx, nil, &req)
+	res, err := runRecovered(ctx, handler, req)
+	var out []byte
+	if err == nil && res == nil {
+		err = fmt.Errorf("tool %s returned no result", req.Params.Name)
+	}
+	if err == nil {
+		out, err = appendResponse(make([]byte, 0, 512+2*len(res.RawStructuredContent)), env.ID, res)
+	}
+	if err != nil {
+		out = appendError(nil, env.ID, mcp.INTERNAL_ERROR, err.Error())
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(out)
+	a.fastAnswered.Add(1)
+	return true
+}
+
+// fastHeaders says whether a POST's headers are the plain shape fastCall takes.
+func fastHeaders(h http.Header) bool {
+	ct, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	if err != nil || ct != "application/json" {
+		return false
+	}
+	v := h.Get(mcp.HeaderProtocolVersion)
+	return v != "" && !mcp.IsModernProtocol(v) && slices.Contains(SupportedProtocolVersions, v)
+}
+
+// plainID says whether a JSON-RPC id is an integer or a string, which the
+// answer then carries back byte for byte.
+func plainID(id json.RawMessage) bool {
+	if len(id) == 0 {
+		return false
+	}
+	if id[0] == '"' {
+		var s string
+		return json.Unmarshal(id, &s) == nil
+	}
+	_, err := strconv.ParseInt(string(id), 10, 64)
+	return err == nil
+}
+
+// runRecovered runs a tool handler as mcp-go's WithRecovery would: a panic is the
+// call's error.
+func runRecovered(ctx context.Context, h server.ToolHandlerFunc, req mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic recovered in %s tool handler: %v", req.Params.Name, p)
+		}
+	}()
+	return h(ctx, req)
+}
+
+// appendResponse appends the JSON-RPC answer carrying res. A verb's result (one
+// text block holding the structured result's JSON, see result) is written out
+// here; anything else as mcp-go writes it.
+func appendResponse(b []byte, id json.RawMessage, res *mcp.CallToolResult) ([]byte, error) {
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":`...)
+	if text, ok := verbResultText(res); ok {
+		enc, err := json.Marshal(text)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, `{"content":[{"type":"text","text":`...)
+		b = append(b, enc...)
+		b = append(b, `}],"structuredContent":`...)
+		b = append(b, res.RawStructuredContent...)
+		b = append(b, '}')
+	} else {
+		enc, err := json.Marshal(res)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, enc...)
+	}
+	return append(b, "}\n"...), nil
+}
+
+// verbResultText is the text of a result of result's shape: one plain text block,
+// and the structured result's JSON as json.Marshal wrote it (so it is not checked
+// again), nothing else. A refusal (isError) is not of that shape.
+func verbResultText(res *mcp.CallToolResult) (string, bool) {
+	if res.IsError || res.Meta != nil || res.ResultType != "" || len(res.InputRequests) > 0 || res.RequestState != "" ||
+		len(res.Content) != 1 || len(res.RawStructuredContent) == 0 {
+		return "", false
+	}
+	tc, ok := res.Content[0].(mcp.TextContent)
+	if !ok || tc.Annotations != nil || tc.Meta != nil || tc.Type != "text" {
+		return "", false
+	}
+	return tc.Text, true
+}
+
+// appendError appends a JSON-RPC error answer.
+func appendError(b []byte, id json.RawMessage, code int, msg string) []byte {
+	enc, _ := json.Marshal(msg)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"error":{"code":`...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, `,"message":`...)
+	b = append(b, enc...)
+	return append(b, "}}\n"...)
+}

@@ -1,0 +1,197 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rawSession opens a session over raw HTTP and returns its id.
+func (e *env) rawSession(cred string) string {
+	e.t.Helper()
+	resp, body := e.raw(http.MethodPost, cred, "", initializeBody, nil)
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || id == "" {
+		e.t.Fatalf("initialize: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := e.raw(http.MethodPost, cred, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil); resp.StatusCode != http.StatusAccepted {
+		e.t.Fatalf("notifications/initialized: %d %s", resp.StatusCode, body)
+	}
+	return id
+}
+
+// callBody is a tools/call request of tool with args.
+func callBody(id, tool string, args any) string {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": "tools/call",
+		"params": map[string]any{"name": tool, "arguments": args}})
+	return string(b)
+}
+
+// answerOf decodes a JSON-RPC answer, as JSON or as the last event of a stream.
+func answerOf(t *testing.T, resp *http.Response, body string) map[string]any {
+	t.Helper()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("HTTP %d: %s", resp.StatusCode, body)
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		i := strings.LastIndex(body, "data: ")
+		body = strings.TrimSpace(body[i+len("data: "):])
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		t.Fatalf("decode %q: %v", body, err)
+	}
+	return m
+}
+
+// The verbs' own path answers what mcp-go would: the same result (its text copy,
+// structured content and error flag) for a verb's result and for its refusal,
+// with the request's id, whether a number or a string.
+func TestFastCallAnswersAsMCPGoDoes(t *testing.T) {
+	e := newEnv(t)
+	_, cred := e.endpoint("w", []string{"inbox"}, nil)
+	// A payload with what JSON encoders escape differently.
+	const payload = `{"html":"<b>&amp;</b>","quote":"\"","line":"\u2028","emoji":"🦀","ctl":"\u0001"}`
+	e.addTodo("inbox", payload)
+	sid := e.rawSession(cred)
+
+	call := func(fast bool, id, tool string, args any) (map[string]any, int64) {
+		e.ag.fastOff.Store(!fast)
+		defer e.ag.fastOff.Store(false)
+		before := e.ag.fastAnswered.Load()
+		resp, body := e.raw(http.MethodPost, cred, sid, callBody(id, tool, args), nil)
+		return answerOf(t, resp, body), e.ag.fastAnswered.Load() - before
+	}
+	for _, c := range []struct {
+		id, tool string
+		args     any
+		isError  bool
+	}{
+		{`7`, VerbListTodos, map[string]any{"queue": "inbox"}, false},
+		{`"req-8"`, VerbListTodos, map[string]any{"state": "pending"}, false},
+		{`9`, VerbComplete, map[string]any{"todo_id": 12345, "lease_seq": 1}, true},
+		{`10`, VerbGetDefaultLease, map[string]any{}, false},
+	} {
+		viaMCP, n := call(false, c.id, c.tool, c.args)
+		if n != 0 {
+			t.Fatalf("%s: answered by the fast path while it was off", c.tool)
+		}
+		viaFast, n := call(true, c.id, c.tool, c.args)
+		if n != 1 {
+			t.Fatalf("%s: not answered by the fast path", c.tool)
+		}
+		if !reflect.DeepEqual(viaFast, viaMCP) {
+			t.Fatalf("%s: the fast path answered\n%v\nmcp-go answered\n%v", c.tool, viaFast, viaMCP)
+		}
+		res, _ := viaFast["result"].(map[string]any)
+		if isErr, _ := res["isError"].(bool); isErr != c.isError {
+			t.Fatalf("%s: isError %v, want %v: %v", c.tool, isErr, c.isError, viaFast)
+		}
+		if id, _ := json.Marshal(viaFast["id"]); string(id) != c.id {
+			t.Fatalf("%s: answered with id %s, want %s", c.tool, id, c.id)
+		}
+	}
+
+	// A claimed todo's payload comes back whole, in both forms.
+	claimed, n := call(true, `11`, VerbClaimNext, map[string]any{})
+	if n != 1 {
+		t.Fatal("claim_next: not answered by the fast path")
+	}
+	res := claimed["result"].(map[string]any)
+	var fromText any
+	if err := json.Unmarshal([]byte(res["content"].([]any)[0].(map[string]any)["text"].(string)), &fromText); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(fromText, res["structuredContent"]) {
+		t.Fatalf("the text copy %v differs from the structured result %v", fromText, res["structuredContent"])
+	}
+	if got := res["structuredContent"].(map[string]any)["todo"].(map[string]any)["payload"]; got != payload {
+		t.Fatalf("payload %#v, want %#v", got, payload)
+	}
+}
+
+// Calls of another shape go to mcp-go, which answers them as it always has: a
+// request with _meta (a progress token), one without the protocol version
+// header, an id that is not an integer or a string, a batch, and a verb the
+// endpoint was not granted.
+func TestFastCallLeavesOtherCallsToMCPGo(t *testing.T) {
+	e := newEnv(t)
+	_, cred := e.endpoint("w", []string{"inbox"}, []string{VerbListTodos})
+	sid := e.rawSession(cred)
+	list := map[string]any{"queue": "inbox"}
+	for _, c := range []struct {
+		name, body string
+		header     map[string]string
+		want       string // in the answer
+	}{
+		{"_meta", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"list_todos","arguments":{"queue":"inbox"},"_meta":{"progressToken":"p"}}}`, nil, `"todos"`},
+		{"no version header", callBody(`4`, VerbListTodos, list), map[string]string{"Mcp-Protocol-Version": ""}, `"todos"`},
+		{"fractional id", callBody(`5.5`, VerbListTodos, list), nil, `"todos"`},
+		{"batch", "[" + callBody(`6`, VerbListTodos, list) + "]", nil, ``},
+		{"verb not granted", callBody(`7`, VerbClaimNext, map[string]any{}), nil, `claim_next`},
+	} {
+		before := e.ag.fastAnswered.Load()
+		resp, body := e.raw(http.MethodPost, cred, sid, c.body, c.header)
+		if n := e.ag.fastAnswered.Load() - before; n != 0 {
+			t.Fatalf("%s: answered by the fast path", c.name)
+		}
+		if resp.StatusCode >= 500 || !strings.Contains(body, c.want) {
+			t.Fatalf("%s: HTTP %d %s", c.name, resp.StatusCode, body)
+		}
+	}
+	// And the plain call is taken.
+	before := e.ag.fastAnswered.Load()
+	if resp, body := e.raw(http.MethodPost, cred, sid, callBody(`8`, VerbListTodos, list), nil); !strings.Contains(body, `"todos"`) ||
+		e.ag.fastAnswered.Load() == before {
+		t.Fatalf("a plain call: HTTP %d %s, fast path taken: %v", resp.StatusCode, body, e.ag.fastAnswered.Load() != before)
+	}
+}
+
+// tools/list_changed sent to a session without a GET stream waits in mcp-go's
+// queue for the session's next POST: that POST goes through mcp-go, which
+// streams the notification ahead of the answer; the one after is fast again.
+func TestFastCallLetsListChangedThrough(t *testing.T) {
+	e := newEnv(t)
+	ep, cred := e.endpoint("w", []string{"inbox"}, nil)
+	sid := e.rawSession(cred)
+	list := callBody(`2`, VerbListTodos, map[string]any{"queue": "inbox"})
+	e.raw(http.MethodPost, cred, sid, list, nil)
+
+	e.ag.RefreshSessions(context.Background(), ep.ID)
+	before := e.ag.fastAnswered.Load()
+	resp, body := e.raw(http.MethodPost, cred, sid, list, nil)
+	if e.ag.fastAnswered.Load() != before || !strings.Contains(body, "notifications/tools/list_changed") {
+		t.Fatalf("the POST after tools/list_changed: fast %v, HTTP %d %s", e.ag.fastAnswered.Load() != before, resp.StatusCode, body)
+	}
+	answerOf(t, resp, body)
+	e.raw(http.MethodPost, cred, sid, list, nil)
+	if e.ag.fastAnswered.Load() != before+1 {
+		t.Fatal("the POST after that was not answered by the fast path")
+	}
+}
+
+// A session that only ever calls verbs on the fast path is not ended by mcp-go's
+// idle sweep, which sees only the requests it answers.
+func TestFastCallKeepsTheSessionFromTheIdleSweep(t *testing.T) {
+	e := newEnv(t, func(c *envConfig) { c.agent.SessionIdleTTL = 400 * time.Millisecond })
+	_, cred := e.endpoint("w", []string{"inbox"}, nil)
+	sid := e.rawSession(cred)
+	list := callBody(`2`, VerbListTodos, map[string]any{"queue": "inbox"})
+	before := e.ag.fastAnswered.Load()
+	calls := 0
+	// mcp-go sweeps every second at this TTL: long enough for two sweeps.
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); calls++ {
+		resp, body := e.raw(http.MethodPost, cred, sid, list, nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("call %d: HTTP %d %s", calls, resp.StatusCode, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if fast := e.ag.fastAnswered.Load() - before; fast < int64(calls)/2 {
+		t.Fatalf("%d of %d calls took the fast path", fast, calls)
+	}
+}
