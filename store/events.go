@@ -101,7 +101,7 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 		t, err := w.addTodo(NewTodo{
 			id:        todoID,
 			Queue:     res.Queue,
-			Payload:   string(body),
+			size:      len(body), // the todo reads its payload from the event's body
 			Source:    Source{Type: src, WebhookID: d.WebhookID, EventID: res.EventID, EventType: d.EventType},
 			Trust:     Trust{Verified: true, Mode: d.TrustMode, WebhookCreatedBy: createdBy},
 			CreatedBy: webhookTarget(d.WebhookID),

@@ -116,7 +116,8 @@ func (s *Store) fire(changes []TodoChange) {
 type NewTodo struct {
 	Queue string
 	// Payload is the todo's content. When Source.EventID is set, it must be that
-	// event's body, which is stored once, with the event, not again here.
+	// event's body (or be left empty, with size set), which is stored once, with
+	// the event, not again here.
 	Payload     string
 	MaxAttempts int // 0 = DefaultMaxAttempts
 	Source      Source
@@ -124,6 +125,10 @@ type NewTodo struct {
 	CreatedBy   string // actor: human:<id>, agent:<id>, system
 
 	id int64 // a preassigned id (ingestion links event and todo without an UPDATE)
+	// size, when set, is the payload's size, given instead of Payload by a caller
+	// whose event holds it (ingestion: the body is not copied into a string only
+	// to be measured).
+	size int
 }
 
 // ValidQueueName reports whether q is a usable queue name: 1–128 characters of
@@ -173,13 +178,17 @@ func (w *wtx) addTodo(n NewTodo) (Todo, error) {
 		n.CreatedBy = "system"
 	}
 	now := ms(w.now)
+	size := len(n.Payload)
+	if n.size > 0 {
+		size = n.size
+	}
 	// Exec and the rowid SQLite reports, not RETURNING: on this, the ingest's
 	// hottest statement, RETURNING's result set cost a third as much again.
 	res, err := w.exec(`INSERT INTO todos (id, queue, state, payload_size, source_type, source_webhook_id,
 			source_event_id, source_event_type, verified, trust_mode, webhook_created_by, created_by,
 			max_attempts, available_at, created_at, updated_at)
 		VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		nullID(n.id), n.Queue, len(n.Payload), n.Source.Type, nullID(n.Source.WebhookID), nullID(n.Source.EventID),
+		nullID(n.id), n.Queue, size, n.Source.Type, nullID(n.Source.WebhookID), nullID(n.Source.EventID),
 		n.Source.EventType, n.Trust.Verified, n.Trust.Mode, n.Trust.WebhookCreatedBy, n.CreatedBy,
 		n.MaxAttempts, now, now, now)
 	if err != nil {
@@ -201,7 +210,7 @@ func (w *wtx) addTodo(n NewTodo) (Todo, error) {
 	}
 	w.changed(TodoChange{ID: id, Queue: n.Queue, State: StatePending, Source: n.Source.Type, Claimable: true, Cause: "add"})
 	return Todo{
-		ID: id, Queue: n.Queue, State: StatePending, PayloadSize: len(n.Payload), Source: n.Source, Trust: n.Trust,
+		ID: id, Queue: n.Queue, State: StatePending, PayloadSize: size, Source: n.Source, Trust: n.Trust,
 		CreatedBy: n.CreatedBy, MaxAttempts: n.MaxAttempts, AvailableAt: w.now, CreatedAt: w.now, UpdatedAt: w.now,
 	}, nil
 }
