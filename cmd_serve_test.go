@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -28,5 +29,24 @@ func TestServeWarnsOfASharedDatabase(t *testing.T) {
 	warnIfShared(logger, db)
 	if !strings.Contains(logs.String(), "other users may read the database (mode 0644)") || !strings.Contains(logs.String(), "chmod 600") {
 		t.Fatalf("no warning of a 0644 database: %s", logs.String())
+	}
+}
+
+// serve and bench set the collector's percentage, unless GOGC is set: the
+// operator's own setting stands.
+func TestSetGCPercentLeavesGOGCAlone(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	setGCPercent(&environ{getenv: func(string) string { return "" }}, 250)
+	if got := debug.SetGCPercent(100); got != 250 {
+		t.Fatalf("collector at %d%%, want 250", got)
+	}
+	setGCPercent(&environ{getenv: func(k string) string {
+		if k == "GOGC" {
+			return "50"
+		}
+		return ""
+	}}, 250)
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("collector at %d%% with GOGC set, want it left at 100", got)
 	}
 }
