@@ -53,7 +53,8 @@ type Options struct {
 	// BodyTimeout bounds how long a POST body may take to arrive (default
 	// httpbody.DefaultTimeout); a slower one gets 408.
 	BodyTimeout time.Duration
-	// SessionIdleTTL forgets sessions idle this long (default 30 minutes).
+	// SessionIdleTTL ends sessions no request has used this long that hold no GET
+	// stream (default 30 minutes); Run sweeps for them every quarter of it.
 	SessionIdleTTL time.Duration
 	// MaxSessionsPerEndpoint bounds the live sessions of one endpoint: opening
 	// one more ends its least recently used (default 32).
@@ -205,7 +206,6 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 		// The wrapper applies the same DNS-rebinding rule, plus the configured
 		// public host, so a reverse proxy on the same machine keeps working.
 		server.WithDisableLocalhostProtection(true),
-		server.WithSessionIdleTTL(opts.SessionIdleTTL),
 		server.WithHeartbeatInterval(opts.StreamPing),
 		server.WithStreamableHTTPLogger(opts.Logger),
 	)
@@ -227,12 +227,14 @@ func (a *Agent) Mount(r *httprouter.Router, path string) {
 	}
 }
 
-// Run sends doorbell rings and re-checks the endpoints of live sessions until ctx
-// ends: every RevalidateEvery, and as soon as EndpointsMayHaveChanged says so and
-// the endpoints' epoch confirms it.
+// Run sends doorbell rings, ends idle sessions, and re-checks the endpoints of live
+// sessions until ctx ends: every RevalidateEvery, and as soon as
+// EndpointsMayHaveChanged says so and the endpoints' epoch confirms it.
 func (a *Agent) Run(ctx context.Context) error {
 	t := time.NewTicker(a.opts.RevalidateEvery)
 	defer t.Stop()
+	idle := time.NewTicker(max(a.opts.SessionIdleTTL/4, 10*time.Millisecond))
+	defer idle.Stop()
 	epoch, err := a.st.EndpointEpoch(ctx)
 	if err != nil {
 		a.log.Warn("read the endpoints' epoch", "err", err)
@@ -245,6 +247,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.ring(c)
 		case <-t.C:
 			a.Revalidate(ctx)
+		case now := <-idle.C:
+			a.sweepIdle(now)
 		case <-a.recheck:
 			now, err := a.st.EndpointEpoch(ctx)
 			if err != nil {
@@ -257,6 +261,22 @@ func (a *Agent) Run(ctx context.Context) error {
 				epoch = now
 			}
 		}
+	}
+}
+
+// sweepIdle ends the sessions that no request has used for SessionIdleTTL and
+// that hold no GET stream (whose heartbeats are its client's sign of life), as a
+// DELETE would, and remembers why for their next request. A session is so ended
+// between one and one and a quarter TTLs after its last request. (mcp-go has an
+// idle sweep of its own, but it hears only the requests mcp-go answers, not those
+// fastCall does.)
+func (a *Agent) sweepIdle(now time.Time) {
+	for _, x := range a.sessions.all() {
+		if now.Sub(time.Unix(0, x.lastUsed.Load())) < a.opts.SessionIdleTTL || x.listening() {
+			continue
+		}
+		a.sessions.noteEnded(x.id, a.sessions.idleNote)
+		a.endSession(x.id)
 	}
 }
 
@@ -323,8 +343,9 @@ func (a *Agent) refresh(ctx context.Context, ep store.Endpoint) {
 		}
 		t.SetSessionTools(tools)
 		err := a.mcp.SendNotificationToSpecificClient(x.id, string(mcp.MethodNotificationToolsListChanged), nil)
-		// Set after the send: the next POST goes through mcp-go, which streams it.
-		x.mustDrain.Store(true)
+		// Counted after the send: the session's POSTs go through mcp-go, which
+		// streams it ahead of an answer, until one that began after this has.
+		x.notices.Add(1)
 		if err != nil && !errors.Is(err, server.ErrSessionNotFound) {
 			a.log.Debug("tools/list_changed not sent", "session", x.id, "err", err)
 		}
@@ -399,7 +420,7 @@ func (a *Agent) Revalidate(ctx context.Context) (ok bool) {
 
 // endSession ends a session as a DELETE does: mcp-go calls Terminate (which
 // forgets it here and closes its streams), then drops its own state for it (its
-// registration, tools, log level; the idle sweep does the same). mcp-go exports
+// registration, tools, log level). mcp-go exports
 // that only through a DELETE, so the agent sends it one.
 func (a *Agent) endSession(id string) {
 	r := &http.Request{Method: http.MethodDelete, URL: &url.URL{Path: "/mcp"}, Header: http.Header{}}

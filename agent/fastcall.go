@@ -9,7 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"time"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -27,31 +27,24 @@ import (
 //
 // What mcp-go would do and this path does not, and how each is kept:
 //   - notifications queued for the session are streamed on a POST's answer: a
-//     session sent tools/list_changed goes through mcp-go until a POST has taken
-//     it (a doorbell is sent only to a session with a GET stream, which takes it);
-//   - a request marks the session active for mcp-go's idle sweep: a session goes
-//     through mcp-go at least every quarter of the idle TTL;
+//     session sent tools/list_changed goes through mcp-go until a request that
+//     mcp-go answers has taken it (a doorbell is sent only to a session with a
+//     GET stream, which takes it);
+//   - mcp-go's idle sweep hears only the requests mcp-go answers: the agent sweeps
+//     idle sessions itself (sweepIdle), and mcp-go's is off;
 //   - notifications/cancelled cancels a call in flight: a verb is one short write;
 //     a client that goes away still cancels it, through the request's context.
 //
 // Only the session-ful revisions' plain shape is taken: JSON, a protocol version
-// header this server serves, a single request with an integer or string id, and
-// params without _meta, task or multi-round-trip answers.
+// header this server serves, a single request with an integer or string id, no
+// result member, and params without _meta, task or multi-round-trip answers.
 func (a *Agent) fastCall(ctx context.Context, w http.ResponseWriter, r *http.Request, x *session, body []byte) bool {
-	if a.fastOff.Load() || x.mustDrain.Load() ||
-		time.Since(time.Unix(0, x.mcpTouched.Load())) > a.opts.SessionIdleTTL/4 {
+	if a.fastOff.Load() || x.noticesWaiting() || !fastHeaders(r.Header) {
 		return false
 	}
-	if !fastHeaders(r.Header) {
-		return false
-	}
-	var env struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Method  string          `json:"method"`
-	}
+	var env envelope
 	if json.Unmarshal(body, &env) != nil || env.JSONRPC != mcp.JSONRPC_VERSION || env.Method != string(mcp.MethodToolsCall) ||
-		!plainID(env.ID) {
+		!plainID(env.ID) || !absent(env.Result) || !absent(env.Params.Meta) || !absent(env.Params.Task) {
 		return false
 	}
 	var req mcp.CallToolRequest
@@ -95,6 +88,41 @@ func (a *Agent) fastCall(ctx context.Context, w http.ResponseWriter, r *http.Req
 	return true
 }
 
+// envelope is what fastCall and mcpAnswers read of a JSON-RPC message first. A
+// member given twice keeps what the first gave unless the second replaces it, as
+// in the plain structs mcp-go decides a message's kind and revision with.
+type envelope struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Result  json.RawMessage `json:"result"` // mcp-go takes a message with one for a response
+	Params  struct {
+		Meta json.RawMessage `json:"_meta"`
+		Task json.RawMessage `json:"task"`
+	} `json:"params"`
+}
+
+// absent says whether a member was left out or given as null.
+func absent(v json.RawMessage) bool { return len(v) == 0 || string(v) == "null" }
+
+// mcpAnswers says whether mcp-go will answer a POST of a session as a request:
+// then it streams the notifications waiting for the session ahead of the answer.
+// It does not for a notification or a response (202), nor for a message it
+// refuses before reading (its Content-Type, its protocol version); a request of
+// the stateless revision has no session. When in doubt, no.
+func mcpAnswers(h http.Header, body []byte) bool {
+	ct, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	if err != nil || ct != "application/json" {
+		return false
+	}
+	if v := h.Get(mcp.HeaderProtocolVersion); v != "" && (!mcp.IsValidProtocolVersion(v) || mcp.IsModernProtocol(v)) {
+		return false
+	}
+	var env envelope
+	return json.Unmarshal(body, &env) == nil && env.Method != "" && !absent(env.ID) && absent(env.Result) &&
+		absent(env.Params.Meta)
+}
+
 // fastHeaders says whether a POST's headers are the plain shape fastCall takes.
 func fastHeaders(h http.Header) bool {
 	ct, _, err := mime.ParseMediaType(h.Get("Content-Type"))
@@ -113,7 +141,7 @@ func plainID(id json.RawMessage) bool {
 	}
 	if id[0] == '"' {
 		var s string
-		return json.Unmarshal(id, &s) == nil
+		return utf8.Valid(id) && json.Unmarshal(id, &s) == nil
 	}
 	_, err := strconv.ParseInt(string(id), 10, 64)
 	return err == nil

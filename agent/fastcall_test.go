@@ -132,7 +132,14 @@ func TestFastCallLeavesOtherCallsToMCPGo(t *testing.T) {
 		{"no version header", callBody(`4`, VerbListTodos, list), map[string]string{"Mcp-Protocol-Version": ""}, `"todos"`},
 		{"fractional id", callBody(`5.5`, VerbListTodos, list), nil, `"todos"`},
 		{"batch", "[" + callBody(`6`, VerbListTodos, list) + "]", nil, ``},
+		// Echoed as sent, it would make the answer invalid UTF-8.
+		{"id not UTF-8", "{\"jsonrpc\":\"2.0\",\"id\":\"a\xffb\",\"method\":\"tools/call\",\"params\":{\"name\":\"list_todos\",\"arguments\":{\"queue\":\"inbox\"}}}", nil, `"todos"`},
 		{"verb not granted", callBody(`7`, VerbClaimNext, map[string]any{}), nil, `claim_next`},
+		// mcp-go takes a message with a result for a response: 202, and no call.
+		{"result member", `{"jsonrpc":"2.0","id":9,"method":"tools/call","result":{},"params":{"name":"list_todos","arguments":{}}}`, nil, ``},
+		// A second params does not hide the first's _meta, which names the
+		// stateless revision: mcp-go refuses the mismatch with the header.
+		{"params twice", `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}},"params":{"name":"list_todos","arguments":{}}}`, nil, `does not match`},
 	} {
 		before := e.ag.fastAnswered.Load()
 		resp, body := e.raw(http.MethodPost, cred, sid, c.body, c.header)
@@ -141,6 +148,9 @@ func TestFastCallLeavesOtherCallsToMCPGo(t *testing.T) {
 		}
 		if resp.StatusCode >= 500 || !strings.Contains(body, c.want) {
 			t.Fatalf("%s: HTTP %d %s", c.name, resp.StatusCode, body)
+		}
+		if c.name == "result member" && (resp.StatusCode != http.StatusAccepted || body != "") {
+			t.Fatalf("%s: HTTP %d %q, want mcp-go's 202 for a response", c.name, resp.StatusCode, body)
 		}
 	}
 	// And the plain call is taken.
@@ -153,45 +163,83 @@ func TestFastCallLeavesOtherCallsToMCPGo(t *testing.T) {
 
 // tools/list_changed sent to a session without a GET stream waits in mcp-go's
 // queue for the session's next POST: that POST goes through mcp-go, which
-// streams the notification ahead of the answer; the one after is fast again.
+// streams the notification ahead of the answer; the one after is fast again. A
+// notification or a response mcp-go answers 202 does not count as that POST (mcp-go
+// streams nothing on it, unless its forwarder happens to be quick).
 func TestFastCallLetsListChangedThrough(t *testing.T) {
 	e := newEnv(t)
 	ep, cred := e.endpoint("w", []string{"inbox"}, nil)
 	sid := e.rawSession(cred)
 	list := callBody(`2`, VerbListTodos, map[string]any{"queue": "inbox"})
 	e.raw(http.MethodPost, cred, sid, list, nil)
+	call := func() (fast bool, body string) {
+		t.Helper()
+		before := e.ag.fastAnswered.Load()
+		resp, body := e.raw(http.MethodPost, cred, sid, list, nil)
+		answerOf(t, resp, body)
+		return e.ag.fastAnswered.Load() != before, body
+	}
 
 	e.ag.RefreshSessions(context.Background(), ep.ID)
-	before := e.ag.fastAnswered.Load()
-	resp, body := e.raw(http.MethodPost, cred, sid, list, nil)
-	if e.ag.fastAnswered.Load() != before || !strings.Contains(body, "notifications/tools/list_changed") {
-		t.Fatalf("the POST after tools/list_changed: fast %v, HTTP %d %s", e.ag.fastAnswered.Load() != before, resp.StatusCode, body)
+	if fast, body := call(); fast || !strings.Contains(body, "notifications/tools/list_changed") {
+		t.Fatalf("the POST after tools/list_changed: fast %v, %s", fast, body)
 	}
-	answerOf(t, resp, body)
-	e.raw(http.MethodPost, cred, sid, list, nil)
-	if e.ag.fastAnswered.Load() != before+1 {
+	if fast, _ := call(); !fast {
 		t.Fatal("the POST after that was not answered by the fast path")
+	}
+
+	e.ag.RefreshSessions(context.Background(), ep.ID)
+	for _, msg := range []string{`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":99}}`,
+		`{"jsonrpc":"2.0","id":"srv-1","result":{}}`} {
+		if resp, body := e.raw(http.MethodPost, cred, sid, msg, nil); resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("%s: HTTP %d %s", msg, resp.StatusCode, body)
+		}
+	}
+	if fast, _ := call(); fast {
+		t.Fatal("after a notification and a response, the next call was answered by the fast path")
+	}
+	if fast, _ := call(); !fast {
+		t.Fatal("the call after that was not answered by the fast path")
 	}
 }
 
-// A session that only ever calls verbs on the fast path is not ended by mcp-go's
-// idle sweep, which sees only the requests it answers.
-func TestFastCallKeepsTheSessionFromTheIdleSweep(t *testing.T) {
-	e := newEnv(t, func(c *envConfig) { c.agent.SessionIdleTTL = 400 * time.Millisecond })
+// The idle sweep hears the calls the fast path answers: a session that only
+// calls verbs lives on, one left alone with a GET stream open lives on, and one
+// left alone without is ended between one and one and a quarter TTLs after its
+// last request.
+func TestIdleSweepHearsFastCalls(t *testing.T) {
+	const ttl = 400 * time.Millisecond
+	e := newEnv(t, func(c *envConfig) { c.agent.SessionIdleTTL = ttl })
 	_, cred := e.endpoint("w", []string{"inbox"}, nil)
-	sid := e.rawSession(cred)
+	busy, listening, alone := e.rawSession(cred), e.rawSession(cred), e.rawSession(cred)
+	e.listen(t, cred, listening)
 	list := callBody(`2`, VerbListTodos, map[string]any{"queue": "inbox"})
 	before := e.ag.fastAnswered.Load()
+	e.raw(http.MethodPost, cred, alone, list, nil)
+	last := time.Now()
 	calls := 0
-	// mcp-go sweeps every second at this TTL: long enough for two sweeps.
-	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); calls++ {
-		resp, body := e.raw(http.MethodPost, cred, sid, list, nil)
+	var aloneEnded time.Duration
+	for end := time.Now().Add(5 * ttl); time.Now().Before(end); calls++ {
+		resp, body := e.raw(http.MethodPost, cred, busy, list, nil)
 		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("call %d: HTTP %d %s", calls, resp.StatusCode, body)
+			t.Fatalf("call %d of the busy session: HTTP %d %s", calls, resp.StatusCode, body)
+		}
+		if aloneEnded == 0 && e.ag.sessions.get(alone) == nil {
+			aloneEnded = time.Since(last)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if fast := e.ag.fastAnswered.Load() - before; fast < int64(calls)/2 {
-		t.Fatalf("%d of %d calls took the fast path", fast, calls)
+	if fast := e.ag.fastAnswered.Load() - before; fast < int64(calls) {
+		t.Fatalf("%d of %d calls took the fast path", fast, calls+1)
+	}
+	if e.ag.sessions.get(listening) == nil {
+		t.Fatal("a session with a GET stream open was swept")
+	}
+	if aloneEnded < ttl || aloneEnded > ttl+ttl/4+200*time.Millisecond {
+		t.Fatalf("the session left alone ended %v after its last request (0: never), want within [%v, %v]", aloneEnded, ttl, ttl+ttl/4)
+	}
+	resp, body := e.raw(http.MethodPost, cred, alone, list, nil)
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "idle for 400ms") {
+		t.Fatalf("the swept session answered %d %q", resp.StatusCode, body)
 	}
 }

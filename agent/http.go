@@ -100,16 +100,24 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		if a.onAttach != nil {
 			a.onAttach(sid)
 		}
-		a.toMCP(x, r.Method)
 		a.http.ServeHTTP(w, r.WithContext(ctx))
 		return
 	}
 	if x != nil {
-		if r.Method == http.MethodPost && a.fastCall(ctx, w, r, x, body) {
+		if r.Method != http.MethodPost {
+			a.http.ServeHTTP(w, r.WithContext(ctx))
 			return
 		}
-		a.toMCP(x, r.Method)
+		if a.fastCall(ctx, w, r, x, body) {
+			return
+		}
+		// A request mcp-go answers takes the notifications waiting for the
+		// session (see fastCall): those sent before it began.
+		notices, answered := x.notices.Load(), mcpAnswers(r.Header, body)
 		a.http.ServeHTTP(w, r.WithContext(ctx))
+		if answered {
+			x.noteDrained(notices)
+		}
 		return
 	}
 	// An initialize (a POST without a session). mcp-go registers the new session
@@ -120,16 +128,6 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	a.http.ServeHTTP(w, r.WithContext(context.WithValue(ctx, mintedKey{}, &minted)))
 	if minted != "" && a.sessions.get(minted) == nil {
 		a.endSession(minted)
-	}
-}
-
-// toMCP notes that a request of session x is about to reach mcp-go (see
-// fastCall): it marks the session active for mcp-go's idle sweep, and a POST
-// takes whatever notifications were waiting for it.
-func (a *Agent) toMCP(x *session, method string) {
-	x.mcpTouched.Store(time.Now().UnixNano())
-	if method == http.MethodPost {
-		x.mustDrain.Store(false)
 	}
 }
 

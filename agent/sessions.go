@@ -85,11 +85,27 @@ type session struct {
 
 	used atomic.Uint64 // sessions.uses at this session's last request
 
-	// For fastCall: whether a notification may wait in mcp-go's queue for the
-	// session until a POST that mcp-go answers takes it, and when mcp-go last saw
-	// a request of the session (unix ns), which keeps it from its idle sweep.
-	mustDrain  atomic.Bool
-	mcpTouched atomic.Int64
+	lastUsed atomic.Int64 // when its last request came (unix ns), for the idle sweep
+
+	// For fastCall: notices counts the notifications sent to the session that
+	// wait in mcp-go's queue until a POST mcp-go answers takes them (the GET
+	// stream takes the others), drained how many of those such a POST has taken.
+	notices, drained atomic.Int64
+}
+
+// noticesWaiting reports whether a notification may still wait for a POST that
+// mcp-go answers (see fastCall).
+func (x *session) noticesWaiting() bool { return x.notices.Load() != x.drained.Load() }
+
+// noteDrained records that a POST mcp-go answered has taken the notifications
+// counted in notices when it began.
+func (x *session) noteDrained(notices int64) {
+	for {
+		d := x.drained.Load()
+		if d >= notices || x.drained.CompareAndSwap(d, notices) {
+			return
+		}
+	}
 }
 
 func newSessions(limit int, evict func(store.Endpoint, *session)) *sessions {
@@ -149,7 +165,6 @@ func (s *sessions) add(ep store.Endpoint) (id string, evicted *session) {
 	id = "sb-" + base64.RawURLEncoding.EncodeToString(b)
 	x := &session{id: id, endpointID: ep.ID, ep: ep}
 	s.touch(x)
-	x.mcpTouched.Store(time.Now().UnixNano()) // minted for an initialize mcp-go answers
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
@@ -173,7 +188,10 @@ func (s *sessions) add(ep store.Endpoint) (id string, evicted *session) {
 }
 
 // touch records a request in x. It runs on every request, so it takes no lock.
-func (s *sessions) touch(x *session) { x.used.Store(s.uses.Add(1)) }
+func (s *sessions) touch(x *session) {
+	x.used.Store(s.uses.Add(1))
+	x.lastUsed.Store(time.Now().UnixNano())
+}
 
 // staler reports whether x was used less recently than y. A session with an open
 // GET stream is in use now: a worker idling on its doorbell is not a leaked session.
@@ -280,10 +298,9 @@ func (x *session) forgetLease(todo int64) {
 }
 
 // ResolveSessionIdManager implements server.SessionIdManagerResolver: the manager
-// it returns mints ids bound to the endpoint the request authenticated as. r is nil
-// when mcp-go's idle sweeper calls.
+// it returns mints ids bound to the endpoint the request authenticated as.
 func (s *sessions) ResolveSessionIdManager(r *http.Request) server.SessionIdManager {
-	m := idManager{s: s, idle: r == nil}
+	m := idManager{s: s}
 	if r != nil {
 		if ep, ok := EndpointFromContext(r.Context()); ok {
 			m.ep = &ep
@@ -297,7 +314,6 @@ type idManager struct {
 	s      *sessions
 	ep     *store.Endpoint
 	minted *string // where Generate tells the HTTP wrapper the id it minted
-	idle   bool    // mcp-go's idle sweeper is asking
 }
 
 // mintedKey carries, in an initialize request's context, where the id minted for
@@ -332,9 +348,6 @@ func (m idManager) Validate(id string) (bool, error) {
 }
 
 func (m idManager) Terminate(id string) (bool, error) {
-	if m.idle && m.s.idleNote != "" && m.s.get(id) != nil {
-		m.s.noteEnded(id, m.s.idleNote)
-	}
 	m.s.remove(id)
 	return false, nil
 }
