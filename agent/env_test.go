@@ -223,6 +223,9 @@ func (ac *agentClient) checkOutput(tool string, res *mcp.CallToolResult) error {
 		return nil
 	}
 	if len(res.RawStructuredContent) == 0 {
+		if res.IsError {
+			return nil // the TypeScript SDK asks an error for none
+		}
 		return fmt.Errorf("no structuredContent")
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(res.RawStructuredContent))

@@ -143,13 +143,8 @@ func (m *Modules) handler(name string) server.ToolHandlerFunc {
 		t, known := m.lookup(name)
 		res, outcome := m.call(ctx, ep, t, known, req)
 		m.record(ctx, ep, name, t.Module, outcome, time.Since(start))
-		if _, refusal := res.StructuredContent.(errorPayload); refusal && t.HasOutputSchema {
-			// The tool's outputSchema is the module's, and says nothing of the
-			// gateway's refusals: a client that checks structuredContent against it
-			// (the official TypeScript SDK does, errors too) would throw rather
-			// than read the refusal. Its code and message stay in the text.
-			res.StructuredContent = nil
-		}
+		// A refusal of a tool with an outputSchema loses its structuredContent
+		// in the wrapper every source's tool gets (refusalsAsText).
 		return res, nil
 	}
 }

@@ -307,6 +307,31 @@ func TestModuleRefusalOfAToolWithAnOutputSchema(t *testing.T) {
 	}
 }
 
+// The endpoint's rate limit refuses before the module's handler runs; its refusal
+// of a tool with an outputSchema carries no structuredContent either.
+func TestModuleRateLimitRefusalOfAToolWithAnOutputSchema(t *testing.T) {
+	typed := fakeTool("alpha", "alpha_count")
+	typed.HasOutputSchema = true
+	typed.Definition = json.RawMessage(`{"name":"alpha_count","inputSchema":{"type":"object"},` +
+		`"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}}`)
+	e := newModuleEnv(t, ModuleOptions{}, typed)
+	e.cat.handle = func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(`{"content":[{"type":"text","text":"1"}],"structuredContent":{"n":1}}`), nil
+	}
+	_, cred := e.endpoint("hasty", []string{"q"}, nil, grant([]string{"alpha"}, nil, nil), func(s *store.EndpointSpec) {
+		s.RatePerSecond, s.RateBurst = ptr(1.0/3600), ptr(1)
+	})
+	c := e.dial(cred, false)
+	if res, err := c.call("alpha_count", nil); err != nil || res.IsError {
+		t.Fatalf("first call: %+v, %v", res, err)
+	}
+	res, err := c.call("alpha_count", nil)
+	if err != nil || !res.IsError || res.StructuredContent != nil || len(res.RawStructuredContent) != 0 ||
+		!strings.HasPrefix(text(res), CodeRateLimited+":") {
+		t.Fatalf("rate-limited call of a tool with an outputSchema: %+v, %v (text %q)", res, err, text(res))
+	}
+}
+
 func TestModuleConcurrencyLimitAnswersAtOnce(t *testing.T) {
 	e := newModuleEnv(t, ModuleOptions{Concurrency: 1}, fakeTool("alpha", "alpha_slow"), fakeTool("beta", "beta_one"))
 	entered, release := make(chan struct{}), make(chan struct{})

@@ -163,6 +163,9 @@ func (a *Agent) sessionTools(ctx context.Context, ep store.Endpoint) map[string]
 				continue
 			}
 			st.Handler = a.limit(st.Tool.Name, st.Handler)
+			if declaresOutput(st.Tool) {
+				st.Handler = refusalsAsText(st.Handler)
+			}
 			out[st.Tool.Name] = st
 		}
 	}
@@ -211,6 +214,27 @@ func (a *Agent) sessionOf(ctx context.Context, ep store.Endpoint) *session {
 		}
 	}
 	return nil
+}
+
+// declaresOutput says whether a tool's definition declares an outputSchema.
+func declaresOutput(t mcp.Tool) bool { return len(t.RawOutputSchema) > 0 || t.OutputSchema.Type != "" }
+
+// refusalsAsText wraps the handler of a source's tool that declares an
+// outputSchema: the schema is the source's, and says nothing of the agent's
+// refusals (the rate limit's, the grant's, the gateway's), so a client that checks
+// structuredContent against it (the official TypeScript SDK does, errors too)
+// would throw rather than read the refusal. A refusal of such a tool carries its
+// code and message in the text alone; the tool's own results pass as they came.
+func refusalsAsText(h server.ToolHandlerFunc) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := h(ctx, req)
+		if res != nil {
+			if _, refusal := res.StructuredContent.(errorPayload); refusal {
+				res.StructuredContent = nil
+			}
+		}
+		return res, err
+	}
 }
 
 // limit wraps a source's handler in the endpoint's rate limit.
