@@ -31,17 +31,21 @@ type DialOptions struct {
 // credential and completes the handshake. It is for tests, benchmarks and the
 // bench command; agents use their own MCP clients. Close the client when done.
 func Dial(ctx context.Context, url, credential string, o DialOptions) (*client.Client, *mcp.InitializeResult, error) {
-	topts := []transport.StreamableHTTPCOption{
-		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + credential}),
+	// The credential rides on the client's transport, not mcp-go's
+	// WithHTTPHeaders, which its DELETE at Close leaves out: the session would be
+	// refused its end (401) and linger until the idle sweep.
+	hc := http.DefaultClient
+	if o.HTTPClient != nil {
+		hc = o.HTTPClient
 	}
+	authed := *hc
+	authed.Transport = bearer{credential: credential, next: hc.Transport}
+	topts := []transport.StreamableHTTPCOption{transport.WithHTTPBasicClient(&authed)}
 	if o.Listen {
 		topts = append(topts, transport.WithContinuousListening())
 	}
 	if o.Logger != nil {
 		topts = append(topts, transport.WithHTTPLogger(o.Logger))
-	}
-	if o.HTTPClient != nil {
-		topts = append(topts, transport.WithHTTPBasicClient(o.HTTPClient))
 	}
 	tr, err := transport.NewStreamableHTTP(url, topts...)
 	if err != nil {
@@ -70,4 +74,20 @@ func Dial(ctx context.Context, url, credential string, o DialOptions) (*client.C
 		return nil, nil, fmt.Errorf("agent: dial %s: initialize: %w", url, err)
 	}
 	return c, res, nil
+}
+
+// bearer adds the credential to every request it carries.
+type bearer struct {
+	credential string
+	next       http.RoundTripper // nil: http.DefaultTransport
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.credential)
+	next := b.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return next.RoundTrip(r)
 }

@@ -85,6 +85,10 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	// A stream (the GET, or a POST answered with events) must not wait in a
+	// reverse proxy's buffer: nginx holds it otherwise, and doorbells arrive late
+	// and in bursts.
+	w.Header().Set("X-Accel-Buffering", "no")
 	if r.Method == http.MethodGet {
 		ctx, cancel := context.WithCancel(ctx)
 		detach := x.attach(cancel)

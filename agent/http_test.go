@@ -340,3 +340,18 @@ func TestRateLimited(t *testing.T) {
 	_, other := e.endpoint("patient", []string{"inbox"}, nil)
 	e.dial(other, false).ok(t, VerbListTodos, nil, nil)
 }
+
+// The GET stream and POST answers tell nginx not to buffer them (a doorbell held
+// in a proxy's buffer arrives late).
+func TestStreamsAreNotBufferedByProxies(t *testing.T) {
+	e := newEnv(t)
+	_, cred := e.endpoint("w", []string{"inbox"}, nil)
+	sid := e.rawSession(cred)
+	get, _ := e.raw(http.MethodGet, cred, sid, "", map[string]string{"Accept": "text/event-stream"})
+	post, _ := e.raw(http.MethodPost, cred, sid, listToolsBody, nil)
+	for name, resp := range map[string]*http.Response{"GET": get, "POST": post} {
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Accel-Buffering") != "no" {
+			t.Errorf("%s: HTTP %d, X-Accel-Buffering %q", name, resp.StatusCode, resp.Header.Get("X-Accel-Buffering"))
+		}
+	}
+}
