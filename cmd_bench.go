@@ -44,6 +44,10 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if u := strings.TrimSuffix(*url, "/"); strings.HasSuffix(u, "/mcp") {
+		return usageErr("--url is the server's base URL: drop the /mcp (bench adds it), as in --url %s",
+			strings.TrimSuffix(u, "/mcp"))
+	}
 	if *deliveries < 1 || *senders < 1 || *agents < 1 || *doorbells < 1 || *duration <= 0 {
 		return usageErr("--deliveries, --senders, --agents, --doorbells and --duration must be positive")
 	}
@@ -81,13 +85,31 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 		return errors.New(strings.TrimPrefix(err.Error(), "bench: ")) // the command names itself
 	}
 	if *asJSON {
-		return writeJSON(env, struct {
+		if err := writeJSON(env, struct {
 			Machine string `json:"machine"`
 			*bench.Report
-		}{machine, report})
+		}{machine, report}); err != nil {
+			return err
+		}
+	} else {
+		printBench(env.stdout, machine, report)
 	}
-	printBench(env.stdout, machine, report)
-	return nil
+	return leftOnServer(report)
+}
+
+// leftOnServer is the error a run that printed its figures still ends with when
+// it left todos or webhooks on the server: a script must be able to tell.
+func leftOnServer(r *bench.Report) error {
+	var left []string
+	for _, e := range []string{r.SweepError, r.CleanupError} {
+		if e != "" {
+			left = append(left, e)
+		}
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the figures stand, but the run left things on the server: %s", strings.Join(left, "; "))
 }
 
 // startBenchServer creates an endpoint on a fresh database and starts `switchboard
@@ -191,8 +213,8 @@ func printBench(w io.Writer, machine string, r *bench.Report) {
 	fmt.Fprintf(tw, "  complete\t\t\t%.2f\t%.2f\t%.2f\t\t\n", r.Drain.Complete.P50, r.Drain.Complete.P99, r.Drain.Complete.Max)
 	fmt.Fprintf(tw, "doorbell, %d sessions\t\t\t%.2f\t%.2f\t%.2f\t%d missed\t\n", r.Doorbell.Sessions,
 		r.Doorbell.Latency.P50, r.Doorbell.Latency.P99, r.Doorbell.Latency.Max, r.Doorbell.Missed)
-	fmt.Fprintf(tw, "  its enqueue POST, answered\t\t\t%.2f\t%.2f\t%.2f\t\t\n",
-		r.Doorbell.Answered.P50, r.Doorbell.Answered.P99, r.Doorbell.Answered.Max)
+	fmt.Fprintf(tw, "  its enqueue POST, answered\t\t\t%.2f\t%.2f\t%.2f\t%d\t\n",
+		r.Doorbell.Answered.P50, r.Doorbell.Answered.P99, r.Doorbell.Answered.Max, r.Doorbell.Errors)
 	tw.Flush()
 	if p := r.Process; p != nil {
 		fmt.Fprintf(w, "\nserver process: idle RSS %.1f MB, RSS peak during ingest %.1f MB, peak RSS %.1f MB, CPU %.1f s\n",

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchboardhq/switchboard/bench"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -180,4 +181,45 @@ func benchEndpoint(t *testing.T, db, rate, burst string) string {
 		t.Fatal(err)
 	}
 	return ep.Credential
+}
+
+// More agents than the endpoint may hold sessions: serve ends the oldest, and
+// bench stops and says why, rather than report a rate over the refused calls.
+func TestBenchURLSaysWhenTheServerEndsItsSessions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and drives it")
+	}
+	db := filepath.Join(t.TempDir(), "sb.db")
+	cred := benchEndpoint(t, db, "100000", "100000")
+	base, stop := startServer(t, serveConfig{DB: db, MaxSessions: 3})
+	defer stop()
+	code, _, stderr := runCLI(t, map[string]string{"BENCH_CRED": cred}, "bench", "--url", base,
+		"--credential-env", "BENCH_CRED", "--deliveries", "60", "--senders", "4", "--agents", "4", "--doorbells", "5",
+		"--duration", "100ms")
+	if code != 1 || !strings.Contains(stderr, "the server ended an agent's session") ||
+		!strings.Contains(stderr, "--max-sessions-per-endpoint") {
+		t.Fatalf("bench with more agents than sessions: exit %d, %q", code, stderr)
+	}
+}
+
+// --url is the base URL; one ending in /mcp (as .mcp.json's does) is refused
+// with the URL to use.
+func TestBenchURLWithMCPPathIsRefused(t *testing.T) {
+	code, _, stderr := runCLI(t, map[string]string{"BENCH_CRED": "x"}, "bench", "--url", "http://127.0.0.1:1/sb/mcp/",
+		"--credential-env", "BENCH_CRED")
+	if code != 2 || !strings.Contains(stderr, "--url http://127.0.0.1:1/sb") {
+		t.Fatalf("bench --url …/mcp: exit %d, %q", code, stderr)
+	}
+}
+
+// A run that printed its figures but could not complete its todos or delete its
+// webhooks still fails, saying what it left.
+func TestBenchFailsWhenItLeftThingsBehind(t *testing.T) {
+	if err := leftOnServer(&bench.Report{}); err != nil {
+		t.Fatalf("a clean run: %v", err)
+	}
+	r := &bench.Report{SweepError: "could not complete the doorbell's todos: x", CleanupError: "could not delete its webhooks: y"}
+	if err := leftOnServer(r); err == nil || !strings.Contains(err.Error(), "doorbell's todos: x; could not delete its webhooks: y") {
+		t.Fatalf("a run that left things: %v", err)
+	}
 }

@@ -58,6 +58,7 @@ func doorbell(ctx context.Context, t Target, httpc *http.Client, h webhook, cfg 
 	}
 	time.Sleep(300 * time.Millisecond) // let every GET stream attach
 	rung := 0
+	var errs failures
 	for i := 0; i < cfg.Doorbells && ctx.Err() == nil; i++ {
 		time.Sleep(time.Duration(5+rand.IntN(20)) * time.Millisecond)
 		id := "bell-" + strconv.FormatInt(seq.Add(1), 10)
@@ -68,6 +69,7 @@ func doorbell(ctx context.Context, t Target, httpc *http.Client, h webhook, cfg 
 			if stalledCall(ctx, err) {
 				return fmt.Errorf("bench: doorbell: %w", errNoAnswer("a delivery", httpc.Timeout, err))
 			}
+			errs.add(err)
 			continue
 		}
 		answered.Add(time.Since(t0))
@@ -87,6 +89,13 @@ func doorbell(ctx context.Context, t Target, httpc *http.Client, h webhook, cfg 
 	r.Doorbell.Sessions = cfg.Agents
 	r.Doorbell.Rung = rung
 	r.Doorbell.Missed = len(sent)
+	r.Doorbell.Errors = errs.n.Load()
+	if ctx.Err() == nil {
+		// Latencies of a few rings, or of none, would describe the failures.
+		if err := errs.tooMany(cfg.Doorbells); err != nil {
+			return fmt.Errorf("bench: doorbell: %w", err)
+		}
+	}
 	r.Doorbell.Latency = lat.Summary()
 	r.Doorbell.Answered = answered.Summary()
 	return nil

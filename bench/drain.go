@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,11 @@ func drain(ctx context.Context, t Target, agents int, timeout time.Duration, que
 	if d.stalled != nil {
 		// Its elapsed time includes the wait, and the server may be stuck.
 		return fmt.Errorf("bench: drain: %w (%s)", errNoAnswer("a call", timeout, d.stalled), leftBehind(t.Queue))
+	}
+	if d.ended != nil {
+		return fmt.Errorf("bench: drain: the server ended an agent's session (%v): an endpoint holds at most "+
+			"serve's --max-sessions-per-endpoint sessions (32 by default), and bench opens --agents + 1 on it (%s)",
+			d.ended, leftBehind(t.Queue))
 	}
 	if d.done >= queued || ctx.Err() != nil {
 		return nil
@@ -54,7 +60,8 @@ func sweep(ctx context.Context, t Target, agents int, timeout time.Duration, pro
 	if err == nil {
 		return ""
 	}
-	msg := fmt.Sprintf("could not complete the doorbell's todos: %v (%s)", err, leftBehind(t.Queue))
+	msg := fmt.Sprintf("could not complete the doorbell's todos: %s (%s)", strings.TrimPrefix(err.Error(), "bench: "),
+		leftBehind(t.Queue))
 	progress("bench: %s", msg)
 	return msg
 }
@@ -74,6 +81,7 @@ type drained struct {
 	done, errs            int64
 	lastErr               error
 	stalled               error // the first call that timed out, if any did
+	ended                 error // the first call the server refused for its ended session
 	claimLat, completeLat *Latencies
 	elapsed               time.Duration
 }
@@ -132,7 +140,7 @@ func drainQueue(ctx context.Context, t Target, agents int, timeout time.Duration
 	claim := claimArgs{[]string{t.Queue}, benchLeaseSeconds}
 	d := drained{claimLat: &Latencies{}, completeLat: &Latencies{}}
 	var done, errs atomic.Int64
-	var lastErr, stalled atomic.Pointer[error]
+	var lastErr, stalled, ended atomic.Pointer[error]
 	start := time.Now()
 	var wg sync.WaitGroup
 	for _, c := range clients {
@@ -148,6 +156,10 @@ func drainQueue(ctx context.Context, t Target, agents int, timeout time.Duration
 				failed++
 				if stalledCall(ctx, err) {
 					stalled.CompareAndSwap(nil, &err)
+					return false
+				}
+				if se := (*sessionEnded)(nil); errors.As(err, &se) {
+					ended.CompareAndSwap(nil, &err) // every later call would be refused too
 					return false
 				}
 				return failed < maxConsecutiveErrors
@@ -190,6 +202,9 @@ func drainQueue(ctx context.Context, t Target, agents int, timeout time.Duration
 	}
 	if e := stalled.Load(); e != nil {
 		d.stalled = *e
+	}
+	if e := ended.Load(); e != nil {
+		d.ended = *e
 	}
 	return d, nil
 }

@@ -34,6 +34,29 @@ type leanClient struct {
 	nextID     int64
 }
 
+// sessionEnded is the server's 404 to a call on the client's session: it ended
+// the session (evicted it for a newer one of the same endpoint, say).
+type sessionEnded struct{ msg string }
+
+func (e *sessionEnded) Error() string { return e.msg }
+
+// oneLine is an error answer's body fit for a one-line message: its first 200
+// characters with the whitespace folded, or what it is when it is a web page (a
+// proxy's error page, say).
+func oneLine(body []byte) string {
+	s := strings.Join(strings.Fields(string(body)), " ")
+	if low := strings.ToLower(s); strings.HasPrefix(low, "<!doctype html") || strings.HasPrefix(low, "<html") {
+		if i, j := strings.Index(low, "<title>"), strings.Index(low, "</title>"); i >= 0 && j > i {
+			return "an HTML page titled " + strconv.Quote(s[i+len("<title>"):j])
+		}
+		return "an HTML page"
+	}
+	if r := []rune(s); len(r) > 200 {
+		s = string(r[:200]) + "…"
+	}
+	return s
+}
+
 // callError is a tool's own error answer (isError) or a JSON-RPC error.
 type callError struct{ msg string }
 
@@ -144,8 +167,11 @@ func request[T any](ctx context.Context, c *leanClient, method string, params js
 	if err != nil {
 		return nil, err
 	}
+	if resp.StatusCode == http.StatusNotFound && c.session != "" {
+		return nil, &sessionEnded{fmt.Sprintf("HTTP 404: %s", oneLine(data))}
+	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(data[:min(len(data), 300)]))
+		return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, oneLine(data))
 	}
 	msg, err := answer(resp, data, id)
 	if err != nil {

@@ -81,6 +81,7 @@ type Report struct {
 		Sessions int     `json:"sessions"`
 		Rung     int     `json:"rung"`
 		Missed   int     `json:"missed"`
+		Errors   int64   `json:"errors"`  // enqueue POSTs that failed
 		Latency  Summary `json:"latency"` // enqueue POST sent → first session hears the ring
 		// Answered is the same POSTs' own latency, sent → 202 read: the ring and
 		// the answer leave the server together, so the two are comparable.
@@ -90,6 +91,9 @@ type Report struct {
 	// SweepError says why the todos left on the queue after the doorbell phase
 	// could not all be completed; empty when they were.
 	SweepError string `json:"sweep_error,omitempty"`
+	// CleanupError says why the webhooks bench created could not all be
+	// deleted; empty when they were.
+	CleanupError string `json:"cleanup_error,omitempty"`
 
 	Process *struct {
 		IdleRSSMB   float64 `json:"idle_rss_mb"`
@@ -170,7 +174,9 @@ func Run(ctx context.Context, t Target, cfg Config) (_ *Report, err error) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
 		defer cancel()
 		if err := cleanup(cctx, setup); err != nil {
-			progress("bench: could not delete its webhooks on the target (delete those described %q): %v", benchWebhook, err)
+			msg := fmt.Sprintf("could not delete its webhooks on the target (delete those described %q): %v", benchWebhook, err)
+			progress("bench: %s", msg)
+			r.CleanupError = msg
 		}
 		setup.Close()
 	}()
@@ -233,10 +239,14 @@ func Run(ctx context.Context, t Target, cfg Config) (_ *Report, err error) {
 		if err := sendAll(ctx, cfg.CallTimeout, hooks, cfg, n, cfg.Senders, &seq, plat, &perrs, time.Duration(float64(time.Second)/half)); err != nil {
 			return nil, fmt.Errorf("bench: ingest at half rate: %w", err)
 		}
-		r.Ingest.HalfRatePerS = float64(n) / time.Since(start).Seconds()
-		r.Ingest.HalfRateLat = plat.Summary()
 		r.Ingest.HalfRateError = perrs.n.Load()
-		progress("ingest: at half rate p50 %.2f ms, p99 %.2f ms", r.Ingest.HalfRateLat.P50, r.Ingest.HalfRateLat.P99)
+		r.Ingest.HalfRatePerS = float64(int64(n)-r.Ingest.HalfRateError) / time.Since(start).Seconds()
+		r.Ingest.HalfRateLat = plat.Summary()
+		progress("ingest: at half rate p50 %.2f ms, p99 %.2f ms, %d errors", r.Ingest.HalfRateLat.P50,
+			r.Ingest.HalfRateLat.P99, r.Ingest.HalfRateError)
+		if err := perrs.tooMany(n); err != nil {
+			return nil, fmt.Errorf("bench: ingest at half rate: %w", err)
+		}
 	}
 	queued := int64(cfg.Deliveries+n) - errs.n.Load() - r.Ingest.HalfRateError
 

@@ -204,3 +204,37 @@ func TestRunStopsOnACallThatTimesOut(t *testing.T) {
 		t.Fatalf("connect with a GET stream to a server that never answers initialize: %v, want a timeout", err)
 	}
 }
+
+// Deliveries the doorbell phase could not make are counted, and a phase where
+// most failed stops the run rather than report the latency of the few (or of
+// none).
+func TestDoorbellStopsWhenItsDeliveriesFail(t *testing.T) {
+	// The fake target answers deliveries 202 without a todo id: each fails.
+	f := newFakeTarget(t, func(*http.Request, string) bool { return false })
+	httpc := &http.Client{Timeout: 2 * time.Second}
+	hook := webhook{source: "generic", url: f.URL + "/webhooks/w/T", secret: testSecret}
+	var seq atomic.Int64
+	r := &Report{}
+	err := within(t, "the doorbell", func() error {
+		return doorbell(context.Background(), Target{URL: f.URL, Credential: "cred"}, httpc, hook,
+			Config{Agents: 1, Doorbells: 5, CallTimeout: 2 * time.Second}, &seq, r)
+	})
+	if err == nil || !strings.Contains(err.Error(), "5 of 5 deliveries failed") || r.Doorbell.Errors != 5 {
+		t.Fatalf("doorbell: %v (%d errors), want it to stop on 5 of 5 failed", err, r.Doorbell.Errors)
+	}
+}
+
+// An error answer's body goes into a one-line message: whitespace folded, a
+// proxy's error page named by its title, a long body cut.
+func TestOneLine(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"unknown session\n  initialize again\r\n", "unknown session initialize again"},
+		{"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>…</body></html>", `an HTML page titled "502 Bad Gateway"`},
+		{"<!DOCTYPE html><p>down</p>", "an HTML page"},
+		{strings.Repeat("é", 250), strings.Repeat("é", 200) + "…"},
+	} {
+		if got := oneLine([]byte(c.in)); got != c.want {
+			t.Errorf("oneLine(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
