@@ -223,3 +223,21 @@ func TestBenchFailsWhenItLeftThingsBehind(t *testing.T) {
 		t.Fatalf("a run that left things: %v", err)
 	}
 }
+
+// A credential the server refuses is said at once, in words, before the floor is
+// measured.
+func TestBenchURLSaysTheCredentialWasRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	db := filepath.Join(t.TempDir(), "sb.db")
+	benchEndpoint(t, db, "100000", "100000")
+	base, stop := startServer(t, serveConfig{DB: db})
+	defer stop()
+	code, _, stderr := runCLI(t, map[string]string{"BENCH_CRED": "sb_not-a-credential"}, "bench", "--url", base,
+		"--credential-env", "BENCH_CRED", "--deliveries", "10")
+	if code != 1 || !strings.Contains(stderr, "the server refused the credential (401 at "+base+"/mcp)") ||
+		strings.Contains(stderr, "floor:") {
+		t.Fatalf("bench with a wrong credential: exit %d, %q", code, stderr)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/switchboardhq/switchboard/agent"
@@ -153,13 +154,14 @@ func Run(ctx context.Context, t Target, cfg Config) (_ *Report, err error) {
 		r.FloorCommitsPerSec = max(r.FloorCommitsPerSec, f)
 		return nil
 	}
-	// 0. the floor, on a quiet disk.
-	if err := floor(); err != nil {
-		return nil, err
-	}
-
+	// The setup session first: a wrong URL or credential is said at once, not
+	// after the floor's seconds. Then the floor, on a quiet disk.
 	setup, err := connect(ctx, t, cfg.CallTimeout, nil)
 	if err != nil {
+		return nil, err
+	}
+	if err := floor(); err != nil {
+		setup.Close()
 		return nil, err
 	}
 	// However the run ends, leave the target as we found it: delete the bench's
@@ -381,6 +383,10 @@ func connect(ctx context.Context, t Target, timeout time.Duration, onNote func(m
 		Listen: onNote != nil, OnNotification: onNote, ClientName: "switchboard-bench",
 		HTTPClient: httpc, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
+	if errors.Is(err, transport.ErrAuthorizationRequired) {
+		return nil, fmt.Errorf("bench: the server refused the credential (401 at %s/mcp): is it a live endpoint credential of that server?",
+			strings.TrimSuffix(t.URL, "/"))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
