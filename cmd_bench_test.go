@@ -169,8 +169,15 @@ func TestBenchURLLeavesTheQueueEmpty(t *testing.T) {
 // at the given rate limit and burst, and returns its credential.
 func benchEndpoint(t *testing.T, db, rate, burst string) string {
 	t.Helper()
-	code, out, stderr := cli(t, "", "endpoint", "create", "--db", db, "--agent", "bench", "--queues", "bench",
-		"--max-webhooks", "2", "--webhook-sources", "generic,github", "--rate", rate, "--burst", burst, "--json")
+	return createEndpoint(t, db, "--agent", "bench", "--queues", "bench",
+		"--max-webhooks", "2", "--webhook-sources", "generic,github", "--rate", rate, "--burst", burst)
+}
+
+// createEndpoint creates an endpoint in db with the CLI's flags and returns its
+// credential.
+func createEndpoint(t *testing.T, db string, flags ...string) string {
+	t.Helper()
+	code, out, stderr := cli(t, "", append([]string{"endpoint", "create", "--db", db, "--json"}, flags...)...)
 	if code != 0 {
 		t.Fatalf("endpoint create: %s", stderr)
 	}
@@ -239,5 +246,23 @@ func TestBenchURLSaysTheCredentialWasRefused(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "the server refused the credential (401 at "+base+"/mcp)") ||
 		strings.Contains(stderr, "floor:") {
 		t.Fatalf("bench with a wrong credential: exit %d, %q", code, stderr)
+	}
+}
+
+// An endpoint that may not create webhooks is told apart from other failures,
+// with the settings it needs.
+func TestBenchURLSaysTheEndpointMayNotCreateWebhooks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	db := filepath.Join(t.TempDir(), "sb.db")
+	cred := createEndpoint(t, db, "--agent", "bench", "--queues", "bench", "--rate", "100000", "--burst", "100000")
+	base, stop := startServer(t, serveConfig{DB: db})
+	defer stop()
+	code, _, stderr := runCLI(t, map[string]string{"BENCH_CRED": cred}, "bench", "--url", base,
+		"--credential-env", "BENCH_CRED", "--deliveries", "10", "--duration", "100ms")
+	if code != 1 || !strings.Contains(stderr, "the endpoint may not create webhooks") ||
+		!strings.Contains(stderr, "--max-webhooks 2 --webhook-sources generic,github") {
+		t.Fatalf("bench with an endpoint that may not create webhooks: exit %d, %q", code, stderr)
 	}
 }

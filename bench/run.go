@@ -189,6 +189,12 @@ func Run(ctx context.Context, t Target, cfg Config) (_ *Report, err error) {
 	for _, src := range []string{"generic", "github"} {
 		res, err := callTool(ctx, setup, "create_webhook", map[string]any{"source_type": src, "queue": t.Queue,
 			"description": benchWebhook})
+		if err != nil && strings.Contains(err.Error(), "tool 'create_webhook' not found") {
+			// The endpoint's session does not list create_webhook: it may not
+			// create webhooks at all.
+			return nil, fmt.Errorf("bench: the endpoint may not create webhooks (its sessions do not list create_webhook): "+
+				"give it --max-webhooks 2 --webhook-sources generic,github, as the README says (%v)", err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("bench: create a %s webhook on queue %s: %w", src, t.Queue, err)
 		}
