@@ -38,15 +38,16 @@ import (
 // Only the session-ful revisions' plain shape is taken: JSON, a protocol version
 // header this server serves, a single request with an integer or string id, no
 // result member, and params without _meta, task or multi-round-trip answers.
-func (a *Agent) fastCall(ctx context.Context, w http.ResponseWriter, r *http.Request, x *session, body []byte) bool {
-	if a.fastOff.Load() || x.noticesWaiting() || !fastHeaders(r.Header) {
+func (a *Agent) fastCall(ctx context.Context, w http.ResponseWriter, r *http.Request, x *session, body []byte, env *envelope) bool {
+	if a.fastOff.Load() || env == nil || x.noticesWaiting() || !fastVersion(r.Header) {
 		return false
 	}
-	var env envelope
-	if json.Unmarshal(body, &env) != nil || env.JSONRPC != mcp.JSONRPC_VERSION || env.Method != string(mcp.MethodToolsCall) ||
-		!plainID(env.ID) || !absent(env.Result) || !absent(env.Params.Meta) || !absent(env.Params.Task) {
+	if env.JSONRPC != mcp.JSONRPC_VERSION || env.Method != string(mcp.MethodToolsCall) || !plainID(env.ID) ||
+		!absent(env.Result) || !absent(env.Params.Meta) || !absent(env.Params.Task) {
 		return false
 	}
+	// The request as mcp-go makes it: its CallToolParams reads a second params
+	// member afresh, where the envelope merges the two.
 	var req mcp.CallToolRequest
 	if json.Unmarshal(body, &req) != nil || req.Params.Meta != nil || req.Params.Task != nil ||
 		!reflect.ValueOf(req.Params.MultiRoundTripParams).IsZero() {
@@ -88,9 +89,10 @@ func (a *Agent) fastCall(ctx context.Context, w http.ResponseWriter, r *http.Req
 	return true
 }
 
-// envelope is what fastCall and mcpAnswers read of a JSON-RPC message first. A
-// member given twice keeps what the first gave unless the second replaces it, as
-// in the plain structs mcp-go decides a message's kind and revision with.
+// envelope is what fastCall and mcpAnswers read of a POST's JSON-RPC message,
+// parsed once for both (readEnvelope). A member given twice keeps what the first
+// gave unless the second replaces it, as in the plain structs mcp-go decides a
+// message's kind and revision with.
 type envelope struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
@@ -102,33 +104,39 @@ type envelope struct {
 	} `json:"params"`
 }
 
+// readEnvelope parses a POST's message when it is JSON by its Content-Type and by
+// its body; otherwise it returns nil, and mcp-go refuses or answers it alone.
+func readEnvelope(h http.Header, body []byte) *envelope {
+	ct, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	if err != nil || ct != "application/json" {
+		return nil
+	}
+	env := new(envelope)
+	if json.Unmarshal(body, env) != nil {
+		return nil
+	}
+	return env
+}
+
 // absent says whether a member was left out or given as null.
 func absent(v json.RawMessage) bool { return len(v) == 0 || string(v) == "null" }
 
-// mcpAnswers says whether mcp-go will answer a POST of a session as a request:
-// then it streams the notifications waiting for the session ahead of the answer.
-// It does not for a notification or a response (202), nor for a message it
-// refuses before reading (its Content-Type, its protocol version); a request of
-// the stateless revision has no session. When in doubt, no.
-func mcpAnswers(h http.Header, body []byte) bool {
-	ct, _, err := mime.ParseMediaType(h.Get("Content-Type"))
-	if err != nil || ct != "application/json" {
-		return false
-	}
+// mcpAnswers says whether mcp-go will answer a POST of a session, whose message
+// is env (nil: not JSON), as a request: then it streams the notifications waiting
+// for the session ahead of the answer. It does not for a notification or a
+// response (202), nor for a message it refuses before reading (its Content-Type,
+// its protocol version); a request of the stateless revision has no session.
+// When in doubt, no.
+func mcpAnswers(h http.Header, env *envelope) bool {
 	if v := h.Get(mcp.HeaderProtocolVersion); v != "" && (!mcp.IsValidProtocolVersion(v) || mcp.IsModernProtocol(v)) {
 		return false
 	}
-	var env envelope
-	return json.Unmarshal(body, &env) == nil && env.Method != "" && !absent(env.ID) && absent(env.Result) &&
-		absent(env.Params.Meta)
+	return env != nil && env.Method != "" && !absent(env.ID) && absent(env.Result) && absent(env.Params.Meta)
 }
 
-// fastHeaders says whether a POST's headers are the plain shape fastCall takes.
-func fastHeaders(h http.Header) bool {
-	ct, _, err := mime.ParseMediaType(h.Get("Content-Type"))
-	if err != nil || ct != "application/json" {
-		return false
-	}
+// fastVersion says whether a POST names a protocol version fastCall takes: one
+// of the session-ful revisions this server serves.
+func fastVersion(h http.Header) bool {
 	v := h.Get(mcp.HeaderProtocolVersion)
 	return v != "" && !mcp.IsModernProtocol(v) && slices.Contains(SupportedProtocolVersions, v)
 }

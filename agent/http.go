@@ -112,12 +112,13 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			a.http.ServeHTTP(w, r.WithContext(ctx))
 			return
 		}
-		if a.fastCall(ctx, w, r, x, body) {
+		env := readEnvelope(r.Header, body)
+		if a.fastCall(ctx, w, r, x, body, env) {
 			return
 		}
 		// A request mcp-go answers takes the notifications waiting for the
 		// session (see fastCall): those sent before it began.
-		notices, answered := x.notices.Load(), mcpAnswers(r.Header, body)
+		notices, answered := x.notices.Load(), mcpAnswers(r.Header, env)
 		a.http.ServeHTTP(w, r.WithContext(ctx))
 		if answered {
 			x.noteDrained(notices)

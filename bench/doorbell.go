@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
-
-	"github.com/switchboardhq/switchboard/ingest"
 )
 
 // doorbell measures enqueue → notification: agents sit on their GET streams; one
@@ -103,13 +101,12 @@ func doorbell(ctx context.Context, t Target, httpc *http.Client, h webhook, cfg 
 
 // deliverForID posts one delivery and returns the todo id from the answer.
 func deliverForID(ctx context.Context, c *http.Client, h webhook, id string, body []byte) (string, error) {
-	hdr, err := ingest.Sign(h.source, h.secret, id, body, time.Now())
+	hdr, err := signed(h, id, body)
 	if err != nil {
 		return "", err
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
 	req.Header = hdr
-	req.Header.Set("X-Delivery-Id", id)
 	resp, err := c.Do(req)
 	if err != nil {
 		return "", err

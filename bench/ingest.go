@@ -99,15 +99,24 @@ func sendAll(ctx context.Context, timeout time.Duration, hooks []webhook, cfg Co
 	return nil
 }
 
-// deliver posts one signed delivery of body to h, at path on w's server.
-func deliver(ctx context.Context, w *wire, h webhook, path, id string, body []byte) error {
+// signed is the headers of a delivery of body to h with id, signed now.
+func signed(h webhook, id string, body []byte) (http.Header, error) {
 	hdr, err := ingest.Sign(h.source, h.secret, id, body, time.Now())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	hdr.Set("Content-Type", "application/json")
 	if h.source == "generic" {
 		hdr.Set("X-Delivery-Id", id)
+	}
+	return hdr, nil
+}
+
+// deliver posts one signed delivery of body to h, at path on w's server.
+func deliver(ctx context.Context, w *wire, h webhook, path, id string, body []byte) error {
+	hdr, err := signed(h, id, body)
+	if err != nil {
+		return err
 	}
 	pairs := make([]string, 0, 2*len(hdr))
 	for k, vs := range hdr {
