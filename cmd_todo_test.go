@@ -26,10 +26,10 @@ func TestTodoRetry(t *testing.T) {
 	for _, q := range []string{"a", "a", "a", "b"} {
 		td, err := st.AddTodo(ctx, store.NewTodo{Queue: q, Payload: "x", MaxAttempts: 1})
 		if err == nil {
-			_, err = st.Claim(ctx, store.Ack{ID: td.ID, Owner: "agent:bot"}, time.Hour)
+			td, err = st.Claim(ctx, store.Ack{ID: td.ID, Owner: "agent:bot"}, time.Hour)
 		}
 		if err == nil {
-			_, err = st.Fail(ctx, store.Ack{ID: td.ID, Owner: "agent:bot"}, "boom", true)
+			_, err = st.Fail(ctx, store.Ack{ID: td.ID, Owner: "agent:bot", LeaseSeq: td.LeaseSeq}, "boom", true)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -169,10 +169,10 @@ func TestTodoShow(t *testing.T) {
 	ctx := t.Context()
 	td, err := st.AddTodo(ctx, store.NewTodo{Queue: "q", Payload: `{"pr":42,"title":"fix"}`, MaxAttempts: 1})
 	if err == nil {
-		_, err = st.Claim(ctx, store.Ack{ID: td.ID, Owner: "agent:bot"}, time.Minute)
+		td, err = st.Claim(ctx, store.Ack{ID: td.ID, Owner: "agent:bot"}, time.Minute)
 	}
 	if err == nil {
-		_, err = st.Fail(ctx, store.Ack{ID: td.ID, Owner: "agent:bot"}, "exit 1: \x1b[31mred\x1b[0m", false)
+		_, err = st.Fail(ctx, store.Ack{ID: td.ID, Owner: "agent:bot", LeaseSeq: td.LeaseSeq}, "exit 1: \x1b[31mred\x1b[0m", false)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -32,10 +32,10 @@ func TestMetricsExposeQueueAndTransitions(t *testing.T) {
 	}
 	td, err := cli.AddTodo(ctx, store.NewTodo{Queue: "later", Payload: "{}"})
 	if err == nil {
-		_, err = cli.Claim(ctx, store.Ack{ID: td.ID, Owner: "agent:a"}, time.Minute)
+		td, err = cli.Claim(ctx, store.Ack{ID: td.ID, Owner: "agent:a"}, time.Minute)
 	}
 	if err == nil {
-		_, err = cli.Fail(ctx, store.Ack{ID: td.ID, Owner: "agent:a"}, "flaky", true)
+		_, err = cli.Fail(ctx, store.Ack{ID: td.ID, Owner: "agent:a", LeaseSeq: td.LeaseSeq}, "flaky", true)
 	}
 	cli.Close()
 	if err != nil {

@@ -110,10 +110,11 @@ func (e *env) scopeCase(t *testing.T, verb, q, owner string, endpointID int64) (
 	case VerbHeartbeat, VerbComplete, VerbFail, VerbRelease:
 		// The agent holds the todo (say its scope was narrowed after it claimed).
 		td := e.addTodo(q, "p")
-		if _, err := e.st.Claim(t.Context(), store.Ack{ID: td.ID, Owner: owner}, time.Hour); err != nil {
+		held, err := e.st.Claim(t.Context(), store.Ack{ID: td.ID, Owner: owner}, time.Hour)
+		if err != nil {
 			t.Fatal(err)
 		}
-		args := map[string]any{"todo_id": td.ID}
+		args := map[string]any{"todo_id": td.ID, "lease_seq": held.LeaseSeq}
 		if verb == VerbFail {
 			args["error"] = "e"
 		}

@@ -43,11 +43,14 @@ func add(t *testing.T, st *store.Store, maxAttempts int) store.Todo {
 	return td
 }
 
-func claim(t *testing.T, st *store.Store, id int64, ttl time.Duration) {
+// claim has agent:w claim todo id, and returns the acknowledgement of its lease.
+func claim(t *testing.T, st *store.Store, id int64, ttl time.Duration) store.Ack {
 	t.Helper()
-	if _, err := st.Claim(context.Background(), store.Ack{ID: id, Owner: "agent:w"}, ttl); err != nil {
+	td, err := st.Claim(context.Background(), store.Ack{ID: id, Owner: "agent:w"}, ttl)
+	if err != nil {
 		t.Fatal(err)
 	}
+	return store.Ack{ID: id, Owner: "agent:w", LeaseSeq: td.LeaseSeq}
 }
 
 func state(t *testing.T, st *store.Store, id int64) store.Todo {
@@ -106,14 +109,12 @@ func TestRunOncePrunesDoneTodosPastRetention(t *testing.T) {
 	ctx := context.Background()
 	st, clk, r := setup(t)
 	old := add(t, st, 3)
-	claim(t, st, old.ID, time.Minute)
-	if _, err := st.Complete(ctx, store.Ack{ID: old.ID, Owner: "agent:w"}, "ok"); err != nil {
+	if _, err := st.Complete(ctx, claim(t, st, old.ID, time.Minute), "ok"); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(12 * time.Hour)
 	recent := add(t, st, 3)
-	claim(t, st, recent.ID, time.Minute)
-	if _, err := st.Complete(ctx, store.Ack{ID: recent.ID, Owner: "agent:w"}, "ok"); err != nil {
+	if _, err := st.Complete(ctx, claim(t, st, recent.ID, time.Minute), "ok"); err != nil {
 		t.Fatal(err)
 	}
 	pending := add(t, st, 3)
@@ -149,8 +150,7 @@ func TestRunOncePrunesEventsPastEventRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claim(t, st, ev.TodoID, time.Minute)
-	if _, err := st.Complete(ctx, store.Ack{ID: ev.TodoID, Owner: "agent:w"}, "ok"); err != nil {
+	if _, err := st.Complete(ctx, claim(t, st, ev.TodoID, time.Minute), "ok"); err != nil {
 		t.Fatal(err)
 	}
 	// Pruning always keeps the newest todo and event, so a later delivery comes first.
@@ -255,8 +255,7 @@ func TestRunOnceRingsEndedBackoffs(t *testing.T) {
 		}
 	})
 	td := add(t, st, 5)
-	claim(t, st, td.ID, time.Minute)
-	if _, err := st.Fail(context.Background(), store.Ack{ID: td.ID, Owner: "agent:w"}, "transient", true); err != nil {
+	if _, err := st.Fail(context.Background(), claim(t, st, td.ID, time.Minute), "transient", true); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(store.RetryBackoff(1))

@@ -123,10 +123,10 @@ func TestFailedErrorsAndRetryByError(t *testing.T) {
 		t.Helper()
 		td, err := s.AddTodo(ctx, NewTodo{Queue: queue, Payload: "p", MaxAttempts: 1})
 		if err == nil {
-			_, err = s.Claim(ctx, Ack{ID: td.ID, Owner: "agent:a"}, time.Minute)
+			td, err = s.Claim(ctx, Ack{ID: td.ID, Owner: "agent:a"}, time.Minute)
 		}
 		if err == nil {
-			_, err = s.Fail(ctx, Ack{ID: td.ID, Owner: "agent:a"}, msg, true)
+			_, err = s.Fail(ctx, Ack{ID: td.ID, Owner: "agent:a", LeaseSeq: td.LeaseSeq}, msg, true)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -206,10 +206,11 @@ func TestFailedTodosByFailureTime(t *testing.T) {
 		if i < 5 {
 			clock.Add(1000)
 		}
-		if _, err := s.Claim(ctx, Ack{ID: ids[k], Owner: "agent:a"}, time.Minute); err != nil {
+		td, err := s.Claim(ctx, Ack{ID: ids[k], Owner: "agent:a"}, time.Minute)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Fail(ctx, Ack{ID: ids[k], Owner: "agent:a"}, []string{"x", "y"}[k%2], false); err != nil {
+		if _, err := s.Fail(ctx, Ack{ID: ids[k], Owner: "agent:a", LeaseSeq: td.LeaseSeq}, []string{"x", "y"}[k%2], false); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -15,6 +16,9 @@ var (
 	ErrAlreadyExists = errors.New("already exists")
 	ErrInvalid       = errors.New("invalid argument")
 	ErrClosed        = errors.New("store is closed")
+	// ErrNoLeaseSeq: an acknowledgement that names no lease (Ack.LeaseSeq 0). It
+	// is a conflict too: only the lease's token may act on a claimed todo.
+	ErrNoLeaseSeq = fmt.Errorf("no lease_seq given: pass lease_seq from your claim: %w", ErrConflict)
 	// ErrStale: what the caller acted on changed before its write (a webhook's
 	// secrets were rotated between verifying a delivery and recording it).
 	ErrStale = errors.New("changed since it was read")

@@ -249,7 +249,7 @@ func TestPrunedTodoLeavesEvent(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
-	if _, err := s.Complete(ctx, Ack{ID: todo.ID, Owner: "agent:bot", Queues: []string{"inbox"}}, "done"); err != nil {
+	if _, err := s.Complete(ctx, Ack{ID: todo.ID, Owner: "agent:bot", LeaseSeq: todo.LeaseSeq, Queues: []string{"inbox"}}, "done"); err != nil {
 		t.Fatal(err)
 	}
 	// Pruning always keeps the newest todo, so a later one comes first.
@@ -289,10 +289,11 @@ func TestPruneEventsKeepsWhatTodosNeed(t *testing.T) {
 	}
 	finish := func(todoID int64) {
 		t.Helper()
-		if _, err := s.Claim(ctx, Ack{ID: todoID, Owner: "agent:bot"}, time.Minute); err != nil {
+		td, err := s.Claim(ctx, Ack{ID: todoID, Owner: "agent:bot"}, time.Minute)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Complete(ctx, Ack{ID: todoID, Owner: "agent:bot"}, "ok"); err != nil {
+		if _, err := s.Complete(ctx, Ack{ID: todoID, Owner: "agent:bot", LeaseSeq: td.LeaseSeq}, "ok"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -329,7 +330,7 @@ func TestPruneEventsKeepsWhatTodosNeed(t *testing.T) {
 	if err != nil || got.Payload != "body replayed" {
 		t.Fatalf("replay payload after event retention: %q, %v", got.Payload, err)
 	}
-	if _, err := s.Complete(ctx, Ack{ID: replay.ID, Owner: "agent:bot"}, "ok"); err != nil {
+	if _, err := s.Complete(ctx, Ack{ID: replay.ID, Owner: "agent:bot", LeaseSeq: got.LeaseSeq}, "ok"); err != nil {
 		t.Fatal(err)
 	}
 	later := deliver("later") // pruning always keeps the newest todo and event

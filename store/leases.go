@@ -9,15 +9,18 @@ import (
 
 // Lease transitions. A claimed todo belongs to its owner until its lease expires;
 // from that instant heartbeat, complete, fail and release answer ErrConflict, even
-// before the reaper has requeued it. LeaseSeq is the fencing token: when an Ack
-// carries one, it must match the todo's current lease, so a worker that lost its
-// lease cannot act on a todo another worker of the same agent has claimed since.
+// before the reaper has requeued it. LeaseSeq is the fencing token, and every
+// acknowledgement must carry the current lease's: the owner alone names an agent,
+// not which of its workers holds the todo now, so a worker that lost its lease
+// cannot act on a todo another worker of the same agent has claimed since.
 
 // Ack identifies the lease an agent acts under.
 type Ack struct {
-	ID       int64
-	Owner    string   // agent:<id>
-	LeaseSeq int64    // 0 = not fenced by token (owner and expiry still checked)
+	ID    int64
+	Owner string // agent:<id>
+	// LeaseSeq is the lease acted under, as the claim returned it. 0 is refused
+	// (ErrNoLeaseSeq) by every transition on a claimed todo; Claim ignores it.
+	LeaseSeq int64
 	Queues   []string // the caller's queue scope, checked again in the transaction
 }
 
@@ -132,7 +135,9 @@ func (w *wtx) held(a Ack, verb string) (curTodo, error) {
 		return c, fmt.Errorf("store: %s todo %d: it is %s, not claimed: %w", verb, a.ID, c.state, ErrConflict)
 	case c.owner != a.Owner:
 		return c, fmt.Errorf("store: %s todo %d: it is claimed by someone else: %w", verb, a.ID, ErrConflict)
-	case a.LeaseSeq != 0 && a.LeaseSeq != c.leaseSeq:
+	case a.LeaseSeq == 0:
+		return c, fmt.Errorf("store: %s todo %d: %w", verb, a.ID, ErrNoLeaseSeq)
+	case a.LeaseSeq != c.leaseSeq:
 		return c, fmt.Errorf("store: %s todo %d: lease %d was lost (current lease is %d): %w", verb, a.ID, a.LeaseSeq, c.leaseSeq, ErrConflict)
 	case c.leaseExpiry <= ms(w.now):
 		return c, fmt.Errorf("store: %s todo %d: the lease expired at %s: %w", verb, a.ID,

@@ -52,7 +52,7 @@ func TestPayloadsAreStoredOnceAndFollowTheTodo(t *testing.T) {
 			t.Fatalf("claim: ok=%v err=%v", ok, err)
 		}
 		seen[c.ID] = c.Payload
-		if _, err := s.Complete(ctx, Ack{ID: c.ID, Owner: "agent:a"}, "done"); err != nil {
+		if _, err := s.Complete(ctx, Ack{ID: c.ID, Owner: "agent:a", LeaseSeq: c.LeaseSeq}, "done"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -121,9 +121,9 @@ func TestQueueCountsFollowEveryTransition(t *testing.T) {
 		claimed = append(claimed, td)
 	}
 	check("after claims")
-	s.Complete(ctx, Ack{ID: claimed[0].ID, Owner: "agent:w"}, "")
-	s.Fail(ctx, Ack{ID: claimed[1].ID, Owner: "agent:w"}, "boom", false)
-	s.Release(ctx, Ack{ID: claimed[2].ID, Owner: "agent:w"})
+	s.Complete(ctx, Ack{ID: claimed[0].ID, Owner: "agent:w", LeaseSeq: claimed[0].LeaseSeq}, "")
+	s.Fail(ctx, Ack{ID: claimed[1].ID, Owner: "agent:w", LeaseSeq: claimed[1].LeaseSeq}, "boom", false)
+	s.Release(ctx, Ack{ID: claimed[2].ID, Owner: "agent:w", LeaseSeq: claimed[2].LeaseSeq})
 	check("after complete, fail, release")
 	s.Retry(ctx, claimed[1].ID, "human:1")
 	clock = clock.Add(time.Hour)

@@ -128,7 +128,7 @@ func TestDeadLettersAreAuditedAsSuch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Fail(ctx, Ack{ID: td.ID, Owner: "agent:a"}, fmt.Sprintf("error %d", i), retry); err != nil {
+		if _, err := s.Fail(ctx, Ack{ID: td.ID, Owner: "agent:a", LeaseSeq: td.LeaseSeq}, fmt.Sprintf("error %d", i), retry); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -144,12 +144,14 @@ func TestClaimsByOwner(t *testing.T) {
 	s := openTest(t, Options{})
 	ctx := context.Background()
 	ids := addTodos(t, s, "inbox", 4)
+	var last Todo
 	for i, owner := range []string{"agent:a", "agent:a", "agent:b"} {
-		if _, err := s.Claim(ctx, Ack{ID: ids[i], Owner: owner}, time.Minute); err != nil {
+		var err error
+		if last, err = s.Claim(ctx, Ack{ID: ids[i], Owner: owner}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Complete(ctx, Ack{ID: ids[2], Owner: "agent:b"}, ""); err != nil {
+	if _, err := s.Complete(ctx, Ack{ID: ids[2], Owner: "agent:b", LeaseSeq: last.LeaseSeq}, ""); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.ClaimsByOwner(ctx)
@@ -176,10 +178,11 @@ func TestQueueHeads(t *testing.T) {
 	}
 	backOff := func(td Todo) {
 		t.Helper()
-		if _, err := s.Claim(ctx, Ack{ID: td.ID, Owner: "agent:a"}, time.Minute); err != nil {
+		c, err := s.Claim(ctx, Ack{ID: td.ID, Owner: "agent:a"}, time.Minute)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Fail(ctx, Ack{ID: td.ID, Owner: "agent:a"}, "flaky", true); err != nil {
+		if _, err := s.Fail(ctx, Ack{ID: td.ID, Owner: "agent:a", LeaseSeq: c.LeaseSeq}, "flaky", true); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -51,16 +51,16 @@ func TestWatchForeignAnnouncesAnotherProcesssReturns(t *testing.T) {
 		}
 	}
 
-	var ids []int64
+	var ids, seqs []int64
 	for range 4 {
 		td, err := serveSide.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "p", MaxAttempts: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := serveSide.Claim(ctx, Ack{ID: td.ID, Owner: "agent:1"}, time.Minute); err != nil {
+		if td, err = serveSide.Claim(ctx, Ack{ID: td.ID, Owner: "agent:1"}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, td.ID)
+		ids, seqs = append(ids, td.ID), append(seqs, td.LeaseSeq)
 	}
 	conn, err := serveSide.rdb.Conn(ctx)
 	if err != nil {
@@ -108,7 +108,7 @@ func TestWatchForeignAnnouncesAnotherProcesssReturns(t *testing.T) {
 	expect("the watch after a release claimed again")
 
 	// A retry of a dead letter from another process rings as a retry.
-	if _, err := serveSide.Fail(ctx, Ack{ID: ids[3], Owner: "agent:1"}, "broken", false); err != nil {
+	if _, err := serveSide.Fail(ctx, Ack{ID: ids[3], Owner: "agent:1", LeaseSeq: seqs[3]}, "broken", false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cli.Retry(ctx, ids[3], "human:cli"); err != nil {

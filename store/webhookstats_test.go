@@ -90,10 +90,11 @@ func TestWebhookDeliveryStatsFollowDeliveriesAndPruning(t *testing.T) {
 	check("after two more", map[int64]DeliveryStats{a.ID: {3, clock.Now()}, b.ID: {1, bLast}})
 
 	// Another process finishes the first delivery's todo and prunes it and its event.
-	if _, err := other.Claim(ctx, Ack{ID: first.TodoID, Owner: "agent:bot"}, time.Minute); err != nil {
+	td, err := other.Claim(ctx, Ack{ID: first.TodoID, Owner: "agent:bot"}, time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.Complete(ctx, Ack{ID: first.TodoID, Owner: "agent:bot"}, "ok"); err != nil {
+	if _, err := other.Complete(ctx, Ack{ID: first.TodoID, Owner: "agent:bot", LeaseSeq: td.LeaseSeq}, "ok"); err != nil {
 		t.Fatal(err)
 	}
 	aLast := clock.Now()

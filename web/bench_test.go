@@ -125,7 +125,7 @@ func finish(ctx context.Context, st *store.Store, q, state string, errs chan<- e
 		errs <- fmt.Errorf("claim in %s: ok=%v err=%v", q, ok, err)
 		return
 	}
-	ack := store.Ack{ID: t.ID, Owner: owner}
+	ack := store.Ack{ID: t.ID, Owner: owner, LeaseSeq: t.LeaseSeq}
 	switch state {
 	case "done":
 		_, err = st.Complete(ctx, ack, "ok")

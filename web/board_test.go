@@ -186,11 +186,12 @@ func TestFailedRowsSayWhy(t *testing.T) {
 	cookie, _ := f.login()
 	f.failed("payments") // "boom"
 	td := f.addTodo("payments", "x")
-	if _, err := f.st.Claim(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker"}, time.Minute); err != nil {
+	td, err := f.st.Claim(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker"}, time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
 	long := "card_declined: " + strings.Repeat("the issuer said no <again> ", 10)
-	if _, err := f.st.Fail(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker"}, long, false); err != nil {
+	if _, err := f.st.Fail(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker", LeaseSeq: td.LeaseSeq}, long, false); err != nil {
 		t.Fatal(err)
 	}
 	_, body := f.get("/?state=failed", cookie)

@@ -204,7 +204,7 @@ func TestBrowserBoard(t *testing.T) {
 	// with its own retry.
 	for range 3 {
 		td := f.claimed("github-issues")
-		if _, err := f.st.Fail(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker"},
+		if _, err := f.st.Fail(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker", LeaseSeq: td.LeaseSeq},
 			"HTTP 502 from api.github.com: bad gateway", false); err != nil {
 			t.Fatal(err)
 		}
@@ -359,9 +359,9 @@ func seedDemo(t *testing.T, f *fixture) demoIDs {
 		return c
 	}
 	complete := func(td store.Todo, owner, result string) {
-		claim(td, owner)
+		c := claim(td, owner)
 		f.clock.Add(90 * time.Second)
-		if _, err := f.st.Complete(ctx, store.Ack{ID: td.ID, Owner: owner}, result); err != nil {
+		if _, err := f.st.Complete(ctx, store.Ack{ID: td.ID, Owner: owner, LeaseSeq: c.LeaseSeq}, result); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -381,8 +381,8 @@ func seedDemo(t *testing.T, f *fixture) demoIDs {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claim(failed, "agent:billing")
-	if _, err := f.st.Fail(ctx, store.Ack{ID: failed.ID, Owner: "agent:billing"}, "card_declined: the customer's bank refused the charge; no retry will help", false); err != nil {
+	failed = claim(failed, "agent:billing")
+	if _, err := f.st.Fail(ctx, store.Ack{ID: failed.ID, Owner: "agent:billing", LeaseSeq: failed.LeaseSeq}, "card_declined: the customer's bank refused the charge; no retry will help", false); err != nil {
 		t.Fatal(err)
 	}
 	_ = failing
@@ -402,7 +402,7 @@ func TestBrowserRetryMultilineError(t *testing.T) {
 	ctx := browser(t)
 	f := newFixture(t, Options{})
 	td := f.claimed("a")
-	if _, err := f.st.Fail(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker"}, "HTTP 502\nbad gateway", false); err != nil {
+	if _, err := f.st.Fail(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker", LeaseSeq: td.LeaseSeq}, "HTTP 502\nbad gateway", false); err != nil {
 		t.Fatal(err)
 	}
 	browserLogin(t, ctx, f)

@@ -179,10 +179,10 @@ func (f *fixture) failed(queue string) store.Todo {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if _, err := f.st.Claim(context.Background(), store.Ack{ID: td.ID, Owner: "agent:worker"}, time.Minute); err != nil {
+	if td, err = f.st.Claim(context.Background(), store.Ack{ID: td.ID, Owner: "agent:worker"}, time.Minute); err != nil {
 		f.t.Fatalf("claim: %v", err)
 	}
-	if _, err := f.st.Fail(context.Background(), store.Ack{ID: td.ID, Owner: "agent:worker"}, "boom", false); err != nil {
+	if _, err := f.st.Fail(context.Background(), store.Ack{ID: td.ID, Owner: "agent:worker", LeaseSeq: td.LeaseSeq}, "boom", false); err != nil {
 		f.t.Fatal(err)
 	}
 	return td

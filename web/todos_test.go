@@ -177,14 +177,15 @@ func TestTodoPageWording(t *testing.T) {
 
 	// Failed once, retried, then done.
 	td := claim(5)
-	if _, err := f.st.Fail(ctx, store.Ack{ID: td.ID, Owner: "agent:worker"}, "upstream timed out", true); err != nil {
+	if _, err := f.st.Fail(ctx, store.Ack{ID: td.ID, Owner: "agent:worker", LeaseSeq: td.LeaseSeq}, "upstream timed out", true); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Add(time.Hour) // past the backoff
-	if _, err := f.st.Claim(ctx, store.Ack{ID: td.ID, Owner: "agent:worker"}, time.Minute); err != nil {
+	again, err := f.st.Claim(ctx, store.Ack{ID: td.ID, Owner: "agent:worker"}, time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.st.Complete(ctx, store.Ack{ID: td.ID, Owner: "agent:worker"}, "all good"); err != nil {
+	if _, err := f.st.Complete(ctx, store.Ack{ID: td.ID, Owner: "agent:worker", LeaseSeq: again.LeaseSeq}, "all good"); err != nil {
 		t.Fatal(err)
 	}
 	_, body := f.get(fmt.Sprintf("/todos/%d", td.ID), cookie)
@@ -261,7 +262,7 @@ func TestRetryDeadLettersByError(t *testing.T) {
 	f.failed("a")
 	f.failed("a")
 	timeout := f.claimed("a")
-	if _, err := f.st.Fail(t.Context(), store.Ack{ID: timeout.ID, Owner: "agent:worker"}, `timeout after 30s <"quoted">`, false); err != nil {
+	if _, err := f.st.Fail(t.Context(), store.Ack{ID: timeout.ID, Owner: "agent:worker", LeaseSeq: timeout.LeaseSeq}, `timeout after 30s <"quoted">`, false); err != nil {
 		t.Fatal(err)
 	}
 
@@ -302,7 +303,7 @@ func TestFailedTodosOfOneError(t *testing.T) {
 		booms = append(booms, f.failed("a"))
 	}
 	other := f.claimed("a")
-	if _, err := f.st.Fail(t.Context(), store.Ack{ID: other.ID, Owner: "agent:worker"}, "timeout", false); err != nil {
+	if _, err := f.st.Fail(t.Context(), store.Ack{ID: other.ID, Owner: "agent:worker", LeaseSeq: other.LeaseSeq}, "timeout", false); err != nil {
 		t.Fatal(err)
 	}
 	_, body := f.get("/?queue=a&state=failed", cookie)
@@ -348,7 +349,7 @@ func TestRetryDeadLettersByMultilineError(t *testing.T) {
 	cookie, csrf := f.login()
 	msg := "HTTP 502 from api.example.com\nbad gateway\r\n\tat fetch\x00"
 	td := f.claimed("a")
-	if _, err := f.st.Fail(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker"}, msg, false); err != nil {
+	if _, err := f.st.Fail(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker", LeaseSeq: td.LeaseSeq}, msg, false); err != nil {
 		t.Fatal(err)
 	}
 	_, body := f.get("/?queue=a&state=failed", cookie)
@@ -380,7 +381,7 @@ func TestFailedTodosOfErrorZero(t *testing.T) {
 	fail := func(msg string) store.Todo {
 		t.Helper()
 		td := f.claimed("a")
-		if _, err := f.st.Fail(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker"}, msg, false); err != nil {
+		if _, err := f.st.Fail(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker", LeaseSeq: td.LeaseSeq}, msg, false); err != nil {
 			t.Fatal(err)
 		}
 		return td
@@ -429,10 +430,11 @@ func TestFailedTabListsByFailureTime(t *testing.T) {
 	if _, err := f.st.Retry(t.Context(), dead[0].ID, "human:1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.st.Claim(t.Context(), store.Ack{ID: dead[0].ID, Owner: "agent:worker"}, time.Minute); err != nil {
+	again, err := f.st.Claim(t.Context(), store.Ack{ID: dead[0].ID, Owner: "agent:worker"}, time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.st.Fail(t.Context(), store.Ack{ID: dead[0].ID, Owner: "agent:worker"}, "boom", false); err != nil {
+	if _, err := f.st.Fail(t.Context(), store.Ack{ID: dead[0].ID, Owner: "agent:worker", LeaseSeq: again.LeaseSeq}, "boom", false); err != nil {
 		t.Fatal(err)
 	}
 	rows := func(body string) []int64 {

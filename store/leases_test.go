@@ -1,0 +1,59 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// An acknowledgement must name the lease it acts under. A worker whose lease
+// lapsed, after another worker of the same agent re-claimed the todo, cannot
+// heartbeat, complete, fail or release it by leaving lease_seq out: the owner
+// alone does not say which worker holds the todo now.
+func TestAckWithoutLeaseSeqIsRefused(t *testing.T) {
+	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	s := openTest(t, Options{Now: clock.Now})
+	ctx := context.Background()
+	id := addTodos(t, s, "inbox", 1)[0]
+	const owner = "agent:pool"
+	first, err := s.Claim(ctx, Ack{ID: id, Owner: owner}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(2 * time.Minute)
+	if r, err := s.ReapExpired(ctx); err != nil || r.Requeued != 1 {
+		t.Fatalf("reap = %+v, %v; want 1 requeued", r, err)
+	}
+	second, ok, err := s.ClaimNext(ctx, owner, []string{"inbox"}, time.Minute)
+	if err != nil || !ok || second.ID != id || second.LeaseSeq <= first.LeaseSeq {
+		t.Fatalf("re-claim = %+v, %v, %v", second, ok, err)
+	}
+
+	acts := map[string]func(Ack) error{
+		"heartbeat": func(a Ack) error { _, err := s.Heartbeat(ctx, a, time.Minute); return err },
+		"complete":  func(a Ack) error { _, err := s.Complete(ctx, a, "stale"); return err },
+		"fail":      func(a Ack) error { _, err := s.Fail(ctx, a, "stale", false); return err },
+		"release":   func(a Ack) error { _, err := s.Release(ctx, a); return err },
+	}
+	for verb, act := range acts {
+		err := act(Ack{ID: id, Owner: owner})
+		if !errors.Is(err, ErrNoLeaseSeq) || !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "pass lease_seq") {
+			t.Errorf("%s without lease_seq: %v, want a conflict saying to pass lease_seq", verb, err)
+		}
+		if err := act(Ack{ID: id, Owner: owner, LeaseSeq: first.LeaseSeq}); !errors.Is(err, ErrConflict) {
+			t.Errorf("%s with the lost lease_seq: %v, want conflict", verb, err)
+		}
+	}
+	got, err := s.Todo(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != StateClaimed || got.LeaseSeq != second.LeaseSeq || got.LeaseExpiry == nil || !got.LeaseExpiry.Equal(*second.LeaseExpiry) {
+		t.Fatalf("after the refused acks the todo is %s, lease %d until %v; want the second claim untouched", got.State, got.LeaseSeq, got.LeaseExpiry)
+	}
+	if _, err := s.Complete(ctx, Ack{ID: id, Owner: owner, LeaseSeq: second.LeaseSeq}, "ok"); err != nil {
+		t.Fatalf("the holder's complete: %v", err)
+	}
+}
