@@ -29,6 +29,10 @@ const leaseRules = "Call heartbeat before the lease runs out and before any irre
 	"even before anyone else has claimed it: on conflict, stop work on that todo and take no irreversible step for it. " +
 	"If you cannot call heartbeat, claim with a lease_ttl_seconds that covers the whole job."
 
+// leaseSeqRule is who may act on a claim without naming its lease (see Call.ack).
+const leaseSeqRule = "Without lease_seq, only the session that made the claim may act on it: any other session " +
+	"(a new one after a reconnect or a restart of Switchboard among them) gets conflict."
+
 // sessionInstructions is the text a session of ep reads before its first call: the
 // todo loop and its lease contract, or, for an endpoint that works no queues (an
 // agent of capability modules alone), what it may do instead.
@@ -52,7 +56,7 @@ func instructions(endpointDefault int) string {
 		"Lease contract: " + leaseSentence(endpointDefault) + " " + leaseRules + " " +
 		"A heartbeat without lease_ttl_seconds extends the lease by the endpoint default and never shortens a longer lease. " +
 		"Pass the lease_seq from your claim to heartbeat, complete, fail and release, so that a lease you lost " +
-		"can never act on a todo another worker holds now.\n\n" +
+		"can never act on a todo another worker holds now. " + leaseSeqRule + "\n\n" +
 		"Only claim and claim_next return a todo's payload; list_todos and every acknowledgement return compact rows " +
 		"with payload_size instead. payload_encoding says how to read the payload: utf-8 as it is, or base64 for a " +
 		"payload that is not UTF-8 text (a binary webhook body). A notifications/claude/channel message (\"todo N ready on queue Q\") is only a " +
@@ -74,12 +78,12 @@ func defaultSource(endpointDefault int) string {
 
 func claimDescription(endpointDefault int) string {
 	return "Claim one pending todo by id. Returns the full todo with its payload, and lease_seq: pass it to " +
-		"heartbeat, complete, fail and release. " + leaseSentence(endpointDefault) + " " + leaseRules
+		"heartbeat, complete, fail and release. " + leaseSeqRule + " " + leaseSentence(endpointDefault) + " " + leaseRules
 }
 
 func claimNextDescription(endpointDefault int) string {
 	return "Claim the oldest claimable todo in your queues (or in one queue you name). Returns the full todo with " +
-		"its payload and lease_seq, or claimed=false when nothing is claimable (not an error). " +
+		"its payload and lease_seq, or claimed=false when nothing is claimable (not an error). " + leaseSeqRule + " " +
 		leaseSentence(endpointDefault) + " " + leaseRules
 }
 

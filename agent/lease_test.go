@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -73,6 +74,9 @@ func TestLeaseTextsQuoteTheConstants(t *testing.T) {
 			if name != "schema" && (!strings.Contains(text, "heartbeat") || !strings.Contains(text, "conflict") ||
 				!strings.Contains(text, "irreversible")) {
 				t.Errorf("%s text does not state the heartbeat/conflict rules", name)
+			}
+			if (name == "instructions" || name == "claim" || name == "claim_next") && !strings.Contains(text, leaseSeqRule) {
+				t.Errorf("%s text does not say who may act without lease_seq", name)
 			}
 		}
 	}
@@ -275,5 +279,90 @@ func TestOversizedResultAndErrorRefused(t *testing.T) {
 	c.ok(t, VerbComplete, with("result", strings.Repeat("r", MaxResultBytes)), nil)
 	if got := e.todo(todo.ID); got.State != store.StateDone || len(got.Result) != MaxResultBytes {
 		t.Fatalf("a result of exactly the limit: %s, %d bytes", got.State, len(got.Result))
+	}
+}
+
+// Without lease_seq, only the session that made a claim may act on it. Session 1
+// claims, its lease lapses, session 2 re-claims: session 1, and a session the
+// same worker opens afresh (say after its old one ended), are refused with
+// conflict by heartbeat, complete, fail and release, and the todo stays session
+// 2's, which acts without lease_seq. Both paths are walked: the verbs' own
+// (fastCall) and mcp-go's.
+func TestAckWithoutLeaseSeqOnlyFromTheClaimingSession(t *testing.T) {
+	for _, fast := range []bool{true, false} {
+		t.Run(map[bool]string{true: "fast path", false: "mcp-go"}[fast], func(t *testing.T) {
+			e := newEnv(t)
+			e.ag.fastOff.Store(!fast)
+			_, cred := e.endpoint("pool", []string{"inbox"}, nil)
+			first, second := e.dial(cred, false), e.dial(cred, false)
+			before := e.ag.fastAnswered.Load()
+			td := e.addTodo("inbox", "p")
+			first.ok(t, VerbClaim, map[string]any{"todo_id": td.ID, "lease_ttl_seconds": 60}, nil)
+			e.clock.Advance(61 * time.Second)
+			if res, err := reaper.New(e.st, reaper.Options{Logger: e.quiet}).RunOnce(t.Context()); err != nil || res.Requeued != 1 {
+				t.Fatalf("reaper pass = %+v, %v; want 1 requeued", res, err)
+			}
+			var claim claimResult
+			second.ok(t, VerbClaimNext, map[string]any{"lease_ttl_seconds": 600}, &claim)
+
+			refused := func(c *agentClient, who string) {
+				t.Helper()
+				for _, verb := range []string{VerbHeartbeat, VerbComplete, VerbFail, VerbRelease} {
+					args := map[string]any{"todo_id": td.ID}
+					if verb == VerbFail {
+						args["error"] = "late"
+					}
+					res, err := c.call(verb, args)
+					var p errorPayload
+					if err == nil && res.IsError {
+						err = json.Unmarshal(res.RawStructuredContent, &p)
+					}
+					if err != nil || p.Code != CodeConflict {
+						t.Errorf("%s from %s without lease_seq: %v %+v, want conflict", verb, who, err, p)
+					}
+					if fresh := who == "a fresh session"; fresh && !strings.Contains(p.Message, "pass lease_seq from your claim") {
+						t.Errorf("%s from %s: message %q does not say to pass lease_seq", verb, who, p.Message)
+					}
+				}
+			}
+			refused(first, "the session that lost the lease")
+			refused(e.dial(cred, false), "a fresh session")
+			if got := e.todo(td.ID); got.State != store.StateClaimed || got.LeaseSeq != claim.LeaseSeq {
+				t.Fatalf("after the refused calls the todo is %s under lease %d, want still claimed under %d", got.State, got.LeaseSeq, claim.LeaseSeq)
+			}
+
+			// The holder needs no lease_seq: its session made the claim.
+			second.ok(t, VerbHeartbeat, map[string]any{"todo_id": td.ID}, nil)
+			second.ok(t, VerbComplete, map[string]any{"todo_id": td.ID}, nil)
+			if got := e.todo(td.ID); got.State != store.StateDone {
+				t.Fatalf("the holder's complete left the todo %s", got.State)
+			}
+			if n := e.ag.fastAnswered.Load() - before; (n > 0) != fast {
+				t.Fatalf("%d calls answered by the fast path, with it on: %v", n, fast)
+			}
+		})
+	}
+}
+
+// A call outside any session (what a stateless request will be) has no claim on
+// record: without lease_seq it is refused and told to pass it; with it, it acts.
+func TestAckOutsideASessionNeedsLeaseSeq(t *testing.T) {
+	e := newEnv(t)
+	ep, _ := e.endpoint("stateless", []string{"inbox"}, nil)
+	td, err := e.st.Claim(t.Context(), store.Ack{ID: e.addTodo("inbox", "p").ID, Owner: "agent:stateless"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(args string) error {
+		_, err := e.ag.complete(t.Context(), &Call{Endpoint: ep, Actor: "agent:stateless", args: []byte(args)})
+		return err
+	}
+	var refusal *Error
+	if err := call(`{"todo_id":` + strconv.FormatInt(td.ID, 10) + `}`); !errors.As(err, &refusal) ||
+		refusal.Code != CodeConflict || !strings.Contains(refusal.Message, "pass lease_seq from your claim") {
+		t.Fatalf("complete outside a session without lease_seq: %v, want conflict saying to pass lease_seq", err)
+	}
+	if err := call(`{"todo_id":` + strconv.FormatInt(td.ID, 10) + `,"lease_seq":` + strconv.FormatInt(td.LeaseSeq, 10) + `}`); err != nil {
+		t.Fatalf("complete outside a session with lease_seq: %v", err)
 	}
 }

@@ -113,7 +113,8 @@ func newSessions(limit int, evict func(store.Endpoint, *session)) *sessions {
 }
 
 // maxRememberedLeases bounds the per-session fencing memory: a session that claims
-// and abandons todos forever must not grow without bound.
+// and abandons todos forever must not grow without bound. A claim forgotten here
+// is acted on only with its lease_seq, as one from another session.
 const maxRememberedLeases = 1024
 
 func (s *sessions) get(id string) *session {
@@ -264,8 +265,8 @@ func (x *session) closeStreams() {
 	}
 }
 
-// rememberLease records the lease a claim in this session obtained, so that an ack
-// from this session without lease_seq is still fenced to it.
+// rememberLease records the lease a claim in this session obtained: an ack from
+// this session without lease_seq acts under it, and one from any other is refused.
 func (x *session) rememberLease(todo, seq int64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()

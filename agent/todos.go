@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -97,7 +98,7 @@ func todoIDArg() mcp.ToolOption {
 func leaseSeqArg() mcp.ToolOption {
 	return mcp.WithInteger("lease_seq", mcp.Min(1), mcp.Description(
 		"The lease_seq your claim returned. With it, an acknowledgement from a lease you lost answers conflict "+
-			"even if the todo was claimed again by a worker with the same credential."))
+			"even if the todo was claimed again by a worker with the same credential. "+leaseSeqRule))
 }
 
 func leaseTTLArg(ep store.Endpoint) mcp.ToolOption {
@@ -248,7 +249,10 @@ func held(c *Call, verb string, todoID, leaseSeq *int64) (store.Ack, error) {
 }
 
 // ack builds the store acknowledgement for a call on todo id. Without lease_seq it
-// is fenced to the lease this session claimed, when it claimed one.
+// carries the lease this session claimed, when it claimed one; else none, and the
+// store refuses it (see unfenced): only the holder that made a claim may act on
+// it without naming its lease. A session's memory lives as long as the session,
+// and it is the same on the fast path and on mcp-go's, which share the session.
 func (c *Call) ack(id int64, seq *int64) (store.Ack, error) {
 	// Never nil: the store checks a nil Queues against nothing.
 	a := store.Ack{ID: id, Owner: c.Actor, Queues: c.Endpoint.Queues}
@@ -264,6 +268,20 @@ func (c *Call) ack(id int64, seq *int64) (store.Ack, error) {
 		a.LeaseSeq = c.session.leaseOf(id)
 	}
 	return a, nil
+}
+
+// unfenced says, in the caller's terms, why an acknowledgement without lease_seq
+// was refused (store.ErrNoLeaseSeq); other errors pass unchanged.
+func (c *Call) unfenced(verb string, id int64, err error) error {
+	if !errors.Is(err, store.ErrNoLeaseSeq) {
+		return err
+	}
+	if c.session == nil {
+		return errorf(CodeConflict, "%s todo %d: pass lease_seq from your claim: a call outside an MCP session cannot act without it", verb, id)
+	}
+	return errorf(CodeConflict, "%s todo %d: pass lease_seq from your claim: without it, only the session that made the claim "+
+		"may act, and this session has none on record (a claim made in another session, or before Switchboard restarted, needs its lease_seq)",
+		verb, id)
 }
 
 func (c *Call) claimed(t store.Todo) {
@@ -413,7 +431,7 @@ func (a *Agent) heartbeat(ctx context.Context, c *Call) (any, error) {
 	}
 	t, err := a.st.Heartbeat(ctx, ack, ttl)
 	if err != nil {
-		return nil, err
+		return nil, c.unfenced(VerbHeartbeat, ack.ID, err)
 	}
 	return ackResult{Todo: compact(t)}, nil
 }
@@ -437,7 +455,7 @@ func (a *Agent) complete(ctx context.Context, c *Call) (any, error) {
 	}
 	t, err := a.st.Complete(ctx, ack, in.Result)
 	if err != nil {
-		return nil, err
+		return nil, c.unfenced(VerbComplete, ack.ID, err)
 	}
 	c.finished(ack.ID)
 	return ackResult{Todo: compact(t)}, nil
@@ -466,7 +484,7 @@ func (a *Agent) fail(ctx context.Context, c *Call) (any, error) {
 	retry := in.Retry == nil || *in.Retry
 	t, err := a.st.Fail(ctx, ack, in.Error, retry)
 	if err != nil {
-		return nil, err
+		return nil, c.unfenced(VerbFail, ack.ID, err)
 	}
 	c.finished(ack.ID)
 	dead := t.State == store.StateFailed
@@ -487,7 +505,7 @@ func (a *Agent) release(ctx context.Context, c *Call) (any, error) {
 	}
 	t, err := a.st.Release(ctx, ack)
 	if err != nil {
-		return nil, err
+		return nil, c.unfenced(VerbRelease, ack.ID, err)
 	}
 	c.finished(ack.ID)
 	return ackResult{Todo: compact(t)}, nil
