@@ -92,7 +92,7 @@ var setupHints = map[string]string{
 	"github":   "Repository or organisation Settings → Webhooks → Add webhook: Payload URL = ingest_url, content type application/json, Secret = signing_secret.",
 	"gitlab":   "Project Settings → Webhooks: URL = ingest_url, Secret token = signing_secret (GitLab sends it back as X-Gitlab-Token).",
 	"standard": "Give the producer (Standard Webhooks, Svix) ingest_url and signing_secret in its whsec_ form.",
-	"generic":  "The producer signs each body: X-Signature-256: sha256=<hex HMAC-SHA256 of the raw body keyed with signing_secret>; X-Delivery-Id deduplicates.",
+	"generic":  "The producer signs each body: X-Signature-256: sha256=<hex HMAC-SHA256 of the raw body keyed with signing_secret>; a body is accepted once (X-Delivery-Id is not signed), so each body must differ, say by an id in it.",
 	"stripe":   "Stripe signs with a secret it mints itself and takes none from outside: this webhook verifies deliveries signed with signing_secret (Stripe-Signature t=…,v1=…), as test tools do. For a real Stripe account, add ingest_url as an endpoint in Stripe, then rotate_webhook with Stripe's whsec_… as signing_secret.",
 	"slack":    "Slack signs with the app's own Signing Secret and takes none from outside: this webhook verifies requests signed with signing_secret (X-Slack-Signature v0=…); url_verification is answered for you. For a real Slack app, pass its Signing Secret as signing_secret.",
 }

@@ -8,8 +8,10 @@ import (
 
 // The generic scheme is the common denominator of home-made producers:
 // HMAC-SHA256 of the raw body, hex, in X-Signature-256, with or without a
-// "sha256=" prefix. Like GitHub's it signs no timestamp. X-Delivery-Id, when
-// sent, is the idempotency key; X-Event-Type, when sent, the event type.
+// "sha256=" prefix. Like GitHub's it signs no timestamp and no id: X-Delivery-Id,
+// when sent, is an idempotency key, and so is the hash of the body, so the same
+// signed body is one delivery whatever id it comes with (a producer that means
+// two must make their bodies differ). X-Event-Type, when sent, is the event type.
 const (
 	genericSignatureHeader = "X-Signature-256"
 	genericDeliveryHeader  = "X-Delivery-Id"

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"strings"
@@ -12,6 +13,7 @@ import (
 // published vector applies to it, with and without the "sha256=" prefix.
 func TestVerifyGeneric(t *testing.T) {
 	bare := githubDocSig[len("sha256="):]
+	key := sha256.Sum256([]byte(githubDocBody)) // the delivery id is not signed: the body is the replay key
 	cases := []struct {
 		name    string
 		secrets []string
@@ -23,11 +25,11 @@ func TestVerifyGeneric(t *testing.T) {
 		wantD   Delivery
 	}{
 		{"published vector, prefixed", []string{githubDocSecret}, githubDocSig, "d-1", "order.paid", githubDocBody, nil,
-			Delivery{ID: "d-1", EventType: "order.paid", TrustMode: TrustSigned}},
+			Delivery{ID: "d-1", ReplayKey: key, EventType: "order.paid", TrustMode: TrustSigned}},
 		{"published vector, bare hex", []string{githubDocSecret}, bare, "", "", githubDocBody, nil,
-			Delivery{TrustMode: TrustSigned}},
+			Delivery{ReplayKey: key, TrustMode: TrustSigned}},
 		{"previous secret", []string{"new-secret", githubDocSecret}, bare, "d-2", "", githubDocBody, nil,
-			Delivery{ID: "d-2", TrustMode: TrustSigned, Secret: 1}},
+			Delivery{ID: "d-2", ReplayKey: key, TrustMode: TrustSigned, Secret: 1}},
 		{"wrong secret", []string{"new-secret"}, bare, "", "", githubDocBody, ErrBadSignature, Delivery{}},
 		{"tampered body", []string{githubDocSecret}, bare, "", "", "Hello, World", ErrBadSignature, Delivery{}},
 		{"truncated", []string{githubDocSecret}, bare[:63], "", "", githubDocBody, ErrMalformed, Delivery{}},

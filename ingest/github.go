@@ -9,8 +9,10 @@ import (
 
 // GitHub signs the raw body with HMAC-SHA256 keyed by the webhook secret and
 // sends it as X-Hub-Signature-256: sha256=<hex>. It signs no timestamp, so
-// there is no tolerance to enforce; X-GitHub-Delivery (a GUID, unsigned) is
-// the idempotency key. The legacy SHA-1 X-Hub-Signature is ignored.
+// there is no tolerance to enforce. X-GitHub-Delivery (a GUID) is not signed
+// either, so whoever captured a body and its signature could send them again
+// under any id, or none: the hash of the body is a second idempotency key, kept
+// as long as the event is. The legacy SHA-1 X-Hub-Signature is ignored.
 const (
 	githubSignatureHeader = "X-Hub-Signature-256"
 	githubDeliveryHeader  = "X-GitHub-Delivery"
@@ -51,7 +53,12 @@ func (s bodyMAC) verify(secrets []string, h http.Header, body []byte) (Delivery,
 	if i < 0 {
 		return Delivery{}, fmt.Errorf("%s: %w", s.signatureHeader, ErrBadSignature)
 	}
-	return verified(TrustSigned, i, h.Get(s.deliveryHeader), h.Get(s.eventHeader))
+	d, err := verified(TrustSigned, i, h.Get(s.deliveryHeader), h.Get(s.eventHeader))
+	if err != nil {
+		return Delivery{}, err
+	}
+	d.ReplayKey = replayKey(body)
+	return d, nil
 }
 
 // parseGitHubSignature reads "sha256=<64 hex>"; surrounding spaces are

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"strings"
@@ -29,6 +30,7 @@ func TestSignGitHubMatchesPublishedVector(t *testing.T) {
 func TestVerifyGitHub(t *testing.T) {
 	const guid = "72d3162e-cc78-11e3-81ab-4c9367dc0958"
 	other := strings.Repeat("ab", 32)
+	key := sha256.Sum256([]byte(githubDocBody)) // the delivery id is not signed: the body is the replay key
 	cases := []struct {
 		name    string
 		secrets []string
@@ -38,13 +40,13 @@ func TestVerifyGitHub(t *testing.T) {
 		wantD   Delivery
 	}{
 		{"published vector", []string{githubDocSecret}, githubDocSig, githubDocBody, nil,
-			Delivery{ID: guid, EventType: "push", TrustMode: TrustSigned}},
+			Delivery{ID: guid, ReplayKey: key, EventType: "push", TrustMode: TrustSigned}},
 		{"previous secret during rotation", []string{other, githubDocSecret}, githubDocSig, githubDocBody, nil,
-			Delivery{ID: guid, EventType: "push", TrustMode: TrustSigned, Secret: 1}},
+			Delivery{ID: guid, ReplayKey: key, EventType: "push", TrustMode: TrustSigned, Secret: 1}},
 		{"upper-case hex", []string{githubDocSecret}, "sha256=" + strings.ToUpper(githubDocSig[7:]), githubDocBody, nil,
-			Delivery{ID: guid, EventType: "push", TrustMode: TrustSigned}},
+			Delivery{ID: guid, ReplayKey: key, EventType: "push", TrustMode: TrustSigned}},
 		{"surrounding spaces", []string{githubDocSecret}, " " + githubDocSig + " ", githubDocBody, nil,
-			Delivery{ID: guid, EventType: "push", TrustMode: TrustSigned}},
+			Delivery{ID: guid, ReplayKey: key, EventType: "push", TrustMode: TrustSigned}},
 		{"wrong secret", []string{other}, githubDocSig, githubDocBody, ErrBadSignature, Delivery{}},
 		{"tampered body", []string{githubDocSecret}, githubDocSig, "Hello, World?", ErrBadSignature, Delivery{}},
 		{"empty body", []string{githubDocSecret}, githubDocSig, "", ErrBadSignature, Delivery{}},

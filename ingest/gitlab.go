@@ -10,7 +10,11 @@ import (
 // GitLab does not sign deliveries: it sends the webhook's secret token in
 // X-Gitlab-Token, so the trust mode is "token", not "signed". The
 // Idempotency-Key header (newer GitLab releases) stays the same across retries of one
-// delivery; older versions send only X-Gitlab-Event-UUID.
+// delivery; older versions send only X-Gitlab-Event-UUID. Those ids are the only
+// idempotency key: the token is not bound to the body, so whoever captured one
+// delivery holds the token and can send any body under any id, and a hash of the
+// body would stop only a verbatim replay while merging honest deliveries whose
+// bodies happen to be equal.
 const (
 	gitlabTokenHeader       = "X-Gitlab-Token"
 	gitlabIdempotencyHeader = "Idempotency-Key"

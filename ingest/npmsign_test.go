@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -84,8 +85,11 @@ func TestSignersFromNPM(t *testing.T) {
 			t.Fatal(err)
 		}
 		ok := Delivery{ID: "dlv_" + scheme, EventType: "invoice.paid", TrustMode: TrustSigned}
-		if scheme == "stripe" {
+		switch scheme {
+		case "stripe":
 			ok.ID = "evt_npm_1" // Stripe's id is the body's
+		case "github":
+			ok.ReplayKey = sha256.Sum256([]byte(body)) // GitHub's id is not signed
 		}
 		req := npmSignRequest{Scheme: scheme, Secret: current, Body: body, Timestamp: ts, ID: "dlv_" + scheme, Event: "invoice.paid"}
 		prevReq := req
@@ -110,7 +114,7 @@ func TestSignersFromNPM(t *testing.T) {
 	}
 	cases = append(cases,
 		tc{"github/published vector", npmSignRequest{Scheme: "github", Secret: githubDocSecret, Body: githubDocBody, Timestamp: ts},
-			[]string{githubDocSecret}, nil, Delivery{TrustMode: TrustSigned}},
+			[]string{githubDocSecret}, nil, Delivery{ReplayKey: sha256.Sum256([]byte(githubDocBody)), TrustMode: TrustSigned}},
 		tc{"stripe/hand-computed vector", npmSignRequest{Scheme: "stripe", Secret: stripeVectorSecret, Body: stripeVectorBody, Timestamp: ts},
 			[]string{stripeVectorSecret}, nil, Delivery{ID: "evt_1OjD3k2eZvKYlo2C0a1b2c3d", EventType: "payment_intent.succeeded", TrustMode: TrustSigned}},
 		tc{"standard/published vector", npmSignRequest{Scheme: "standard", Secret: standardVectorSecret, Body: standardVectorBody, Timestamp: ts, ID: standardVectorID},

@@ -55,7 +55,7 @@ const DefaultMaxBody = 1 << 20
 // Outcomes passed to ReceiverOptions.Observe, one per request.
 const (
 	OutcomeAccepted       = "accepted"        // new event and todo committed
-	OutcomeDuplicate      = "duplicate"       // known delivery id; nothing new
+	OutcomeDuplicate      = "duplicate"       // known delivery id or replay of a kept one; nothing new
 	OutcomeChallenge      = "challenge"       // Slack url_verification answered
 	OutcomeUnauthorized   = "unauthorized"    // signature missing, wrong, stale or malformed
 	OutcomeRateLimited    = "rate_limited"    // failed verification past the webhook's failure budget
@@ -265,7 +265,7 @@ func (rc *Receiver) record(w http.ResponseWriter, r *http.Request, token string,
 			return
 		}
 		res, err = rc.store.RecordDelivery(r.Context(), store.NewDelivery{
-			WebhookID: hook.ID, DeliveryID: d.ID, EventType: d.EventType, TrustMode: d.TrustMode,
+			WebhookID: hook.ID, DeliveryID: d.ID, ReplayKey: d.replayKeyBytes(), EventType: d.EventType, TrustMode: d.TrustMode,
 			Headers: selectHeaders(r.Header), Body: body, VerifiedWith: hook.SecretsVersion(),
 		})
 		if errors.Is(err, store.ErrStale) && try+1 < tries {

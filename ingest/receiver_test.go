@@ -562,7 +562,8 @@ func TestReceiverRateLimitsOnlyFailures(t *testing.T) {
 	}
 	// The bucket is empty, and valid deliveries still pass, every one of them.
 	for i := 0; i < 10; i++ {
-		got := r.post(hook.Token, r.signed("github", secret, "ok-"+string(rune('a'+i)), body), body)
+		valid := []byte(fmt.Sprintf(`{"zen":"x","n":%d}`, i))
+		got := r.post(hook.Token, r.signed("github", secret, "ok-"+string(rune('a'+i)), valid), valid)
 		if got.status != http.StatusAccepted {
 			t.Fatalf("valid delivery %d while flooded: %d %v", i, got.status, got.body)
 		}

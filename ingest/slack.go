@@ -16,7 +16,10 @@ import (
 // "v0:<X-Slack-Request-Timestamp>:<body>" keyed by the app's signing secret.
 // Events API bodies are JSON (event_callback, url_verification, …);
 // slash commands and interactivity are form-encoded, the latter with a JSON
-// "payload" field. event_id is the idempotency key when there is one.
+// "payload" field. event_id, inside the signed body, is the idempotency key
+// when there is one; a body without it (a slash command, an interaction) is
+// deduplicated on the signed "v0:<timestamp>:<body>", which a replay can only
+// repeat within the tolerance.
 const (
 	slackSignatureHeader = "X-Slack-Signature"
 	slackTimestampHeader = "X-Slack-Request-Timestamp"
@@ -57,6 +60,9 @@ func verifySlack(secrets []string, h http.Header, body []byte, now time.Time) (D
 	d, err := verified(TrustSigned, i, id, eventType)
 	if err != nil {
 		return Delivery{}, err
+	}
+	if d.ID == "" {
+		d.ReplayKey = replayKey(prefix, body)
 	}
 	if eventType == slackURLVerification {
 		if d.Challenge, err = field("challenge", challenge); err != nil {

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"crypto/sha256"
 	"errors"
 	"strings"
 	"testing"
@@ -32,7 +33,9 @@ func TestSignSlackMatchesPublishedVector(t *testing.T) {
 
 func TestVerifySlack(t *testing.T) {
 	at := time.Unix(1531420618, 0)
-	cmd := Delivery{EventType: "slash_command", TrustMode: TrustSigned}
+	// A slash command has no event_id: the signed "v0:ts:body" is its replay key.
+	key := sha256.Sum256([]byte("v0:" + slackDocTS + ":" + slackDocBody))
+	cmd := Delivery{ReplayKey: key, EventType: "slash_command", TrustMode: TrustSigned}
 	cases := []struct {
 		name    string
 		secrets []string
@@ -44,7 +47,7 @@ func TestVerifySlack(t *testing.T) {
 	}{
 		{"published example", []string{slackDocSecret}, slackDocSig, slackDocTS, slackDocBody, at, nil, cmd},
 		{"previous secret", []string{"new", slackDocSecret}, slackDocSig, slackDocTS, slackDocBody, at, nil,
-			Delivery{EventType: "slash_command", TrustMode: TrustSigned, Secret: 1}},
+			Delivery{ReplayKey: key, EventType: "slash_command", TrustMode: TrustSigned, Secret: 1}},
 		{"wrong secret", []string{"8f742231b10e8888abcd99yyyzzz85a6"}, slackDocSig, slackDocTS, slackDocBody, at, ErrBadSignature, Delivery{}},
 		{"tampered body", []string{slackDocSecret}, slackDocSig, slackDocTS, strings.Replace(slackDocBody, "foobar", "foobaz", 1), at, ErrBadSignature, Delivery{}},
 		{"timestamp header changed", []string{slackDocSecret}, slackDocSig, "1531420619", slackDocBody, at, ErrBadSignature, Delivery{}},
@@ -72,7 +75,7 @@ func TestVerifySlack(t *testing.T) {
 
 // The url_verification handshake yields the challenge, but only once the
 // signature holds; the body shapes of the Events API and interactivity give
-// their event id and type.
+// their event id and type; a body without an event id is keyed on its signed bytes.
 func TestVerifySlackBodies(t *testing.T) {
 	const secret = "slack-signing-secret"
 	at := time.Unix(1_750_000_000, 0)
@@ -81,20 +84,21 @@ func TestVerifySlackBodies(t *testing.T) {
 		body  string
 		want  error
 		wantD Delivery
+		keyed bool // no event_id: the replay key is the hash of "v0:ts:body"
 	}{
 		{"url_verification",
 			`{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`, nil,
-			Delivery{EventType: "url_verification", Challenge: "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", TrustMode: TrustSigned}},
-		{"url_verification without challenge", `{"type":"url_verification"}`, ErrMalformed, Delivery{}},
+			Delivery{EventType: "url_verification", Challenge: "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", TrustMode: TrustSigned}, true},
+		{"url_verification without challenge", `{"type":"url_verification"}`, ErrMalformed, Delivery{}, false},
 		{"event_callback",
 			`{"type":"event_callback","event_id":"Ev08MFMKH6","event":{"type":"app_mention","text":"hi"}}`, nil,
-			Delivery{ID: "Ev08MFMKH6", EventType: "app_mention", TrustMode: TrustSigned}},
+			Delivery{ID: "Ev08MFMKH6", EventType: "app_mention", TrustMode: TrustSigned}, false},
 		{"app_rate_limited", `{"type":"app_rate_limited","team_id":"T1"}`, nil,
-			Delivery{EventType: "app_rate_limited", TrustMode: TrustSigned}},
+			Delivery{EventType: "app_rate_limited", TrustMode: TrustSigned}, true},
 		{"interactivity payload", "payload=%7B%22type%22%3A%22block_actions%22%7D", nil,
-			Delivery{EventType: "block_actions", TrustMode: TrustSigned}},
-		{"not JSON, not a form", "\x00\x01", nil, Delivery{TrustMode: TrustSigned}},
-		{"broken JSON", `{"type":`, nil, Delivery{TrustMode: TrustSigned}},
+			Delivery{EventType: "block_actions", TrustMode: TrustSigned}, true},
+		{"not JSON, not a form", "\x00\x01", nil, Delivery{TrustMode: TrustSigned}, true},
+		{"broken JSON", `{"type":`, nil, Delivery{TrustMode: TrustSigned}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -103,6 +107,9 @@ func TestVerifySlackBodies(t *testing.T) {
 				t.Fatal(err)
 			}
 			d, err := Verify("slack", []string{secret}, h, []byte(c.body), at)
+			if c.keyed {
+				c.wantD.ReplayKey = sha256.Sum256([]byte("v0:1750000000:" + c.body))
+			}
 			checkVerify(t, d, err, c.want, c.wantD)
 		})
 	}

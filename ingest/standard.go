@@ -15,7 +15,8 @@ import (
 // names): webhook-signature holds space-separated "<version>,<base64>"
 // entries; each v1 is HMAC-SHA256 over "<webhook-id>.<webhook-timestamp>.<body>"
 // keyed by the base64 decoding of the secret after its "whsec_" prefix.
-// Entries of other versions (v1a is an asymmetric scheme) are ignored.
+// Entries of other versions (v1a is an asymmetric scheme) are ignored. The
+// webhook-id is signed, so it alone is the idempotency key.
 const (
 	standardIDHeader        = "Webhook-Id"
 	standardTimestampHeader = "Webhook-Timestamp"

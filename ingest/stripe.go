@@ -14,7 +14,10 @@ import (
 // v1 is HMAC-SHA256 over "<t>.<body>" keyed by the whole whsec_… string (its
 // bytes, not a decoding of it). Several v1 entries appear while Stripe rolls
 // an endpoint's secret; v0 entries are test-mode legacy and never count. The
-// delivery id and event type live in the body ("id", "type").
+// delivery id and event type live in the body ("id", "type"), so the id is
+// signed. A body without one is deduplicated on its signed "<t>.<body>": a
+// replay can only repeat that within the tolerance, and Stripe's retries, which
+// re-sign with a new t, always carry an id.
 const (
 	stripeSignatureHeader = "Stripe-Signature"
 	stripeScheme          = "v1"
@@ -48,7 +51,14 @@ func verifyStripe(secrets []string, h http.Header, body []byte, now time.Time) (
 		Type string `json:"type"`
 	}
 	_ = json.Unmarshal(body, &ev)
-	return verified(TrustSigned, i, ev.ID, ev.Type)
+	d, err := verified(TrustSigned, i, ev.ID, ev.Type)
+	if err != nil {
+		return Delivery{}, err
+	}
+	if d.ID == "" {
+		d.ReplayKey = replayKey(prefix, body)
+	}
+	return d, nil
 }
 
 // parseStripeSignature reads the comma-separated key=value list. It needs

@@ -88,6 +88,12 @@ type Delivery struct {
 	// ID is the provider's delivery id, the idempotency key; "" when the
 	// provider gives none.
 	ID string
+	// ReplayKey is set where ID is not signed (github, generic) or absent (a
+	// Stripe body without "id", a Slack body without event_id): the hash of the
+	// signed bytes, which no replayer can change. A delivery matching a kept
+	// event on ID or on ReplayKey is a redelivery of it. Zero when ID alone is
+	// the key (an array, not a slice, so that a Delivery compares with ==).
+	ReplayKey [sha256.Size]byte
 	// EventType is the provider's event type when known (X-GitHub-Event,
 	// the Stripe body's "type", Slack's event.type or "url_verification", …).
 	EventType string
@@ -197,6 +203,26 @@ func matchSecret(keys [][]byte, sigs [][]byte, mac func(key []byte) []byte) int 
 		}
 	}
 	return -1
+}
+
+// replayKey is the SHA-256 of the signed bytes, given in the parts the MAC took.
+// A plain hash, not the signature: the store keeps it beside the body, and a kept
+// signature with its body would be a delivery anyone reading a backup could send.
+func replayKey(parts ...[]byte) (k [sha256.Size]byte) {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write(p)
+	}
+	copy(k[:], h.Sum(nil))
+	return k
+}
+
+// replayKeyBytes is ReplayKey as the store takes it: nil when there is none.
+func (d Delivery) replayKeyBytes() []byte {
+	if d.ReplayKey == ([sha256.Size]byte{}) {
+		return nil
+	}
+	return d.ReplayKey[:]
 }
 
 // rawKeys turns candidate secrets into HMAC keys, dropping empty ones: an

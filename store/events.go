@@ -31,18 +31,22 @@ type WebhookEvent struct {
 type NewDelivery struct {
 	WebhookID  int64
 	DeliveryID string // the provider's id, the idempotency key; "" = none given
-	EventType  string
-	TrustMode  string            // signed or token
-	Headers    map[string]string // the selected, non-secret headers to keep
-	Body       []byte
+	// ReplayKey, when set, is a second idempotency key: a hash of what the provider
+	// signed, for schemes whose delivery id is unsigned or absent. A delivery that
+	// matches a kept event on either key is a redelivery of it.
+	ReplayKey []byte
+	EventType string
+	TrustMode string            // signed or token
+	Headers   map[string]string // the selected, non-secret headers to keep
+	Body      []byte
 	// VerifiedWith is the version of the secrets the signature was checked
 	// against (Webhook.SecretsVersion). When set and the webhook's secrets have
 	// changed since, RecordDelivery writes nothing and answers ErrStale.
 	VerifiedWith SecretsVersion
 }
 
-// DeliveryResult says what RecordDelivery did. Duplicate: the delivery id was seen
-// before, and EventID/TodoID are the first delivery's.
+// DeliveryResult says what RecordDelivery did. Duplicate: the delivery id or the
+// replay key was seen before, and EventID/TodoID are the first delivery's.
 type DeliveryResult struct {
 	EventID   int64
 	TodoID    int64
@@ -53,7 +57,7 @@ type DeliveryResult struct {
 // RecordDelivery stores a verified delivery and creates its todo on the webhook's
 // queue, in one transaction: either both are on disk when it returns, or neither
 // is, so a failed write never swallows the redelivery meant to recover it. A
-// delivery id already recorded for the webhook creates nothing. A webhook deleted
+// delivery id or replay key already recorded for the webhook creates nothing. A webhook deleted
 // since the caller looked it up is ErrNotFound; one whose secrets were rotated since
 // the delivery was verified (see NewDelivery.VerifiedWith) is ErrStale.
 func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResult, error) {
@@ -68,7 +72,7 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 	err = s.write(ctx, func(w *wtx) error {
 		res = DeliveryResult{}
 		// One statement reads what the delivery needs: the webhook (live?), a first
-		// delivery with the same id, and the ids the event and its todo will take.
+		// delivery with the same id or replay key, and the ids the event and its todo will take.
 		// The ids are taken the way SQLite would take them (the writer holds the
 		// write lock, so nobody else can), so that the todo and its event, which
 		// point at each other, are both written once: no UPDATE rewrites the body.
@@ -76,7 +80,7 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 		var firstEvent, firstTodo sql.NullInt64
 		var todoID int64
 		var secrets SecretsVersion
-		err := w.queryRow(deliveryLookup, nullString(d.DeliveryID), d.WebhookID).Scan(
+		err := w.queryRow(deliveryLookup, nullString(d.DeliveryID), nullBytes(d.ReplayKey), d.WebhookID).Scan(
 			&src, &res.Queue, &createdBy, &secrets.current, &secrets.previous, &firstEvent, &firstTodo,
 			&res.EventID, &todoID)
 		if notFound(err) {
@@ -110,10 +114,10 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 			return err
 		}
 		res.TodoID = t.ID
-		if _, err := w.exec(`INSERT INTO webhook_events (id, webhook_id, delivery_id, event_type, received_at, headers,
-				body, size, verified, trust_mode, todo_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`,
-			res.EventID, d.WebhookID, nullString(d.DeliveryID), d.EventType, ms(w.now), string(headers), body,
-			len(body), d.TrustMode, t.ID); err != nil {
+		if _, err := w.exec(`INSERT INTO webhook_events (id, webhook_id, delivery_id, replay_key, event_type, received_at,
+				headers, body, size, verified, trust_mode, todo_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`,
+			res.EventID, d.WebhookID, nullString(d.DeliveryID), nullBytes(d.ReplayKey), d.EventType, ms(w.now),
+			string(headers), body, len(body), d.TrustMode, t.ID); err != nil {
 			return fmt.Errorf("store: record delivery for webhook %d: %w", d.WebhookID, err)
 		}
 		return nil
@@ -122,7 +126,9 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 }
 
 // deliveryLookup reads what recording a delivery needs (see RecordDelivery);
-// arguments: the delivery id (or NULL), the webhook id.
+// arguments: the delivery id (or NULL), the replay key (or NULL), the webhook id.
+// A match on the delivery id comes first; each key is one probe of its unique
+// index, and a NULL one finds nothing.
 //
 // The CAST is for speed: since SQLite 3.54 a bare "w.id = ?" in a join makes the
 // plan depend on whether the id is 0 or 1, so the statement was parsed and planned
@@ -130,9 +136,10 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 // (as in `switchboard bench`), a fifth of the writer's time. The plan is the same
 // (TestHotStatementsStayPrepared).
 const deliveryLookup = `SELECT w.source_type, w.queue, w.created_by, w.signing_secret,
-		coalesce(w.previous_secret, ''), e.id, e.todo_id,
+		coalesce(w.previous_secret, ''), coalesce(e.id, r.id), CASE WHEN e.id IS NULL THEN r.todo_id ELSE e.todo_id END,
 		(SELECT coalesce(max(id), 0) + 1 FROM webhook_events), (SELECT coalesce(max(id), 0) + 1 FROM todos)
 	FROM webhooks w LEFT JOIN webhook_events e ON e.webhook_id = w.id AND e.delivery_id = ?
+		LEFT JOIN webhook_events r ON r.webhook_id = w.id AND r.replay_key = ?
 	WHERE w.id = CAST(? AS INTEGER) AND w.deleted_at IS NULL`
 
 func nullString(s string) any {
@@ -140,6 +147,13 @@ func nullString(s string) any {
 		return nil
 	}
 	return s
+}
+
+func nullBytes(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
 }
 
 // EventFilter selects events for ListWebhookEvents, newest first; pass the last

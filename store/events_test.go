@@ -375,3 +375,66 @@ func TestPruneEventsKeepsWhatTodosNeed(t *testing.T) {
 		t.Fatalf("prune audit = %+v", audit)
 	}
 }
+
+// A replay key is a second idempotency key beside the delivery id: a delivery that
+// matches a kept event on either is a redelivery of it (the id first), on its own
+// webhook only, and the event with its key is kept at least ReplayWindow, whatever
+// cutoff retention asks for.
+func TestReplayKeyDedupesWhileTheEventIsKept(t *testing.T) {
+	ctx := context.Background()
+	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	s := openWebhookStore(t, Options{Now: clock.Now})
+	h := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "x", CreatedBy: "human:1"})
+	other := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "y", CreatedBy: "human:1"})
+	key := func(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
+	deliver := func(webhook int64, id string, k []byte) DeliveryResult {
+		t.Helper()
+		res, err := s.RecordDelivery(ctx, NewDelivery{WebhookID: webhook, DeliveryID: id, ReplayKey: k, TrustMode: "signed", Body: []byte("b")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	same := func(what string, got, want DeliveryResult) {
+		t.Helper()
+		if !got.Duplicate || got.EventID != want.EventID || got.TodoID != want.TodoID {
+			t.Fatalf("%s: %+v, want a redelivery of %+v", what, got, want)
+		}
+	}
+	a := deliver(h.ID, "", key(1))
+	b := deliver(h.ID, "d-b", key(2))
+	if a.Duplicate || b.Duplicate || a.EventID == b.EventID {
+		t.Fatalf("two keys: %+v and %+v", a, b)
+	}
+	same("a's key under a new id", deliver(h.ID, "d-new", key(1)), a)
+	same("a's key with no id", deliver(h.ID, "", key(1)), a)
+	same("b's id with a new key", deliver(h.ID, "d-b", key(3)), b)
+	same("b's id with a's key", deliver(h.ID, "d-b", key(1)), b)
+	if res := deliver(other.ID, "", key(1)); res.Duplicate {
+		t.Fatalf("a's key on another webhook: %+v", res)
+	}
+
+	// a's todo is done and pruned; its event, and so its key, outlives any cutoff
+	// for ReplayWindow.
+	if _, err := s.Claim(ctx, Ack{ID: a.TodoID, Owner: "agent:bot"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Complete(ctx, Ack{ID: a.TodoID, Owner: "agent:bot"}, "ok"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(time.Minute)
+	if n, err := s.PruneDone(ctx, clock.Now()); err != nil || n != 1 {
+		t.Fatalf("prune a's todo: %d, %v", n, err)
+	}
+	if n, err := s.PruneEvents(ctx, clock.Now()); err != nil || n != 0 {
+		t.Fatalf("prune events a minute old: %d, %v (want none within ReplayWindow)", n, err)
+	}
+	same("a's key once its todo is pruned", deliver(h.ID, "", key(1)), DeliveryResult{EventID: a.EventID})
+	clock.Add(ReplayWindow)
+	if n, err := s.PruneEvents(ctx, clock.Now()); err != nil || n != 1 {
+		t.Fatalf("prune events past ReplayWindow: %d, %v", n, err)
+	}
+	if res := deliver(h.ID, "", key(1)); res.Duplicate {
+		t.Fatalf("a's key after its event was pruned: %+v", res)
+	}
+}

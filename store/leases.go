@@ -387,12 +387,23 @@ func (s *Store) PruneDone(ctx context.Context, cutoff time.Time) (int64, error) 
 		WHERE state = 'done' AND finished_at < ? AND id < (SELECT max(id) FROM todos) LIMIT 1000)`, ms(cutoff))
 }
 
-// PruneEvents deletes webhook events received before cutoff that no todo needs any
-// more: their own todo was pruned (or never existed) and no live replay reads its
-// payload from them. It works in bounded chunks and returns how many went. A
-// redelivery of a pruned event's delivery id is accepted as new. Like PruneDone,
-// it never deletes the newest event, so no event id is handed out twice.
+// ReplayWindow is the least time an event is kept after it arrived, whatever
+// cutoff PruneEvents is given: an event's delivery id and replay key must outlive
+// every replay that its signed timestamp still lets through, and a timestamp may be
+// up to the ingest tolerance (300 s) ahead when it arrives and is accepted until the
+// tolerance after it.
+const ReplayWindow = 15 * time.Minute
+
+// PruneEvents deletes webhook events received before cutoff (and at least
+// ReplayWindow ago) that no todo needs any more: their own todo was pruned (or
+// never existed) and no live replay reads its payload from them. It works in
+// bounded chunks and returns how many went. A redelivery of a pruned event is
+// accepted as new. Like PruneDone, it never deletes the newest event, so no event
+// id is handed out twice.
 func (s *Store) PruneEvents(ctx context.Context, cutoff time.Time) (int64, error) {
+	if latest := s.Now().Add(-ReplayWindow); cutoff.After(latest) {
+		cutoff = latest
+	}
 	return s.prune(ctx, "webhook events", "webhook_event.prune", 500, `DELETE FROM webhook_events WHERE id IN (
 		SELECT e.id FROM webhook_events e INDEXED BY webhook_events_orphaned
 		WHERE e.todo_id IS NULL AND e.received_at < ? AND e.id < (SELECT max(id) FROM webhook_events)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"testing"
 
 	"modernc.org/libc"
@@ -72,6 +73,13 @@ func (c *cStatements) reprepares(query string, runs [][]any) int {
 				sqlite3.Xsqlite3_bind_int64(c.tls, st, n, int64(v))
 			case int64:
 				sqlite3.Xsqlite3_bind_int64(c.tls, st, n, v)
+			case []byte:
+				p, err := libc.CString(string(v)) // a copy in C memory; the length says where it ends
+				if err != nil {
+					c.t.Fatal(err)
+				}
+				sqlite3.Xsqlite3_bind_blob(c.tls, st, n, p, int32(len(v)), sqlite3.SQLITE_TRANSIENT)
+				libc.Xfree(c.tls, p)
 			case string:
 				s, err := libc.CString(v)
 				if err != nil {
@@ -105,9 +113,15 @@ func (c *cStatements) reprepares(query string, runs [][]any) int {
 func TestHotStatementsStayPrepared(t *testing.T) {
 	c := openC(t, openTest(t, Options{}).Path())
 
-	var deliveries [][]any // webhooks 1 and 2 alternating, as in switchboard bench
+	// Webhooks 1 and 2 alternating, as in switchboard bench, with and without a
+	// replay key.
+	var deliveries [][]any
 	for i := range 20 {
-		deliveries = append(deliveries, []any{"d" + string(rune('a'+i)), int64(1 + i%2)})
+		var key any
+		if i%3 != 0 {
+			key = bytes.Repeat([]byte{byte(i)}, 32)
+		}
+		deliveries = append(deliveries, []any{"d" + string(rune('a'+i)), key, int64(1 + i%2)})
 	}
 	if n := c.reprepares(deliveryLookup, deliveries); n != 0 {
 		t.Errorf("the delivery lookup was prepared again %d times in %d runs after the first", n, len(deliveries)-1)
