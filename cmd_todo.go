@@ -15,7 +15,8 @@ import (
 )
 
 const todoSynopsis = `todo add --queue Q (--payload TEXT | --payload-file F | -) [--max-attempts N] [--json] [--db FILE]
-       switchboard todo list [--queue Q] [--state S] [--limit N] [--before ID] [--json] [--db FILE]
+       switchboard todo list [--queue Q] [--state S] [--key K] [--source S] [--type T] [--error TEXT] [--holder AGENT]
+                             [--limit N] [--before ID] [--json] [--db FILE]
        switchboard todo show ID [--json] [--db FILE]
        switchboard todo release ID [--db FILE]   (a claimed todo back on its queue, whoever holds it)
        switchboard todo retry (ID... | --all-failed [--queue Q] [--error TEXT]) [--json] [--db FILE]`
@@ -115,6 +116,8 @@ func todoList(ctx context.Context, env *environ, args []string) error {
 	state := fs.String("state", "", "only this state (pending, claimed, done, failed)")
 	limit := fs.Int("limit", 50, "at most this many rows (max 1000)")
 	before := fs.Int64("before", 0, "only todos with a lower id: the next page after the lowest id shown")
+	var search store.TodoSearch
+	searchFlags(fs, &search)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -136,7 +139,7 @@ func todoList(ctx context.Context, env *environ, args []string) error {
 	}
 	defer s.Close()
 	// One row more than shown says whether there is a next page.
-	f := store.TodoFilter{State: *state, Before: *before, Limit: *limit + 1}
+	f := store.TodoFilter{State: *state, Before: *before, Limit: *limit + 1, Search: search}
 	if *queue != "" {
 		f.Queues = []string{*queue}
 	}
@@ -171,6 +174,9 @@ func todoList(ctx context.Context, env *environ, args []string) error {
 		}
 		if *queue != "" {
 			what += " on " + *queue
+		}
+		if !search.IsZero() {
+			what += " that match"
 		}
 		if *before > 0 {
 			what += fmt.Sprintf(" older than %d", *before)

@@ -297,6 +297,8 @@ type TodoFilter struct {
 	// FailedBefore, the failure time of the todo Before names.
 	ByFailure    bool
 	FailedBefore time.Time
+	// Search keeps only the todos it matches (see TodoSearch).
+	Search TodoSearch
 }
 
 // ListTodos lists compact todos (no payload), newest first.
@@ -362,6 +364,7 @@ func todoListQuery(f TodoFilter) (string, []any) {
 		where = append(where, "last_error = ?")
 		args = append(args, *f.LastError)
 	}
+	where, args = f.Search.where(where, args)
 	byFailure := f.ByFailure && f.State == StateFailed
 	switch {
 	case f.Before > 0 && byFailure:
@@ -372,7 +375,15 @@ func todoListQuery(f TodoFilter) (string, []any) {
 		args = append(args, f.Before)
 	}
 	q := `SELECT ` + todoColumns + ` FROM todos`
-	if f.State == StatePending && len(f.Queues) == 1 {
+	searchIndex, exact := f.Search.exact()
+	switch {
+	case f.Search.Key != "":
+		q += " NOT INDEXED" // the key's few todos by rowid, whatever else is asked
+	case exact && !byFailure:
+		// The search's exact term is the short walk; the failure order below
+		// walks the dead letters instead, which the Failed tab keeps few.
+		q += " INDEXED BY " + searchIndex
+	case f.State == StatePending && len(f.Queues) == 1:
 		// One queue's pending todos, newest first, are a range of the claim index.
 		// Left to itself SQLite walks every pending todo of every queue (by state)
 		// or every todo of this one (by queue): a board filtered to a quiet queue
@@ -380,6 +391,7 @@ func todoListQuery(f TodoFilter) (string, []any) {
 		q += " INDEXED BY todos_claimable"
 	}
 	switch {
+	case f.Search.Key != "": // NOT INDEXED, above
 	case byFailure && len(f.Queues) == 0:
 		// Left to itself SQLite reads every failed todo by state and sorts them.
 		q += " INDEXED BY todos_failed_at"

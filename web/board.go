@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -29,6 +30,9 @@ type boardPage struct {
 	// Error (one of those groups).
 	ByError bool
 	Error   string
+	// Query is the search box's text as typed, Search what it asks for.
+	Query  string
+	Search store.TodoSearch
 	// The page's two live parts: the counts (queue cards and state tabs), which any
 	// change of state may move, and the rows, which only a change on this page's
 	// queue and state can (see app.js).
@@ -38,7 +42,7 @@ type boardPage struct {
 // Link is the URL of the board's queue and state with kv, and its error filter
 // when on, even for an error "" or "0", which link leaves out as unset.
 func (p boardPage) Link(kv ...any) string {
-	kv = append([]any{"queue", p.Queue, "state", p.State}, kv...)
+	kv = append([]any{"queue", p.Queue, "state", p.State, "q", p.Query}, kv...)
 	if p.ByError {
 		return errorLink(p.Error, "/", kv...)
 	}
@@ -79,10 +83,14 @@ func (u *UI) board(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	if !p.ByFailure {
 		p.At = 0
 	}
+	badSearch, jumped := searchBoard(w, r, &p)
+	if jumped {
+		return
+	}
 	fragment := q.Get("fragment")
-	p.CountsURL = link("/", "queue", p.Queue, "state", p.State, "fragment", "counts")
+	p.CountsURL = link("/", "queue", p.Queue, "state", p.State, "q", p.Query, "fragment", "counts")
 	p.RowsURL = p.Link("before", p.Before, "at", p.At, "fragment", "rows")
-	v := view{Title: "Board", Nav: "board", Error: notATodo}
+	v := view{Title: "Board", Nav: "board", Error: cmp.Or(notATodo, badSearch)}
 	if fragment != "rows" {
 		if !u.boardCounts(w, r, rc, &p, fragment != "headline") {
 			return
@@ -155,6 +163,7 @@ func (u *UI) boardRows(w http.ResponseWriter, r *http.Request, rc *reqCtx, p *bo
 	if p.ByError {
 		f.LastError = &p.Error
 	}
+	f.Search = p.Search
 	todos, err := u.store.ListTodos(r.Context(), f)
 	if err != nil {
 		u.storeError(w, r, rc, "Listing todos", err)
@@ -166,7 +175,7 @@ func (u *UI) boardRows(w http.ResponseWriter, r *http.Request, rc *reqCtx, p *bo
 			p.OlderAt = at.UnixMilli()
 		}
 	}
-	if p.State == store.StateFailed && p.Before == 0 && !p.ByError && len(p.Todos) > 0 {
+	if p.State == store.StateFailed && p.Before == 0 && !p.ByError && p.Search.IsZero() && len(p.Todos) > 0 {
 		if p.Errors, err = u.store.FailedErrors(r.Context(), p.Queue, errorGroups); err != nil {
 			u.storeError(w, r, rc, "Grouping dead letters by error", err)
 			return false

@@ -1,0 +1,106 @@
+package store
+
+import (
+	"strconv"
+	"strings"
+)
+
+// TodoSearch narrows a todo listing by what an operator remembers of a todo.
+// Every field set must match; the zero value matches every todo.
+type TodoSearch struct {
+	// Key is the provider's delivery id of the event the todo was made from (or
+	// replays): the idempotency key a provider's dashboard shows. When todos get
+	// a key of their own, a todo whose key this is matches too.
+	Key string
+	// Source is who made the todo, as its created_by says: webhook:N (or N alone)
+	// for the todos webhook N's deliveries made, human:… or agent:… for the ones
+	// they added or replayed, system; or else its source type (github, stripe, …,
+	// manual, replay).
+	Source string
+	// Type is the provider's event type (push, invoice.paid, …), exactly.
+	Type string
+	// Error is text the todo's last error contains, in any case for ASCII letters.
+	// It has no index: it reads the todos the other filters leave.
+	Error string
+	// Holder is the agent (agent:<id>, or the id alone) that holds the todo
+	// claimed now.
+	Holder string
+}
+
+// IsZero reports whether s matches every todo.
+func (s TodoSearch) IsZero() bool { return s == TodoSearch{} }
+
+// creator is the created_by value s.Source names, or "" when it names a source type.
+func (s TodoSearch) creator() string {
+	if n, err := strconv.ParseInt(s.Source, 10, 64); err == nil && n > 0 {
+		return webhookTarget(n)
+	}
+	if s.Source == "system" || strings.Contains(s.Source, ":") {
+		return s.Source
+	}
+	return ""
+}
+
+// exact reports whether the search has a term an index finds (every term but
+// Error), and names the index that walks its todos newest first: "" for a key,
+// whose few todos are found by rowid.
+func (s TodoSearch) exact() (index string, ok bool) {
+	switch {
+	case s.Key != "":
+		return "", true // NOT INDEXED: its few rowids, not a walk of an index
+	case s.Holder != "":
+		return "todos_state_id", true // only claimed todos have a holder: a short walk
+	case s.Source != "" && s.creator() != "":
+		return "todos_created_by", true
+	case s.Source != "":
+		return "todos_source_type", true
+	case s.Type != "":
+		return "todos_event_type", true
+	}
+	return "", false
+}
+
+// where appends the search's conditions and their arguments to a listing's.
+func (s TodoSearch) where(where []string, args []any) ([]string, []any) {
+	if s.Key != "" {
+		// CROSS JOIN keeps webhooks outside: one probe of each webhook's
+		// (webhook_id, delivery_id) key, as the delivery id alone has no index
+		// and webhooks are few.
+		events := `SELECT e.id FROM webhooks h CROSS JOIN webhook_events e ON e.webhook_id = h.id AND e.delivery_id = ?`
+		where = append(where, `id IN (SELECT e.todo_id FROM webhooks h
+			CROSS JOIN webhook_events e ON e.webhook_id = h.id AND e.delivery_id = ?
+			UNION ALL SELECT r.id FROM todos r INDEXED BY todos_replays
+			WHERE r.source_type = 'replay' AND r.source_event_id IN (`+events+`))`)
+		args = append(args, s.Key, s.Key)
+	}
+	if s.Holder != "" {
+		holder := s.Holder
+		if !strings.Contains(holder, ":") {
+			holder = "agent:" + holder // as the board names an endpoint's agent
+		}
+		where = append(where, "state = 'claimed'", "owner = ?")
+		args = append(args, holder)
+	}
+	if c := s.creator(); c != "" {
+		where = append(where, "created_by = ?")
+		args = append(args, c)
+	} else if s.Source != "" {
+		where = append(where, "source_type = ?")
+		args = append(args, s.Source)
+	}
+	if s.Type != "" {
+		// The partial index's own condition, written out, lets SQLite use it.
+		where = append(where, "source_event_type = ?", "source_event_type != ''")
+		args = append(args, s.Type)
+	}
+	if s.Error != "" {
+		where = append(where, `last_error LIKE ? ESCAPE '\'`)
+		args = append(args, "%"+escapeLike(s.Error)+"%")
+	}
+	return where, args
+}
+
+// escapeLike makes s match itself in a LIKE pattern with ESCAPE '\'.
+func escapeLike(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
