@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard/ingest"
+	"github.com/switchboardhq/switchboard/internal/opfile"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -37,6 +38,10 @@ const defaultRotationGrace = 24 * time.Hour
 // credentialName is the systemd credential the key is read from when neither the
 // variable nor a file is given (LoadCredential=secret-key:/etc/switchboard/secret-key).
 const credentialName = "secret-key"
+
+// maxKeyFile bounds a key file: a key is 64 hex digits or 44 base64 characters,
+// so anything much longer is the wrong file (or /dev/zero).
+const maxKeyFile = 4 << 10
 
 // keyFiles name the secret encryption keys: the current one, and during a key
 // rotation the one being rotated out.
@@ -90,9 +95,9 @@ func loadKey(env *environ, file, variable, credential, flagName string) ([]byte,
 		}
 		return k, nil
 	case file != "":
-		b, err := os.ReadFile(file)
+		b, err := opfile.Read(file, maxKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", flagName, err)
+			return nil, fmt.Errorf("%s: %w", flagName, err)
 		}
 		k, err := store.ParseSecretKey(string(b))
 		if err != nil {

@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/switchboardhq/switchboard/internal/opfile"
 )
 
 // Manifest is one validated capability manifest ("type": "module").
@@ -108,17 +110,9 @@ func LoadDir(dir string, opts LoadOptions) ([]Manifest, error) {
 // LoadFile reads and validates one manifest.
 func LoadFile(path string, opts LoadOptions) (Manifest, error) {
 	file := filepath.Base(path)
-	f, err := os.Open(path)
+	data, err := opfile.Read(path, maxManifest)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("modules: %s: %w", file, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxManifest+1))
-	if err != nil {
-		return Manifest{}, fmt.Errorf("modules: %s: %w", file, err)
-	}
-	if int64(len(data)) > maxManifest {
-		return Manifest{}, fmt.Errorf("modules: %s: larger than %d bytes", file, maxManifest)
 	}
 	m, err := decodeManifest(file, data)
 	if err != nil {
