@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -112,6 +113,19 @@ func loadKey(env *environ, file, variable, credential, flagName string) ([]byte,
 		return k, nil
 	}
 	return nil, nil
+}
+
+// warnIfNoSecretKey says, once at serve's start, that without a key what the
+// database holds is enough to sign deliveries and forge device cookies, and how
+// to give it one.
+func warnIfNoSecretKey(logger *slog.Logger, key []byte) {
+	if key != nil {
+		return
+	}
+	logger.Warn("no secret encryption key: webhook secrets and the device-cookie key are stored in the database as " +
+		"plaintext; give a 32-byte key (openssl rand -base64 32) in --secret-key-file, SWITCHBOARD_SECRET_KEY_FILE, " +
+		"SWITCHBOARD_SECRET_ENCRYPTION_KEY or the systemd credential " + credentialName +
+		", then run switchboard secrets reencrypt")
 }
 
 func fileExists(p string) bool {
