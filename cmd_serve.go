@@ -360,6 +360,7 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 		return nil, err
 	}
 	warnIfShared(logger, cfg.DB)
+	warnIfNoSecretKey(logger, cfg.SecretKey)
 	if cfg.MetricsAllow == "" {
 		cfg.MetricsAllow = "127.0.0.0/8,::1"
 	}

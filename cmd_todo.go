@@ -5,12 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/switchboardhq/switchboard/internal/opfile"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -72,19 +72,15 @@ func todoAdd(ctx context.Context, env *environ, args []string) error {
 		return usageErr("no payload: give --payload TEXT, --payload-file FILE or - (stdin); --payload '' adds an empty one")
 	}
 	body := *payload
-	var r io.Reader
-	if *payloadFile != "" {
-		f, err := os.Open(*payloadFile)
+	switch {
+	case *payloadFile != "":
+		b, err := opfile.Read(*payloadFile, maxPayload)
 		if err != nil {
 			return fmt.Errorf("read payload: %w", err)
 		}
-		defer f.Close()
-		r = f
-	} else if fromStdin {
-		r = env.stdin
-	}
-	if r != nil {
-		b, err := io.ReadAll(io.LimitReader(r, maxPayload+1))
+		body = string(b)
+	case fromStdin:
+		b, err := io.ReadAll(io.LimitReader(env.stdin, maxPayload+1))
 		if err != nil {
 			return fmt.Errorf("read payload: %w", err)
 		}

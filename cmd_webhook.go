@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard/ingest"
+	"github.com/switchboardhq/switchboard/internal/opfile"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -37,6 +39,10 @@ const defaultRotationGrace = 24 * time.Hour
 // credentialName is the systemd credential the key is read from when neither the
 // variable nor a file is given (LoadCredential=secret-key:/etc/switchboard/secret-key).
 const credentialName = "secret-key"
+
+// maxKeyFile bounds a key file: a key is 64 hex digits or 44 base64 characters,
+// so anything much longer is the wrong file (or /dev/zero).
+const maxKeyFile = 4 << 10
 
 // keyFiles name the secret encryption keys: the current one, and during a key
 // rotation the one being rotated out.
@@ -90,9 +96,9 @@ func loadKey(env *environ, file, variable, credential, flagName string) ([]byte,
 		}
 		return k, nil
 	case file != "":
-		b, err := os.ReadFile(file)
+		b, err := opfile.Read(file, maxKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", flagName, err)
+			return nil, fmt.Errorf("%s: %w", flagName, err)
 		}
 		k, err := store.ParseSecretKey(string(b))
 		if err != nil {
@@ -107,6 +113,19 @@ func loadKey(env *environ, file, variable, credential, flagName string) ([]byte,
 		return k, nil
 	}
 	return nil, nil
+}
+
+// warnIfNoSecretKey says, once at serve's start, that without a key what the
+// database holds is enough to sign deliveries and forge device cookies, and how
+// to give it one.
+func warnIfNoSecretKey(logger *slog.Logger, key []byte) {
+	if key != nil {
+		return
+	}
+	logger.Warn("no secret encryption key: webhook secrets and the device-cookie key are stored in the database as " +
+		"plaintext; give a 32-byte key (openssl rand -base64 32) in --secret-key-file, SWITCHBOARD_SECRET_KEY_FILE, " +
+		"SWITCHBOARD_SECRET_ENCRYPTION_KEY or the systemd credential " + credentialName +
+		", then run switchboard secrets reencrypt")
 }
 
 func fileExists(p string) bool {

@@ -207,7 +207,7 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 		// public host, so a reverse proxy on the same machine keeps working.
 		server.WithDisableLocalhostProtection(true),
 		server.WithHeartbeatInterval(opts.StreamPing),
-		server.WithStreamableHTTPLogger(opts.Logger),
+		server.WithStreamableHTTPLogger(transportLogger(opts.Logger, st.Now)),
 	)
 	verbs := a.verbTools()
 	a.mcp.AddTools(verbs...)

@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/switchboardhq/switchboard/internal/opfile"
 )
 
 // Manifest is one validated capability manifest ("type": "module").
@@ -51,6 +53,10 @@ type LoadOptions struct {
 	// own verbs): a module named "list" would expose its tool "todos" as
 	// list_todos, shadowed by the verb for some endpoints, unreachable for others.
 	ReservedTools []string
+	// owners are the uids that may own a module's executable and the
+	// directories above it; nil means root and the user Switchboard runs as.
+	// Only tests set it, to see a refusal without being root.
+	owners []uint32
 }
 
 var (
@@ -108,17 +114,9 @@ func LoadDir(dir string, opts LoadOptions) ([]Manifest, error) {
 // LoadFile reads and validates one manifest.
 func LoadFile(path string, opts LoadOptions) (Manifest, error) {
 	file := filepath.Base(path)
-	f, err := os.Open(path)
+	data, err := opfile.Read(path, maxManifest)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("modules: %s: %w", file, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxManifest+1))
-	if err != nil {
-		return Manifest{}, fmt.Errorf("modules: %s: %w", file, err)
-	}
-	if int64(len(data)) > maxManifest {
-		return Manifest{}, fmt.Errorf("modules: %s: larger than %d bytes", file, maxManifest)
 	}
 	m, err := decodeManifest(file, data)
 	if err != nil {
@@ -218,7 +216,7 @@ func (m Manifest) Validate(opts LoadOptions) error {
 	if err := m.validateMetadata(); err != nil {
 		return err
 	}
-	if err := checkExecutable(m.Command); err != nil {
+	if err := checkExecutable(m.Command, opts.owners); err != nil {
 		return fieldErr(m.File, "command", "%v", err)
 	}
 	if err := m.validateEnvironment(opts.LookupEnv); err != nil {
@@ -279,8 +277,10 @@ func (m Manifest) validateMetadata() error {
 
 // checkExecutable enforces "clean absolute path to a regular executable":
 // no symlink (which could be repointed), no group/world-writable file (which
-// someone other than the owner could replace the contents of).
-func checkExecutable(path string) error {
+// someone other than the owner could replace the contents of), and no file or
+// directory on the way owned by anyone but root or Switchboard's own user (an
+// owner can always chmod and rewrite what they own).
+func checkExecutable(path string, owners []uint32) error {
 	if path == "" {
 		return errors.New("is required")
 	}
@@ -305,6 +305,9 @@ func checkExecutable(path string) error {
 	case mode.Perm()&0o022 != 0:
 		return fmt.Errorf("must not be group- or world-writable (mode %04o)", mode.Perm())
 	}
+	if err := checkOwner(path, fi, owners); err != nil {
+		return err
+	}
 	// Whoever can write a directory on the way can swap the file (or the
 	// directory) for another: every one must be a real directory that only its
 	// owner writes, or sticky (as /tmp), where others cannot replace what they
@@ -322,6 +325,9 @@ func checkExecutable(path string) error {
 			return fmt.Errorf("%s is not a directory", dir)
 		case dm.Perm()&0o022 != 0 && dm&os.ModeSticky == 0:
 			return fmt.Errorf("must not be under a group- or world-writable directory (%s, mode %04o)", dir, dm.Perm())
+		}
+		if err := checkOwner(dir, di, owners); err != nil {
+			return err
 		}
 		if dir == "/" {
 			return nil

@@ -200,6 +200,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			s.Close()
 			return nil, err
 		}
+		if err := s.write(ctx, func(w *wtx) error { _, err := w.sealSettingSecrets(s.box); return err }); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }

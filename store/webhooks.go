@@ -499,6 +499,8 @@ func (s *Store) CheckSecrets(ctx context.Context) error {
 		return fmt.Errorf("store: the configured secret encryption key does not open %d of the %d encrypted webhook "+
 			"secrets in %s (first: webhook %d); is it the key they were encrypted with? (to rotate keys, give the old "+
 			"one as the previous key until secrets reencrypt has run): %w", bad, sealed, s.path, first, ErrSecretKey)
+	case s.box != nil:
+		return s.checkSettingSecrets(ctx)
 	}
 	return nil
 }
@@ -542,8 +544,9 @@ func (s *Store) ReencryptSecrets(ctx context.Context, actor string) (int, error)
 			}
 			n++
 		}
-		if n == 0 {
-			return nil
+		sealed, err := w.sealSettingSecrets(s.box)
+		if n += sealed; err != nil || n == 0 {
+			return err
 		}
 		return w.audit(actor, "secrets.reencrypt", "", "", fmt.Sprintf("sealed=%d", n))
 	})
