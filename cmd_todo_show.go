@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -11,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/internal/pretty"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -85,19 +84,25 @@ func writeTodo(w io.Writer, t store.Todo, now time.Time) {
 		fmt.Fprintf(w, "last error: %s\n", printable(t.LastError))
 	}
 	if t.Result != "" {
-		fmt.Fprintf(w, "result:     %s\n", printable(t.Result))
+		r := pretty.Raw(t.Result)
+		fmt.Fprintf(w, "result:     %s\n", printable(r.Body))
+		writeCut(w, r)
 	}
 	fmt.Fprintf(w, "payload (%d bytes):\n", t.PayloadSize)
-	body := []byte(t.Payload)
-	var pretty bytes.Buffer
-	switch {
-	case !utf8.Valid(body):
+	if !utf8.ValidString(t.Payload) {
 		fmt.Fprintln(w, "  (not UTF-8 text: --json shows it base64)")
 		return
-	case json.Indent(&pretty, body, "", "  ") == nil:
-		body = pretty.Bytes()
 	}
-	for _, line := range strings.Split(strings.TrimRight(string(body), "\n"), "\n") {
+	p := pretty.Format(t.Payload)
+	for _, line := range strings.Split(strings.TrimRight(p.Body, "\n"), "\n") {
 		fmt.Fprintf(w, "  %s\n", printable(line))
+	}
+	writeCut(w, p)
+}
+
+// writeCut says, under a text shown in part, that it is and where the whole is.
+func writeCut(w io.Writer, t pretty.Text) {
+	if t.Cut {
+		fmt.Fprintf(w, "  (only the first %d of %d bytes are shown: --json prints it whole)\n", len(t.Body), t.Size)
 	}
 }

@@ -33,3 +33,33 @@ func TestActivitySaysWhatAnAgentIsDoing(t *testing.T) {
 		t.Fatalf("after its sessions ended: %+v, want no sessions and the last request %v", a, last)
 	}
 }
+
+// A session with no stream open that has made no request for IdleAfter counts as
+// idle, not live, until its next request; one listening for the doorbell never
+// does. The clock is the agent's, so nothing here waits.
+func TestActivityCountsIdleSessions(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	e := newEnv(t, func(c *envConfig) { c.agent.Now = clock.Now })
+	ep, cred := e.endpoint("worker", []string{"inbox"}, nil)
+	polling, listening := e.dial(cred, false), e.dial(cred, true)
+	e.waitAttached(listening.GetSessionId())
+	check := func(when string, live, idle int) {
+		t.Helper()
+		a := e.ag.Activity(ep.ID)
+		if a.Sessions != 2 || a.Listening != 1 || a.Idle != idle || a.Live() != live {
+			t.Fatalf("%s: %+v (live %d), want %d live and %d idle", when, a, a.Live(), live, idle)
+		}
+	}
+	check("just dialled", 2, 0)
+	clock.Advance(IdleAfter - time.Second)
+	check("a second short of IdleAfter", 2, 0)
+	clock.Advance(time.Second)
+	check("IdleAfter without a request", 1, 1)
+	polling.ok(t, VerbListTodos, nil, nil)
+	check("after a request", 2, 0)
+	if last := e.ag.Activity(ep.ID).LastRequest; !last.Equal(clock.Now()) {
+		t.Fatalf("last request at %v, want the agent's clock's %v", last, clock.Now())
+	}
+	clock.Advance(10 * IdleAfter)
+	check("long after", 1, 1)
+}

@@ -67,6 +67,9 @@ type Options struct {
 	RevalidateEvery time.Duration
 	// ToolSources add tools that are not verbs (module tools).
 	ToolSources []ToolSource
+	// Now is the clock of sessions' requests, for the idle sweep and Activity
+	// (default time.Now).
+	Now func() time.Time
 }
 
 func (o *Options) defaults() {
@@ -102,6 +105,9 @@ func (o *Options) defaults() {
 	}
 	if o.RevalidateEvery <= 0 {
 		o.RevalidateEvery = 30 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 }
 
@@ -166,7 +172,7 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 	}
 	a.evictions.Every = evictionLogEvery
 	a.failures.Every = 10 * time.Second
-	a.sessions = newSessions(opts.MaxSessionsPerEndpoint, a.evict)
+	a.sessions = newSessions(opts.MaxSessionsPerEndpoint, opts.Now, a.evict)
 	a.sessions.idleNote = fmt.Sprintf("it was idle for %s", opts.SessionIdleTTL)
 	if opts.BaseURL != "" {
 		if err := ingest.CheckBaseURL(opts.BaseURL); err != nil {
@@ -247,8 +253,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.ring(c)
 		case <-t.C:
 			a.Revalidate(ctx)
-		case now := <-idle.C:
-			a.sweepIdle(now)
+		case <-idle.C:
+			a.sweepIdle(a.opts.Now())
 		case <-a.recheck:
 			now, err := a.st.EndpointEpoch(ctx)
 			if err != nil {

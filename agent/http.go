@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -53,7 +52,7 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	a.seen.note(ep.ID, time.Now())
+	a.seen.note(ep.ID, a.opts.Now())
 	ctx := context.WithValue(r.Context(), endpointKey{}, ep)
 
 	var body []byte

@@ -35,6 +35,7 @@ type sessions struct {
 	// an endpoint to keep it within limit.
 	evict func(ep store.Endpoint, x *session)
 	uses  atomic.Uint64 // requests seen; a session's used is this count at its last one
+	now   func() time.Time
 
 	// Why recently ended sessions ended, for the 404 their next request gets: an
 	// agent told only "unknown session" cannot tell an eviction from a restart.
@@ -108,8 +109,8 @@ func (x *session) noteDrained(notices int64) {
 	}
 }
 
-func newSessions(limit int, evict func(store.Endpoint, *session)) *sessions {
-	return &sessions{byID: map[string]*session{}, limit: limit, evict: evict}
+func newSessions(limit int, now func() time.Time, evict func(store.Endpoint, *session)) *sessions {
+	return &sessions{byID: map[string]*session{}, limit: limit, now: now, evict: evict}
 }
 
 // maxRememberedLeases bounds the per-session fencing memory: a session that claims
@@ -191,7 +192,7 @@ func (s *sessions) add(ep store.Endpoint) (id string, evicted *session) {
 // touch records a request in x. It runs on every request, so it takes no lock.
 func (s *sessions) touch(x *session) {
 	x.used.Store(s.uses.Add(1))
-	x.lastUsed.Store(time.Now().UnixNano())
+	x.lastUsed.Store(s.now().UnixNano())
 }
 
 // staler reports whether x was used less recently than y. A session with an open

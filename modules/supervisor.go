@@ -1,7 +1,6 @@
 package modules
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard/internal/linediff"
+	"github.com/switchboardhq/switchboard/internal/pretty"
 )
 
 // State is a module's lifecycle state.
@@ -479,13 +479,10 @@ func (t ToolStatus) Changes() []linediff.Line {
 }
 
 // LaidOut is a definition indented two spaces a level, or as it is when it is not
-// JSON.
+// JSON or would cost too much to indent: a module's definitions are not ours, and
+// the board and the CLI show them.
 func LaidOut(def json.RawMessage) string {
-	var buf bytes.Buffer
-	if json.Indent(&buf, def, "", "  ") != nil {
-		return string(def)
-	}
-	return buf.String()
+	return pretty.Format(string(def)).Body
 }
 
 // Status reports every module, in manifest order.

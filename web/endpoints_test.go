@@ -265,7 +265,7 @@ func TestEndpointListShowsWhatAgentsAreDoing(t *testing.T) {
 		end := strings.Index(body[start:], "</tr>")
 		return body[start : start+end]
 	}
-	for _, want := range []string{"2 sessions · 1 listening · last request", "3m ago", "holds 2 todos"} {
+	for _, want := range []string{"2 live sessions · 1 listening · last request", "3m ago", "holds 2 todos"} {
 		if !strings.Contains(row(busy), want) {
 			t.Errorf("the busy agent's row lacks %q:\n%s", want, row(busy))
 		}

@@ -1,8 +1,6 @@
 package web
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -13,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/switchboardhq/switchboard/internal/pretty"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -58,7 +57,7 @@ func (u *UI) funcs() template.FuncMap {
 		"join":      strings.Join,
 		"clip":      clip,
 		"has":       func(list []string, v string) bool { return contains(list, v) },
-		"pretty":    prettyJSON,
+		"pretty":    pretty.Format,
 		"defdiff":   definitionDiff,
 		"target":    targetURL,
 		"link":      link,
@@ -130,19 +129,6 @@ func byteSize(n int) string {
 	default:
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 	}
-}
-
-// prettyJSON indents s when it is a JSON object or array, else returns "".
-func prettyJSON(s string) string {
-	trimmed := strings.TrimSpace(s)
-	if trimmed == "" || (trimmed[0] != '{' && trimmed[0] != '[') {
-		return ""
-	}
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, []byte(trimmed), "", "  "); err != nil {
-		return ""
-	}
-	return buf.String()
 }
 
 // targetURL links an audit target ("todo:7", "endpoint:3") to its page.

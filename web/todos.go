@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/switchboardhq/switchboard/internal/pretty"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -14,9 +15,9 @@ import (
 const maxPayload = 1 << 20
 
 type todoPage struct {
-	Todo   store.Todo
-	Pretty string // the payload indented, when it is JSON
-	Audit  []store.AuditEntry
+	Todo    store.Todo
+	Payload pretty.Text // the payload as shown: indented when JSON, cut when long
+	Audit   []store.AuditEntry
 }
 
 // todoPage serves GET /todos/:id: everything known about one todo and its history.
@@ -37,7 +38,7 @@ func (u *UI) todoPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		return
 	}
 	v := view{Title: fmt.Sprintf("Todo %d", id), Nav: "board",
-		Page:    todoPage{Todo: t, Pretty: prettyJSON(t.Payload), Audit: trail},
+		Page:    todoPage{Todo: t, Payload: pretty.Format(t.Payload), Audit: trail},
 		LiveURL: fmt.Sprintf("/todos/%d?fragment=1", id)}
 	if r.URL.Query().Get("fragment") == "1" {
 		u.renderFragment(w, rc, "todo", "live", v)

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/ingest"
+	"github.com/switchboardhq/switchboard/internal/pretty"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -140,7 +141,7 @@ type eventPage struct {
 	Event   store.WebhookEvent
 	Hook    store.Webhook
 	Headers []header
-	Body    string       // the body as text, indented when JSON
+	Body    pretty.Text  // the body as text, indented when JSON, cut when long
 	Binary  bool         // Body is base64: the body is not UTF-8 text
 	Replays []store.Todo // the todos replaying it made, newest first
 }
@@ -174,13 +175,13 @@ func (u *UI) eventPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		p.Headers = append(p.Headers, header{k, v})
 	}
 	sort.Slice(p.Headers, func(i, j int) bool { return p.Headers[i].Name < p.Headers[j].Name })
-	switch {
-	case !utf8.Valid(e.Body):
-		p.Body, p.Binary = base64.StdEncoding.EncodeToString(e.Body), true
-	case prettyJSON(string(e.Body)) != "":
-		p.Body = prettyJSON(string(e.Body))
-	default:
-		p.Body = string(e.Body)
+	if utf8.Valid(e.Body) {
+		p.Body = pretty.Format(string(e.Body))
+	} else {
+		// Base64 is a third longer than what it encodes: encode what fits.
+		shown := e.Body[:min(len(e.Body), pretty.MaxOutput/4*3)]
+		p.Body = pretty.Text{Body: base64.StdEncoding.EncodeToString(shown), Cut: len(shown) < len(e.Body), Size: len(e.Body)}
+		p.Binary = true
 	}
 	u.render(w, r, rc, http.StatusOK, "event", view{Title: fmt.Sprintf("Event %d", id), Nav: "webhooks", Page: p})
 }
