@@ -115,7 +115,8 @@ func (f *scopeFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.caps, "capabilities", "capability modules granted (comma-separated names)")
 	fs.Var(&f.toolAllow, "tool-allow", "if set, only these module tools (exact prefixed names) of the granted capabilities; empty: all")
 	fs.Var(&f.toolDeny, "tool-deny", "module tools (exact prefixed names) refused even if granted")
-	fs.Var(&f.rate, "rate", "tool calls per second the agent may make (0: the server's default, 50)")
+	fs.Var(&f.rate, "rate", "tool calls per second the agent may make, queue verbs included "+
+		"(0: the server's default, 50 a second for module tools and webhook verbs, none for queue verbs)")
 	fs.Var(&f.burst, "burst", "tool calls the agent may make at once above --rate (0: the server's default, 100)")
 }
 
