@@ -412,7 +412,7 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 	ui := web.New(st, uiOpts)
 	ui.Register(router)
 	s.http = &http.Server{
-		Handler:           s.metrics.instrument(httpbody.Bound(router, httpbody.DefaultTimeout)),
+		Handler:           s.metrics.instrument(httpbody.Bound(guardHosts(router, baseURL), httpbody.DefaultTimeout)),
 		ReadHeaderTimeout: 10 * time.Second,
 		// A request line and headers past this are refused (431): webhook
 		// senders, agents and browsers send a few KiB; Go's default, 1 MiB,
