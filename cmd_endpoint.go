@@ -244,7 +244,19 @@ func endpointCreate(ctx context.Context, env *environ, args []string) error {
 	fmt.Fprintf(env.stdout, "endpoint %d for agent %s\n", ep.ID, ep.AgentID)
 	fmt.Fprintf(env.stdout, "credential: %s\n", cred)
 	fmt.Fprintln(env.stdout, "This credential is shown once. Give it to the agent as 'Authorization: Bearer <credential>'.")
+	printClientSetup(env, cred)
 	return nil
+}
+
+// printClientSetup says how to point Claude Code at the new endpoint with the
+// credential kept in the environment: the .mcp.json it prints names the variable,
+// not the secret, so it may be committed with the agent's project.
+func printClientSetup(env *environ, cred string) {
+	mcpURL := strings.TrimSuffix(envOr(env, "SWITCHBOARD_BASE_URL", defaultURL(env)), "/") + "/mcp"
+	fmt.Fprintf(env.stdout, "\nFor Claude Code, set the credential where it starts (a shell profile, a secret manager):\n  %s\n",
+		agent.ExportLine(cred))
+	fmt.Fprintf(env.stdout, "and put this in the project's .mcp.json (it holds no secret):\n%s\n", agent.ClientConfig(mcpURL, agent.FromEnv))
+	fmt.Fprintf(env.stdout, "or add it from that shell:\n  %s\n", agent.ClaudeAddCommand(mcpURL, agent.FromEnv))
 }
 
 func endpointList(ctx context.Context, env *environ, args []string) error {
