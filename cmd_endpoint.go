@@ -288,7 +288,7 @@ func endpointList(ctx context.Context, env *environ, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tAGENT\tCREDENTIAL\tQUEUES\tLEASE\tMAX WEBHOOKS\tCAPABILITIES\tSTATUS")
+	fmt.Fprintln(tw, "ID\tAGENT\tCREDENTIAL\tQUEUES\tLEASE\tWEBHOOKS IT MAY CREATE\tCAPABILITIES\tSTATUS")
 	for _, e := range eps {
 		status := "active"
 		if e.RevokedAt != nil {
@@ -298,8 +298,8 @@ func endpointList(ctx context.Context, env *environ, args []string) error {
 		if e.DefaultLeaseTTL > 0 {
 			lease = strconv.Itoa(e.DefaultLeaseTTL)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.ID, e.AgentID, e.CredentialHint,
-			strings.Join(e.Queues, ","), lease, e.Ceiling.MaxWebhooks, strings.Join(e.Capabilities, ","), status)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.AgentID, e.CredentialHint,
+			strings.Join(e.Queues, ","), lease, agent.WebhookGrant(e), strings.Join(e.Capabilities, ","), status)
 	}
 	return tw.Flush()
 }

@@ -145,3 +145,20 @@ func TestEndpointCreatePrintsTheClientSetup(t *testing.T) {
 		t.Fatalf("the credential is printed %d times:\n%s", strings.Count(out, cred), out)
 	}
 }
+
+// endpoint list (newest first) says whether each agent may create webhooks: an endpoint made
+// as the Quick start makes it may not, and the list says why.
+func TestEndpointListShowsTheWebhookCeiling(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	createEndpoint(t, db, "--agent", "quick", "--queues", "inbox")
+	createEndpoint(t, db, "--agent", "hooks", "--queues", "inbox", "--max-webhooks", "2", "--webhook-sources", "github,stripe")
+	code, out, stderr := cli(t, "", "endpoint", "list", "--db", db)
+	if code != 0 {
+		t.Fatalf("endpoint list: exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(out, "\n")
+	if len(lines) < 3 || !strings.Contains(lines[0], "WEBHOOKS IT MAY CREATE") || !strings.Contains(lines[2], "none (ceiling 0)") ||
+		!strings.Contains(lines[1], "up to 2: github,stripe") {
+		t.Fatalf("endpoint list:\n%s", out)
+	}
+}

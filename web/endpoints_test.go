@@ -532,3 +532,25 @@ func TestEndpointFormOneToolField(t *testing.T) {
 		t.Fatalf("a form with the allow list alone changed the deny list: allow %q deny %q", ep.ToolAllow, ep.ToolDeny)
 	}
 }
+
+// The endpoints page says whether each agent may create webhooks, under what
+// ceiling and for which source types, and links one that may not to the setting.
+func TestEndpointsPageShowsTheWebhookCeiling(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, _ := f.login()
+	q := []string{"inbox"}
+	quick, _, err := f.st.CreateEndpoint(t.Context(), "quick", store.EndpointSpec{Queues: &q}, "human:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	max, sources, verbs := 2, []string{"github", "stripe"}, agent.AllVerbs()
+	if _, _, err := f.st.CreateEndpoint(t.Context(), "hooks", store.EndpointSpec{Queues: &q, Verbs: &verbs,
+		MaxWebhooks: &max, WebhookSources: &sources}, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	_, body := f.get("/endpoints", cookie)
+	if !strings.Contains(body, "up to 2: github,stripe") ||
+		!strings.Contains(body, fmt.Sprintf(`none (create_webhook not granted)</span> <a class="small" href="/endpoints/%d#webhook-ceiling">grant</a>`, quick.ID)) {
+		t.Fatalf("the endpoints page does not show the webhook ceilings:\n%s", body)
+	}
+}
