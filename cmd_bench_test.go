@@ -88,7 +88,7 @@ func TestBenchURLRefusesAThrottledDrain(t *testing.T) {
 		t.Skip("starts a server and drives it")
 	}
 	db := filepath.Join(t.TempDir(), "sb.db")
-	cred := benchEndpoint(t, db, "2", "4")
+	cred := benchEndpoint(t, db, "--rate", "2", "--burst", "4")
 	base, stop := startServer(t, serveConfig{DB: db})
 	defer stop()
 	code, _, stderr := runCLI(t, map[string]string{"BENCH_CRED": cred}, "bench", "--url", base,
@@ -114,7 +114,7 @@ func TestBenchURLLeavesTheQueueEmpty(t *testing.T) {
 		t.Skip("starts a server and drives it")
 	}
 	db := filepath.Join(t.TempDir(), "sb.db")
-	cred := benchEndpoint(t, db, "100000", "100000")
+	cred := benchEndpoint(t, db)
 	const leftOver = 5 // as a failed run would leave them
 	for range leftOver {
 		if code, _, stderr := cli(t, "", "todo", "add", "--db", db, "--queue", "bench", "--payload", "left"); code != 0 {
@@ -166,11 +166,11 @@ func TestBenchURLLeavesTheQueueEmpty(t *testing.T) {
 }
 
 // benchEndpoint creates the endpoint the README tells bench --url users to make,
-// at the given rate limit and burst, and returns its credential.
-func benchEndpoint(t *testing.T, db, rate, burst string) string {
+// with any further flags (a rate limit), and returns its credential.
+func benchEndpoint(t *testing.T, db string, flags ...string) string {
 	t.Helper()
-	return createEndpoint(t, db, "--agent", "bench", "--queues", "bench",
-		"--max-webhooks", "2", "--webhook-sources", "generic,github", "--rate", rate, "--burst", burst)
+	return createEndpoint(t, db, append([]string{"--agent", "bench", "--queues", "bench",
+		"--max-webhooks", "2", "--webhook-sources", "generic,github"}, flags...)...)
 }
 
 // createEndpoint creates an endpoint in db with the CLI's flags and returns its
@@ -197,7 +197,7 @@ func TestBenchURLSaysWhenTheServerEndsItsSessions(t *testing.T) {
 		t.Skip("starts a server and drives it")
 	}
 	db := filepath.Join(t.TempDir(), "sb.db")
-	cred := benchEndpoint(t, db, "100000", "100000")
+	cred := benchEndpoint(t, db)
 	base, stop := startServer(t, serveConfig{DB: db, MaxSessions: 3})
 	defer stop()
 	code, _, stderr := runCLI(t, map[string]string{"BENCH_CRED": cred}, "bench", "--url", base,
@@ -238,7 +238,7 @@ func TestBenchURLSaysTheCredentialWasRefused(t *testing.T) {
 		t.Skip("starts a server")
 	}
 	db := filepath.Join(t.TempDir(), "sb.db")
-	benchEndpoint(t, db, "100000", "100000")
+	benchEndpoint(t, db)
 	base, stop := startServer(t, serveConfig{DB: db})
 	defer stop()
 	code, _, stderr := runCLI(t, map[string]string{"BENCH_CRED": "sb_not-a-credential"}, "bench", "--url", base,
@@ -256,7 +256,7 @@ func TestBenchURLSaysTheEndpointMayNotCreateWebhooks(t *testing.T) {
 		t.Skip("starts a server")
 	}
 	db := filepath.Join(t.TempDir(), "sb.db")
-	cred := createEndpoint(t, db, "--agent", "bench", "--queues", "bench", "--rate", "100000", "--burst", "100000")
+	cred := createEndpoint(t, db, "--agent", "bench", "--queues", "bench")
 	base, stop := startServer(t, serveConfig{DB: db})
 	defer stop()
 	code, _, stderr := runCLI(t, map[string]string{"BENCH_CRED": cred}, "bench", "--url", base,

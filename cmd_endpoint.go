@@ -115,7 +115,8 @@ func (f *scopeFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.caps, "capabilities", "capability modules granted (comma-separated names)")
 	fs.Var(&f.toolAllow, "tool-allow", "if set, only these module tools (exact prefixed names) of the granted capabilities; empty: all")
 	fs.Var(&f.toolDeny, "tool-deny", "module tools (exact prefixed names) refused even if granted")
-	fs.Var(&f.rate, "rate", "tool calls per second the agent may make (0: the server's default, 50)")
+	fs.Var(&f.rate, "rate", "tool calls per second the agent may make, queue verbs included "+
+		"(0: the server's default, 50 a second for module tools and webhook verbs, none for queue verbs)")
 	fs.Var(&f.burst, "burst", "tool calls the agent may make at once above --rate (0: the server's default, 100)")
 }
 
@@ -243,7 +244,19 @@ func endpointCreate(ctx context.Context, env *environ, args []string) error {
 	fmt.Fprintf(env.stdout, "endpoint %d for agent %s\n", ep.ID, ep.AgentID)
 	fmt.Fprintf(env.stdout, "credential: %s\n", cred)
 	fmt.Fprintln(env.stdout, "This credential is shown once. Give it to the agent as 'Authorization: Bearer <credential>'.")
+	printClientSetup(env, cred)
 	return nil
+}
+
+// printClientSetup says how to point Claude Code at the new endpoint with the
+// credential kept in the environment: the .mcp.json it prints names the variable,
+// not the secret, so it may be committed with the agent's project.
+func printClientSetup(env *environ, cred string) {
+	mcpURL := strings.TrimSuffix(envOr(env, "SWITCHBOARD_BASE_URL", defaultURL(env)), "/") + "/mcp"
+	fmt.Fprintf(env.stdout, "\nFor Claude Code, set the credential where it starts (a shell profile, a secret manager):\n  %s\n",
+		agent.ExportLine(cred))
+	fmt.Fprintf(env.stdout, "and put this in the project's .mcp.json (it holds no secret):\n%s\n", agent.ClientConfig(mcpURL, agent.FromEnv))
+	fmt.Fprintf(env.stdout, "or add it from that shell:\n  %s\n", agent.ClaudeAddCommand(mcpURL, agent.FromEnv))
 }
 
 func endpointList(ctx context.Context, env *environ, args []string) error {
@@ -275,7 +288,7 @@ func endpointList(ctx context.Context, env *environ, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tAGENT\tCREDENTIAL\tQUEUES\tLEASE\tMAX WEBHOOKS\tCAPABILITIES\tSTATUS")
+	fmt.Fprintln(tw, "ID\tAGENT\tCREDENTIAL\tQUEUES\tLEASE\tWEBHOOKS IT MAY CREATE\tCAPABILITIES\tSTATUS")
 	for _, e := range eps {
 		status := "active"
 		if e.RevokedAt != nil {
@@ -285,8 +298,8 @@ func endpointList(ctx context.Context, env *environ, args []string) error {
 		if e.DefaultLeaseTTL > 0 {
 			lease = strconv.Itoa(e.DefaultLeaseTTL)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.ID, e.AgentID, e.CredentialHint,
-			strings.Join(e.Queues, ","), lease, e.Ceiling.MaxWebhooks, strings.Join(e.Capabilities, ","), status)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.AgentID, e.CredentialHint,
+			strings.Join(e.Queues, ","), lease, agent.WebhookGrant(e), strings.Join(e.Capabilities, ","), status)
 	}
 	return tw.Flush()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -100,5 +101,64 @@ func TestEndpointCreateForModulesAlone(t *testing.T) {
 			!strings.Contains(errs, "queues") {
 			t.Errorf("create %v: exit %d %q", args, code, errs)
 		}
+	}
+}
+
+// endpoint create prints, beside the credential, how to point Claude Code at
+// the endpoint with the credential kept in the environment: a .mcp.json entry
+// and a claude mcp add line that name the variable, never the secret.
+func TestEndpointCreatePrintsTheClientSetup(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	code, out, stderr := runCLI(t, map[string]string{"SWITCHBOARD_BASE_URL": "https://sb.example.net/"},
+		"endpoint", "create", "--db", db, "--agent", "reviewer", "--queues", "inbox")
+	if code != 0 {
+		t.Fatalf("endpoint create: exit %d: %s", code, stderr)
+	}
+	_, rest, _ := strings.Cut(out, "credential: ")
+	cred, _, _ := strings.Cut(rest, "\n")
+	if !strings.HasPrefix(cred, "sb_") {
+		t.Fatalf("no credential in %q", out)
+	}
+	if !strings.Contains(out, "\n  export SWITCHBOARD_CREDENTIAL="+cred+"\n") ||
+		!strings.Contains(out, `claude mcp add --transport http switchboard https://sb.example.net/mcp --header "Authorization: Bearer ${SWITCHBOARD_CREDENTIAL}"`) {
+		t.Fatalf("endpoint create printed:\n%s", out)
+	}
+	start, end := strings.Index(out, "\n{"), strings.Index(out, "\n}\n")
+	if start < 0 || end < start {
+		t.Fatalf("no .mcp.json in:\n%s", out)
+	}
+	var cfg struct {
+		MCPServers map[string]struct {
+			Type    string            `json:"type"`
+			URL     string            `json:"url"`
+			Headers map[string]string `json:"headers"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(out[start:end+2]), &cfg); err != nil {
+		t.Fatalf(".mcp.json: %v\n%s", err, out)
+	}
+	if srv := cfg.MCPServers["switchboard"]; srv.Type != "http" || srv.URL != "https://sb.example.net/mcp" ||
+		srv.Headers["Authorization"] != "Bearer ${SWITCHBOARD_CREDENTIAL}" {
+		t.Fatalf(".mcp.json %+v", cfg)
+	}
+	if strings.Count(out, cred) != 2 { // the credential line and the export line, nowhere else
+		t.Fatalf("the credential is printed %d times:\n%s", strings.Count(out, cred), out)
+	}
+}
+
+// endpoint list (newest first) says whether each agent may create webhooks: an endpoint made
+// as the Quick start makes it may not, and the list says why.
+func TestEndpointListShowsTheWebhookCeiling(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	createEndpoint(t, db, "--agent", "quick", "--queues", "inbox")
+	createEndpoint(t, db, "--agent", "hooks", "--queues", "inbox", "--max-webhooks", "2", "--webhook-sources", "github,stripe")
+	code, out, stderr := cli(t, "", "endpoint", "list", "--db", db)
+	if code != 0 {
+		t.Fatalf("endpoint list: exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(out, "\n")
+	if len(lines) < 3 || !strings.Contains(lines[0], "WEBHOOKS IT MAY CREATE") || !strings.Contains(lines[2], "none (ceiling 0)") ||
+		!strings.Contains(lines[1], "up to 2: github,stripe") {
+		t.Fatalf("endpoint list:\n%s", out)
 	}
 }

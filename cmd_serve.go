@@ -266,9 +266,9 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 		return err
 	}
 	for _, ln := range lns {
-		fmt.Fprintf(env.stdout, "switchboard %s listening on %s (database %s)\n", version, listenURL(ln.Addr()), cfg.DB)
+		fmt.Fprintln(env.stdout, banner(listenURL(ln.Addr()), cfg.DB))
 	}
-	hints, err := firstRunHints(ctx, srv.store, cfg.DB)
+	hints, err := firstRunHints(ctx, srv.store, cfg.DB, invokedAs(env.arg0))
 	if err != nil {
 		logger.Warn("read what is set up", "err", err)
 	}
@@ -280,22 +280,22 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 
 // firstRunHints says what a new installation still lacks to be of use: an
 // operator to log in to the board, an endpoint for an agent. Nothing once both
-// exist.
-func firstRunHints(ctx context.Context, st *store.Store, db string) ([]string, error) {
+// exist. self is the program as the user runs it (see invokedAs).
+func firstRunHints(ctx context.Context, st *store.Store, db, self string) ([]string, error) {
 	var hints []string
 	humans, err := st.CountHumans(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if humans == 0 {
-		hints = append(hints, fmt.Sprintf("next: an operator to log in to the board: switchboard admin create --username NAME --db %s", db))
+		hints = append(hints, fmt.Sprintf("next: an operator to log in to the board: %s admin create --username NAME --db %s", self, db))
 	}
 	eps, err := st.ListEndpoints(ctx, false)
 	if err != nil {
 		return hints, err
 	}
 	if len(eps) == 0 {
-		hints = append(hints, fmt.Sprintf("next: an endpoint for an agent: switchboard endpoint create --agent NAME --queues QUEUE --db %s", db))
+		hints = append(hints, fmt.Sprintf("next: an endpoint for an agent: %s endpoint create --agent NAME --queues QUEUE --db %s", self, db))
 	}
 	return hints, nil
 }
@@ -413,7 +413,7 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 	ui := web.New(st, uiOpts)
 	ui.Register(router)
 	s.http = &http.Server{
-		Handler:           s.metrics.instrument(httpbody.Bound(router, httpbody.DefaultTimeout)),
+		Handler:           s.metrics.instrument(httpbody.Bound(guardHosts(router, baseURL), httpbody.DefaultTimeout)),
 		ReadHeaderTimeout: 10 * time.Second,
 		// A request line and headers past this are refused (431): webhook
 		// senders, agents and browsers send a few KiB; Go's default, 1 MiB,

@@ -47,6 +47,9 @@ type environ struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
+	// arg0 is the program as it was started (os.Args[0]), for the commands the
+	// program suggests; "" reads as switchboard (see invokedAs).
+	arg0 string
 }
 
 func commands() []command {
@@ -69,7 +72,7 @@ func commands() []command {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	env := &environ{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	env := &environ{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, arg0: os.Args[0]}
 	os.Exit(run(ctx, env, os.Args[1:]))
 }
 

@@ -43,7 +43,8 @@ type Options struct {
 	// Logger receives diagnostics. Default slog.Default().
 	Logger *slog.Logger
 	// RatePerSecond and RateBurst are the tool-call rate limit of endpoints that
-	// set none (default 50 per second, bursts of 100).
+	// set none (default 50 per second, bursts of 100). It does not hold the
+	// queue verbs (see limiters.allow).
 	RatePerSecond float64
 	RateBurst     int
 	// DoorbellBuffer bounds rings waiting to be sent (default 1024); more are dropped.

@@ -7,15 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/switchboardhq/switchboard/internal/httpbody"
+	"github.com/switchboardhq/switchboard/internal/rebinding"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -39,11 +38,13 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
 		httpbody.Guard(w, r) // a refusal below does not wait on the body
 	}
-	if !a.hostAllowed(r) {
+	// DNS-rebinding protection: mcp-go's rule, plus the host of the public URL
+	// (a reverse proxy on the same machine forwards that one).
+	if !rebinding.HostAllowed(r, a.localHost) {
 		http.Error(w, "forbidden: Host header does not name this server", http.StatusForbidden)
 		return
 	}
-	if o := r.Header.Get("Origin"); o != "" && !a.origins[strings.ToLower(o)] {
+	if o := r.Header.Get("Origin"); o != "" && !a.origins[strings.ToLower(o)] && !rebinding.SameListener(r, o) {
 		http.Error(w, fmt.Sprintf("forbidden: Origin %.200q is not allowed (a browser client's origin goes in serve's --allowed-origins)", o),
 			http.StatusForbidden)
 		return
@@ -206,28 +207,4 @@ func (a *Agent) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) 
 		http.Error(w, "bad request: could not read body", status)
 	}
 	return nil, false
-}
-
-// hostAllowed is DNS-rebinding protection, mcp-go's rule plus one exception: a
-// request that arrived on a loopback address must name a loopback host, or the
-// host of the configured public URL (a reverse proxy on the same machine forwards
-// that one). A hostile web page can make a browser send neither.
-func (a *Agent) hostAllowed(r *http.Request) bool {
-	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok || local == nil || !isLoopback(local.String()) {
-		return true
-	}
-	return isLoopback(r.Host) || (a.localHost != "" && strings.EqualFold(r.Host, a.localHost))
-}
-
-func isLoopback(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host = strings.Trim(hostport, "[]")
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -193,6 +194,40 @@ func TestOriginAndHostChecks(t *testing.T) {
 	resp, body := e.raw(http.MethodPost, "", "", initializeBody, map[string]string{"Origin": "https://evil.example"})
 	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, `"https://evil.example"`) || !strings.Contains(body, "--allowed-origins") {
 		t.Errorf("foreign origin without credential: %d %s", resp.StatusCode, body)
+	}
+}
+
+// A browser on this machine names a loopback listener by any of its loopback
+// names: those origins are this server, on its own port, whatever the base URL.
+// Another port is another local server; another host, a rebinding page.
+func TestLoopbackOriginsOfThisListener(t *testing.T) {
+	e := newEnv(t)
+	_, cred := e.endpoint("local", []string{"inbox"}, nil)
+	port := e.srv.Listener.Addr().(*net.TCPAddr).Port
+	other := port + 1
+	if other > 65535 {
+		other = port - 1
+	}
+	cases := []struct {
+		origin string
+		want   int
+	}{
+		{fmt.Sprintf("http://localhost:%d", port), http.StatusOK},
+		{fmt.Sprintf("http://127.0.0.1:%d", port), http.StatusOK},
+		{fmt.Sprintf("http://[::1]:%d", port), http.StatusOK},
+		{fmt.Sprintf("http://LOCALHOST:%d", port), http.StatusOK},
+		{fmt.Sprintf("http://localhost:%d", other), http.StatusForbidden},
+		{"http://localhost", http.StatusForbidden},
+		{fmt.Sprintf("http://evil.example:%d", port), http.StatusForbidden},
+		{fmt.Sprintf("http://192.168.1.10:%d", port), http.StatusForbidden},
+		{fmt.Sprintf("ftp://localhost:%d", port), http.StatusForbidden},
+		{fmt.Sprintf("http://localhost:%d/page", port), http.StatusForbidden},
+	}
+	for _, tc := range cases {
+		resp, body := e.raw(http.MethodPost, cred, "", initializeBody, map[string]string{"Origin": tc.origin})
+		if resp.StatusCode != tc.want {
+			t.Errorf("Origin %s: %d %s, want %d", tc.origin, resp.StatusCode, body, tc.want)
+		}
 	}
 }
 

@@ -85,8 +85,14 @@ type moduleEnv struct {
 
 func newModuleEnv(t *testing.T, opts ModuleOptions, tools ...modules.Tool) *moduleEnv {
 	t.Helper()
+	return newModuleEnvWith(t, func(*envConfig) {}, opts, tools...)
+}
+
+// newModuleEnvWith is newModuleEnv with a change to the env's configuration.
+func newModuleEnvWith(t *testing.T, tweak func(*envConfig), opts ModuleOptions, tools ...modules.Tool) *moduleEnv {
+	t.Helper()
 	src := &lateModules{}
-	e := newEnv(t, func(c *envConfig) { c.agent.ToolSources = []ToolSource{src} })
+	e := newEnv(t, tweak, func(c *envConfig) { c.agent.ToolSources = []ToolSource{src} })
 	cat := &fakeCatalog{tools: tools, handle: echoResult}
 	opts.Logger = e.quiet
 	src.Modules = NewModules(cat, e.st, opts)

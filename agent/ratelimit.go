@@ -11,6 +11,7 @@ import (
 
 // limiters holds one token bucket per endpoint. An endpoint's own rate and burst
 // win over the server default, and an edit to them applies on the next call.
+// The server default does not apply to the queue verbs (see allow).
 // Buckets run on wall time, not the store's clock: a rate is about load on this
 // machine, not about lease arithmetic.
 type limiters struct {
@@ -26,9 +27,17 @@ func newLimiters(perSecond float64, burst int) *limiters {
 }
 
 // allow takes one token from ep's bucket, or reports that there is none and how
-// long until there is one (-1 when the wait is too long to say).
-func (l *limiters) allow(ep store.Endpoint) (bool, time.Duration) {
+// long until there is one (-1 when the wait is too long to say). A queue verb
+// takes none unless the endpoint sets a rate or burst of its own: the default is
+// against calls that cost (module tools, webhook management), and an honest
+// fleet of workers on one endpoint makes thousands of queue calls a second (two
+// per todo), which the store's own pace bounds. An operator who set a rate meant
+// the whole endpoint, so then every call counts.
+func (l *limiters) allow(ep store.Endpoint, queueVerb bool) (bool, time.Duration) {
 	r, b := ep.RatePerSecond, ep.RateBurst
+	if queueVerb && r <= 0 && b <= 0 {
+		return true, 0
+	}
 	if r <= 0 {
 		r = l.perSecond
 	}

@@ -162,7 +162,7 @@ func (a *Agent) sessionTools(ctx context.Context, ep store.Endpoint) map[string]
 				a.log.Warn("tool source offers a tool named like a verb; ignored", "tool", st.Tool.Name)
 				continue
 			}
-			st.Handler = a.limit(st.Tool.Name, st.Handler)
+			st.Handler = a.limit(st.Tool.Name, false, st.Handler)
 			if declaresOutput(st.Tool) {
 				st.Handler = refusalsAsText(st.Handler)
 			}
@@ -237,14 +237,15 @@ func refusalsAsText(h server.ToolHandlerFunc) server.ToolHandlerFunc {
 	}
 }
 
-// limit wraps a source's handler in the endpoint's rate limit.
-func (a *Agent) limit(name string, h server.ToolHandlerFunc) server.ToolHandlerFunc {
+// limit wraps a handler in the endpoint's rate limit; queueVerb says which
+// (see limiters.allow).
+func (a *Agent) limit(name string, queueVerb bool, h server.ToolHandlerFunc) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		ep, ok := EndpointFromContext(ctx)
 		if !ok {
 			return a.toolError(name, errorf(CodeForbidden, "no authenticated endpoint")), nil
 		}
-		if ok, wait := a.limits.allow(ep); !ok {
+		if ok, wait := a.limits.allow(ep, queueVerb); !ok {
 			return a.toolError(name, rateLimitedError(wait)), nil
 		}
 		return h(ctx, req)
@@ -255,7 +256,7 @@ func (a *Agent) limit(name string, h server.ToolHandlerFunc) server.ToolHandlerF
 // rate limit, the verb check, argument bytes, the result's two forms, and error
 // codes.
 func (a *Agent) serve(t Tool) server.ToolHandlerFunc {
-	return a.limit(t.Name, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return a.limit(t.Name, slices.Contains(TodoVerbs, t.Verb), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		ep, _ := EndpointFromContext(ctx)
 		if err := checkScope(ep, t.Verb); err != nil {
 			return a.toolError(t.Name, err), nil

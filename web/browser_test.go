@@ -242,8 +242,11 @@ func TestBrowserBoard(t *testing.T) {
 		t.Fatalf("endpoint %+v", ep)
 	}
 	cfg := run(t, ctx, "read config", chromedp.Text(chromedp.ID("mcp-config")))
-	if !strings.Contains(cfg, `"Bearer `+cred+`"`) || !strings.Contains(cfg, `"type": "http"`) {
+	if !strings.Contains(cfg, `"Bearer ${SWITCHBOARD_CREDENTIAL}"`) || !strings.Contains(cfg, `"type": "http"`) {
 		t.Fatalf("MCP config on the page:\n%s", cfg)
+	}
+	if export := run(t, ctx, "read export", chromedp.Text(chromedp.ID("credential-export"))); strings.TrimSpace(export) != "export SWITCHBOARD_CREDENTIAL="+cred {
+		t.Fatalf("export line on the page: %q", export)
 	}
 	screenshot(t, ctx, "endpoint-created-desktop", 1280, 800, 1, false)
 	screenshot(t, ctx, "endpoint-created-phone", 390, 844, 2, true)

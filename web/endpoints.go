@@ -1,7 +1,6 @@
 package web
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -277,8 +276,9 @@ func (u *UI) createEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 			return nil
 		}
 		mcpURL := u.baseURL(r) + "/mcp"
-		page := endpointCreatedPage{Endpoint: ep, Credential: cred, MCPURL: mcpURL,
-			Config: mcpClientConfig(mcpURL, cred), ClaudeCommand: claudeCommand(mcpURL, cred),
+		page := endpointCreatedPage{Endpoint: ep, Credential: cred, MCPURL: mcpURL, CredentialEnv: agent.CredentialEnv,
+			Export: agent.ExportLine(cred), Config: agent.ClientConfig(mcpURL, agent.FromEnv),
+			ConfigInline: agent.ClientConfig(mcpURL, cred), ClaudeCommand: agent.ClaudeAddCommand(mcpURL, agent.FromEnv),
 			UnknownCapabilities: u.unknownCapabilities(ep.Capabilities),
 			UnknownTools:        u.unknownTools(ep)}
 		return func(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
@@ -291,7 +291,12 @@ type endpointCreatedPage struct {
 	Endpoint      store.Endpoint
 	Credential    string
 	MCPURL        string
+	CredentialEnv string
+	// Export sets CredentialEnv to the credential, which Config and
+	// ClaudeCommand read from there; ConfigInline holds the credential itself.
+	Export        string
 	Config        string
+	ConfigInline  string
 	ClaudeCommand string
 	// UnknownCapabilities are those granted that no module here provides: a
 	// misspelling, or a module not set up yet.
@@ -338,24 +343,6 @@ func (u *UI) unknownCapabilities(caps []string) []string {
 		}
 	}
 	return unknown
-}
-
-// mcpClientConfig is a ready-to-paste Claude Code .mcp.json for the endpoint.
-func mcpClientConfig(mcpURL, cred string) string {
-	type server struct {
-		Type    string            `json:"type"`
-		URL     string            `json:"url"`
-		Headers map[string]string `json:"headers"`
-	}
-	cfg := map[string]map[string]server{"mcpServers": {"switchboard": {
-		Type: "http", URL: mcpURL, Headers: map[string]string{"Authorization": "Bearer " + cred},
-	}}}
-	b, _ := json.MarshalIndent(cfg, "", "  ")
-	return string(b)
-}
-
-func claudeCommand(mcpURL, cred string) string {
-	return fmt.Sprintf("claude mcp add --transport http switchboard %s --header \"Authorization: Bearer %s\"", mcpURL, cred)
 }
 
 // baseURL is the configured public URL, or the one the browser used to reach us.

@@ -19,6 +19,9 @@ import (
 var (
 	credentialRE = regexp.MustCompile(`<pre class="code secret" id="credential">([^<]+)</pre>`)
 	configRE     = regexp.MustCompile(`(?s)<pre class="code" id="mcp-config">(.+?)</pre>`)
+	inlineRE     = regexp.MustCompile(`(?s)<pre class="code" id="mcp-config-inline">(.+?)</pre>`)
+	exportRE     = regexp.MustCompile(`<pre class="code secret gap-below" id="credential-export">([^<]+)</pre>`)
+	commandRE    = regexp.MustCompile(`<pre class="code wrap" id="claude-command">([^<]+)</pre>`)
 )
 
 func TestCreateEndpoint(t *testing.T) {
@@ -51,24 +54,42 @@ func TestCreateEndpoint(t *testing.T) {
 		t.Fatalf("endpoint %+v", ep)
 	}
 
-	// The MCP client config is valid JSON a client can use as is.
-	cm := configRE.FindStringSubmatch(body)
-	if cm == nil {
-		t.Fatal("no MCP config on the page")
+	// The MCP client config offered first reads the credential from the
+	// environment, so the file the page says to save in the project holds no
+	// secret; the export line and the shell command name the same variable. A
+	// config with the credential written in comes after, for who wants one.
+	if m := exportRE.FindStringSubmatch(body); m == nil || m[1] != "export SWITCHBOARD_CREDENTIAL="+cred {
+		t.Fatalf("export line %q", m)
 	}
-	var cfg struct {
-		MCPServers map[string]struct {
-			Type    string            `json:"type"`
-			URL     string            `json:"url"`
-			Headers map[string]string `json:"headers"`
-		} `json:"mcpServers"`
+	if m := commandRE.FindStringSubmatch(body); m == nil ||
+		html.UnescapeString(m[1]) != `claude mcp add --transport http switchboard https://board.example/mcp --header "Authorization: Bearer ${SWITCHBOARD_CREDENTIAL}"` {
+		t.Fatalf("claude mcp add line %q", m)
 	}
-	if err := json.Unmarshal([]byte(html.UnescapeString(cm[1])), &cfg); err != nil {
-		t.Fatalf("config is not JSON: %v\n%s", err, cm[1])
+	for _, c := range []struct {
+		re         *regexp.Regexp
+		credential string
+	}{{configRE, "${SWITCHBOARD_CREDENTIAL}"}, {inlineRE, cred}} {
+		cm := c.re.FindStringSubmatch(body)
+		if cm == nil {
+			t.Fatalf("no %s on the page", c.re)
+		}
+		var cfg struct {
+			MCPServers map[string]struct {
+				Type    string            `json:"type"`
+				URL     string            `json:"url"`
+				Headers map[string]string `json:"headers"`
+			} `json:"mcpServers"`
+		}
+		if err := json.Unmarshal([]byte(html.UnescapeString(cm[1])), &cfg); err != nil {
+			t.Fatalf("config is not JSON: %v\n%s", err, cm[1])
+		}
+		srv := cfg.MCPServers["switchboard"]
+		if srv.Type != "http" || srv.URL != "https://board.example/mcp" || srv.Headers["Authorization"] != "Bearer "+c.credential {
+			t.Fatalf("config %+v, want the credential as %s", cfg, c.credential)
+		}
 	}
-	srv := cfg.MCPServers["switchboard"]
-	if srv.Type != "http" || srv.URL != "https://board.example/mcp" || srv.Headers["Authorization"] != "Bearer "+cred {
-		t.Fatalf("config %+v", cfg)
+	if i, j := strings.Index(body, `id="mcp-config"`), strings.Index(body, `id="mcp-config-inline"`); i < 0 || j < i {
+		t.Fatal("the config with the credential written in comes before the one that reads it from the environment")
 	}
 
 	rows := f.audited(fmt.Sprintf("endpoint:%d", ep.ID))
@@ -509,5 +530,27 @@ func TestEndpointFormOneToolField(t *testing.T) {
 		"capabilities": {"everything"}, "tool_allow": {"everything_add"}})
 	if ep, _ := f.st.Endpoint(t.Context(), eps[0].ID); len(ep.ToolDeny) != 1 || len(ep.ToolAllow) != 1 {
 		t.Fatalf("a form with the allow list alone changed the deny list: allow %q deny %q", ep.ToolAllow, ep.ToolDeny)
+	}
+}
+
+// The endpoints page says whether each agent may create webhooks, under what
+// ceiling and for which source types, and links one that may not to the setting.
+func TestEndpointsPageShowsTheWebhookCeiling(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, _ := f.login()
+	q := []string{"inbox"}
+	quick, _, err := f.st.CreateEndpoint(t.Context(), "quick", store.EndpointSpec{Queues: &q}, "human:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	max, sources, verbs := 2, []string{"github", "stripe"}, agent.AllVerbs()
+	if _, _, err := f.st.CreateEndpoint(t.Context(), "hooks", store.EndpointSpec{Queues: &q, Verbs: &verbs,
+		MaxWebhooks: &max, WebhookSources: &sources}, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	_, body := f.get("/endpoints", cookie)
+	if !strings.Contains(body, "up to 2: github,stripe") ||
+		!strings.Contains(body, fmt.Sprintf(`none (create_webhook not granted)</span> <a class="small" href="/endpoints/%d#webhook-ceiling">grant</a>`, quick.ID)) {
+		t.Fatalf("the endpoints page does not show the webhook ceilings:\n%s", body)
 	}
 }

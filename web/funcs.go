@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/internal/pretty"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -68,7 +69,10 @@ func (u *UI) funcs() template.FuncMap {
 		"pct":     func(n, total int64) string { return percent(n, total) },
 		"offset":  func(parts ...int64) string { return percent(sum(parts[:len(parts)-1]), parts[len(parts)-1]) },
 		"browser": browserName,
-		"who":     u.who,
+		// webhooks says whether an endpoint's agent may create webhooks, and
+		// under what ceiling.
+		"webhooks": agent.WebhookGrant,
+		"who":      u.who,
 		"states": func() []string {
 			return []string{store.StatePending, store.StateClaimed, store.StateFailed, store.StateDone}
 		},
