@@ -33,6 +33,8 @@ type boardPage struct {
 	// change of state may move, and the rows, which only a change on this page's
 	// queue and state can (see app.js).
 	CountsURL, RowsURL string
+	// Charts are the queue's history (all queues' without one), on the full page.
+	Charts *chartPanel
 }
 
 // Link is the URL of the board's queue and state with kv, and its error filter
@@ -93,6 +95,9 @@ func (u *UI) board(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		if !u.boardRows(w, r, rc, &p) {
 			return
 		}
+	}
+	if fragment == "" && !u.boardCharts(w, r, rc, &p) {
+		return
 	}
 	v.Page = p
 	switch fragment {

@@ -87,6 +87,7 @@ type webhookPage struct {
 	Events        []store.WebhookEvent
 	Before, Older int64
 	TrackFailures bool
+	Charts        *chartPanel // deliveries and refusals over time
 }
 
 // webhookPage serves GET /webhook/:id: one webhook and its event history, newest
@@ -116,6 +117,10 @@ func (u *UI) showWebhook(w http.ResponseWriter, r *http.Request, rc *reqCtx, id 
 	p.Events, p.Older = store.PageOf(p.Events, u.opts.PageSize)
 	if stats, err := u.store.WebhookDeliveryStats(r.Context()); err == nil {
 		p.Hook.Stats = stats[id]
+	}
+	var ok bool
+	if p.Charts, ok = u.webhookCharts(w, r, rc, id); !ok {
+		return
 	}
 	u.render(w, r, rc, status, "webhook", view{Title: fmt.Sprintf("Webhook %d", id), Nav: "webhooks", Error: msg, Page: p})
 }
