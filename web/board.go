@@ -85,6 +85,12 @@ func (u *UI) board(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	p.CountsURL = link("/", "queue", p.Queue, "state", p.State, "fragment", "counts")
 	p.RowsURL = p.Link("before", p.Before, "at", p.At, "fragment", "rows")
 	v := view{Title: "Board", Nav: "board", Error: notATodo}
+	if fragment == "charts" {
+		if u.boardCharts(w, r, rc, &p) {
+			u.renderFragment(w, rc, "board", "charts-fragment", view{Page: p})
+		}
+		return
+	}
 	if fragment != "rows" {
 		if !u.boardCounts(w, r, rc, &p, fragment != "headline") {
 			return

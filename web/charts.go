@@ -42,6 +42,9 @@ type chartPanel struct {
 	Title  string
 	Ranges []rangeLink
 	Charts []chartView
+	// LiveURL serves the panel alone: the page script refetches it every 30 s,
+	// not on every todo change, as its minutes move only once a minute.
+	LiveURL string
 }
 
 type rangeLink struct {
@@ -49,17 +52,21 @@ type rangeLink struct {
 	Current    bool
 }
 
-// rangeLinks links each range; url builds a link with ?range=.
-func rangeLinks(cur chartRange, url func(name string) string) []rangeLink {
-	var out []rangeLink
-	for i, cr := range chartRanges {
-		name := cr.Name
-		if i == 0 {
-			name = "" // the default: links stay short
-		}
-		out = append(out, rangeLink{Label: cr.Label, URL: url(name), Current: cr.Name == cur.Name})
+// link fills in the panel's range links and its LiveURL; url builds a link to the
+// page with the given ?range= and ?fragment=.
+func (p *chartPanel) link(cur chartRange, url func(rng, fragment string) string) {
+	for _, cr := range chartRanges {
+		p.Ranges = append(p.Ranges, rangeLink{Label: cr.Label, URL: url(cr.param(), ""), Current: cr.Name == cur.Name})
 	}
-	return out
+	p.LiveURL = url(cur.param(), "charts")
+}
+
+// param is the range's ?range= value: none for the default, so links stay short.
+func (cr chartRange) param() string {
+	if cr.Name == chartRanges[0].Name {
+		return ""
+	}
+	return cr.Name
 }
 
 // boardCharts fills in the charts of the board's queue (or of all queues).
@@ -70,7 +77,9 @@ func (u *UI) boardCharts(w http.ResponseWriter, r *http.Request, rc *reqCtx, p *
 		u.storeError(w, r, rc, "Reading the charts", err)
 		return false
 	}
-	panel.Ranges = rangeLinks(rng, func(name string) string { return p.Link("range", name) })
+	panel.link(rng, func(rng, fragment string) string {
+		return link("/", "queue", p.Queue, "state", p.State, "range", rng, "fragment", fragment)
+	})
 	p.Charts = &panel
 	return true
 }
@@ -123,7 +132,9 @@ func (u *UI) webhookCharts(w http.ResponseWriter, r *http.Request, rc *reqCtx, i
 		u.storeError(w, r, rc, "Reading the chart", err)
 		return nil, false
 	}
-	panel.Ranges = rangeLinks(rng, func(name string) string { return link(fmt.Sprintf("/webhook/%d", id), "range", name) })
+	panel.link(rng, func(rng, fragment string) string {
+		return link(fmt.Sprintf("/webhook/%d", id), "range", rng, "fragment", fragment)
+	})
 	return &panel, true
 }
 

@@ -140,9 +140,21 @@ func TestBoardChartsShowTheQueuesHistory(t *testing.T) {
 		t.Errorf("no link to the day's charts")
 	}
 
+	// The page script refetches the panel alone, every 30 s, as the minutes move.
+	if !strings.Contains(page, `data-live-src="/?fragment=charts&amp;queue=inbox" data-live-timed>`) {
+		t.Errorf("the charts are not refreshed on the timer")
+	}
+	f.addTodo("inbox", "{}")
+	f.sample(c) // 12:02
+	res, part := f.get("/?fragment=charts&queue=inbox", cookie)
+	if res.StatusCode != 200 || strings.Contains(part, "<html") || strings.Contains(part, "data-live-timed") ||
+		!strings.Contains(chart(t, part, "Todos per minute"), `added <b>31</b>`) {
+		t.Errorf("the charts fragment (%d):\n%s", res.StatusCode, part)
+	}
+
 	// All queues: ops's todo counts in.
 	_, page = f.get("/", cookie)
-	if fig := chart(t, page, "Todos per minute"); !strings.Contains(fig, `added <b>31</b>`) || !strings.Contains(fig, "on every queue") {
+	if fig := chart(t, page, "Todos per minute"); !strings.Contains(fig, `added <b>32</b>`) || !strings.Contains(fig, "on every queue") {
 		t.Errorf("the all-queues chart:\n%s", fig)
 	}
 
@@ -153,7 +165,7 @@ func TestBoardChartsShowTheQueuesHistory(t *testing.T) {
 	if n := len(points(t, flow, "s-added")); n != 96 {
 		t.Errorf("%d points in the day's chart, want 96", n)
 	}
-	if !strings.Contains(flow, `added <b>30</b>`) || !strings.Contains(flow, ` UTC: 30 added, 10 completed, 1 failed</title>`) {
+	if !strings.Contains(flow, `added <b>31</b>`) || !strings.Contains(flow, ` UTC: 31 added, 10 completed, 1 failed</title>`) {
 		t.Errorf("the day's chart does not sum its 15 minutes:\n%s", flow)
 	}
 	if !strings.Contains(page, `<a href="/?queue=inbox&amp;range=24h" aria-current="page">Last day</a>`) {
@@ -202,6 +214,10 @@ func TestWebhookChart(t *testing.T) {
 		if !strings.Contains(fig, want) {
 			t.Errorf("the webhook chart lacks %s:\n%s", want, fig)
 		}
+	}
+	if res, part := f.get(fmt.Sprintf("/webhook/%d?fragment=charts", h.ID), cookie); res.StatusCode != 200 ||
+		strings.Contains(part, "<html") || !strings.Contains(part, `stored <b>3</b>`) {
+		t.Errorf("the webhook's charts fragment (%d):\n%s", res.StatusCode, part)
 	}
 	_, page = f.get(fmt.Sprintf("/webhook/%d?range=24h", h.ID), cookie)
 	if fig := chart(t, page, "Deliveries per 15 minutes"); !strings.Contains(fig, `stored <b>3</b>`) {

@@ -108,6 +108,14 @@ func (u *UI) showWebhook(w http.ResponseWriter, r *http.Request, rc *reqCtx, id 
 		return
 	}
 	p := webhookPage{Hook: u.webhookRow(r, h), Graces: graces, Once: randomToken(), Form: f, TrackFailures: u.opts.Failures != nil}
+	var ok bool
+	if p.Charts, ok = u.webhookCharts(w, r, rc, id); !ok {
+		return
+	}
+	if r.URL.Query().Get("fragment") == "charts" {
+		u.renderFragment(w, rc, "webhook", "charts-fragment", view{Page: p})
+		return
+	}
 	p.Before, _ = strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
 	p.Events, err = u.store.ListWebhookEvents(r.Context(), store.EventFilter{WebhookID: id, Before: p.Before, Limit: u.opts.PageSize + 1})
 	if err != nil {
@@ -117,10 +125,6 @@ func (u *UI) showWebhook(w http.ResponseWriter, r *http.Request, rc *reqCtx, id 
 	p.Events, p.Older = store.PageOf(p.Events, u.opts.PageSize)
 	if stats, err := u.store.WebhookDeliveryStats(r.Context()); err == nil {
 		p.Hook.Stats = stats[id]
-	}
-	var ok bool
-	if p.Charts, ok = u.webhookCharts(w, r, rc, id); !ok {
-		return
 	}
 	u.render(w, r, rc, status, "webhook", view{Title: fmt.Sprintf("Webhook %d", id), Nav: "webhooks", Error: msg, Page: p})
 }
