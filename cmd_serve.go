@@ -321,6 +321,7 @@ type server struct {
 	metrics *metrics
 	agent   *agent.Agent
 	reaper  *reaper.Reaper
+	charts  *store.ChartSampler
 	modules *gateway // nil without --modules-dir
 
 	bg     sync.WaitGroup
@@ -405,6 +406,15 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 	receiver := ingest.NewReceiver(st, ingest.ReceiverOptions{MaxBody: cfg.MaxBody, Logger: logger,
 		Observe: s.metrics.observeDelivery})
 	router.Handler(http.MethodPost, ingest.Route, receiver)
+	s.charts, err = st.NewChartSampler(ctx, store.ChartOptions{Refused: func(id int64) int64 {
+		n, _, _ := receiver.Failures(id)
+		return n
+	}})
+	if err != nil {
+		s.modules.close(ctx)
+		st.Close()
+		return nil, err
+	}
 	uiOpts := web.Options{BaseURL: cfg.BaseURL, TrustProxy: cfg.TrustProxy, Logger: logger, Failures: receiver,
 		Agents: s.agent}
 	if s.modules != nil {
@@ -448,6 +458,7 @@ func (s *server) startBackground(ctx context.Context) {
 	})
 	s.goBG(func() { s.modules.run(ctx, s.agent) })
 	s.goBG(func() { s.reaper.Run(ctx) })
+	s.goBG(func() { s.charts.Run(ctx) })
 	s.goBG(func() { s.maintain(ctx, 5*time.Minute) })
 }
 

@@ -2,7 +2,8 @@
 // requeues claimed todos whose lease has expired (or dead-letters them when their
 // attempts are used up), deletes done todos older than the retention period,
 // deletes webhook events older than the event retention that no todo needs any
-// more, and, only when asked, audit rows older than the audit retention.
+// more, the charts' minutes older than store.ChartHistory, and, only when asked,
+// audit rows older than the audit retention.
 //
 // It holds no SQL and no state of its own: each pass is a few store calls, so a
 // missed or doubled pass does no harm.
@@ -94,7 +95,7 @@ func (r *Reaper) Run(ctx context.Context) error {
 
 // RunOnce makes one pass: requeue or dead-letter expired leases, prune done todos
 // finished before now minus Retention, then prune events no todo needs that were
-// received before now minus EventRetention.
+// received before now minus EventRetention, and the charts' old minutes.
 func (r *Reaper) RunOnce(ctx context.Context) (Result, error) {
 	var res Result
 	// Doorbells for backoffs that ended, should their timer have been late.
@@ -113,6 +114,10 @@ func (r *Reaper) RunOnce(ctx context.Context) (Result, error) {
 		if err != nil {
 			return res, fmt.Errorf("reaper: prune webhook events: %w", err)
 		}
+	}
+	// Not in Result: a row or two goes every minute, which is no news for the log.
+	if _, err := r.st.PruneCharts(ctx, r.opts.Now().Add(-store.ChartHistory)); err != nil {
+		return res, fmt.Errorf("reaper: prune chart history: %w", err)
 	}
 	if r.opts.AuditRetention > 0 {
 		res.AuditPruned, err = r.st.PruneAudit(ctx, r.opts.Now().Add(-r.opts.AuditRetention))

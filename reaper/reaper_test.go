@@ -271,3 +271,51 @@ func TestRunOnceRingsEndedBackoffs(t *testing.T) {
 		t.Fatal("the pass did not ring the ended backoff")
 	}
 }
+
+// The charts' history stays bounded: with a sample every minute for more than a
+// day, the reaper's passes keep ChartHistory of minutes and no more.
+func TestChartHistoryStaysBounded(t *testing.T) {
+	ctx := context.Background()
+	st, clk, r := setup(t)
+	var refused int64
+	h, err := st.CreateWebhook(ctx, store.NewWebhook{SourceType: "generic", Queue: "inbox", Secret: "s3cret-s3cret-s3cret", CreatedBy: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sampler, err := st.NewChartSampler(ctx, store.ChartOptions{Refused: func(int64) int64 { return refused }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add(t, st, 1) // waits on inbox all along: the queue has a row every minute
+	const minutes = 30 * 60
+	for i := range minutes {
+		refused++ // and the webhook one too
+		clk.Advance(time.Minute)
+		if err := sampler.Sample(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if i%10 == 0 {
+			if _, err := r.RunOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := r.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keep := int(store.ChartHistory / time.Minute)
+	qm, err := st.QueueMinutes(ctx, "inbox", time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wm, err := st.WebhookMinutes(ctx, h.ID, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qm) != keep || len(wm) != keep {
+		t.Fatalf("after %d minutes: %d queue and %d webhook minutes kept, want %d", minutes, len(qm), len(wm), keep)
+	}
+	if oldest := clk.Now().Add(-store.ChartHistory); qm[0].Minute.Before(oldest) || wm[0].Minute.Before(oldest) {
+		t.Fatalf("minutes from %s and %s kept, older than %s", qm[0].Minute, wm[0].Minute, oldest)
+	}
+}

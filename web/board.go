@@ -37,6 +37,8 @@ type boardPage struct {
 	// change of state may move, and the rows, which only a change on this page's
 	// queue and state can (see app.js).
 	CountsURL, RowsURL string
+	// Charts are the queue's history (all queues' without one), on the full page.
+	Charts *chartPanel
 }
 
 // Link is the URL of the board's queue and state with kv, and its error filter
@@ -91,6 +93,12 @@ func (u *UI) board(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	p.CountsURL = link("/", "queue", p.Queue, "state", p.State, "q", p.Query, "fragment", "counts")
 	p.RowsURL = p.Link("before", p.Before, "at", p.At, "fragment", "rows")
 	v := view{Title: "Board", Nav: "board", Error: cmp.Or(notATodo, badSearch)}
+	if fragment == "charts" {
+		if u.boardCharts(w, r, rc, &p) {
+			u.renderFragment(w, rc, "board", "charts-fragment", view{Page: p})
+		}
+		return
+	}
 	if fragment != "rows" {
 		if !u.boardCounts(w, r, rc, &p, fragment != "headline") {
 			return
@@ -101,6 +109,9 @@ func (u *UI) board(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		if !u.boardRows(w, r, rc, &p) {
 			return
 		}
+	}
+	if fragment == "" && !u.boardCharts(w, r, rc, &p) {
+		return
 	}
 	v.Page = p
 	switch fragment {

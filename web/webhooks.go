@@ -88,6 +88,7 @@ type webhookPage struct {
 	Events        []store.WebhookEvent
 	Before, Older int64
 	TrackFailures bool
+	Charts        *chartPanel // deliveries and refusals over time
 }
 
 // webhookPage serves GET /webhook/:id: one webhook and its event history, newest
@@ -108,6 +109,14 @@ func (u *UI) showWebhook(w http.ResponseWriter, r *http.Request, rc *reqCtx, id 
 		return
 	}
 	p := webhookPage{Hook: u.webhookRow(r, h), Graces: graces, Once: randomToken(), Form: f, TrackFailures: u.opts.Failures != nil}
+	var ok bool
+	if p.Charts, ok = u.webhookCharts(w, r, rc, id); !ok {
+		return
+	}
+	if r.URL.Query().Get("fragment") == "charts" {
+		u.renderFragment(w, rc, "webhook", "charts-fragment", view{Page: p})
+		return
+	}
 	p.Before, _ = strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
 	p.Events, err = u.store.ListWebhookEvents(r.Context(), store.EventFilter{WebhookID: id, Before: p.Before, Limit: u.opts.PageSize + 1})
 	if err != nil {

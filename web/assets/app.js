@@ -124,7 +124,8 @@
   // data-live-src that the change can move is then refetched (at most a few times a
   // second) and swapped in. Elements with data-live-todo refresh only for their own
   // todo; data-live-rows, only for changes on their data-live-queue and
-  // data-live-state (empty: any); the rest (counts) for any change of state.
+  // data-live-state (empty: any); data-live-timed, never (only on the timer below);
+  // the rest (counts) for any change of state.
   var streamURL = document.body.getAttribute("data-live");
   if (!streamURL || !window.EventSource) return;
 
@@ -209,6 +210,8 @@
   // affects says whether change c can move what el shows.
   function affects(el, c) {
     if (c.id === undefined) return true; // unreadable: refresh everything
+    // data-live-timed: refreshed on the 30-second timer alone (the charts).
+    if (el.hasAttribute("data-live-timed")) return false;
     var only = el.getAttribute("data-live-todo");
     if (only !== null) return String(c.id) === only;
     var known = c.from !== undefined;
