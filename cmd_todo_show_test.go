@@ -20,10 +20,10 @@ func TestTodoShowBoundsHostileBytes(t *testing.T) {
 	payload, result := nest(10_000), nest(30_000)+strings.Repeat(" ", 1<<20)
 	td, err := st.AddTodo(ctx, store.NewTodo{Queue: "q", Payload: payload})
 	if err == nil {
-		_, err = st.Claim(ctx, store.Ack{ID: td.ID, Owner: "agent:bot"}, time.Minute)
+		td, err = st.Claim(ctx, store.Ack{ID: td.ID, Owner: "agent:bot"}, time.Minute)
 	}
 	if err == nil {
-		_, err = st.Complete(ctx, store.Ack{ID: td.ID, Owner: "agent:bot"}, result)
+		_, err = st.Complete(ctx, store.Ack{ID: td.ID, Owner: "agent:bot", LeaseSeq: td.LeaseSeq}, result)
 	}
 	if err != nil {
 		t.Fatal(err)

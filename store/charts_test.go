@@ -51,9 +51,11 @@ func TestChartSamplerRecordsMinutes(t *testing.T) {
 	}
 	for i, how := range []string{"complete", "retry", "dead-letter"} {
 		a := Ack{ID: inbox[i].ID, Owner: "agent:w"}
-		if _, err := s.Claim(ctx, a, time.Minute); err != nil {
-			t.Fatal(err)
+		claimed, cerr := s.Claim(ctx, a, time.Minute)
+		if cerr != nil {
+			t.Fatal(cerr)
 		}
+		a.LeaseSeq = claimed.LeaseSeq
 		switch how {
 		case "complete":
 			_, err = s.Complete(ctx, a, "ok")

@@ -416,10 +416,11 @@ func TestReplayKeyDedupesWhileTheEventIsKept(t *testing.T) {
 
 	// a's todo is done and pruned; its event, and so its key, outlives any cutoff
 	// for ReplayWindow.
-	if _, err := s.Claim(ctx, Ack{ID: a.TodoID, Owner: "agent:bot"}, time.Minute); err != nil {
+	claimed, err := s.Claim(ctx, Ack{ID: a.TodoID, Owner: "agent:bot"}, time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Complete(ctx, Ack{ID: a.TodoID, Owner: "agent:bot"}, "ok"); err != nil {
+	if _, err := s.Complete(ctx, Ack{ID: a.TodoID, Owner: "agent:bot", LeaseSeq: claimed.LeaseSeq}, "ok"); err != nil {
 		t.Fatal(err)
 	}
 	clock.Add(time.Minute)

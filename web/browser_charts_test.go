@@ -51,9 +51,11 @@ func seedHistory(t *testing.T, f *fixture, refused fakeFailures) store.Webhook {
 		for done := 0; !away && len(waiting) > 0 && done < step*(3+rnd.IntN(2)); done++ {
 			a := store.Ack{ID: waiting[0].ID, Owner: "agent:triage"}
 			waiting = waiting[1:]
-			if _, err := f.st.Claim(ctx, a, 10*time.Minute); err != nil {
-				t.Fatal(err)
+			claimed, cerr := f.st.Claim(ctx, a, 10*time.Minute)
+			if cerr != nil {
+				t.Fatal(cerr)
 			}
+			a.LeaseSeq = claimed.LeaseSeq
 			var err error
 			if rnd.IntN(40) == 0 {
 				_, err = f.st.Fail(ctx, a, "HTTP 502 from api.github.com", false)

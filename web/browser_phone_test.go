@@ -41,7 +41,7 @@ func TestBrowserPhoneHeaderAndTabsFit(t *testing.T) {
 		step(t, ctx, "open "+page, chromedp.Navigate(f.srv.URL+page), chromedp.WaitVisible(chromedp.CSS(`#live-status.on`)))
 		check := [][2]string{{".nav a:first-child", "Board"}, {".nav a:last-child", "Audit"}, {".glance-legend", ""}}
 		if page != "/audit" {
-			check = append(check, [2]string{".tabs a:first-child", "All"}, [2]string{".tabs a:last-child", "Done"})
+			check = append(check, [2]string{`.tabs[aria-label="Filter by state"] a:first-child`, "All"}, [2]string{`.tabs[aria-label="Filter by state"] a:last-child`, "Done"})
 		}
 		args, _ := json.Marshal(check)
 		if bad := run(t, ctx, "measure "+page, chromedp.Evaluate[[]string](shownWhole+"("+string(args)+")")); len(bad) > 0 {

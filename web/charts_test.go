@@ -87,9 +87,11 @@ func TestBoardChartsShowTheQueuesHistory(t *testing.T) {
 	f.sample(c) // 12:00: 30 added on inbox
 	for i, td := range inbox[:11] {
 		a := store.Ack{ID: td.ID, Owner: "agent:worker"}
-		if _, err := f.st.Claim(t.Context(), a, time.Minute); err != nil {
-			t.Fatal(err)
+		claimed, cerr := f.st.Claim(t.Context(), a, time.Minute)
+		if cerr != nil {
+			t.Fatal(cerr)
 		}
+		a.LeaseSeq = claimed.LeaseSeq
 		var err error
 		if i < 10 {
 			_, err = f.st.Complete(t.Context(), a, "ok")

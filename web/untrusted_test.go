@@ -25,10 +25,11 @@ func TestHostileBytesRenderWithinABound(t *testing.T) {
 	result := nest(10_000, `"`+strings.Repeat("x", 40_000)+`"`)
 	payload := nest(400_000, "")
 	td := f.addTodo("inbox", payload)
-	if _, err := f.st.Claim(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker"}, time.Minute); err != nil {
+	claimed, err := f.st.Claim(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker"}, time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.st.Complete(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker"}, result); err != nil {
+	if _, err := f.st.Complete(t.Context(), store.Ack{ID: td.ID, Owner: "agent:worker", LeaseSeq: claimed.LeaseSeq}, result); err != nil {
 		t.Fatal(err)
 	}
 	_, events := f.webhookWithEvents(nest(10_000, ""), strings.Repeat("<a>", 400_000))
