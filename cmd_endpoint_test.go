@@ -120,7 +120,7 @@ func TestEndpointCreatePrintsTheClientSetup(t *testing.T) {
 		t.Fatalf("no credential in %q", out)
 	}
 	if !strings.Contains(out, "\n  export SWITCHBOARD_CREDENTIAL="+cred+"\n") ||
-		!strings.Contains(out, `claude mcp add --transport http switchboard https://sb.example.net/mcp --header "Authorization: Bearer ${SWITCHBOARD_CREDENTIAL}"`) {
+		!strings.Contains(out, `claude mcp add --transport http switchboard https://sb.example.net/mcp --header "Authorization: Bearer ${SWITCHBOARD_CREDENTIAL:?export SWITCHBOARD_CREDENTIAL first}"`) {
 		t.Fatalf("endpoint create printed:\n%s", out)
 	}
 	start, end := strings.Index(out, "\n{"), strings.Index(out, "\n}\n")

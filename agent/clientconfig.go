@@ -29,8 +29,13 @@ func ClientConfig(mcpURL, credential string) string {
 	return string(b)
 }
 
-// ClaudeAddCommand is the `claude mcp add` line for the same entry.
+// ClaudeAddCommand is the `claude mcp add` line for the same entry. With FromEnv
+// the shell expands the variable, and refuses to run the line while it is unset,
+// rather than saving a header of "Bearer " and nothing after it.
 func ClaudeAddCommand(mcpURL, credential string) string {
+	if credential == FromEnv {
+		credential = "${" + CredentialEnv + ":?export " + CredentialEnv + " first}"
+	}
 	return fmt.Sprintf("claude mcp add --transport http switchboard %s --header \"Authorization: Bearer %s\"", mcpURL, credential)
 }
 

@@ -266,8 +266,15 @@ func (x *session) closeStreams() {
 	}
 }
 
+// twiceClaimed marks a todo this session claimed more than once: its workers can
+// no longer be told apart, so an ack from it without lease_seq is refused.
+const twiceClaimed = -1
+
 // rememberLease records the lease a claim in this session obtained: an ack from
 // this session without lease_seq acts under it, and one from any other is refused.
+// A second claim of the same todo in the session (a lease lapsed, and a worker of
+// the same connection claimed it again) leaves no lease to act under: the stale
+// worker and the new one would both send the same ack.
 func (x *session) rememberLease(todo, seq int64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -283,6 +290,9 @@ func (x *session) rememberLease(todo, seq int64) {
 			}
 		}
 		delete(x.leases, oldest)
+	}
+	if prev, ok := x.leases[todo]; ok && prev != seq {
+		seq = twiceClaimed
 	}
 	x.leases[todo] = seq
 }

@@ -265,7 +265,7 @@ func (c *Call) ack(id int64, seq *int64) (store.Ack, error) {
 	case seq != nil:
 		a.LeaseSeq = *seq
 	case c.session != nil:
-		a.LeaseSeq = c.session.leaseOf(id)
+		a.LeaseSeq = max(c.session.leaseOf(id), 0)
 	}
 	return a, nil
 }
@@ -278,6 +278,10 @@ func (c *Call) unfenced(verb string, id int64, err error) error {
 	}
 	if c.session == nil {
 		return errorf(CodeConflict, "%s todo %d: pass lease_seq from your claim: a call outside an MCP session cannot act without it", verb, id)
+	}
+	if c.session.leaseOf(id) == twiceClaimed {
+		return errorf(CodeConflict, "%s todo %d: pass lease_seq from your claim: this session claimed the todo more than once "+
+			"(a lease lapsed and it was claimed again), so without it the newest claim cannot be told from a lost one", verb, id)
 	}
 	return errorf(CodeConflict, "%s todo %d: pass lease_seq from your claim: without it, only the session that made the claim "+
 		"may act, and this session has none on record (a claim made in another session, or before Switchboard restarted, needs its lease_seq)",

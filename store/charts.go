@@ -123,7 +123,10 @@ func (c *ChartSampler) note(ch TodoChange) {
 }
 
 // Run samples just after every minute's end until ctx ends. A failed sample is
-// logged; its counts go into the next one.
+// logged; its counts go into the next one. When ctx ends it writes what the
+// current minute has counted so far (under that minute, to which the next
+// process's first sample adds), so a restart leaves no hole in the charts; the
+// caller must keep the store open until Run returns.
 func (c *ChartSampler) Run(ctx context.Context) {
 	for {
 		now := c.s.now()
@@ -132,6 +135,11 @@ func (c *ChartSampler) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := c.sample(last, c.s.now().Truncate(time.Minute)); err != nil {
+				c.s.log.Warn("chart sample at shutdown failed: the charts miss this minute's last seconds", "err", err)
+			}
 			return
 		case <-t.C:
 		}
@@ -145,8 +153,12 @@ func (c *ChartSampler) Run(ctx context.Context) {
 // last (a sample at 12:01:00 files 12:00), with each queue's depth and head wait
 // as they are now. A second sample in the same minute adds its counts to the row.
 func (c *ChartSampler) Sample(ctx context.Context) error {
+	return c.sample(ctx, c.s.now().Truncate(time.Minute).Add(-time.Minute))
+}
+
+// sample records what happened since the last sample under minute.
+func (c *ChartSampler) sample(ctx context.Context, minute time.Time) error {
 	now := c.s.now()
-	minute := now.Truncate(time.Minute).Add(-time.Minute)
 	c.mu.Lock()
 	tally := c.tally
 	c.tally = map[string]*queueTally{}

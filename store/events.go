@@ -77,12 +77,12 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 		// write lock, so nobody else can), so that the todo and its event, which
 		// point at each other, are both written once: no UPDATE rewrites the body.
 		var src, createdBy string
-		var firstEvent, firstTodo sql.NullInt64
+		var firstEvent, firstTodo, replayOf sql.NullInt64
 		var todoID int64
 		var secrets SecretsVersion
 		err := w.queryRow(deliveryLookup, nullString(d.DeliveryID), nullBytes(d.ReplayKey), d.WebhookID).Scan(
 			&src, &res.Queue, &createdBy, &secrets.current, &secrets.previous, &firstEvent, &firstTodo,
-			&res.EventID, &todoID)
+			&replayOf, &res.EventID, &todoID)
 		if notFound(err) {
 			return fmt.Errorf("store: record delivery: webhook %d: %w", d.WebhookID, ErrNotFound)
 		}
@@ -92,6 +92,16 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 		if d.VerifiedWith != (SecretsVersion{}) && d.VerifiedWith != secrets {
 			return fmt.Errorf("store: record delivery for webhook %d: secrets rotated since it was verified: %w",
 				d.WebhookID, ErrStale)
+		}
+		if firstEvent.Valid && replayOf.Valid && replayOf.Int64 < ms(w.now.Add(-ReplayWindow)) {
+			// The same signed bytes as an event older than the window: a producer's
+			// new delivery that happens to repeat an old one (two identical GitHub
+			// dispatches an hour apart), not a replay. The old event gives up its key
+			// (the index keeps one event per key), which only this rare path writes.
+			if _, err := w.exec(`UPDATE webhook_events SET replay_key = NULL WHERE id = ?`, firstEvent.Int64); err != nil {
+				return fmt.Errorf("store: record delivery for webhook %d: release an old replay key: %w", d.WebhookID, err)
+			}
+			firstEvent = sql.NullInt64{}
 		}
 		if firstEvent.Valid {
 			// A redelivery: answer with the first one.
@@ -137,6 +147,7 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 // (TestHotStatementsStayPrepared).
 const deliveryLookup = `SELECT w.source_type, w.queue, w.created_by, w.signing_secret,
 		coalesce(w.previous_secret, ''), coalesce(e.id, r.id), CASE WHEN e.id IS NULL THEN r.todo_id ELSE e.todo_id END,
+		CASE WHEN e.id IS NULL THEN r.received_at END,
 		(SELECT coalesce(max(id), 0) + 1 FROM webhook_events), (SELECT coalesce(max(id), 0) + 1 FROM todos)
 	FROM webhooks w LEFT JOIN webhook_events e ON e.webhook_id = w.id AND e.delivery_id = ?
 		LEFT JOIN webhook_events r ON r.webhook_id = w.id AND r.replay_key = ?

@@ -306,12 +306,12 @@ func TestPruneEventsKeepsWhatTodosNeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock.Add(time.Hour)
+	clock.Add(ReplayWindow + time.Minute)
 	if n, err := s.PruneDone(ctx, clock.Now()); err != nil || n != 2 {
 		t.Fatalf("prune todos: %d, %v", n, err)
 	}
 	// A cutoff before the events arrived: nothing goes.
-	if n, err := s.PruneEvents(ctx, clock.Now().Add(-2*time.Hour)); err != nil || n != 0 {
+	if n, err := s.PruneEvents(ctx, clock.Now().Add(-ReplayWindow-2*time.Minute)); err != nil || n != 0 {
 		t.Fatalf("prune events before they are old: %d, %v", n, err)
 	}
 	if n, err := s.PruneEvents(ctx, clock.Now()); err != nil || n != 1 {
@@ -356,7 +356,7 @@ func TestPruneEventsKeepsWhatTodosNeed(t *testing.T) {
 	if _, err := s.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "manual"}); err != nil {
 		t.Fatal(err)
 	}
-	clock.Add(time.Hour)
+	clock.Add(ReplayWindow + time.Minute)
 	if n, err := s.PruneDone(ctx, clock.Now()); err != nil || n != 2 {
 		t.Fatalf("prune later and next: %d, %v", n, err)
 	}

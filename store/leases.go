@@ -387,12 +387,15 @@ func (s *Store) PruneDone(ctx context.Context, cutoff time.Time) (int64, error) 
 		WHERE state = 'done' AND finished_at < ? AND id < (SELECT max(id) FROM todos) LIMIT 1000)`, ms(cutoff))
 }
 
-// ReplayWindow is the least time an event is kept after it arrived, whatever
-// cutoff PruneEvents is given: an event's delivery id and replay key must outlive
-// every replay that its signed timestamp still lets through, and a timestamp may be
-// up to the ingest tolerance (300 s) ahead when it arrives and is accepted until the
-// tolerance after it.
-const ReplayWindow = 15 * time.Minute
+// ReplayWindow is how long a delivery's replay key (a hash of what its provider
+// signed, see NewDelivery.ReplayKey) makes the same signed bytes a redelivery, and
+// so the least time an event is kept after it arrived, whatever cutoff PruneEvents
+// is given. It must outlive every replay that a signed timestamp still lets through
+// (up to the ingest tolerance, 300 s, ahead when it arrives and accepted until the
+// tolerance after it); for schemes that sign no timestamp (GitHub, generic) it is
+// the whole defence against a captured delivery sent again, and a producer that
+// sends the very same body twice within it gets one todo.
+const ReplayWindow = time.Hour
 
 // PruneEvents deletes webhook events received before cutoff (and at least
 // ReplayWindow ago) that no todo needs any more: their own todo was pruned (or

@@ -98,11 +98,13 @@ func (f *foreignWatch) check(ctx context.Context) {
 	f.s.fireForeign()
 }
 
-// announceAdded announces the todos other processes added up to id newest, those
-// still pending; false if they could not be read (the next check tries again).
+// announceAdded announces the todos other processes added up to id newest, in
+// whatever state they are now: one already claimed (a worker polled before this
+// look) is still an add for the charts, though not claimable for the doorbell;
+// false if they could not be read (the next check tries again).
 func (f *foreignWatch) announceAdded(ctx context.Context, newest int64) bool {
-	rows, err := f.conn.QueryContext(ctx, `SELECT id, queue, source_type FROM todos
-		WHERE id > ? AND id <= ? AND state = 'pending' ORDER BY id`, f.added, newest)
+	rows, err := f.conn.QueryContext(ctx, `SELECT id, queue, source_type, state FROM todos
+		WHERE id > ? AND id <= ? ORDER BY id`, f.added, newest)
 	if err != nil {
 		f.s.log.Warn("watch foreign commits: list new todos", "err", err)
 		return false
@@ -110,13 +112,13 @@ func (f *foreignWatch) announceAdded(ctx context.Context, newest int64) bool {
 	var changes []TodoChange
 	for rows.Next() {
 		var c TodoChange
-		if err := rows.Scan(&c.ID, &c.Queue, &c.Source); err != nil {
+		if err := rows.Scan(&c.ID, &c.Queue, &c.Source, &c.State); err != nil {
 			break
 		}
 		if f.s.own.added(c.ID) {
 			continue
 		}
-		c.State, c.Claimable, c.Cause = StatePending, true, "add"
+		c.Claimable, c.Cause = c.State == StatePending, "add"
 		changes = append(changes, c)
 	}
 	err = rows.Err()

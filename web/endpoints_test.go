@@ -62,7 +62,7 @@ func TestCreateEndpoint(t *testing.T) {
 		t.Fatalf("export line %q", m)
 	}
 	if m := commandRE.FindStringSubmatch(body); m == nil ||
-		html.UnescapeString(m[1]) != `claude mcp add --transport http switchboard https://board.example/mcp --header "Authorization: Bearer ${SWITCHBOARD_CREDENTIAL}"` {
+		html.UnescapeString(m[1]) != `claude mcp add --transport http switchboard https://board.example/mcp --header "Authorization: Bearer ${SWITCHBOARD_CREDENTIAL:?export SWITCHBOARD_CREDENTIAL first}"` {
 		t.Fatalf("claude mcp add line %q", m)
 	}
 	for _, c := range []struct {

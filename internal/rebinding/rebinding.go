@@ -10,19 +10,52 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"strings"
+	"sync"
 )
 
 // HostAllowed reports whether r may be answered: a request that arrived on a
-// loopback address must name a loopback host or publicHost (the host of the
-// configured public URL, which a reverse proxy on the same machine forwards).
-// A hostile page can make a browser send neither.
+// loopback address must name a loopback host, this machine's own name (which
+// Debian and most images map to a loopback address), or publicHost (the host of
+// the configured public URL, which a reverse proxy on the same machine forwards,
+// with or without its port: nginx's `Host $host` drops it). Only the name counts,
+// not the port: a hostile page can make a browser send none of these names.
 func HostAllowed(r *http.Request, publicHost string) bool {
 	local, ok := localAddr(r)
 	if !ok || !IsLoopback(local) {
 		return true
 	}
-	return IsLoopback(r.Host) || (publicHost != "" && strings.EqualFold(r.Host, publicHost))
+	if IsLoopback(r.Host) {
+		return true
+	}
+	name := hostOnly(r.Host)
+	if name == "" {
+		return false
+	}
+	if publicHost != "" && strings.EqualFold(name, hostOnly(publicHost)) {
+		return true
+	}
+	own := machineName()
+	return own != "" && strings.EqualFold(name, own)
+}
+
+// machineName is this machine's host name, read once: it does not change while
+// a server runs, and a request should not cost a system call.
+var machineName = sync.OnceValue(func() string {
+	name, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return name
+})
+
+// hostOnly is hostport's host, without the port or an IPv6 address's brackets.
+func hostOnly(hostport string) string {
+	if host, _, err := net.SplitHostPort(hostport); err == nil {
+		return host
+	}
+	return strings.Trim(hostport, "[]")
 }
 
 // SameListener reports whether origin is this listener as a browser on this
@@ -67,10 +100,7 @@ func Guard(next http.Handler, publicHost string, exempt func(*http.Request) bool
 // IsLoopback reports whether hostport (a host, with or without a port) names
 // this machine's loopback: localhost or a loopback address.
 func IsLoopback(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host = strings.Trim(hostport, "[]")
-	}
+	host := hostOnly(hostport)
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}

@@ -12,7 +12,7 @@ import (
 // only on a push or an edit). Each has its own X-GitHub-Delivery, and each is a
 // job the producer asked for: the second must not be answered "duplicate" and
 // dropped, least of all a day later.
-func TestReviewGitHubRepeatedDispatchMakesATodoEachTime(t *testing.T) {
+func TestGitHubRepeatedDispatchMakesATodoEachTime(t *testing.T) {
 	r := newRig(t, ReceiverOptions{})
 	hook, secret := r.webhook("github", "inbox")
 	body := []byte(`{"action":"rebuild-docs","branch":"main","client_payload":{},` +

@@ -15,7 +15,7 @@ import (
 // answered that before the rebinding guard; now it is 403. A rebinding page cannot
 // make a browser send this machine's own name, so it is as safe to accept as
 // "localhost".
-func TestReviewServeAnswersThisMachinesOwnNameOnLoopback(t *testing.T) {
+func TestServeAnswersThisMachinesOwnNameOnLoopback(t *testing.T) {
 	name, err := os.Hostname()
 	if err != nil || name == "" || strings.EqualFold(name, "localhost") {
 		t.Fatalf("hostname %q, %v: this test needs a machine name", name, err)
@@ -45,7 +45,7 @@ func TestReviewServeAnswersThisMachinesOwnNameOnLoopback(t *testing.T) {
 // proxy's requests then name "sb.example.net", which only a page on that very
 // name could send: the port adds nothing against rebinding, yet the board (and
 // /mcp) answer 403.
-func TestReviewServeAnswersTheBaseURLsHostWithoutItsPort(t *testing.T) {
+func TestServeAnswersTheBaseURLsHostWithoutItsPort(t *testing.T) {
 	base, _ := startServer(t, serveConfig{BaseURL: "https://sb.example.net:8443"})
 	for _, host := range []string{"sb.example.net:8443", "sb.example.net"} {
 		req, err := http.NewRequest(http.MethodGet, base+"/login", nil)

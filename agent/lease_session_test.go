@@ -17,7 +17,7 @@ import (
 // todo B is working on. A lost lease must never act; a session whose claim
 // memory has been overwritten for the same todo cannot tell its workers apart,
 // so it must ask for lease_seq.
-func TestReviewStaleAckInTheSameSessionDoesNotActUnderTheNewLease(t *testing.T) {
+func TestStaleAckInTheSameSessionDoesNotActUnderTheNewLease(t *testing.T) {
 	for _, fast := range []bool{true, false} {
 		t.Run(map[bool]string{true: "fast path", false: "mcp-go"}[fast], func(t *testing.T) {
 			e := newEnv(t)

@@ -11,7 +11,7 @@ import (
 // counted as added on the charts only if it is still pending when serve's foreign
 // watch next looks (every 500 ms): one that serve's own worker claimed meanwhile
 // (a worker polling claim_next) is completed on the chart but never added.
-func TestReviewChartsCountAForeignAddClaimedBeforeTheWatchLooks(t *testing.T) {
+func TestChartsCountAForeignAddClaimedBeforeTheWatchLooks(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "sb.db")
 	serveSide, err := Open(ctx, path, Options{})
@@ -69,7 +69,7 @@ func TestReviewChartsCountAForeignAddClaimedBeforeTheWatchLooks(t *testing.T) {
 // serve stopping (a deploy, SIGTERM) drops what the sampler tallied since the last
 // minute's end: Run returns on ctx.Done without writing it, and a restart starts
 // from nothing, so every restart leaves a hole of up to a minute in the charts.
-func TestReviewChartSamplerKeepsTheLastMinuteAtShutdown(t *testing.T) {
+func TestChartSamplerKeepsTheLastMinuteAtShutdown(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, Options{})
 	charts, err := s.NewChartSampler(ctx, ChartOptions{})
