@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
-	"unicode/utf8"
+
+	"github.com/switchboardhq/switchboard/internal/textcut"
 )
 
 // Lease transitions. A claimed todo belongs to its owner until its lease expires;
@@ -215,7 +216,7 @@ func (s *Store) Fail(ctx context.Context, a Ack, errText string, retry bool) (To
 			// Pending, but not claimable before available_at: the doorbell rings then.
 			w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type,
 				ClaimableAt: t.AvailableAt, Cause: "retry_backoff"})
-			return w.audit(a.Owner, "todo.fail", todoTarget(a.ID), "retry", truncate(errText, 200))
+			return w.audit(a.Owner, "todo.fail", todoTarget(a.ID), "retry", textcut.Bytes(errText, 200))
 		}
 		t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'failed', owner = NULL, lease_expires_at = NULL,
 				last_error = ?, updated_at = ?, finished_at = ?
@@ -226,7 +227,7 @@ func (s *Store) Fail(ctx context.Context, a Ack, errText string, retry bool) (To
 		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateFailed, Source: t.Source.Type, Cause: "dead_letter"})
 		// Audited as a dead letter, as the reaper's are, so that one action finds
 		// them all; the detail is the agent's error.
-		return w.audit(a.Owner, "todo.dead_letter", todoTarget(a.ID), "", truncate(errText, 200))
+		return w.audit(a.Owner, "todo.dead_letter", todoTarget(a.ID), "", textcut.Bytes(errText, 200))
 	})
 	return t, err
 }
@@ -384,19 +385,6 @@ func contains(list []string, v string) bool {
 		}
 	}
 	return false
-}
-
-// truncate shortens s to at most n bytes, cut between characters and ending in
-// "…" when anything was cut, so that a shortened error does not read as whole.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 // ClaimsByOwner counts the claimed todos of each owner (agent:<id>): what each
