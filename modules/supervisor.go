@@ -362,9 +362,13 @@ func (s *Supervisor) Tools() []Tool {
 // shared session and returns the module's result JSON unchanged (including
 // results with isError). It fails at once with ErrUnavailable when the
 // module is down, ErrWithheld when the tool awaits approval, ErrUnknownTool
-// when no module has it; a JSON-RPC error from the module is an *RPCError.
+// when no module has it, and before all of these with ErrArguments when args
+// are not a JSON object; a JSON-RPC error from the module is an *RPCError.
 // ctx bounds the call; without a deadline Options.CallTimeout applies.
 func (s *Supervisor) Call(ctx context.Context, tool string, args json.RawMessage) (json.RawMessage, error) {
+	if err := CheckArguments(args); err != nil {
+		return nil, fmt.Errorf("%w: %q", err, tool)
+	}
 	m := s.moduleOf(tool)
 	if m == nil {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownTool, tool)
