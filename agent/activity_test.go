@@ -3,6 +3,8 @@ package agent
 import (
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // An endpoint's activity counts its live sessions and those listening for the
@@ -38,7 +40,7 @@ func TestActivitySaysWhatAnAgentIsDoing(t *testing.T) {
 // idle, not live, until its next request; one listening for the doorbell never
 // does. The clock is the agent's, so nothing here waits.
 func TestActivityCountsIdleSessions(t *testing.T) {
-	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	e := newEnv(t, func(c *envConfig) { c.agent.Now = clock.Now })
 	ep, cred := e.endpoint("worker", []string{"inbox"}, nil)
 	polling, listening := e.dial(cred, false), e.dial(cred, true)
@@ -51,15 +53,15 @@ func TestActivityCountsIdleSessions(t *testing.T) {
 		}
 	}
 	check("just dialled", 2, 0)
-	clock.Advance(IdleAfter - time.Second)
+	clock.Add(IdleAfter - time.Second)
 	check("a second short of IdleAfter", 2, 0)
-	clock.Advance(time.Second)
+	clock.Add(time.Second)
 	check("IdleAfter without a request", 1, 1)
 	polling.ok(t, VerbListTodos, nil, nil)
 	check("after a request", 2, 0)
 	if last := e.ag.Activity(ep.ID).LastRequest; !last.Equal(clock.Now()) {
 		t.Fatalf("last request at %v, want the agent's clock's %v", last, clock.Now())
 	}
-	clock.Advance(10 * IdleAfter)
+	clock.Add(10 * IdleAfter)
 	check("long after", 1, 1)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/switchboardhq/switchboard/internal/testkit/teststore"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -77,12 +78,7 @@ func (e *env) otherProcess() *store.Store {
 	watching := make(chan struct{})
 	go func() { e.st.WatchForeign(ctx, 5*time.Millisecond); close(watching) }()
 	e.t.Cleanup(func() { cancel(); <-watching })
-	cli, err := store.Open(ctx, e.st.Path(), store.Options{Logger: e.quiet, Now: e.clock.Now})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { cli.Close() })
-	return cli
+	return teststore.OpenPath(e.t, e.st.Path(), store.Options{Now: e.clock.Now})
 }
 
 // A todo added by another process on the same file (the CLI while serve runs)
@@ -184,7 +180,7 @@ func TestDoorbellRingsWhenABackoffEnds(t *testing.T) {
 	if _, meta := ringOf(t, nextRing(t, worker)); meta["todo_id"] != strconv.FormatInt(marker.ID, 10) {
 		t.Fatalf("the failure rang todo %v while it backs off", meta["todo_id"])
 	}
-	e.clock.Advance(store.RetryBackoff(1))
+	e.clock.Add(store.RetryBackoff(1))
 	e.st.RingDue()
 	if _, meta := ringOf(t, nextRing(t, worker)); meta["todo_id"] != strconv.FormatInt(td.ID, 10) {
 		t.Fatalf("after the backoff rang todo %v, want %d", meta["todo_id"], td.ID)

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,22 +19,15 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/switchboardhq/switchboard/internal/testkit"
+	"github.com/switchboardhq/switchboard/internal/testkit/teststore"
 	"github.com/switchboardhq/switchboard/store"
 )
-
-// fakeClock is the store's clock in tests: leases expire when a test says so.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 // env is one Switchboard /mcp endpoint over real HTTP on a real SQLite file.
 type env struct {
 	t     testing.TB
-	clock *fakeClock
+	clock *testkit.Clock
 	st    *store.Store
 	ag    *Agent
 	srv   *httptest.Server
@@ -56,7 +48,7 @@ type envConfig struct {
 
 func newEnv(t testing.TB, tweak ...func(*envConfig)) *env {
 	t.Helper()
-	e := &env{t: t, clock: &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}, quiet: quietLogger(),
+	e := &env{t: t, clock: testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), quiet: quietLogger(),
 		attached: map[string]chan struct{}{}}
 	// Tests make calls in bursts; the rate limit has its own test.
 	cfg := envConfig{agent: Options{Logger: e.quiet, RatePerSecond: 1e6, RateBurst: 1e6}, sync: store.SyncNormal}
@@ -64,12 +56,7 @@ func newEnv(t testing.TB, tweak ...func(*envConfig)) *env {
 		f(&cfg)
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "switchboard.db"),
-		store.Options{Now: e.clock.Now, Logger: e.quiet, Synchronous: cfg.sync})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := teststore.Open(t, store.Options{Now: e.clock.Now, Synchronous: cfg.sync})
 	e.st = st
 	ag, err := New(st, cfg.agent)
 	if err != nil {

@@ -38,15 +38,7 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
 		httpbody.Guard(w, r) // a refusal below does not wait on the body
 	}
-	// DNS-rebinding protection: mcp-go's rule, plus the host of the public URL
-	// (a reverse proxy on the same machine forwards that one).
-	if !rebinding.HostAllowed(r, a.localHost) {
-		http.Error(w, "forbidden: Host header does not name this server", http.StatusForbidden)
-		return
-	}
-	if o := r.Header.Get("Origin"); o != "" && !a.origins[strings.ToLower(o)] && !rebinding.SameListener(r, o) {
-		http.Error(w, fmt.Sprintf("forbidden: Origin %.200q is not allowed (a browser client's origin goes in serve's --allowed-origins)", o),
-			http.StatusForbidden)
+	if !a.callerAllowed(w, r) {
 		return
 	}
 	ep, ok := a.authenticate(w, r)
@@ -65,23 +57,8 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	sid := r.Header.Get(server.HeaderKeySessionID)
-	var x *session
-	if sid != "" {
-		x = a.sessions.get(sid)
-		switch {
-		case x == nil:
-			// 404 tells a client its session is gone and it must initialize again.
-			a.sessionGone(w, sid)
-			return
-		case x.endpointID != ep.ID:
-			a.log.Warn("request with another endpoint's session refused", "agent", ep.AgentID, "method", r.Method)
-			http.Error(w, "forbidden: this session belongs to another credential", http.StatusForbidden)
-			return
-		}
-		x.setEndpoint(ep)
-		a.sessions.touch(x)
-	} else if r.Method != http.MethodPost || needsSession(r.Header, body) {
-		http.Error(w, "bad request: Mcp-Session-Id header required (only initialize starts a session)", http.StatusBadRequest)
+	x, ok := a.sessionFor(w, r, ep, sid, body)
+	if !ok {
 		return
 	}
 
@@ -89,50 +66,101 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// reverse proxy's buffer: nginx holds it otherwise, and doorbells arrive late
 	// and in bursts.
 	w.Header().Set("X-Accel-Buffering", "no")
-	if r.Method == http.MethodGet {
-		ctx, cancel := context.WithCancel(ctx)
-		detach := x.attach(cancel)
-		defer detach()
-		// The session may have ended (revoked, evicted) between the lookup above
-		// and the attach, after closing the streams it had: this one would never
-		// be rung. Looked up again after attaching, it is either still there (and
-		// a later end closes this stream) or gone.
-		if a.sessions.get(sid) != x {
-			a.sessionGone(w, sid)
-			return
+	switch {
+	case r.Method == http.MethodGet:
+		a.serveStream(ctx, w, r, x, sid)
+	case x != nil:
+		a.serveInSession(ctx, w, r, x, body)
+	default:
+		// An initialize (a POST without a session). mcp-go registers the new session
+		// only after answering it: one ended before then (evicted by another
+		// initialize of the same endpoint, or revoked) was registered after it ended,
+		// and nothing else would ever unregister it, so it is ended again.
+		var minted string
+		a.http.ServeHTTP(w, r.WithContext(context.WithValue(ctx, mintedKey{}, &minted)))
+		if minted != "" && a.sessions.get(minted) == nil {
+			a.endSession(minted)
 		}
-		if a.onAttach != nil {
-			a.onAttach(sid)
+	}
+}
+
+// callerAllowed refuses a request whose Host or Origin is not this server's.
+func (a *Agent) callerAllowed(w http.ResponseWriter, r *http.Request) bool {
+	// DNS-rebinding protection: mcp-go's rule, plus the host of the public URL
+	// (a reverse proxy on the same machine forwards that one).
+	if !rebinding.HostAllowed(r, a.localHost) {
+		http.Error(w, "forbidden: Host header does not name this server", http.StatusForbidden)
+		return false
+	}
+	if o := r.Header.Get("Origin"); o != "" && !a.origins[strings.ToLower(o)] && !rebinding.SameListener(r, o) {
+		http.Error(w, fmt.Sprintf("forbidden: Origin %.200q is not allowed (a browser client's origin goes in serve's --allowed-origins)", o),
+			http.StatusForbidden)
+		return false
+	}
+	return true
+}
+
+// sessionFor finds the live session sid of ep's (nil when sid is empty), or
+// answers the request when there is none it may use.
+func (a *Agent) sessionFor(w http.ResponseWriter, r *http.Request, ep store.Endpoint, sid string, body []byte) (*session, bool) {
+	if sid == "" {
+		if r.Method != http.MethodPost || needsSession(r.Header, body) {
+			http.Error(w, "bad request: Mcp-Session-Id header required (only initialize starts a session)", http.StatusBadRequest)
+			return nil, false
 		}
+		return nil, true
+	}
+	x := a.sessions.get(sid)
+	switch {
+	case x == nil:
+		// 404 tells a client its session is gone and it must initialize again.
+		a.sessionGone(w, sid)
+		return nil, false
+	case x.endpointID != ep.ID:
+		a.log.Warn("request with another endpoint's session refused", "agent", ep.AgentID, "method", r.Method)
+		http.Error(w, "forbidden: this session belongs to another credential", http.StatusForbidden)
+		return nil, false
+	}
+	x.setEndpoint(ep)
+	a.sessions.touch(x)
+	return x, true
+}
+
+// serveStream serves the GET stream of session x, which rings its doorbells.
+func (a *Agent) serveStream(ctx context.Context, w http.ResponseWriter, r *http.Request, x *session, sid string) {
+	ctx, cancel := context.WithCancel(ctx)
+	detach := x.attach(cancel)
+	defer detach()
+	// The session may have ended (revoked, evicted) between the lookup above
+	// and the attach, after closing the streams it had: this one would never
+	// be rung. Looked up again after attaching, it is either still there (and
+	// a later end closes this stream) or gone.
+	if a.sessions.get(sid) != x {
+		a.sessionGone(w, sid)
+		return
+	}
+	if a.onAttach != nil {
+		a.onAttach(sid)
+	}
+	a.http.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// serveInSession serves a request other than the GET on the live session x.
+func (a *Agent) serveInSession(ctx context.Context, w http.ResponseWriter, r *http.Request, x *session, body []byte) {
+	if r.Method != http.MethodPost {
 		a.http.ServeHTTP(w, r.WithContext(ctx))
 		return
 	}
-	if x != nil {
-		if r.Method != http.MethodPost {
-			a.http.ServeHTTP(w, r.WithContext(ctx))
-			return
-		}
-		env := readEnvelope(r.Header, body)
-		if a.fastCall(ctx, w, r, x, body, env) {
-			return
-		}
-		// A request mcp-go answers takes the notifications waiting for the
-		// session (see fastCall): those sent before it began.
-		notices, answered := x.notices.Load(), mcpAnswers(r.Header, env)
-		a.http.ServeHTTP(w, r.WithContext(ctx))
-		if answered {
-			x.noteDrained(notices)
-		}
+	env := readEnvelope(r.Header, body)
+	if a.fastCall(ctx, w, r, x, body, env) {
 		return
 	}
-	// An initialize (a POST without a session). mcp-go registers the new session
-	// only after answering it: one ended before then (evicted by another
-	// initialize of the same endpoint, or revoked) was registered after it ended,
-	// and nothing else would ever unregister it, so it is ended again.
-	var minted string
-	a.http.ServeHTTP(w, r.WithContext(context.WithValue(ctx, mintedKey{}, &minted)))
-	if minted != "" && a.sessions.get(minted) == nil {
-		a.endSession(minted)
+	// A request mcp-go answers takes the notifications waiting for the
+	// session (see fastCall): those sent before it began.
+	notices, answered := x.notices.Load(), mcpAnswers(r.Header, env)
+	a.http.ServeHTTP(w, r.WithContext(ctx))
+	if answered {
+		x.noteDrained(notices)
 	}
 }
 

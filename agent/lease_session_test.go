@@ -26,7 +26,7 @@ func TestStaleAckInTheSameSessionDoesNotActUnderTheNewLease(t *testing.T) {
 			session := e.dial(cred, false)
 			td := e.addTodo("inbox", "p")
 			session.ok(t, VerbClaim, map[string]any{"todo_id": td.ID, "lease_ttl_seconds": 60}, nil) // worker A
-			e.clock.Advance(61 * time.Second)
+			e.clock.Add(61 * time.Second)
 			if res, err := reaper.New(e.st, reaper.Options{Logger: e.quiet}).RunOnce(t.Context()); err != nil || res.Requeued != 1 {
 				t.Fatalf("reaper pass = %+v, %v; want 1 requeued", res, err)
 			}

@@ -163,7 +163,7 @@ func TestHeartbeatNeverShortens(t *testing.T) {
 	td := e.addTodo("inbox", "p")
 	c.ok(t, VerbClaim, map[string]any{"todo_id": td.ID, "lease_ttl_seconds": 4 * 3600}, nil)
 	long := e.clock.Now().Add(4 * time.Hour)
-	e.clock.Advance(time.Minute)
+	e.clock.Add(time.Minute)
 	c.ok(t, VerbHeartbeat, map[string]any{"todo_id": td.ID}, nil)
 	if got := e.todo(td.ID).LeaseExpiry; !got.Equal(long) {
 		t.Fatalf("bare heartbeat moved a 4 h lease to %v", got)
@@ -187,7 +187,7 @@ func TestLapsedLeaseIsLost(t *testing.T) {
 		LeaseSeq int64 `json:"lease_seq"`
 	}
 	first.ok(t, VerbClaim, map[string]any{"todo_id": td.ID, "lease_ttl_seconds": 60}, &claim)
-	e.clock.Advance(61 * time.Second)
+	e.clock.Add(61 * time.Second)
 	for _, verb := range []string{VerbHeartbeat, VerbComplete, VerbRelease} {
 		if code := first.code(t, verb, map[string]any{"todo_id": td.ID}); code != CodeConflict {
 			t.Errorf("%s on a lapsed lease: %s, want conflict", verb, code)
@@ -298,7 +298,7 @@ func TestAckWithoutLeaseSeqOnlyFromTheClaimingSession(t *testing.T) {
 			before := e.ag.fastAnswered.Load()
 			td := e.addTodo("inbox", "p")
 			first.ok(t, VerbClaim, map[string]any{"todo_id": td.ID, "lease_ttl_seconds": 60}, nil)
-			e.clock.Advance(61 * time.Second)
+			e.clock.Add(61 * time.Second)
 			if res, err := reaper.New(e.st, reaper.Options{Logger: e.quiet}).RunOnce(t.Context()); err != nil || res.Requeued != 1 {
 				t.Fatalf("reaper pass = %+v, %v; want 1 requeued", res, err)
 			}

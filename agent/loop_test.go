@@ -37,7 +37,7 @@ func TestDrainLoop(t *testing.T) {
 		t.Fatalf("lease expires %v, want %v (built-in default)", got.LeaseExpiry, want)
 	}
 
-	e.clock.Advance(time.Minute)
+	e.clock.Add(time.Minute)
 	var hb map[string]any
 	c.ok(t, VerbHeartbeat, map[string]any{"todo_id": added.ID, "lease_seq": got.LeaseSeq, "lease_ttl_seconds": 900}, &hb)
 	if want := e.clock.Now().Add(900 * time.Second); !e.todo(added.ID).LeaseExpiry.Equal(want) {
@@ -202,7 +202,7 @@ func TestFailRetriesThenDeadLetters(t *testing.T) {
 	if code := c.code(t, VerbClaim, map[string]any{"todo_id": td.ID}); code != CodeConflict {
 		t.Fatalf("claim during backoff: %s", code)
 	}
-	e.clock.Advance(store.RetryBackoff(1))
+	e.clock.Add(store.RetryBackoff(1))
 	c.ok(t, VerbClaim, map[string]any{"todo_id": td.ID}, nil)
 	c.ok(t, VerbFail, map[string]any{"todo_id": td.ID, "error": "broken for good", "retry": false}, &out)
 	if !out.DeadLettered || out.Todo.State != store.StateFailed {

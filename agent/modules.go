@@ -164,9 +164,6 @@ func (m *Modules) call(ctx context.Context, ep store.Endpoint, t modules.Tool, k
 		}
 		args = b
 	}
-	if !argsObject(args) {
-		return errorf(CodeInvalidArgument, "arguments must be a JSON object").result(), OutcomeError
-	}
 	release, ok := m.acquire(t.Module)
 	if !ok {
 		return errorf(CodeRateLimited, "module %s already has %d calls in flight; retry shortly",
@@ -193,6 +190,8 @@ func (m *Modules) call(ctx context.Context, ep store.Endpoint, t modules.Tool, k
 func (m *Modules) callError(ctx context.Context, t modules.Tool, err error) (*mcp.CallToolResult, string) {
 	var rpc *modules.RPCError
 	switch {
+	case errors.Is(err, modules.ErrArguments):
+		return errorf(CodeInvalidArgument, "arguments must be a JSON object").result(), OutcomeError
 	case errors.Is(err, modules.ErrWithheld):
 		return errorf(CodeUnavailable, "the definition of %s changed and awaits a human's approval", t.Name).result(), OutcomeUnavailable
 	case errors.Is(err, modules.ErrUnavailable):
@@ -212,13 +211,6 @@ func (m *Modules) callError(ctx context.Context, t modules.Tool, err error) (*mc
 	}
 	m.log.Warn("module call failed", "tool", t.Name, "err", err)
 	return errorf(CodeUnavailable, "module %s could not complete the call; retry shortly", t.Module).result(), OutcomeError
-}
-
-// argsObject reports whether args are absent or a JSON object, the only shapes
-// tools/call allows.
-func argsObject(args json.RawMessage) bool {
-	var obj map[string]json.RawMessage
-	return len(args) == 0 || string(args) == "null" || json.Unmarshal(args, &obj) == nil
 }
 
 // acquire takes one of the module's call slots without waiting.

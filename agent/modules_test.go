@@ -29,8 +29,9 @@ func fakeTool(module, name string) modules.Tool {
 		Definition: json.RawMessage(def), Hash: "h-" + name, Available: true}
 }
 
-// fakeCatalog answers Call the way the supervisor does for unknown, withheld and
-// unavailable tools, and otherwise runs handle.
+// fakeCatalog answers Call the way the supervisor does for arguments that are
+// not an object and for unknown, withheld and unavailable tools, and otherwise
+// runs handle.
 type fakeCatalog struct {
 	mu     sync.Mutex
 	tools  []modules.Tool
@@ -54,6 +55,9 @@ func (f *fakeCatalog) set(name string, edit func(*modules.Tool)) {
 }
 
 func (f *fakeCatalog) Call(ctx context.Context, tool string, args json.RawMessage) (json.RawMessage, error) {
+	if err := modules.CheckArguments(args); err != nil {
+		return nil, fmt.Errorf("%w: %q", err, tool)
+	}
 	i := slices.IndexFunc(f.Tools(), func(t modules.Tool) bool { return t.Name == tool })
 	if i < 0 {
 		return nil, modules.ErrUnknownTool
@@ -452,4 +456,38 @@ func TestModuleOnlyEndpoint(t *testing.T) {
 		t.Fatalf("tools of a module-only endpoint: %+v", res.Tools)
 	}
 	c.ok(t, "alpha_one", map[string]any{"text": "hi"}, nil)
+}
+
+// Arguments that are not a JSON object are refused before the module hears of
+// them, with the answer agents have always had: invalid_argument, "arguments must
+// be a JSON object". The rule is the modules package's (Call checks it); agent
+// only maps its error.
+func TestModuleCallRefusesArgumentsThatAreNotAnObject(t *testing.T) {
+	e := newModuleEnv(t, ModuleOptions{}, fakeTool("alpha", "alpha_one"))
+	_, cred := e.endpoint("args", []string{"q"}, nil, grant([]string{"alpha"}, nil, nil))
+	c := e.dial(cred, false)
+	var forwarded []string
+	e.cat.handle = func(_ context.Context, _ string, args json.RawMessage) (json.RawMessage, error) {
+		forwarded = append(forwarded, string(args))
+		return echoResult(context.Background(), "alpha_one", args)
+	}
+	for _, args := range []any{[]any{1, 2}, "text", 7} {
+		res, err := c.CallTool(t.Context(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "alpha_one", Arguments: args}})
+		if err != nil {
+			t.Fatalf("%v: protocol error %v, want a tool error", args, err)
+		}
+		var p errorPayload
+		if !res.IsError || json.Unmarshal(res.RawStructuredContent, &p) != nil {
+			t.Fatalf("%v: %s, want a refusal", args, res.RawStructuredContent)
+		}
+		if p.Code != CodeInvalidArgument || p.Message != "arguments must be a JSON object" {
+			t.Errorf("%v: refused with %s %q", args, p.Code, p.Message)
+		}
+	}
+	if forwarded != nil {
+		t.Fatalf("the module was called with %q", forwarded)
+	}
+	// An object, or no arguments at all, passes.
+	c.ok(t, "alpha_one", map[string]any{"text": "x"}, nil)
+	c.ok(t, "alpha_one", nil, nil)
 }

@@ -67,7 +67,7 @@ func TestStrayResponsesAreLoggedRarelyAndWithoutTheSession(t *testing.T) {
 	for n := range 500 {
 		post(n)
 	}
-	e.clock.Advance(time.Minute)
+	e.clock.Add(time.Minute)
 	post(500)
 
 	var stray []string

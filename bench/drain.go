@@ -117,94 +117,105 @@ func drainQueue(ctx context.Context, t Target, agents int, timeout time.Duration
 		}
 		clients = append(clients, c)
 	}
-	type claimed struct {
+	claim := drainClaimArgs{[]string{t.Queue}, benchLeaseSeconds}
+	d := drained{claimLat: &Latencies{}, completeLat: &Latencies{}}
+	var tally drainTally
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Go(func() { drainAgent(ctx, c, claim, &d, &tally) })
+	}
+	wg.Wait()
+	d.elapsed = time.Since(start)
+	d.done, d.errs = tally.done.Load(), tally.errs.Load()
+	if e := tally.lastErr.Load(); e != nil {
+		d.lastErr = *e
+	}
+	if e := tally.stalled.Load(); e != nil {
+		d.stalled = *e
+	}
+	if e := tally.ended.Load(); e != nil {
+		d.ended = *e
+	}
+	return d, nil
+}
+
+// The drain's calls and answers, as far as it reads them.
+type (
+	drainClaimed struct {
 		Claimed  bool  `json:"claimed"`
 		LeaseSeq int64 `json:"lease_seq"`
 		Todo     struct {
 			ID int64 `json:"id"`
 		} `json:"todo"`
 	}
-	type completed struct {
+	drainCompleted struct {
 		Todo struct {
 			State string `json:"state"`
 		} `json:"todo"`
 	}
-	type claimArgs struct {
+	drainClaimArgs struct {
 		Queues   []string `json:"queues"`
 		LeaseTTL int      `json:"lease_ttl_seconds"`
 	}
-	type completeArgs struct {
+	drainCompleteArgs struct {
 		TodoID   int64 `json:"todo_id"`
 		LeaseSeq int64 `json:"lease_seq"`
 	}
-	claim := claimArgs{[]string{t.Queue}, benchLeaseSeconds}
-	d := drained{claimLat: &Latencies{}, completeLat: &Latencies{}}
-	var done, errs atomic.Int64
-	var lastErr, stalled, ended atomic.Pointer[error]
-	start := time.Now()
-	var wg sync.WaitGroup
-	for _, c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// An agent whose calls keep failing (say, its session was ended) stops
-			// rather than spin; every failure is counted.
-			failed := 0
-			fail := func(err error) bool {
-				errs.Add(1)
-				lastErr.Store(&err)
-				failed++
-				if stalledCall(ctx, err) {
-					stalled.CompareAndSwap(nil, &err)
-					return false
-				}
-				if se := (*sessionEnded)(nil); errors.As(err, &se) {
-					ended.CompareAndSwap(nil, &err) // every later call would be refused too
-					return false
-				}
-				return failed < maxConsecutiveErrors
+)
+
+// drainTally is what the drain's agents count together.
+type drainTally struct {
+	done, errs              atomic.Int64
+	lastErr, stalled, ended atomic.Pointer[error]
+}
+
+// drainAgent is one agent of the drain: claim_next → complete until the queue is
+// empty, ctx ends or its calls keep failing.
+func drainAgent(ctx context.Context, c *leanClient, claim drainClaimArgs, d *drained, tally *drainTally) {
+	// An agent whose calls keep failing (say, its session was ended) stops
+	// rather than spin; every failure is counted.
+	failed := 0
+	fail := func(err error) bool {
+		tally.errs.Add(1)
+		tally.lastErr.Store(&err)
+		failed++
+		if stalledCall(ctx, err) {
+			tally.stalled.CompareAndSwap(nil, &err)
+			return false
+		}
+		if se := (*sessionEnded)(nil); errors.As(err, &se) {
+			tally.ended.CompareAndSwap(nil, &err) // every later call would be refused too
+			return false
+		}
+		return failed < maxConsecutiveErrors
+	}
+	for ctx.Err() == nil {
+		t0 := time.Now()
+		cl, err := leanCall[drainClaimed](ctx, c, "claim_next", claim)
+		if err != nil {
+			if !fail(err) {
+				return
 			}
-			for ctx.Err() == nil {
-				t0 := time.Now()
-				cl, err := leanCall[claimed](ctx, c, "claim_next", claim)
-				if err != nil {
-					if !fail(err) {
-						return
-					}
-					continue
-				}
-				d.claimLat.Add(time.Since(t0))
-				if !cl.Claimed || cl.Todo.ID == 0 {
-					return // nothing claimable: the queue is drained
-				}
-				t1 := time.Now()
-				co, err := leanCall[completed](ctx, c, "complete", completeArgs{cl.Todo.ID, cl.LeaseSeq})
-				if err == nil && co.Todo.State != "done" {
-					err = fmt.Errorf("complete: todo %d is %q, not done", cl.Todo.ID, co.Todo.State)
-				}
-				if err != nil {
-					if !fail(err) {
-						return
-					}
-					continue
-				}
-				d.completeLat.Add(time.Since(t1))
-				done.Add(1)
-				failed = 0
+			continue
+		}
+		d.claimLat.Add(time.Since(t0))
+		if !cl.Claimed || cl.Todo.ID == 0 {
+			return // nothing claimable: the queue is drained
+		}
+		t1 := time.Now()
+		co, err := leanCall[drainCompleted](ctx, c, "complete", drainCompleteArgs{cl.Todo.ID, cl.LeaseSeq})
+		if err == nil && co.Todo.State != "done" {
+			err = fmt.Errorf("complete: todo %d is %q, not done", cl.Todo.ID, co.Todo.State)
+		}
+		if err != nil {
+			if !fail(err) {
+				return
 			}
-		}()
+			continue
+		}
+		d.completeLat.Add(time.Since(t1))
+		tally.done.Add(1)
+		failed = 0
 	}
-	wg.Wait()
-	d.elapsed = time.Since(start)
-	d.done, d.errs = done.Load(), errs.Load()
-	if e := lastErr.Load(); e != nil {
-		d.lastErr = *e
-	}
-	if e := stalled.Load(); e != nil {
-		d.stalled = *e
-	}
-	if e := ended.Load(); e != nil {
-		d.ended = *e
-	}
-	return d, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/internal/sse"
+	"github.com/switchboardhq/switchboard/internal/textcut"
 )
 
 // leanClient is the drain phase's agent: MCP over Streamable HTTP (initialize,
@@ -51,10 +52,7 @@ func oneLine(body []byte) string {
 		}
 		return "an HTML page"
 	}
-	if r := []rune(s); len(r) > 200 {
-		s = string(r[:200]) + "…"
-	}
-	return s
+	return textcut.Runes(s, 200+1)
 }
 
 // callError is a tool's own error answer (isError) or a JSON-RPC error.

@@ -112,27 +112,11 @@ type webhook struct {
 
 // Run runs every phase against t and returns the figures.
 func Run(ctx context.Context, t Target, cfg Config) (_ *Report, err error) {
-	if cfg.Deliveries <= 0 || cfg.Senders <= 0 || cfg.Agents <= 0 {
-		return nil, fmt.Errorf("bench: deliveries, senders and agents must be positive")
-	}
-	if cfg.BodyBytes <= 0 {
-		cfg.BodyBytes = 2048
-	}
-	if cfg.Doorbells <= 0 {
-		cfg.Doorbells = 200
-	}
-	if cfg.PacedFor <= 0 {
-		cfg.PacedFor = 3 * time.Second
-	}
-	if cfg.CallTimeout <= 0 {
-		cfg.CallTimeout = defaultCallTimeout
+	if err := cfg.defaults(); err != nil {
+		return nil, err
 	}
 	r := &Report{}
-	progress := func(format string, a ...any) {
-		if cfg.Progress != nil {
-			fmt.Fprintf(cfg.Progress, format+"\n", a...)
-		}
-	}
+	progress := progressTo(cfg.Progress)
 	var idle ProcUsage
 	if t.PID > 0 {
 		var err error
@@ -141,19 +125,7 @@ func Run(ctx context.Context, t Target, cfg Config) (_ *Report, err error) {
 		}
 	}
 
-	floor := func() error {
-		if cfg.Floor == nil {
-			return nil
-		}
-		progress("floor: raw durable single-row commits on the same disk…")
-		f, err := cfg.Floor()
-		if err != nil {
-			return err
-		}
-		r.FloorRuns = append(r.FloorRuns, f)
-		r.FloorCommitsPerSec = max(r.FloorCommitsPerSec, f)
-		return nil
-	}
+	floor := func() error { return measureFloor(cfg, r, progress) }
 	// The setup session first: a wrong URL or credential is said at once, not
 	// after the floor's seconds. Then the floor, on a quiet disk.
 	setup, err := connect(ctx, t, cfg.CallTimeout, nil)
@@ -185,6 +157,60 @@ func Run(ctx context.Context, t Target, cfg Config) (_ *Report, err error) {
 	if err := cleanup(ctx, setup); err != nil {
 		return nil, fmt.Errorf("bench: list the target's webhooks: %w", err)
 	}
+	hooks, err := createHooks(ctx, setup, t)
+	if err != nil {
+		return nil, err
+	}
+	var seq atomic.Int64
+	queued, err := ingestPhases(ctx, t, hooks, cfg, &seq, idle, r, progress)
+	if err != nil {
+		return nil, err
+	}
+	if err := agentPhases(ctx, t, hooks, cfg, &seq, queued, r, progress); err != nil {
+		return nil, err
+	}
+
+	// 4. the floor again, after the phases: the higher of the two counts.
+	if err := floor(); err != nil {
+		return nil, err
+	}
+	if f := r.FloorCommitsPerSec; f > 0 {
+		r.Ingest.RatioToFloor = r.Ingest.PerSec / f
+		r.Drain.RatioToFloor = r.Drain.PerSec / f
+	}
+
+	// 5. the server's own footprint.
+	if t.PID > 0 {
+		u, err := ReadProc(t.PID)
+		if err == nil {
+			r.Process.PeakRSSMB, r.Process.CPUSeconds = u.PeakRSSMB, u.CPUSec
+		}
+	}
+	return r, nil
+}
+
+// defaults fills in the settings left unset and refuses the ones that cannot work.
+func (cfg *Config) defaults() error {
+	if cfg.Deliveries <= 0 || cfg.Senders <= 0 || cfg.Agents <= 0 {
+		return fmt.Errorf("bench: deliveries, senders and agents must be positive")
+	}
+	if cfg.BodyBytes <= 0 {
+		cfg.BodyBytes = 2048
+	}
+	if cfg.Doorbells <= 0 {
+		cfg.Doorbells = 200
+	}
+	if cfg.PacedFor <= 0 {
+		cfg.PacedFor = 3 * time.Second
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = defaultCallTimeout
+	}
+	return nil
+}
+
+// createHooks creates the bench's two webhooks (generic and github) on t's queue.
+func createHooks(ctx context.Context, setup *client.Client, t Target) ([]webhook, error) {
 	var hooks []webhook
 	for _, src := range []string{"generic", "github"} {
 		res, err := callTool(ctx, setup, "create_webhook", map[string]any{"source_type": src, "queue": t.Queue,
@@ -206,16 +232,20 @@ func Run(ctx context.Context, t Target, cfg Config) (_ *Report, err error) {
 		}
 		hooks = append(hooks, webhook{source: src, url: u, secret: str(res["signing_secret"])})
 	}
-	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}, Timeout: cfg.CallTimeout}
+	return hooks, nil
+}
 
+// ingestPhases runs the ingest phases, flat out and then at half that rate, and
+// returns how many todos they queued.
+func ingestPhases(ctx context.Context, t Target, hooks []webhook, cfg Config, seq *atomic.Int64, idle ProcUsage, r *Report,
+	progress func(string, ...any)) (queued int64, err error) {
 	// 1. ingest, flat out.
 	progress("ingest: %d deliveries from %d senders…", cfg.Deliveries, cfg.Senders)
-	var seq atomic.Int64
 	lat := &Latencies{}
 	var errs failures
 	start := time.Now()
-	if err := sendAll(ctx, cfg.CallTimeout, hooks, cfg, cfg.Deliveries, cfg.Senders, &seq, lat, &errs, 0); err != nil {
-		return nil, fmt.Errorf("bench: ingest: %w", err)
+	if err := sendAll(ctx, cfg.CallTimeout, hooks, cfg, cfg.Deliveries, cfg.Senders, seq, lat, &errs, 0); err != nil {
+		return 0, fmt.Errorf("bench: ingest: %w", err)
 	}
 	el := time.Since(start)
 	r.Ingest.Senders, r.Ingest.Deliveries, r.Ingest.Errors = cfg.Senders, cfg.Deliveries, errs.n.Load()
@@ -224,7 +254,7 @@ func Run(ctx context.Context, t Target, cfg Config) (_ *Report, err error) {
 	progress("ingest: %.0f deliveries/s, p50 %.2f ms, p99 %.2f ms, %d errors", r.Ingest.PerSec, r.Ingest.Latency.P50,
 		r.Ingest.Latency.P99, r.Ingest.Errors)
 	if err := errs.tooMany(cfg.Deliveries); err != nil {
-		return nil, fmt.Errorf("bench: ingest: %w", err)
+		return 0, fmt.Errorf("bench: ingest: %w", err)
 	}
 	if t.PID > 0 {
 		u, _ := ReadProc(t.PID)
@@ -244,8 +274,8 @@ func Run(ctx context.Context, t Target, cfg Config) (_ *Report, err error) {
 		plat := &Latencies{}
 		var perrs failures
 		start = time.Now()
-		if err := sendAll(ctx, cfg.CallTimeout, hooks, cfg, n, cfg.Senders, &seq, plat, &perrs, time.Duration(float64(time.Second)/half)); err != nil {
-			return nil, fmt.Errorf("bench: ingest at half rate: %w", err)
+		if err := sendAll(ctx, cfg.CallTimeout, hooks, cfg, n, cfg.Senders, seq, plat, &perrs, time.Duration(float64(time.Second)/half)); err != nil {
+			return 0, fmt.Errorf("bench: ingest at half rate: %w", err)
 		}
 		r.Ingest.HalfRateError = perrs.n.Load()
 		r.Ingest.HalfRatePerS = float64(int64(n)-r.Ingest.HalfRateError) / time.Since(start).Seconds()
@@ -253,45 +283,59 @@ func Run(ctx context.Context, t Target, cfg Config) (_ *Report, err error) {
 		progress("ingest: at half rate p50 %.2f ms, p99 %.2f ms, %d errors", r.Ingest.HalfRateLat.P50,
 			r.Ingest.HalfRateLat.P99, r.Ingest.HalfRateError)
 		if err := perrs.tooMany(n); err != nil {
-			return nil, fmt.Errorf("bench: ingest at half rate: %w", err)
+			return 0, fmt.Errorf("bench: ingest at half rate: %w", err)
 		}
 	}
-	queued := int64(cfg.Deliveries+n) - errs.n.Load() - r.Ingest.HalfRateError
+	return int64(cfg.Deliveries+n) - errs.n.Load() - r.Ingest.HalfRateError, nil
+}
 
+// progressTo writes a line of progress to w, or nowhere when w is nil.
+func progressTo(w io.Writer) func(format string, a ...any) {
+	return func(format string, a ...any) {
+		if w != nil {
+			fmt.Fprintf(w, format+"\n", a...)
+		}
+	}
+}
+
+// measureFloor measures the disk's floor, raw durable commits, when cfg says how;
+// the report keeps the higher of its runs.
+func measureFloor(cfg Config, r *Report, progress func(string, ...any)) error {
+	if cfg.Floor == nil {
+		return nil
+	}
+	progress("floor: raw durable single-row commits on the same disk…")
+	f, err := cfg.Floor()
+	if err != nil {
+		return err
+	}
+	r.FloorRuns = append(r.FloorRuns, f)
+	r.FloorCommitsPerSec = max(r.FloorCommitsPerSec, f)
+	return nil
+}
+
+// agentPhases runs the phases of the agents' side: the drain of what ingest
+// queued, then the doorbell's latency to idle sessions, then a sweep.
+func agentPhases(ctx context.Context, t Target, hooks []webhook, cfg Config, seq *atomic.Int64, queued int64, r *Report,
+	progress func(string, ...any)) error {
 	// 2. drain over MCP.
 	progress("drain: %d agents over MCP, claim_next → complete…", cfg.Agents)
 	if err := drain(ctx, t, cfg.Agents, cfg.CallTimeout, queued, r); err != nil {
-		return nil, err
+		return err
 	}
 	progress("drain: %.0f todos/s, claim_next p50 %.2f ms, complete p50 %.2f ms, %d errors", r.Drain.PerSec,
 		r.Drain.ClaimNext.P50, r.Drain.Complete.P50, r.Drain.Errors)
 
 	// 3. doorbell latency with agents idle on their GET streams.
 	progress("doorbell: %d todos one at a time to %d idle sessions…", cfg.Doorbells, cfg.Agents)
-	if err := doorbell(ctx, t, httpc, hooks[0], cfg, &seq, r); err != nil {
-		return nil, err
+	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}, Timeout: cfg.CallTimeout}
+	if err := doorbell(ctx, t, httpc, hooks[0], cfg, seq, r); err != nil {
+		return err
 	}
 	progress("doorbell: p50 %.2f ms, p99 %.2f ms (the enqueue POST itself: p50 %.2f ms)", r.Doorbell.Latency.P50,
 		r.Doorbell.Latency.P99, r.Doorbell.Answered.P50)
 	r.SweepError = sweep(ctx, t, 2, cfg.CallTimeout, progress)
-
-	// 4. the floor again, after the phases: the higher of the two counts.
-	if err := floor(); err != nil {
-		return nil, err
-	}
-	if f := r.FloorCommitsPerSec; f > 0 {
-		r.Ingest.RatioToFloor = r.Ingest.PerSec / f
-		r.Drain.RatioToFloor = r.Drain.PerSec / f
-	}
-
-	// 5. the server's own footprint.
-	if t.PID > 0 {
-		u, err := ReadProc(t.PID)
-		if err == nil {
-			r.Process.PeakRSSMB, r.Process.CPUSeconds = u.PeakRSSMB, u.CPUSec
-		}
-	}
-	return r, nil
+	return nil
 }
 
 // failures counts failed calls and keeps the last error.

@@ -1,75 +1,28 @@
 package ingest
 
 import (
-	"bytes"
-	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"net/http"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
-// npmSigner installs ingest/npmsign (from its lockfile) into a temporary
-// copy and returns a function that runs sign.mjs on a batch of requests.
-func npmSigner(t *testing.T) func(reqs []npmSignRequest) []map[string]string {
-	t.Helper()
-	dir, node := testkit.NPMInstall(t, "npmsign", "package.json", "package-lock.json", "sign.mjs")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	return func(reqs []npmSignRequest) []map[string]string {
-		t.Helper()
-		in, err := json.Marshal(reqs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.CommandContext(ctx, node, "sign.mjs")
-		cmd.Dir = dir
-		cmd.Stdin = bytes.NewReader(in)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("sign.mjs: %v: %s", err, stderr.String())
-		}
-		var headers []map[string]string
-		if err := json.Unmarshal(out, &headers); err != nil {
-			t.Fatalf("sign.mjs output %q: %v", out, err)
-		}
-		if len(headers) != len(reqs) {
-			t.Fatalf("sign.mjs answered %d of %d requests", len(headers), len(reqs))
-		}
-		return headers
-	}
-}
-
-// npmSignRequest is sign.mjs's stdin contract (see the top of that file).
-type npmSignRequest struct {
-	Scheme    string `json:"scheme"`
-	Secret    string `json:"secret"`
-	Body      string `json:"body"`
-	Timestamp int64  `json:"timestamp,omitempty"`
-	ID        string `json:"id,omitempty"`
-	Event     string `json:"event,omitempty"`
-}
-
 // TestSignersFromNPM signs deliveries with @octokit/webhooks-methods, stripe
 // and standardwebhooks, using secrets NewSecret minted (so the forms we hand
 // out are ones those libraries accept) and the published vectors, and checks
 // that Verify accepts exactly what they produce and nothing near it.
 func TestSignersFromNPM(t *testing.T) {
-	sign := npmSigner(t)
+	sign := testkit.NPMSigner(t, "npmsign")
 	const ts = 1_750_000_000
 	now := time.Unix(ts, 0)
 	body := `{"id":"evt_npm_1","type":"invoice.paid","data":{"note":"naïve café ☕ \u2028 <&>"}}`
 
 	type tc struct {
 		name    string
-		req     npmSignRequest
+		req     testkit.NPMSignRequest
 		secrets []string // verify with these; the signing secret is among them unless want is set
 		want    error
 		wantD   Delivery
@@ -91,7 +44,7 @@ func TestSignersFromNPM(t *testing.T) {
 		case "github":
 			ok.ReplayKey = sha256.Sum256([]byte(body)) // GitHub's id is not signed
 		}
-		req := npmSignRequest{Scheme: scheme, Secret: current, Body: body, Timestamp: ts, ID: "dlv_" + scheme, Event: "invoice.paid"}
+		req := testkit.NPMSignRequest{Scheme: scheme, Secret: current, Body: body, Timestamp: ts, ID: "dlv_" + scheme, Event: "invoice.paid"}
 		prevReq := req
 		prevReq.Secret = previous
 		rotated := ok
@@ -113,15 +66,15 @@ func TestSignersFromNPM(t *testing.T) {
 		}
 	}
 	cases = append(cases,
-		tc{"github/published vector", npmSignRequest{Scheme: "github", Secret: githubDocSecret, Body: githubDocBody, Timestamp: ts},
+		tc{"github/published vector", testkit.NPMSignRequest{Scheme: "github", Secret: githubDocSecret, Body: githubDocBody, Timestamp: ts},
 			[]string{githubDocSecret}, nil, Delivery{ReplayKey: sha256.Sum256([]byte(githubDocBody)), TrustMode: TrustSigned}},
-		tc{"stripe/hand-computed vector", npmSignRequest{Scheme: "stripe", Secret: stripeVectorSecret, Body: stripeVectorBody, Timestamp: ts},
+		tc{"stripe/hand-computed vector", testkit.NPMSignRequest{Scheme: "stripe", Secret: stripeVectorSecret, Body: stripeVectorBody, Timestamp: ts},
 			[]string{stripeVectorSecret}, nil, Delivery{ID: "evt_1OjD3k2eZvKYlo2C0a1b2c3d", EventType: "payment_intent.succeeded", TrustMode: TrustSigned}},
-		tc{"standard/published vector", npmSignRequest{Scheme: "standard", Secret: standardVectorSecret, Body: standardVectorBody, Timestamp: ts, ID: standardVectorID},
+		tc{"standard/published vector", testkit.NPMSignRequest{Scheme: "standard", Secret: standardVectorSecret, Body: standardVectorBody, Timestamp: ts, ID: standardVectorID},
 			[]string{standardVectorSecret}, nil, Delivery{ID: standardVectorID, TrustMode: TrustSigned}},
 	)
 
-	reqs := make([]npmSignRequest, len(cases))
+	reqs := make([]testkit.NPMSignRequest, len(cases))
 	for i, c := range cases {
 		reqs[i] = c.req
 	}
@@ -148,7 +101,7 @@ func TestSignersFromNPM(t *testing.T) {
 	// The published vectors, signed by the libraries at their own
 	// timestamps, must give the published signatures: this pins sign.mjs to
 	// the right library functions, and our Stripe vector to stripe-node.
-	vec := sign([]npmSignRequest{
+	vec := sign([]testkit.NPMSignRequest{
 		{Scheme: "github", Secret: githubDocSecret, Body: githubDocBody},
 		{Scheme: "stripe", Secret: stripeVectorSecret, Body: stripeVectorBody, Timestamp: stripeVectorTS},
 		{Scheme: "standard", Secret: standardVectorSecret, Body: standardVectorBody, Timestamp: 1614265330, ID: standardVectorID},

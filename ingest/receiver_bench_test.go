@@ -16,6 +16,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/switchboardhq/switchboard/internal/testkit/teststore"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -38,12 +39,7 @@ func BenchmarkDelivery(b *testing.B) {
 	b.Run("floor", func(b *testing.B) { b.ReportMetric(floor, "commits/s") })
 	for _, senders := range []int{1, 32} {
 		b.Run(fmt.Sprintf("senders=%d", senders), func(b *testing.B) {
-			st, err := store.Open(ctx, filepath.Join(b.TempDir(), "sb.db"), store.Options{Synchronous: store.SyncFull,
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
+			st := teststore.Open(b, store.Options{Synchronous: store.SyncFull})
 			router := httprouter.New()
 			router.Handler(http.MethodPost, Route, NewReceiver(st, ReceiverOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 			srv := httptest.NewServer(router)

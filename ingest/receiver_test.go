@@ -18,29 +18,16 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/switchboardhq/switchboard/internal/testkit"
+	"github.com/switchboardhq/switchboard/internal/testkit/teststore"
 	"github.com/switchboardhq/switchboard/store"
 )
-
-// manualClock is a clock the test moves; the store, the receiver and the signer
-// all read it, so timestamps and grace periods need no sleeps.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *manualClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // rig is a receiver over httptest on a real SQLite file.
 type rig struct {
 	t       *testing.T
 	store   *store.Store
 	path    string // the database file
-	clock   *manualClock
+	clock   *testkit.Clock
 	srv     *httptest.Server
 	rc      *Receiver
 	logs    *testkit.LockedBuffer
@@ -51,13 +38,9 @@ type rig struct {
 
 func newRig(t *testing.T, opts ReceiverOptions) *rig {
 	t.Helper()
-	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	path := filepath.Join(t.TempDir(), "sb.db")
-	st, err := store.Open(context.Background(), path, store.Options{Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := teststore.OpenPath(t, path, store.Options{Now: clock.Now})
 	r := &rig{t: t, store: st, path: path, clock: clock, logs: &testkit.LockedBuffer{}, rung: make(chan store.TodoChange, 64), outcome: map[string]int{}}
 	st.OnTodoChange(func(c store.TodoChange) {
 		if c.Claimable {
@@ -487,11 +470,7 @@ func TestReceiverRotationOverlap(t *testing.T) {
 func TestReceiverCacheNeverOutlivesAChange(t *testing.T) {
 	r := newRig(t, ReceiverOptions{})
 	hook, old := r.webhook("standard", "inbox")
-	other, err := store.Open(context.Background(), r.path, store.Options{Now: r.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := teststore.OpenPath(t, r.path, store.Options{Now: r.clock.Now})
 	ctx := context.Background()
 	body := []byte(`{"type":"ping"}`)
 	send := func(secret, msgID string) int {

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/switchboardhq/switchboard/internal/textcut"
 )
 
 // SourceTypes lists the webhook source types Switchboard verifies, in the
@@ -320,10 +322,6 @@ func hexSig(s string) ([]byte, bool) {
 	return b, true
 }
 
-// truncate keeps an attacker- or caller-supplied name short in an error.
-func truncate(s string) string {
-	if len(s) > 32 {
-		return s[:32] + "…"
-	}
-	return s
-}
+// truncate keeps an attacker- or caller-supplied name short in an error: 32
+// bytes and the ellipsis.
+func truncate(s string) string { return textcut.Bytes(s, 32+len(textcut.Ellipsis)) }

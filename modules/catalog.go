@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/switchboardhq/switchboard/internal/textcut"
 )
 
 // toolNamePattern is MCP's tool-name rule, applied to the exposed name.
@@ -88,7 +90,7 @@ const maxShownError = 1024
 // cut to its first max bytes at a character boundary: safe for a terminal, the
 // board and JSON, while quotes and backslashes stay as they were.
 func shownText(s string, max int) string {
-	s, cut := cutAt(s, max)
+	s, cut := textcut.Prefix(s, max)
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
@@ -110,28 +112,12 @@ func shownText(s string, max int) string {
 	return b.String()
 }
 
-// cutAt returns the first max bytes of s, fewer if that would split a character,
-// and whether anything was cut.
-func cutAt(s string, max int) (string, bool) {
-	if len(s) <= max {
-		return s, false
-	}
-	i := max
-	for j := i; j > max-utf8.UTFMax && j > 0; j-- {
-		if utf8.RuneStart(s[j]) {
-			i = j
-			break
-		}
-	}
-	return s[:i], true
-}
-
 // shown makes a module-supplied string safe to print anywhere (a terminal, the log,
 // the board, JSON): every character that is not printable (C0 and C1 controls,
 // bidi overrides, invalid UTF-8) is escaped as strconv.Quote escapes it. Only the
 // first maxShownName bytes of s are shown (cut at a character boundary).
 func shown(s string) string {
-	s, cut := cutAt(s, maxShownName)
+	s, cut := textcut.Prefix(s, maxShownName)
 	q := strconv.Quote(s)
 	q = q[1 : len(q)-1]
 	if cut {

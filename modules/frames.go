@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/time/rate"
+
+	"github.com/switchboardhq/switchboard/internal/textcut"
 )
 
 // maxFrame bounds one MCP message from a module. A longer line is read on
@@ -221,10 +223,5 @@ func parseHead(line []byte) (frameHead, bool) {
 
 func (h frameHead) isRequest() bool { return h.Method != "" && len(h.ID) > 0 && string(h.ID) != "null" }
 
-func preview(b []byte) string {
-	const n = 80
-	if len(b) > n {
-		return string(b[:n]) + "…"
-	}
-	return string(b)
-}
+// preview is the start of a frame for a log line: 80 bytes and the ellipsis.
+func preview(b []byte) string { return textcut.Bytes(string(b), 80+len(textcut.Ellipsis)) }

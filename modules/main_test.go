@@ -7,41 +7,26 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
-// testModuleBin is the test module, built once for the whole package run:
-// compiling it per test would dominate the suite's time on a 2-core machine.
+// testModuleBin is the test module, built once (testkit keeps it for every
+// package whose tests run it).
 var testModuleBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "switchboard-modules-test-")
+	bin, err := testkit.BuildTestModule()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testModuleBin = filepath.Join(dir, "testmodule")
-	build := exec.Command("go", "build", "-o", testModuleBin, "./testdata/testmodule")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build test module:", err)
 		os.Exit(1)
 	}
-	// go build honours the umask; the manifest contract refuses
-	// group-writable executables.
-	if err := os.Chmod(testModuleBin, 0o755); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testModuleBin = bin
+	os.Exit(m.Run())
 }
 
 // waitLimit only bounds how long a broken test hangs; nothing asserts on it.

@@ -29,6 +29,10 @@ var (
 	// ErrWithheld means the tool's definition changed since it was pinned and
 	// a human has not approved the new one yet.
 	ErrWithheld = errors.New("modules: tool withheld until its changed definition is approved")
+	// ErrArguments means a call's arguments are neither absent nor a JSON
+	// object, the only shapes tools/call allows. Agents see it as the
+	// "invalid_argument" error code.
+	ErrArguments = errors.New("modules: arguments must be a JSON object")
 )
 
 // RPCError is a JSON-RPC error the module answered with (for example an
@@ -320,14 +324,22 @@ func (s *session) callTool(ctx context.Context, upstream string, args json.RawMe
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments,omitempty"`
 	}{Name: upstream}
-	if len(args) > 0 && string(args) != "null" {
-		if !json.Valid(args) || firstByte(args) != '{' {
-			return nil, fmt.Errorf("modules: call %s: arguments must be a JSON object", upstream)
-		}
+	if !noArguments(args) {
 		params.Arguments = args
 	}
 	return s.request(ctx, string(mcp.MethodToolsCall), params)
 }
+
+// CheckArguments answers ErrArguments unless args are absent or a JSON object:
+// Call checks it first, and a catalog that stands in for the supervisor does too.
+func CheckArguments(args json.RawMessage) error {
+	if noArguments(args) || json.Valid(args) && firstByte(args) == '{' {
+		return nil
+	}
+	return ErrArguments
+}
+
+func noArguments(args json.RawMessage) bool { return len(args) == 0 || string(args) == "null" }
 
 func firstByte(b []byte) byte {
 	for _, c := range b {

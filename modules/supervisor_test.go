@@ -521,8 +521,14 @@ func TestCallHonoursContext(t *testing.T) {
 	if got := h.call("testmod_echo", map[string]any{"text": "still"}); got["text"] != "still" {
 		t.Fatalf("echo = %v", got)
 	}
-	if _, err := h.sup.Call(context.Background(), "testmod_echo", json.RawMessage(`[1]`)); err == nil {
-		t.Fatal("non-object arguments accepted")
+	for _, args := range []string{`[1]`, `"x"`, `{"text":`} {
+		if _, err := h.sup.Call(context.Background(), "testmod_echo", json.RawMessage(args)); !errors.Is(err, ErrArguments) {
+			t.Fatalf("arguments %s: %v, want ErrArguments", args, err)
+		}
+	}
+	// Checked before the tool is looked up: the answer does not depend on it.
+	if _, err := h.sup.Call(context.Background(), "nomodule_echo", json.RawMessage(`[1]`)); !errors.Is(err, ErrArguments) {
+		t.Fatalf("arguments of an unknown tool: %v, want ErrArguments", err)
 	}
 	if _, err := h.sup.Call(context.Background(), "nomodule_echo", nil); !errors.Is(err, ErrUnknownTool) {
 		t.Fatalf("unknown module tool: %v", err)

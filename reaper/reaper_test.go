@@ -4,33 +4,20 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard/internal/testkit"
+	"github.com/switchboardhq/switchboard/internal/testkit/teststore"
 	"github.com/switchboardhq/switchboard/store"
 )
 
-// clock is a fake clock shared by the store and the reaper.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
-func setup(t *testing.T) (*store.Store, *clock, *Reaper) {
+func setup(t *testing.T) (*store.Store, *testkit.Clock, *Reaper) {
 	t.Helper()
-	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clk := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "sb.db"), store.Options{Now: clk.Now, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := teststore.Open(t, store.Options{Now: clk.Now})
 	return st, clk, New(st, Options{Retention: 24 * time.Hour, EventRetention: 48 * time.Hour, Now: clk.Now, Logger: quiet})
 }
 
@@ -80,7 +67,7 @@ func TestRunOnceRequeuesAndDeadLettersExpiredLeases(t *testing.T) {
 		t.Fatalf("before expiry a pass did %+v", res)
 	}
 
-	clk.Advance(time.Minute + time.Second)
+	clk.Add(time.Minute + time.Second)
 	res, err = r.RunOnce(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -112,14 +99,14 @@ func TestRunOncePrunesDoneTodosPastRetention(t *testing.T) {
 	if _, err := st.Complete(ctx, claim(t, st, old.ID, time.Minute), "ok"); err != nil {
 		t.Fatal(err)
 	}
-	clk.Advance(12 * time.Hour)
+	clk.Add(12 * time.Hour)
 	recent := add(t, st, 3)
 	if _, err := st.Complete(ctx, claim(t, st, recent.ID, time.Minute), "ok"); err != nil {
 		t.Fatal(err)
 	}
 	pending := add(t, st, 3)
 
-	clk.Advance(12*time.Hour + time.Second) // old is 24h+1s done, recent 12h+1s
+	clk.Add(12*time.Hour + time.Second) // old is 24h+1s done, recent 12h+1s
 	res, err := r.RunOnce(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -157,11 +144,11 @@ func TestRunOncePrunesEventsPastEventRetention(t *testing.T) {
 	if _, err := st.RecordDelivery(ctx, store.NewDelivery{WebhookID: h.ID, DeliveryID: "d2", TrustMode: "signed", Body: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
-	clk.Advance(24*time.Hour + time.Second)
+	clk.Add(24*time.Hour + time.Second)
 	if res, err := r.RunOnce(ctx); err != nil || res.Pruned != 1 || res.EventsPruned != 0 {
 		t.Fatalf("first pass: %+v, %v (the todo goes, its event stays)", res, err)
 	}
-	clk.Advance(24 * time.Hour)
+	clk.Add(24 * time.Hour)
 	keeper := New(st, Options{Retention: 24 * time.Hour, EventRetention: 48 * time.Hour, KeepEvents: true, Now: clk.Now,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if res, err := keeper.RunOnce(ctx); err != nil || res.EventsPruned != 0 {
@@ -195,7 +182,7 @@ func TestAuditRetention(t *testing.T) {
 	for range 2500 { // more than one chunk
 		add(t, st, 3)
 	}
-	clk.Advance(3 * 24 * time.Hour)
+	clk.Add(3 * 24 * time.Hour)
 	recent := add(t, st, 3)
 	count := func() (old, kept int) {
 		rows, err := st.ListAudit(ctx, store.AuditFilter{Action: "todo.add", Limit: 1000})
@@ -258,7 +245,7 @@ func TestRunOnceRingsEndedBackoffs(t *testing.T) {
 	if _, err := st.Fail(context.Background(), claim(t, st, td.ID, time.Minute), "transient", true); err != nil {
 		t.Fatal(err)
 	}
-	clk.Advance(store.RetryBackoff(1))
+	clk.Add(store.RetryBackoff(1))
 	if _, err := r.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +277,7 @@ func TestChartHistoryStaysBounded(t *testing.T) {
 	const minutes = 30 * 60
 	for i := range minutes {
 		refused++ // and the webhook one too
-		clk.Advance(time.Minute)
+		clk.Add(time.Minute)
 		if err := sampler.Sample(ctx); err != nil {
 			t.Fatal(err)
 		}

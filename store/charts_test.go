@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // refusalCounter stands in for the ingest receiver's count of refused deliveries.
@@ -24,8 +26,8 @@ func (r *refusalCounter) Refused(id int64) int64 {
 // the depth and head wait at its end, and each webhook's deliveries and refusals.
 func TestChartSamplerRecordsMinutes(t *testing.T) {
 	ctx := context.Background()
-	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	s := openWebhookStore(t, Options{Now: clock.Now, Synchronous: SyncNormal})
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s := openTest(t, Options{Now: clock.Now, Synchronous: SyncNormal})
 	hook := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "hooks", Secret: "x", CreatedBy: "human:1"})
 	quiet := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "hooks", Secret: "x", CreatedBy: "human:1"})
 	// A delivery before the sampler starts is not this minute's.
@@ -131,8 +133,8 @@ func checkQueueMinutes(t *testing.T, s *Store, queue string, since time.Time, wa
 // is the latest.
 func TestChartSamplerSameMinuteAddsUp(t *testing.T) {
 	ctx := context.Background()
-	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 1, 0, 0, time.UTC)}
-	s := openWebhookStore(t, Options{Now: clock.Now, Synchronous: SyncNormal})
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 1, 0, 0, time.UTC))
+	s := openTest(t, Options{Now: clock.Now, Synchronous: SyncNormal})
 	c, err := s.NewChartSampler(ctx, ChartOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -153,8 +155,8 @@ func TestChartSamplerSameMinuteAddsUp(t *testing.T) {
 // PruneCharts deletes the minutes before its cutoff, of queues and webhooks.
 func TestPruneCharts(t *testing.T) {
 	ctx := context.Background()
-	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	s := openWebhookStore(t, Options{Now: clock.Now, Synchronous: SyncNormal})
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s := openTest(t, Options{Now: clock.Now, Synchronous: SyncNormal})
 	hook := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "hooks", Secret: "x", CreatedBy: "human:1"})
 	refusals := &refusalCounter{n: map[int64]int64{}}
 	c, err := s.NewChartSampler(ctx, ChartOptions{Refused: refusals.Refused})

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/textcut"
 )
 
 // Dead letters in bulk: after an outage an operator mends the cause and puts the
@@ -28,7 +30,7 @@ func (f Failed) describe() string {
 		d += " on " + f.Queue
 	}
 	if f.Error != nil {
-		d += " with error " + strconv.Quote(truncate(*f.Error, 100))
+		d += " with error " + strconv.Quote(textcut.Bytes(*f.Error, 100))
 	}
 	return d
 }

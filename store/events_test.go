@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // rings collects the doorbell's announcements.
@@ -39,7 +41,7 @@ func countRows(t *testing.T, s *Store, table string) int {
 
 func TestRecordDelivery(t *testing.T) {
 	ctx := context.Background()
-	s := openWebhookStore(t, Options{})
+	s := openTest(t, Options{})
 	var r rings
 	s.OnTodoChange(r.hook)
 	ep := ceilingEndpoint(t, s, 5, []string{"github"}, []string{"inbox"})
@@ -104,7 +106,7 @@ func TestRecordDelivery(t *testing.T) {
 // A delivery verified against secrets read before a rotation is refused, whole.
 func TestRecordDeliveryRefusesStaleSecrets(t *testing.T) {
 	ctx := context.Background()
-	s := openWebhookStore(t, Options{})
+	s := openTest(t, Options{})
 	h := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "x", CreatedBy: "human:1"})
 	read, _, err := s.WebhookByToken(ctx, h.Token)
 	if err != nil {
@@ -140,7 +142,7 @@ func TestRecordDeliveryRefusesStaleSecrets(t *testing.T) {
 
 func TestConcurrentRedeliveriesMakeOneTodo(t *testing.T) {
 	ctx := context.Background()
-	s := openWebhookStore(t, Options{})
+	s := openTest(t, Options{})
 	h := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "x", CreatedBy: "human:1"})
 	// Many copies of one delivery arrive at once and share group commits; the
 	// unique key decides inside the transaction.
@@ -179,7 +181,7 @@ func TestConcurrentRedeliveriesMakeOneTodo(t *testing.T) {
 
 func TestListGetReplayEvents(t *testing.T) {
 	ctx := context.Background()
-	s := openWebhookStore(t, Options{})
+	s := openTest(t, Options{})
 	ep := ceilingEndpoint(t, s, 5, []string{"github"}, []string{"inbox"})
 	mine := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "x", CreatedBy: "agent:bot", EndpointID: ep.ID})
 	theirs := mustWebhook(t, s, NewWebhook{SourceType: "gitlab", Queue: "ops", Secret: "y", CreatedBy: "human:1"})
@@ -238,8 +240,8 @@ func TestListGetReplayEvents(t *testing.T) {
 
 func TestPrunedTodoLeavesEvent(t *testing.T) {
 	ctx := context.Background()
-	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	s := openWebhookStore(t, Options{Now: clock.Now})
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s := openTest(t, Options{Now: clock.Now})
 	h := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "x", CreatedBy: "human:1"})
 	res, err := s.RecordDelivery(ctx, NewDelivery{WebhookID: h.ID, DeliveryID: "p", TrustMode: "signed", Body: []byte("b")})
 	if err != nil {
@@ -276,8 +278,8 @@ func TestPrunedTodoLeavesEvent(t *testing.T) {
 // reads its payload from.
 func TestPruneEventsKeepsWhatTodosNeed(t *testing.T) {
 	ctx := context.Background()
-	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	s := openWebhookStore(t, Options{Now: clock.Now})
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s := openTest(t, Options{Now: clock.Now})
 	h := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "x", CreatedBy: "human:1"})
 	deliver := func(id string) DeliveryResult {
 		t.Helper()
@@ -382,8 +384,8 @@ func TestPruneEventsKeepsWhatTodosNeed(t *testing.T) {
 // cutoff retention asks for.
 func TestReplayKeyDedupesWhileTheEventIsKept(t *testing.T) {
 	ctx := context.Background()
-	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	s := openWebhookStore(t, Options{Now: clock.Now})
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s := openTest(t, Options{Now: clock.Now})
 	h := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "x", CreatedBy: "human:1"})
 	other := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "y", CreatedBy: "human:1"})
 	key := func(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // An acknowledgement must name the lease it acts under. A worker whose lease
@@ -13,7 +15,7 @@ import (
 // heartbeat, complete, fail or release it by leaving lease_seq out: the owner
 // alone does not say which worker holds the todo now.
 func TestAckWithoutLeaseSeqIsRefused(t *testing.T) {
-	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	s := openTest(t, Options{Now: clock.Now})
 	ctx := context.Background()
 	id := addTodos(t, s, "inbox", 1)[0]

@@ -142,7 +142,7 @@ func foreignExec(t *testing.T, path, query string, args ...any) {
 func TestSecretsSealedAtRest(t *testing.T) {
 	ctx := context.Background()
 	key := testKey(t)
-	s := openWebhookStore(t, Options{SecretKey: key})
+	s := openTest(t, Options{SecretKey: key})
 	h := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "s3cret-one", CreatedBy: "human:1"})
 	if !h.SecretEncrypted {
 		t.Fatal("webhook created with a key does not report its secret encrypted")

@@ -91,47 +91,11 @@ type Store struct {
 // Switchboard database no newer than this binary, applies pending migrations and starts
 // the writer. A file that is not a Switchboard database is left untouched.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
-	if opts.Synchronous == "" {
-		opts.Synchronous = SyncFull
-	}
-	opts.Synchronous = strings.ToUpper(opts.Synchronous)
-	if opts.Synchronous != SyncFull && opts.Synchronous != SyncNormal {
-		return nil, fmt.Errorf("store: synchronous must be FULL or NORMAL, not %q", opts.Synchronous)
-	}
-	if opts.ReadConns <= 0 {
-		opts.ReadConns = 4
-	}
-	if opts.MaxBatch <= 0 {
-		opts.MaxBatch = 256
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if path == "" {
-		return nil, errors.New("store: database path is empty")
-	}
-	if strings.ContainsAny(path, "?#") {
-		return nil, fmt.Errorf("store: database path %q must not contain '?' or '#'", path)
-	}
-	// Look before we touch: setting WAL mode rewrites the header of whatever file is
-	// there, so a foreign or newer file is refused from a read-only peek first.
-	if err := preflight(ctx, path); err != nil {
+	if err := opts.defaults(path); err != nil {
 		return nil, err
 	}
-	if opts.ReadOnly {
-		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("store: open %s: %w", path, err)
-		}
-	} else if f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
-		// A new database is readable by its owner alone, whatever the umask: it
-		// holds ingest tokens, and webhook secrets sealed only when a key is set.
-		// SQLite gives its -wal and -shm the database file's mode.
-		f.Close()
-	} else if !errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("store: create %s: %w", path, err)
+	if err := prepareFile(ctx, path, opts.ReadOnly); err != nil {
+		return nil, err
 	}
 
 	syncWithFdatasync()
@@ -146,40 +110,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	if !opts.ReadOnly {
-		s.wdb, err = sql.Open("sqlite", dsn(path, opts, false))
-		if err != nil {
-			return nil, fmt.Errorf("store: open %s: %w", path, err)
-		}
-		s.wdb.SetMaxOpenConns(1)
-		s.wdb.SetMaxIdleConns(1)
-		s.wdb.SetConnMaxLifetime(0)
-		s.wdb.SetConnMaxIdleTime(0)
-		if err := s.migrate(ctx); err != nil {
-			s.wdb.Close()
-			return nil, err
-		}
-	}
-	s.rdb, err = sql.Open("sqlite", dsn(path, opts, true))
-	if err != nil {
-		s.closeDBs()
-		return nil, fmt.Errorf("store: open %s for reading: %w", path, err)
-	}
-	s.rdb.SetMaxOpenConns(opts.ReadConns)
-	s.rdb.SetMaxIdleConns(opts.ReadConns)
-	if err := s.rdb.PingContext(ctx); err != nil {
-		s.closeDBs()
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
-	}
-	if opts.ReadOnly {
-		check := s.checkSchema
-		if opts.OlderSchema {
-			check = func(ctx context.Context) error { return checkVersion(ctx, s.rdb, s.path) }
-		}
-		if err := check(ctx); err != nil {
-			s.closeDBs()
-			return nil, err
-		}
+	if err := s.openDBs(ctx); err != nil {
+		return nil, err
 	}
 	if s.box != nil {
 		if err := s.CheckSecrets(ctx); err != nil {
@@ -206,6 +138,105 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// defaults fills in the options left unset and refuses the ones, and a path, that
+// cannot work.
+func (o *Options) defaults(path string) error {
+	if o.Synchronous == "" {
+		o.Synchronous = SyncFull
+	}
+	o.Synchronous = strings.ToUpper(o.Synchronous)
+	if o.Synchronous != SyncFull && o.Synchronous != SyncNormal {
+		return fmt.Errorf("store: synchronous must be FULL or NORMAL, not %q", o.Synchronous)
+	}
+	if o.ReadConns <= 0 {
+		o.ReadConns = 4
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 256
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if path == "" {
+		return errors.New("store: database path is empty")
+	}
+	if strings.ContainsAny(path, "?#") {
+		return fmt.Errorf("store: database path %q must not contain '?' or '#'", path)
+	}
+	return nil
+}
+
+// prepareFile refuses a file that is not a Switchboard database (or is a newer
+// one) before anything writes to it, and creates a new database file private to
+// its owner.
+func prepareFile(ctx context.Context, path string, readOnly bool) error {
+	// Look before we touch: setting WAL mode rewrites the header of whatever file is
+	// there, so a foreign or newer file is refused from a read-only peek first.
+	if err := preflight(ctx, path); err != nil {
+		return err
+	}
+	if readOnly {
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("store: open %s: %w", path, err)
+		}
+	} else if f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		// A new database is readable by its owner alone, whatever the umask: it
+		// holds ingest tokens, and webhook secrets sealed only when a key is set.
+		// SQLite gives its -wal and -shm the database file's mode.
+		f.Close()
+	} else if !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("store: create %s: %w", path, err)
+	}
+	return nil
+}
+
+// openDBs opens the one-connection write pool (and migrates through it) and the
+// read pool, and checks a read-only store's schema. On an error nothing is left
+// open.
+func (s *Store) openDBs(ctx context.Context) error {
+	path, opts := s.path, s.opts
+	var err error
+	if !opts.ReadOnly {
+		s.wdb, err = sql.Open("sqlite", dsn(path, opts, false))
+		if err != nil {
+			return fmt.Errorf("store: open %s: %w", path, err)
+		}
+		s.wdb.SetMaxOpenConns(1)
+		s.wdb.SetMaxIdleConns(1)
+		s.wdb.SetConnMaxLifetime(0)
+		s.wdb.SetConnMaxIdleTime(0)
+		if err := s.migrate(ctx); err != nil {
+			s.wdb.Close()
+			return err
+		}
+	}
+	s.rdb, err = sql.Open("sqlite", dsn(path, opts, true))
+	if err != nil {
+		s.closeDBs()
+		return fmt.Errorf("store: open %s for reading: %w", path, err)
+	}
+	s.rdb.SetMaxOpenConns(opts.ReadConns)
+	s.rdb.SetMaxIdleConns(opts.ReadConns)
+	if err := s.rdb.PingContext(ctx); err != nil {
+		s.closeDBs()
+		return fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if opts.ReadOnly {
+		check := s.checkSchema
+		if opts.OlderSchema {
+			check = func(ctx context.Context) error { return checkVersion(ctx, s.rdb, s.path) }
+		}
+		if err := check(ctx); err != nil {
+			s.closeDBs()
+			return err
+		}
+	}
+	return nil
 }
 
 // syncWithFdatasync makes SQLite commit with fdatasync(2), as every Linux

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unicode/utf8"
 )
 
 // ListTodos filters by each state (written into its SQL as a literal), by an
@@ -221,24 +220,5 @@ func TestWrittenTimesMatchTheStoredOnes(t *testing.T) {
 	}
 	if !added.CreatedAt.Equal(read.CreatedAt) || added.CreatedAt.Nanosecond() != 123_000_000 {
 		t.Fatalf("added at %v, read back as %v", added.CreatedAt, read.CreatedAt)
-	}
-}
-
-// A shortened text is cut between characters and says it was shortened.
-func TestTruncate(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		n    int
-		want string
-	}{
-		{"short", 10, "short"},
-		{"exactly10!", 10, "exactly10!"},
-		{"panic: runtime error at process.go:42", 20, "panic: runtime er…"},
-		{"ééééééé", 8, "éé…"}, // 14 bytes; a cut at 5 would split an é
-	} {
-		got := truncate(c.in, c.n)
-		if got != c.want || len(got) > c.n || !utf8.ValidString(got) {
-			t.Errorf("truncate(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
-		}
 	}
 }

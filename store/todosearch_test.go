@@ -24,7 +24,7 @@ type searchFixture struct {
 func newSearchFixture(t *testing.T) searchFixture {
 	t.Helper()
 	ctx := context.Background()
-	s := openWebhookStore(t, Options{})
+	s := openTest(t, Options{})
 	f := searchFixture{s: s}
 	f.gh = mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "x", CreatedBy: "human:1"})
 	f.st = mustWebhook(t, s, NewWebhook{SourceType: "stripe", Queue: "billing", Secret: "x", CreatedBy: "human:1"})

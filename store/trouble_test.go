@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // A write refused for the disk's sake (here the database's page limit, which
@@ -19,7 +21,7 @@ import (
 func TestWriteTroubleWhileTheDiskIsFull(t *testing.T) {
 	ctx := context.Background()
 	var logs bytes.Buffer
-	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	s, err := Open(ctx, filepath.Join(t.TempDir(), "sb.db"), Options{Now: clock.Now,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // changeLog records the todo changes a store announces.
@@ -67,7 +69,7 @@ func failOnce(t *testing.T, s *Store) Todo {
 // when it fails: an agent rung at the failure would find nothing to claim, and one
 // waiting on its doorbell would never hear of the todo again.
 func TestRetriedTodoRingsWhenItsBackoffEnds(t *testing.T) {
-	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	s := openTest(t, Options{Now: clock.Now})
 	log := watchChanges(s)
 	failed := failOnce(t, s)
@@ -122,7 +124,7 @@ func TestBackoffTimerRings(t *testing.T) {
 // claimed and failed again meanwhile) does not ring: the todo is backing off
 // again. Its current backoff rings once, when it ends.
 func TestStaleWakeupDoesNotRing(t *testing.T) {
-	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	s := openTest(t, Options{Now: clock.Now})
 	log := watchChanges(s)
 	ctx := context.Background()
@@ -149,7 +151,7 @@ func TestStaleWakeupDoesNotRing(t *testing.T) {
 
 // A restart forgets the timers; LoadBackoffs takes them up from the database.
 func TestBackoffsSurviveARestart(t *testing.T) {
-	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	path := filepath.Join(t.TempDir(), "sb.db")
 	opts := Options{Now: clock.Now, Logger: slog.New(slog.DiscardHandler)}
 	s, err := Open(context.Background(), path, opts)

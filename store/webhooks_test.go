@@ -3,23 +3,13 @@ package store
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-)
 
-// openWebhookStore opens a fresh store in a temp dir.
-func openWebhookStore(t testing.TB, opts Options) *Store {
-	t.Helper()
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "sb.db"), opts)
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
+	"github.com/switchboardhq/switchboard/internal/testkit"
+)
 
 func mustWebhook(t testing.TB, s *Store, n NewWebhook) Webhook {
 	t.Helper()
@@ -28,19 +18,6 @@ func mustWebhook(t testing.TB, s *Store, n NewWebhook) Webhook {
 		t.Fatalf("create webhook: %v", err)
 	}
 	return h
-}
-
-// manualClock is a clock the test moves.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *manualClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }
 
 func ceilingEndpoint(t *testing.T, s *Store, max int, sources, queues []string) Endpoint {
@@ -56,7 +33,7 @@ func ceilingEndpoint(t *testing.T, s *Store, max int, sources, queues []string) 
 
 func TestCreateListDeleteWebhook(t *testing.T) {
 	ctx := context.Background()
-	s := openWebhookStore(t, Options{})
+	s := openTest(t, Options{})
 	ep := ceilingEndpoint(t, s, 5, []string{"github"}, []string{"inbox"})
 	a := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Description: "repo events",
 		Secret: "one", CreatedBy: "agent:bot", EndpointID: ep.ID, CheckCeiling: true})
@@ -109,7 +86,7 @@ func TestCreateListDeleteWebhook(t *testing.T) {
 }
 
 func TestCreateWebhookRejectsBadInput(t *testing.T) {
-	s := openWebhookStore(t, Options{})
+	s := openTest(t, Options{})
 	good := NewWebhook{SourceType: "github", Queue: "inbox", Secret: "x", CreatedBy: "human:1"}
 	for name, mut := range map[string]func(*NewWebhook){
 		"no source":      func(n *NewWebhook) { n.SourceType = "" },
@@ -129,7 +106,7 @@ func TestCreateWebhookRejectsBadInput(t *testing.T) {
 
 func TestWebhookCeiling(t *testing.T) {
 	ctx := context.Background()
-	s := openWebhookStore(t, Options{})
+	s := openTest(t, Options{})
 	ep := ceilingEndpoint(t, s, 2, []string{"github", "standard"}, []string{"inbox", "ci"})
 	n := func(src, q string) NewWebhook {
 		return NewWebhook{SourceType: src, Queue: q, Secret: "x", CreatedBy: "agent:bot", EndpointID: ep.ID, CheckCeiling: true}
@@ -202,8 +179,8 @@ func TestWebhookCeiling(t *testing.T) {
 
 func TestRotationOverlap(t *testing.T) {
 	ctx := context.Background()
-	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	s := openWebhookStore(t, Options{Now: clock.Now})
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s := openTest(t, Options{Now: clock.Now})
 	ep := ceilingEndpoint(t, s, 5, []string{"github"}, []string{"inbox"})
 	h := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "first", CreatedBy: "agent:bot", EndpointID: ep.ID})
 

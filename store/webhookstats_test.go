@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 func TestWebhookDeliveryStats(t *testing.T) {
@@ -18,11 +20,11 @@ func TestWebhookDeliveryStats(t *testing.T) {
 		hooks = append(hooks, h)
 	}
 	deliver := func(h Webhook, id string) time.Time {
-		clk.add(time.Minute)
+		clk.Add(time.Minute)
 		if _, err := s.RecordDelivery(ctx, NewDelivery{WebhookID: h.ID, DeliveryID: id, TrustMode: "signed", Body: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
-		return clk.now()
+		return clk.Now()
 	}
 	deliver(hooks[0], "1")
 	lastA := deliver(hooks[0], "2")
@@ -48,8 +50,8 @@ func TestWebhookDeliveryStats(t *testing.T) {
 // this process or another, is taken in too.
 func TestWebhookDeliveryStatsFollowDeliveriesAndPruning(t *testing.T) {
 	ctx := context.Background()
-	clock := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	s := openWebhookStore(t, Options{Now: clock.Now})
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s := openTest(t, Options{Now: clock.Now})
 	other, err := Open(ctx, s.Path(), Options{Now: clock.Now}) // the reaper of another serve, say
 	if err != nil {
 		t.Fatal(err)

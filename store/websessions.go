@@ -7,6 +7,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/textcut"
 )
 
 // WebSession is a human's login on the board. The token exists only in the browser's
@@ -44,7 +46,7 @@ func (s *Store) CreateWebSession(ctx context.Context, humanID int64, ttl time.Du
 		ws.CreatedAt, ws.ExpiresAt = w.now, w.now.Add(ttl)
 		if _, err := w.exec(`INSERT INTO web_sessions (token_hash, human_id, created_at, expires_at, user_agent)
 			VALUES (?, ?, ?, ?, ?)`, hashSessionToken(token), humanID, ms(ws.CreatedAt), ms(ws.ExpiresAt),
-			truncate(userAgent, 200)); err != nil {
+			textcut.Bytes(userAgent, 200)); err != nil {
 			return fmt.Errorf("store: create session for human %d: %w", humanID, err)
 		}
 		return w.audit(fmt.Sprintf("human:%d", humanID), "human.login", fmt.Sprintf("human:%d", humanID), "", detail)

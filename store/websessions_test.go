@@ -3,30 +3,16 @@ package store
 import (
 	"context"
 	"errors"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
-// webSessionClock is a settable clock for session expiry tests.
-type webSessionClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *webSessionClock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *webSessionClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
-func openWebSessionStore(t *testing.T) (*Store, *webSessionClock) {
+func openWebSessionStore(t *testing.T) (*Store, *testkit.Clock) {
 	t.Helper()
-	clk := &webSessionClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "sb.db"), Options{Now: clk.now, Synchronous: SyncNormal})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s, clk
+	clk := testkit.NewClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	return openTest(t, Options{Now: clk.Now, Synchronous: SyncNormal}), clk
 }
 
 func TestWebSessionLifecycle(t *testing.T) {
@@ -40,7 +26,7 @@ func TestWebSessionLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ws.Human.Username != "ana" || !ws.ExpiresAt.Equal(clk.now().Add(time.Hour)) {
+	if ws.Human.Username != "ana" || !ws.ExpiresAt.Equal(clk.Now().Add(time.Hour)) {
 		t.Fatalf("session = %+v", ws)
 	}
 	got, err := s.WebSessionByToken(ctx, token)
@@ -58,15 +44,15 @@ func TestWebSessionLifecycle(t *testing.T) {
 	}
 
 	// Sliding expiry: extend at 50 min, still valid at 100 min, gone after 111.
-	clk.add(50 * time.Minute)
+	clk.Add(50 * time.Minute)
 	if err := s.ExtendWebSession(ctx, token, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	clk.add(50 * time.Minute)
+	clk.Add(50 * time.Minute)
 	if _, err := s.WebSessionByToken(ctx, token); err != nil {
 		t.Fatalf("extended session expired early: %v", err)
 	}
-	clk.add(11 * time.Minute)
+	clk.Add(11 * time.Minute)
 	if _, err := s.WebSessionByToken(ctx, token); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("expired session: err = %v, want ErrNotFound", err)
 	}
@@ -134,7 +120,7 @@ func TestChangePasswordKeepsOneSession(t *testing.T) {
 			t.Fatal(err)
 		}
 		tokens = append(tokens, tok)
-		clk.add(time.Duration(i+1) * time.Minute)
+		clk.Add(time.Duration(i+1) * time.Minute)
 	}
 	boTok, _, err := s.CreateWebSession(ctx, bo.ID, time.Hour, "bo's", "")
 	if err != nil {

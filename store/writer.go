@@ -267,50 +267,10 @@ func (w *writer) runTx(batch []*writeReq) {
 		finish(fmt.Errorf("store: begin write: %w", err))
 		return
 	}
-	single := len(batch) == 1
-	ran := 0
-	for _, r := range batch {
-		// A caller that gives up is skipped if it has not started, but once its
-		// statements run they are not cancelled: SQLite answers an interrupted
-		// write by rolling back the whole transaction, which would fail every
-		// other request sharing this commit.
-		r.wtx = wtx{w: w, ctx: context.WithoutCancel(r.ctx), now: now}
-		if err := r.ctx.Err(); err != nil {
-			r.err = err
-			continue
-		}
-		if single {
-			r.err = r.fn(&r.wtx)
-			if r.err != nil {
-				w.rollback()
-				finish(nil)
-				return
-			}
-			ran++
-			continue
-		}
-		if _, err := w.ctl("SAVEPOINT req"); err != nil {
-			w.rollback()
-			finish(fmt.Errorf("store: savepoint: %w", err))
-			return
-		}
-		if r.err = r.fn(&r.wtx); r.err != nil {
-			r.wtx.changes = nil
-			// If SQLite already rolled the whole transaction back (it may on
-			// SQLITE_FULL or IOERR), the savepoint is gone: fail the whole batch
-			// rather than let later requests run outside a transaction.
-			if _, err := w.ctl("ROLLBACK TO req"); err != nil {
-				w.rollback()
-				finish(fmt.Errorf("store: write aborted after %v: %w", r.err, err))
-				return
-			}
-		}
-		if _, err := w.ctl("RELEASE req"); err != nil {
-			w.rollback()
-			finish(fmt.Errorf("store: release savepoint: %w", err))
-			return
-		}
-		ran++
+	ran, over, err := w.runEach(batch, now)
+	if over {
+		finish(err)
+		return
 	}
 	if ran == 0 {
 		w.rollback()
@@ -319,7 +279,7 @@ func (w *writer) runTx(batch []*writeReq) {
 	}
 	held := w.s.own.hold(batch)
 	commitStart := time.Now()
-	_, err := w.ctl("COMMIT")
+	_, err = w.ctl("COMMIT")
 	if err != nil {
 		w.commit.Add(int64(time.Since(commitStart)))
 		w.s.own.drop(held)
@@ -339,6 +299,53 @@ func (w *writer) runTx(batch []*writeReq) {
 		return
 	}
 	finish(nil)
+}
+
+// runEach runs each request of batch in the open transaction, under a savepoint
+// of its own unless it is alone, and says how many ran. over means the
+// transaction was rolled back: err, when set, fails the whole batch.
+func (w *writer) runEach(batch []*writeReq, now time.Time) (ran int, over bool, err error) {
+	single := len(batch) == 1
+	for _, r := range batch {
+		// A caller that gives up is skipped if it has not started, but once its
+		// statements run they are not cancelled: SQLite answers an interrupted
+		// write by rolling back the whole transaction, which would fail every
+		// other request sharing this commit.
+		r.wtx = wtx{w: w, ctx: context.WithoutCancel(r.ctx), now: now}
+		if err := r.ctx.Err(); err != nil {
+			r.err = err
+			continue
+		}
+		if single {
+			r.err = r.fn(&r.wtx)
+			if r.err != nil {
+				w.rollback()
+				return ran, true, nil
+			}
+			ran++
+			continue
+		}
+		if _, err := w.ctl("SAVEPOINT req"); err != nil {
+			w.rollback()
+			return ran, true, fmt.Errorf("store: savepoint: %w", err)
+		}
+		if r.err = r.fn(&r.wtx); r.err != nil {
+			r.wtx.changes = nil
+			// If SQLite already rolled the whole transaction back (it may on
+			// SQLITE_FULL or IOERR), the savepoint is gone: fail the whole batch
+			// rather than let later requests run outside a transaction.
+			if _, err := w.ctl("ROLLBACK TO req"); err != nil {
+				w.rollback()
+				return ran, true, fmt.Errorf("store: write aborted after %v: %w", r.err, err)
+			}
+		}
+		if _, err := w.ctl("RELEASE req"); err != nil {
+			w.rollback()
+			return ran, true, fmt.Errorf("store: release savepoint: %w", err)
+		}
+		ran++
+	}
+	return ran, false, nil
 }
 
 // announce runs the todo-change hooks for a committed batch. With synchronous=FULL

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard/internal/testkit/teststore"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -20,12 +20,7 @@ import (
 //	go test ./web -run '^$' -bench Board100k -benchtime 50x
 func BenchmarkBoard100k(b *testing.B) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(b.TempDir(), "bench.db"),
-		store.Options{Synchronous: store.SyncNormal, Logger: quietLog})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
+	st := teststore.Open(b, store.Options{Synchronous: store.SyncNormal})
 	h, err := st.CreateHuman(ctx, "ana", testPassword, "bench")
 	if err != nil {
 		b.Fatal(err)

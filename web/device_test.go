@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchboardhq/switchboard/internal/testkit/teststore"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -20,10 +21,7 @@ func TestDeviceCookiesOutliveRestartsWithTheSecretKey(t *testing.T) {
 	key := bytes.Repeat([]byte{9}, 32)
 	boot := func(key []byte) (*store.Store, *UI) {
 		t.Helper()
-		st, err := store.Open(context.Background(), path, store.Options{Synchronous: store.SyncNormal, Logger: quietLog, SecretKey: key})
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := teststore.OpenPath(t, path, store.Options{Synchronous: store.SyncNormal, SecretKey: key})
 		return st, New(st, Options{Logger: quietLog})
 	}
 	mint := func(ui *UI) *http.Cookie {

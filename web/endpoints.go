@@ -217,22 +217,39 @@ func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, sto
 	if len(wqueues) == 0 && maxHooks > 0 {
 		wqueues = queues
 	}
-	rate := 0.0
-	if f.Rate != "" {
-		rate, err = strconv.ParseFloat(f.Rate, 64)
-		if err != nil || !(rate >= 0 && rate <= maxRate) {
-			return f, store.EndpointSpec{}, fmt.Sprintf("The rate must be a number of calls a second from 0 to %d (empty or 0: the server's default).", maxRate)
-		}
-	}
-	burst, err := optionalInt(f.Burst)
-	if err != nil || burst < 0 || burst > maxRate {
-		return f, store.EndpointSpec{}, fmt.Sprintf("The burst must be a whole number of calls from 0 to %d (empty or 0: the server's default).", maxRate)
+	rate, burst, msg := readRate(f)
+	if msg != "" {
+		return f, store.EndpointSpec{}, msg
 	}
 	spec := store.EndpointSpec{AgentName: f.Name, Verbs: &verbs, Queues: &queues, DefaultLeaseTTL: &lease,
 		MaxWebhooks: &maxHooks, WebhookSources: &sources, WebhookQueues: &wqueues, Capabilities: &caps,
 		RatePerSecond: &rate, RateBurst: &burst}
-	// A form without a tool field (a page from before they were on it) keeps
-	// that list as it is.
+	if msg := readToolLists(f, &spec); msg != "" {
+		return f, store.EndpointSpec{}, msg
+	}
+	return f, spec, ""
+}
+
+// readRate reads the form's rate limit; msg says what is wrong.
+func readRate(f endpointForm) (rate float64, burst int, msg string) {
+	if f.Rate != "" {
+		var err error
+		rate, err = strconv.ParseFloat(f.Rate, 64)
+		if err != nil || !(rate >= 0 && rate <= maxRate) {
+			return 0, 0, fmt.Sprintf("The rate must be a number of calls a second from 0 to %d (empty or 0: the server's default).", maxRate)
+		}
+	}
+	burst, err := optionalInt(f.Burst)
+	if err != nil || burst < 0 || burst > maxRate {
+		return 0, 0, fmt.Sprintf("The burst must be a whole number of calls from 0 to %d (empty or 0: the server's default).", maxRate)
+	}
+	return rate, burst, ""
+}
+
+// readToolLists sets spec's tool allow and deny lists from the form; msg says
+// what is wrong. A form without a tool field (a page from before they were on
+// it) keeps that list as it is.
+func readToolLists(f endpointForm, spec *store.EndpointSpec) (msg string) {
 	for _, l := range []struct {
 		given bool
 		text  string
@@ -244,12 +261,12 @@ func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, sto
 		tools := splitList(l.text)
 		for _, t := range tools {
 			if !toolNamePattern.MatchString(t) {
-				return f, store.EndpointSpec{}, fmt.Sprintf("%q is not a tool name (1-128 of A-Z a-z 0-9 _ . -, as agents see it: module_tool).", t)
+				return fmt.Sprintf("%q is not a tool name (1-128 of A-Z a-z 0-9 _ . -, as agents see it: module_tool).", t)
 			}
 		}
 		*l.set = &tools
 	}
-	return f, spec, ""
+	return ""
 }
 
 // toolNamePattern is MCP's rule for a tool's name.

@@ -9,10 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/internal/pretty"
+	"github.com/switchboardhq/switchboard/internal/textcut"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -278,14 +278,7 @@ func totals(qs []queueSummary) queueSummary {
 
 // clip cuts s to at most n characters, ending it with "…" when cut: a line of a
 // longer text, whole on its own page.
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return strings.TrimSpace(string(r[:n-1])) + "…"
-}
+func clip(s string, n int) string { return textcut.Runes(strings.Join(strings.Fields(s), " "), n) }
 
 // browsers and platforms are what browserName looks for in a User-Agent header, in
 // order: Edge's and Opera's name Chrome too, Chrome's names Safari, an iPhone's

@@ -16,6 +16,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/switchboardhq/switchboard/internal/httpbody"
+	"github.com/switchboardhq/switchboard/internal/textcut"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -110,8 +111,9 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request, _ httprouter.Params) 
 	if errors.Is(err, store.ErrBadPassword) {
 		wait := try.failed()
 		// Record the failure (not the password) so an operator can see guessing.
+		shown, _ := textcut.Prefix(username, 64)
 		if aerr := u.store.Audit(r.Context(), store.AuditEntry{Actor: "anonymous", Action: "human.login",
-			Target: "username:" + truncate(username, 64), Outcome: "denied", Detail: "ip=" + ip}); aerr != nil {
+			Target: "username:" + shown, Outcome: "denied", Detail: "ip=" + ip}); aerr != nil {
 			u.log.Warn("web: audit failed login", "err", aerr)
 		}
 		if wait > 0 {
@@ -219,11 +221,4 @@ func plural(n int, unit string) string {
 		return "1 " + unit
 	}
 	return strconv.Itoa(n) + " " + unit + "s"
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }

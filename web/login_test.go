@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard/internal/testkit"
+	"github.com/switchboardhq/switchboard/internal/testkit/teststore"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -56,11 +56,7 @@ func sessionFrom(res *http.Response) *http.Cookie {
 }
 
 func TestFirstRunSaysHowToCreateAnOperator(t *testing.T) {
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "empty.db"), store.Options{Synchronous: store.SyncNormal, Logger: quietLog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := teststore.Open(t, store.Options{Synchronous: store.SyncNormal})
 	ui := New(st, Options{Logger: quietLog})
 	defer ui.Close()
 	f := &fixture{t: t, st: st, ui: ui}
@@ -233,7 +229,7 @@ func (t *throttle) wait(username, ip string) time.Duration {
 }
 
 func TestThrottleBackoff(t *testing.T) {
-	clk := &testClock{t: time.Unix(1e9, 0)}
+	clk := testkit.NewClock(time.Unix(1e9, 0))
 	th := newThrottle(clk.Now)
 	want := []time.Duration{0, 0, 0, 2 * time.Second}
 	for i, w := range want {
@@ -277,7 +273,7 @@ func TestThrottleBackoff(t *testing.T) {
 // Attempts sent together are counted as they start: no more than the free ones
 // and one more reach the password check before the first has failed.
 func TestThrottleCountsAttemptsAsTheyStart(t *testing.T) {
-	th := newThrottle((&testClock{t: time.Unix(1e9, 0)}).Now)
+	th := newThrottle(testkit.NewClock(time.Unix(1e9, 0)).Now)
 	var started []*attempt
 	for range 40 {
 		if _, try := th.begin(byAddress("ana", "10.0.0.1")); try != nil {
@@ -300,7 +296,7 @@ func TestThrottleCountsAttemptsAsTheyStart(t *testing.T) {
 // throttleNetworkFree failures, whatever the username; an IPv6 address stands for
 // its /64. A success from the network gives its attempt back.
 func TestThrottleCountsTheNetwork(t *testing.T) {
-	clk := &testClock{t: time.Unix(1e9, 0)}
+	clk := testkit.NewClock(time.Unix(1e9, 0))
 	th := newThrottle(clk.Now)
 	for i := range throttleNetworkFree {
 		if wait := th.fail(fmt.Sprintf("user%d", i), "2001:db8::"+strconv.Itoa(i+1)); wait != 0 {
@@ -331,7 +327,7 @@ func TestThrottleCountsTheNetwork(t *testing.T) {
 }
 
 func TestThrottleIsBounded(t *testing.T) {
-	clk := &testClock{t: time.Unix(1e9, 0)}
+	clk := testkit.NewClock(time.Unix(1e9, 0))
 	th := newThrottle(clk.Now)
 	for i := range throttleEntries + 50 {
 		th.fail("u"+strconv.Itoa(i), "10.0."+strconv.Itoa(i/250)+"."+strconv.Itoa(i%250))
@@ -426,10 +422,7 @@ func TestNewPasswordEndsEverySession(t *testing.T) {
 	if len(sessions) != 2 {
 		t.Fatalf("%d sessions from two logins", len(sessions))
 	}
-	cli, err := store.Open(context.Background(), f.st.Path(), store.Options{Logger: quietLog, Now: f.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli := teststore.OpenPath(t, f.st.Path(), store.Options{Now: f.clock.Now})
 	_, ended, err := cli.SetPassword(context.Background(), "ana", "a new password", "human:cli")
 	cli.Close()
 	if err != nil || ended != 2 {

@@ -7,27 +7,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard/internal/testkit"
+	"github.com/switchboardhq/switchboard/internal/testkit/teststore"
 	"github.com/switchboardhq/switchboard/store"
 )
-
-// testClock is a settable clock shared by the store and the board.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *testClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // fixture is a board on a real SQLite file behind a real HTTP server, with one
 // operator ("ana") already created.
@@ -36,7 +23,7 @@ type fixture struct {
 	st    *store.Store
 	ui    *UI
 	srv   *httptest.Server
-	clock *testClock
+	clock *testkit.Clock
 	human store.Human
 }
 
@@ -44,12 +31,8 @@ const testPassword = "correct horse battery"
 
 func newFixture(t *testing.T, opts Options) *fixture {
 	t.Helper()
-	clk := &testClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "switchboard.db"),
-		store.Options{Now: clk.Now, Synchronous: store.SyncNormal, Logger: quietLog})
-	if err != nil {
-		t.Fatal(err)
-	}
+	clk := testkit.NewClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	st := teststore.Open(t, store.Options{Now: clk.Now, Synchronous: store.SyncNormal})
 	h, err := st.CreateHuman(context.Background(), "ana", testPassword, "test")
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +46,6 @@ func newFixture(t *testing.T, opts Options) *fixture {
 	t.Cleanup(func() {
 		ui.Close()
 		srv.Close()
-		st.Close()
 	})
 	return &fixture{t: t, st: st, ui: ui, srv: srv, clock: clk, human: h}
 }

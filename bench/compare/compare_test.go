@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard/internal/testkit/teststore"
 	"github.com/switchboardhq/switchboard/store"
 	"maragu.dev/goqite"
 	"modernc.org/sqlite"
@@ -221,13 +222,7 @@ func BenchmarkWakeup(b *testing.B) {
 // --synchronous FULL.
 func openSwitchboard(b *testing.B) *store.Store {
 	b.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "sb.db"),
-		store.Options{Synchronous: store.SyncFull, Logger: quietLogger()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
-	return st
+	return teststore.Open(b, store.Options{Synchronous: store.SyncFull})
 }
 
 // openSQLite opens a fresh file through d on a single connection, as goqite's

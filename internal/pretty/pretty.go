@@ -9,7 +9,8 @@ package pretty
 import (
 	"encoding/json"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/switchboardhq/switchboard/internal/textcut"
 )
 
 const (
@@ -52,26 +53,9 @@ func Format(s string) Text {
 func Raw(s string) Text {
 	t := Text{Body: s, Size: len(s)}
 	if len(s) > MaxOutput {
-		t.Body, t.Cut = CutAt(s, MaxOutput), true
+		t.Body, t.Cut = textcut.Prefix(s, MaxOutput)
 	}
 	return t
-}
-
-// CutAt returns s's first n bytes or fewer, not splitting a UTF-8 character.
-func CutAt(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	end := n
-	// A character is at most utf8.UTFMax bytes: step back over its continuation
-	// bytes to its start.
-	for i := n; i >= 0 && i > n-utf8.UTFMax; i-- {
-		if utf8.RuneStart(s[i]) {
-			end = i
-			break
-		}
-	}
-	return s[:end]
 }
 
 // indent writes s as json.Indent(…, "", "  ") would, or reports false when s is

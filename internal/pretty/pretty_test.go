@@ -105,15 +105,3 @@ func TestFormatIndentedWithinBounds(t *testing.T) {
 		}
 	}
 }
-
-func TestCutAt(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		n    int
-		want string
-	}{{"abc", 5, "abc"}, {"abc", 2, "ab"}, {"aé", 2, "a"}, {"aé", 3, "aé"}, {"日本", 4, "日"}, {"日本", 2, ""}} {
-		if got := CutAt(c.in, c.n); got != c.want {
-			t.Errorf("CutAt(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
-		}
-	}
-}

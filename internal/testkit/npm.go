@@ -1,7 +1,9 @@
 package testkit
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,4 +75,47 @@ func npmReason(b []byte) string {
 		return line
 	}
 	return "no output"
+}
+
+// NPMSigner installs dir (ingest/npmsign: its lockfile and sign.mjs) into a
+// temporary copy and returns a function that runs sign.mjs on a batch of requests.
+func NPMSigner(t testing.TB, dir string) func(reqs []NPMSignRequest) []map[string]string {
+	t.Helper()
+	dir, node := NPMInstall(t, dir, "package.json", "package-lock.json", "sign.mjs")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	return func(reqs []NPMSignRequest) []map[string]string {
+		t.Helper()
+		in, err := json.Marshal(reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.CommandContext(ctx, node, "sign.mjs")
+		cmd.Dir = dir
+		cmd.Stdin = bytes.NewReader(in)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("sign.mjs: %v: %s", err, stderr.String())
+		}
+		var headers []map[string]string
+		if err := json.Unmarshal(out, &headers); err != nil {
+			t.Fatalf("sign.mjs output %q: %v", out, err)
+		}
+		if len(headers) != len(reqs) {
+			t.Fatalf("sign.mjs answered %d of %d requests", len(headers), len(reqs))
+		}
+		return headers
+	}
+}
+
+// NPMSignRequest is sign.mjs's stdin contract (see the top of that file).
+type NPMSignRequest struct {
+	Scheme    string `json:"scheme"`
+	Secret    string `json:"secret"`
+	Body      string `json:"body"`
+	Timestamp int64  `json:"timestamp,omitempty"`
+	ID        string `json:"id,omitempty"`
+	Event     string `json:"event,omitempty"`
 }

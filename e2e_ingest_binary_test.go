@@ -1,4 +1,8 @@
-package ingest
+package main
+
+// This test was ingest/binary_test.go: it builds and runs the whole binary, so it
+// is an end-to-end test and lives with them (issue 27); the lead places it beside
+// the other end-to-end tests once the root package has moved.
 
 import (
 	"bufio"
@@ -16,6 +20,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/ingest"
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // TestRealBinaryWithNPMSigners is the producers' view: webhooks made with the
@@ -26,7 +33,7 @@ func TestRealBinaryWithNPMSigners(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and installs npm packages; skipped with -short")
 	}
-	sign := npmSigner(t)
+	sign := testkit.NPMSigner(t, filepath.Join("ingest", "npmsign"))
 	// A deadline, not a timed assertion: a wedged child must not hang go test.
 	// Cleanups run last-in first-out, so the server is stopped before this ends.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -78,11 +85,11 @@ func TestRealBinaryWithNPMSigners(t *testing.T) {
 		hooks[src] = h
 	}
 
-	base := startBinary(t, ctx, bin, env)
+	base := startIngestBinary(t, ctx, bin, env)
 	post := func(src string, headers map[string]string, body string) (int, map[string]any) {
 		t.Helper()
 		token := strings.TrimPrefix(hooks[src].IngestURL, "https://placeholder.invalid/webhooks/w/")
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, URL(base, token), strings.NewReader(body))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ingest.URL(base, token), strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		for k, v := range headers {
 			req.Header.Set(k, v)
@@ -104,9 +111,9 @@ func TestRealBinaryWithNPMSigners(t *testing.T) {
 		"standard": `{"type":"user.created","data":{"id":"u_1"}}`,
 	}
 	srcs := []string{"github", "stripe", "standard"}
-	reqs := make([]npmSignRequest, len(srcs))
+	reqs := make([]testkit.NPMSignRequest, len(srcs))
 	for i, src := range srcs {
-		reqs[i] = npmSignRequest{Scheme: src, Secret: hooks[src].Secret, Body: bodies[src], ID: "dlv-" + src, Event: "pull_request"}
+		reqs[i] = testkit.NPMSignRequest{Scheme: src, Secret: hooks[src].Secret, Body: bodies[src], ID: "dlv-" + src, Event: "pull_request"}
 	}
 	signed := sign(reqs)
 	for i, src := range srcs {
@@ -140,15 +147,15 @@ func TestRealBinaryWithNPMSigners(t *testing.T) {
 		t.Fatalf("%d todos, want one per delivery: %+v", len(todos), todos)
 	}
 	for _, td := range todos {
-		if td.Queue != "q-"+td.Source.Type || !td.Trust.Verified || td.Trust.Mode != TrustSigned {
+		if td.Queue != "q-"+td.Source.Type || !td.Trust.Verified || td.Trust.Mode != ingest.TrustSigned {
 			t.Fatalf("todo %+v", td)
 		}
 	}
 }
 
-// startBinary runs `switchboard serve` on a free loopback port and returns its
+// startIngestBinary runs `switchboard serve` on a free loopback port and returns its
 // base URL once it says it is listening; it is stopped with SIGTERM at cleanup.
-func startBinary(t *testing.T, ctx context.Context, bin string, env []string) string {
+func startIngestBinary(t *testing.T, ctx context.Context, bin string, env []string) string {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", "127.0.0.1:0")
 	cmd.Env = env
