@@ -469,7 +469,7 @@ func TestServeEndsRevokedStreamsPromptly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	queues, verbs := []string{"inbox"}, agent.AllVerbs()
+	queues, verbs := []string{"inbox"}, store.AllVerbs()
 	ep, cred, err := other.CreateEndpoint(t.Context(), "doomed", store.EndpointSpec{Queues: &queues, Verbs: &verbs}, "human:cli")
 	if err != nil {
 		t.Fatal(err)

@@ -51,8 +51,11 @@ type errorPayload struct {
 // or SQL.
 func (a *Agent) toolError(tool string, err error) *mcp.CallToolResult {
 	var e *Error
+	var word *store.UnknownWordError
 	switch {
 	case errors.As(err, &e):
+	case errors.As(err, &word) && word.What == store.WordSourceType:
+		e = &Error{CodeInvalidArgument, "source_type must be one of " + strings.Join(word.Known, ", ")}
 	case errors.Is(err, store.ErrNotFound):
 		e = &Error{CodeNotFound, storeMessage(err, store.ErrNotFound)}
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrAlreadyExists):

@@ -95,6 +95,16 @@ func ValidAgentID(id string) bool {
 }
 
 func validateSpec(s EndpointSpec) error {
+	if s.Verbs != nil {
+		if err := CheckVerbs(*s.Verbs); err != nil {
+			return err
+		}
+	}
+	if s.WebhookSources != nil {
+		if err := CheckSourceTypes(*s.WebhookSources...); err != nil {
+			return err
+		}
+	}
 	if s.Queues != nil {
 		for _, q := range *s.Queues {
 			if !ValidQueueName(q) {

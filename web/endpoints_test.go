@@ -118,6 +118,9 @@ func TestCreateEndpointBaseURLFromRequest(t *testing.T) {
 func TestCreateEndpointRejects(t *testing.T) {
 	f := newFixture(t, Options{})
 	cookie, csrf := f.login()
+	// The store's refusal of a word, as the board says it.
+	said := map[string]string{"unknown verb": "&#34;drop_tables&#34; is not a verb.",
+		"bad source": "&#34;myspace&#34; is not a webhook source type."}
 	for name, form := range map[string]url.Values{
 		"bad agent id":  {"agent_id": {"Bad Agent"}, "queues": {"inbox"}},
 		"no queues":     {"agent_id": {"bot"}, "queues": {" , "}},
@@ -139,6 +142,9 @@ func TestCreateEndpointRejects(t *testing.T) {
 			}
 			if strings.Contains(body, `id="credential"`) {
 				t.Fatal("a credential was shown")
+			}
+			if want, ok := said[name]; ok && !strings.Contains(body, want) {
+				t.Errorf("the page does not say %s", want)
 			}
 		})
 	}
@@ -543,7 +549,7 @@ func TestEndpointsPageShowsTheWebhookCeiling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	max, sources, verbs := 2, []string{"github", "stripe"}, agent.AllVerbs()
+	max, sources, verbs := 2, []string{"github", "stripe"}, store.AllVerbs()
 	if _, _, err := f.st.CreateEndpoint(t.Context(), "hooks", store.EndpointSpec{Queues: &q, Verbs: &verbs,
 		MaxWebhooks: &max, WebhookSources: &sources}, "human:1"); err != nil {
 		t.Fatal(err)

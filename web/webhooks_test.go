@@ -256,6 +256,9 @@ func TestCreateWebhookFromBoard(t *testing.T) {
 		if secret := form.Get("signing_secret"); secret != "" && strings.Contains(body, secret) {
 			t.Errorf("%s: the refused secret is shown back", name)
 		}
+		if want := "Pick a source type: github, stripe, slack, standard, gitlab, generic."; name == "unknown source" && !strings.Contains(body, want) {
+			t.Errorf("%s: the page does not say %s", name, want)
+		}
 	}
 	if n := len(created()); n != 0 {
 		t.Fatalf("refused forms created %d webhooks", n)
