@@ -134,11 +134,11 @@ func TestFirstRunHints(t *testing.T) {
 	st := openRW(t, db)
 	ctx := t.Context()
 	hints, err := firstRunHints(ctx, st, db, "switchboard")
-	if err != nil || len(hints) != 2 || !strings.Contains(hints[0], "switchboard admin create --username NAME --db "+db) ||
+	if err != nil || len(hints) != 2 || !strings.Contains(hints[0], "switchboard operator create --username NAME --db "+db) ||
 		!strings.Contains(hints[1], "switchboard endpoint create --agent NAME --queues QUEUE --db "+db) {
 		t.Fatalf("hints on a new database: %q, %v", hints, err)
 	}
-	if _, err := st.CreateHuman(ctx, "ana", "correct horse", "test"); err != nil {
+	if _, err := st.CreateOperator(ctx, "ana", "correct horse", "test"); err != nil {
 		t.Fatal(err)
 	}
 	q := []string{"inbox"}

@@ -56,7 +56,8 @@ func commands() []command {
 	return []command{
 		{"serve", "run the server (HTTP, MCP, webhooks, reaper, modules)", runServe},
 		{"endpoint", "create, list, update or revoke agent endpoints", runEndpoint},
-		{"admin", "create, list and log out board operators, or reset a password (on stdin)", runAdmin},
+		{"operator", "create, list and log out board operators, or reset a password (on stdin)", runOperator},
+		{"admin", "the operator command's old name, kept for scripts", runAdmin},
 		{"todo", "add, list, show, release or retry todos", runTodo},
 		{"webhook", "create, list, rotate or delete webhooks (ingest URLs)", runWebhook},
 		{"secrets", "encrypt stored webhook secrets with the configured key", runSecrets},

@@ -26,7 +26,7 @@ func BenchmarkBoard100k(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	h, err := st.CreateHuman(ctx, "ana", testPassword, "bench")
+	h, err := st.CreateOperator(ctx, "ana", testPassword, "bench")
 	if err != nil {
 		b.Fatal(err)
 	}

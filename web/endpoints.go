@@ -62,7 +62,7 @@ func (u *UI) endpointList(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	u.render(w, r, rc, http.StatusOK, "endpoints", view{Title: "Endpoints", Nav: "endpoints", Page: p})
 }
 
-// maxRate bounds the rate and burst a human may set on the board.
+// maxRate bounds the rate and burst an operator may set on the board.
 const maxRate = 1_000_000
 
 // endpointForm is the create/edit form, as submitted or prefilled.
@@ -266,7 +266,7 @@ func (u *UI) createEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 		u.showEndpointForm(w, r, rc, http.StatusBadRequest, f, msg)
 		return
 	}
-	spec.OwnerHumanID = rc.Human.ID
+	spec.OwnerOperatorID = rc.Operator.ID
 	// Sent again (a reload of the page it answered), the form shows the
 	// endpoint it made rather than make a second one.
 	u.runOnce(w, r, rc, func() onceShow {

@@ -50,7 +50,7 @@ func TestCreateEndpoint(t *testing.T) {
 		strings.Join(ep.Verbs, ",") != "claim_next,complete,fail" || ep.DefaultLeaseTTL != 600 ||
 		ep.Ceiling.MaxWebhooks != 2 || strings.Join(ep.Ceiling.Sources, ",") != "github" ||
 		strings.Join(ep.Ceiling.Queues, ",") != "github,inbox" || strings.Join(ep.Capabilities, ",") != "everything" ||
-		ep.OwnerHumanID != f.human.ID {
+		ep.OwnerOperatorID != f.human.ID {
 		t.Fatalf("endpoint %+v", ep)
 	}
 
@@ -93,7 +93,7 @@ func TestCreateEndpoint(t *testing.T) {
 	}
 
 	rows := f.audited(fmt.Sprintf("endpoint:%d", ep.ID))
-	if len(rows) != 1 || rows[0].Action != "endpoint.create" || rows[0].Actor != humanActor(f.human.ID) {
+	if len(rows) != 1 || rows[0].Action != "endpoint.create" || rows[0].Actor != store.OperatorActor(f.human.ID) {
 		t.Fatalf("audit %+v", rows)
 	}
 
@@ -203,7 +203,7 @@ func TestUpdateAndRevokeEndpoint(t *testing.T) {
 	}
 	var actions []string
 	for _, r := range f.audited(fmt.Sprintf("endpoint:%d", ep.ID)) {
-		if r.Actor == humanActor(f.human.ID) {
+		if r.Actor == store.OperatorActor(f.human.ID) {
 			actions = append(actions, r.Action)
 		}
 	}

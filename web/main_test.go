@@ -37,7 +37,7 @@ type fixture struct {
 	ui    *UI
 	srv   *httptest.Server
 	clock *testClock
-	human store.Human
+	human store.Operator
 }
 
 const testPassword = "correct horse battery"
@@ -50,7 +50,7 @@ func newFixture(t *testing.T, opts Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := st.CreateHuman(context.Background(), "ana", testPassword, "test")
+	h, err := st.CreateOperator(context.Background(), "ana", testPassword, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
