@@ -192,3 +192,30 @@ func TestCLIMigratesOnlyWithoutAServe(t *testing.T) {
 		t.Fatalf("the backup was migrated: exit %d %q", code, stderr)
 	}
 }
+
+// A real command's error reads once: the command, then the reason, with what
+// the user named as they named it. A backup onto a file called "store" used to
+// lose the file's name to the surgery that undid doubled wrapping.
+func TestCLIErrorsReadOnce(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	db := filepath.Join(dir, "sb.db")
+	if code, _, errs := cli(t, "", "todo", "add", "--queue", "inbox", "--payload", "hello", "--db", db); code != 0 {
+		t.Fatalf("todo add: %d %s", code, errs)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "store"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"backup", "--to", "store", "--db", db}, "switchboard backup: store: file already exists\n"},
+		{[]string{"todo", "show", "999", "--db", db}, "switchboard todo: todo 999: not found\n"},
+		{[]string{"operator", "logout", "--username", "store", "--db", db}, "switchboard operator: operator \"store\": not found\n"},
+	} {
+		if code, _, errs := cli(t, "", c.args...); code != 1 || errs != c.want {
+			t.Errorf("%v: exit %d %q, want exit 1 %q", c.args, code, errs, c.want)
+		}
+	}
+}
