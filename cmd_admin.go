@@ -81,21 +81,41 @@ func absPath(path string) string {
 	return path
 }
 
-const adminSynopsis = `admin create --username NAME [--db FILE]   (password read from stdin)
-       switchboard admin passwd --username NAME [--db FILE]   (new password read from stdin; logs NAME out everywhere)
-       switchboard admin logout --username NAME [--db FILE]   (ends every session of NAME)
-       switchboard admin list [--json] [--db FILE]`
+// operatorSynopsis is the usage of the operator command; CMD is the name it was
+// called by.
+const operatorSynopsis = `CMD create --username NAME [--db FILE]   (password read from stdin)
+       switchboard CMD passwd --username NAME [--db FILE]   (new password read from stdin; logs NAME out everywhere)
+       switchboard CMD logout --username NAME [--db FILE]   (ends every session of NAME)
+       switchboard CMD list [--json] [--db FILE]`
 
-func runAdmin(ctx context.Context, env *environ, args []string) error {
-	return dispatch(ctx, env, args, adminSynopsis, subcommand{"create", adminCreate},
-		subcommand{"passwd", adminPasswd}, subcommand{"logout", adminLogout}, subcommand{"list", adminList})
+// operatorCmd is the operator command as called: `operator`, or `admin`, its
+// old name, which scripts call and whose usage and messages say admin as they did.
+type operatorCmd struct {
+	name, synopsis string
 }
 
-// adminPasswd sets an operator's password (from stdin) and ends their sessions: the
+func runOperator(ctx context.Context, env *environ, args []string) error {
+	return operatorCommand("operator").run(ctx, env, args)
+}
+
+func runAdmin(ctx context.Context, env *environ, args []string) error {
+	return operatorCommand("admin").run(ctx, env, args)
+}
+
+func operatorCommand(name string) operatorCmd {
+	return operatorCmd{name: name, synopsis: strings.ReplaceAll(operatorSynopsis, "CMD", name)}
+}
+
+func (o operatorCmd) run(ctx context.Context, env *environ, args []string) error {
+	return dispatch(ctx, env, args, o.synopsis, subcommand{"create", o.create},
+		subcommand{"passwd", o.passwd}, subcommand{"logout", o.logout}, subcommand{"list", o.list})
+}
+
+// passwd sets an operator's password (from stdin) and ends their sessions: the
 // way back in for one who forgot it, and the way to shut out one whose password or
 // session leaked.
-func adminPasswd(ctx context.Context, env *environ, args []string) error {
-	db, username, err := operatorFlags(env, "admin passwd", args)
+func (o operatorCmd) passwd(ctx context.Context, env *environ, args []string) error {
+	db, username, err := o.flags(env, "passwd", args)
 	if err != nil {
 		return err
 	}
@@ -116,9 +136,9 @@ func adminPasswd(ctx context.Context, env *environ, args []string) error {
 	return nil
 }
 
-// adminLogout ends every session an operator has, on every browser.
-func adminLogout(ctx context.Context, env *environ, args []string) error {
-	db, username, err := operatorFlags(env, "admin logout", args)
+// logout ends every session an operator has, on every browser.
+func (o operatorCmd) logout(ctx context.Context, env *environ, args []string) error {
+	db, username, err := o.flags(env, "logout", args)
 	if err != nil {
 		return err
 	}
@@ -136,9 +156,9 @@ func adminLogout(ctx context.Context, env *environ, args []string) error {
 	return nil
 }
 
-// operatorFlags parses the flags of a command on one operator: --db and --username.
-func operatorFlags(env *environ, name string, args []string) (db, username string, err error) {
-	fs := newFlags(env, name, adminSynopsis)
+// flags parses the flags of a subcommand on one operator: --db and --username.
+func (o operatorCmd) flags(env *environ, sub string, args []string) (db, username string, err error) {
+	fs := newFlags(env, o.name+" "+sub, o.synopsis)
 	dbPath := dbFlag(fs, env)
 	user := fs.String("username", "", "operator's username (required)")
 	if err := parseFlags(fs, args); err != nil {
@@ -150,9 +170,9 @@ func operatorFlags(env *environ, name string, args []string) (db, username strin
 	return *dbPath, *user, nil
 }
 
-// adminList lists the operators and their live sessions.
-func adminList(ctx context.Context, env *environ, args []string) error {
-	fs := newFlags(env, "admin list", adminSynopsis)
+// list lists the operators and their live sessions.
+func (o operatorCmd) list(ctx context.Context, env *environ, args []string) error {
+	fs := newFlags(env, o.name+" list", o.synopsis)
 	db := dbFlag(fs, env)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parseFlags(fs, args); err != nil {
@@ -172,12 +192,12 @@ func adminList(ctx context.Context, env *environ, args []string) error {
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tUSERNAME\tCREATED\tSESSIONS\tLAST LOGIN")
-	for _, o := range ops {
+	for _, op := range ops {
 		last := "-"
-		if o.LastLogin != nil {
-			last = o.LastLogin.Local().Format(time.DateTime)
+		if op.LastLogin != nil {
+			last = op.LastLogin.Local().Format(time.DateTime)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\n", o.ID, o.Username, o.CreatedAt.Local().Format(time.DateTime), o.Sessions, last)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\n", op.ID, op.Username, op.CreatedAt.Local().Format(time.DateTime), op.Sessions, last)
 	}
 	return tw.Flush()
 }
@@ -191,8 +211,8 @@ func openExisting(ctx context.Context, env *environ, path string) (*store.Store,
 	return openStore(ctx, env, path)
 }
 
-func adminCreate(ctx context.Context, env *environ, args []string) error {
-	fs := newFlags(env, "admin create", adminSynopsis)
+func (o operatorCmd) create(ctx context.Context, env *environ, args []string) error {
+	fs := newFlags(env, o.name+" create", o.synopsis)
 	db := dbFlag(fs, env)
 	username := fs.String("username", "", "operator's username (required)")
 	if err := parse(fs, args); err != nil {
@@ -205,7 +225,7 @@ func adminCreate(ctx context.Context, env *environ, args []string) error {
 		return usageErr("unexpected argument %q (the password is read from stdin, never argv)", fs.Arg(0))
 	}
 	// The password comes from stdin so it never shows in ps or shell history:
-	// `switchboard admin create --username ana < pwfile`, or typed at the prompt.
+	// `switchboard operator create --username ana < pwfile`, or typed at the prompt.
 	pw, err := readPassword(ctx, env)
 	if err != nil {
 		return err
@@ -215,7 +235,7 @@ func adminCreate(ctx context.Context, env *environ, args []string) error {
 		return err
 	}
 	defer s.Close()
-	h, err := s.CreateHuman(ctx, *username, pw, "human:cli")
+	h, err := s.CreateOperator(ctx, *username, pw, "human:cli")
 	if err != nil {
 		return err
 	}

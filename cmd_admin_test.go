@@ -11,7 +11,7 @@ import (
 	"github.com/switchboardhq/switchboard/store"
 )
 
-// admin passwd and admin logout end an operator's sessions; admin list shows them.
+// operator passwd and operator logout end an operator's sessions; operator list shows them.
 func TestAdminPasswdLogoutList(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "sb.db")
 	if code, _, errs := cli(t, "first password\n", "admin", "create", "--username", "ana", "--db", db); code != 0 {
@@ -36,7 +36,7 @@ func TestAdminPasswdLogoutList(t *testing.T) {
 	login()
 
 	code, out, errs := cli(t, "", "admin", "list", "--json", "--db", db)
-	var ops []store.Operator
+	var ops []store.OperatorSummary
 	if err := json.Unmarshal([]byte(out), &ops); code != 0 || err != nil || len(ops) != 1 || ops[0].Sessions != 2 || ops[0].LastLogin == nil {
 		t.Fatalf("admin list: %d %q %q", code, out, errs)
 	}
@@ -60,7 +60,7 @@ func TestAdminPasswdLogoutList(t *testing.T) {
 	}
 	// The last login outlives its session: it comes from the audit log.
 	code, out, errs = cli(t, "", "admin", "list", "--json", "--db", db)
-	var after []store.Operator
+	var after []store.OperatorSummary
 	if err := json.Unmarshal([]byte(out), &after); code != 0 || err != nil || len(after) != 1 || after[0].Sessions != 0 || after[0].LastLogin == nil {
 		t.Fatalf("admin list after logout: %d %q %q", code, out, errs)
 	}
@@ -94,5 +94,38 @@ func TestAdminPasswdLogoutList(t *testing.T) {
 	}
 	if want := []string{"human.logout_all sessions ended=1", "human.password sessions ended=2"}; len(got) < 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("audit %q, want %q first", got, want)
+	}
+}
+
+// The board's user is an operator everywhere; `admin`, the command's old name,
+// still works for the scripts that call it, with the usage it always printed.
+func TestOperatorCommandAndItsOldName(t *testing.T) {
+	adminUsage := "usage: switchboard admin create --username NAME [--db FILE]   (password read from stdin)\n" +
+		"       switchboard admin passwd --username NAME [--db FILE]   (new password read from stdin; logs NAME out everywhere)\n" +
+		"       switchboard admin logout --username NAME [--db FILE]   (ends every session of NAME)\n" +
+		"       switchboard admin list [--json] [--db FILE]\n"
+	for name, want := range map[string]string{"admin": adminUsage, "operator": strings.ReplaceAll(adminUsage, " admin ", " operator ")} {
+		if code, out, errs := cli(t, "", name, "-h"); code != 0 || out != want || errs != "" {
+			t.Errorf("%s -h: exit %d\n%s\nwant\n%s(stderr %q)", name, code, out, want, errs)
+		}
+		code, out, _ := cli(t, "", name, "create", "-h")
+		if code != 0 || !strings.HasPrefix(out, strings.SplitAfter(want, "\n")[0]) || !strings.Contains(out, "-username") {
+			t.Errorf("%s create -h: exit %d %q", name, code, out)
+		}
+	}
+	db := filepath.Join(t.TempDir(), "sb.db")
+	for _, c := range [][]string{{"operator", "ana"}, {"admin", "bob"}} {
+		if code, out, errs := cli(t, "a long enough password\n", c[0], "create", "--username", c[1], "--db", db); code != 0 ||
+			!strings.HasPrefix(out, `operator "`+c[1]+`" created`) {
+			t.Fatalf("%s create: exit %d %q %q", c[0], code, out, errs)
+		}
+	}
+	for _, name := range []string{"operator", "admin"} {
+		if code, out, _ := cli(t, "", name, "list", "--db", db); code != 0 || !strings.Contains(out, "ana") || !strings.Contains(out, "bob") {
+			t.Errorf("%s list: exit %d %q", name, code, out)
+		}
+	}
+	if code, _, errs := cli(t, "", "admin", "logout", "--db", db); code != 2 || errs != "switchboard admin: --username is required\n" {
+		t.Errorf("admin logout without --username: exit %d %q", code, errs)
 	}
 }

@@ -134,11 +134,11 @@ func TestFirstRunHints(t *testing.T) {
 	st := openRW(t, db)
 	ctx := t.Context()
 	hints, err := firstRunHints(ctx, st, db, "switchboard")
-	if err != nil || len(hints) != 2 || !strings.Contains(hints[0], "switchboard admin create --username NAME --db "+db) ||
+	if err != nil || len(hints) != 2 || !strings.Contains(hints[0], "switchboard operator create --username NAME --db "+db) ||
 		!strings.Contains(hints[1], "switchboard endpoint create --agent NAME --queues QUEUE --db "+db) {
 		t.Fatalf("hints on a new database: %q, %v", hints, err)
 	}
-	if _, err := st.CreateHuman(ctx, "ana", "correct horse", "test"); err != nil {
+	if _, err := st.CreateOperator(ctx, "ana", "correct horse", "test"); err != nil {
 		t.Fatal(err)
 	}
 	q := []string{"inbox"}
@@ -190,5 +190,32 @@ func TestCLIMigratesOnlyWithoutAServe(t *testing.T) {
 	// The backup is the older schema still: the new binary migrates it on restore's next open.
 	if code, _, stderr := cli(t, "", "todo", "list", "--db", db+".bak"); code != 1 || !strings.Contains(stderr, "lacks migration 0011") {
 		t.Fatalf("the backup was migrated: exit %d %q", code, stderr)
+	}
+}
+
+// A real command's error reads once: the command, then the reason, with what
+// the user named as they named it. A backup onto a file called "store" used to
+// lose the file's name to the surgery that undid doubled wrapping.
+func TestCLIErrorsReadOnce(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	db := filepath.Join(dir, "sb.db")
+	if code, _, errs := cli(t, "", "todo", "add", "--queue", "inbox", "--payload", "hello", "--db", db); code != 0 {
+		t.Fatalf("todo add: %d %s", code, errs)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "store"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"backup", "--to", "store", "--db", db}, "switchboard backup: store: file already exists\n"},
+		{[]string{"todo", "show", "999", "--db", db}, "switchboard todo: todo 999: not found\n"},
+		{[]string{"operator", "logout", "--username", "store", "--db", db}, "switchboard operator: operator \"store\": not found\n"},
+	} {
+		if code, _, errs := cli(t, "", c.args...); code != 1 || errs != c.want {
+			t.Errorf("%v: exit %d %q, want exit 1 %q", c.args, code, errs, c.want)
+		}
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/bench"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -121,7 +120,7 @@ func startBenchServer(ctx context.Context, env *environ, dir, sync string, agent
 	if err != nil {
 		return nil, t, err
 	}
-	all := agent.AllVerbs()
+	all := store.AllVerbs()
 	queues := []string{"bench"}
 	sources := []string{"generic", "github"}
 	four := 4

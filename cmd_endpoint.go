@@ -107,10 +107,10 @@ type scopeFlags struct {
 
 func (f *scopeFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.queues, "queues", "comma-separated queues the agent may work")
-	fs.Var(&f.verbs, "verbs", "comma-separated verbs granted (default: all: "+strings.Join(agent.AllVerbs(), ",")+")")
+	fs.Var(&f.verbs, "verbs", "comma-separated verbs granted (default: all: "+strings.Join(store.AllVerbs(), ",")+")")
 	fs.Var(&f.lease, "default-lease", "default lease in seconds for claims that pass none (0 clears; built-in default 300)")
 	fs.Var(&f.maxWebhooks, "max-webhooks", "how many webhooks the agent may create for itself (default 0)")
-	fs.Var(&f.sources, "webhook-sources", "source types the agent may create webhooks for (github,stripe,slack,standard,gitlab,generic)")
+	fs.Var(&f.sources, "webhook-sources", "source types the agent may create webhooks for ("+strings.Join(store.SourceTypes(), ",")+")")
 	fs.Var(&f.wqueues, "webhook-queues", "queues the agent's webhooks may feed (default: its --queues)")
 	fs.Var(&f.caps, "capabilities", "capability modules granted (comma-separated names)")
 	fs.Var(&f.toolAllow, "tool-allow", "if set, only these module tools (exact prefixed names) of the granted capabilities; empty: all")
@@ -121,10 +121,12 @@ func (f *scopeFlags) register(fs *flag.FlagSet) {
 }
 
 func (f *scopeFlags) spec() (store.EndpointSpec, error) {
-	for _, v := range f.verbs.list {
-		if !agent.KnownVerb(v) {
-			return store.EndpointSpec{}, usageErr("unknown verb %q (known: %s)", v, strings.Join(agent.AllVerbs(), ","))
-		}
+	// Asked before the database is opened, as a mistake on the command line.
+	if err := store.CheckVerbs(f.verbs.list); err != nil {
+		return store.EndpointSpec{}, usageErr("%v", err)
+	}
+	if err := store.CheckSourceTypes(f.sources.list...); err != nil {
+		return store.EndpointSpec{}, usageErr("%v", err)
 	}
 	for _, q := range append(append([]string{}, f.queues.list...), f.wqueues.list...) {
 		if !store.ValidQueueName(q) {
@@ -218,7 +220,7 @@ func endpointCreate(ctx context.Context, env *environ, args []string) error {
 		spec.Verbs = &none
 	}
 	if spec.Verbs == nil {
-		all := agent.AllVerbs()
+		all := store.AllVerbs()
 		spec.Verbs = &all
 	}
 	if spec.WebhookQueues == nil {

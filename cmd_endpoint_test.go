@@ -162,3 +162,29 @@ func TestEndpointListShowsTheWebhookCeiling(t *testing.T) {
 		t.Fatalf("endpoint list:\n%s", out)
 	}
 }
+
+// A word outside the store's lists is a mistake on the command line: exit 2,
+// the word and the list named once, nothing stored. A ceiling's source types
+// were not checked before, and stored as given.
+func TestCLIRefusesUnknownWords(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"endpoint", "create", "--agent", "bot", "--queues", "inbox", "--verbs", "claim,teleport"},
+			`switchboard endpoint: unknown verb "teleport" (known: ` + strings.Join(store.AllVerbs(), ",") + ")\n"},
+		{[]string{"endpoint", "create", "--agent", "bot", "--queues", "inbox", "--webhook-sources", "github,pigeon"},
+			`switchboard endpoint: unknown webhook source type "pigeon" (known: github,stripe,slack,standard,gitlab,generic)` + "\n"},
+		{[]string{"webhook", "create", "--source", "pigeon", "--queue", "inbox", "--base-url", "https://sb.example"},
+			"switchboard webhook: --source must be one of github, stripe, slack, standard, gitlab, generic\n"},
+	} {
+		code, _, errs := cli(t, "", append(c.args, "--db", db)...)
+		if code != 2 || errs != c.want {
+			t.Errorf("%v: exit %d %q\nwant exit 2 %q", c.args, code, errs, c.want)
+		}
+	}
+	if _, err := os.Stat(db); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused command made the database: %v", err)
+	}
+}

@@ -17,7 +17,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -259,7 +258,7 @@ func offlineModules(ctx context.Context, env *environ, dir, db string) ([]module
 		opts := modules.LoadOptions{
 			LookupEnv:     func(string) (string, bool) { return "set in serve's environment", true },
 			EgressPolicy:  envOr(env, "SWITCHBOARD_EGRESS_POLICY", ""),
-			ReservedTools: agent.AllVerbs(),
+			ReservedTools: store.AllVerbs(),
 		}
 		for _, f := range files {
 			m, err := modules.LoadFile(f, opts)

@@ -283,12 +283,12 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 // exist. self is the program as the user runs it (see invokedAs).
 func firstRunHints(ctx context.Context, st *store.Store, db, self string) ([]string, error) {
 	var hints []string
-	humans, err := st.CountHumans(ctx)
+	humans, err := st.CountOperators(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if humans == 0 {
-		hints = append(hints, fmt.Sprintf("next: an operator to log in to the board: %s admin create --username NAME --db %s", self, db))
+		hints = append(hints, fmt.Sprintf("next: an operator to log in to the board: %s operator create --username NAME --db %s", self, db))
 	}
 	eps, err := st.ListEndpoints(ctx, false)
 	if err != nil {

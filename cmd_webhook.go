@@ -184,7 +184,7 @@ type webhookView struct {
 func webhookCreate(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "webhook create", webhookSynopsis)
 	db := dbFlag(fs, env)
-	source := fs.String("source", "", "source type: "+strings.Join(ingest.SourceTypes, ", ")+" (required)")
+	source := fs.String("source", "", "source type: "+strings.Join(store.SourceTypes(), ", ")+" (required)")
 	queue := fs.String("queue", "", "queue its deliveries go to (required)")
 	desc := fs.String("description", "", "what the webhook is for")
 	endpoint := fs.Int64("endpoint", 0, "endpoint (agent) the webhook belongs to; it then counts toward no ceiling")
@@ -196,8 +196,8 @@ func webhookCreate(ctx context.Context, env *environ, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if !ingest.ValidSourceType(*source) {
-		return usageErr("--source must be one of %s", strings.Join(ingest.SourceTypes, ", "))
+	if err := store.CheckSourceTypes(*source); err != nil {
+		return usageErr("--source must be one of %s", strings.Join(store.SourceTypes(), ", "))
 	}
 	ingestBase, err := baseURL(env, *base)
 	if err != nil {

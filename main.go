@@ -56,7 +56,8 @@ func commands() []command {
 	return []command{
 		{"serve", "run the server (HTTP, MCP, webhooks, reaper, modules)", runServe},
 		{"endpoint", "create, list, update or revoke agent endpoints", runEndpoint},
-		{"admin", "create, list and log out board operators, or reset a password (on stdin)", runAdmin},
+		{"operator", "create, list and log out board operators, or reset a password (on stdin)", runOperator},
+		{"admin", "the operator command's old name, kept for scripts", runAdmin},
 		{"todo", "add, list, show, release or retry todos", runTodo},
 		{"webhook", "create, list, rotate or delete webhooks (ingest URLs)", runWebhook},
 		{"secrets", "encrypt stored webhook secrets with the configured key", runSecrets},
@@ -111,53 +112,17 @@ func run(ctx context.Context, env *environ, args []string) int {
 	return 2
 }
 
-// cliMessage is err as a person reads it after "switchboard <command>: ". The
-// chain of wrappers that built it names packages and repeats itself ("todo 42:
-// store: todo 42: not found"): which package failed is the store's business, a
-// part said twice in a row (or the command's own name first) is said once, and
-// a sentinel's text ("invalid argument", "conflict", "file does not exist") after a reason
-// that already says what is wrong goes. What the user named is left as it is:
-// a quoted name is not split, the command's name goes once (a file may be
-// called so too), and an errno that reads as a sentinel does ("invalid
-// argument") stays, being the only reason given.
+// cliMessage is err as a person reads it after "switchboard <command>: ": the
+// store's reason (store.Reason), without the sentinel's text after a reason that
+// already says what is wrong, and without the operation's name where it is the
+// command's own (the store's backup and restore errors begin "backup:" and
+// "restore:").
 func cliMessage(command string, err error) string {
-	var kept []string
-	commandSaid := false
-	for _, part := range splitUnquoted(err.Error()) {
-		switch {
-		case part == "store":
-		case len(kept) == 0 && !commandSaid && part == command:
-			commandSaid = true
-		case len(kept) > 0 && kept[len(kept)-1] == part:
-		default:
-			kept = append(kept, part)
-		}
+	msg := store.Reason(err, store.ErrInvalid, store.ErrConflict, fs.ErrNotExist)
+	if command != "" {
+		msg = strings.TrimPrefix(msg, command+": ")
 	}
-	if n := len(kept); n > 1 && (kept[n-1] == store.ErrInvalid.Error() && errors.Is(err, store.ErrInvalid) ||
-		kept[n-1] == store.ErrConflict.Error() && errors.Is(err, store.ErrConflict) ||
-		kept[n-1] == fs.ErrNotExist.Error() && errors.Is(err, fs.ErrNotExist)) {
-		kept = kept[:n-1]
-	}
-	return strings.Join(kept, ": ")
-}
-
-// splitUnquoted splits s at every ": " outside a double-quoted (%q) string.
-func splitUnquoted(s string) []string {
-	var parts []string
-	quoted, start := false, 0
-	for i := 0; i < len(s); i++ {
-		switch {
-		case quoted && s[i] == '\\':
-			i++
-		case s[i] == '"':
-			quoted = !quoted
-		case !quoted && strings.HasPrefix(s[i:], ": "):
-			parts = append(parts, s[start:i])
-			start = i + 2
-			i++
-		}
-	}
-	return append(parts, s[start:])
+	return msg
 }
 
 func usage(w io.Writer) {

@@ -469,7 +469,7 @@ func TestServeEndsRevokedStreamsPromptly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	queues, verbs := []string{"inbox"}, agent.AllVerbs()
+	queues, verbs := []string{"inbox"}, store.AllVerbs()
 	ep, cred, err := other.CreateEndpoint(t.Context(), "doomed", store.EndpointSpec{Queues: &queues, Verbs: &verbs}, "human:cli")
 	if err != nil {
 		t.Fatal(err)
@@ -505,16 +505,18 @@ func TestServeEndsRevokedStreamsPromptly(t *testing.T) {
 }
 
 // Errors read as a person would say them: no package names, nothing said twice,
-// no sentinel after a reason.
+// no sentinel after a reason. Each is wrapped once where it is made, so
+// cliMessage cuts no more than the store's prefix, the sentinel, and the
+// command's name where the store's operation repeats it.
 func TestCLIMessage(t *testing.T) {
 	for _, c := range []struct {
 		command string
 		err     error
 		want    string
 	}{
-		{"todo", fmt.Errorf("todo 42: %w", fmt.Errorf("store: todo 42: %w", store.ErrNotFound)), "todo 42: not found"},
-		{"admin", fmt.Errorf("store: create human: password must be at least 8 characters: %w", store.ErrInvalid),
-			"create human: password must be at least 8 characters"},
+		{"todo", fmt.Errorf("store: todo 42: %w", store.ErrNotFound), "todo 42: not found"},
+		{"operator", fmt.Errorf("store: create operator: password must be at least 8 characters: %w", store.ErrInvalid),
+			"create operator: password must be at least 8 characters"},
 		{"backup", fmt.Errorf("store: backup: /tmp/b.db: %w", os.ErrExist), "/tmp/b.db: file already exists"},
 		{"restore", fmt.Errorf("store: restore: no backup at /x: %w", os.ErrNotExist), "no backup at /x"},
 		{"todo", store.ErrInvalid, "invalid argument"},
@@ -527,6 +529,10 @@ func TestCLIMessage(t *testing.T) {
 		{"admin", fmt.Errorf("store: operator %q: %w", `o"ps: store: ops`, store.ErrNotFound), `operator "o\"ps: store: ops": not found`},
 		{"backup", fmt.Errorf("store: backup: %w", &fs.PathError{Op: "sync", Path: "/mnt/usb", Err: syscall.EINVAL}),
 			"sync /mnt/usb: invalid argument"},
+		// A name the user chose is never cut, even one that reads as a package
+		// or a command.
+		{"backup", fmt.Errorf("store: backup: %s: %w", "store", os.ErrExist), "store: file already exists"},
+		{"todo", fmt.Errorf("store: add todo: queue %s: %w", "todo", store.ErrInvalid), "add todo: queue todo"},
 	} {
 		if got := cliMessage(c.command, c.err); got != c.want {
 			t.Errorf("cliMessage(%q, %q) = %q, want %q", c.command, c.err, got, c.want)

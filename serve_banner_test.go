@@ -11,7 +11,7 @@ import (
 )
 
 // `go run . serve` on a new database says what to type next as the user can
-// type it: `go run . admin create …`, not a switchboard binary they do not
+// type it: `go run . operator create …`, not a switchboard binary they do not
 // have; and its first line names the version as a version, not as a mode.
 func TestServeSaysNextStepsAsInvoked(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "sb.db")
@@ -44,7 +44,7 @@ func TestServeSaysNextStepsAsInvoked(t *testing.T) {
 		strings.Contains(banner, "switchboard "+version+" listening") {
 		t.Errorf("banner %q", banner)
 	}
-	if !strings.Contains(lines[1], ": go run . admin create --username NAME --db "+db) ||
+	if !strings.Contains(lines[1], ": go run . operator create --username NAME --db "+db) ||
 		!strings.Contains(lines[2], ": go run . endpoint create --agent NAME --queues QUEUE --db "+db) {
 		t.Errorf("next steps %q", lines[1:])
 	}

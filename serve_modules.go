@@ -33,7 +33,7 @@ func loadManifests(cfg serveConfig) ([]modules.Manifest, error) {
 		return nil, fmt.Errorf("--egress-policy must be JSON (it reaches modules as SWITCHBOARD_MODULE_EGRESS_POLICY)")
 	}
 	return modules.LoadDir(cfg.ModulesDir, modules.LoadOptions{EgressPolicy: cfg.EgressPolicy,
-		ReservedTools: agent.AllVerbs()})
+		ReservedTools: store.AllVerbs()})
 }
 
 // startGateway starts the modules of the manifests loadManifests returned. An

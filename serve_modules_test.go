@@ -249,7 +249,7 @@ func (gc *gatewayClient) moduleTools() []string {
 	}
 	var out []string
 	for _, tool := range res.Tools {
-		if !agent.KnownVerb(tool.Name) {
+		if !store.KnownVerb(tool.Name) {
 			out = append(out, tool.Name)
 		}
 	}

@@ -39,7 +39,7 @@ func readPassword(ctx context.Context, env *environ) (string, error) {
 	pw, err := firstLine(env.stdin)
 	switch {
 	case errors.Is(err, errNothingPiped):
-		return "", usageErr("no password on stdin (pipe it in: echo \"$PW\" | switchboard admin create --username NAME, or run it at a terminal to be asked)")
+		return "", usageErr("no password on stdin (pipe it in: echo \"$PW\" | switchboard operator create --username NAME, or run it at a terminal to be asked)")
 	case err != nil:
 		return "", err
 	case pw == "":

@@ -114,7 +114,7 @@ func (e *env) waitAttached(id string) {
 func (e *env) endpoint(agentID string, queues, verbs []string, tweak ...func(*store.EndpointSpec)) (store.Endpoint, string) {
 	e.t.Helper()
 	if verbs == nil {
-		verbs = AllVerbs()
+		verbs = store.AllVerbs()
 	}
 	spec := store.EndpointSpec{Queues: &queues, Verbs: &verbs}
 	for _, f := range tweak {

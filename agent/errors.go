@@ -51,14 +51,17 @@ type errorPayload struct {
 // or SQL.
 func (a *Agent) toolError(tool string, err error) *mcp.CallToolResult {
 	var e *Error
+	var word *store.UnknownWordError
 	switch {
 	case errors.As(err, &e):
+	case errors.As(err, &word) && word.What == store.WordSourceType:
+		e = &Error{CodeInvalidArgument, "source_type must be one of " + strings.Join(word.Known, ", ")}
 	case errors.Is(err, store.ErrNotFound):
-		e = &Error{CodeNotFound, storeMessage(err, store.ErrNotFound)}
+		e = &Error{CodeNotFound, store.Reason(err, store.ErrNotFound)}
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrAlreadyExists):
-		e = &Error{CodeConflict, storeMessage(err, store.ErrConflict, store.ErrAlreadyExists)}
+		e = &Error{CodeConflict, store.Reason(err, store.ErrConflict, store.ErrAlreadyExists)}
 	case errors.Is(err, store.ErrInvalid):
-		e = &Error{CodeInvalidArgument, storeMessage(err, store.ErrInvalid)}
+		e = &Error{CodeInvalidArgument, store.Reason(err, store.ErrInvalid)}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, store.ErrClosed):
 		e = &Error{CodeUnavailable, "the server is busy or shutting down; retry shortly"}
 	default:
@@ -77,15 +80,4 @@ func (e *Error) result() *mcp.CallToolResult {
 		StructuredContent: errorPayload{Code: e.Code, Message: e.Message},
 		IsError:           true,
 	}
-}
-
-// storeMessage drops the package prefix from a store error, and the sentinel's
-// own text at its end, which the code already says ("…: conflict" under
-// code conflict); the rest says what was refused and why in words an agent can use.
-func storeMessage(err error, sentinels ...error) string {
-	msg := strings.TrimPrefix(err.Error(), "store: ")
-	for _, s := range sentinels {
-		msg = strings.TrimSuffix(msg, ": "+s.Error())
-	}
-	return msg
 }

@@ -119,7 +119,7 @@ func (ac *agentClient) toolNames(t *testing.T) []string {
 	}
 	var out []string
 	for _, tool := range res.Tools {
-		if !KnownVerb(tool.Name) {
+		if !store.KnownVerb(tool.Name) {
 			out = append(out, tool.Name)
 		}
 	}

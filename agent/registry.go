@@ -256,7 +256,7 @@ func (a *Agent) limit(name string, queueVerb bool, h server.ToolHandlerFunc) ser
 // rate limit, the verb check, argument bytes, the result's two forms, and error
 // codes.
 func (a *Agent) serve(t Tool) server.ToolHandlerFunc {
-	return a.limit(t.Name, slices.Contains(TodoVerbs, t.Verb), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return a.limit(t.Name, slices.Contains(store.TodoVerbs(), t.Verb), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		ep, _ := EndpointFromContext(ctx)
 		if err := checkScope(ep, t.Verb); err != nil {
 			return a.toolError(t.Name, err), nil

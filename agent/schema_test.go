@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // Every verb lists an outputSchema, and answers within it on each of its paths
@@ -29,7 +31,7 @@ func TestEveryVerbAnswersWithinItsOutputSchema(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	all := AllVerbs()
+	all := store.AllVerbs()
 	slices.Sort(all)
 	if !slices.Equal(names, all) {
 		t.Fatalf("listed %v, want every verb %v", names, all)

@@ -30,17 +30,17 @@ func TestScopeMatrix(t *testing.T) {
 	queueless := map[string]bool{VerbGetDefaultLease: true, VerbSetDefaultLease: true}
 
 	var authorisedOK, refused, unauthorisedOK int
-	for _, verb := range TodoVerbs {
+	for _, verb := range store.TodoVerbs() {
 		for _, g := range []grant{granted, withheld, withdrawn} {
 			agentID := fmt.Sprintf("m-%s-%d", verb, g)
-			verbs := AllVerbs()
+			verbs := store.AllVerbs()
 			if g == withheld {
 				verbs = slices.DeleteFunc(verbs, func(v string) bool { return v == verb })
 			}
 			ep, cred := e.endpoint(agentID, []string{mine}, verbs)
 			c := e.dial(cred, false)
 			if g == withdrawn {
-				rest := slices.DeleteFunc(AllVerbs(), func(v string) bool { return v == verb })
+				rest := slices.DeleteFunc(store.AllVerbs(), func(v string) bool { return v == verb })
 				if _, err := e.st.UpdateEndpoint(t.Context(), ep.ID, store.EndpointSpec{Verbs: &rest}, "human:test"); err != nil {
 					t.Fatal(err)
 				}
@@ -78,8 +78,8 @@ func TestScopeMatrix(t *testing.T) {
 	if unauthorisedOK != 0 {
 		t.Fatalf("%d unauthorised calls succeeded", unauthorisedOK)
 	}
-	if authorisedOK != len(TodoVerbs) || refused == 0 {
-		t.Fatalf("%d authorised successes (want %d), %d refusals", authorisedOK, len(TodoVerbs), refused)
+	if authorisedOK != len(store.TodoVerbs()) || refused == 0 {
+		t.Fatalf("%d authorised successes (want %d), %d refusals", authorisedOK, len(store.TodoVerbs()), refused)
 	}
 }
 

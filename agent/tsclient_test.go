@@ -70,7 +70,7 @@ func TestTypeScriptSDKAgent(t *testing.T) {
 	if err := json.Unmarshal([]byte(report), &seen); err != nil {
 		t.Fatalf("tour.mjs said %q: %v\n%s", report, err, stderr.String())
 	}
-	all := AllVerbs()
+	all := store.AllVerbs()
 	slices.Sort(all)
 	if !slices.Equal(seen.Tools, all) || seen.WithOutputSchema != len(all) {
 		t.Errorf("the SDK listed %v, %d with an outputSchema; want %v, each with one", seen.Tools, seen.WithOutputSchema, all)

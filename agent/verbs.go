@@ -1,6 +1,9 @@
 package agent
 
-// Verb names are a contract with agents and with the endpoint scopes humans grant.
+// Verb names are a contract with agents and with the endpoint scopes operators
+// grant. Each names a tool of the verb table; the lists of them (which verbs work
+// the queue, which an endpoint may be granted) are the store's: store.TodoVerbs(),
+// store.WebhookVerbs(), store.AllVerbs.
 const (
 	VerbListTodos       = "list_todos"
 	VerbClaim           = "claim"
@@ -20,26 +23,3 @@ const (
 	VerbGetWebhookEvent    = "get_webhook_event"
 	VerbReplayWebhookEvent = "replay_webhook_event"
 )
-
-// TodoVerbs are the verbs that work the queue.
-var TodoVerbs = []string{VerbListTodos, VerbClaim, VerbClaimNext, VerbHeartbeat, VerbComplete, VerbFail,
-	VerbRelease, VerbGetDefaultLease, VerbSetDefaultLease}
-
-// WebhookVerbs are the self-service webhook and event-history verbs.
-var WebhookVerbs = []string{VerbCreateWebhook, VerbListWebhooks, VerbRotateWebhook, VerbDeleteWebhook,
-	VerbListWebhookEvents, VerbGetWebhookEvent, VerbReplayWebhookEvent}
-
-// AllVerbs is every verb, and the default grant of a new endpoint.
-func AllVerbs() []string {
-	return append(append([]string{}, TodoVerbs...), WebhookVerbs...)
-}
-
-// KnownVerb reports whether v names a verb.
-func KnownVerb(v string) bool {
-	for _, k := range AllVerbs() {
-		if k == v {
-			return true
-		}
-	}
-	return false
-}

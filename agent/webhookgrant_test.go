@@ -20,7 +20,7 @@ func TestSessionsAreToldWhetherTheyMayCreateWebhooks(t *testing.T) {
 	hooks, hooksCred := e.endpoint("hooks", []string{"inbox"}, nil, ceiling(2, "github", "stripe"),
 		func(s *store.EndpointSpec) { s.WebhookQueues = &[]string{"inbox"} })
 	sourceless, sourcelessCred := e.endpoint("sourceless", []string{"inbox"}, nil, ceiling(3))
-	noVerb, noVerbCred := e.endpoint("noverb", []string{"inbox"}, TodoVerbs, ceiling(2, "github"))
+	noVerb, noVerbCred := e.endpoint("noverb", []string{"inbox"}, store.TodoVerbs(), ceiling(2, "github"))
 	for _, tc := range []struct {
 		ep    store.Endpoint
 		cred  string

@@ -306,8 +306,9 @@ func (a *Agent) createWebhook(ctx context.Context, c *Call) (any, error) {
 	if err := c.Decode(&in); err != nil {
 		return nil, err
 	}
-	if !ingest.ValidSourceType(in.SourceType) {
-		return nil, errorf(CodeInvalidArgument, "source_type must be one of %s", strings.Join(ingest.SourceTypes, ", "))
+	// Asked before a secret is minted for it; toolError words the refusal.
+	if err := store.CheckSourceTypes(in.SourceType); err != nil {
+		return nil, err
 	}
 	if !store.ValidQueueName(in.Queue) {
 		return nil, errorf(CodeInvalidArgument, "queue %q is not a valid queue name", in.Queue)

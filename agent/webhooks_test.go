@@ -153,7 +153,7 @@ func TestWebhookCeiling(t *testing.T) {
 	}{
 		{map[string]any{"source_type": "slack", "queue": "inbox"}, CodeCeilingExceeded, `source type "slack" is not allowed (allowed: github, standard)`},
 		{map[string]any{"source_type": "github", "queue": "payroll"}, CodeCeilingExceeded, `queue "payroll" is not allowed (allowed: inbox, ci)`},
-		{map[string]any{"source_type": "myspace", "queue": "inbox"}, CodeInvalidArgument, "github, stripe, slack"},
+		{map[string]any{"source_type": "myspace", "queue": "inbox"}, CodeInvalidArgument, "source_type must be one of github, stripe, slack, standard, gitlab, generic"},
 		{map[string]any{"source_type": "github", "queue": "bad queue"}, CodeInvalidArgument, "not a valid queue"},
 		{map[string]any{"source_type": "github", "queue": "inbox", "trust_mode": "none"}, CodeInvalidArgument, "trust_mode"},
 	}
@@ -388,12 +388,12 @@ func TestWebhookEventsAndReplay(t *testing.T) {
 
 func TestWebhookVerbsNeedTheirGrant(t *testing.T) {
 	h := newHookEnv(t)
-	_, cred := h.endpoint("worker", []string{"inbox"}, TodoVerbs, func(s *store.EndpointSpec) {
+	_, cred := h.endpoint("worker", []string{"inbox"}, store.TodoVerbs(), func(s *store.EndpointSpec) {
 		max, sources, queues := 5, []string{"github"}, []string{"inbox"}
 		s.MaxWebhooks, s.WebhookSources, s.WebhookQueues = &max, &sources, &queues
 	})
 	c := h.dial(cred, false)
-	for _, verb := range WebhookVerbs {
+	for _, verb := range store.WebhookVerbs() {
 		res, err := c.call(verb, map[string]any{"source_type": "github", "queue": "inbox", "webhook_id": 1, "event_id": 1})
 		if err == nil && !res.IsError {
 			t.Errorf("%s succeeded without its grant: %s", verb, text(res))

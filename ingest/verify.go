@@ -22,19 +22,19 @@ import (
 	"github.com/switchboardhq/switchboard/internal/textcut"
 )
 
-// SourceTypes lists the webhook source types Switchboard verifies, in the
-// order the UI and docs show them. It is a contract with agents and humans;
-// treat it as read-only (ValidSourceType does not consult it, so a caller that
-// modifies it cannot widen what Verify accepts).
-var SourceTypes = []string{"github", "stripe", "slack", "standard", "gitlab", "generic"}
-
-// ValidSourceType reports whether s names a source type Verify understands.
-func ValidSourceType(s string) bool {
-	switch s {
-	case "github", "stripe", "slack", "standard", "gitlab", "generic":
-		return true
-	}
-	return false
+// verifiers are the signature schemes, one per webhook source type: the types
+// are the store's (store.SourceTypes), and a test holds this table to them.
+// Verify looks only here, so nothing outside this package can widen what it
+// accepts.
+var verifiers = map[string]func(secrets []string, h http.Header, body []byte, now time.Time) (Delivery, error){
+	"github":   func(s []string, h http.Header, b []byte, _ time.Time) (Delivery, error) { return verifyGitHub(s, h, b) },
+	"stripe":   verifyStripe,
+	"slack":    verifySlack,
+	"standard": verifyStandard,
+	"gitlab":   func(s []string, h http.Header, _ []byte, _ time.Time) (Delivery, error) { return verifyGitLab(s, h) },
+	"generic": func(s []string, h http.Header, b []byte, _ time.Time) (Delivery, error) {
+		return verifyGeneric(s, h, b)
+	},
 }
 
 // Trust modes recorded on every verified delivery.
@@ -61,7 +61,7 @@ const maxField = 256
 // (fmt.Errorf("ingest: verify stripe: ...: %w", ErrBadSignature)); callers test
 // them with errors.Is and answer 401 (or 400 for ErrMalformed if they choose).
 var (
-	// ErrUnknownSource: the source type is not one of SourceTypes.
+	// ErrUnknownSource: the source type is not one of store.SourceTypes.
 	ErrUnknownSource = errors.New("unknown webhook source type")
 	// ErrMissingSignature: the request carries no signature (or token) of a
 	// kind this scheme accepts.
@@ -118,26 +118,11 @@ type Delivery struct {
 // that a holder of the secret really signed (a clock or replay problem, not a
 // forgery). Verify never panics, whatever the headers hold.
 func Verify(sourceType string, secrets []string, h http.Header, body []byte, now time.Time) (Delivery, error) {
-	var (
-		d   Delivery
-		err error
-	)
-	switch sourceType {
-	case "github":
-		d, err = verifyGitHub(secrets, h, body)
-	case "stripe":
-		d, err = verifyStripe(secrets, h, body, now)
-	case "slack":
-		d, err = verifySlack(secrets, h, body, now)
-	case "standard":
-		d, err = verifyStandard(secrets, h, body, now)
-	case "gitlab":
-		d, err = verifyGitLab(secrets, h)
-	case "generic":
-		d, err = verifyGeneric(secrets, h, body)
-	default:
+	verify, ok := verifiers[sourceType]
+	if !ok {
 		return Delivery{}, fmt.Errorf("ingest: verify %q: %w", truncate(sourceType), ErrUnknownSource)
 	}
+	d, err := verify(secrets, h, body, now)
 	if err != nil {
 		return Delivery{}, fmt.Errorf("ingest: verify %s: %w", sourceType, err)
 	}

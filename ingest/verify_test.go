@@ -7,10 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // hdr builds a header from name/value pairs; an empty value leaves the
@@ -76,18 +79,22 @@ func checkVerify(t *testing.T, got Delivery, err, wantErr error, want Delivery) 
 	}
 }
 
-func TestValidSourceType(t *testing.T) {
-	for _, s := range SourceTypes {
-		if !ValidSourceType(s) {
-			t.Errorf("ValidSourceType(%q) = false for a listed type", s)
-		}
+// Ingest has a verifier, and mints a secret, for each of the store's source
+// types and for no other: a type added to one and not the other fails here.
+func TestVerifiersMatchTheStoresSourceTypes(t *testing.T) {
+	var have []string
+	for s := range verifiers {
+		have = append(have, s)
 	}
-	if len(SourceTypes) != 6 {
-		t.Errorf("SourceTypes = %v, want the six contract types", SourceTypes)
+	want := store.SourceTypes()
+	slices.Sort(have)
+	slices.Sort(want)
+	if !slices.Equal(have, want) {
+		t.Errorf("verifiers for %v, the store's source types %v", have, want)
 	}
-	for _, s := range []string{"", "GitHub", "github ", "svix", "standardwebhooks", "bitbucket"} {
-		if ValidSourceType(s) {
-			t.Errorf("ValidSourceType(%q) = true", s)
+	for _, s := range want {
+		if _, err := NewSecret(s); err != nil {
+			t.Errorf("NewSecret(%q): %v", s, err)
 		}
 	}
 }
@@ -114,7 +121,7 @@ func TestVerifyUnknownSource(t *testing.T) {
 func TestVerifyEverySource(t *testing.T) {
 	now := time.Unix(1_750_000_000, 0)
 	body := []byte(`{"id":"evt_body","type":"thing.happened","event_id":"Ev1","event":{"type":"app_mention"}}`)
-	for _, src := range SourceTypes {
+	for _, src := range store.SourceTypes() {
 		t.Run(src, func(t *testing.T) {
 			current, err := NewSecret(src)
 			if err != nil {
@@ -331,7 +338,8 @@ func FuzzVerify(f *testing.F) {
 	f.Add(uint8(4), "token", "", "uuid", "")
 	f.Add(uint8(5), "sha256=00", "", "id", "body")
 	f.Fuzz(func(t *testing.T, which uint8, sig, ts, id, body string) {
-		src := SourceTypes[int(which)%len(SourceTypes)]
+		types := store.SourceTypes()
+		src := types[int(which)%len(types)]
 		h := http.Header{}
 		for _, name := range []string{
 			"X-Hub-Signature-256", "Stripe-Signature", "X-Slack-Signature", "Webhook-Signature",
@@ -364,7 +372,7 @@ func FuzzVerify(f *testing.F) {
 func BenchmarkVerify(b *testing.B) {
 	now := time.Unix(1_750_000_000, 0)
 	body := []byte(`{"id":"evt_bench","type":"bench.event","event_id":"EvBench","pad":"` + strings.Repeat("x", 2048-64) + `"}`)
-	for _, src := range SourceTypes {
+	for _, src := range store.SourceTypes() {
 		b.Run(src, func(b *testing.B) {
 			current, err := NewSecret(src)
 			if err != nil {

@@ -23,7 +23,7 @@ type Endpoint struct {
 	ID              int64          `json:"endpoint_id"`
 	AgentID         string         `json:"agent_id"`
 	AgentName       string         `json:"agent_name"`
-	OwnerHumanID    int64          `json:"owner_human_id,omitempty"`
+	OwnerOperatorID int64          `json:"owner_human_id,omitempty"`
 	CredentialHint  string         `json:"credential_hint"`
 	Verbs           []string       `json:"verbs"`
 	Queues          []string       `json:"queues"`
@@ -45,10 +45,10 @@ type WebhookCeiling struct {
 	Queues      []string `json:"queues"`
 }
 
-// EndpointSpec is what a human sets on an endpoint. In updates, nil fields are kept.
+// EndpointSpec is what an operator sets on an endpoint. In updates, nil fields are kept.
 type EndpointSpec struct {
 	AgentName       string
-	OwnerHumanID    int64
+	OwnerOperatorID int64
 	Verbs           *[]string
 	Queues          *[]string
 	DefaultLeaseTTL *int // 0 clears it
@@ -95,6 +95,16 @@ func ValidAgentID(id string) bool {
 }
 
 func validateSpec(s EndpointSpec) error {
+	if s.Verbs != nil {
+		if err := CheckVerbs(*s.Verbs); err != nil {
+			return err
+		}
+	}
+	if s.WebhookSources != nil {
+		if err := CheckSourceTypes(*s.WebhookSources...); err != nil {
+			return err
+		}
+	}
 	if s.Queues != nil {
 		for _, q := range *s.Queues {
 			if !ValidQueueName(q) {
@@ -159,7 +169,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, agentID string, spec Endpoin
 				scope_verbs, scope_queues, default_lease_ttl_seconds, max_webhooks, webhook_sources, webhook_queues,
 				capabilities, tool_allow, tool_deny, rate_per_second, rate_burst, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-			agentID, spec.AgentName, nullID(spec.OwnerHumanID), HashCredential(cred), hint,
+			agentID, spec.AgentName, nullID(spec.OwnerOperatorID), HashCredential(cred), hint,
 			jsonList(spec.Verbs), jsonList(spec.Queues), lease, deref(spec.MaxWebhooks),
 			jsonList(spec.WebhookSources), jsonList(spec.WebhookQueues), jsonList(spec.Capabilities),
 			jsonList(spec.ToolAllow), jsonList(spec.ToolDeny), nullFloat(spec.RatePerSecond), nullInt(spec.RateBurst),
@@ -353,7 +363,7 @@ func scanEndpoint(sc scanner) (Endpoint, error) {
 	var verbs, queues, wsrc, wq, caps, allow, deny string
 	var created int64
 	var revoked sql.NullInt64
-	err := sc.Scan(&e.ID, &e.AgentID, &e.AgentName, &e.OwnerHumanID, &e.CredentialHint, &verbs, &queues,
+	err := sc.Scan(&e.ID, &e.AgentID, &e.AgentName, &e.OwnerOperatorID, &e.CredentialHint, &verbs, &queues,
 		&e.DefaultLeaseTTL, &e.Ceiling.MaxWebhooks, &wsrc, &wq, &caps, &allow, &deny, &e.RatePerSecond,
 		&e.RateBurst, &created, &revoked)
 	if err != nil {

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -45,4 +46,19 @@ func isNotADB(err error) bool {
 		return se.Code()&0xff == sqlite3.SQLITE_NOTADB
 	}
 	return false
+}
+
+// Reason is err as a person reads it: without the store's package prefix (which
+// package failed is the store's business) and without the text of whichever of
+// sentinels err wraps at its end, which the caller's code or status already
+// says ("…: conflict" under code conflict). Errors are wrapped once, where they
+// are made, so nothing else in the text is said twice.
+func Reason(err error, sentinels ...error) string {
+	msg := strings.TrimPrefix(err.Error(), "store: ")
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			msg = strings.TrimSuffix(msg, ": "+s.Error())
+		}
+	}
+	return msg
 }

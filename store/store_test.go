@@ -244,17 +244,17 @@ func TestCredentialHashing(t *testing.T) {
 	}
 }
 
-func TestHumans(t *testing.T) {
+func TestOperators(t *testing.T) {
 	s := openTest(t, Options{})
 	ctx := context.Background()
-	if _, err := s.CreateHuman(ctx, "ana", "short", "system"); !errors.Is(err, ErrInvalid) {
+	if _, err := s.CreateOperator(ctx, "ana", "short", "system"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("short password: %v", err)
 	}
-	h, err := s.CreateHuman(ctx, "ana", "correct horse battery", "system")
+	h, err := s.CreateOperator(ctx, "ana", "correct horse battery", "system")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateHuman(ctx, "ana", "another password", "system"); !errors.Is(err, ErrAlreadyExists) {
+	if _, err := s.CreateOperator(ctx, "ana", "another password", "system"); !errors.Is(err, ErrAlreadyExists) {
 		t.Fatalf("duplicate username: %v", err)
 	}
 	var hash string

@@ -96,9 +96,10 @@ func webhookTarget(id int64) string { return fmt.Sprintf("webhook:%d", id) }
 // CreateWebhook stores a webhook with its signing secret (sealed when a key is
 // configured) and returns it.
 func (s *Store) CreateWebhook(ctx context.Context, n NewWebhook) (Webhook, error) {
+	if err := CheckSourceTypes(n.SourceType); err != nil {
+		return Webhook{}, fmt.Errorf("store: create webhook: %w", err)
+	}
 	switch {
-	case n.SourceType == "" || len(n.SourceType) > 32:
-		return Webhook{}, fmt.Errorf("store: create webhook: source type %q: %w", n.SourceType, ErrInvalid)
 	case !ValidQueueName(n.Queue):
 		return Webhook{}, fmt.Errorf("store: create webhook: queue %q: %w", n.Queue, ErrInvalid)
 	case n.Secret == "":

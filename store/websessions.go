@@ -11,10 +11,10 @@ import (
 	"github.com/switchboardhq/switchboard/internal/textcut"
 )
 
-// WebSession is a human's login on the board. The token exists only in the browser's
+// WebSession is an operator's login on the board. The token exists only in the browser's
 // cookie; the store keeps its SHA-256.
 type WebSession struct {
-	Human     Human
+	Operator  Operator
 	CreatedAt time.Time
 	ExpiresAt time.Time
 }
@@ -24,9 +24,9 @@ func hashSessionToken(token string) []byte {
 	return h[:]
 }
 
-// CreateWebSession starts a session for human, valid for ttl, and returns its token.
-// The login is audited as the human.
-func (s *Store) CreateWebSession(ctx context.Context, humanID int64, ttl time.Duration, userAgent, detail string) (string, WebSession, error) {
+// CreateWebSession starts a session for operator operatorID, valid for ttl, and
+// returns its token. The login is audited as the operator.
+func (s *Store) CreateWebSession(ctx context.Context, operatorID int64, ttl time.Duration, userAgent, detail string) (string, WebSession, error) {
 	token, err := newSessionToken()
 	if err != nil {
 		return "", WebSession{}, err
@@ -34,22 +34,22 @@ func (s *Store) CreateWebSession(ctx context.Context, humanID int64, ttl time.Du
 	var ws WebSession
 	err = s.write(ctx, func(w *wtx) error {
 		var created int64
-		err := w.queryRow(`SELECT id, username, created_at FROM humans WHERE id = ?`, humanID).
-			Scan(&ws.Human.ID, &ws.Human.Username, &created)
+		err := w.queryRow(`SELECT id, username, created_at FROM humans WHERE id = ?`, operatorID).
+			Scan(&ws.Operator.ID, &ws.Operator.Username, &created)
 		if notFound(err) {
-			return fmt.Errorf("store: create session: human %d: %w", humanID, ErrNotFound)
+			return fmt.Errorf("store: create session: operator %d: %w", operatorID, ErrNotFound)
 		}
 		if err != nil {
-			return fmt.Errorf("store: create session: load human %d: %w", humanID, err)
+			return fmt.Errorf("store: create session: load operator %d: %w", operatorID, err)
 		}
-		ws.Human.CreatedAt = fromMS(created)
+		ws.Operator.CreatedAt = fromMS(created)
 		ws.CreatedAt, ws.ExpiresAt = w.now, w.now.Add(ttl)
 		if _, err := w.exec(`INSERT INTO web_sessions (token_hash, human_id, created_at, expires_at, user_agent)
-			VALUES (?, ?, ?, ?, ?)`, hashSessionToken(token), humanID, ms(ws.CreatedAt), ms(ws.ExpiresAt),
+			VALUES (?, ?, ?, ?, ?)`, hashSessionToken(token), operatorID, ms(ws.CreatedAt), ms(ws.ExpiresAt),
 			textcut.Bytes(userAgent, 200)); err != nil {
-			return fmt.Errorf("store: create session for human %d: %w", humanID, err)
+			return fmt.Errorf("store: create session for operator %d: %w", operatorID, err)
 		}
-		return w.audit(fmt.Sprintf("human:%d", humanID), "human.login", fmt.Sprintf("human:%d", humanID), "", detail)
+		return w.audit(OperatorActor(operatorID), "human.login", OperatorActor(operatorID), "", detail)
 	})
 	if err != nil {
 		return "", WebSession{}, err
@@ -74,14 +74,14 @@ func (s *Store) WebSessionByToken(ctx context.Context, token string) (WebSession
 	err := s.queryRow(ctx, `SELECT h.id, h.username, h.created_at, ws.created_at, ws.expires_at
 		FROM web_sessions ws JOIN humans h ON h.id = ws.human_id
 		WHERE ws.token_hash = ? AND ws.expires_at > ?`, hashSessionToken(token), ms(s.now())).
-		Scan(&ws.Human.ID, &ws.Human.Username, &hcreated, &created, &expires)
+		Scan(&ws.Operator.ID, &ws.Operator.Username, &hcreated, &created, &expires)
 	if notFound(err) {
 		return WebSession{}, fmt.Errorf("store: web session: %w", ErrNotFound)
 	}
 	if err != nil {
 		return WebSession{}, fmt.Errorf("store: look up web session: %w", err)
 	}
-	ws.Human.CreatedAt, ws.CreatedAt, ws.ExpiresAt = fromMS(hcreated), fromMS(created), fromMS(expires)
+	ws.Operator.CreatedAt, ws.CreatedAt, ws.ExpiresAt = fromMS(hcreated), fromMS(created), fromMS(expires)
 	return ws, nil
 }
 
@@ -97,20 +97,20 @@ func (s *Store) ExtendWebSession(ctx context.Context, token string, ttl time.Dur
 	})
 }
 
-// DeleteWebSession ends a session (logout), audited as its human. Deleting an unknown
+// DeleteWebSession ends a session (logout), audited as its operator. Deleting an unknown
 // session is not an error: logging out twice is fine.
 func (s *Store) DeleteWebSession(ctx context.Context, token string) error {
 	return s.write(ctx, func(w *wtx) error {
-		var humanID int64
+		var operatorID int64
 		err := w.queryRow(`DELETE FROM web_sessions WHERE token_hash = ? RETURNING human_id`, hashSessionToken(token)).
-			Scan(&humanID)
+			Scan(&operatorID)
 		if notFound(err) {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("store: delete web session: %w", err)
 		}
-		actor := fmt.Sprintf("human:%d", humanID)
+		actor := OperatorActor(operatorID)
 		return w.audit(actor, "human.logout", actor, "", "")
 	})
 }
@@ -123,13 +123,13 @@ type LiveSession struct {
 	Current   bool // the session whose token was given: the browser asking
 }
 
-// WebSessions lists the live sessions of the human humanID, newest first, marking
+// WebSessions lists the live sessions of the operator operatorID, newest first, marking
 // the one whose token is current.
-func (s *Store) WebSessions(ctx context.Context, humanID int64, current string) ([]LiveSession, error) {
+func (s *Store) WebSessions(ctx context.Context, operatorID int64, current string) ([]LiveSession, error) {
 	rows, err := s.query(ctx, `SELECT created_at, expires_at, user_agent, token_hash = ? FROM web_sessions
-		WHERE human_id = ? AND expires_at > ? ORDER BY created_at DESC`, hashSessionToken(current), humanID, ms(s.now()))
+		WHERE human_id = ? AND expires_at > ? ORDER BY created_at DESC`, hashSessionToken(current), operatorID, ms(s.now()))
 	if err != nil {
-		return nil, fmt.Errorf("store: list the sessions of human %d: %w", humanID, err)
+		return nil, fmt.Errorf("store: list the sessions of operator %d: %w", operatorID, err)
 	}
 	defer rows.Close()
 	var out []LiveSession
@@ -137,7 +137,7 @@ func (s *Store) WebSessions(ctx context.Context, humanID int64, current string) 
 		var ls LiveSession
 		var created, expires int64
 		if err := rows.Scan(&created, &expires, &ls.UserAgent, &ls.Current); err != nil {
-			return nil, fmt.Errorf("store: list the sessions of human %d: %w", humanID, err)
+			return nil, fmt.Errorf("store: list the sessions of operator %d: %w", operatorID, err)
 		}
 		ls.CreatedAt, ls.ExpiresAt = fromMS(created), fromMS(expires)
 		out = append(out, ls)

@@ -18,7 +18,7 @@ func openWebSessionStore(t *testing.T) (*Store, *testkit.Clock) {
 func TestWebSessionLifecycle(t *testing.T) {
 	ctx := context.Background()
 	s, clk := openWebSessionStore(t)
-	h, err := s.CreateHuman(ctx, "ana", "correct horse", "test")
+	h, err := s.CreateOperator(ctx, "ana", "correct horse", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,11 +26,11 @@ func TestWebSessionLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ws.Human.Username != "ana" || !ws.ExpiresAt.Equal(clk.Now().Add(time.Hour)) {
+	if ws.Operator.Username != "ana" || !ws.ExpiresAt.Equal(clk.Now().Add(time.Hour)) {
 		t.Fatalf("session = %+v", ws)
 	}
 	got, err := s.WebSessionByToken(ctx, token)
-	if err != nil || got.Human.ID != h.ID {
+	if err != nil || got.Operator.ID != h.ID {
 		t.Fatalf("WebSessionByToken = %+v, %v", got, err)
 	}
 	if _, err := s.WebSessionByToken(ctx, token+"x"); !errors.Is(err, ErrNotFound) {
@@ -105,11 +105,11 @@ func TestCreateWebSessionUnknownHuman(t *testing.T) {
 func TestChangePasswordKeepsOneSession(t *testing.T) {
 	ctx := context.Background()
 	s, clk := openWebSessionStore(t)
-	ana, err := s.CreateHuman(ctx, "ana", "correct horse", "test")
+	ana, err := s.CreateOperator(ctx, "ana", "correct horse", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bo, err := s.CreateHuman(ctx, "bo", "battery staple", "test")
+	bo, err := s.CreateOperator(ctx, "bo", "battery staple", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestChangePasswordKeepsOneSession(t *testing.T) {
 			t.Fatalf("session %d's old token after the change: %v", i, err)
 		}
 	}
-	if ws, err := s.WebSessionByToken(ctx, change.Token); err != nil || ws.Human.ID != ana.ID {
+	if ws, err := s.WebSessionByToken(ctx, change.Token); err != nil || ws.Operator.ID != ana.ID {
 		t.Fatalf("the kept session under its new token: %+v, %v", ws, err)
 	}
 	if live, _ := s.WebSessions(ctx, ana.ID, change.Token); len(live) != 1 || !live[0].Current || live[0].UserAgent != "laptop" {
@@ -205,7 +205,7 @@ func TestChangePasswordKeepsOneSession(t *testing.T) {
 func TestChangePasswordLosesToAChangeMeanwhile(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openWebSessionStore(t)
-	h, err := s.CreateHuman(ctx, "ana", "correct horse", "test")
+	h, err := s.CreateOperator(ctx, "ana", "correct horse", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestChangePasswordLosesToAChangeMeanwhile(t *testing.T) {
 func TestChangePasswordSentTwice(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openWebSessionStore(t)
-	h, err := s.CreateHuman(ctx, "ana", "correct horse", "test")
+	h, err := s.CreateOperator(ctx, "ana", "correct horse", "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // The Account page: the operator's own password, and the browsers they are logged
-// in on. A password forgotten altogether is reset from the CLI (`admin passwd`).
+// in on. A password forgotten altogether is reset from the CLI (`operator passwd`).
 
 type accountPage struct {
 	Sessions []store.LiveSession
@@ -25,7 +25,7 @@ func (u *UI) accountPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 }
 
 func (u *UI) showAccount(w http.ResponseWriter, r *http.Request, rc *reqCtx, status int, flash, msg string) {
-	live, err := u.store.WebSessions(r.Context(), rc.Human.ID, rc.token)
+	live, err := u.store.WebSessions(r.Context(), rc.Operator.ID, rc.token)
 	if err != nil {
 		u.storeError(w, r, rc, "Listing your sessions", err)
 		return
@@ -68,7 +68,7 @@ func (u *UI) changePassword(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 			"The server is busy checking other passwords: nothing was changed. Try again in a few seconds.")
 		return
 	}
-	change, err := u.store.ChangePassword(r.Context(), rc.Human.Username, current, next, rc.token, rc.actor())
+	change, err := u.store.ChangePassword(r.Context(), rc.Operator.Username, current, next, rc.token, rc.actor())
 	release()
 	if err != nil && !errors.Is(err, store.ErrBadPassword) {
 		try.abandoned() // the current password was not found wrong
@@ -96,14 +96,14 @@ func (u *UI) changePassword(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 	}
 	try.succeeded()
 	// The new password ended every device cookie: this browser gets a new one.
-	u.setDeviceCookie(w, r, rc.Human.Username, "")
+	u.setDeviceCookie(w, r, rc.Operator.Username, "")
 	if change.Token == "" {
 		// Made already, by the same form sent a moment before.
-		u.streams.endExcept(rc.Human.ID, rc.CSRF)
+		u.streams.endExcept(rc.Operator.ID, rc.CSRF)
 	} else {
 		// This browser's session has a new token: every stream of the operator
 		// ends, this browser's reconnecting with it.
-		u.streams.end(rc.Human.ID, "")
+		u.streams.end(rc.Operator.ID, "")
 		u.setSessionCookie(w, r, change.Token)
 		rc.token, rc.CSRF = change.Token, csrfToken(change.Token)
 	}
@@ -120,11 +120,11 @@ func (u *UI) accountTooMany(w http.ResponseWriter, r *http.Request, rc *reqCtx, 
 // endOtherSessions serves POST /account/sessions/end-others: every browser the
 // operator is logged in on but this one is logged out, its live updates at once.
 func (u *UI) endOtherSessions(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
-	ended, err := u.store.EndOtherSessions(r.Context(), rc.Human.Username, rc.token, rc.actor())
+	ended, err := u.store.EndOtherSessions(r.Context(), rc.Operator.Username, rc.token, rc.actor())
 	if err != nil {
 		u.storeError(w, r, rc, "Logging out your other sessions", err)
 		return
 	}
-	u.streams.endExcept(rc.Human.ID, rc.CSRF)
+	u.streams.endExcept(rc.Operator.ID, rc.CSRF)
 	u.redirectFlash(w, r, rc, "/account", fmt.Sprintf("others-ended:%d", ended))
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // The Account page lists the operator's sessions, this browser's marked, and
@@ -16,7 +18,7 @@ func TestChangeOwnPassword(t *testing.T) {
 	f := newFixture(t, Options{})
 	cookie, csrf := f.login()
 	other, _ := f.login() // the same operator in another browser
-	bob, err := f.st.CreateHuman(t.Context(), "bob", testPassword, "test")
+	bob, err := f.st.CreateOperator(t.Context(), "bob", testPassword, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,7 @@ func TestChangeOwnPassword(t *testing.T) {
 	if _, err := f.st.CheckPassword(t.Context(), "ana", "a new password"); err != nil {
 		t.Fatalf("the new password: %v", err)
 	}
-	if rows := f.audited(humanActor(f.human.ID)); rows[0].Action != "human.password" || rows[0].Detail != "sessions ended=1" {
+	if rows := f.audited(store.OperatorActor(f.human.ID)); rows[0].Action != "human.password" || rows[0].Detail != "sessions ended=1" {
 		t.Fatalf("audit %+v", rows[0])
 	}
 }
@@ -125,7 +127,7 @@ func TestChangePasswordIsThrottled(t *testing.T) {
 	}
 	// Each wrong password is audited, as a failed login is.
 	denied := 0
-	for _, row := range f.audited(humanActor(f.human.ID)) {
+	for _, row := range f.audited(store.OperatorActor(f.human.ID)) {
 		if row.Action == "human.password" && row.Outcome == "denied" && row.Detail == "ip=127.0.0.1" {
 			denied++
 		}
@@ -176,7 +178,7 @@ func TestEndOtherSessions(t *testing.T) {
 	if res, _ := f.get("/account", cookie); res.StatusCode != http.StatusOK {
 		t.Fatalf("this session: %d", res.StatusCode)
 	}
-	if rows := f.audited(humanActor(f.human.ID)); rows[0].Action != "human.logout_others" || rows[0].Detail != "sessions ended=2" {
+	if rows := f.audited(store.OperatorActor(f.human.ID)); rows[0].Action != "human.logout_others" || rows[0].Detail != "sessions ended=2" {
 		t.Fatalf("audit %+v", rows[0])
 	}
 }
@@ -218,7 +220,7 @@ func TestEndOtherSessionsCountsLiveOnes(t *testing.T) {
 	if page := f.follow(res, cookie); !strings.Contains(page, "Logged out of 1 other session;") {
 		t.Fatalf("after ending the other one:\n%s", page)
 	}
-	if rows := f.audited(humanActor(f.human.ID)); rows[0].Detail != "sessions ended=1" {
+	if rows := f.audited(store.OperatorActor(f.human.ID)); rows[0].Detail != "sessions ended=1" {
 		t.Fatalf("audit %+v", rows[0])
 	}
 }

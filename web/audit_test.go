@@ -56,18 +56,18 @@ func TestAuditPage(t *testing.T) {
 func TestBoardNamesOperators(t *testing.T) {
 	f := newFixture(t, Options{})
 	cookie, _ := f.login()
-	td, err := f.st.AddTodo(t.Context(), store.NewTodo{Queue: "inbox", Payload: "x", CreatedBy: humanActor(f.human.ID)})
+	td, err := f.st.AddTodo(t.Context(), store.NewTodo{Queue: "inbox", Payload: "x", CreatedBy: store.OperatorActor(f.human.ID)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, body := f.get(fmt.Sprintf("/todos/%d", td.ID), cookie); !strings.Contains(body, "created just now by <span class=\"mono\">ana (human:1)</span>") {
 		t.Fatalf("the todo's page does not name its operator:\n%s", body)
 	}
-	bo, err := f.st.CreateHuman(t.Context(), "bo", testPassword, "test")
+	bo, err := f.st.CreateOperator(t.Context(), "bo", testPassword, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.st.Audit(t.Context(), store.AuditEntry{Actor: humanActor(bo.ID), Action: "human.login", Target: humanActor(bo.ID)}); err != nil {
+	if err := f.st.Audit(t.Context(), store.AuditEntry{Actor: store.OperatorActor(bo.ID), Action: "human.login", Target: store.OperatorActor(bo.ID)}); err != nil {
 		t.Fatal(err)
 	}
 	_, body := f.get("/audit?actor=bo", cookie)

@@ -21,7 +21,7 @@ import (
 func BenchmarkBoard100k(b *testing.B) {
 	ctx := context.Background()
 	st := teststore.Open(b, store.Options{Synchronous: store.SyncNormal})
-	h, err := st.CreateHuman(ctx, "ana", testPassword, "bench")
+	h, err := st.CreateOperator(ctx, "ana", testPassword, "bench")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -206,7 +206,7 @@ func (u *UI) glance(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		http.Error(w, "counting todos failed", http.StatusInternalServerError)
 		return
 	}
-	u.execute(w, http.StatusOK, "board", "glance", view{Human: &rc.Human, Glance: summarise(counts)})
+	u.execute(w, http.StatusOK, "board", "glance", view{Operator: &rc.Operator, Glance: summarise(counts)})
 }
 
 func validState(s string) bool {

@@ -184,7 +184,7 @@ func TestBrowserBoard(t *testing.T) {
 	if got := f.todo(added.ID); got.State != store.StatePending || got.Owner != "" {
 		t.Fatalf("after release in the browser: %s owned by %q", got.State, got.Owner)
 	}
-	if rows := f.audited(fmt.Sprintf("todo:%d", added.ID)); rows[0].Action != "todo.release" || rows[0].Actor != humanActor(f.human.ID) {
+	if rows := f.audited(fmt.Sprintf("todo:%d", added.ID)); rows[0].Action != "todo.release" || rows[0].Actor != store.OperatorActor(f.human.ID) {
 		t.Fatalf("release audited as %+v", rows[0])
 	}
 	flash := run(t, ctx, "read flash", chromedp.Text(chromedp.CSS(`.flash.ok`)))
@@ -308,7 +308,7 @@ func TestBrowserBoard(t *testing.T) {
 		t.Fatalf("after replay the browser is at %s", loc)
 	}
 	got := f.todo(replayed)
-	if got.Source.Type != "replay" || got.Source.EventID != ev.ID || got.Queue != "github-issues" || got.CreatedBy != humanActor(f.human.ID) {
+	if got.Source.Type != "replay" || got.Source.EventID != ev.ID || got.Queue != "github-issues" || got.CreatedBy != store.OperatorActor(f.human.ID) {
 		t.Fatalf("replayed todo %+v", got)
 	}
 }
@@ -323,7 +323,7 @@ func seedDemo(t *testing.T, f *fixture) demoIDs {
 	hooks := map[string]store.Webhook{}
 	for _, hk := range []struct{ src, queue, by string }{
 		{"github", "github-issues", "agent:triage"}, {"stripe", "stripe-payments", "agent:billing"},
-		{"slack", "slack-mentions", humanActor(f.human.ID)},
+		{"slack", "slack-mentions", store.OperatorActor(f.human.ID)},
 	} {
 		h, err := f.st.CreateWebhook(ctx, store.NewWebhook{SourceType: hk.src, Queue: hk.queue,
 			Secret: "demo-signing-secret-" + hk.src, CreatedBy: hk.by})
@@ -347,7 +347,7 @@ func seedDemo(t *testing.T, f *fixture) demoIDs {
 			}
 			return f.todo(res.TodoID)
 		}
-		n := store.NewTodo{Queue: queue, Payload: payload, CreatedBy: humanActor(f.human.ID), Source: store.Source{Type: src, EventType: event}}
+		n := store.NewTodo{Queue: queue, Payload: payload, CreatedBy: store.OperatorActor(f.human.ID), Source: store.Source{Type: src, EventType: event}}
 		td, err := f.st.AddTodo(ctx, n)
 		if err != nil {
 			t.Fatal(err)

@@ -41,7 +41,7 @@ func TestDeviceCookiesOutliveRestartsWithTheSecretKey(t *testing.T) {
 	}
 
 	st, ui := boot(nil)
-	if _, err := st.CreateHuman(context.Background(), "ana", testPassword, "test"); err != nil {
+	if _, err := st.CreateOperator(context.Background(), "ana", testPassword, "test"); err != nil {
 		t.Fatal(err)
 	}
 	before := mint(ui)

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -12,10 +13,6 @@ import (
 	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/store"
 )
-
-// webhookSources are the provider types a webhook ceiling can allow (the contract in
-// DESIGN.md).
-var webhookSources = []string{"github", "stripe", "slack", "standard", "gitlab", "generic"}
 
 // maxLeaseSeconds mirrors the lease clamp agents get (24 h).
 const maxLeaseSeconds = 86400
@@ -54,7 +51,7 @@ func (u *UI) endpointList(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		u.storeError(w, r, rc, "Counting the agents' claims", err)
 		return
 	}
-	p := endpointListPage{All: all, AllVerbs: len(agent.AllVerbs())}
+	p := endpointListPage{All: all, AllVerbs: len(store.AllVerbs())}
 	for _, ep := range eps {
 		row := endpointRow{Endpoint: ep, Holds: held["agent:"+ep.AgentID], Tracked: u.opts.Agents != nil}
 		if u.opts.Agents != nil {
@@ -65,7 +62,7 @@ func (u *UI) endpointList(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	u.render(w, r, rc, http.StatusOK, "endpoints", view{Title: "Endpoints", Nav: "endpoints", Page: p})
 }
 
-// maxRate bounds the rate and burst a human may set on the board.
+// maxRate bounds the rate and burst an operator may set on the board.
 const maxRate = 1_000_000
 
 // endpointForm is the create/edit form, as submitted or prefilled.
@@ -96,7 +93,7 @@ type endpointForm struct {
 }
 
 func (u *UI) newForm() endpointForm {
-	f := endpointForm{TodoVerbs: agent.TodoVerbs, WebhookVerbs: agent.WebhookVerbs, Sources: webhookSources}
+	f := endpointForm{TodoVerbs: store.TodoVerbs(), WebhookVerbs: store.WebhookVerbs(), Sources: store.SourceTypes()}
 	if u.opts.Modules != nil {
 		for _, m := range u.opts.Modules.Status() {
 			f.Modules = append(f.Modules, m.Name)
@@ -112,7 +109,7 @@ func (u *UI) newForm() endpointForm {
 func (u *UI) endpointPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	if rc.Params.ByName("id") == "new" {
 		f := u.newForm()
-		f.New, f.Verbs, f.MaxWebhooks, f.Once = true, agent.AllVerbs(), "0", randomToken()
+		f.New, f.Verbs, f.MaxWebhooks, f.Once = true, store.AllVerbs(), "0", randomToken()
 		u.showEndpointForm(w, r, rc, http.StatusOK, f, "")
 		return
 	}
@@ -181,13 +178,10 @@ func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, sto
 			return f, store.EndpointSpec{}, fmt.Sprintf("%q is not a valid queue name (letters, digits and . _ - : /).", q)
 		}
 	}
-	verbs := []string{}
-	for _, v := range f.Verbs {
-		if !agent.KnownVerb(v) {
-			return f, store.EndpointSpec{}, fmt.Sprintf("%q is not a verb.", v)
-		}
-		verbs = append(verbs, v)
+	if err := store.CheckVerbs(f.Verbs); err != nil {
+		return f, store.EndpointSpec{}, refusedWord(err)
 	}
+	verbs := append([]string{}, f.Verbs...)
 	if len(queues) == 0 {
 		// An agent of capability modules alone: on a new endpoint the verbs,
 		// ticked by default, have no queue to work on and are not granted (the
@@ -199,13 +193,10 @@ func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, sto
 		}
 		verbs = []string{}
 	}
-	sources := []string{}
-	for _, s := range f.WebhookSources {
-		if !contains(webhookSources, s) {
-			return f, store.EndpointSpec{}, fmt.Sprintf("%q is not a webhook source type.", s)
-		}
-		sources = append(sources, s)
+	if err := store.CheckSourceTypes(f.WebhookSources...); err != nil {
+		return f, store.EndpointSpec{}, refusedWord(err)
 	}
+	sources := append([]string{}, f.WebhookSources...)
 	lease, err := optionalInt(f.DefaultLease)
 	if err != nil || lease < 0 || lease > maxLeaseSeconds {
 		return f, store.EndpointSpec{}, fmt.Sprintf("The default lease must be a whole number of seconds from 0 to %d (empty or 0: not set).", maxLeaseSeconds)
@@ -269,6 +260,19 @@ func readToolLists(f endpointForm, spec *store.EndpointSpec) (msg string) {
 	return ""
 }
 
+// refusedWord says the store's refusal of a verb or source type as the board
+// does. The form asks the store before anything else of it is refused.
+func refusedWord(err error) string {
+	var w *store.UnknownWordError
+	switch {
+	case errors.As(err, &w) && w.What == store.WordSourceType:
+		return fmt.Sprintf("%q is not a webhook source type.", w.Value)
+	case errors.As(err, &w):
+		return fmt.Sprintf("%q is not a %s.", w.Value, w.What)
+	}
+	return plainError(err) + "."
+}
+
 // toolNamePattern is MCP's rule for a tool's name.
 var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
@@ -279,7 +283,7 @@ func (u *UI) createEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 		u.showEndpointForm(w, r, rc, http.StatusBadRequest, f, msg)
 		return
 	}
-	spec.OwnerHumanID = rc.Human.ID
+	spec.OwnerOperatorID = rc.Operator.ID
 	// Sent again (a reload of the page it answered), the form shows the
 	// endpoint it made rather than make a second one.
 	u.runOnce(w, r, rc, func() onceShow {

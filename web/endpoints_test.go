@@ -50,7 +50,7 @@ func TestCreateEndpoint(t *testing.T) {
 		strings.Join(ep.Verbs, ",") != "claim_next,complete,fail" || ep.DefaultLeaseTTL != 600 ||
 		ep.Ceiling.MaxWebhooks != 2 || strings.Join(ep.Ceiling.Sources, ",") != "github" ||
 		strings.Join(ep.Ceiling.Queues, ",") != "github,inbox" || strings.Join(ep.Capabilities, ",") != "everything" ||
-		ep.OwnerHumanID != f.human.ID {
+		ep.OwnerOperatorID != f.human.ID {
 		t.Fatalf("endpoint %+v", ep)
 	}
 
@@ -93,7 +93,7 @@ func TestCreateEndpoint(t *testing.T) {
 	}
 
 	rows := f.audited(fmt.Sprintf("endpoint:%d", ep.ID))
-	if len(rows) != 1 || rows[0].Action != "endpoint.create" || rows[0].Actor != humanActor(f.human.ID) {
+	if len(rows) != 1 || rows[0].Action != "endpoint.create" || rows[0].Actor != store.OperatorActor(f.human.ID) {
 		t.Fatalf("audit %+v", rows)
 	}
 
@@ -118,6 +118,9 @@ func TestCreateEndpointBaseURLFromRequest(t *testing.T) {
 func TestCreateEndpointRejects(t *testing.T) {
 	f := newFixture(t, Options{})
 	cookie, csrf := f.login()
+	// The store's refusal of a word, as the board says it.
+	said := map[string]string{"unknown verb": "&#34;drop_tables&#34; is not a verb.",
+		"bad source": "&#34;myspace&#34; is not a webhook source type."}
 	for name, form := range map[string]url.Values{
 		"bad agent id":  {"agent_id": {"Bad Agent"}, "queues": {"inbox"}},
 		"no queues":     {"agent_id": {"bot"}, "queues": {" , "}},
@@ -139,6 +142,9 @@ func TestCreateEndpointRejects(t *testing.T) {
 			}
 			if strings.Contains(body, `id="credential"`) {
 				t.Fatal("a credential was shown")
+			}
+			if want, ok := said[name]; ok && !strings.Contains(body, want) {
+				t.Errorf("the page does not say %s", want)
 			}
 		})
 	}
@@ -197,7 +203,7 @@ func TestUpdateAndRevokeEndpoint(t *testing.T) {
 	}
 	var actions []string
 	for _, r := range f.audited(fmt.Sprintf("endpoint:%d", ep.ID)) {
-		if r.Actor == humanActor(f.human.ID) {
+		if r.Actor == store.OperatorActor(f.human.ID) {
 			actions = append(actions, r.Action)
 		}
 	}
@@ -543,7 +549,7 @@ func TestEndpointsPageShowsTheWebhookCeiling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	max, sources, verbs := 2, []string{"github", "stripe"}, agent.AllVerbs()
+	max, sources, verbs := 2, []string{"github", "stripe"}, store.AllVerbs()
 	if _, _, err := f.st.CreateEndpoint(t.Context(), "hooks", store.EndpointSpec{Queues: &q, Verbs: &verbs,
 		MaxWebhooks: &max, WebhookSources: &sources}, "human:1"); err != nil {
 		t.Fatal(err)

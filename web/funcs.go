@@ -18,8 +18,6 @@ import (
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
 
-func humanActor(id int64) string { return fmt.Sprintf("human:%d", id) }
-
 func urlQueryEscape(s string) string { return url.QueryEscape(s) }
 
 // funcs are the template helpers. They close over the UI's clock and assets.

@@ -38,17 +38,17 @@ type sessionStreams struct {
 	m  map[streamOwner]map[chan struct{}]struct{}
 }
 
-// streamOwner is the session (by its CSRF token) and human a stream belongs to.
+// streamOwner is the session (by its CSRF token) and operator a stream belongs to.
 type streamOwner struct {
-	human   int64
-	session string
+	operator int64
+	session  string
 }
 
-// open registers a stream of the human's session; ended is closed when the session
-// logs out, or the human logs out everywhere.
-func (s *sessionStreams) open(human int64, session string) (ended chan struct{}, closeFn func()) {
+// open registers a stream of the operator's session; ended is closed when the session
+// logs out, or the operator logs out everywhere.
+func (s *sessionStreams) open(operator int64, session string) (ended chan struct{}, closeFn func()) {
 	ch := make(chan struct{})
-	key := streamOwner{human, session}
+	key := streamOwner{operator, session}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
@@ -71,22 +71,22 @@ func (s *sessionStreams) open(human int64, session string) (ended chan struct{},
 }
 
 // end ends every open stream of the session, or with session "", of every
-// session of the human.
-func (s *sessionStreams) end(human int64, session string) {
-	s.endWhere(human, func(other string) bool { return session == "" || other == session })
+// session of the operator.
+func (s *sessionStreams) end(operator int64, session string) {
+	s.endWhere(operator, func(other string) bool { return session == "" || other == session })
 }
 
-// endExcept ends every open stream of the human's sessions but keep.
-func (s *sessionStreams) endExcept(human int64, keep string) {
-	s.endWhere(human, func(other string) bool { return other != keep })
+// endExcept ends every open stream of the operator's sessions but keep.
+func (s *sessionStreams) endExcept(operator int64, keep string) {
+	s.endWhere(operator, func(other string) bool { return other != keep })
 }
 
-// endWhere ends every open stream of the human's sessions that match.
-func (s *sessionStreams) endWhere(human int64, match func(session string) bool) {
+// endWhere ends every open stream of the operator's sessions that match.
+func (s *sessionStreams) endWhere(operator int64, match func(session string) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for key, chans := range s.m {
-		if key.human != human || !match(key.session) {
+		if key.operator != operator || !match(key.session) {
 			continue
 		}
 		for ch := range chans {
@@ -215,7 +215,7 @@ func (u *UI) stream(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		return
 	}
 	defer cancel()
-	loggedOut, closeSession := u.streams.open(rc.Human.ID, rc.CSRF)
+	loggedOut, closeSession := u.streams.open(rc.Operator.ID, rc.CSRF)
 	defer closeSession()
 	rw := http.NewResponseController(w)
 	h := w.Header()

@@ -240,7 +240,7 @@ func TestLogoutEverywhere(t *testing.T) {
 	f := newFixture(t, Options{})
 	cookie, csrf := f.login()
 	other, _ := f.login() // the same human in another browser
-	bob, err := f.st.CreateHuman(t.Context(), "bob", testPassword, "test")
+	bob, err := f.st.CreateOperator(t.Context(), "bob", testPassword, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestLogoutEverywhere(t *testing.T) {
 	if res, _ := f.get("/", bobs); res.StatusCode != http.StatusOK {
 		t.Fatalf("bob's session after ana logged out everywhere: %d", res.StatusCode)
 	}
-	if rows := f.audited(humanActor(f.human.ID)); rows[0].Action != "human.logout_all" || rows[0].Detail != "sessions ended=2" {
+	if rows := f.audited(store.OperatorActor(f.human.ID)); rows[0].Action != "human.logout_all" || rows[0].Detail != "sessions ended=2" {
 		t.Fatalf("audit %+v", rows[0])
 	}
 }

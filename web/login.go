@@ -26,11 +26,11 @@ import (
 const loginCookie = "sb_login"
 
 type loginPage struct {
-	Username string
-	Next     string
-	Token    string
-	NoHumans bool
-	DBPath   string
+	Username    string
+	Next        string
+	Token       string
+	NoOperators bool
+	DBPath      string
 }
 
 func (u *UI) loginPage(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -49,7 +49,7 @@ func (u *UI) loginPage(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 }
 
 func (u *UI) showLogin(w http.ResponseWriter, r *http.Request, status int, next, username, msg string) {
-	n, err := u.store.CountHumans(r.Context())
+	n, err := u.store.CountOperators(r.Context())
 	if err != nil {
 		u.log.Error("web: count humans", "err", err)
 		http.Error(w, "the database is not answering", http.StatusInternalServerError)
@@ -70,7 +70,7 @@ func (u *UI) showLogin(w http.ResponseWriter, r *http.Request, status int, next,
 		notice = loggedOut[r.URL.Query().Get("out")]
 	}
 	u.render(w, r, nil, status, "login", view{Title: "Log in", Flash: notice, Error: msg, Page: loginPage{
-		Username: username, Next: safeNext(next), Token: token, NoHumans: n == 0, DBPath: u.store.Path(),
+		Username: username, Next: safeNext(next), Token: token, NoOperators: n == 0, DBPath: u.store.Path(),
 	}})
 }
 
@@ -159,7 +159,7 @@ func (u *UI) logout(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	if err := u.store.DeleteWebSession(r.Context(), rc.token); err != nil {
 		u.log.Error("web: delete session", "err", err)
 	}
-	u.streams.end(rc.Human.ID, rc.CSRF)
+	u.streams.end(rc.Operator.ID, rc.CSRF)
 	u.clearSessionCookie(w, r)
 	http.Redirect(w, r, "/login?out=1", http.StatusSeeOther)
 }
@@ -174,11 +174,11 @@ var loggedOut = map[string]string{
 // they have, in every browser, this one included (a session left open on another
 // computer, say).
 func (u *UI) logoutEverywhere(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
-	if _, _, err := u.store.EndSessions(r.Context(), rc.Human.Username, rc.actor()); err != nil {
+	if _, _, err := u.store.EndSessions(r.Context(), rc.Operator.Username, rc.actor()); err != nil {
 		u.storeError(w, r, rc, "Logging out everywhere", err)
 		return
 	}
-	u.streams.end(rc.Human.ID, "")
+	u.streams.end(rc.Operator.ID, "")
 	u.clearSessionCookie(w, r)
 	http.Redirect(w, r, "/login?out=everywhere", http.StatusSeeOther)
 }

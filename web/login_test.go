@@ -66,7 +66,7 @@ func TestFirstRunSaysHowToCreateAnOperator(t *testing.T) {
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", res.StatusCode)
 	}
-	want := "switchboard admin create --username NAME --db " + st.Path()
+	want := "switchboard operator create --username NAME --db " + st.Path()
 	if !strings.Contains(body, want) {
 		t.Fatalf("first-run page does not show %q:\n%s", want, body)
 	}
@@ -92,7 +92,7 @@ func TestLoginAndLogout(t *testing.T) {
 	if res.StatusCode != http.StatusOK || !strings.Contains(body, ">ana<") {
 		t.Fatalf("board after login: %d", res.StatusCode)
 	}
-	if rows := f.audited(humanActor(f.human.ID)); len(rows) == 0 || rows[0].Action != "human.login" {
+	if rows := f.audited(store.OperatorActor(f.human.ID)); len(rows) == 0 || rows[0].Action != "human.login" {
 		t.Fatalf("login not audited: %+v", rows)
 	}
 	csrf := csrfToken(c.Value)

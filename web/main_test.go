@@ -24,7 +24,7 @@ type fixture struct {
 	ui    *UI
 	srv   *httptest.Server
 	clock *testkit.Clock
-	human store.Human
+	human store.Operator
 }
 
 const testPassword = "correct horse battery"
@@ -33,7 +33,7 @@ func newFixture(t *testing.T, opts Options) *fixture {
 	t.Helper()
 	clk := testkit.NewClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 	st := teststore.Open(t, store.Options{Now: clk.Now, Synchronous: store.SyncNormal})
-	h, err := st.CreateHuman(context.Background(), "ana", testPassword, "test")
+	h, err := st.CreateOperator(context.Background(), "ana", testPassword, "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard/modules"
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // fakeModules stands in for the module supervisor (another package's process
@@ -107,7 +108,7 @@ func TestModulesPage(t *testing.T) {
 		t.Fatalf("approved %v", fm.approved)
 	}
 	rows := f.audited("module:everything")
-	if len(rows) != 1 || rows[0].Actor != humanActor(f.human.ID) || rows[0].Action != "module.approve" ||
+	if len(rows) != 1 || rows[0].Actor != store.OperatorActor(f.human.ID) || rows[0].Action != "module.approve" ||
 		!strings.Contains(rows[0].Detail, "sha256=bbbbbbbbbbbbbbbbbbbb") {
 		t.Fatalf("audit %+v", rows)
 	}
@@ -135,7 +136,7 @@ func TestModulesPageRestartsAModule(t *testing.T) {
 	if res.StatusCode != http.StatusSeeOther || len(fm.restarted) != 1 {
 		t.Fatalf("restart: %d, restarted %v", res.StatusCode, fm.restarted)
 	}
-	if rows := f.audited("module:everything"); len(rows) != 1 || rows[0].Action != "module.restart" || rows[0].Actor != humanActor(f.human.ID) {
+	if rows := f.audited("module:everything"); len(rows) != 1 || rows[0].Action != "module.restart" || rows[0].Actor != store.OperatorActor(f.human.ID) {
 		t.Fatalf("audit %+v", rows)
 	}
 	if res, _ := f.post("/modules/nosuch/restart", cookie, url.Values{csrfField: {csrf}}); res.StatusCode != http.StatusNotFound {

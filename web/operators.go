@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // The store names an operator's acts "human:<id>"; the board shows the
@@ -59,7 +61,7 @@ func (u *UI) operatorActor(ctx context.Context, filter string) string {
 	if !u.operators.find(ctx, u, func(o *operatorNames) (ok bool) { id, ok = o.byName[filter]; return ok }) {
 		return filter
 	}
-	return humanActor(id)
+	return store.OperatorActor(id)
 }
 
 // find runs look over what is known, and once more after reading the operators

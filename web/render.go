@@ -38,13 +38,13 @@ func loadPages(funcs template.FuncMap) *pages {
 
 // view is what every full page renders: the layout's needs plus the page's own data.
 type view struct {
-	Title  string
-	Nav    string // which header link is current
-	Human  *store.Human
-	CSRF   string
-	Glance []queueSummary
-	Flash  string
-	Error  string
+	Title    string
+	Nav      string // which header link is current
+	Operator *store.Operator
+	CSRF     string
+	Glance   []queueSummary
+	Flash    string
+	Error    string
 	// Trouble, when set, is why writes are failing (store.WriteTrouble): every
 	// page says so, the login page included.
 	Trouble string
@@ -56,13 +56,13 @@ type view struct {
 }
 
 // render writes a full page (the "layout" template) with the header filled in for a
-// logged-in human.
+// logged-in operator.
 func (u *UI) render(w http.ResponseWriter, r *http.Request, rc *reqCtx, status int, name string, v view) {
 	if t := u.store.WriteTrouble(); t != nil {
 		v.Trouble = t.String()
 	}
 	if rc != nil {
-		v.Human, v.CSRF = &rc.Human, rc.CSRF
+		v.Operator, v.CSRF = &rc.Operator, rc.CSRF
 		if v.Glance == nil {
 			counts, err := u.store.QueueCounts(r.Context())
 			if err != nil {
@@ -101,7 +101,7 @@ func (u *UI) modulesAttention() int {
 
 // renderFragment writes only one live block of a page, for the page script's refresh.
 func (u *UI) renderFragment(w http.ResponseWriter, rc *reqCtx, name, block string, v view) {
-	v.Human, v.CSRF = &rc.Human, rc.CSRF
+	v.Operator, v.CSRF = &rc.Operator, rc.CSRF
 	u.execute(w, http.StatusOK, name, block, v)
 }
 

@@ -26,14 +26,14 @@ const (
 
 // reqCtx is what an authenticated handler knows about its request.
 type reqCtx struct {
-	Human  store.Human
-	CSRF   string
-	Params httprouter.Params
-	token  string
+	Operator store.Operator
+	CSRF     string
+	Params   httprouter.Params
+	token    string
 }
 
-// actor is how the store's audit log names this human.
-func (rc *reqCtx) actor() string { return humanActor(rc.Human.ID) }
+// actor is how the store's audit log names this operator.
+func (rc *reqCtx) actor() string { return store.OperatorActor(rc.Operator.ID) }
 
 type handler func(w http.ResponseWriter, r *http.Request, rc *reqCtx)
 
@@ -68,7 +68,7 @@ func (u *UI) session(w http.ResponseWriter, r *http.Request) (*reqCtx, bool) {
 			u.setSessionCookie(w, r, c.Value)
 		}
 	}
-	return &reqCtx{Human: ws.Human, CSRF: csrfToken(c.Value), token: c.Value}, true
+	return &reqCtx{Operator: ws.Operator, CSRF: csrfToken(c.Value), token: c.Value}, true
 }
 
 // page wraps a read-only handler: security headers, and a session or a trip to the

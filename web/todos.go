@@ -47,7 +47,7 @@ func (u *UI) todoPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	u.render(w, r, rc, http.StatusOK, "todo", v)
 }
 
-// addTodo serves POST /todos: a human puts a todo on a queue.
+// addTodo serves POST /todos: an operator puts a todo on a queue.
 func (u *UI) addTodo(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	queue := strings.TrimSpace(r.PostForm.Get("queue"))
 	payload := r.PostForm.Get("payload")

@@ -66,8 +66,8 @@ func TestReleaseTodo(t *testing.T) {
 		t.Fatalf("after release: state %s owner %q attempts %d", got.State, got.Owner, got.Attempts)
 	}
 	rows := f.audited(fmt.Sprintf("todo:%d", td.ID))
-	if rows[0].Action != "todo.release" || rows[0].Actor != humanActor(f.human.ID) {
-		t.Fatalf("audit %+v, want todo.release by %s", rows[0], humanActor(f.human.ID))
+	if rows[0].Action != "todo.release" || rows[0].Actor != store.OperatorActor(f.human.ID) {
+		t.Fatalf("audit %+v, want todo.release by %s", rows[0], store.OperatorActor(f.human.ID))
 	}
 
 	// Releasing what is not claimed is a conflict and changes nothing.
@@ -106,7 +106,7 @@ func TestRetryTodo(t *testing.T) {
 	if got := f.todo(td.ID); got.State != "pending" || got.Attempts != 0 {
 		t.Fatalf("after retry: %s, %d attempts", got.State, got.Attempts)
 	}
-	if rows := f.audited(fmt.Sprintf("todo:%d", td.ID)); rows[0].Action != "todo.retry" || rows[0].Actor != humanActor(f.human.ID) {
+	if rows := f.audited(fmt.Sprintf("todo:%d", td.ID)); rows[0].Action != "todo.retry" || rows[0].Actor != store.OperatorActor(f.human.ID) {
 		t.Fatalf("audit %+v", rows[0])
 	}
 	if res, _ := f.post(fmt.Sprintf("/todos/%d/retry", td.ID), cookie, url.Values{csrfField: {csrf}}); res.StatusCode != http.StatusConflict {
@@ -126,10 +126,10 @@ func TestAddTodo(t *testing.T) {
 		t.Fatalf("Location %q: %v", res.Header.Get("Location"), err)
 	}
 	got := f.todo(id)
-	if got.Queue != "inbox" || got.Payload != `{"task":"hello"}` || got.CreatedBy != humanActor(f.human.ID) {
+	if got.Queue != "inbox" || got.Payload != `{"task":"hello"}` || got.CreatedBy != store.OperatorActor(f.human.ID) {
 		t.Fatalf("added %+v", got)
 	}
-	if rows := f.audited(fmt.Sprintf("todo:%d", id)); rows[0].Action != "todo.add" || rows[0].Actor != humanActor(f.human.ID) {
+	if rows := f.audited(fmt.Sprintf("todo:%d", id)); rows[0].Action != "todo.add" || rows[0].Actor != store.OperatorActor(f.human.ID) {
 		t.Fatalf("audit %+v", rows[0])
 	}
 	for name, form := range map[string]url.Values{
@@ -229,7 +229,7 @@ func TestRetryAllDeadLetters(t *testing.T) {
 		if got := f.todo(td.ID); got.State != store.StatePending || got.Attempts != 0 {
 			t.Fatalf("todo %d after retrying a: %s, %d attempts", td.ID, got.State, got.Attempts)
 		}
-		if rows := f.audited(fmt.Sprintf("todo:%d", td.ID)); rows[0].Action != "todo.retry" || rows[0].Actor != humanActor(f.human.ID) {
+		if rows := f.audited(fmt.Sprintf("todo:%d", td.ID)); rows[0].Action != "todo.retry" || rows[0].Actor != store.OperatorActor(f.human.ID) {
 			t.Fatalf("audit %+v", rows[0])
 		}
 	}

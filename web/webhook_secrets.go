@@ -57,8 +57,9 @@ func (u *UI) createWebhook(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 			u.showWebhooks(w, r, rc, http.StatusBadRequest, f, msg)
 			return webhookSecretPage{}, false
 		}
-		if !ingest.ValidSourceType(f.Source) {
-			return refuse(fmt.Sprintf("Pick a source type: %s.", strings.Join(ingest.SourceTypes, ", ")))
+		// Asked before a secret is minted for it.
+		if err := store.CheckSourceTypes(f.Source); err != nil {
+			return refuse(fmt.Sprintf("Pick a source type: %s.", strings.Join(store.SourceTypes(), ", ")))
 		}
 		if !store.ValidQueueName(f.Queue) {
 			return refuse(fmt.Sprintf("%q is not a valid queue name: use 1-128 letters, digits and . _ - : / (starting with a letter or digit).", f.Queue))

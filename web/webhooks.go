@@ -63,7 +63,7 @@ func (u *UI) showWebhooks(w http.ResponseWriter, r *http.Request, rc *reqCtx, st
 		u.storeError(w, r, rc, "Counting deliveries", err)
 		return
 	}
-	p := webhooksPage{Sources: ingest.SourceTypes, Once: randomToken(), Form: f, All: all, TrackFailures: u.opts.Failures != nil}
+	p := webhooksPage{Sources: store.SourceTypes(), Once: randomToken(), Form: f, All: all, TrackFailures: u.opts.Failures != nil}
 	for _, h := range hooks {
 		row := u.webhookRow(r, h)
 		row.Stats = stats[h.ID]

@@ -85,7 +85,7 @@ func TestDeleteWebhook(t *testing.T) {
 		t.Fatal("the webhook still takes deliveries")
 	}
 	rows := f.audited(fmt.Sprintf("webhook:%d", h.ID))
-	if rows[0].Action != "webhook.delete" || rows[0].Actor != humanActor(f.human.ID) {
+	if rows[0].Action != "webhook.delete" || rows[0].Actor != store.OperatorActor(f.human.ID) {
 		t.Fatalf("audit %+v", rows[0])
 	}
 	if _, body := f.get("/webhooks", cookie); strings.Contains(body, fmt.Sprintf(`data-webhook-id="%d"`, h.ID)) {
@@ -139,11 +139,11 @@ func TestWebhookEventsAndReplay(t *testing.T) {
 		t.Fatalf("replay: %d %q", res.StatusCode, res.Header.Get("Location"))
 	}
 	td := f.todo(todoID)
-	if td.ID == ev[0].TodoID || td.Payload != `{"issue":{"number":1}}` || td.Source.Type != "replay" || td.Source.EventID != ev[0].EventID || td.CreatedBy != humanActor(f.human.ID) {
+	if td.ID == ev[0].TodoID || td.Payload != `{"issue":{"number":1}}` || td.Source.Type != "replay" || td.Source.EventID != ev[0].EventID || td.CreatedBy != store.OperatorActor(f.human.ID) {
 		t.Fatalf("replayed todo %+v", td)
 	}
 	rows := f.audited(fmt.Sprintf("webhook_event:%d", ev[0].EventID))
-	if len(rows) != 1 || rows[0].Action != "webhook_event.replay" || rows[0].Actor != humanActor(f.human.ID) {
+	if len(rows) != 1 || rows[0].Action != "webhook_event.replay" || rows[0].Actor != store.OperatorActor(f.human.ID) {
 		t.Fatalf("audit %+v", rows)
 	}
 }
@@ -256,6 +256,9 @@ func TestCreateWebhookFromBoard(t *testing.T) {
 		if secret := form.Get("signing_secret"); secret != "" && strings.Contains(body, secret) {
 			t.Errorf("%s: the refused secret is shown back", name)
 		}
+		if want := "Pick a source type: github, stripe, slack, standard, gitlab, generic."; name == "unknown source" && !strings.Contains(body, want) {
+			t.Errorf("%s: the page does not say %s", name, want)
+		}
 	}
 	if n := len(created()); n != 0 {
 		t.Fatalf("refused forms created %d webhooks", n)
@@ -268,7 +271,7 @@ func TestCreateWebhookFromBoard(t *testing.T) {
 	}
 	list := created()
 	if len(list) != 1 || list[0].SourceType != "github" || list[0].Queue != "github-issues" || list[0].Description != "issues from the app repo" ||
-		list[0].CreatedBy != humanActor(f.human.ID) || list[0].EndpointID != 0 {
+		list[0].CreatedBy != store.OperatorActor(f.human.ID) || list[0].EndpointID != 0 {
 		t.Fatalf("created %+v", list)
 	}
 	h := list[0]
@@ -279,7 +282,7 @@ func TestCreateWebhookFromBoard(t *testing.T) {
 	if _, secrets, err := f.st.WebhookByToken(t.Context(), h.Token); err != nil || len(secrets) != 1 || secrets[0] != sec[1] {
 		t.Fatalf("shown secret %q, stored %v (%v)", sec[1], secrets, err)
 	}
-	if rows := f.audited(fmt.Sprintf("webhook:%d", h.ID)); len(rows) != 1 || rows[0].Action != "webhook.create" || rows[0].Actor != humanActor(f.human.ID) {
+	if rows := f.audited(fmt.Sprintf("webhook:%d", h.ID)); len(rows) != 1 || rows[0].Action != "webhook.create" || rows[0].Actor != store.OperatorActor(f.human.ID) {
 		t.Fatalf("audit %+v", rows)
 	}
 	if _, page := f.get(fmt.Sprintf("/webhook/%d", h.ID), cookie); strings.Contains(page, sec[1]) {
@@ -353,7 +356,7 @@ func TestRotateWebhookFromBoard(t *testing.T) {
 	if _, secrets, _ := f.st.WebhookByToken(t.Context(), h.Token); sec == nil || len(secrets) != 1 || secrets[0] != sec[1] || !strings.Contains(body, "stops verifying at once") {
 		t.Fatalf("after a rotation without grace: %v", secrets)
 	}
-	if rows := f.audited(fmt.Sprintf("webhook:%d", h.ID)); rows[0].Action != "webhook.rotate" || rows[0].Actor != humanActor(f.human.ID) {
+	if rows := f.audited(fmt.Sprintf("webhook:%d", h.ID)); rows[0].Action != "webhook.rotate" || rows[0].Actor != store.OperatorActor(f.human.ID) {
 		t.Fatalf("audit %+v", rows[0])
 	}
 

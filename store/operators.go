@@ -14,38 +14,44 @@ import (
 	"golang.org/x/crypto/bcrypt"
 )
 
-// Human is an operator of the board.
-type Human struct {
+// Operator is a person who uses the board and the CLI. What an operator does
+// is recorded as OperatorActor(ID), "human:<id>", in audit rows and created_by:
+// that format is a data contract (DESIGN.md), and so is the table's name,
+// humans; neither changed when the type took the product's word.
+type Operator struct {
 	ID        int64     `json:"id"`
 	Username  string    `json:"username"`
 	CreatedAt time.Time `json:"created_at"`
 }
 
+// OperatorActor is how an operator's actions are recorded: human:<id>.
+func OperatorActor(id int64) string { return fmt.Sprintf("human:%d", id) }
+
 // bcryptCost: slow enough to make offline guessing expensive, fast enough for a Pi
 // to log someone in (~250 ms there).
 const bcryptCost = 11
 
-// CreateHuman creates an operator with a bcrypt hash of password.
-func (s *Store) CreateHuman(ctx context.Context, username, password, actor string) (Human, error) {
+// CreateOperator creates an operator with a bcrypt hash of password.
+func (s *Store) CreateOperator(ctx context.Context, username, password, actor string) (Operator, error) {
 	if username == "" || len(username) > 64 || !utf8.ValidString(username) {
-		return Human{}, fmt.Errorf("store: create human: username must be 1-64 characters: %w", ErrInvalid)
+		return Operator{}, fmt.Errorf("store: create operator: username must be 1-64 characters: %w", ErrInvalid)
 	}
 	hash, err := hashPassword(password)
 	if err != nil {
-		return Human{}, fmt.Errorf("store: create human: %w", err)
+		return Operator{}, fmt.Errorf("store: create operator: %w", err)
 	}
-	var h Human
+	var h Operator
 	err = s.write(ctx, func(w *wtx) error {
 		err := w.queryRow(`INSERT INTO humans (username, password_hash, created_at) VALUES (?, ?, ?) RETURNING id`,
 			username, hash, ms(w.now)).Scan(&h.ID)
 		if isUnique(err) {
-			return fmt.Errorf("store: create human %q: %w", username, ErrAlreadyExists)
+			return fmt.Errorf("store: create operator %q: %w", username, ErrAlreadyExists)
 		}
 		if err != nil {
-			return fmt.Errorf("store: create human %q: %w", username, err)
+			return fmt.Errorf("store: create operator %q: %w", username, err)
 		}
 		h.Username, h.CreatedAt = username, w.now
-		return w.audit(actor, "human.create", fmt.Sprintf("human:%d", h.ID), "", "username="+username)
+		return w.audit(actor, "human.create", OperatorActor(h.ID), "", "username="+username)
 	})
 	return h, err
 }
@@ -69,10 +75,10 @@ func hashPassword(password string) (string, error) {
 // SetPassword gives the operator username a new password and ends every session
 // they have, on every browser: whoever knew the old password, or holds a session
 // made with it, is out. It returns the operator and how many sessions it ended.
-func (s *Store) SetPassword(ctx context.Context, username, password, actor string) (Human, int64, error) {
+func (s *Store) SetPassword(ctx context.Context, username, password, actor string) (Operator, int64, error) {
 	hash, err := hashPassword(password)
 	if err != nil {
-		return Human{}, 0, fmt.Errorf("store: set the password of %q: %w", username, err)
+		return Operator{}, 0, fmt.Errorf("store: set the password of %q: %w", username, err)
 	}
 	return s.endSessions(ctx, username, actor, "human.password", nil, func(w *wtx, id int64) error {
 		if _, err := w.exec(`UPDATE humans SET password_hash = ? WHERE id = ?`, hash, id); err != nil {
@@ -155,7 +161,7 @@ func (s *Store) replacePassword(ctx context.Context, username, old, password, ha
 
 // EndSessions logs the operator username out of every browser, and returns the
 // operator and how many sessions it ended.
-func (s *Store) EndSessions(ctx context.Context, username, actor string) (Human, int64, error) {
+func (s *Store) EndSessions(ctx context.Context, username, actor string) (Operator, int64, error) {
 	return s.endSessions(ctx, username, actor, "human.logout_all", nil, nil)
 }
 
@@ -169,8 +175,8 @@ func (s *Store) EndOtherSessions(ctx context.Context, username, keep, actor stri
 // endSessions runs also (if any) on the operator username and deletes their
 // sessions but the one whose token hashes to keep (none when nil), in one write
 // audited as action.
-func (s *Store) endSessions(ctx context.Context, username, actor, action string, keep []byte, also func(*wtx, int64) error) (Human, int64, error) {
-	var h Human
+func (s *Store) endSessions(ctx context.Context, username, actor, action string, keep []byte, also func(*wtx, int64) error) (Operator, int64, error) {
+	var h Operator
 	var ended int64
 	err := s.write(ctx, func(w *wtx) error {
 		var created int64
@@ -197,14 +203,14 @@ func (s *Store) endSessions(ctx context.Context, username, actor, action string,
 		if _, err := w.exec(`DELETE FROM web_sessions WHERE human_id = ? AND token_hash IS NOT ?`, h.ID, keep); err != nil {
 			return fmt.Errorf("store: end the sessions of %q: %w", username, err)
 		}
-		return w.audit(actor, action, fmt.Sprintf("human:%d", h.ID), "", fmt.Sprintf("sessions ended=%d", ended))
+		return w.audit(actor, action, OperatorActor(h.ID), "", fmt.Sprintf("sessions ended=%d", ended))
 	})
 	return h, ended, err
 }
 
-// Operator is a human with what the CLI lists about them.
-type Operator struct {
-	Human
+// OperatorSummary is an operator with what the CLI lists about them.
+type OperatorSummary struct {
+	Operator
 	Sessions int64 `json:"sessions"` // live sessions
 	// LastLogin is their latest login, as the audit log has it (else, its rows
 	// pruned, their newest live session's start), whether or not its session
@@ -213,7 +219,7 @@ type Operator struct {
 }
 
 // ListOperators lists every operator, oldest first, with their live sessions.
-func (s *Store) ListOperators(ctx context.Context) ([]Operator, error) {
+func (s *Store) ListOperators(ctx context.Context) ([]OperatorSummary, error) {
 	rows, err := s.query(ctx, `SELECT h.id, h.username, h.created_at, count(ws.human_id), coalesce(
 			(SELECT at FROM audit WHERE actor = 'human:' || h.id AND action = 'human.login' AND outcome = 'ok'
 				ORDER BY id DESC LIMIT 1),
@@ -224,9 +230,9 @@ func (s *Store) ListOperators(ctx context.Context) ([]Operator, error) {
 		return nil, fmt.Errorf("store: list operators: %w", err)
 	}
 	defer rows.Close()
-	var out []Operator
+	var out []OperatorSummary
 	for rows.Next() {
-		var o Operator
+		var o OperatorSummary
 		var created int64
 		var last sql.NullInt64
 		if err := rows.Scan(&o.ID, &o.Username, &created, &o.Sessions, &last); err != nil {
@@ -246,15 +252,15 @@ func (s *Store) ListOperators(ctx context.Context) ([]Operator, error) {
 // are deliberately not told apart.
 var ErrBadPassword = errors.New("unknown username or wrong password")
 
-// CheckPassword returns the human when password is theirs.
-func (s *Store) CheckPassword(ctx context.Context, username, password string) (Human, error) {
+// CheckPassword returns the operator when password is theirs.
+func (s *Store) CheckPassword(ctx context.Context, username, password string) (Operator, error) {
 	h, _, err := s.checkPassword(ctx, username, password)
 	return h, err
 }
 
-// checkPassword returns the human when password is theirs, and the hash it matched.
-func (s *Store) checkPassword(ctx context.Context, username, password string) (Human, string, error) {
-	var h Human
+// checkPassword returns the operator when password is theirs, and the hash it matched.
+func (s *Store) checkPassword(ctx context.Context, username, password string) (Operator, string, error) {
+	var h Operator
 	var hash string
 	var created int64
 	err := s.queryRow(ctx, `SELECT id, username, password_hash, created_at FROM humans WHERE username = ?`, username).
@@ -262,13 +268,13 @@ func (s *Store) checkPassword(ctx context.Context, username, password string) (H
 	if notFound(err) {
 		// Spend the same time as a real check so timing does not reveal usernames.
 		bcrypt.CompareHashAndPassword(dummyHash(), []byte(password))
-		return Human{}, "", ErrBadPassword
+		return Operator{}, "", ErrBadPassword
 	}
 	if err != nil {
-		return Human{}, "", fmt.Errorf("store: look up human: %w", err)
+		return Operator{}, "", fmt.Errorf("store: look up operator: %w", err)
 	}
 	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) != nil {
-		return Human{}, "", ErrBadPassword
+		return Operator{}, "", ErrBadPassword
 	}
 	h.CreatedAt = fromMS(created)
 	return h, hash, nil
@@ -284,7 +290,7 @@ func (s *Store) PasswordStamp(ctx context.Context, username string) (string, err
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("store: look up human: %w", err)
+		return "", fmt.Errorf("store: look up operator: %w", err)
 	}
 	sum := sha256.Sum256([]byte(hash))
 	return hex.EncodeToString(sum[:16]), nil
@@ -296,26 +302,26 @@ var dummyHash = sync.OnceValue(func() []byte {
 	return h
 })
 
-// Human loads one operator.
-func (s *Store) Human(ctx context.Context, id int64) (Human, error) {
-	var h Human
+// Operator loads one operator.
+func (s *Store) Operator(ctx context.Context, id int64) (Operator, error) {
+	var h Operator
 	var created int64
 	err := s.queryRow(ctx, `SELECT id, username, created_at FROM humans WHERE id = ?`, id).Scan(&h.ID, &h.Username, &created)
 	if notFound(err) {
-		return Human{}, fmt.Errorf("store: human %d: %w", id, ErrNotFound)
+		return Operator{}, fmt.Errorf("store: operator %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return Human{}, fmt.Errorf("store: load human %d: %w", id, err)
+		return Operator{}, fmt.Errorf("store: load operator %d: %w", id, err)
 	}
 	h.CreatedAt = fromMS(created)
 	return h, nil
 }
 
-// CountHumans says how many operators exist (the board's first-run page needs 0).
-func (s *Store) CountHumans(ctx context.Context) (int, error) {
+// CountOperators says how many operators exist (the board's first-run page needs 0).
+func (s *Store) CountOperators(ctx context.Context) (int, error) {
 	var n int
 	if err := s.queryRow(ctx, `SELECT count(*) FROM humans`).Scan(&n); err != nil {
-		return 0, fmt.Errorf("store: count humans: %w", err)
+		return 0, fmt.Errorf("store: count operators: %w", err)
 	}
 	return n, nil
 }
