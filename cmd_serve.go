@@ -23,6 +23,7 @@ import (
 	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/ingest"
 	"github.com/switchboardhq/switchboard/internal/httpbody"
+	"github.com/switchboardhq/switchboard/internal/metrics"
 	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/reaper"
 	"github.com/switchboardhq/switchboard/store"
@@ -318,7 +319,7 @@ type server struct {
 	store   *store.Store
 	unlock  func() // releases the one-serve-per-database lock
 	http    *http.Server
-	metrics *metrics
+	metrics *metrics.Metrics
 	agent   *agent.Agent
 	reaper  *reaper.Reaper
 	charts  *store.ChartSampler
@@ -365,12 +366,12 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 	if cfg.MetricsAllow == "" {
 		cfg.MetricsAllow = "127.0.0.0/8,::1"
 	}
-	allow, err := parseCIDRs(cfg.MetricsAllow)
+	allow, err := metrics.ParseCIDRs(cfg.MetricsAllow)
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	s := &server{cfg: cfg, log: logger, store: st, unlock: unlock, metrics: newMetrics(st, allow)}
+	s := &server{cfg: cfg, log: logger, store: st, unlock: unlock, metrics: metrics.New(st, allow)}
 	if s.modules, err = startGateway(ctx, cfg, mans, st, s.metrics, logger); err != nil {
 		st.Close()
 		return nil, err
@@ -392,7 +393,7 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 		st.Close()
 		return nil, err
 	}
-	s.metrics.watchAgent(s.agent)
+	s.metrics.WatchAgent(s.agent)
 	// A revocation or scope edit, from the board or the CLI, reaches live sessions
 	// within the watch's half second (the watch sees this process's commits too).
 	st.OnForeignCommit(s.agent.EndpointsMayHaveChanged)
@@ -401,10 +402,10 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 	router := httprouter.New()
 	router.HandlerFunc(http.MethodGet, "/healthz", s.healthz)
 	router.HandlerFunc(http.MethodGet, "/readyz", s.readyz)
-	router.Handler(http.MethodGet, "/metrics", s.metrics.handler())
+	router.Handler(http.MethodGet, "/metrics", s.metrics.Handler())
 	s.agent.Mount(router, "/mcp")
 	receiver := ingest.NewReceiver(st, ingest.ReceiverOptions{MaxBody: cfg.MaxBody, Logger: logger,
-		Observe: s.metrics.observeDelivery})
+		Observe: s.metrics.ObserveDelivery})
 	router.Handler(http.MethodPost, ingest.Route, receiver)
 	s.charts, err = st.NewChartSampler(ctx, store.ChartOptions{Refused: func(id int64) int64 {
 		n, _, _ := receiver.Failures(id)
@@ -423,7 +424,7 @@ func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *se
 	ui := web.New(st, uiOpts)
 	ui.Register(router)
 	s.http = &http.Server{
-		Handler:           s.metrics.instrument(httpbody.Bound(guardHosts(router, baseURL), httpbody.DefaultTimeout)),
+		Handler:           s.metrics.Instrument(httpbody.Bound(guardHosts(router, baseURL), httpbody.DefaultTimeout)),
 		ReadHeaderTimeout: 10 * time.Second,
 		// A request line and headers past this are refused (431): webhook
 		// senders, agents and browsers send a few KiB; Go's default, 1 MiB,
@@ -578,7 +579,7 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusServiceUnavailable
 	}
 	status["ready"] = code == http.StatusOK
-	if !s.metrics.allowed(r) {
+	if !s.metrics.Allowed(r) {
 		status = map[string]any{"ready": code == http.StatusOK, "detail": readyzWithheld}
 	}
 	w.Header().Set("Content-Type", "application/json")

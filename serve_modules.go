@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/internal/metrics"
 	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -40,7 +41,7 @@ func loadManifests(cfg serveConfig) ([]modules.Manifest, error) {
 // include_tools entry a module does not advertise is an error naming the file and
 // the field. A module that merely fails to come up is retried in the background.
 // No modules dir, no gateway.
-func startGateway(ctx context.Context, cfg serveConfig, mans []modules.Manifest, st *store.Store, m *metrics, logger *slog.Logger) (*gateway, error) {
+func startGateway(ctx context.Context, cfg serveConfig, mans []modules.Manifest, st *store.Store, m *metrics.Metrics, logger *slog.Logger) (*gateway, error) {
 	if cfg.ModulesDir == "" {
 		return nil, nil
 	}
@@ -66,7 +67,7 @@ func startGateway(ctx context.Context, cfg serveConfig, mans []modules.Manifest,
 	}
 	g.sup = modules.New(opts)
 	g.src = agent.NewModules(g.sup, st, agent.ModuleOptions{
-		Concurrency: cfg.ModuleConcurrency, Logger: logger, Observe: m.observeModules(g.sup.Status),
+		Concurrency: cfg.ModuleConcurrency, Logger: logger, Observe: m.ObserveModules(g.sup.Status),
 	})
 	if err := g.sup.Start(ctx); err != nil {
 		return nil, err

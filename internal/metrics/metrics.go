@@ -1,4 +1,8 @@
-package main
+// Package metrics builds switchboard's Prometheus collectors from the hooks and
+// stats the other packages expose, so that only it depends on Prometheus.
+// /metrics names queues and agents, so it must never answer a client outside
+// --metrics-allow (loopback by default).
+package metrics
 
 import (
 	"context"
@@ -19,11 +23,8 @@ import (
 	"github.com/switchboardhq/switchboard/store"
 )
 
-// Metrics are built here, from hooks and stats the packages expose, so that only
-// the wiring depends on Prometheus. /metrics names queues and agents, so it answers
-// only clients in --metrics-allow (loopback by default).
-
-type metrics struct {
+// Metrics is one server's registry and the collectors the wiring feeds.
+type Metrics struct {
 	reg         *prometheus.Registry
 	httpLatency *prometheus.HistogramVec
 	transitions *prometheus.CounterVec
@@ -31,8 +32,9 @@ type metrics struct {
 	allow       []*net.IPNet
 }
 
-func newMetrics(st *store.Store, allow []*net.IPNet) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry(), allow: allow}
+// New registers the store's collectors; allow is who may read /metrics.
+func New(st *store.Store, allow []*net.IPNet) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry(), allow: allow}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.httpLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "switchboard_http_request_duration_seconds",
@@ -112,11 +114,11 @@ func (c *todoCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// handler serves /metrics to allowed clients only.
-func (m *metrics) handler() http.Handler {
+// Handler serves /metrics to allowed clients only.
+func (m *Metrics) Handler() http.Handler {
 	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !m.allowed(r) {
+		if !m.Allowed(r) {
 			http.Error(w, "metrics are not served to this address (see --metrics-allow)", http.StatusForbidden)
 			return
 		}
@@ -124,7 +126,7 @@ func (m *metrics) handler() http.Handler {
 	})
 }
 
-func (m *metrics) allowed(r *http.Request) bool {
+func (m *Metrics) Allowed(r *http.Request) bool {
 	// Behind a reverse proxy every peer looks local: a forwarded request is judged
 	// by who it was forwarded for, and refused when that is not allowed either.
 	addrs := []string{}
@@ -150,8 +152,8 @@ func ipAllowed(ip net.IP, nets []*net.IPNet) bool {
 	return false
 }
 
-// parseCIDRs parses a comma-separated list of CIDRs or bare IPs.
-func parseCIDRs(list string) ([]*net.IPNet, error) {
+// ParseCIDRs parses a comma-separated list of CIDRs or bare IPs.
+func ParseCIDRs(list string) ([]*net.IPNet, error) {
 	var out []*net.IPNet
 	for _, p := range strings.Split(list, ",") {
 		p = strings.TrimSpace(p)
@@ -175,9 +177,9 @@ func parseCIDRs(list string) ([]*net.IPNet, error) {
 	return out, nil
 }
 
-// instrument wraps the whole HTTP surface to record latency by route family (not
+// Instrument wraps the whole HTTP surface to record latency by route family (not
 // by full path: tokens and ids would explode the label set).
-func (m *metrics) instrument(next http.Handler) http.Handler {
+func (m *Metrics) Instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: 200}
@@ -229,8 +231,8 @@ func (w *statusWriter) Flush() {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// watchAgent exports the MCP endpoint's session and doorbell counters.
-func (m *metrics) watchAgent(a *agent.Agent) {
+// WatchAgent exports the MCP endpoint's session and doorbell counters.
+func (m *Metrics) WatchAgent(a *agent.Agent) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_mcp_sessions", Help: "Live MCP sessions."},
 			func() float64 { return float64(a.Stats().Sessions) }),
@@ -243,15 +245,15 @@ func (m *metrics) watchAgent(a *agent.Agent) {
 	)
 }
 
-// observeDelivery counts one webhook delivery; the receiver calls it.
-func (m *metrics) observeDelivery(source, outcome string) {
+// ObserveDelivery counts one webhook delivery; the receiver calls it.
+func (m *Metrics) ObserveDelivery(source, outcome string) {
 	m.deliveries.WithLabelValues(source, outcome).Inc()
 }
 
-// observeModules registers the capability-module metrics and returns the hook the
+// ObserveModules registers the capability-module metrics and returns the hook the
 // gateway reports each finished call to. Restarts and states are read from status
 // at scrape time.
-func (m *metrics) observeModules(status func() []modules.ModuleStatus) func(agent.ModuleCall) {
+func (m *Metrics) ObserveModules(status func() []modules.ModuleStatus) func(agent.ModuleCall) {
 	calls := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchboard_module_calls_total",
 		Help: "Module tool calls by module, tool and outcome (ok, error, unavailable, forbidden, rate_limited, not_found).",
