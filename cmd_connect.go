@@ -7,7 +7,7 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/switchboardhq/switchboard/agent/bridge"
+	"github.com/switchboardhq/switchboard/internal/mcpclient/bridge"
 )
 
 const connectSynopsis = `connect --url URL [--credential-env VAR]   (stdio ⇄ Streamable HTTP bridge)`

@@ -15,7 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/internal/mcpclient"
 	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -109,7 +109,7 @@ func viaGateway(b *testing.B, bin string, n int) []func(context.Context) error {
 		if err != nil {
 			b.Fatal(err)
 		}
-		c, _, err := agent.Dial(ctx, "http://"+ln.Addr().String()+"/mcp", cred, agent.DialOptions{Logger: slog.New(slog.DiscardHandler)})
+		c, _, err := mcpclient.Dial(ctx, "http://"+ln.Addr().String()+"/mcp", cred, mcpclient.DialOptions{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/internal/mcpclient"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -474,7 +475,7 @@ func TestServeEndsRevokedStreamsPromptly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _, err := agent.Dial(t.Context(), base+"/mcp", cred, agent.DialOptions{Listen: true, Logger: slog.New(slog.DiscardHandler)})
+	c, _, err := mcpclient.Dial(t.Context(), base+"/mcp", cred, mcpclient.DialOptions{Listen: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/internal/mcpclient"
 	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/store"
@@ -222,7 +223,7 @@ type gatewayClient struct {
 func (ms *moduleServer) dial(cred string) *gatewayClient {
 	ms.t.Helper()
 	gc := &gatewayClient{t: ms.t, ms: ms, cred: cred, notes: make(chan mcp.JSONRPCNotification, 256)}
-	c, _, err := agent.Dial(context.Background(), ms.base+"/mcp", cred, agent.DialOptions{
+	c, _, err := mcpclient.Dial(context.Background(), ms.base+"/mcp", cred, mcpclient.DialOptions{
 		Listen: true,
 		Logger: slog.New(slog.DiscardHandler),
 		OnNotification: func(n mcp.JSONRPCNotification) {

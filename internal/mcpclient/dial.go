@@ -1,4 +1,8 @@
-package agent
+// Package mcpclient is the client side of Switchboard's /mcp: Dial connects a Go
+// program (a test, the bench) with a bearer credential, and package bridge
+// relays a stdio-only MCP client. It must not import the server (package agent),
+// whose tests dial through it.
+package mcpclient
 
 import (
 	"context"
@@ -10,6 +14,11 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 )
+
+// ProtocolVersion is the MCP revision Dial asks for: the newest one /mcp serves
+// (agent.SupportedProtocolVersions[0], which agent's tests hold it to), so that
+// the client does not probe for the session-less one /mcp declines.
+const ProtocolVersion = mcp.ProtocolVersion20251125
 
 // DialOptions configure Dial.
 type DialOptions struct {
@@ -49,29 +58,27 @@ func Dial(ctx context.Context, url, credential string, o DialOptions) (*client.C
 	}
 	tr, err := transport.NewStreamableHTTP(url, topts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("agent: dial %s: %w", url, err)
+		return nil, nil, fmt.Errorf("mcpclient: dial %s: %w", url, err)
 	}
-	// Ask for the newest session-ful revision straight away rather than probing
-	// for the stateless one, which /mcp declines.
-	c := client.NewClient(tr, client.WithProtocolVersion(SupportedProtocolVersions[0]))
+	c := client.NewClient(tr, client.WithProtocolVersion(ProtocolVersion))
 	if o.OnNotification != nil {
 		c.OnNotification(o.OnNotification)
 	}
 	// The GET stream lives until Close, not until ctx, which bounds the handshake.
 	if err := c.Start(context.WithoutCancel(ctx)); err != nil {
-		return nil, nil, fmt.Errorf("agent: dial %s: start: %w", url, err)
+		return nil, nil, fmt.Errorf("mcpclient: dial %s: start: %w", url, err)
 	}
 	name := o.ClientName
 	if name == "" {
 		name = "switchboard-dial"
 	}
 	res, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
-		ProtocolVersion: SupportedProtocolVersions[0],
+		ProtocolVersion: ProtocolVersion,
 		ClientInfo:      mcp.Implementation{Name: name, Version: "1"},
 	}})
 	if err != nil {
 		c.Close()
-		return nil, nil, fmt.Errorf("agent: dial %s: initialize: %w", url, err)
+		return nil, nil, fmt.Errorf("mcpclient: dial %s: initialize: %w", url, err)
 	}
 	return c, res, nil
 }
