@@ -11,13 +11,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/store"
 )
 
 func TestBackupWhileServingAndRestoreRefusedUntilStopped(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "sb.db")
-	_, stop := startServer(t, serveConfig{DB: db})
+	_, stop := startServer(t, server.Config{DB: db})
 	ctx := context.Background()
 	w, err := store.Open(ctx, db, store.Options{})
 	if err != nil {
@@ -68,7 +69,7 @@ func TestBackupWhileServingAndRestoreRefusedUntilStopped(t *testing.T) {
 
 func TestSecondServeOnTheSameDatabaseIsRefused(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "sb.db")
-	startServer(t, serveConfig{DB: db})
+	startServer(t, server.Config{DB: db})
 	code, _, stderr := cli(t, "", "serve", "--db", db, "--listen", "127.0.0.1:0")
 	if code == 0 || !strings.Contains(stderr, "another switchboard serve") {
 		t.Fatalf("second serve: exit %d, %q", code, stderr)

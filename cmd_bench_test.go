@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/switchboardhq/switchboard/bench"
+	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -89,7 +90,7 @@ func TestBenchURLRefusesAThrottledDrain(t *testing.T) {
 	}
 	db := filepath.Join(t.TempDir(), "sb.db")
 	cred := benchEndpoint(t, db, "--rate", "2", "--burst", "4")
-	base, stop := startServer(t, serveConfig{DB: db})
+	base, stop := startServer(t, server.Config{DB: db})
 	defer stop()
 	code, _, stderr := runCLI(t, map[string]string{"BENCH_CRED": cred}, "bench", "--url", base,
 		"--credential-env", "BENCH_CRED", "--deliveries", "60", "--senders", "4", "--agents", "2", "--doorbells", "5",
@@ -121,7 +122,7 @@ func TestBenchURLLeavesTheQueueEmpty(t *testing.T) {
 			t.Fatalf("todo add: %s", stderr)
 		}
 	}
-	base, stop := startServer(t, serveConfig{DB: db})
+	base, stop := startServer(t, server.Config{DB: db})
 	defer stop()
 	code, out, stderr := runCLI(t, map[string]string{"BENCH_CRED": cred}, "bench", "--url", base,
 		"--credential-env", "BENCH_CRED", "--deliveries", "60", "--senders", "4", "--agents", "2", "--doorbells", "5",
@@ -198,7 +199,7 @@ func TestBenchURLSaysWhenTheServerEndsItsSessions(t *testing.T) {
 	}
 	db := filepath.Join(t.TempDir(), "sb.db")
 	cred := benchEndpoint(t, db)
-	base, stop := startServer(t, serveConfig{DB: db, MaxSessions: 3})
+	base, stop := startServer(t, server.Config{DB: db, MaxSessions: 3})
 	defer stop()
 	code, _, stderr := runCLI(t, map[string]string{"BENCH_CRED": cred}, "bench", "--url", base,
 		"--credential-env", "BENCH_CRED", "--deliveries", "60", "--senders", "4", "--agents", "4", "--doorbells", "5",
@@ -239,7 +240,7 @@ func TestBenchURLSaysTheCredentialWasRefused(t *testing.T) {
 	}
 	db := filepath.Join(t.TempDir(), "sb.db")
 	benchEndpoint(t, db)
-	base, stop := startServer(t, serveConfig{DB: db})
+	base, stop := startServer(t, server.Config{DB: db})
 	defer stop()
 	code, _, stderr := runCLI(t, map[string]string{"BENCH_CRED": "sb_not-a-credential"}, "bench", "--url", base,
 		"--credential-env", "BENCH_CRED", "--deliveries", "10")
@@ -257,7 +258,7 @@ func TestBenchURLSaysTheEndpointMayNotCreateWebhooks(t *testing.T) {
 	}
 	db := filepath.Join(t.TempDir(), "sb.db")
 	cred := createEndpoint(t, db, "--agent", "bench", "--queues", "bench")
-	base, stop := startServer(t, serveConfig{DB: db})
+	base, stop := startServer(t, server.Config{DB: db})
 	defer stop()
 	code, _, stderr := runCLI(t, map[string]string{"BENCH_CRED": cred}, "bench", "--url", base,
 		"--credential-env", "BENCH_CRED", "--deliveries", "10", "--duration", "100ms")

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -17,7 +18,7 @@ import (
 // through, and a doorbell rung by another process comes back on stdout.
 func TestConnectRelaysCallsAndDoorbell(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "sb.db")
-	base, _ := startServer(t, serveConfig{DB: db})
+	base, _ := startServer(t, server.Config{DB: db})
 	ctx := context.Background()
 	cli, err := store.Open(ctx, db, store.Options{})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -31,19 +32,6 @@ const (
 	stateNotRunning modules.State = "not running"
 	stateInvalid    modules.State = "invalid"
 )
-
-// moduleView is one module as /readyz and `modules list` show it: its status
-// without the last stderr lines (which /readyz would publish to anyone who can
-// reach it), and whether a live endpoint is granted it.
-type moduleView struct {
-	modules.ModuleStatus
-	Granted bool `json:"granted"`
-}
-
-func newModuleView(ms modules.ModuleStatus, granted bool) moduleView {
-	ms.Stderr = nil
-	return moduleView{ModuleStatus: ms, Granted: granted}
-}
 
 func runModules(ctx context.Context, env *environ, args []string) error {
 	return dispatch(ctx, env, args, modulesSynopsis, subcommand{"list", modulesList}, subcommand{"approve", modulesApprove})
@@ -64,7 +52,7 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var views []moduleView
+	var views []server.ModuleView
 	var err error
 	if set["modules-dir"] && !set["url"] {
 		// A directory named on the command line is the one to show, say one
@@ -200,7 +188,7 @@ func yesNo(b bool) string {
 // names, reached over loopback when it listens on every address.
 func defaultURL(env *environ) string {
 	addr := envOr(env, "SWITCHBOARD_LISTEN", "127.0.0.1:8080")
-	if _, port, err := net.SplitHostPort(addr); err == nil && listensEverywhere(addr) {
+	if _, port, err := net.SplitHostPort(addr); err == nil && server.ListensEverywhere(addr) {
 		addr = net.JoinHostPort("127.0.0.1", port)
 	}
 	return "http://" + addr
@@ -208,7 +196,7 @@ func defaultURL(env *environ) string {
 
 // fetchModules reads the modules from a running serve's /readyz, which answers
 // 503 while a granted module is down and says so in the same body.
-func fetchModules(ctx context.Context, url string) ([]moduleView, error) {
+func fetchModules(ctx context.Context, url string) ([]server.ModuleView, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(url, "/")+"/readyz", nil)
@@ -221,9 +209,9 @@ func fetchModules(ctx context.Context, url string) ([]moduleView, error) {
 	}
 	defer resp.Body.Close()
 	var body struct {
-		Modules []moduleView `json:"modules"`
-		Ready   *bool        `json:"ready"`
-		Detail  string       `json:"detail"`
+		Modules []server.ModuleView `json:"modules"`
+		Ready   *bool               `json:"ready"`
+		Detail  string              `json:"detail"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Ready == nil {
 		return nil, fmt.Errorf("%s/readyz is not a Switchboard readiness answer (HTTP %d)", url, resp.StatusCode)
@@ -238,14 +226,14 @@ func fetchModules(ctx context.Context, url string) ([]moduleView, error) {
 // module "not running". The manifest and its executable are checked, not the
 // environment: serve's environment (say a systemd EnvironmentFile) is not this
 // shell's.
-func offlineModules(ctx context.Context, env *environ, dir, db string) ([]moduleView, error) {
-	byName := map[string]*moduleView{}
+func offlineModules(ctx context.Context, env *environ, dir, db string) ([]server.ModuleView, error) {
+	byName := map[string]*server.ModuleView{}
 	var order []string
-	add := func(name string) *moduleView {
+	add := func(name string) *server.ModuleView {
 		if v := byName[name]; v != nil {
 			return v
 		}
-		v := &moduleView{ModuleStatus: modules.ModuleStatus{Name: name, State: stateNotRunning, Tools: []modules.ToolStatus{}}}
+		v := &server.ModuleView{ModuleStatus: modules.ModuleStatus{Name: name, State: stateNotRunning, Tools: []modules.ToolStatus{}}}
 		byName[name] = v
 		order = append(order, name)
 		return v
@@ -303,7 +291,7 @@ func offlineModules(ctx context.Context, env *environ, dir, db string) ([]module
 		}
 		v.Tools = append(v.Tools, t)
 	}
-	granted, err := grantedCapabilities(ctx, st)
+	granted, err := server.GrantedCapabilities(ctx, st)
 	if err != nil {
 		return nil, err
 	}
@@ -313,8 +301,8 @@ func offlineModules(ctx context.Context, env *environ, dir, db string) ([]module
 	return views(order, byName), nil
 }
 
-func views(order []string, byName map[string]*moduleView) []moduleView {
-	out := make([]moduleView, 0, len(order))
+func views(order []string, byName map[string]*server.ModuleView) []server.ModuleView {
+	out := make([]server.ModuleView, 0, len(order))
 	for _, name := range order {
 		out = append(out, *byName[name])
 	}

@@ -2,69 +2,32 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"os"
-	"os/signal"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/julienschmidt/httprouter"
-
-	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/ingest"
-	"github.com/switchboardhq/switchboard/internal/httpbody"
-	"github.com/switchboardhq/switchboard/internal/metrics"
-	"github.com/switchboardhq/switchboard/modules"
-	"github.com/switchboardhq/switchboard/reaper"
+	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/store"
-	"github.com/switchboardhq/switchboard/web"
 )
 
 const serveSynopsis = `serve [--listen ADDR] [--db FILE] [--base-url URL] [--reaper-interval DURATION] [flags]`
 
-// maxHeaderBytes bounds a request's line and headers (http.Server.MaxHeaderBytes).
-const maxHeaderBytes = 64 << 10
-
 // serveConfig is everything serve is told by flags and SWITCHBOARD_* variables
-// (flags win over the environment, which wins over the defaults).
+// (flags win over the environment, which wins over the defaults): the server's
+// Config, and what serve itself makes of the rest.
 type serveConfig struct {
-	Listen          string
-	DB              string
-	BaseURL         string
-	Synchronous     string
-	LogFormat       string
-	ReaperInterval  time.Duration
-	Retention       time.Duration
-	EventRetention  time.Duration
-	AuditRetention  time.Duration
-	ShutdownTimeout time.Duration
-	MetricsAllow    string
-	AllowedOrigins  string
-	MaxBody         int64    // webhook body bound in bytes
-	MaxSessions     int      // live MCP sessions per endpoint
-	SecretKeys      keyFiles // see keyFiles.load
-	SecretKey       []byte   // resolved by runServe; nil = secrets stored as plaintext
-	PreviousKeys    [][]byte // during a key rotation: keys that still open what they sealed
-
-	ModulesDir        string
-	EgressPolicy      string
-	ModuleConcurrency int
-	ModuleCallTimeout time.Duration
-
-	envErrs []string // SWITCHBOARD_* settings that did not parse
-	// tweakModules lets tests shorten the supervisor's backoff and watch it.
-	tweakModules func(*modules.Options)
-	TrustProxy   bool
+	server.Config
+	LogFormat  string
+	SecretKeys keyFiles // see keyFiles.load
+	envErrs    []string // SWITCHBOARD_* settings that did not parse
 }
 
 func (c *serveConfig) register(fs interface {
@@ -116,17 +79,6 @@ func envDuration(env *environ, name string, def time.Duration, bad *[]string) ti
 		return def
 	}
 	return d
-}
-
-// listensEverywhere reports whether listen names no host (":8080") or the
-// unspecified address (0.0.0.0, [::]): fine to bind, useless in a URL.
-func listensEverywhere(listen string) bool {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return host == "" || (ip != nil && ip.IsUnspecified())
 }
 
 // envBool reads an on/off setting from the environment, as envDuration: 1, true,
@@ -244,7 +196,7 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 	// Under socket activation systemd holds the port and passes it in; otherwise
 	// listen on --listen. First, so that a port already taken fails serve before
 	// it creates or migrates a database.
-	lns, err := activationListeners()
+	lns, err := server.ActivationListeners()
 	if err != nil {
 		return err
 	}
@@ -259,7 +211,8 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 		}
 		lns = append(lns, ln)
 	}
-	srv, err := newServer(ctx, cfg, logger)
+	cfg.Version, cfg.Logger = version, logger
+	srv, err := server.New(ctx, cfg.Config)
 	if err != nil {
 		for _, ln := range lns {
 			ln.Close()
@@ -269,14 +222,14 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 	for _, ln := range lns {
 		fmt.Fprintln(env.stdout, banner(listenURL(ln.Addr()), cfg.DB))
 	}
-	hints, err := firstRunHints(ctx, srv.store, cfg.DB, invokedAs(env.arg0))
+	hints, err := firstRunHints(ctx, srv.Store(), cfg.DB, invokedAs(env.arg0))
 	if err != nil {
 		logger.Warn("read what is set up", "err", err)
 	}
 	for _, h := range hints {
 		fmt.Fprintln(env.stdout, h)
 	}
-	return srv.serve(ctx, lns...)
+	return srv.Run(ctx, lns...)
 }
 
 // firstRunHints says what a new installation still lacks to be of use: an
@@ -309,326 +262,4 @@ func listenURL(addr net.Addr) string {
 		return "http://" + addr.String()
 	}
 	return fmt.Sprintf("every interface, port %d", tcp.Port)
-}
-
-// server is one running Switchboard: the store, the HTTP surface and the background
-// jobs. Tests and `bench` build it the same way serve does.
-type server struct {
-	cfg     serveConfig
-	log     *slog.Logger
-	store   *store.Store
-	unlock  func() // releases the one-serve-per-database lock
-	http    *http.Server
-	metrics *metrics.Metrics
-	agent   *agent.Agent
-	reaper  *reaper.Reaper
-	charts  *store.ChartSampler
-	modules *gateway // nil without --modules-dir
-
-	bg     sync.WaitGroup
-	bgCtx  context.Context
-	cancel context.CancelFunc
-}
-
-func newServer(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *server, err error) {
-	// A bad manifest stops serve before anything is created on disk.
-	mans, err := loadManifests(cfg)
-	if err != nil {
-		return nil, err
-	}
-	// One serve per database: a second one would run a second reaper and module
-	// set against the same queue, and `restore` must not swap the file under us.
-	unlock, err := store.LockForServe(cfg.DB)
-	if errors.Is(err, store.ErrInUse) {
-		return nil, fmt.Errorf("another switchboard serve is running on %s", cfg.DB)
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			unlock()
-		}
-	}()
-	st, err := store.Open(ctx, cfg.DB, store.Options{Synchronous: cfg.Synchronous, Logger: logger, SecretKey: cfg.SecretKey,
-		PreviousSecretKeys: cfg.PreviousKeys})
-	if err != nil {
-		return nil, err
-	}
-	// Refuse to start rather than answer every delivery 401: sealed secrets need
-	// the key they were sealed with.
-	if err := st.CheckSecrets(ctx); err != nil {
-		st.Close()
-		return nil, err
-	}
-	warnIfShared(logger, cfg.DB)
-	warnIfNoSecretKey(logger, cfg.SecretKey)
-	if cfg.MetricsAllow == "" {
-		cfg.MetricsAllow = "127.0.0.0/8,::1"
-	}
-	allow, err := metrics.ParseCIDRs(cfg.MetricsAllow)
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	s := &server{cfg: cfg, log: logger, store: st, unlock: unlock, metrics: metrics.New(st, allow)}
-	if s.modules, err = startGateway(ctx, cfg, mans, st, s.metrics, logger); err != nil {
-		st.Close()
-		return nil, err
-	}
-	baseURL := cfg.BaseURL
-	if baseURL == "" && cfg.Listen != "" {
-		baseURL = "http://" + cfg.Listen
-		if listensEverywhere(cfg.Listen) {
-			logger.Warn("listening on every interface without a base URL: the ingest URLs agents get from create_webhook "+
-				"and list_webhooks name "+baseURL+", which producers cannot reach; set --base-url (SWITCHBOARD_BASE_URL) "+
-				"to the address they use", "listen", cfg.Listen)
-		}
-	}
-	s.agent, err = agent.New(st, agent.Options{BaseURL: baseURL, AllowedOrigins: strings.Split(cfg.AllowedOrigins, ","),
-		MaxSessionsPerEndpoint: cfg.MaxSessions,
-		Version:                version, Logger: logger, ToolSources: s.modules.sources()})
-	if err != nil {
-		s.modules.close(ctx)
-		st.Close()
-		return nil, err
-	}
-	s.metrics.WatchAgent(s.agent)
-	// A revocation or scope edit, from the board or the CLI, reaches live sessions
-	// within the watch's half second (the watch sees this process's commits too).
-	st.OnForeignCommit(s.agent.EndpointsMayHaveChanged)
-	s.reaper = reaper.New(st, reaper.Options{Interval: cfg.ReaperInterval, Retention: cfg.Retention,
-		EventRetention: cfg.EventRetention, KeepEvents: cfg.EventRetention == 0, AuditRetention: cfg.AuditRetention, Logger: logger})
-	router := httprouter.New()
-	router.HandlerFunc(http.MethodGet, "/healthz", s.healthz)
-	router.HandlerFunc(http.MethodGet, "/readyz", s.readyz)
-	router.Handler(http.MethodGet, "/metrics", s.metrics.Handler())
-	s.agent.Mount(router, "/mcp")
-	receiver := ingest.NewReceiver(st, ingest.ReceiverOptions{MaxBody: cfg.MaxBody, Logger: logger,
-		Observe: s.metrics.ObserveDelivery})
-	router.Handler(http.MethodPost, ingest.Route, receiver)
-	s.charts, err = st.NewChartSampler(ctx, store.ChartOptions{Refused: func(id int64) int64 {
-		n, _, _ := receiver.Failures(id)
-		return n
-	}})
-	if err != nil {
-		s.modules.close(ctx)
-		st.Close()
-		return nil, err
-	}
-	uiOpts := web.Options{BaseURL: cfg.BaseURL, TrustProxy: cfg.TrustProxy, Logger: logger, Failures: receiver,
-		Agents: s.agent}
-	if s.modules != nil {
-		uiOpts.Modules = s.modules.sup
-	}
-	ui := web.New(st, uiOpts)
-	ui.Register(router)
-	s.http = &http.Server{
-		Handler:           s.metrics.Instrument(httpbody.Bound(guardHosts(router, baseURL), httpbody.DefaultTimeout)),
-		ReadHeaderTimeout: 10 * time.Second,
-		// A request line and headers past this are refused (431): webhook
-		// senders, agents and browsers send a few KiB; Go's default, 1 MiB,
-		// let every connection hold that much before any check.
-		MaxHeaderBytes: maxHeaderBytes,
-		IdleTimeout:    2 * time.Minute,
-		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-	// Open MCP streams would hold Shutdown until its timeout: end them first.
-	s.http.RegisterOnShutdown(s.agent.CloseSessions)
-	s.http.RegisterOnShutdown(ui.Close) // live-update streams never go idle on their own
-	return s, nil
-}
-
-// startBackground starts the jobs that run beside the HTTP server.
-func (s *server) startBackground(ctx context.Context) {
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.bgCtx = ctx
-	s.goBG(func() {
-		if err := s.store.WatchForeign(ctx, 500*time.Millisecond); err != nil {
-			s.log.Error("foreign commit watcher stopped", "err", err)
-		}
-	})
-	s.goBG(func() { s.agent.Run(ctx) })
-	s.goBG(func() {
-		// Backoffs a restart left untimed still ring when they end.
-		if n, err := s.store.LoadBackoffs(ctx); err != nil {
-			s.log.Warn("load the backoffs of failed todos", "err", err)
-		} else if n > 0 {
-			s.log.Info("timing the backoffs of failed todos", "todos", n)
-		}
-	})
-	s.goBG(func() { s.modules.run(ctx, s.agent) })
-	s.goBG(func() { s.reaper.Run(ctx) })
-	s.goBG(func() { s.charts.Run(ctx) })
-	s.goBG(func() { s.maintain(ctx, 5*time.Minute) })
-}
-
-// maintain checkpoints the WAL and refreshes planner statistics periodically.
-func (s *server) maintain(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := s.store.Maintain(ctx); err != nil && ctx.Err() == nil {
-				s.log.Warn("database maintenance failed", "err", err)
-			}
-		}
-	}
-}
-
-func (s *server) goBG(fn func()) {
-	s.bg.Add(1)
-	go func() { defer s.bg.Done(); fn() }()
-}
-
-// serve runs until ctx ends, then shuts down in order: stop accepting and let
-// in-flight requests finish within the bound, stop background jobs, close the store.
-// systemd hears READY=1 once the listeners are open and everything has started.
-func (s *server) serve(ctx context.Context, lns ...net.Listener) error {
-	// SIGHUP (systemctl reload) restarts the capability modules: a module's new
-	// executable or definitions without a restart of serve and its sessions. It
-	// is taken in hand before READY=1, after which systemd may send it at once
-	// (a reload queued behind the start); its default action ends the process.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	s.startBackground(ctx)
-	errc := make(chan error, len(lns))
-	for _, ln := range lns {
-		go func() { errc <- s.http.Serve(ln) }()
-		s.log.Info("serving", "addr", ln.Addr().String(), "db", s.cfg.DB)
-	}
-	notify(s.log, "READY=1")
-	notify(s.log, "STATUS="+s.statusLine(ctx))
-	s.goBG(func() { superviseSystemd(s.bgCtx, s.log, 30*time.Second, s.statusLine, s.store.Ping) })
-	s.goBG(func() {
-		for {
-			select {
-			case <-s.bgCtx.Done():
-				return
-			case <-hup:
-				s.log.Info("SIGHUP: restarting the capability modules")
-				s.modules.restartAll()
-			}
-		}
-	})
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-errc:
-	}
-	notify(s.log, "STOPPING=1")
-	s.log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer cancel()
-	if err := s.http.Shutdown(sctx); err != nil {
-		s.log.Warn("in-flight requests did not finish in time", "err", err)
-		s.http.Close()
-	}
-	s.close()
-	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
-		return fmt.Errorf("http: %w", serveErr)
-	}
-	return nil
-}
-
-func (s *server) close() {
-	if s.cancel != nil {
-		s.cancel()
-	}
-	s.bg.Wait()
-	// Modules audit their shutdown, so they stop before the store closes.
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	s.modules.close(ctx)
-	cancel()
-	if err := s.store.Close(); err != nil {
-		s.log.Error("close store", "err", err)
-	}
-	s.unlock()
-}
-
-func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	io.WriteString(w, "ok\n")
-}
-
-// readyz answers 200 when the database answers and every granted module is up,
-// else 503, with a JSON body that says which part is not and how each module is.
-// The detail (module names, pids, tool names, errors) goes only to the addresses
-// that may read /metrics; anyone else (a load balancer's probe) gets the verdict.
-func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	status := map[string]any{"database": "ok"}
-	code := http.StatusOK
-	if err := s.store.Ping(ctx); err != nil {
-		status["database"] = err.Error()
-		code = http.StatusServiceUnavailable
-	} else if t := s.store.WriteTrouble(); t != nil {
-		status["database"] = t.String()
-		code = http.StatusServiceUnavailable
-	}
-	views, modulesReady, err := s.modules.readiness(ctx, s.store)
-	if views != nil {
-		status["modules"] = views
-	}
-	if err != nil || !modulesReady {
-		code = http.StatusServiceUnavailable
-	}
-	status["ready"] = code == http.StatusOK
-	if !s.metrics.Allowed(r) {
-		status = map[string]any{"ready": code == http.StatusOK, "detail": readyzWithheld}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(status)
-}
-
-// readyzWithheld is /readyz's answer in place of the detail to an address outside
-// --metrics-allow.
-const readyzWithheld = "database and module detail is served only to --metrics-allow addresses"
-
-// statusLine is what `systemctl status` shows: the queue at a glance.
-func (s *server) statusLine(ctx context.Context) string {
-	counts, err := s.store.QueueCounts(ctx)
-	if err != nil {
-		return "database not answering: " + err.Error()
-	}
-	queues := map[string]bool{}
-	byState := map[string]int64{}
-	for _, c := range counts {
-		queues[c.Queue] = true
-		byState[c.State] += c.Count
-	}
-	line := fmt.Sprintf("%d queues, %d pending, %d claimed, %d failed",
-		len(queues), byState[store.StatePending], byState[store.StateClaimed], byState[store.StateFailed])
-	if s.modules != nil {
-		up, all := 0, s.modules.sup.Status()
-		for _, m := range all {
-			if m.State == modules.StateUp {
-				up++
-			}
-		}
-		line += fmt.Sprintf(", modules %d/%d up", up, len(all))
-	}
-	if t := s.store.WriteTrouble(); t != nil {
-		line = "WRITES FAILING since " + t.Since.Format(time.TimeOnly) + ": " + t.Err + "; " + line
-	}
-	return line
-}
-
-// warnIfShared warns when other users may read the database: a new one is its
-// owner's alone, but one created by an earlier Switchboard under a umask of 022
-// (outside the packaged unit, whose UMask is 0077) stays as it was made, and it
-// holds the ingest tokens and, without a secret key, the webhook secrets.
-func warnIfShared(logger *slog.Logger, db string) {
-	fi, err := os.Stat(db)
-	if err != nil || fi.Mode().Perm()&0o077 == 0 {
-		return
-	}
-	logger.Warn(fmt.Sprintf("other users may read the database (mode %04o): it holds ingest tokens and, without a secret key, webhook secrets; run chmod 600 on it",
-		fi.Mode().Perm()), "db", db)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/ingest"
 	"github.com/switchboardhq/switchboard/internal/opfile"
+	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -38,7 +38,7 @@ const defaultRotationGrace = 24 * time.Hour
 
 // credentialName is the systemd credential the key is read from when neither the
 // variable nor a file is given (LoadCredential=secret-key:/etc/switchboard/secret-key).
-const credentialName = "secret-key"
+const credentialName = server.SecretKeyCredential
 
 // maxKeyFile bounds a key file: a key is 64 hex digits or 44 base64 characters,
 // so anything much longer is the wrong file (or /dev/zero).
@@ -113,19 +113,6 @@ func loadKey(env *environ, file, variable, credential, flagName string) ([]byte,
 		return k, nil
 	}
 	return nil, nil
-}
-
-// warnIfNoSecretKey says, once at serve's start, that without a key what the
-// database holds is enough to sign deliveries and forge device cookies, and how
-// to give it one.
-func warnIfNoSecretKey(logger *slog.Logger, key []byte) {
-	if key != nil {
-		return
-	}
-	logger.Warn("no secret encryption key: webhook secrets and the device-cookie key are stored in the database as " +
-		"plaintext; give a 32-byte key (openssl rand -base64 32) in --secret-key-file, SWITCHBOARD_SECRET_KEY_FILE, " +
-		"SWITCHBOARD_SECRET_ENCRYPTION_KEY or the systemd credential " + credentialName +
-		", then run switchboard secrets reencrypt")
 }
 
 func fileExists(p string) bool {

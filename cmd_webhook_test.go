@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -273,13 +274,14 @@ func TestServeRefusesWrongSecretKey(t *testing.T) {
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for name, k := range map[string]string{"wrong key": newKey(t, 2), "no key": ""} {
-		cfg := serveConfig{DB: db}
+		cfg := server.Config{DB: db}
 		if k != "" {
 			cfg.SecretKey, _ = store.ParseSecretKey(k)
 		}
-		srv, err := newServer(context.Background(), cfg, quiet)
+		cfg.Logger = quiet
+		srv, err := server.New(context.Background(), cfg)
 		if err == nil {
-			srv.close()
+			srv.Close()
 			t.Fatalf("%s: serve started", name)
 		}
 		if !errors.Is(err, store.ErrSecretKey) {
@@ -292,13 +294,14 @@ func TestServeRefusesWrongSecretKey(t *testing.T) {
 	if code != 1 || strings.Contains(out, "listening") || !strings.Contains(errs, "is it the key they were encrypted with") {
 		t.Fatalf("serve with a wrong key: exit %d, %q, %q", code, out, errs)
 	}
-	cfg := serveConfig{DB: db}
+	cfg := server.Config{DB: db}
 	cfg.SecretKey, _ = store.ParseSecretKey(key)
-	srv, err := newServer(context.Background(), cfg, quiet)
+	cfg.Logger = quiet
+	srv, err := server.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("right key: %v", err)
 	}
-	srv.close()
+	srv.Close()
 }
 
 // Stripe and Slack mint their own secrets: --secret-stdin takes the producer's

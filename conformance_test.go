@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
@@ -28,7 +29,7 @@ func TestConformanceDNSRebindingProtection(t *testing.T) {
 	dir, node := testkit.NPMInstall(t, filepath.Join("testdata", "conformance"), "package.json", "package-lock.json", "hooks.mjs")
 	db := filepath.Join(t.TempDir(), "sb.db")
 	cred := createEndpoint(t, db, "--agent", "conformance", "--queues", "inbox")
-	base, _ := startServer(t, serveConfig{DB: db})
+	base, _ := startServer(t, server.Config{DB: db})
 	_, port, err := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard/ingest"
+	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -21,9 +22,9 @@ import (
 // delivery. Once there is room, deliveries are stored again.
 func TestServeWhileTheDiskIsFull(t *testing.T) {
 	var logs testkit.LockedBuffer
-	base, srv, _ := startServerLogging(t, serveConfig{}, slog.New(slog.NewTextHandler(&logs, nil)))
+	base, srv, _ := startServerLogging(t, server.Config{}, slog.New(slog.NewTextHandler(&logs, nil)))
 	ctx := context.Background()
-	hook, err := srv.store.CreateWebhook(ctx, store.NewWebhook{SourceType: "generic", Queue: "inbox",
+	hook, err := srv.Store().CreateWebhook(ctx, store.NewWebhook{SourceType: "generic", Queue: "inbox",
 		Secret: "s3cret-s3cret-s3cret", CreatedBy: "human:1"})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +54,7 @@ func TestServeWhileTheDiskIsFull(t *testing.T) {
 		return code, db
 	}
 
-	if err := srv.store.SetMaxPages(ctx, 1); err != nil {
+	if err := srv.Store().SetMaxPages(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
@@ -66,14 +67,14 @@ func TestServeWhileTheDiskIsFull(t *testing.T) {
 		!strings.Contains(db, "(5 refused)") || !strings.Contains(db, "full") {
 		t.Fatalf("/readyz on a full disk: %d %q", code, db)
 	}
-	if line := srv.statusLine(ctx); !strings.HasPrefix(line, "WRITES FAILING since ") || !strings.Contains(line, "full") {
+	if line := srv.StatusLine(ctx); !strings.HasPrefix(line, "WRITES FAILING since ") || !strings.Contains(line, "full") {
 		t.Fatalf("status line on a full disk: %q", line)
 	}
 	if n := strings.Count(logs.String(), "webhook delivery: record"); n != 1 {
 		t.Fatalf("%d log lines for 5 refused deliveries:\n%s", n, logs.String())
 	}
 
-	if err := srv.store.SetMaxPages(ctx, 1<<30); err != nil {
+	if err := srv.Store().SetMaxPages(ctx, 1<<30); err != nil {
 		t.Fatal(err)
 	}
 	if resp := deliver("full-a"); resp.StatusCode != http.StatusAccepted {

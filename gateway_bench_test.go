@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/switchboardhq/switchboard/internal/mcpclient"
+	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -85,10 +86,11 @@ func viaGateway(b *testing.B, bin string, n int) []func(context.Context) error {
 	if os.Getenv("SWITCHBOARD_BENCH_SYNC") == store.SyncNormal {
 		mode = store.SyncNormal
 	}
-	cfg := serveConfig{DB: filepath.Join(b.TempDir(), "sb.db"), ModulesDir: manifests, Synchronous: mode,
+	cfg := server.Config{DB: filepath.Join(b.TempDir(), "sb.db"), ModulesDir: manifests, Synchronous: mode,
 		ReaperInterval: time.Minute, Retention: time.Hour, ShutdownTimeout: 5 * time.Second, ModuleConcurrency: 64}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := newServer(ctx, cfg, slog.New(slog.DiscardHandler))
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	srv, err := server.New(ctx, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -97,14 +99,14 @@ func viaGateway(b *testing.B, bin string, n int) []func(context.Context) error {
 		b.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- srv.serve(ctx, ln) }()
+	go func() { done <- srv.Run(ctx, ln) }()
 	b.Cleanup(func() { cancel(); <-done })
 
 	// The benchmark measures the gateway, not the per-endpoint rate limit.
 	rate, burst, caps := 1e6, 1_000_000, []string{"testmod"}
 	calls := make([]func(context.Context) error, n)
 	for i := range calls {
-		_, cred, err := srv.store.CreateEndpoint(ctx, fmt.Sprintf("bench-%d", i), store.EndpointSpec{
+		_, cred, err := srv.Store().CreateEndpoint(ctx, fmt.Sprintf("bench-%d", i), store.EndpointSpec{
 			Capabilities: &caps, RatePerSecond: &rate, RateBurst: &burst}, "human:bench")
 		if err != nil {
 			b.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/modules"
 )
@@ -36,7 +37,7 @@ func TestGatewayEverything(t *testing.T) {
 	})
 	t.Setenv("EVERYTHING_ALLOWED", "allowed-value")
 	t.Setenv("SWITCHBOARD_TEST_CANARY", "must-not-reach-the-module")
-	ms := startModuleServer(t, serveConfig{ModulesDir: manifests}, func(o *modules.Options) {
+	ms := startModuleServer(t, server.Config{ModulesDir: manifests}, func(o *modules.Options) {
 		o.StartTimeout = 3 * time.Minute // the first run may download the package
 	})
 	c := ms.dial(ms.endpoint("everyone", "--capabilities", "everything"))

@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,6 +20,8 @@ import (
 
 	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/internal/mcpclient"
+	"github.com/switchboardhq/switchboard/internal/server"
+	"github.com/switchboardhq/switchboard/internal/server/servertest"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -258,56 +259,23 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// startServer runs serve's server on a free loopback port until the test ends.
-func startServer(t *testing.T, cfg serveConfig) (base string, stop func()) {
+// startServer runs a server as serve builds it on a free loopback port until
+// the test ends.
+func startServer(t *testing.T, cfg server.Config) (base string, stop func()) {
 	t.Helper()
-	base, _, stop = startServerLogging(t, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	base, _, stop = servertest.Start(t, cfg)
 	return base, stop
 }
 
 // startServerLogging is startServer with the server's logger, and the server.
-func startServerLogging(t *testing.T, cfg serveConfig, logger *slog.Logger) (base string, srv *server, stop func()) {
+func startServerLogging(t *testing.T, cfg server.Config, logger *slog.Logger) (base string, srv *server.Server, stop func()) {
 	t.Helper()
-	if cfg.DB == "" {
-		cfg.DB = filepath.Join(t.TempDir(), "sb.db")
-	}
-	if cfg.ReaperInterval == 0 {
-		cfg.ReaperInterval = 30 * time.Second
-	}
-	if cfg.Retention == 0 {
-		cfg.Retention = time.Hour
-	}
-	if cfg.ShutdownTimeout == 0 {
-		cfg.ShutdownTimeout = 5 * time.Second
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := newServer(ctx, cfg, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.serve(ctx, ln) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve returned %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	return "http://" + ln.Addr().String(), srv, stop
+	cfg.Logger = logger
+	return servertest.Start(t, cfg)
 }
 
 func TestServeHealthAndReady(t *testing.T) {
-	base, stop := startServer(t, serveConfig{})
+	base, stop := startServer(t, server.Config{})
 	for _, path := range []string{"/healthz", "/readyz"} {
 		resp, err := http.Get(base + path)
 		if err != nil {
@@ -328,11 +296,11 @@ func TestServeHealthAndReady(t *testing.T) {
 // /readyz gives its verdict to anyone (a load balancer's probe) and its detail
 // (database errors, module names, pids, tools) only to --metrics-allow addresses.
 func TestReadyzDetailOnlyForMetricsAllow(t *testing.T) {
-	base, _ := startServer(t, serveConfig{})
+	base, _ := startServer(t, server.Config{})
 	if code, body := readyz(t, base); code != 200 || body["database"] != "ok" || body["ready"] != true {
 		t.Fatalf("loopback (allowed by default): %d %v", code, body)
 	}
-	base, _ = startServer(t, serveConfig{MetricsAllow: "10.9.9.9/32"})
+	base, _ = startServer(t, server.Config{MetricsAllow: "10.9.9.9/32"})
 	code, body := readyz(t, base)
 	if code != 200 || body["ready"] != true || len(body) != 2 || !strings.Contains(fmt.Sprint(body["detail"]), "--metrics-allow") {
 		t.Fatalf("an address outside --metrics-allow: %d %v", code, body)
@@ -356,45 +324,6 @@ func readyz(t *testing.T, base string) (int, map[string]any) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, body
-}
-
-func TestServeFinishesInFlightRequestsOnShutdown(t *testing.T) {
-	cfg := serveConfig{DB: filepath.Join(t.TempDir(), "sb.db"), ReaperInterval: time.Minute, Retention: time.Hour, ShutdownTimeout: 5 * time.Second}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := newServer(ctx, cfg, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A slow handler stands in for a request in flight when the signal comes.
-	entered := make(chan struct{})
-	srv.http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(entered)
-		time.Sleep(200 * time.Millisecond)
-		io.WriteString(w, "finished")
-	})
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	done := make(chan error, 1)
-	go func() { done <- srv.serve(ctx, ln) }()
-	got := make(chan string, 1)
-	go func() {
-		resp, err := http.Get("http://" + ln.Addr().String() + "/")
-		if err != nil {
-			got <- err.Error()
-			return
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		got <- string(b)
-	}()
-	<-entered
-	cancel()
-	if body := <-got; body != "finished" {
-		t.Fatalf("in-flight request got %q", body)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
 }
 
 // A setting in the environment that does not parse stops serve with its name,
@@ -428,14 +357,6 @@ func TestEnvBool(t *testing.T) {
 
 // Bound to every interface, serve's own address is no URL anyone can call: it
 // warns when that address would end up in ingest URLs.
-func TestListensEverywhere(t *testing.T) {
-	for listen, want := range map[string]bool{"0.0.0.0:8080": true, "[::]:8080": true, ":8080": true,
-		"127.0.0.1:8080": false, "[::1]:8080": false, "sb.example.net:80": false, "192.168.1.5:8080": false, "garbage": false} {
-		if got := listensEverywhere(listen); got != want {
-			t.Errorf("listensEverywhere(%q) = %v, want %v", listen, got, want)
-		}
-	}
-}
 
 // metric reads one unlabelled gauge from serve's /metrics.
 func metric(t *testing.T, base, name string) float64 {
@@ -464,7 +385,7 @@ func metric(t *testing.T, base, name string) float64 {
 // at the agent's periodic 30 s re-check.
 func TestServeEndsRevokedStreamsPromptly(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "sb.db")
-	base, _ := startServer(t, serveConfig{DB: db, MetricsAllow: "127.0.0.1"})
+	base, _ := startServer(t, server.Config{DB: db, MetricsAllow: "127.0.0.1"})
 	other, err := store.Open(t.Context(), db, store.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

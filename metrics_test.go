@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/store"
 )
 
 func TestMetricsExposeQueueAndTransitions(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "sb.db")
-	base, _ := startServer(t, serveConfig{DB: db})
+	base, _ := startServer(t, server.Config{DB: db})
 	// A second handle stands for the CLI; its todos show up in the gauge at scrape.
 	// Its clock is two hours slow, so inbox's todo has been claimable that long.
 	ctx := context.Background()

@@ -24,6 +24,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/internal/mcpclient"
+	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/store"
@@ -101,12 +102,12 @@ type moduleServer struct {
 	changes chan string
 }
 
-func startModuleServer(t *testing.T, cfg serveConfig, tweak ...func(*modules.Options)) *moduleServer {
+func startModuleServer(t *testing.T, cfg server.Config, tweak ...func(*modules.Options)) *moduleServer {
 	t.Helper()
 	ms := &moduleServer{t: t, db: filepath.Join(t.TempDir(), "sb.db"),
 		waits: make(chan backoffWait, 16), changes: make(chan string, 1024)}
 	cfg.DB = ms.db
-	cfg.tweakModules = func(o *modules.Options) {
+	cfg.TweakModules = func(o *modules.Options) {
 		served := o.OnChange
 		o.OnChange = func(m string) {
 			served(m)
@@ -131,8 +132,8 @@ func startModuleServer(t *testing.T, cfg serveConfig, tweak ...func(*modules.Opt
 
 type readiness struct {
 	code    int
-	Ready   bool         `json:"ready"`
-	Modules []moduleView `json:"modules"`
+	Ready   bool                `json:"ready"`
+	Modules []server.ModuleView `json:"modules"`
 }
 
 func (ms *moduleServer) readyz() readiness {
@@ -150,13 +151,13 @@ func (ms *moduleServer) readyz() readiness {
 	return r
 }
 
-func (r readiness) module(name string) moduleView {
+func (r readiness) module(name string) server.ModuleView {
 	for _, m := range r.Modules {
 		if m.Name == name {
 			return m
 		}
 	}
-	return moduleView{}
+	return server.ModuleView{}
 }
 
 // until waits for cond, checking again after every module change.
@@ -320,7 +321,7 @@ func TestModuleGateway(t *testing.T) {
 	writeManifest(t, manifests, "other", bin, func(m map[string]any) { m["include_tools"] = []string{"echo"} })
 	t.Setenv("SWITCHBOARD_TEST_LEAK", "must-not-reach-the-module")
 	const egress = `{"allow":["example.test"]}`
-	ms := startModuleServer(t, serveConfig{ModulesDir: manifests, EgressPolicy: egress})
+	ms := startModuleServer(t, server.Config{ModulesDir: manifests, EgressPolicy: egress})
 
 	granted := ms.dial(ms.endpoint("granted", "--capabilities", "testmod", "--tool-deny", "testmod_crash"))
 	narrow := ms.dial(ms.endpoint("narrow", "--capabilities", "testmod,other", "--tool-allow", "testmod_echo,other_echo"))
@@ -574,7 +575,7 @@ func TestModuleGateway(t *testing.T) {
 			t.Fatalf("modules list without flags does not ask the serve (exit %d):\n%s", code, out)
 		}
 		code, out, stderr := runCLI(t, env, "modules", "list", "--modules-dir", manifests, "--db", ms.db, "--json")
-		var views []moduleView
+		var views []server.ModuleView
 		if err := json.Unmarshal([]byte(out), &views); code != 0 || err != nil {
 			t.Fatalf("modules list --modules-dir: exit %d, %v: %s", code, err, stderr)
 		}
@@ -630,7 +631,7 @@ func TestModuleGateway(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("modules list: %s", stderr)
 		}
-		var views []moduleView
+		var views []server.ModuleView
 		if err := json.Unmarshal([]byte(out), &views); err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
@@ -702,11 +703,12 @@ func TestServeRefusesBadManifests(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			manifests := t.TempDir()
 			file := writeManifest(t, manifests, "testmod", bin, tc.edit)
-			cfg := serveConfig{DB: filepath.Join(t.TempDir(), "sb.db"), ModulesDir: manifests, EgressPolicy: tc.egress,
+			cfg := server.Config{DB: filepath.Join(t.TempDir(), "sb.db"), ModulesDir: manifests, EgressPolicy: tc.egress,
 				ShutdownTimeout: 5 * time.Second}
-			srv, err := newServer(context.Background(), cfg, slog.New(slog.DiscardHandler))
+			cfg.Logger = slog.New(slog.DiscardHandler)
+			srv, err := server.New(context.Background(), cfg)
 			if err == nil {
-				srv.close()
+				srv.Close()
 				t.Fatal("serve accepted the manifest")
 			}
 			if msg := err.Error(); !strings.Contains(msg, file) || !strings.Contains(msg, fmt.Sprintf("field %q", tc.field)) {
@@ -733,7 +735,7 @@ func TestServeRefusesBadManifests(t *testing.T) {
 // agent is answered unavailable, and the module is still there for the next call.
 func TestModuleCallTimeout(t *testing.T) {
 	_, manifests := testModuleDir(t)
-	ms := startModuleServer(t, serveConfig{ModulesDir: manifests, ModuleCallTimeout: 300 * time.Millisecond})
+	ms := startModuleServer(t, server.Config{ModulesDir: manifests, ModuleCallTimeout: 300 * time.Millisecond})
 	c := ms.dial(ms.endpoint("granted", "--capabilities", "testmod"))
 
 	start := time.Now()

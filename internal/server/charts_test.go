@@ -1,23 +1,23 @@
-package main
+package server_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/switchboardhq/switchboard/ingest"
+	"github.com/switchboardhq/switchboard/internal/server"
+	"github.com/switchboardhq/switchboard/internal/server/servertest"
 	"github.com/switchboardhq/switchboard/store"
 )
 
 // serve samples the charts from its own todo hooks and its receiver's refusals.
 func TestServeSamplesCharts(t *testing.T) {
-	base, srv, _ := startServerLogging(t, serveConfig{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	base, srv, _ := servertest.Start(t, server.Config{})
 	ctx := context.Background()
-	h, err := srv.store.CreateWebhook(ctx, store.NewWebhook{SourceType: "generic", Queue: "hooks", Secret: "s3cret-s3cret-s3cret", CreatedBy: "test"})
+	h, err := srv.Store().CreateWebhook(ctx, store.NewWebhook{SourceType: "generic", Queue: "hooks", Secret: "s3cret-s3cret-s3cret", CreatedBy: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,18 +29,18 @@ func TestServeSamplesCharts(t *testing.T) {
 	if res.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("an unsigned delivery: %d", res.StatusCode)
 	}
-	if _, err := srv.store.AddTodo(ctx, store.NewTodo{Queue: "inbox", Payload: "{}", CreatedBy: "test"}); err != nil {
+	if _, err := srv.Store().AddTodo(ctx, store.NewTodo{Queue: "inbox", Payload: "{}", CreatedBy: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.charts.Sample(ctx); err != nil {
+	if err := srv.Charts().Sample(ctx); err != nil {
 		t.Fatal(err)
 	}
 	since := time.Now().Add(-2 * time.Minute)
-	qm, err := srv.store.QueueMinutes(ctx, "inbox", since)
+	qm, err := srv.Store().QueueMinutes(ctx, "inbox", since)
 	if err != nil || len(qm) != 1 || qm[0].Added != 1 || qm[0].Depth != 1 {
 		t.Fatalf("inbox minutes %+v (%v), want one with the todo added", qm, err)
 	}
-	wm, err := srv.store.WebhookMinutes(ctx, h.ID, since)
+	wm, err := srv.Store().WebhookMinutes(ctx, h.ID, since)
 	if err != nil || len(wm) != 1 || wm[0].Refusals != 1 || wm[0].Deliveries != 0 {
 		t.Fatalf("webhook minutes %+v (%v), want one with the refusal", wm, err)
 	}

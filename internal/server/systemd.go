@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -21,9 +21,9 @@ func notify(log *slog.Logger, state string) {
 	}
 }
 
-// activationListeners returns the sockets systemd passed (socket activation), or nil
+// ActivationListeners returns the sockets systemd passed (socket activation), or nil
 // when there are none. Every listener passed is served; non-stream sockets are closed.
-func activationListeners() ([]net.Listener, error) {
+func ActivationListeners() ([]net.Listener, error) {
 	named, err := activation.ListenersWithNames()
 	if err != nil {
 		return nil, fmt.Errorf("socket activation: %w", err)

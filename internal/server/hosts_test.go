@@ -1,17 +1,20 @@
-package main
+package server_test
 
 import (
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/switchboardhq/switchboard/internal/server"
+	"github.com/switchboardhq/switchboard/internal/server/servertest"
 )
 
 // A DNS-rebinding page reaches a loopback serve under its own host name: every
 // route but the webhook receiver refuses it, and answers this machine's names
 // and the public URL's host (a reverse proxy on the same machine).
 func TestServeRefusesAForeignHostOnLoopback(t *testing.T) {
-	base, _ := startServer(t, serveConfig{BaseURL: "https://sb.example.net"})
+	base, _, _ := servertest.Start(t, server.Config{BaseURL: "https://sb.example.net"})
 	local := strings.TrimPrefix(base, "http://")
 	_, port, _ := strings.Cut(local, ":")
 	get := func(method, path, host string) (int, string) {

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -26,7 +26,7 @@ type gateway struct {
 // manifest is an error naming the file and the field: serve must not start on it,
 // and it says so before it opens (or creates) the database. No modules dir, no
 // manifests.
-func loadManifests(cfg serveConfig) ([]modules.Manifest, error) {
+func loadManifests(cfg Config) ([]modules.Manifest, error) {
 	if cfg.ModulesDir == "" {
 		return nil, nil
 	}
@@ -41,7 +41,7 @@ func loadManifests(cfg serveConfig) ([]modules.Manifest, error) {
 // include_tools entry a module does not advertise is an error naming the file and
 // the field. A module that merely fails to come up is retried in the background.
 // No modules dir, no gateway.
-func startGateway(ctx context.Context, cfg serveConfig, mans []modules.Manifest, st *store.Store, m *metrics.Metrics, logger *slog.Logger) (*gateway, error) {
+func startGateway(ctx context.Context, cfg Config, mans []modules.Manifest, st *store.Store, m *metrics.Metrics, logger *slog.Logger) (*gateway, error) {
 	if cfg.ModulesDir == "" {
 		return nil, nil
 	}
@@ -52,7 +52,7 @@ func startGateway(ctx context.Context, cfg serveConfig, mans []modules.Manifest,
 		Logger:       logger,
 		EgressPolicy: cfg.EgressPolicy,
 		Pins:         st,
-		Version:      version,
+		Version:      cfg.Version,
 		Audit: func(action, target, detail string) {
 			err := st.Audit(context.Background(), store.AuditEntry{Actor: "system", Action: action, Target: target, Detail: detail})
 			if err != nil {
@@ -62,8 +62,8 @@ func startGateway(ctx context.Context, cfg serveConfig, mans []modules.Manifest,
 		// g.src exists before Start, the first time this can run.
 		OnChange: func(module string) { g.src.Changed(module) },
 	}
-	if cfg.tweakModules != nil {
-		cfg.tweakModules(&opts)
+	if cfg.TweakModules != nil {
+		cfg.TweakModules(&opts)
 	}
 	g.sup = modules.New(opts)
 	g.src = agent.NewModules(g.sup, st, agent.ModuleOptions{
@@ -96,7 +96,7 @@ func (g *gateway) sources() []agent.ToolSource {
 // run refreshes agent sessions as module tools change, until ctx ends.
 func (g *gateway) run(ctx context.Context, a *agent.Agent) {
 	if g != nil {
-		g.src.Run(ctx, a)
+		g.src.Run(ctx, a.RefreshGranted)
 	}
 }
 
@@ -130,17 +130,17 @@ func (g *gateway) close(ctx context.Context) {
 
 // readiness reports every module for /readyz, and whether all granted ones (a
 // capability at least one live endpoint holds) are up.
-func (g *gateway) readiness(ctx context.Context, st *store.Store) (views []moduleView, ready bool, err error) {
+func (g *gateway) readiness(ctx context.Context, st *store.Store) (views []ModuleView, ready bool, err error) {
 	if g == nil {
 		return nil, true, nil
 	}
-	granted, err := grantedCapabilities(ctx, st)
+	granted, err := GrantedCapabilities(ctx, st)
 	if err != nil {
 		return nil, false, err
 	}
 	ready = true
 	for _, ms := range g.sup.Status() {
-		v := newModuleView(ms, granted[ms.Name])
+		v := NewModuleView(ms, granted[ms.Name])
 		if v.Granted && v.State != modules.StateUp {
 			ready = false
 		}
@@ -149,7 +149,8 @@ func (g *gateway) readiness(ctx context.Context, st *store.Store) (views []modul
 	return views, ready, nil
 }
 
-func grantedCapabilities(ctx context.Context, st *store.Store) (map[string]bool, error) {
+// GrantedCapabilities are the capabilities at least one live endpoint holds.
+func GrantedCapabilities(ctx context.Context, st *store.Store) (map[string]bool, error) {
 	eps, err := st.ListEndpoints(ctx, false)
 	if err != nil {
 		return nil, err
