@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/switchboardhq/switchboard/store"
@@ -167,19 +166,14 @@ func adminList(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return writeJSONList(env, ops)
-	}
-	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tUSERNAME\tCREATED\tSESSIONS\tLAST LOGIN")
-	for _, o := range ops {
-		last := "-"
-		if o.LastLogin != nil {
-			last = o.LastLogin.Local().Format(time.DateTime)
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\n", o.ID, o.Username, o.CreatedAt.Local().Format(time.DateTime), o.Sessions, last)
-	}
-	return tw.Flush()
+	return printList(env, *asJSON, ops, table[store.Operator]{header: "ID\tUSERNAME\tCREATED\tSESSIONS\tLAST LOGIN",
+		row: func(o store.Operator) string {
+			last := "-"
+			if o.LastLogin != nil {
+				last = o.LastLogin.Local().Format(time.DateTime)
+			}
+			return fmt.Sprintf("%d\t%s\t%s\t%d\t%s", o.ID, o.Username, o.CreatedAt.Local().Format(time.DateTime), o.Sessions, last)
+		}})
 }
 
 // openExisting opens the database for a command that changes what must already be

@@ -2,13 +2,11 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/store"
@@ -276,32 +274,26 @@ func endpointList(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return writeJSONList(env, eps)
+	none := "no live endpoints (--all lists revoked ones too)"
+	if *all {
+		none = "no endpoints yet: switchboard endpoint create --agent NAME --queues Q makes one"
 	}
-	if len(eps) == 0 {
-		if *all {
-			fmt.Fprintln(env.stdout, "no endpoints yet: switchboard endpoint create --agent NAME --queues Q makes one")
-		} else {
-			fmt.Fprintln(env.stdout, "no live endpoints (--all lists revoked ones too)")
-		}
-		return nil
+	return printList(env, *asJSON, eps, table[store.Endpoint]{none: none, row: endpointRow,
+		header: "ID\tAGENT\tCREDENTIAL\tQUEUES\tLEASE\tWEBHOOKS IT MAY CREATE\tCAPABILITIES\tSTATUS"})
+}
+
+// endpointRow is e's row in endpoint list.
+func endpointRow(e store.Endpoint) string {
+	status := "active"
+	if e.RevokedAt != nil {
+		status = "revoked"
 	}
-	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tAGENT\tCREDENTIAL\tQUEUES\tLEASE\tWEBHOOKS IT MAY CREATE\tCAPABILITIES\tSTATUS")
-	for _, e := range eps {
-		status := "active"
-		if e.RevokedAt != nil {
-			status = "revoked"
-		}
-		lease := "300 (built-in)"
-		if e.DefaultLeaseTTL > 0 {
-			lease = strconv.Itoa(e.DefaultLeaseTTL)
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.AgentID, e.CredentialHint,
-			strings.Join(e.Queues, ","), lease, agent.WebhookGrant(e), strings.Join(e.Capabilities, ","), status)
+	lease := "300 (built-in)"
+	if e.DefaultLeaseTTL > 0 {
+		lease = strconv.Itoa(e.DefaultLeaseTTL)
 	}
-	return tw.Flush()
+	return fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s", e.ID, e.AgentID, e.CredentialHint,
+		strings.Join(e.Queues, ","), lease, agent.WebhookGrant(e), strings.Join(e.Capabilities, ","), status)
 }
 
 func endpointUpdate(ctx context.Context, env *environ, args []string) error {
@@ -380,18 +372,4 @@ func endpointRevoke(ctx context.Context, env *environ, args []string) error {
 			}
 			return nil
 		})
-}
-
-// writeJSONList writes a list, as [] when it is empty (never null).
-func writeJSONList[T any](env *environ, list []T) error {
-	if list == nil {
-		list = []T{}
-	}
-	return writeJSON(env, list)
-}
-
-func writeJSON(env *environ, v any) error {
-	enc := json.NewEncoder(env.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

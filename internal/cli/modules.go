@@ -6,13 +6,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -65,41 +65,48 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return writeJSONList(env, views)
-	}
-	if len(views) == 0 {
-		fmt.Fprintln(env.stdout, "no capability modules are configured")
-		return nil
-	}
-	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MODULE\tSTATE\tGRANTED\tRESTARTS\tLAST EXIT\tTOOLS")
-	type pending struct{ tool, def, cmd string }
-	var withheld []pending
-	for _, v := range views {
-		exit := "-"
-		if v.LastExit != nil {
-			exit = v.LastExit.String()
-		}
-		var tools []string
-		for _, t := range v.Tools {
-			if t.Withheld {
-				if t.New {
-					tools = append(tools, t.Name+" (new, withheld)")
-				} else {
-					tools = append(tools, t.Name+" (withheld)")
-				}
-				withheld = append(withheld, pending{t.Name, withheldDefinition(t),
-					fmt.Sprintf("switchboard modules approve %s %s --hash %s", v.Name, t.Name, t.Hash)})
-			} else {
-				tools = append(tools, t.Name)
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", v.Name, v.State, yesNo(v.Granted), v.Restarts, exit, strings.Join(tools, ", "))
-	}
-	if err := tw.Flush(); err != nil {
+	err = printList(env, *asJSON, views, table[server.ModuleView]{none: "no capability modules are configured", row: moduleRow,
+		header: "MODULE\tSTATE\tGRANTED\tRESTARTS\tLAST EXIT\tTOOLS"})
+	if err != nil || *asJSON || len(views) == 0 {
 		return err
 	}
+	writeModuleNotes(env.stdout, views)
+	// A directory checked before serve loads it fails the check.
+	invalid := 0
+	for _, v := range views {
+		if v.State == stateInvalid {
+			invalid++
+		}
+	}
+	if invalid > 0 {
+		return fmt.Errorf("%d of the manifests would stop serve (see Last errors above)", invalid)
+	}
+	return nil
+}
+
+// moduleRow is v's row in modules list.
+func moduleRow(v server.ModuleView) string {
+	exit := "-"
+	if v.LastExit != nil {
+		exit = v.LastExit.String()
+	}
+	var tools []string
+	for _, t := range v.Tools {
+		switch {
+		case t.Withheld && t.New:
+			tools = append(tools, t.Name+" (new, withheld)")
+		case t.Withheld:
+			tools = append(tools, t.Name+" (withheld)")
+		default:
+			tools = append(tools, t.Name)
+		}
+	}
+	return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s", v.Name, v.State, yesNo(v.Granted), v.Restarts, exit, strings.Join(tools, ", "))
+}
+
+// writeModuleNotes writes, under the table, why modules are down, which tools
+// were refused, and how to approve each withheld one.
+func writeModuleNotes(w io.Writer, views []server.ModuleView) {
 	// Why a module is not serving: its last error and when it is tried again
 	// (a manifest that did not load says what is wrong with it).
 	var down []string
@@ -114,8 +121,8 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 		down = append(down, line)
 	}
 	if len(down) > 0 {
-		fmt.Fprintln(env.stdout, "\nLast errors:")
-		fmt.Fprintln(env.stdout, strings.Join(down, "\n"))
+		fmt.Fprintln(w, "\nLast errors:")
+		fmt.Fprintln(w, strings.Join(down, "\n"))
 	}
 	var refused []string
 	for _, v := range views {
@@ -127,27 +134,28 @@ func modulesList(ctx context.Context, env *environ, args []string) error {
 		}
 	}
 	if len(refused) > 0 {
-		fmt.Fprintln(env.stdout, "\nRefused tools: the module advertises them, but they cannot be offered to agents (its other tools are).")
-		fmt.Fprintln(env.stdout, strings.Join(refused, "\n"))
+		fmt.Fprintln(w, "\nRefused tools: the module advertises them, but they cannot be offered to agents (its other tools are).")
+		fmt.Fprintln(w, strings.Join(refused, "\n"))
 	}
-	if len(withheld) > 0 {
-		fmt.Fprintln(env.stdout, "\nWithheld tools changed their definition since it was approved, or are new. Review each;")
-		fmt.Fprintln(env.stdout, "to let agents call the tool again as defined, run the command below it.")
-		for _, p := range withheld {
-			fmt.Fprintf(env.stdout, "\n  %s, %s\n  %s\n", p.tool, p.def, p.cmd)
-		}
-	}
-	// A directory checked before serve loads it fails the check.
-	invalid := 0
+	writeWithheld(w, views)
+}
+
+// writeWithheld shows each withheld tool's change and the command that approves it.
+func writeWithheld(w io.Writer, views []server.ModuleView) {
+	said := false
 	for _, v := range views {
-		if v.State == stateInvalid {
-			invalid++
+		for _, t := range v.Tools {
+			if !t.Withheld {
+				continue
+			}
+			if !said {
+				fmt.Fprintln(w, "\nWithheld tools changed their definition since it was approved, or are new. Review each;")
+				fmt.Fprintln(w, "to let agents call the tool again as defined, run the command below it.")
+				said = true
+			}
+			fmt.Fprintf(w, "\n  %s, %s\n  switchboard modules approve %s %s --hash %s\n", t.Name, withheldDefinition(t), v.Name, t.Name, t.Hash)
 		}
 	}
-	if invalid > 0 {
-		return fmt.Errorf("%d of the manifests would stop serve (see Last errors above)", invalid)
-	}
-	return nil
 }
 
 // withheldDefinition is what `modules list` shows of a withheld tool: what changed

@@ -7,7 +7,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/switchboardhq/switchboard/internal/opfile"
@@ -139,54 +138,63 @@ func todoList(ctx context.Context, env *environ, args []string) error {
 	if *queue != "" {
 		f.Queues = []string{*queue}
 	}
-	todos, err := s.ListTodos(ctx, f)
+	todos, next, err := todoPage(ctx, s, f, *limit)
 	if err != nil {
 		return err
 	}
-	todos, next := store.PageOf(todos, *limit)
+	if next != 0 {
+		// On stderr, so that stdout stays the rows (and --json a list).
+		fmt.Fprintf(env.stderr, "showing the newest %d; older ones: --before %d (or a larger --limit, up to 1000)\n", len(todos), next)
+	}
+	return printList(env, *asJSON, todos, table[store.Todo]{none: noTodos(f, *queue), row: todoRow,
+		header: "ID\tQUEUE\tSTATE\tSIZE\tSOURCE\tOWNER\tATTEMPTS\tCREATED"})
+}
+
+// todoPage lists up to limit todos of f (whose Limit is limit+1), and the
+// --before of the next page, or 0 when there is none.
+func todoPage(ctx context.Context, s *store.Store, f store.TodoFilter, limit int) ([]store.Todo, int64, error) {
+	todos, err := s.ListTodos(ctx, f)
+	if err != nil {
+		return nil, 0, err
+	}
+	todos, next := store.PageOf(todos, limit)
 	if next == 0 && len(todos) == 1000 {
 		// The store lists at most 1000: at --limit 1000 the row more is not among
 		// them, so it is asked for apart.
 		f.Before, f.Limit = todos[len(todos)-1].ID, 1
 		older, err := s.ListTodos(ctx, f)
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		if len(older) > 0 {
 			next = f.Before
 		}
 	}
-	if next != 0 {
-		// On stderr, so that stdout stays the rows (and --json a list).
-		fmt.Fprintf(env.stderr, "showing the newest %d; older ones: --before %d (or a larger --limit, up to 1000)\n", len(todos), next)
+	return todos, next, nil
+}
+
+// noTodos says that no todo is listed, and which were asked for.
+func noTodos(f store.TodoFilter, queue string) string {
+	what := "todos"
+	if f.State != "" {
+		what = f.State + " todos"
 	}
-	if *asJSON {
-		return writeJSONList(env, todos)
+	if queue != "" {
+		what += " on " + queue
 	}
-	if len(todos) == 0 {
-		what := "todos"
-		if *state != "" {
-			what = *state + " todos"
-		}
-		if *queue != "" {
-			what += " on " + *queue
-		}
-		if !search.IsZero() {
-			what += " that match"
-		}
-		if *before > 0 {
-			what += fmt.Sprintf(" older than %d", *before)
-		}
-		fmt.Fprintf(env.stdout, "no %s\n", what)
-		return nil
+	if !f.Search.IsZero() {
+		what += " that match"
 	}
-	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tQUEUE\tSTATE\tSIZE\tSOURCE\tOWNER\tATTEMPTS\tCREATED")
-	for _, t := range todos {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%d/%d\t%s\n", t.ID, t.Queue, t.State, t.PayloadSize, t.Source.Type,
-			dash(t.Owner), t.Attempts, t.MaxAttempts, t.CreatedAt.Local().Format(time.DateTime))
+	if f.Before > 0 {
+		what += fmt.Sprintf(" older than %d", f.Before)
 	}
-	return tw.Flush()
+	return "no " + what
+}
+
+// todoRow is t's row in todo list.
+func todoRow(t store.Todo) string {
+	return fmt.Sprintf("%d\t%s\t%s\t%d\t%s\t%s\t%d/%d\t%s", t.ID, t.Queue, t.State, t.PayloadSize, t.Source.Type,
+		dash(t.Owner), t.Attempts, t.MaxAttempts, t.CreatedAt.Local().Format(time.DateTime))
 }
 
 // todoRelease hands a claimed todo back to its queue on an operator's word,
@@ -257,32 +265,42 @@ func todoRetry(ctx context.Context, env *environ, args []string) error {
 		if flagSet(fs, "error") {
 			f.Error = lastError
 		}
-		n, err := s.RetryFailed(ctx, f, "human:cli")
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(env, map[string]any{"retried": n, "queue": *queue})
-		}
-		where := "every queue"
-		if *queue != "" {
-			where = *queue
-		}
-		if f.Error != nil {
-			where += fmt.Sprintf(" with error %q", *f.Error)
-		}
-		switch n {
-		case 0:
-			fmt.Fprintf(env.stdout, "no failed todos on %s: nothing to retry\n", where)
-		case 1:
-			fmt.Fprintf(env.stdout, "1 failed todo on %s is back on its queue, attempts reset\n", where)
-		default:
-			fmt.Fprintf(env.stdout, "%d failed todos on %s are back on their queues, attempts reset\n", n, where)
-		}
-		return nil
+		return retryAllFailed(ctx, env, s, f, *asJSON)
 	}
-	// One at a time, each its own write: a todo that cannot be retried (not
-	// failed, or no such todo) is reported and the rest still are.
+	return retryTodos(ctx, env, s, ids, *asJSON)
+}
+
+// retryAllFailed retries every failed todo f names, and says how many.
+func retryAllFailed(ctx context.Context, env *environ, s *store.Store, f store.Failed, asJSON bool) error {
+	n, err := s.RetryFailed(ctx, f, "human:cli")
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(env, map[string]any{"retried": n, "queue": f.Queue})
+	}
+	where := "every queue"
+	if f.Queue != "" {
+		where = f.Queue
+	}
+	if f.Error != nil {
+		where += fmt.Sprintf(" with error %q", *f.Error)
+	}
+	switch n {
+	case 0:
+		fmt.Fprintf(env.stdout, "no failed todos on %s: nothing to retry\n", where)
+	case 1:
+		fmt.Fprintf(env.stdout, "1 failed todo on %s is back on its queue, attempts reset\n", where)
+	default:
+		fmt.Fprintf(env.stdout, "%d failed todos on %s are back on their queues, attempts reset\n", n, where)
+	}
+	return nil
+}
+
+// retryTodos retries the todos ids names, one at a time, each its own write: a
+// todo that cannot be retried (not failed, or no such todo) is reported and the
+// rest still are.
+func retryTodos(ctx context.Context, env *environ, s *store.Store, ids []int64, asJSON bool) error {
 	var retried []store.Todo
 	var failed []string
 	for _, id := range ids {
@@ -293,7 +311,7 @@ func todoRetry(ctx context.Context, env *environ, args []string) error {
 		}
 		retried = append(retried, t)
 	}
-	if *asJSON {
+	if asJSON {
 		if err := writeJSONList(env, retried); err != nil {
 			return err
 		}
