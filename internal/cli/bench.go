@@ -26,9 +26,6 @@ const benchSynopsis = `bench [--url URL --credential-env VAR [--queue Q]] [--del
                    [--doorbells N] [--duration D] [--json]`
 
 func runBench(ctx context.Context, env *environ, args []string) error {
-	// The bench's own process is the load generator, on the machine it measures:
-	// its collector runs less often, to leave the CPU to the server.
-	setGCPercent(env, 400)
 	fs := newFlags(env, "bench", benchSynopsis)
 	url := fs.String("url", "", "bench a running Switchboard at this base URL (default: start one on a temporary database); "+
 		"its endpoint needs the queue, --max-webhooks 2 and --webhook-sources generic,github (see the README)")
@@ -44,6 +41,9 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	// The bench's own process is the load generator, on the machine it measures:
+	// its collector runs less often, to leave the CPU to the server.
+	setGCPercent(env, 400)
 	if u := strings.TrimSuffix(*url, "/"); strings.HasSuffix(u, "/mcp") {
 		return usageErr("--url is the server's base URL: drop the /mcp (bench adds it), as in --url %s",
 			strings.TrimSuffix(u, "/mcp"))

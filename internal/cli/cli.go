@@ -44,6 +44,8 @@ type environ struct {
 	// arg0 is the program as it was started (os.Args[0]), for the commands the
 	// program suggests; "" reads as switchboard (see invokedAs).
 	arg0 string
+	// lookup, when set, stops the command once its flags have parsed (Lookup).
+	lookup *lookup
 	// version and commit are the build's (main's, stamped by -ldflags); an
 	// empty version reads as dev (see buildVersion).
 	version, commit string
@@ -202,7 +204,10 @@ func usageErr(format string, a ...any) error {
 // a mistake (see flagOutput).
 func newFlags(env *environ, name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet("switchboard "+name, flag.ContinueOnError)
-	fs.SetOutput(&flagOutput{stdout: env.stdout, stderr: env.stderr})
+	fs.SetOutput(&flagOutput{stdout: env.stdout, stderr: env.stderr, lookup: env.lookup})
+	if env.lookup != nil {
+		env.lookup.fs = fs
+	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: switchboard %s\n\nflags:\n", synopsis)
 		fs.PrintDefaults()
@@ -215,6 +220,7 @@ func newFlags(env *environ, name, synopsis string) *flag.FlagSet {
 type flagOutput struct {
 	stdout, stderr io.Writer
 	held           bytes.Buffer
+	lookup         *lookup // set under Lookup: parsing is all there is to do
 }
 
 func (o *flagOutput) Write(p []byte) (int, error) { return o.held.Write(p) }
@@ -235,6 +241,13 @@ func flush(fs *flag.FlagSet, help bool) {
 
 // parse parses flags; a mistake becomes errUsage (flag already printed why and usage).
 func parse(fs *flag.FlagSet, args []string) error {
+	if err := parseOnly(fs, args); err != nil {
+		return err
+	}
+	return lookedUp(fs)
+}
+
+func parseOnly(fs *flag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	flush(fs, errors.Is(err, flag.ErrHelp))
 	if err != nil {
@@ -249,13 +262,13 @@ func parse(fs *flag.FlagSet, args []string) error {
 // parseFlags parses a command that takes flags only: a positional argument is a
 // usage error.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := parse(fs, args); err != nil {
+	if err := parseOnly(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
-	return nil
+	return lookedUp(fs)
 }
 
 // envOr is the flag default: the SWITCHBOARD_* variable when set, else def.

@@ -173,13 +173,13 @@ func setGCPercent(env *environ, percent int) {
 }
 
 func runServe(ctx context.Context, env *environ, args []string) error {
-	setGCPercent(env, serveGCPercent)
 	fs := newFlags(env, "serve", serveSynopsis)
 	var cfg serveConfig
 	cfg.register(fs, env)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	setGCPercent(env, serveGCPercent)
 	if err := cfg.validate(); err != nil {
 		return err
 	}
