@@ -274,34 +274,15 @@ func startServerLogging(t *testing.T, cfg server.Config, logger *slog.Logger) (b
 	return servertest.Start(t, cfg)
 }
 
-func TestServeHealthAndReady(t *testing.T) {
-	base, stop := startServer(t, server.Config{})
-	for _, path := range []string{"/healthz", "/readyz"} {
-		resp, err := http.Get(base + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Errorf("%s: %d %s", path, resp.StatusCode, body)
-		}
-	}
-	stop()
-	if _, err := http.Get(base + "/healthz"); err == nil {
-		t.Fatal("still serving after shutdown")
-	}
-}
-
 // /readyz gives its verdict to anyone (a load balancer's probe) and its detail
 // (database errors, module names, pids, tools) only to --metrics-allow addresses.
 func TestReadyzDetailOnlyForMetricsAllow(t *testing.T) {
 	base, _ := startServer(t, server.Config{})
-	if code, body := readyz(t, base); code != 200 || body["database"] != "ok" || body["ready"] != true {
+	if code, body := servertest.Readyz(t, base); code != 200 || body["database"] != "ok" || body["ready"] != true {
 		t.Fatalf("loopback (allowed by default): %d %v", code, body)
 	}
 	base, _ = startServer(t, server.Config{MetricsAllow: "10.9.9.9/32"})
-	code, body := readyz(t, base)
+	code, body := servertest.Readyz(t, base)
 	if code != 200 || body["ready"] != true || len(body) != 2 || !strings.Contains(fmt.Sprint(body["detail"]), "--metrics-allow") {
 		t.Fatalf("an address outside --metrics-allow: %d %v", code, body)
 	}
@@ -309,21 +290,6 @@ func TestReadyzDetailOnlyForMetricsAllow(t *testing.T) {
 	if code, _, errs := cli(t, "", "modules", "list", "--url", base); !strings.Contains(errs, "served only to --metrics-allow") {
 		t.Fatalf("modules list from outside --metrics-allow: exit %d %q", code, errs)
 	}
-}
-
-// readyz gets base's /readyz: its status code and its JSON.
-func readyz(t *testing.T, base string) (int, map[string]any) {
-	t.Helper()
-	resp, err := http.Get(base + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, body
 }
 
 // A setting in the environment that does not parse stops serve with its name,

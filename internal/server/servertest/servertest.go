@@ -4,9 +4,11 @@ package servertest
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
@@ -61,4 +63,19 @@ func Start(t testing.TB, cfg server.Config) (base string, srv *server.Server, st
 	}
 	t.Cleanup(stop)
 	return "http://" + ln.Addr().String(), srv, stop
+}
+
+// Readyz gets base's /readyz: its status code and its JSON.
+func Readyz(t testing.TB, base string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, body
 }

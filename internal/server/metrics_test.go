@@ -1,4 +1,4 @@
-package cli
+package server_test
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard/internal/server"
+	"github.com/switchboardhq/switchboard/internal/server/servertest"
 	"github.com/switchboardhq/switchboard/store"
 )
 
 func TestMetricsExposeQueueAndTransitions(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "sb.db")
-	base, _ := startServer(t, server.Config{DB: db})
+	base, _, _ := servertest.Start(t, server.Config{DB: db})
 	// A second handle stands for the CLI; its todos show up in the gauge at scrape.
 	// Its clock is two hours slow, so inbox's todo has been claimable that long.
 	ctx := context.Background()

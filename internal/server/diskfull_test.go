@@ -1,4 +1,4 @@
-package cli
+package server_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboardhq/switchboard/ingest"
 	"github.com/switchboardhq/switchboard/internal/server"
+	"github.com/switchboardhq/switchboard/internal/server/servertest"
 	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -22,7 +23,7 @@ import (
 // delivery. Once there is room, deliveries are stored again.
 func TestServeWhileTheDiskIsFull(t *testing.T) {
 	var logs testkit.LockedBuffer
-	base, srv, _ := startServerLogging(t, server.Config{}, slog.New(slog.NewTextHandler(&logs, nil)))
+	base, srv, _ := servertest.Start(t, server.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx := context.Background()
 	hook, err := srv.Store().CreateWebhook(ctx, store.NewWebhook{SourceType: "generic", Queue: "inbox",
 		Secret: "s3cret-s3cret-s3cret", CreatedBy: "human:1"})
@@ -49,7 +50,7 @@ func TestServeWhileTheDiskIsFull(t *testing.T) {
 	}
 	database := func() (int, string) {
 		t.Helper()
-		code, body := readyz(t, base)
+		code, body := servertest.Readyz(t, base)
 		db, _ := body["database"].(string)
 		return code, db
 	}
