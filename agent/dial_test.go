@@ -3,6 +3,8 @@ package agent
 import (
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/mcpclient"
 )
 
 // Closing a dialled client ends its session on the server: mcp-go's DELETE
@@ -25,5 +27,13 @@ func TestDialledClientEndsItsSessionOnClose(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+}
+
+// Dial asks for the newest revision /mcp serves; were the two to drift, every
+// dialled client would negotiate down or be refused.
+func TestDialAsksForTheNewestServedRevision(t *testing.T) {
+	if mcpclient.ProtocolVersion != SupportedProtocolVersions[0] {
+		t.Fatalf("mcpclient.ProtocolVersion = %s, want %s", mcpclient.ProtocolVersion, SupportedProtocolVersions[0])
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/switchboardhq/switchboard/internal/mcpclient"
 	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/internal/testkit/teststore"
 	"github.com/switchboardhq/switchboard/store"
@@ -144,7 +145,7 @@ type agentClient struct {
 func (e *env) dial(cred string, listen bool) *agentClient {
 	e.t.Helper()
 	ac := &agentClient{notes: make(chan mcp.JSONRPCNotification, 256)}
-	c, res, err := Dial(context.Background(), e.url, cred, DialOptions{Listen: listen, Logger: e.quiet, OnNotification: func(n mcp.JSONRPCNotification) {
+	c, res, err := mcpclient.Dial(context.Background(), e.url, cred, mcpclient.DialOptions{Listen: listen, Logger: e.quiet, OnNotification: func(n mcp.JSONRPCNotification) {
 		select {
 		case ac.notes <- n:
 		default:

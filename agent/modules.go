@@ -287,9 +287,11 @@ func (m *Modules) Changed(module string) {
 	}
 }
 
-// Run refreshes, until ctx ends, the live sessions of a's endpoints that are
-// granted a module whose tools changed, so their clients hear tools/list_changed.
-func (m *Modules) Run(ctx context.Context, a *Agent) {
+// Run hands refresh, until ctx ends, the modules whose tools changed; serve
+// wires it to Agent.RefreshGranted, so their clients hear tools/list_changed.
+// The agent holds the Modules as a tool source, and Modules knows nothing of the
+// agent: the two are wired, not tied.
+func (m *Modules) Run(ctx context.Context, refresh func(ctx context.Context, modules map[string]bool)) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -300,13 +302,13 @@ func (m *Modules) Run(ctx context.Context, a *Agent) {
 		changed := m.pending
 		m.pending = map[string]bool{}
 		m.mu.Unlock()
-		a.refreshGranted(ctx, changed)
+		refresh(ctx, changed)
 	}
 }
 
-// refreshGranted refreshes every endpoint with a live session that is granted one
+// RefreshGranted refreshes every endpoint with a live session that is granted one
 // of the capabilities.
-func (a *Agent) refreshGranted(ctx context.Context, caps map[string]bool) {
+func (a *Agent) RefreshGranted(ctx context.Context, caps map[string]bool) {
 	ids := map[int64]bool{}
 	for _, x := range a.sessions.all() {
 		if slices.ContainsFunc(x.endpoint().Capabilities, func(c string) bool { return caps[c] }) {

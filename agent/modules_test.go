@@ -102,7 +102,7 @@ func newModuleEnvWith(t *testing.T, tweak func(*envConfig), opts ModuleOptions, 
 	src.Modules = NewModules(cat, e.st, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { src.Run(ctx, e.ag); close(done) }()
+	go func() { src.Run(ctx, e.ag.RefreshGranted); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return &moduleEnv{env: e, cat: cat, mods: src.Modules}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/internal/mcpclient"
 )
 
 // Target is the Switchboard under test.
@@ -429,7 +429,7 @@ func connect(ctx context.Context, t Target, timeout time.Duration, onNote func(m
 	// The handshake is bounded either way; Dial keeps the GET stream off ctx.
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c, _, err := agent.Dial(hctx, strings.TrimSuffix(t.URL, "/")+"/mcp", t.Credential, agent.DialOptions{
+	c, _, err := mcpclient.Dial(hctx, strings.TrimSuffix(t.URL, "/")+"/mcp", t.Credential, mcpclient.DialOptions{
 		Listen: onNote != nil, OnNotification: onNote, ClientName: "switchboard-bench",
 		HTTPClient: httpc, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})

@@ -9,6 +9,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/internal/mcpclient"
 )
 
 // The Endpoints page tells live sessions from idle ones: a session whose client
@@ -32,12 +33,12 @@ func TestEndpointListTellsIdleSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Two workers: one whose client will vanish, one that keeps asking.
-	gone, _, err := agent.Dial(t.Context(), mcpSrv.URL+"/mcp", cred, agent.DialOptions{Logger: quietLog})
+	gone, _, err := mcpclient.Dial(t.Context(), mcpSrv.URL+"/mcp", cred, mcpclient.DialOptions{Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = gone // never closed: its client went away without a DELETE
-	busy, _, err := agent.Dial(t.Context(), mcpSrv.URL+"/mcp", cred, agent.DialOptions{Logger: quietLog})
+	busy, _, err := mcpclient.Dial(t.Context(), mcpSrv.URL+"/mcp", cred, mcpclient.DialOptions{Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}

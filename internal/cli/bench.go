@@ -1,0 +1,223 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/switchboardhq/switchboard/bench"
+	"github.com/switchboardhq/switchboard/store"
+)
+
+const benchSynopsis = `bench [--url URL --credential-env VAR [--queue Q]] [--deliveries N] [--senders C] [--agents A]
+                   [--doorbells N] [--duration D] [--json]`
+
+func runBench(ctx context.Context, env *environ, args []string) error {
+	fs := newFlags(env, "bench", benchSynopsis)
+	url := fs.String("url", "", "bench a running Switchboard at this base URL (default: start one on a temporary database); "+
+		"its endpoint needs the queue, --max-webhooks 2 and --webhook-sources generic,github (see the README)")
+	credEnv := fs.String("credential-env", "", "with --url: the environment variable holding an endpoint credential (never argv)")
+	queue := fs.String("queue", "bench", "with --url: the queue the bench's webhooks feed (must be in the endpoint's scope and webhook ceiling)")
+	deliveries := fs.Int("deliveries", 20000, "signed deliveries in the ingest phase")
+	senders := fs.Int("senders", 32, "concurrent webhook senders")
+	agents := fs.Int("agents", 8, "concurrent agents draining over MCP")
+	doorbells := fs.Int("doorbells", 300, "todos enqueued one at a time to measure the doorbell")
+	duration := fs.Duration("duration", 3*time.Second, "how long the half-rate ingest run and the floor measurement last")
+	sync := fs.String("synchronous", store.SyncFull, "in-process server: FULL or NORMAL")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	// The bench's own process is the load generator, on the machine it measures:
+	// its collector runs less often, to leave the CPU to the server.
+	setGCPercent(env, 400)
+	if u := strings.TrimSuffix(*url, "/"); strings.HasSuffix(u, "/mcp") {
+		return usageErr("--url is the server's base URL: drop the /mcp (bench adds it), as in --url %s",
+			strings.TrimSuffix(u, "/mcp"))
+	}
+	if *deliveries < 1 || *senders < 1 || *agents < 1 || *doorbells < 1 || *duration <= 0 {
+		return usageErr("--deliveries, --senders, --agents, --doorbells and --duration must be positive")
+	}
+	cfg := bench.Config{Deliveries: *deliveries, Senders: *senders, Agents: *agents, Doorbells: *doorbells,
+		PacedFor: *duration, Progress: env.stderr}
+
+	dir, err := os.MkdirTemp("", "switchboard-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cfg.Floor = func() (float64, error) {
+		return store.MeasureFloor(ctx, filepath.Join(dir, "floor.db"), store.Options{Synchronous: *sync}, *duration)
+	}
+
+	var target bench.Target
+	machine := fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	if *url != "" {
+		if *credEnv == "" || env.getenv(*credEnv) == "" {
+			return usageErr("--url needs --credential-env naming a set environment variable with an endpoint credential")
+		}
+		target = bench.Target{URL: *url, Credential: env.getenv(*credEnv), Queue: *queue}
+		machine += " (client side; the floor is this machine's temp disk)"
+	} else {
+		stop, t, err := startBenchServer(ctx, env, dir, *sync, *agents)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		target = t
+		machine += ", temporary database in " + dir + ", synchronous=" + strings.ToUpper(*sync)
+	}
+	report, err := bench.Run(ctx, target, cfg)
+	if err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "bench: ")) // the command names itself
+	}
+	if *asJSON {
+		if err := writeJSON(env, struct {
+			Machine string `json:"machine"`
+			*bench.Report
+		}{machine, report}); err != nil {
+			return err
+		}
+	} else {
+		printBench(env.stdout, machine, report)
+	}
+	return leftOnServer(report)
+}
+
+// leftOnServer is the error a run that printed its figures still ends with when
+// it left todos or webhooks on the server: a script must be able to tell.
+func leftOnServer(r *bench.Report) error {
+	var left []string
+	for _, e := range []string{r.SweepError, r.CleanupError} {
+		if e != "" {
+			left = append(left, e)
+		}
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the figures stand, but the run left things on the server: %s", strings.Join(left, "; "))
+}
+
+// startBenchServer creates an endpoint on a fresh database and starts `switchboard
+// serve` on it as a child process: the same code path as serve, real HTTP on
+// loopback, and a process of its own whose memory and CPU can be read.
+func startBenchServer(ctx context.Context, env *environ, dir, sync string, agents int) (stop func(), t bench.Target, err error) {
+	db := filepath.Join(dir, "bench.db")
+	st, err := openStore(ctx, env, db)
+	if err != nil {
+		return nil, t, err
+	}
+	all := store.AllVerbs()
+	queues := []string{"bench"}
+	sources := []string{"generic", "github"}
+	four := 4
+	// The server's default rate limit, as an endpoint made by hand has it: the
+	// queue verbs the drain makes are not held to it.
+	_, cred, err := st.CreateEndpoint(ctx, "bench", store.EndpointSpec{Verbs: &all, Queues: &queues,
+		MaxWebhooks: &four, WebhookSources: &sources, WebhookQueues: &queues}, "system")
+	st.Close()
+	if err != nil {
+		return nil, t, err
+	}
+	// Pick a free port so the base URL in ingest URLs is right from the start.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, t, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, t, err
+	}
+	// Every agent is a session of the one bench endpoint, plus the doorbell's
+	// enqueuer: more agents than serve's per-endpoint cap would evict each other.
+	cmd := exec.CommandContext(ctx, exe, "serve", "--listen", addr, "--db", db, "--base-url", "http://"+addr,
+		"--synchronous", sync, "--max-sessions-per-endpoint", strconv.Itoa(max(32, 2*agents+2)))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, t, err
+	}
+	// nil is /dev/null: an io.Writer here would make this process copy every log
+	// line the server writes, in the middle of what is being measured.
+	cmd.Stderr = nil
+	if err := cmd.Start(); err != nil {
+		return nil, t, fmt.Errorf("start serve: %w", err)
+	}
+	stop = func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		ok := false
+		for sc.Scan() {
+			if !ok && strings.Contains(sc.Text(), "listening on") {
+				ok = true
+				ready <- true
+			}
+		}
+		if !ok {
+			ready <- false
+		}
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			stop()
+			return nil, t, fmt.Errorf("serve exited before listening")
+		}
+	case <-time.After(30 * time.Second):
+		stop()
+		return nil, t, fmt.Errorf("serve did not start listening within 30s")
+	}
+	return stop, bench.Target{URL: "http://" + addr, Credential: cred, Queue: "bench", PID: cmd.Process.Pid}, nil
+}
+
+func printBench(w io.Writer, machine string, r *bench.Report) {
+	fmt.Fprintf(w, "switchboard bench — %s\n\n", machine)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	ratio := func(v float64) string {
+		if r.FloorCommitsPerSec == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f×", v/r.FloorCommitsPerSec)
+	}
+	fmt.Fprintln(tw, "phase\trate/s\t× floor\tp50 ms\tp99 ms\tmax ms\terrors\t")
+	fmt.Fprintf(tw, "floor (durable 1-row commits)\t%.0f\t1.00×\t\t\t\t\t\n", r.FloorCommitsPerSec)
+	if len(r.FloorRuns) == 2 {
+		fmt.Fprintf(tw, "  the higher of: before, after\t%.0f, %.0f\t\t\t\t\t\t\n", r.FloorRuns[0], r.FloorRuns[1])
+	}
+	fmt.Fprintf(tw, "ingest, %d senders\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%d\t\n", r.Ingest.Senders, r.Ingest.PerSec,
+		ratio(r.Ingest.PerSec), r.Ingest.Latency.P50, r.Ingest.Latency.P99, r.Ingest.Latency.Max, r.Ingest.Errors)
+	fmt.Fprintf(tw, "ingest at half rate\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%d\t\n", r.Ingest.HalfRatePerS,
+		ratio(r.Ingest.HalfRatePerS), r.Ingest.HalfRateLat.P50, r.Ingest.HalfRateLat.P99, r.Ingest.HalfRateLat.Max,
+		r.Ingest.HalfRateError)
+	fmt.Fprintf(tw, "drain, %d agents (todos)\t%.0f\t%s\t\t\t\t%d\t\n", r.Drain.Agents, r.Drain.PerSec,
+		ratio(r.Drain.PerSec), r.Drain.Errors)
+	fmt.Fprintf(tw, "  claim_next\t\t\t%.2f\t%.2f\t%.2f\t\t\n", r.Drain.ClaimNext.P50, r.Drain.ClaimNext.P99, r.Drain.ClaimNext.Max)
+	fmt.Fprintf(tw, "  complete\t\t\t%.2f\t%.2f\t%.2f\t\t\n", r.Drain.Complete.P50, r.Drain.Complete.P99, r.Drain.Complete.Max)
+	fmt.Fprintf(tw, "doorbell, %d sessions\t\t\t%.2f\t%.2f\t%.2f\t%d missed\t\n", r.Doorbell.Sessions,
+		r.Doorbell.Latency.P50, r.Doorbell.Latency.P99, r.Doorbell.Latency.Max, r.Doorbell.Missed)
+	fmt.Fprintf(tw, "  its enqueue POST, answered\t\t\t%.2f\t%.2f\t%.2f\t%d\t\n",
+		r.Doorbell.Answered.P50, r.Doorbell.Answered.P99, r.Doorbell.Answered.Max, r.Doorbell.Errors)
+	tw.Flush()
+	if p := r.Process; p != nil {
+		fmt.Fprintf(w, "\nserver process: idle RSS %.1f MB, RSS peak during ingest %.1f MB, peak RSS %.1f MB, CPU %.1f s\n",
+			p.IdleRSSMB, p.IngestRSSMB, p.PeakRSSMB, p.CPUSeconds)
+	}
+}

@@ -1,0 +1,81 @@
+// Package servertest runs a whole server.Server on a loopback port for the
+// end-to-end tests, built by server.New as serve builds it.
+package servertest
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/switchboardhq/switchboard/internal/server"
+)
+
+// Start runs a server on a free loopback port until the test ends, or until
+// stop. Unset durations get short test values, an unset DB a file in
+// t.TempDir(), and an unset Logger one that discards.
+func Start(t testing.TB, cfg server.Config) (base string, srv *server.Server, stop func()) {
+	t.Helper()
+	if cfg.DB == "" {
+		cfg.DB = filepath.Join(t.TempDir(), "sb.db")
+	}
+	if cfg.ReaperInterval == 0 {
+		cfg.ReaperInterval = 30 * time.Second
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = time.Hour
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.New(ctx, cfg)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		srv.Close()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, ln) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve returned %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return "http://" + ln.Addr().String(), srv, stop
+}
+
+// Readyz gets base's /readyz: its status code and its JSON.
+func Readyz(t testing.TB, base string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, body
+}
