@@ -79,6 +79,7 @@ for deb in "${debs[@]}"; do
 	expect_line contents "$contents" '^-rw------- root/root .* \./etc/switchboard/switchboard\.env$'
 	expect_line contents "$contents" '^drwxr-xr-x root/root .* \./etc/switchboard/modules\.d/$'
 	expect_line contents "$contents" '^-rw-r--r-- root/root .* \./usr/share/doc/switchboard/README\.md$'
+	expect_line contents "$contents" '^-rw-r--r-- root/root .* \./usr/share/doc/switchboard/docs/configuration\.md$'
 	if grep -q '\./usr/local/' <<<"$contents"; then
 		fail "ships files under /usr/local (policy: postinst creates that directory)"
 	fi

@@ -21,6 +21,8 @@ var helpCases = [][]string{
 	{"serve", "-h"},
 	{"endpoint"}, {"endpoint", "-h"},
 	{"endpoint", "create", "-h"}, {"endpoint", "list", "-h"}, {"endpoint", "update", "-h"}, {"endpoint", "revoke", "-h"},
+	{"operator"}, {"operator", "-h"},
+	{"operator", "create", "-h"}, {"operator", "passwd", "-h"}, {"operator", "logout", "-h"}, {"operator", "list", "-h"},
 	{"admin"}, {"admin", "-h"},
 	{"admin", "create", "-h"}, {"admin", "passwd", "-h"}, {"admin", "logout", "-h"}, {"admin", "list", "-h"},
 	{"todo"}, {"todo", "-h"},
