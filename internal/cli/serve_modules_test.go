@@ -21,10 +21,10 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/switchboardhq/switchboard/agent"
-	"github.com/switchboardhq/switchboard/store"
 	"github.com/switchboardhq/switchboard/internal/mcpclient"
 	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/modules"
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // waitLimit only bounds how long a broken build hangs; nothing asserts on time.
