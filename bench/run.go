@@ -219,7 +219,7 @@ func createHooks(ctx context.Context, setup *client.Client, t Target) ([]webhook
 			// The endpoint's session does not list create_webhook: it may not
 			// create webhooks at all.
 			return nil, fmt.Errorf("bench: the endpoint may not create webhooks (its sessions do not list create_webhook): "+
-				"give it --max-webhooks 2 --webhook-sources generic,github, as the README says (%v)", err)
+				"give it --max-webhooks 2 --webhook-sources generic,github, as docs/performance.md says (%v)", err)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("bench: create a %s webhook on queue %s: %w", src, t.Queue, err)

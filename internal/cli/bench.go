@@ -27,7 +27,7 @@ const benchSynopsis = `bench [--url URL --credential-env VAR [--queue Q]] [--del
 func runBench(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "bench", benchSynopsis)
 	url := fs.String("url", "", "bench a running Switchboard at this base URL (default: start one on a temporary database); "+
-		"its endpoint needs the queue, --max-webhooks 2 and --webhook-sources generic,github (see the README)")
+		"its endpoint needs the queue, --max-webhooks 2 and --webhook-sources generic,github (see docs/performance.md)")
 	credEnv := fs.String("credential-env", "", "with --url: the environment variable holding an endpoint credential (never argv)")
 	queue := fs.String("queue", "bench", "with --url: the queue the bench's webhooks feed (must be in the endpoint's scope and webhook ceiling)")
 	deliveries := fs.Int("deliveries", 20000, "signed deliveries in the ingest phase")

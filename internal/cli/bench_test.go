@@ -166,7 +166,7 @@ func TestBenchURLLeavesTheQueueEmpty(t *testing.T) {
 	}
 }
 
-// benchEndpoint creates the endpoint the README tells bench --url users to make,
+// benchEndpoint creates the endpoint docs/performance.md tells bench --url users to make,
 // with any further flags (a rate limit), and returns its credential.
 func benchEndpoint(t *testing.T, db string, flags ...string) string {
 	t.Helper()
