@@ -35,7 +35,7 @@ func webhookInstructions(ep store.Endpoint) string {
 			"endpoint's verbs (" + update + " --verbs …)" + board
 	case ep.Ceiling.MaxWebhooks == 0:
 		return "Webhooks: create_webhook is withheld, because this endpoint's webhook ceiling is 0. A human grants it " +
-			"with " + update + " --max-webhooks N --webhook-sources github,stripe,slack,standard,gitlab,generic " +
+			"with " + update + " --max-webhooks N --webhook-sources " + strings.Join(store.SourceTypes(), ",") + " " +
 			"(the source types to allow)" + board
 	case len(ep.Ceiling.Sources) == 0:
 		return fmt.Sprintf("Webhooks: this endpoint may create up to %d, but for no source type, so create_webhook "+

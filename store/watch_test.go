@@ -16,17 +16,7 @@ import (
 // again.
 func TestWatchForeignAnnouncesAnotherProcesssReturns(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "sb.db")
-	serveSide, err := Open(ctx, path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer serveSide.Close()
-	cli, err := Open(ctx, path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	serveSide, cli := twoProcesses(t)
 
 	var mu sync.Mutex
 	var rang []string
@@ -149,4 +139,21 @@ func TestOwnChangesDropsAFailedCommitsIDs(t *testing.T) {
 	if o.returned(7) || o.added(2) {
 		t.Fatal("a failed commit's ids are still held")
 	}
+}
+
+// twoProcesses opens one database twice, as serve and a CLI command in another
+// process do: the handles share the file and nothing else, so each hears the
+// other's commits only through the foreign watch.
+func twoProcesses(t *testing.T) (serveSide, cli *Store) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sb.db")
+	for _, s := range []**Store{&serveSide, &cli} {
+		st, err := Open(context.Background(), path, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		*s = st
+	}
+	return serveSide, cli
 }
