@@ -107,11 +107,7 @@ func (c *ChartSampler) note(ch TodoChange) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := c.tally[ch.Queue]
-	if t == nil {
-		t = &queueTally{}
-		c.tally[ch.Queue] = t
-	}
+	t := c.tallyOf(ch.Queue)
 	switch ch.Cause {
 	case "add":
 		t.added++
@@ -183,15 +179,22 @@ func (c *ChartSampler) restore(tally map[string]*queueTally) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for q, t := range tally {
-		cur := c.tally[q]
-		if cur == nil {
-			cur = &queueTally{}
-			c.tally[q] = cur
-		}
+		cur := c.tallyOf(q)
 		cur.added += t.added
 		cur.completed += t.completed
 		cur.failed += t.failed
 	}
+}
+
+// tallyOf is queue's tally since the last sample, made when it has none; c.mu
+// must be held.
+func (c *ChartSampler) tallyOf(queue string) *queueTally {
+	t := c.tally[queue]
+	if t == nil {
+		t = &queueTally{}
+		c.tally[queue] = t
+	}
+	return t
 }
 
 type queueRow struct {

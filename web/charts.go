@@ -29,8 +29,9 @@ var chartRanges = []chartRange{
 
 // pickRange is the ?range= asked for, or the last hour.
 func pickRange(r *http.Request) chartRange {
+	asked := r.URL.Query().Get("range")
 	for _, cr := range chartRanges {
-		if cr.Name == r.URL.Query().Get("range") {
+		if cr.Name == asked {
 			return cr
 		}
 	}
