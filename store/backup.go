@@ -48,6 +48,9 @@ func LockForServe(path string) (unlock func(), err error) {
 // compact, self-contained (no -wal file), fsynced, and appears at dst only
 // when complete.
 func (s *Store) Backup(ctx context.Context, dst string) error {
+	if s.pg {
+		return s.pgDumpAdvice("backup")
+	}
 	return vacuumInto(ctx, s.path, dst, false)
 }
 
@@ -208,7 +211,7 @@ func checkBackup(ctx context.Context, src string) error {
 		return err
 	}
 	defer db.Close()
-	if err := checkVersion(ctx, db, src); err != nil {
+	if err := checkVersion(ctx, db, src, false); err != nil {
 		return err
 	}
 	var migrated int

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/switchboardhq/switchboard/internal/testkit"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,6 +57,7 @@ func missing(t *testing.T, s *Store, ids []int64) []int64 {
 }
 
 func TestBackupUnderConcurrentWrites(t *testing.T) {
+	testkit.SQLiteOnly(t, "a file, its WAL and its fsyncs")
 	ctx := context.Background()
 	s := openTest(t, Options{})
 
@@ -125,6 +127,7 @@ func TestBackupUnderConcurrentWrites(t *testing.T) {
 }
 
 func TestBackupRefusesExistingFile(t *testing.T) {
+	testkit.SQLiteOnly(t, "a file, its WAL and its fsyncs")
 	s := openTest(t, Options{})
 	addTodos(t, s, "inbox", 3)
 	dir := t.TempDir()
@@ -151,6 +154,7 @@ func TestBackupRefusesExistingFile(t *testing.T) {
 // directory removes them, whatever its own target is called (nightly backups
 // are dated), but not a copy another run still holds, nor other files.
 func TestBackupSweepsLeftovers(t *testing.T) {
+	testkit.SQLiteOnly(t, "a file, its WAL and its fsyncs")
 	s := openTest(t, Options{})
 	addTodos(t, s, "inbox", 3)
 	dir := t.TempDir()
@@ -200,6 +204,7 @@ func TestBackupSweepsLeftovers(t *testing.T) {
 // While a run holds its temp copy, a sweep leaves it; once released, it is a
 // leftover.
 func TestLockedTempSurvivesSweepUntilReleased(t *testing.T) {
+	testkit.SQLiteOnly(t, "a file, its WAL and its fsyncs")
 	dst := filepath.Join(t.TempDir(), "nightly.db")
 	tmp, release, err := lockedTemp(dst)
 	if err != nil {
@@ -219,6 +224,7 @@ func TestLockedTempSurvivesSweepUntilReleased(t *testing.T) {
 // Runs sweeping the same directory at once each get a temp copy of their own
 // and never lose it to another's sweep.
 func TestLockedTempUnderConcurrentSweeps(t *testing.T) {
+	testkit.SQLiteOnly(t, "a file, its WAL and its fsyncs")
 	dst := filepath.Join(t.TempDir(), "nightly.db")
 	var wg sync.WaitGroup
 	for range 4 {
@@ -243,6 +249,7 @@ func TestLockedTempUnderConcurrentSweeps(t *testing.T) {
 }
 
 func TestRestore(t *testing.T) {
+	testkit.SQLiteOnly(t, "a file, its WAL and its fsyncs")
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sb.db")
@@ -306,6 +313,7 @@ func TestRestore(t *testing.T) {
 // behind is not a copy but the live database under another name, whose stale
 // -wal would be replayed into it when someone opens it.
 func TestRestoreThatFailsLeavesTheDatabaseAsItWas(t *testing.T) {
+	testkit.SQLiteOnly(t, "a file, its WAL and its fsyncs")
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, err := Open(ctx, filepath.Join(dir, "source.db"), Options{})
@@ -357,6 +365,7 @@ func TestRestoreThatFailsLeavesTheDatabaseAsItWas(t *testing.T) {
 }
 
 func TestRestoreRefuses(t *testing.T) {
+	testkit.SQLiteOnly(t, "a file, its WAL and its fsyncs")
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, err := Open(ctx, filepath.Join(dir, "source.db"), Options{})
@@ -441,6 +450,7 @@ func TestRestoreRefuses(t *testing.T) {
 }
 
 func TestLockForServe(t *testing.T) {
+	testkit.SQLiteOnly(t, "a file, its WAL and its fsyncs")
 	path := filepath.Join(t.TempDir(), "sb.db")
 	unlock, err := LockForServe(path)
 	if err != nil {

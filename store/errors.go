@@ -31,6 +31,9 @@ var (
 
 // isUnique reports whether err is a UNIQUE or PRIMARY KEY constraint violation.
 func isUnique(err error) bool {
+	if pgErrorCode(err) == "23505" {
+		return true
+	}
 	var se *sqlite.Error
 	if errors.As(err, &se) {
 		c := se.Code()

@@ -80,7 +80,11 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 		var firstEvent, firstTodo, replayOf sql.NullInt64
 		var todoID int64
 		var secrets SecretsVersion
-		err := w.queryRow(deliveryLookup, nullString(d.DeliveryID), nullBytes(d.ReplayKey), d.WebhookID).Scan(
+		lookup := deliveryLookup
+		if w.w.s.pg {
+			lookup = pgDeliveryLookup
+		}
+		err := w.queryRow(lookup, nullString(d.DeliveryID), nullBytes(d.ReplayKey), d.WebhookID).Scan(
 			&src, &res.Queue, &createdBy, &secrets.current, &secrets.previous, &firstEvent, &firstTodo,
 			&replayOf, &res.EventID, &todoID)
 		if notFound(err) {
@@ -149,6 +153,16 @@ const deliveryLookup = `SELECT w.source_type, w.queue, w.created_by, w.signing_s
 		coalesce(w.previous_secret, ''), coalesce(e.id, r.id), CASE WHEN e.id IS NULL THEN r.todo_id ELSE e.todo_id END,
 		CASE WHEN e.id IS NULL THEN r.received_at END,
 		(SELECT coalesce(max(id), 0) + 1 FROM webhook_events), (SELECT coalesce(max(id), 0) + 1 FROM todos)
+	FROM webhooks w LEFT JOIN webhook_events e ON e.webhook_id = w.id AND e.delivery_id = ?
+		LEFT JOIN webhook_events r ON r.webhook_id = w.id AND r.replay_key = ?
+	WHERE w.id = CAST(? AS INTEGER) AND w.deleted_at IS NULL`
+
+// pgDeliveryLookup is deliveryLookup on PostgreSQL, where several writers may take
+// ids at once: the event's and the todo's come from their sequences.
+const pgDeliveryLookup = `SELECT w.source_type, w.queue, w.created_by, w.signing_secret,
+		coalesce(w.previous_secret, ''), coalesce(e.id, r.id), CASE WHEN e.id IS NULL THEN r.todo_id ELSE e.todo_id END,
+		CASE WHEN e.id IS NULL THEN r.received_at END,
+		nextval('webhook_events_id_seq'), nextval('todos_id_seq')
 	FROM webhooks w LEFT JOIN webhook_events e ON e.webhook_id = w.id AND e.delivery_id = ?
 		LEFT JOIN webhook_events r ON r.webhook_id = w.id AND r.replay_key = ?
 	WHERE w.id = CAST(? AS INTEGER) AND w.deleted_at IS NULL`

@@ -9,7 +9,13 @@ import (
 // Maintain checkpoints the WAL back into the database file (so the WAL does not grow
 // without bound under steady load) and lets SQLite refresh its query-planner
 // statistics. serve runs it periodically.
+//
+// On PostgreSQL there is nothing to do: the server's autovacuum and its own
+// checkpoints do this work.
 func (s *Store) Maintain(ctx context.Context) error {
+	if s.pg {
+		return nil
+	}
 	return s.exclusive(ctx, func(c *sql.Conn) error {
 		var busy, logFrames, checkpointed int
 		if err := c.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logFrames, &checkpointed); err != nil {

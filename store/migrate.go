@@ -14,8 +14,17 @@ import (
 	"strings"
 )
 
-//go:embed migrations/*.sql
+// Each dialect has its own numbered set (migrations/sqlite, migrations/postgres);
+// TestMigrationsInStep keeps the two sets' numbers and resulting schemas alike.
+//
+//go:embed migrations/sqlite/*.sql migrations/postgres/*.sql
 var migrationFS embed.FS
+
+// querier is what reads a schema: the pools, or one connection of them.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
 
 type migration struct {
 	version int
@@ -26,8 +35,12 @@ type migration struct {
 // migrations lists the embedded migrations in order. Names are NNNN_what.sql; each
 // number is used once. Numbers may have gaps: a database records which migrations it
 // has, and any it lacks are applied in order.
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFS, "migrations")
+func migrations() ([]migration, error) { return migrationsOf("sqlite") }
+
+// migrationsOf lists one dialect's migrations ("sqlite" or "postgres").
+func migrationsOf(dialect string) ([]migration, error) {
+	dir := "migrations/" + dialect
+	entries, err := fs.ReadDir(migrationFS, dir)
 	if err != nil {
 		return nil, fmt.Errorf("store: read migrations: %w", err)
 	}
@@ -43,7 +56,7 @@ func migrations() ([]migration, error) {
 			return nil, fmt.Errorf("store: migrations %s and %s share a number", prev, e.Name())
 		}
 		seen[v] = e.Name()
-		body, err := migrationFS.ReadFile("migrations/" + e.Name())
+		body, err := migrationFS.ReadFile(dir + "/" + e.Name())
 		if err != nil {
 			return nil, fmt.Errorf("store: read migration %s: %w", e.Name(), err)
 		}
@@ -95,14 +108,25 @@ func preflight(ctx context.Context, path string) error {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	return checkVersion(ctx, db, path)
+	return checkVersion(ctx, db, path, false)
 }
 
+// tablesQuery counts a database's tables, and whether schema_migrations is one.
+const (
+	sqliteTables = `SELECT count(*), count(*) FILTER (WHERE name = 'schema_migrations')
+		FROM sqlite_master WHERE type = 'table'`
+	pgTables = `SELECT count(*), count(*) FILTER (WHERE table_name = 'schema_migrations')
+		FROM information_schema.tables WHERE table_schema = current_schema()`
+)
+
 // checkVersion verifies the schema recorded in db against this binary's migrations.
-func checkVersion(ctx context.Context, db *sql.DB, path string) error {
+func checkVersion(ctx context.Context, db querier, path string, pg bool) error {
 	var tables, hasMigrations int
-	err := db.QueryRowContext(ctx, `SELECT count(*), count(*) FILTER (WHERE name = 'schema_migrations')
-		FROM sqlite_master WHERE type = 'table'`).Scan(&tables, &hasMigrations)
+	query := sqliteTables
+	if pg {
+		query = pgTables
+	}
+	err := db.QueryRowContext(ctx, query).Scan(&tables, &hasMigrations)
 	if err != nil {
 		if isNotADB(err) {
 			return fmt.Errorf("store: %s: %w (the file is not a SQLite database)", path, ErrNotSwitchboard)
@@ -113,6 +137,10 @@ func checkVersion(ctx context.Context, db *sql.DB, path string) error {
 		return nil
 	}
 	if hasMigrations == 0 {
+		if pg {
+			return fmt.Errorf("store: %s: %w (its schema has tables but no schema_migrations: give Switchboard a "+
+				"database or schema of its own)", path, ErrNotSwitchboard)
+		}
 		return fmt.Errorf("store: %s: %w (it has tables but no schema_migrations)", path, ErrNotSwitchboard)
 	}
 	applied, err := appliedVersions(ctx, db)
@@ -135,7 +163,7 @@ func checkVersion(ctx context.Context, db *sql.DB, path string) error {
 // checkSchema is checkVersion on the open read pool, for read-only opens, which also
 // require the schema to be complete.
 func (s *Store) checkSchema(ctx context.Context) error {
-	if err := checkVersion(ctx, s.rdb, s.path); err != nil {
+	if err := checkVersion(ctx, s.rdb, s.path, s.pg); err != nil {
 		return err
 	}
 	applied, err := appliedVersions(ctx, s.rdb)
@@ -153,23 +181,47 @@ func (s *Store) checkSchema(ctx context.Context) error {
 }
 
 // migrate applies, in order, each embedded migration the database has not recorded,
-// each in its own transaction together with its schema_migrations row.
+// each in its own transaction together with its schema_migrations row. On
+// PostgreSQL it runs under an advisory lock, so processes starting at once migrate
+// one after the other, and the later ones find nothing left to do.
 func (s *Store) migrate(ctx context.Context) error {
-	list, err := migrations()
-	if err != nil {
-		return err
-	}
-	if _, err := s.wdb.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	dialect, create := "sqlite", `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER PRIMARY KEY,
 		name       TEXT    NOT NULL,
 		applied_at INTEGER NOT NULL
-	) STRICT`); err != nil {
-		return fmt.Errorf("store: create schema_migrations in %s: %w", s.path, err)
+	) STRICT`
+	if s.pg {
+		dialect, create = "postgres", `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    BIGINT PRIMARY KEY,
+		name       TEXT   NOT NULL,
+		applied_at BIGINT NOT NULL
+	)`
 	}
-	if err := checkVersion(ctx, s.wdb, s.path); err != nil {
+	list, err := migrationsOf(dialect)
+	if err != nil {
 		return err
 	}
-	applied, err := appliedVersions(ctx, s.wdb)
+	conn, err := s.wdb.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("store: migrate %s: %w", s.path, err)
+	}
+	defer conn.Close()
+	unlock, err := s.lockMigrations(ctx, conn)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := checkVersion(ctx, conn, s.path, s.pg); err != nil {
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, create); err != nil {
+		if s.pg && pgErrorCode(err) == "42501" {
+			return fmt.Errorf("store: create tables in %s: the role may not create tables in its schema "+
+				"(GRANT CREATE ON SCHEMA … TO it, or give it a database of its own): %w", s.path, err)
+		}
+		return fmt.Errorf("store: create schema_migrations in %s: %w", s.path, err)
+	}
+	applied, err := appliedVersions(ctx, conn)
 	if err != nil {
 		return fmt.Errorf("store: read schema version: %w", err)
 	}
@@ -183,7 +235,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	if len(pending) == 0 {
 		return nil
 	}
-	if s.opts.MigrateUnservedOnly {
+	if s.opts.MigrateUnservedOnly && !s.pg {
 		unlock, err := LockForServe(s.path)
 		if errors.Is(err, ErrInUse) {
 			return fmt.Errorf("store: %s lacks %s, and a running serve uses it (an older Switchboard would not "+
@@ -196,31 +248,18 @@ func (s *Store) migrate(ctx context.Context) error {
 		defer unlock()
 		// Another process may have migrated it while the lock was not held, even
 		// a newer Switchboard.
-		if err := checkVersion(ctx, s.wdb, s.path); err != nil {
+		if err := checkVersion(ctx, conn, s.path, s.pg); err != nil {
 			return err
 		}
-		if applied, err = appliedVersions(ctx, s.wdb); err != nil {
+		if applied, err = appliedVersions(ctx, conn); err != nil {
 			return fmt.Errorf("store: read schema version: %w", err)
 		}
 		pending = slices.DeleteFunc(pending, func(m migration) bool { return applied[m.version] })
 	}
 	existed := len(applied) > 0
 	for _, m := range pending {
-		tx, err := s.wdb.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("store: migration %s: %w", m.name, err)
-		}
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("store: migration %s: %w", m.name, err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-			m.version, m.name, s.now().UnixMilli()); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("store: record migration %s: %w", m.name, err)
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("store: commit migration %s: %w", m.name, err)
+		if err := s.applyMigration(ctx, conn, m); err != nil {
+			return err
 		}
 		s.log.Info("applied migration", "name", m.name)
 		if existed {
@@ -230,12 +269,33 @@ func (s *Store) migrate(ctx context.Context) error {
 	return nil
 }
 
+// applyMigration runs one migration and records it, in one transaction.
+func (s *Store) applyMigration(ctx context.Context, conn *sql.Conn, m migration) error {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: migration %s: %w", m.name, err)
+	}
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		tx.Rollback()
+		return fmt.Errorf("store: migration %s: %w", m.name, err)
+	}
+	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`),
+		m.version, m.name, s.now().UnixMilli()); err != nil {
+		tx.Rollback()
+		return fmt.Errorf("store: record migration %s: %w", m.name, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: commit migration %s: %w", m.name, err)
+	}
+	return nil
+}
+
 // Migrated names the migrations this Open applied to a database that existed
 // before it (none for a new one): what a command should tell its user it changed.
 func (s *Store) Migrated() []string { return s.migrations }
 
 // appliedVersions reads the set of migrations a database has recorded.
-func appliedVersions(ctx context.Context, db *sql.DB) (map[int]bool, error) {
+func appliedVersions(ctx context.Context, db querier) (map[int]bool, error) {
 	rows, err := db.QueryContext(ctx, `SELECT version FROM schema_migrations`)
 	if err != nil {
 		return nil, err

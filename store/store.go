@@ -62,7 +62,9 @@ type Options struct {
 
 // Store is an open Switchboard database.
 type Store struct {
-	path   string
+	path   string // the SQLite file, or the PostgreSQL URL without its password
+	dsn    string // what the driver opens (a PostgreSQL URL keeps its password here only)
+	pg     bool   // on PostgreSQL (see dialect.go)
 	opts   Options
 	now    func() time.Time
 	log    *slog.Logger
@@ -91,16 +93,19 @@ type Store struct {
 // Switchboard database no newer than this binary, applies pending migrations and starts
 // the writer. A file that is not a Switchboard database is left untouched.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
-	if err := opts.defaults(path); err != nil {
+	pg := IsPostgres(path)
+	if err := opts.defaults(path, pg); err != nil {
 		return nil, err
 	}
-	if err := prepareFile(ctx, path, opts.ReadOnly); err != nil {
-		return nil, err
+	s := &Store{path: path, dsn: path, pg: pg, opts: opts, now: opts.Now, log: opts.Logger}
+	if pg {
+		s.path = redactURL(path)
+	} else {
+		if err := prepareFile(ctx, path, opts.ReadOnly); err != nil {
+			return nil, err
+		}
+		syncWithFdatasync()
 	}
-
-	syncWithFdatasync()
-
-	s := &Store{path: path, opts: opts, now: opts.Now, log: opts.Logger}
 	var err error
 	if opts.SecretKey == nil && len(opts.PreviousSecretKeys) > 0 {
 		return nil, fmt.Errorf("store: a previous secret key needs a current one to reseal with: %w", ErrSecretKey)
@@ -142,7 +147,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 // defaults fills in the options left unset and refuses the ones, and a path, that
 // cannot work.
-func (o *Options) defaults(path string) error {
+func (o *Options) defaults(path string, pg bool) error {
 	if o.Synchronous == "" {
 		o.Synchronous = SyncFull
 	}
@@ -165,7 +170,7 @@ func (o *Options) defaults(path string) error {
 	if path == "" {
 		return errors.New("store: database path is empty")
 	}
-	if strings.ContainsAny(path, "?#") {
+	if !pg && strings.ContainsAny(path, "?#") {
 		return fmt.Errorf("store: database path %q must not contain '?' or '#'", path)
 	}
 	return nil
@@ -199,6 +204,9 @@ func prepareFile(ctx context.Context, path string, readOnly bool) error {
 // read pool, and checks a read-only store's schema. On an error nothing is left
 // open.
 func (s *Store) openDBs(ctx context.Context) error {
+	if s.pg {
+		return s.openPostgres(ctx)
+	}
 	path, opts := s.path, s.opts
 	var err error
 	if !opts.ReadOnly {
@@ -229,7 +237,7 @@ func (s *Store) openDBs(ctx context.Context) error {
 	if opts.ReadOnly {
 		check := s.checkSchema
 		if opts.OlderSchema {
-			check = func(ctx context.Context) error { return checkVersion(ctx, s.rdb, s.path) }
+			check = func(ctx context.Context) error { return checkVersion(ctx, s.rdb, s.path, false) }
 		}
 		if err := check(ctx); err != nil {
 			s.closeDBs()
@@ -285,8 +293,12 @@ func dsn(path string, opts Options, readOnly bool) string {
 	return path + "?" + q.Encode()
 }
 
-// Path is the database file's path.
+// Path is the database file's path, or on PostgreSQL its URL with the password
+// masked: a name to show, never a credential.
 func (s *Store) Path() string { return s.path }
+
+// OnPostgres reports whether the store is on PostgreSQL rather than a SQLite file.
+func (s *Store) OnPostgres() bool { return s.pg }
 
 // Now is the store's clock.
 func (s *Store) Now() time.Time { return s.now() }
@@ -337,7 +349,7 @@ func (s *Store) rstmt(ctx context.Context, query string) *sql.Stmt {
 	if st, ok := s.rstmts.Load(query); ok {
 		return st.(*sql.Stmt)
 	}
-	st, err := s.rdb.PrepareContext(ctx, query)
+	st, err := s.rdb.PrepareContext(ctx, s.q(query))
 	if err != nil {
 		// Surface the error at execution time through an unprepared path.
 		return nil
@@ -354,7 +366,7 @@ func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Ro
 	if st := s.rstmt(ctx, query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
-	return s.rdb.QueryRowContext(ctx, query, args...)
+	return s.rdb.QueryRowContext(ctx, s.q(query), args...)
 }
 
 // query runs a read query on the pool.
@@ -362,7 +374,7 @@ func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows
 	if st := s.rstmt(ctx, query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
-	return s.rdb.QueryContext(ctx, query, args...)
+	return s.rdb.QueryContext(ctx, s.q(query), args...)
 }
 
 // ms converts a time to the Unix milliseconds stored in every time column.

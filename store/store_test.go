@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard/internal/testkit"
 	"modernc.org/sqlite"
 )
 
@@ -25,7 +26,7 @@ func openTest(t testing.TB, opts Options) *Store {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "sb.db"), opts)
+	s, err := Open(context.Background(), testkit.DB(t), opts)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

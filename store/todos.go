@@ -184,19 +184,20 @@ func (w *wtx) addTodo(n NewTodo) (Todo, error) {
 	}
 	// Exec and the rowid SQLite reports, not RETURNING: on this, the ingest's
 	// hottest statement, RETURNING's result set cost a third as much again.
-	res, err := w.exec(`INSERT INTO todos (id, queue, state, payload_size, source_type, source_webhook_id,
+	insertTodo := `INSERT INTO todos (id, queue, state, payload_size, source_type, source_webhook_id,
 			source_event_id, source_event_type, verified, trust_mode, webhook_created_by, created_by,
 			max_attempts, available_at, created_at, updated_at)
-		VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	if w.w.s.pg {
+		// An identity column takes no NULL: an id not taken ahead comes from its sequence.
+		insertTodo = pgInsertTodo
+	}
+	id, err := w.insert(insertTodo,
 		nullID(n.id), n.Queue, size, n.Source.Type, nullID(n.Source.WebhookID), nullID(n.Source.EventID),
-		n.Source.EventType, n.Trust.Verified, n.Trust.Mode, n.Trust.WebhookCreatedBy, n.CreatedBy,
+		n.Source.EventType, boolInt(n.Trust.Verified), n.Trust.Mode, n.Trust.WebhookCreatedBy, n.CreatedBy,
 		n.MaxAttempts, now, now, now)
 	if err != nil {
 		return Todo{}, fmt.Errorf("store: add todo to %s: %w", n.Queue, err)
-	}
-	id, err := res.LastInsertId()
-	if err != nil {
-		return Todo{}, fmt.Errorf("store: add todo to %s: read its id: %w", n.Queue, err)
 	}
 	// A todo made from a webhook event reads its payload from the event's body.
 	if n.Source.EventID == 0 && n.Payload != "" {
@@ -214,6 +215,12 @@ func (w *wtx) addTodo(n NewTodo) (Todo, error) {
 		CreatedBy: n.CreatedBy, MaxAttempts: n.MaxAttempts, AvailableAt: w.now, CreatedAt: w.now, UpdatedAt: w.now,
 	}, nil
 }
+
+// pgInsertTodo is addTodo's INSERT on PostgreSQL.
+const pgInsertTodo = `INSERT INTO todos (id, queue, state, payload_size, source_type, source_webhook_id,
+			source_event_id, source_event_type, verified, trust_mode, webhook_created_by, created_by,
+			max_attempts, available_at, created_at, updated_at)
+		VALUES (coalesce(?, nextval('todos_id_seq')), ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func todoTarget(id int64) string { return fmt.Sprintf("todo:%d", id) }
 

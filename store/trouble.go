@@ -52,6 +52,9 @@ func (s *Store) WriteTrouble() *WriteTrouble {
 // full disk; a cap below the current size holds it there. It stands in for a full
 // disk in tests: a real one needs a filesystem of its own.
 func (s *Store) SetMaxPages(ctx context.Context, n int64) error {
+	if s.pg {
+		return fmt.Errorf("store: a page cap: %w", ErrSQLiteOnly)
+	}
 	return s.exclusive(ctx, func(c *sql.Conn) error {
 		_, err := c.ExecContext(ctx, fmt.Sprintf("PRAGMA max_page_count = %d", n))
 		return err

@@ -19,6 +19,7 @@ import (
 // before (a small write may fit where a delivery does not), even with nothing
 // written after it.
 func TestWriteTroubleWhileTheDiskIsFull(t *testing.T) {
+	testkit.SQLiteOnly(t, "a file, its WAL and its fsyncs")
 	ctx := context.Background()
 	var logs bytes.Buffer
 	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"github.com/switchboardhq/switchboard/internal/testkit"
 	"io"
 	"log/slog"
 	"os"
@@ -79,6 +80,7 @@ func countPayloads(t *testing.T, s *Store, payload string) int {
 // With synchronous=FULL a write is committed and announced, then the WAL is
 // synced, and only then is the caller answered.
 func TestWriteIsAnsweredAfterItsWALSync(t *testing.T) {
+	testkit.SQLiteOnly(t, "a file, its WAL and its fsyncs")
 	s := openTest(t, Options{})
 	announced := make(chan TodoChange, 1)
 	s.OnTodoChange(func(c TodoChange) { announced <- c })
@@ -103,6 +105,7 @@ func TestWriteIsAnsweredAfterItsWALSync(t *testing.T) {
 // A failed sync fails the writes it covered, saying they may be committed, and
 // stops all writing: what reached the disk is only known after a restart.
 func TestFailedWALSyncStopsWrites(t *testing.T) {
+	testkit.SQLiteOnly(t, "a file, its WAL and its fsyncs")
 	s := openTest(t, Options{})
 	ctx := context.Background()
 	started, results := gateSync(t, s)
@@ -140,6 +143,7 @@ func TestFailedWALSyncStopsWrites(t *testing.T) {
 // The writer syncs the file SQLite writes the WAL to, also when the database is
 // reached through a symlink.
 func TestWALSyncFindsTheWALThroughASymlink(t *testing.T) {
+	testkit.SQLiteOnly(t, "a file, its WAL and its fsyncs")
 	dir := t.TempDir()
 	realDir := filepath.Join(dir, "real")
 	if err := os.Mkdir(realDir, 0o700); err != nil {
@@ -174,6 +178,7 @@ func TestWALSyncFindsTheWALThroughASymlink(t *testing.T) {
 // A statement run outside a transaction may commit too (PRAGMA optimize runs
 // ANALYZE); it is answered after a sync of the WAL as well.
 func TestExclusiveWritesAreSynced(t *testing.T) {
+	testkit.SQLiteOnly(t, "a file, its WAL and its fsyncs")
 	s := openTest(t, Options{})
 	ctx := context.Background()
 	started, results := gateSync(t, s)
@@ -191,6 +196,7 @@ func TestExclusiveWritesAreSynced(t *testing.T) {
 // A hook that panics runs on the writer goroutine; the writer logs it and goes
 // on, and the write that announced the change is still answered.
 func TestPanickingHookDoesNotStopTheWriter(t *testing.T) {
+	testkit.SQLiteOnly(t, "a file, its WAL and its fsyncs")
 	s := openTest(t, Options{})
 	ctx := context.Background()
 	s.OnTodoChange(func(c TodoChange) {
@@ -209,6 +215,7 @@ func TestPanickingHookDoesNotStopTheWriter(t *testing.T) {
 // The WAL is synced with a raw system call only where that cannot stall the
 // process: with more than one P, and not for a while after a slow raw sync.
 func TestRawSyncOnlyWithPsToSpareAndAQuickDisk(t *testing.T) {
+	testkit.SQLiteOnly(t, "a file, its WAL and its fsyncs")
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	var never time.Time
 	for _, c := range []struct {

@@ -100,7 +100,7 @@ func newWriter(ctx context.Context, s *Store) (*writer, error) {
 		conn:  conn,
 		stmts: map[string]*sql.Stmt{},
 	}
-	if s.opts.Synchronous == SyncFull {
+	if s.opts.Synchronous == SyncFull && !s.pg {
 		if w.wal, err = openWAL(ctx, conn, s.path); err != nil {
 			conn.Close()
 			return nil, err
@@ -263,7 +263,7 @@ func (w *writer) runTx(batch []*writeReq) {
 		finish(err)
 		return
 	}
-	if _, err := w.ctl("BEGIN IMMEDIATE"); err != nil {
+	if _, err := w.ctl(w.begin()); err != nil {
 		finish(fmt.Errorf("store: begin write: %w", err))
 		return
 	}
@@ -415,7 +415,7 @@ func (w *writer) prepared(query string) (*sql.Stmt, error) {
 	if st, ok := w.stmts[query]; ok {
 		return st, nil
 	}
-	st, err := w.conn.PrepareContext(context.Background(), query)
+	st, err := w.conn.PrepareContext(context.Background(), w.s.q(query))
 	if err != nil {
 		return nil, err
 	}
@@ -438,7 +438,7 @@ func (t *wtx) queryRow(query string, args ...any) *sql.Row {
 	st, err := t.stmt(query)
 	if err != nil {
 		// Let Scan report the preparation error.
-		return t.w.conn.QueryRowContext(t.ctx, query, args...)
+		return t.w.conn.QueryRowContext(t.ctx, t.w.s.q(query), args...)
 	}
 	return st.QueryRowContext(t.ctx, args...)
 }
@@ -462,16 +462,40 @@ func (t *wtx) auditRow(actor, action, target, outcome, detail string) (int64, er
 	if outcome == "" {
 		outcome = "ok"
 	}
-	res, err := t.exec(`INSERT INTO audit (at, actor, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?)`,
+	id, err := t.insert(`INSERT INTO audit (at, actor, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?)`,
 		ms(t.now), actor, action, target, outcome, detail)
 	if err != nil {
 		return 0, fmt.Errorf("store: audit %s: %w", action, err)
 	}
-	id, err := res.LastInsertId()
+	return id, nil
+}
+
+// insert runs an INSERT of one row and returns the row's id: SQLite's rowid after
+// an Exec (cheaper than RETURNING's result set on the hottest inserts), or on
+// PostgreSQL the id the INSERT returns.
+func (t *wtx) insert(query string, args ...any) (int64, error) {
+	var id int64
+	if t.w.s.pg {
+		err := t.queryRow(query+" RETURNING id", args...).Scan(&id)
+		return id, err
+	}
+	res, err := t.exec(query, args...)
 	if err != nil {
-		return 0, fmt.Errorf("store: audit %s: read its id: %w", action, err)
+		return 0, err
+	}
+	if id, err = res.LastInsertId(); err != nil {
+		return 0, fmt.Errorf("read the new row's id: %w", err)
 	}
 	return id, nil
+}
+
+// begin is the statement that opens the writer's transaction: on SQLite it takes
+// the write lock at once, so a transaction never fails half-way upgrading to it.
+func (w *writer) begin() string {
+	if w.s.pg {
+		return "BEGIN"
+	}
+	return "BEGIN IMMEDIATE"
 }
 
 // requeued announces c, a todo's return to its queue (a release, a retry, an

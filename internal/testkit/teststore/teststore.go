@@ -7,17 +7,18 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"testing"
 
+	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/store"
 )
 
-// Open opens a fresh store on a file in t.TempDir() and closes it when the test
-// ends. A nil Logger is a quiet one: the store's logs are not the test's output.
+// Open opens a fresh store (a file in t.TempDir(), or a schema of its own on
+// PostgreSQL runs: see testkit.DB) and closes it when the test ends. A nil Logger
+// is a quiet one: the store's logs are not the test's output.
 func Open(t testing.TB, opts store.Options) *store.Store {
 	t.Helper()
-	return OpenPath(t, filepath.Join(t.TempDir(), "switchboard.db"), opts)
+	return OpenPath(t, testkit.DB(t), opts)
 }
 
 // OpenPath opens the store on path, for a test that opens one file twice (a

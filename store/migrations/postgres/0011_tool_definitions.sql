@@ -1,0 +1,3 @@
+-- PostgreSQL twin of sqlite/0011_tool_definitions.sql.
+ALTER TABLE tool_pins ADD COLUMN definition TEXT;
+ALTER TABLE tool_pins ADD COLUMN pending_definition TEXT;

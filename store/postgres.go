@@ -1,0 +1,145 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// On PostgreSQL the store keeps the same two pools as on SQLite: one connection
+// for the group-commit writer (and the migrations before it), and a read pool whose
+// sessions are read-only. Both come from one parsed pgx configuration: the URL, its
+// libpq keywords, and the PG* variables for whatever the URL leaves out.
+
+// openPostgres opens the write connection (migrating through it) and the read pool.
+func (s *Store) openPostgres(ctx context.Context) error {
+	cfg, err := pgx.ParseConfig(s.dsn)
+	if err != nil {
+		// pgx's parse errors quote the whole string, password and all.
+		return fmt.Errorf("store: %s is not a PostgreSQL URL pgx can read", s.path)
+	}
+	if !s.opts.ReadOnly {
+		s.wdb = stdlib.OpenDB(*cfg.Copy())
+		s.wdb.SetMaxOpenConns(1)
+		s.wdb.SetMaxIdleConns(1)
+		s.wdb.SetConnMaxLifetime(0)
+		s.wdb.SetConnMaxIdleTime(0)
+		if err := s.wdb.PingContext(ctx); err != nil {
+			s.wdb.Close()
+			return s.connectError(cfg, err)
+		}
+		if err := s.migrate(ctx); err != nil {
+			s.wdb.Close()
+			return err
+		}
+	}
+	rcfg := cfg.Copy()
+	// The read pool must never write, even by mistake.
+	rcfg.RuntimeParams["default_transaction_read_only"] = "on"
+	s.rdb = stdlib.OpenDB(*rcfg)
+	s.rdb.SetMaxOpenConns(s.opts.ReadConns)
+	s.rdb.SetMaxIdleConns(s.opts.ReadConns)
+	if err := s.rdb.PingContext(ctx); err != nil {
+		s.closeDBs()
+		return s.connectError(cfg, err)
+	}
+	if s.opts.ReadOnly {
+		check := s.checkSchema
+		if s.opts.OlderSchema {
+			check = func(ctx context.Context) error { return checkVersion(ctx, s.rdb, s.path, true) }
+		}
+		if err := check(ctx); err != nil {
+			s.closeDBs()
+			return err
+		}
+	}
+	return nil
+}
+
+// connectError says, in one line, which server was tried and why it did not take
+// the connection, without the password.
+func (s *Store) connectError(cfg *pgx.ConnConfig, err error) error {
+	where := net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port))
+	if strings.HasPrefix(cfg.Host, "/") {
+		where = cfg.Host
+	}
+	why := err.Error()
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		why = pe.Message
+		switch pe.Code {
+		case "28P01", "28000":
+			why += " (check the user and password in the URL, or PGPASSWORD)"
+		case "3D000":
+			why += " (create it first: createdb " + cfg.Database + ")"
+		}
+	} else if i := strings.LastIndex(why, ": "); i >= 0 {
+		why = why[i+2:] // pgx prefixes the whole configuration; the cause is last
+	}
+	return fmt.Errorf("store: PostgreSQL at %s (database %q, user %q): %s: %w", where, cfg.Database, cfg.User, why, ErrUnreachable)
+}
+
+// ErrSQLiteOnly: what was asked works on a SQLite file only.
+var ErrSQLiteOnly = errors.New("SQLite only")
+
+// pgDumpAdvice refuses a SQLite-only file operation on PostgreSQL, with the
+// command that does the job there.
+func (s *Store) pgDumpAdvice(what string) error {
+	return fmt.Errorf("store: %s works on a SQLite file; on PostgreSQL back up with pg_dump: "+
+		"pg_dump --format=custom --file=switchboard.dump %q (restore with pg_restore --clean --dbname=URL "+
+		"switchboard.dump, serve stopped): %w", what, s.path, ErrSQLiteOnly)
+}
+
+// ErrUnreachable: the database server did not take the connection.
+var ErrUnreachable = errors.New("database unreachable")
+
+// redactURL is a PostgreSQL URL as it may be shown: its password masked.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "postgres://…"
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}
+
+// pgMigrationLock is the advisory lock key migrations run under, per schema, so two
+// processes starting at once do not both migrate (tests run a schema each).
+const pgMigrationLock = `SELECT pg_advisory_lock(hashtext('switchboard.migrate.' || current_schema()))`
+const pgMigrationUnlock = `SELECT pg_advisory_unlock(hashtext('switchboard.migrate.' || current_schema()))`
+
+// lockMigrations takes the migration lock on conn (PostgreSQL) and returns its
+// release; on SQLite the writer's lock serialises migrations already.
+func (s *Store) lockMigrations(ctx context.Context, conn *sql.Conn) (func(), error) {
+	if !s.pg {
+		return func() {}, nil
+	}
+	lockCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if _, err := conn.ExecContext(lockCtx, pgMigrationLock); err != nil {
+		return nil, fmt.Errorf("store: wait for another process's migrations: %w", err)
+	}
+	return func() { conn.ExecContext(context.WithoutCancel(ctx), pgMigrationUnlock) }, nil
+}
+
+// pgErrorCode is the SQLSTATE of a PostgreSQL error, or "".
+func pgErrorCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
