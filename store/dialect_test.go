@@ -1,0 +1,49 @@
+package store
+
+import "testing"
+
+func TestToPostgres(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`SELECT id FROM todos WHERE queue = ? AND id > ?`, `SELECT id FROM todos WHERE queue = $1 AND id > $2`},
+		{`SELECT id FROM todos INDEXED BY todos_claimable WHERE queue = ?`, `SELECT id FROM todos WHERE queue = $1`},
+		{`SELECT id FROM todos NOT INDEXED WHERE id = ?`, `SELECT id FROM todos WHERE id = $1`},
+		{`INSERT OR IGNORE INTO settings (name, value) VALUES (?, ?)`,
+			`INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT DO NOTHING`},
+		{`DELETE FROM web_sessions WHERE human_id = ? AND token_hash IS NOT ?`,
+			`DELETE FROM web_sessions WHERE human_id = $1 AND token_hash IS DISTINCT FROM $2`},
+		{`SELECT 1 WHERE a IS ?`, `SELECT 1 WHERE a IS NOT DISTINCT FROM $1`},
+		{`SELECT 1 WHERE a IS NULL AND b IS NOT NULL`, `SELECT 1 WHERE a IS NULL AND b IS NOT NULL`},
+		{`WHERE w.id = CAST(? AS INTEGER)`, `WHERE w.id = CAST($1 AS BIGINT)`},
+		{`SELECT CAST(body AS TEXT) FROM webhook_events`, `SELECT convert_from(body, 'UTF8') FROM webhook_events`},
+		// A ? inside a string literal is text, not a placeholder.
+		{`SELECT '?' || ?, "a?b"`, `SELECT '?' || $1, "a?b"`},
+		{`last_error LIKE ? ESCAPE '\'`, `last_error LIKE $1 ESCAPE '\'`},
+	} {
+		if got := toPostgres(c.in); got != c.want {
+			t.Errorf("toPostgres(%q)\n got %q\nwant %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestIsPostgres(t *testing.T) {
+	for db, want := range map[string]bool{
+		"postgres://u@h/db": true, "postgresql://h/db": true, "./switchboard.db": false,
+		"/var/lib/switchboard/switchboard.db": false, "postgres.db": false,
+	} {
+		if IsPostgres(db) != want {
+			t.Errorf("IsPostgres(%q) = %v", db, !want)
+		}
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://sb:hunter2@db:5432/sb":     "postgres://sb:xxxxx@db:5432/sb",
+		"postgres://sb@db/sb?password=hunter2": "postgres://sb@db/sb?password=xxxxx",
+		"postgresql://db/sb?sslmode=require":   "postgresql://db/sb?sslmode=require",
+	} {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
