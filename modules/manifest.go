@@ -14,15 +14,31 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/switchboardhq/switchboard/internal/opfile"
 )
 
-// Manifest is one validated capability manifest ("type": "module").
+// Capability types a manifest's "type" may name.
+const (
+	TypeModule = "module" // a stdio MCP server Switchboard runs
+	TypeREST   = "rest"   // HTTP operations Switchboard calls (rest.go)
+)
+
+// typeFields are the fields each type allows beside the common ones.
+var typeFields = map[string][]string{
+	TypeModule: {"command", "arguments", "environment", "enforce_egress_policy", "include_tools"},
+	TypeREST:   {"base_url", "auth", "operations", "timeout", "allow_private_network", "max_response_bytes"},
+}
+
+var commonFields = []string{"version", "type", "name", "title", "description", "tags", "risk"}
+
+// Manifest is one validated capability manifest.
 type Manifest struct {
 	// File is the manifest's base name, used in every error about it.
 	File string `json:"-"`
@@ -41,6 +57,17 @@ type Manifest struct {
 	// IncludeTools is nil when the manifest omits it (every advertised tool
 	// is selected) and otherwise the exact upstream allowlist.
 	IncludeTools []string `json:"include_tools"`
+
+	// A rest capability's API (rest_manifest.go).
+	BaseURL    string      `json:"base_url,omitempty"`
+	Auth       *RestAuth   `json:"auth,omitempty"`
+	Operations []Operation `json:"operations,omitempty"`
+	// Timeout bounds one call ("30s" when empty); MaxResponseBytes one answer.
+	Timeout          string `json:"timeout,omitempty"`
+	MaxResponseBytes int64  `json:"max_response_bytes,omitempty"`
+	// AllowPrivateNetwork lets Switchboard's connections reach loopback and
+	// private addresses (see internal/egress).
+	AllowPrivateNetwork bool `json:"allow_private_network,omitempty"`
 }
 
 // LoadOptions carries what manifest validation needs from the gateway.
@@ -142,6 +169,12 @@ type wireManifest struct {
 	Environment         []string        `json:"environment"`
 	EnforceEgressPolicy bool            `json:"enforce_egress_policy"`
 	IncludeTools        json.RawMessage `json:"include_tools"` // null must differ from absent
+	BaseURL             string          `json:"base_url"`
+	Auth                *RestAuth       `json:"auth"`
+	Operations          []Operation     `json:"operations"`
+	Timeout             string          `json:"timeout"`
+	MaxResponseBytes    int64           `json:"max_response_bytes"`
+	AllowPrivateNetwork bool            `json:"allow_private_network"`
 }
 
 func decodeManifest(file string, data []byte) (Manifest, error) {
@@ -163,14 +196,16 @@ func decodeManifest(file string, data []byte) (Manifest, error) {
 	if w.Type == nil {
 		return Manifest{}, fieldErr(file, "type", "is required")
 	}
-	if *w.Type != "module" {
-		return Manifest{}, fieldErr(file, "type", "unknown capability type %q (want \"module\")", *w.Type)
+	if err := checkTypeFields(file, *w.Type, data); err != nil {
+		return Manifest{}, err
 	}
 	m := Manifest{
 		File: file, Version: *w.Version, Type: *w.Type, Name: w.Name, Title: w.Title,
 		Description: w.Description, Tags: w.Tags, Risk: w.Risk, Command: w.Command,
 		Arguments: w.Arguments, Environment: w.Environment,
 		EnforceEgressPolicy: w.EnforceEgressPolicy,
+		BaseURL:             w.BaseURL, Auth: w.Auth, Operations: w.Operations, Timeout: w.Timeout,
+		MaxResponseBytes: w.MaxResponseBytes, AllowPrivateNetwork: w.AllowPrivateNetwork,
 	}
 	if w.IncludeTools != nil {
 		if err := json.Unmarshal(w.IncludeTools, &m.IncludeTools); err != nil {
@@ -181,6 +216,24 @@ func decodeManifest(file string, data []byte) (Manifest, error) {
 		}
 	}
 	return m, nil
+}
+
+// checkTypeFields refuses an unknown type, and a field another type has.
+func checkTypeFields(file, typ string, data []byte) error {
+	allowed, ok := typeFields[typ]
+	if !ok {
+		return fieldErr(file, "type", "unknown capability type %q (want \"module\" or \"rest\")", typ)
+	}
+	var present map[string]json.RawMessage
+	if err := json.Unmarshal(data, &present); err != nil {
+		return fmt.Errorf("modules: %s: invalid JSON: %w", file, err)
+	}
+	for _, k := range slices.Sorted(maps.Keys(present)) {
+		if !slices.Contains(commonFields, k) && !slices.Contains(allowed, k) {
+			return fieldErr(file, k, "is not a field of a %q capability", typ)
+		}
+	}
+	return nil
 }
 
 func decodeErr(file string, err error) error {
@@ -215,6 +268,9 @@ func (m Manifest) Validate(opts LoadOptions) error {
 	}
 	if err := m.validateMetadata(); err != nil {
 		return err
+	}
+	if m.Type == TypeREST {
+		return m.validateREST(opts.LookupEnv)
 	}
 	if err := checkExecutable(m.Command, opts.owners); err != nil {
 		return fieldErr(m.File, "command", "%v", err)
@@ -341,17 +397,6 @@ func (m Manifest) validateEnvironment(lookup func(string) (string, bool)) error 
 	}
 	seen := map[string]bool{}
 	for _, name := range m.Environment {
-		if !envPattern.MatchString(name) {
-			return fieldErr(m.File, "environment", "%q is not a valid variable name", name)
-		}
-		// Switchboard's own settings include its secret key and credentials;
-		// none of them is a module's business, and SWITCHBOARD_MODULE_* it sets.
-		switch {
-		case strings.HasPrefix(name, reservedEnv):
-			return fieldErr(m.File, "environment", "%q is reserved (%s* names cannot be selected)", name, reservedEnv)
-		case strings.HasPrefix(name, serverEnv):
-			return fieldErr(m.File, "environment", "%q is Switchboard's own setting (%s* names cannot be passed to modules)", name, serverEnv)
-		}
 		if name == "LANG" {
 			return fieldErr(m.File, "environment", "%q is set by Switchboard and cannot be selected", name)
 		}
@@ -359,9 +404,32 @@ func (m Manifest) validateEnvironment(lookup func(string) (string, bool)) error 
 			return fieldErr(m.File, "environment", "lists %q more than once", name)
 		}
 		seen[name] = true
-		if v, ok := lookup(name); !ok || v == "" {
-			return fieldErr(m.File, "environment", "%q is not set or empty in Switchboard's environment", name)
+		if err := checkEnvName(name, lookup); err != nil {
+			return fieldErr(m.File, "environment", "%v", err)
 		}
+	}
+	return nil
+}
+
+// checkEnvName checks a variable a manifest names for a credential: a valid
+// name, none of Switchboard's own, set and non-empty.
+func checkEnvName(name string, lookup func(string) (string, bool)) error {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	if !envPattern.MatchString(name) {
+		return fmt.Errorf("%q is not a valid variable name", name)
+	}
+	// Switchboard's own settings include its secret key and credentials;
+	// none of them is a capability's business, and SWITCHBOARD_MODULE_* it sets.
+	switch {
+	case strings.HasPrefix(name, reservedEnv):
+		return fmt.Errorf("%q is reserved (%s* names cannot be selected)", name, reservedEnv)
+	case strings.HasPrefix(name, serverEnv):
+		return fmt.Errorf("%q is Switchboard's own setting (%s* names cannot be passed to modules)", name, serverEnv)
+	}
+	if v, ok := lookup(name); !ok || v == "" {
+		return fmt.Errorf("%q is not set or empty in Switchboard's environment", name)
 	}
 	return nil
 }
