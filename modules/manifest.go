@@ -28,12 +28,14 @@ import (
 const (
 	TypeModule = "module" // a stdio MCP server Switchboard runs
 	TypeREST   = "rest"   // HTTP operations Switchboard calls (rest.go)
+	TypeRemote = "remote" // an MCP server Switchboard reaches over HTTP (remote.go)
 )
 
 // typeFields are the fields each type allows beside the common ones.
 var typeFields = map[string][]string{
 	TypeModule: {"command", "arguments", "environment", "enforce_egress_policy", "include_tools"},
 	TypeREST:   {"base_url", "auth", "operations", "timeout", "allow_private_network", "max_response_bytes"},
+	TypeRemote: {"url", "headers", "include_tools", "timeout", "allow_private_network"},
 }
 
 var commonFields = []string{"version", "type", "name", "title", "description", "tags", "risk"}
@@ -62,6 +64,10 @@ type Manifest struct {
 	BaseURL    string      `json:"base_url,omitempty"`
 	Auth       *RestAuth   `json:"auth,omitempty"`
 	Operations []Operation `json:"operations,omitempty"`
+	// A remote capability's MCP server (remote.go): its Streamable HTTP URL,
+	// and headers whose values come from the environment.
+	URL     string            `json:"url,omitempty"`
+	Headers map[string]EnvRef `json:"headers,omitempty"`
 	// Timeout bounds one call ("30s" when empty); MaxResponseBytes one answer.
 	Timeout          string `json:"timeout,omitempty"`
 	MaxResponseBytes int64  `json:"max_response_bytes,omitempty"`
@@ -157,24 +163,26 @@ func LoadFile(path string, opts LoadOptions) (Manifest, error) {
 
 // wireManifest uses pointers where "missing" must differ from "zero".
 type wireManifest struct {
-	Version             *int            `json:"version"`
-	Type                *string         `json:"type"`
-	Name                string          `json:"name"`
-	Title               string          `json:"title"`
-	Description         string          `json:"description"`
-	Tags                []string        `json:"tags"`
-	Risk                string          `json:"risk"`
-	Command             string          `json:"command"`
-	Arguments           []string        `json:"arguments"`
-	Environment         []string        `json:"environment"`
-	EnforceEgressPolicy bool            `json:"enforce_egress_policy"`
-	IncludeTools        json.RawMessage `json:"include_tools"` // null must differ from absent
-	BaseURL             string          `json:"base_url"`
-	Auth                *RestAuth       `json:"auth"`
-	Operations          []Operation     `json:"operations"`
-	Timeout             string          `json:"timeout"`
-	MaxResponseBytes    int64           `json:"max_response_bytes"`
-	AllowPrivateNetwork bool            `json:"allow_private_network"`
+	Version             *int                       `json:"version"`
+	Type                *string                    `json:"type"`
+	Name                string                     `json:"name"`
+	Title               string                     `json:"title"`
+	Description         string                     `json:"description"`
+	Tags                []string                   `json:"tags"`
+	Risk                string                     `json:"risk"`
+	Command             string                     `json:"command"`
+	Arguments           []string                   `json:"arguments"`
+	Environment         []string                   `json:"environment"`
+	EnforceEgressPolicy bool                       `json:"enforce_egress_policy"`
+	IncludeTools        json.RawMessage            `json:"include_tools"` // null must differ from absent
+	URL                 string                     `json:"url"`
+	Headers             map[string]json.RawMessage `json:"headers"`
+	BaseURL             string                     `json:"base_url"`
+	Auth                *RestAuth                  `json:"auth"`
+	Operations          []Operation                `json:"operations"`
+	Timeout             string                     `json:"timeout"`
+	MaxResponseBytes    int64                      `json:"max_response_bytes"`
+	AllowPrivateNetwork bool                       `json:"allow_private_network"`
 }
 
 func decodeManifest(file string, data []byte) (Manifest, error) {
@@ -205,7 +213,10 @@ func decodeManifest(file string, data []byte) (Manifest, error) {
 		Arguments: w.Arguments, Environment: w.Environment,
 		EnforceEgressPolicy: w.EnforceEgressPolicy,
 		BaseURL:             w.BaseURL, Auth: w.Auth, Operations: w.Operations, Timeout: w.Timeout,
-		MaxResponseBytes: w.MaxResponseBytes, AllowPrivateNetwork: w.AllowPrivateNetwork,
+		MaxResponseBytes: w.MaxResponseBytes, AllowPrivateNetwork: w.AllowPrivateNetwork, URL: w.URL,
+	}
+	if err := m.decodeHeaders(w.Headers); err != nil {
+		return Manifest{}, err
 	}
 	if w.IncludeTools != nil {
 		if err := json.Unmarshal(w.IncludeTools, &m.IncludeTools); err != nil {
@@ -222,7 +233,7 @@ func decodeManifest(file string, data []byte) (Manifest, error) {
 func checkTypeFields(file, typ string, data []byte) error {
 	allowed, ok := typeFields[typ]
 	if !ok {
-		return fieldErr(file, "type", "unknown capability type %q (want \"module\" or \"rest\")", typ)
+		return fieldErr(file, "type", "unknown capability type %q (want \"module\", \"remote\" or \"rest\")", typ)
 	}
 	var present map[string]json.RawMessage
 	if err := json.Unmarshal(data, &present); err != nil {
@@ -269,17 +280,23 @@ func (m Manifest) Validate(opts LoadOptions) error {
 	if err := m.validateMetadata(); err != nil {
 		return err
 	}
-	if m.Type == TypeREST {
+	switch m.Type {
+	case TypeREST:
 		return m.validateREST(opts.LookupEnv)
-	}
-	if err := checkExecutable(m.Command, opts.owners); err != nil {
-		return fieldErr(m.File, "command", "%v", err)
-	}
-	if err := m.validateEnvironment(opts.LookupEnv); err != nil {
-		return err
-	}
-	if opts.EgressPolicy != "" && !m.EnforceEgressPolicy {
-		return fieldErr(m.File, "enforce_egress_policy", "must be true because a global egress policy is configured")
+	case TypeRemote:
+		if err := m.validateRemote(opts.LookupEnv); err != nil {
+			return err
+		}
+	default:
+		if err := checkExecutable(m.Command, opts.owners); err != nil {
+			return fieldErr(m.File, "command", "%v", err)
+		}
+		if err := m.validateEnvironment(opts.LookupEnv); err != nil {
+			return err
+		}
+		if opts.EgressPolicy != "" && !m.EnforceEgressPolicy {
+			return fieldErr(m.File, "enforce_egress_policy", "must be true because a global egress policy is configured")
+		}
 	}
 	if m.IncludeTools != nil {
 		if len(m.IncludeTools) == 0 {

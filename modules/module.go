@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/switchboardhq/switchboard/internal/egress"
 	"github.com/switchboardhq/switchboard/internal/logevery"
 )
 
@@ -54,7 +53,8 @@ type module struct {
 type upstream interface {
 	listTools(ctx context.Context) (tools []upstreamTool, refused []RefusedTool, refusedNames []string, nameless int, err error)
 	callTool(ctx context.Context, upstream string, args json.RawMessage) (json.RawMessage, error)
-	brokenReason() error // why it broke, nil while it works
+	brokenReason() error   // why it broke, nil while it works
+	done() <-chan struct{} // closed when it broke
 	close()
 }
 
@@ -127,8 +127,11 @@ func (m *module) start(ctx context.Context, strict bool) error {
 	if err := m.man.Validate(o.loadOptions()); err != nil {
 		return err
 	}
-	if m.man.Type == TypeREST {
+	switch m.man.Type {
+	case TypeREST:
 		return m.startREST(ctx)
+	case TypeRemote:
+		return m.startRemote(ctx, strict)
 	}
 	// The last lines span runs: each run's begin with a line that says so.
 	m.stderr.add("── started " + o.Now().UTC().Format("2006-01-02 15:04:05") + " UTC ──")
@@ -154,11 +157,8 @@ func (m *module) start(ctx context.Context, strict bool) error {
 	var l listing
 	if err == nil {
 		l, err = m.catalog(ctx, sess)
-		if err == nil && len(l.missing) > 0 {
-			err = fieldErr(m.man.File, "include_tools", "module does not advertise %q", l.missing)
-			if strict {
-				err = &selectionError{err}
-			}
+		if err == nil {
+			err = m.checkMissing(l, strict)
 		}
 		if err != nil {
 			sess.close()
@@ -172,24 +172,17 @@ func (m *module) start(ctx context.Context, strict bool) error {
 	return nil
 }
 
-// startREST makes a rest capability's connection and lists its operations.
-func (m *module) startREST(ctx context.Context) error {
-	o := &m.sup.opts
-	policy, err := egress.Parse(o.EgressPolicy)
-	if err != nil {
-		return fmt.Errorf("modules: %s: start: %w", m.man.Name, err)
+// checkMissing refuses a listing that lacks include_tools entries; strict
+// makes that a selectionError (fatal at gateway start-up).
+func (m *module) checkMissing(l listing, strict bool) error {
+	if len(l.missing) == 0 {
+		return nil
 	}
-	conn, err := newRestConn(m.man, egress.Guard{Policy: policy, AllowPrivate: m.man.AllowPrivateNetwork}, o.LookupEnv)
-	if err != nil {
-		return err
+	err := fieldErr(m.man.File, "include_tools", "module does not advertise %q", l.missing)
+	if strict {
+		return &selectionError{err}
 	}
-	l, err := m.catalog(ctx, conn)
-	if err != nil {
-		conn.close()
-		return fmt.Errorf("modules: %s: start: %w", m.man.Name, err)
-	}
-	m.up(conn, l, "base_url", m.man.BaseURL)
-	return nil
+	return err
 }
 
 // up puts a started connection in service with its listing.
@@ -346,19 +339,6 @@ func (m *module) serve(ctx context.Context) error {
 	}
 }
 
-// serveConn holds a connection Switchboard makes itself (rest) until ctx ends
-// or a restart is asked for.
-func (m *module) serveConn(ctx context.Context) error {
-	select {
-	case <-ctx.Done():
-		m.shutdown(m.sup.shutdownCtx())
-		return ctx.Err()
-	case <-m.restart:
-		m.shutdown(context.Background())
-		return errRestart
-	}
-}
-
 // markDown takes the session out of service: state changes first, so calls
 // answer ErrUnavailable, then requests in flight are failed.
 func (m *module) markDown(sess upstream, state State) {
@@ -442,7 +422,7 @@ func (m *module) status() ModuleStatus {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	st := ModuleStatus{
-		Name: m.man.Name, Title: m.man.Title, Description: m.man.Description, Risk: m.man.Risk,
+		Name: m.man.Name, Title: m.man.Title, Type: m.man.Type, Description: m.man.Description, Risk: m.man.Risk,
 		Tags: slices.Clone(m.man.Tags), State: m.state,
 		Restarts: max(m.attempts-1, 0), NextAttempt: m.nextAttempt,
 		LastError: m.lastErr, Stderr: m.stderr.snapshot(),

@@ -41,7 +41,7 @@ func newRestConn(man Manifest, guard egress.Guard, lookup func(string) (string, 
 	if err != nil {
 		return nil, err
 	}
-	base, err := checkBaseURL(man.BaseURL)
+	base, err := checkHTTPURL(man.BaseURL)
 	if err != nil {
 		return nil, fieldErr(man.File, "base_url", "%v", err)
 	}
@@ -83,8 +83,9 @@ func (c *restConn) listTools(context.Context) ([]upstreamTool, []RefusedTool, []
 	return tools, nil, nil, 0, nil
 }
 
-func (c *restConn) brokenReason() error { return nil }
-func (c *restConn) close()              { c.client.CloseIdleConnections() }
+func (c *restConn) brokenReason() error   { return nil }
+func (c *restConn) done() <-chan struct{} { return nil } // it has no connection to lose
+func (c *restConn) close()                { c.client.CloseIdleConnections() }
 
 // callTool builds the request from the validated arguments, sends it and
 // answers an MCP tools/call result. What went wrong with the request or the

@@ -100,7 +100,7 @@ type restOp struct {
 
 // validateREST checks a rest manifest's own fields.
 func (m Manifest) validateREST(lookup func(string) (string, bool)) error {
-	if _, err := checkBaseURL(m.BaseURL); err != nil {
+	if _, err := checkHTTPURL(m.BaseURL); err != nil {
 		return fieldErr(m.File, "base_url", "%v", err)
 	}
 	if err := m.validateAuth(lookup); err != nil {
@@ -113,7 +113,7 @@ func (m Manifest) validateREST(lookup func(string) (string, bool)) error {
 	return err
 }
 
-func checkBaseURL(raw string) (*url.URL, error) {
+func checkHTTPURL(raw string) (*url.URL, error) {
 	if raw == "" {
 		return nil, errors.New("is required")
 	}
