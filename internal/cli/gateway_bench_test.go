@@ -60,6 +60,12 @@ func BenchmarkGatewayModuleCall(b *testing.B) {
 // direct is one stdio MCP session with the module, shared by n callers.
 func direct(b *testing.B, bin string, n int) []func(context.Context) error {
 	c, err := client.NewStdioMCPClient(bin, []string{"SWITCHBOARD_MODULE_NAME=testmod", "TESTMOD_TOKEN=bench"})
+	return directCallers(b, c, err, n)
+}
+
+// directCallers initializes c, an MCP client of the server itself, and returns n
+// callers of its echo sharing it.
+func directCallers(b *testing.B, c *client.Client, err error, n int) []func(context.Context) error {
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
-	"slices"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -36,18 +35,7 @@ func BenchmarkGatewayRemoteCall(b *testing.B) {
 	}
 	direct := func(b *testing.B, n int) []func(context.Context) error {
 		c, err := client.NewStreamableHttpClient(url)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { c.Close() })
-		init := mcp.InitializeRequest{}
-		init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
-		init.Params.ClientInfo = mcp.Implementation{Name: "bench", Version: "1"}
-		if _, err := c.Initialize(context.Background(), init); err != nil {
-			b.Fatal(err)
-		}
-		req := mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "ping"}}}
-		return slices.Repeat([]func(context.Context) error{func(ctx context.Context) error { return checkCall(c.CallTool(ctx, req)) }}, n)
+		return directCallers(b, c, err, n)
 	}
 	for _, bc := range []struct {
 		name   string
