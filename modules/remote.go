@@ -34,9 +34,12 @@ func (m *Manifest) decodeHeaders(raw map[string]json.RawMessage) error {
 		dec := json.NewDecoder(bytes.NewReader(raw[name]))
 		dec.DisallowUnknownFields()
 		var ref EnvRef
+		if firstByte(raw[name]) == '"' {
+			return fieldErr(m.File, "headers."+name, `is given literally: it must name an environment variable, `+
+				`{"env": "NAME", "prefix": "…"}; a manifest never holds a credential`)
+		}
 		if err := dec.Decode(&ref); err != nil {
-			return fieldErr(m.File, "headers."+name, `must name an environment variable, {"env": "NAME", "prefix": "…"}; `+
-				"a manifest never holds a credential (%v)", err)
+			return fieldErr(m.File, "headers."+name, `must be {"env": "NAME", "prefix": "…"}: %v`, err)
 		}
 		m.Headers[name] = ref
 	}

@@ -178,7 +178,7 @@ func TestRemoteManifestRefusals(t *testing.T) {
 		name, field, msg string
 		edit             func(map[string]any)
 	}{
-		{"a header value given literally", "headers.Authorization", "never holds a credential", func(m map[string]any) {
+		{"a header value given literally", "headers.Authorization", "is given literally", func(m map[string]any) {
 			m["headers"] = map[string]any{"Authorization": "Bearer abc"}
 		}},
 		{"missing env variable", "headers.Authorization.env", `"NOT_SET" is not set`, func(m map[string]any) {
