@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,8 +12,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/internal/server"
@@ -135,5 +138,63 @@ func TestServeRefusesBadRESTManifest(t *testing.T) {
 				t.Fatalf("serve exited %d: %s\nwant %s", code, stderr, c.want)
 			}
 		})
+	}
+}
+
+// TestRemoteCapabilityThroughServe: a remote MCP server's tools reach a granted
+// agent through serve; when the server goes away, /readyz, modules list and the
+// agent's call say so, and the capability comes back after its backoff.
+func TestRemoteCapabilityThroughServe(t *testing.T) {
+	s := mcpserver.NewMCPServer("remote-test", "1.0.0")
+	s.AddTool(mcp.NewTool("greet", mcp.WithString("name"), mcp.WithReadOnlyHintAnnotation(true)),
+		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("hello " + req.GetString("name", "")), nil
+		})
+	upstream := httptest.NewServer(mcpserver.NewStreamableHTTPServer(s))
+	manifests := t.TempDir()
+	m := fmt.Sprintf(`{"version":1,"type":"remote","name":"remote","title":"Remote","description":"A remote MCP server.",
+		"risk":"read","url":%q,"allow_private_network":true,"headers":{"Authorization":{"env":"REMOTE_TOKEN","prefix":"Bearer "}}}`, upstream.URL+"/mcp")
+	if err := os.WriteFile(filepath.Join(manifests, "remote.json"), []byte(m), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("REMOTE_TOKEN", "remote-token")
+	ms := startModuleServer(t, server.Config{ModulesDir: manifests})
+	agentc := ms.dial(ms.endpoint("granted", "--capabilities", "remote"))
+	if got := agentc.moduleTools(); !slices.Equal(got, []string{"remote_greet"}) {
+		t.Fatalf("granted sees %v", got)
+	}
+	res, err := agentc.CallTool(context.Background(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "remote_greet", Arguments: map[string]any{"name": "ann"}}})
+	if err != nil || res.IsError || res.Content[0].(mcp.TextContent).Text != "hello ann" {
+		t.Fatalf("greet = %+v, %v", res, err)
+	}
+
+	addr := upstream.Listener.Addr().String()
+	upstream.CloseClientConnections()
+	upstream.Close()
+	w := ms.nextWait()
+	r := ms.readyz()
+	if v := r.module("remote"); r.code != http.StatusServiceUnavailable || v.State != modules.StateBackoff || !strings.Contains(v.LastError, "remote server unreachable") {
+		t.Fatalf("readyz while the server is down: %d %+v", r.code, v)
+	}
+	if _, code := agentc.call("remote_greet", map[string]any{"name": "x"}); code != agent.CodeUnavailable {
+		t.Errorf("a call while down: %s, want unavailable", code)
+	}
+	code, out, _ := cli(t, "", "modules", "list", "--url", ms.base)
+	if code != 0 || !strings.Contains(out, "remote") || !strings.Contains(out, "backoff") || !strings.Contains(out, "remote server unreachable") {
+		t.Errorf("modules list while down (exit %d):\n%s", code, out)
+	}
+
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("cannot listen on %s again: %v", addr, err)
+	}
+	back := &httptest.Server{Listener: l, Config: &http.Server{Handler: mcpserver.NewStreamableHTTPServer(s)}}
+	back.Start()
+	t.Cleanup(func() { back.CloseClientConnections(); back.Close() })
+	w.fire <- time.Now()
+	ms.until("remote up again", func() bool { return ms.readyz().module("remote").State == modules.StateUp })
+	res, err = agentc.CallTool(context.Background(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "remote_greet", Arguments: map[string]any{"name": "again"}}})
+	if err != nil || res.IsError || res.Content[0].(mcp.TextContent).Text != "hello again" {
+		t.Fatalf("greet after the comeback = %+v, %v", res, err)
 	}
 }
