@@ -35,7 +35,7 @@ const (
 var typeFields = map[string][]string{
 	TypeModule: {"command", "arguments", "environment", "enforce_egress_policy", "include_tools"},
 	TypeREST:   {"base_url", "auth", "operations", "timeout", "allow_private_network", "max_response_bytes"},
-	TypeRemote: {"url", "headers", "include_tools", "timeout", "allow_private_network"},
+	TypeRemote: {"url", "transport", "headers", "include_tools", "timeout", "allow_private_network"},
 }
 
 var commonFields = []string{"version", "type", "name", "title", "description", "tags", "risk"}
@@ -66,8 +66,9 @@ type Manifest struct {
 	Operations []Operation `json:"operations,omitempty"`
 	// A remote capability's MCP server (remote.go): its Streamable HTTP URL,
 	// and headers whose values come from the environment.
-	URL     string            `json:"url,omitempty"`
-	Headers map[string]EnvRef `json:"headers,omitempty"`
+	URL       string            `json:"url,omitempty"`
+	Transport string            `json:"transport,omitempty"` // streamable-http (""), or sse: the legacy HTTP+SSE
+	Headers   map[string]EnvRef `json:"headers,omitempty"`
 	// Timeout bounds one call ("30s" when empty); MaxResponseBytes one answer.
 	Timeout          string `json:"timeout,omitempty"`
 	MaxResponseBytes int64  `json:"max_response_bytes,omitempty"`
@@ -176,6 +177,7 @@ type wireManifest struct {
 	EnforceEgressPolicy bool                       `json:"enforce_egress_policy"`
 	IncludeTools        json.RawMessage            `json:"include_tools"` // null must differ from absent
 	URL                 string                     `json:"url"`
+	Transport           string                     `json:"transport"`
 	Headers             map[string]json.RawMessage `json:"headers"`
 	BaseURL             string                     `json:"base_url"`
 	Auth                *RestAuth                  `json:"auth"`
@@ -214,6 +216,7 @@ func decodeManifest(file string, data []byte) (Manifest, error) {
 		EnforceEgressPolicy: w.EnforceEgressPolicy,
 		BaseURL:             w.BaseURL, Auth: w.Auth, Operations: w.Operations, Timeout: w.Timeout,
 		MaxResponseBytes: w.MaxResponseBytes, AllowPrivateNetwork: w.AllowPrivateNetwork, URL: w.URL,
+		Transport: w.Transport,
 	}
 	if err := m.decodeHeaders(w.Headers); err != nil {
 		return Manifest{}, err

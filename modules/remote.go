@@ -19,6 +19,13 @@ import (
 	"github.com/switchboardhq/switchboard/internal/egress"
 )
 
+// A remote capability's transports: Streamable HTTP, and the HTTP+SSE of
+// protocol versions before 2025-03-26.
+const (
+	transportStreamable = "streamable-http"
+	transportSSE        = "sse"
+)
+
 // remoteReservedHeaders are headers the Streamable HTTP transport sets itself.
 var remoteReservedHeaders = []string{"Accept", "Content-Type", "Content-Length", "Host", "Connection",
 	"Transfer-Encoding", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id"}
@@ -50,6 +57,11 @@ func (m *Manifest) decodeHeaders(raw map[string]json.RawMessage) error {
 func (m Manifest) validateRemote(lookup func(string) (string, bool)) error {
 	if _, err := checkHTTPURL(m.URL); err != nil {
 		return fieldErr(m.File, "url", "%v", err)
+	}
+	switch m.Transport {
+	case "", transportStreamable, transportSSE:
+	default:
+		return fieldErr(m.File, "transport", "%q must be %s or %s", m.Transport, transportStreamable, transportSSE)
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.Headers)) {
 		field := "headers." + name
@@ -112,9 +124,20 @@ func openRemote(ctx context.Context, man Manifest, guard egress.Guard, lookup fu
 
 // open makes a new session with the server.
 func (c *remoteConn) open(ctx context.Context) (*session, error) {
-	tr, err := transport.NewStreamableHTTP(c.man.URL, transport.WithHTTPBasicClient(c.client),
-		transport.WithHTTPHeaders(c.headers), transport.WithContinuousListening(),
-		transport.WithLogger(slog.New(warnHandler{c.log.Handler()})))
+	var tr transport.Interface
+	var err error
+	logger := slog.New(warnHandler{c.log.Handler()})
+	if c.man.Transport == transportSSE {
+		// The session is the event stream: a server that loses it ends the
+		// stream, and the capability is restarted as when it is unreachable.
+		var sse *transport.SSE
+		sse, err = transport.NewSSE(c.man.URL, transport.WithHTTPClient(c.client), transport.WithHeaders(c.headers),
+			transport.WithSSELogger(logger))
+		tr = sse
+	} else {
+		tr, err = transport.NewStreamableHTTP(c.man.URL, transport.WithHTTPBasicClient(c.client),
+			transport.WithHTTPHeaders(c.headers), transport.WithContinuousListening(), transport.WithLogger(logger))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("url: %w", err)
 	}
@@ -134,7 +157,7 @@ func (c *remoteConn) current() *session {
 
 // refusedSession reports whether the server refused s's session.
 func (c *remoteConn) refusedSession(s *session) bool {
-	id := s.tr.(*transport.StreamableHTTP).GetSessionId()
+	id := sessionID(s)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return id != "" && c.rejected == id
@@ -158,6 +181,14 @@ func (c *remoteConn) reopen(ctx context.Context, old *session) (*session, error)
 	return s, nil
 }
 
+// sessionID is the ID the server gave s (both transports have one).
+func sessionID(s *session) string {
+	if t, ok := s.tr.(interface{ GetSessionId() string }); ok {
+		return t.GetSessionId()
+	}
+	return ""
+}
+
 // lost is told by sessionWatch that the server refused session id.
 func (c *remoteConn) lost(id string) {
 	c.mu.Lock()
@@ -165,7 +196,7 @@ func (c *remoteConn) lost(id string) {
 	c.rejected = id
 	s := c.sess
 	c.mu.Unlock()
-	if !fresh || s == nil || s.tr.(*transport.StreamableHTTP).GetSessionId() != id {
+	if !fresh || s == nil || sessionID(s) != id {
 		return
 	}
 	// Open the new session now, not at the next call: an idle capability's

@@ -18,7 +18,13 @@ import (
 // It returns the function that kills it.
 func everythingHTTP(t *testing.T, port int) (stop func()) {
 	t.Helper()
-	cmd := exec.Command("npx", "--yes", everythingPackage, "streamableHttp")
+	return everythingServer(t, port, "streamableHttp")
+}
+
+// everythingServer runs it in mode (streamableHttp, sse).
+func everythingServer(t *testing.T, port int, mode string) (stop func()) {
+	t.Helper()
+	cmd := exec.Command("npx", "--yes", everythingPackage, mode)
 	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -126,5 +132,26 @@ func TestRemoteEverything(t *testing.T) {
 	h.until("everything up again", func() bool { return h.status("everything").State == StateUp })
 	if text := callText(t, h, "everything_echo", `{"message":"back"}`); !strings.Contains(text, "back") {
 		t.Fatalf("echo after the restart = %q", text)
+	}
+}
+
+// TestRemoteEverythingOverSSE reaches the reference server over the legacy
+// HTTP+SSE transport: its tools listed, one called.
+func TestRemoteEverythingOverSSE(t *testing.T) {
+	requireExternal(t, "node", "npx")
+	port := freePort(t)
+	everythingServer(t, port, "sse")
+	m := Manifest{
+		File: "everything.json", Version: 1, Type: TypeRemote, Name: "everything", Transport: transportSSE,
+		Title: "Everything", Description: "MCP reference server, over HTTP+SSE.", Risk: "read",
+		URL: "http://127.0.0.1:" + strconv.Itoa(port) + "/sse", AllowPrivateNetwork: true,
+	}
+	h := newHarness(t, []Manifest{m}, func(o *Options) { o.EgressPolicy = "" })
+	h.start()
+	if echo, ok := h.tool("everything_echo"); !ok || !echo.Available {
+		t.Fatalf("everything_echo = %+v, %v; status %s %s", echo.Name, ok, h.status("everything").State, h.status("everything").LastError)
+	}
+	if text := callText(t, h, "everything_echo", `{"message":"over sse"}`); !strings.Contains(text, "over sse") {
+		t.Fatalf("echo = %q", text)
 	}
 }

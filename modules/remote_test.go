@@ -189,6 +189,7 @@ func TestRemoteManifestRefusals(t *testing.T) {
 		}},
 		{"unknown field", "command", `is not a field of a "remote" capability`, func(m map[string]any) { m["command"] = "/bin/true" }},
 		{"no url", "url", "is required", func(m map[string]any) { delete(m, "url") }},
+		{"an unknown transport", "transport", "must be streamable-http or sse", func(m map[string]any) { m["transport"] = "websocket" }},
 		{"a credential in the url", "url", "must not hold a user", func(m map[string]any) { m["url"] = "https://u:p@logs.example.test/mcp" }},
 		{"empty include_tools", "include_tools", "non-empty", func(m map[string]any) { m["include_tools"] = []string{} }},
 	}
