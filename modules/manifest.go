@@ -1,11 +1,14 @@
-// Package modules runs capability modules: MCP servers spoken to over stdio
-// that Switchboard starts, supervises and re-exposes to agents. It loads and
-// validates manifests, owns each module's process group, keeps one MCP client
-// session per module, and maintains the catalog of prefixed, pinned tools.
+// Package modules runs capabilities: MCP servers spoken to over stdio that
+// Switchboard starts (modules), MCP servers it reaches over HTTP (remote), and
+// HTTP APIs whose operations it calls (rest), supervised alike and re-exposed
+// to agents. It loads and validates manifests, owns each module's process
+// group, keeps one MCP client session per module or remote server, and
+// maintains the catalog of prefixed, pinned tools.
 //
 // It never decides who may call a tool (that is agent's job), never runs a
-// shell, and never passes a module anything from Switchboard's environment
-// that its manifest did not name.
+// shell, never passes a module anything from Switchboard's environment that
+// its manifest did not name, and never connects anywhere but through
+// internal/egress.
 package modules
 
 import (
