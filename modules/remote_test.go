@@ -207,3 +207,26 @@ func TestRemoteManifestRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestRemoteToolThatCannotBeOfferedIsRefusedAlone: a remote server that lists a
+// tool no agent could use (an input schema that is not an object's) has it
+// refused, and its other tools served.
+func TestRemoteToolThatCannotBeOfferedIsRefusedAlone(t *testing.T) {
+	rs := newRemoteServer(t)
+	rs.mcp.AddTool(mcp.NewToolWithRawSchema("listy", "Takes a list.", []byte(`{"type":"array"}`)),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("x"), nil
+		})
+	h := remoteHarness(t, remoteManifest("remote", "http://"+rs.addr+"/mcp"))
+	st := h.status("remote")
+	if st.State != StateUp || len(st.RefusedTools) != 1 || st.RefusedTools[0].Upstream != "listy" ||
+		!strings.Contains(st.RefusedTools[0].Reason, `"type": "array"`) {
+		t.Fatalf("status = %s, refused %+v", st.State, st.RefusedTools)
+	}
+	if _, ok := h.tool("remote_listy"); ok {
+		t.Error("the refused tool is in the catalog")
+	}
+	if text := callText(t, h, "remote_greet", `{"name":"ann"}`); text != "hello ann" {
+		t.Fatalf("greet beside the refused tool = %q", text)
+	}
+}
