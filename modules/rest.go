@@ -282,21 +282,35 @@ func (c *restConn) answer(ctx context.Context, op *restOp, resp *http.Response) 
 	case resp.StatusCode >= 400:
 		return toolError("%s %s: HTTP %s: %s", op.Method, op.Path, status, shownText(bodyText(body, resp), maxErrorBody))
 	}
-	if op.OutputSchema != nil && isJSON(resp) {
-		var obj map[string]any
-		if json.Unmarshal(body, &obj) == nil && obj != nil {
-			res, _ := json.Marshal(map[string]any{
-				"content":           []map[string]string{{"type": "text", "text": string(body)}},
-				"structuredContent": json.RawMessage(body),
-			})
-			return res
-		}
+	if op.output != nil {
+		return structured(op, resp, body)
 	}
 	text := "HTTP " + status
 	if len(body) > 0 {
 		text += "\n\n" + bodyText(body, resp)
 	}
 	res, _ := json.Marshal(map[string]any{"content": []map[string]string{{"type": "text", "text": text}}})
+	return res
+}
+
+// structured is the result of an operation that declares an outputSchema:
+// MCP asks such a tool for structuredContent that matches it, so an answer that
+// is not a JSON object, or does not match, is a tool error rather than a result
+// a client would refuse.
+func structured(op *restOp, resp *http.Response, body []byte) json.RawMessage {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	if _, obj := v.(map[string]any); err != nil || !obj || !isJSON(resp) {
+		return toolError("%s %s: %s, but the answer is not a JSON object (%s), which the operation's outputSchema asks for",
+			op.Method, op.Path, resp.Status, shownText(resp.Header.Get("Content-Type"), 100))
+	}
+	if err := op.output.Validate(v); err != nil {
+		return toolError("%s %s: %s, but the answer does not match the operation's outputSchema: %s",
+			op.Method, op.Path, resp.Status, shownText(err.Error(), maxErrorBody))
+	}
+	res, _ := json.Marshal(map[string]any{
+		"content":           []map[string]string{{"type": "text", "text": string(body)}},
+		"structuredContent": json.RawMessage(body),
+	})
 	return res
 }
 

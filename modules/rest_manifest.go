@@ -95,7 +95,8 @@ type restOp struct {
 	Operation
 	in     map[string]string // parameter → path, query, header or body
 	schema *jsonschema.Schema
-	def    json.RawMessage // the tool definition agents see (upstream name)
+	output *jsonschema.Schema // nil without an outputSchema
+	def    json.RawMessage    // the tool definition agents see (upstream name)
 }
 
 // validateREST checks a rest manifest's own fields.
@@ -290,7 +291,8 @@ func compileOp(m Manifest, op Operation) (*restOp, error) {
 		return nil, err
 	}
 	if op.OutputSchema != nil {
-		if _, err := compileSchema(op.OutputSchema); err != nil {
+		var err error
+		if ro.output, err = compileSchema(op.OutputSchema); err != nil {
 			return nil, opErr("outputSchema", "%v", err)
 		}
 	}

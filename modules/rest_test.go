@@ -34,6 +34,10 @@ func restAPI(t *testing.T) *httptest.Server {
 	mux.HandleFunc("/v1/fail", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "upstream exploded: "+strings.Repeat("x", 2000), http.StatusServiceUnavailable)
 	})
+	mux.HandleFunc("/v1/text", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, "plain words")
+	})
 	mux.HandleFunc("/v1/slow", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 	mux.HandleFunc("/v1/endless", func(w http.ResponseWriter, r *http.Request) {
 		chunk := []byte(strings.Repeat("y", 1024))
@@ -275,5 +279,24 @@ func TestRESTManifestExampleInDocsLoads(t *testing.T) {
 	env := func(name string) (string, bool) { return "x", name == "PETSTORE_TOKEN" }
 	if _, err := LoadDir(dir, LoadOptions{LookupEnv: env}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRESTAnswerOutsideTheOutputSchemaIsAToolError: MCP asks a tool with an
+// outputSchema for structuredContent that matches it; an answer that does not
+// is a tool error, not a result a client would refuse.
+func TestRESTAnswerOutsideTheOutputSchemaIsAToolError(t *testing.T) {
+	api := restAPI(t)
+	m := restManifest(api.URL + "/v1")
+	operation(m, 0)["outputSchema"] = map[string]any{"type": "object", "required": []string{"name"}}
+	operation(m, 2)["path"], operation(m, 2)["outputSchema"] = "/text", map[string]any{"type": "object"}
+	h := restHarness(t, loadREST(t, m), nil)
+	res := h.restCall("pets_get_pet", map[string]any{"id": "1"})
+	if !res.IsError || res.Structured != nil || !strings.Contains(res.Content[0].Text, "does not match the operation's outputSchema") {
+		t.Fatalf("an answer without the required name: %+v", res)
+	}
+	res = h.restCall("pets_fail", nil)
+	if !res.IsError || !strings.Contains(res.Content[0].Text, "200 OK, but the answer is not a JSON object (text/plain") {
+		t.Fatalf("a text answer: %+v", res)
 	}
 }
