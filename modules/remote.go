@@ -111,7 +111,7 @@ func openRemote(ctx context.Context, man Manifest, guard egress.Guard, lookup fu
 		v, _ := lookup(ref.Env)
 		c.headers[name] = ref.Prefix + v
 	}
-	c.client = egress.NewClient(&egress.Dialer{Guard: guard}, 0)
+	c.client = egress.NewClient(&egress.Dialer{Guard: guard, Secret: slices.Collect(maps.Keys(man.Headers))}, 0)
 	c.client.Transport = &sessionWatch{next: c.client.Transport, c: c}
 	s, err := c.open(ctx)
 	if err != nil {

@@ -45,8 +45,12 @@ func newRestConn(man Manifest, guard egress.Guard, lookup func(string) (string, 
 	if err != nil {
 		return nil, fieldErr(man.File, "base_url", "%v", err)
 	}
+	var secret []string
+	if man.Auth != nil && man.Auth.Type == "header" {
+		secret = []string{man.Auth.Header}
+	}
 	c := &restConn{man: man, base: base, ops: map[string]*restOp{}, order: ops,
-		client: egress.NewClient(&egress.Dialer{Guard: guard}, 0)}
+		client: egress.NewClient(&egress.Dialer{Guard: guard, Secret: secret}, 0)}
 	for _, op := range ops {
 		c.ops[op.Name] = op
 	}

@@ -20,6 +20,10 @@ type Dialer struct {
 	Guard   Guard
 	Resolve Resolver // nil: net.DefaultResolver.LookupNetIP
 	Timeout time.Duration
+	// Secret names headers that hold a credential: a redirect to another host
+	// goes without them (net/http drops only Authorization, Cookie and their
+	// kin, not an API key header of the capability's own).
+	Secret []string
 }
 
 // DialContext checks addr's host name, resolves it, keeps the addresses
@@ -118,6 +122,11 @@ func (d *Dialer) checkRedirect(req *http.Request, via []*http.Request) error {
 	if a, err := netip.ParseAddr(req.URL.Hostname()); err == nil {
 		if err := d.Guard.CheckAddr(a); err != nil {
 			return fmt.Errorf("redirect to %s: %w", req.URL.Redacted(), err)
+		}
+	}
+	if req.URL.Host != first.URL.Host {
+		for _, h := range d.Secret {
+			req.Header.Del(h)
 		}
 	}
 	return nil

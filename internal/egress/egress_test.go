@@ -168,7 +168,7 @@ func TestDialerRefusesOutsideTheBoundary(t *testing.T) {
 
 func TestRedirects(t *testing.T) {
 	inside := listen(t, "127.0.0.3", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "inside")
+		io.WriteString(w, "inside"+r.Header.Get("X-Api-Key"))
 	}))
 	outside := listen(t, "127.0.0.1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "outside")
@@ -178,11 +178,20 @@ func TestRedirects(t *testing.T) {
 		http.Redirect(w, r, to, http.StatusFound)
 	}))
 	policy := &Policy{Networks: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/31")}} // .2 and .3
-	c := NewClient(&Dialer{Guard: Guard{Policy: policy}}, 5*time.Second)
+	c := NewClient(&Dialer{Guard: Guard{Policy: policy}, Secret: []string{"X-Api-Key"}}, 5*time.Second)
 
+	// Within the policy, to another host: followed, without the credential.
 	to = inside.URL
-	if body, err := get(t, c, "GET", api.URL); err != nil || body != "inside" {
-		t.Errorf("a redirect within the policy: %q, %v", body, err)
+	req, _ := http.NewRequest("GET", api.URL, nil)
+	req.Header.Set("X-Api-Key", "secret")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "inside" {
+		t.Errorf("a redirect within the policy: %q, want it followed without the API key", body)
 	}
 	if _, err := get(t, c, "POST", api.URL); !IsRefused(err) {
 		t.Errorf("a POST redirected: %v, want refused", err)
