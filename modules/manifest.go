@@ -1,11 +1,14 @@
-// Package modules runs capability modules: MCP servers spoken to over stdio
-// that Switchboard starts, supervises and re-exposes to agents. It loads and
-// validates manifests, owns each module's process group, keeps one MCP client
-// session per module, and maintains the catalog of prefixed, pinned tools.
+// Package modules runs capabilities: MCP servers spoken to over stdio that
+// Switchboard starts (modules), MCP servers it reaches over HTTP (remote), and
+// HTTP APIs whose operations it calls (rest), supervised alike and re-exposed
+// to agents. It loads and validates manifests, owns each module's process
+// group, keeps one MCP client session per module or remote server, and
+// maintains the catalog of prefixed, pinned tools.
 //
 // It never decides who may call a tool (that is agent's job), never runs a
-// shell, and never passes a module anything from Switchboard's environment
-// that its manifest did not name.
+// shell, never passes a module anything from Switchboard's environment that
+// its manifest did not name, and never connects anywhere but through
+// internal/egress.
 package modules
 
 import (
@@ -14,15 +17,33 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/switchboardhq/switchboard/internal/opfile"
 )
 
-// Manifest is one validated capability manifest ("type": "module").
+// Capability types a manifest's "type" may name.
+const (
+	TypeModule = "module" // a stdio MCP server Switchboard runs
+	TypeREST   = "rest"   // HTTP operations Switchboard calls (rest.go)
+	TypeRemote = "remote" // an MCP server Switchboard reaches over HTTP (remote.go)
+)
+
+// typeFields are the fields each type allows beside the common ones.
+var typeFields = map[string][]string{
+	TypeModule: {"command", "arguments", "environment", "enforce_egress_policy", "include_tools"},
+	TypeREST:   {"base_url", "auth", "operations", "timeout", "allow_private_network", "max_response_bytes"},
+	TypeRemote: {"url", "transport", "headers", "include_tools", "timeout", "allow_private_network"},
+}
+
+var commonFields = []string{"version", "type", "name", "title", "description", "tags", "risk"}
+
+// Manifest is one validated capability manifest.
 type Manifest struct {
 	// File is the manifest's base name, used in every error about it.
 	File string `json:"-"`
@@ -41,6 +62,22 @@ type Manifest struct {
 	// IncludeTools is nil when the manifest omits it (every advertised tool
 	// is selected) and otherwise the exact upstream allowlist.
 	IncludeTools []string `json:"include_tools"`
+
+	// A rest capability's API (rest_manifest.go).
+	BaseURL    string      `json:"base_url,omitempty"`
+	Auth       *RestAuth   `json:"auth,omitempty"`
+	Operations []Operation `json:"operations,omitempty"`
+	// A remote capability's MCP server (remote.go): its Streamable HTTP URL,
+	// and headers whose values come from the environment.
+	URL       string            `json:"url,omitempty"`
+	Transport string            `json:"transport,omitempty"` // streamable-http (""), or sse: the legacy HTTP+SSE
+	Headers   map[string]EnvRef `json:"headers,omitempty"`
+	// Timeout bounds one call ("30s" when empty); MaxResponseBytes one answer.
+	Timeout          string `json:"timeout,omitempty"`
+	MaxResponseBytes int64  `json:"max_response_bytes,omitempty"`
+	// AllowPrivateNetwork lets Switchboard's connections reach loopback and
+	// private addresses (see internal/egress).
+	AllowPrivateNetwork bool `json:"allow_private_network,omitempty"`
 }
 
 // LoadOptions carries what manifest validation needs from the gateway.
@@ -130,18 +167,27 @@ func LoadFile(path string, opts LoadOptions) (Manifest, error) {
 
 // wireManifest uses pointers where "missing" must differ from "zero".
 type wireManifest struct {
-	Version             *int            `json:"version"`
-	Type                *string         `json:"type"`
-	Name                string          `json:"name"`
-	Title               string          `json:"title"`
-	Description         string          `json:"description"`
-	Tags                []string        `json:"tags"`
-	Risk                string          `json:"risk"`
-	Command             string          `json:"command"`
-	Arguments           []string        `json:"arguments"`
-	Environment         []string        `json:"environment"`
-	EnforceEgressPolicy bool            `json:"enforce_egress_policy"`
-	IncludeTools        json.RawMessage `json:"include_tools"` // null must differ from absent
+	Version             *int                       `json:"version"`
+	Type                *string                    `json:"type"`
+	Name                string                     `json:"name"`
+	Title               string                     `json:"title"`
+	Description         string                     `json:"description"`
+	Tags                []string                   `json:"tags"`
+	Risk                string                     `json:"risk"`
+	Command             string                     `json:"command"`
+	Arguments           []string                   `json:"arguments"`
+	Environment         []string                   `json:"environment"`
+	EnforceEgressPolicy bool                       `json:"enforce_egress_policy"`
+	IncludeTools        json.RawMessage            `json:"include_tools"` // null must differ from absent
+	URL                 string                     `json:"url"`
+	Transport           string                     `json:"transport"`
+	Headers             map[string]json.RawMessage `json:"headers"`
+	BaseURL             string                     `json:"base_url"`
+	Auth                *RestAuth                  `json:"auth"`
+	Operations          []Operation                `json:"operations"`
+	Timeout             string                     `json:"timeout"`
+	MaxResponseBytes    int64                      `json:"max_response_bytes"`
+	AllowPrivateNetwork bool                       `json:"allow_private_network"`
 }
 
 func decodeManifest(file string, data []byte) (Manifest, error) {
@@ -163,14 +209,20 @@ func decodeManifest(file string, data []byte) (Manifest, error) {
 	if w.Type == nil {
 		return Manifest{}, fieldErr(file, "type", "is required")
 	}
-	if *w.Type != "module" {
-		return Manifest{}, fieldErr(file, "type", "unknown capability type %q (want \"module\")", *w.Type)
+	if err := checkTypeFields(file, *w.Type, data); err != nil {
+		return Manifest{}, err
 	}
 	m := Manifest{
 		File: file, Version: *w.Version, Type: *w.Type, Name: w.Name, Title: w.Title,
 		Description: w.Description, Tags: w.Tags, Risk: w.Risk, Command: w.Command,
 		Arguments: w.Arguments, Environment: w.Environment,
 		EnforceEgressPolicy: w.EnforceEgressPolicy,
+		BaseURL:             w.BaseURL, Auth: w.Auth, Operations: w.Operations, Timeout: w.Timeout,
+		MaxResponseBytes: w.MaxResponseBytes, AllowPrivateNetwork: w.AllowPrivateNetwork, URL: w.URL,
+		Transport: w.Transport,
+	}
+	if err := m.decodeHeaders(w.Headers); err != nil {
+		return Manifest{}, err
 	}
 	if w.IncludeTools != nil {
 		if err := json.Unmarshal(w.IncludeTools, &m.IncludeTools); err != nil {
@@ -181,6 +233,24 @@ func decodeManifest(file string, data []byte) (Manifest, error) {
 		}
 	}
 	return m, nil
+}
+
+// checkTypeFields refuses an unknown type, and a field another type has.
+func checkTypeFields(file, typ string, data []byte) error {
+	allowed, ok := typeFields[typ]
+	if !ok {
+		return fieldErr(file, "type", "unknown capability type %q (want \"module\", \"remote\" or \"rest\")", typ)
+	}
+	var present map[string]json.RawMessage
+	if err := json.Unmarshal(data, &present); err != nil {
+		return fmt.Errorf("modules: %s: invalid JSON: %w", file, err)
+	}
+	for _, k := range slices.Sorted(maps.Keys(present)) {
+		if !slices.Contains(commonFields, k) && !slices.Contains(allowed, k) {
+			return fieldErr(file, k, "is not a field of a %q capability", typ)
+		}
+	}
+	return nil
 }
 
 func decodeErr(file string, err error) error {
@@ -216,14 +286,23 @@ func (m Manifest) Validate(opts LoadOptions) error {
 	if err := m.validateMetadata(); err != nil {
 		return err
 	}
-	if err := checkExecutable(m.Command, opts.owners); err != nil {
-		return fieldErr(m.File, "command", "%v", err)
-	}
-	if err := m.validateEnvironment(opts.LookupEnv); err != nil {
-		return err
-	}
-	if opts.EgressPolicy != "" && !m.EnforceEgressPolicy {
-		return fieldErr(m.File, "enforce_egress_policy", "must be true because a global egress policy is configured")
+	switch m.Type {
+	case TypeREST:
+		return m.validateREST(opts.LookupEnv)
+	case TypeRemote:
+		if err := m.validateRemote(opts.LookupEnv); err != nil {
+			return err
+		}
+	default:
+		if err := checkExecutable(m.Command, opts.owners); err != nil {
+			return fieldErr(m.File, "command", "%v", err)
+		}
+		if err := m.validateEnvironment(opts.LookupEnv); err != nil {
+			return err
+		}
+		if opts.EgressPolicy != "" && !m.EnforceEgressPolicy {
+			return fieldErr(m.File, "enforce_egress_policy", "must be true because a global egress policy is configured")
+		}
 	}
 	if m.IncludeTools != nil {
 		if len(m.IncludeTools) == 0 {
@@ -341,17 +420,6 @@ func (m Manifest) validateEnvironment(lookup func(string) (string, bool)) error 
 	}
 	seen := map[string]bool{}
 	for _, name := range m.Environment {
-		if !envPattern.MatchString(name) {
-			return fieldErr(m.File, "environment", "%q is not a valid variable name", name)
-		}
-		// Switchboard's own settings include its secret key and credentials;
-		// none of them is a module's business, and SWITCHBOARD_MODULE_* it sets.
-		switch {
-		case strings.HasPrefix(name, reservedEnv):
-			return fieldErr(m.File, "environment", "%q is reserved (%s* names cannot be selected)", name, reservedEnv)
-		case strings.HasPrefix(name, serverEnv):
-			return fieldErr(m.File, "environment", "%q is Switchboard's own setting (%s* names cannot be passed to modules)", name, serverEnv)
-		}
 		if name == "LANG" {
 			return fieldErr(m.File, "environment", "%q is set by Switchboard and cannot be selected", name)
 		}
@@ -359,9 +427,32 @@ func (m Manifest) validateEnvironment(lookup func(string) (string, bool)) error 
 			return fieldErr(m.File, "environment", "lists %q more than once", name)
 		}
 		seen[name] = true
-		if v, ok := lookup(name); !ok || v == "" {
-			return fieldErr(m.File, "environment", "%q is not set or empty in Switchboard's environment", name)
+		if err := checkEnvName(name, lookup); err != nil {
+			return fieldErr(m.File, "environment", "%v", err)
 		}
+	}
+	return nil
+}
+
+// checkEnvName checks a variable a manifest names for a credential: a valid
+// name, none of Switchboard's own, set and non-empty.
+func checkEnvName(name string, lookup func(string) (string, bool)) error {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	if !envPattern.MatchString(name) {
+		return fmt.Errorf("%q is not a valid variable name", name)
+	}
+	// Switchboard's own settings include its secret key and credentials;
+	// none of them is a capability's business, and SWITCHBOARD_MODULE_* it sets.
+	switch {
+	case strings.HasPrefix(name, reservedEnv):
+		return fmt.Errorf("%q is reserved (%s* names cannot be selected)", name, reservedEnv)
+	case strings.HasPrefix(name, serverEnv):
+		return fmt.Errorf("%q is Switchboard's own setting (%s* names cannot be passed to modules)", name, serverEnv)
+	}
+	if v, ok := lookup(name); !ok || v == "" {
+		return fmt.Errorf("%q is not set or empty in Switchboard's environment", name)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package modules
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,7 +35,7 @@ type module struct {
 
 	mu          sync.RWMutex
 	state       State
-	sess        *session // non-nil only while up
+	sess        upstream // non-nil only while up
 	proc        *process // non-nil from process start until clean-up
 	attempts    int
 	upSince     time.Time
@@ -45,6 +46,16 @@ type module struct {
 	refused     []RefusedTool // the first maxRefusedShown of the last listing's refusals
 	refusedMore int           // and how many more there were
 	missing     []string
+}
+
+// upstream is a capability's connection while it is up: a module's MCP
+// session over stdio, or a rest capability's HTTP client and operations.
+type upstream interface {
+	listTools(ctx context.Context) (tools []upstreamTool, refused []RefusedTool, refusedNames []string, nameless int, err error)
+	callTool(ctx context.Context, upstream string, args json.RawMessage) (json.RawMessage, error)
+	brokenReason() error   // why it broke, nil while it works
+	done() <-chan struct{} // closed when it broke
+	close()
 }
 
 // run supervises the module until ctx ends: serve while up, and after any
@@ -116,6 +127,12 @@ func (m *module) start(ctx context.Context, strict bool) error {
 	if err := m.man.Validate(o.loadOptions()); err != nil {
 		return err
 	}
+	switch m.man.Type {
+	case TypeREST:
+		return m.startREST(ctx)
+	case TypeRemote:
+		return m.startRemote(ctx, strict)
+	}
 	// The last lines span runs: each run's begin with a line that says so.
 	m.stderr.add("── started " + o.Now().UTC().Format("2006-01-02 15:04:05") + " UTC ──")
 	proc, err := startProcess(m.man, m.man.childEnv(o.LookupEnv, o.EgressPolicy), m.log, m.stderr, o.Now)
@@ -140,11 +157,8 @@ func (m *module) start(ctx context.Context, strict bool) error {
 	var l listing
 	if err == nil {
 		l, err = m.catalog(ctx, sess)
-		if err == nil && len(l.missing) > 0 {
-			err = fieldErr(m.man.File, "include_tools", "module does not advertise %q", l.missing)
-			if strict {
-				err = &selectionError{err}
-			}
+		if err == nil {
+			err = m.checkMissing(l, strict)
 		}
 		if err != nil {
 			sess.close()
@@ -154,17 +168,35 @@ func (m *module) start(ctx context.Context, strict bool) error {
 		m.cleanup(ctx, proc)
 		return fmt.Errorf("modules: %s: start: %w (process %s)", m.man.Name, err, proc.exit)
 	}
+	m.up(sess, l, "pid", proc.pid)
+	return nil
+}
+
+// checkMissing refuses a listing that lacks include_tools entries; strict
+// makes that a selectionError (fatal at gateway start-up).
+func (m *module) checkMissing(l listing, strict bool) error {
+	if len(l.missing) == 0 {
+		return nil
+	}
+	err := fieldErr(m.man.File, "include_tools", "module does not advertise %q", l.missing)
+	if strict {
+		return &selectionError{err}
+	}
+	return err
+}
+
+// up puts a started connection in service with its listing.
+func (m *module) up(sess upstream, l listing, logArgs ...any) {
 	m.mu.Lock()
-	m.state, m.sess, m.upSince, m.lastErr = StateUp, sess, o.Now(), ""
+	m.state, m.sess, m.upSince, m.lastErr = StateUp, sess, m.sup.opts.Now(), ""
 	m.tools, m.missing = l.tools, l.missing
 	refusedChanged := m.setRefused(l)
 	m.mu.Unlock()
-	m.log.Info("module up", "pid", proc.pid, "tools", len(l.tools))
+	m.log.Info("module up", append(logArgs, "tools", len(l.tools))...)
 	if refusedChanged {
 		m.logRefused(l)
 	}
 	m.sup.changed(m.man.Name)
-	return nil
 }
 
 // listing is one reading of a module's tools: those it serves, those refused,
@@ -177,7 +209,7 @@ type listing struct {
 }
 
 // catalog lists the module's tools, selects and pins them.
-func (m *module) catalog(ctx context.Context, sess *session) (listing, error) {
+func (m *module) catalog(ctx context.Context, sess upstream) (listing, error) {
 	listed, refused, refusedNames, nameless, err := sess.listTools(ctx)
 	if err != nil {
 		if reason := sess.brokenReason(); reason != nil {
@@ -255,8 +287,12 @@ func (m *module) requestRefresh() {
 // re-listing tools.
 func (m *module) serve(ctx context.Context) error {
 	m.mu.RLock()
-	sess, proc := m.sess, m.proc
+	conn, proc := m.sess, m.proc
 	m.mu.RUnlock()
+	if proc == nil {
+		return m.serveConn(ctx)
+	}
+	sess := conn.(*session)
 	// down carries the stdout failure, or nil when the process exited first.
 	down := make(chan error, 1)
 	go func() {
@@ -305,7 +341,7 @@ func (m *module) serve(ctx context.Context) error {
 
 // markDown takes the session out of service: state changes first, so calls
 // answer ErrUnavailable, then requests in flight are failed.
-func (m *module) markDown(sess *session, state State) {
+func (m *module) markDown(sess upstream, state State) {
 	m.mu.Lock()
 	if m.sess != sess {
 		m.mu.Unlock()
@@ -345,7 +381,7 @@ func (m *module) shutdown(ctx context.Context) {
 // relist refreshes the catalog after the module announced a change. A
 // failed listing keeps the previous catalog; a dying module is handled by
 // serve's watcher.
-func (m *module) relist(ctx context.Context, sess *session) {
+func (m *module) relist(ctx context.Context, sess upstream) {
 	ctx, cancel := context.WithTimeout(ctx, m.sup.opts.StartTimeout)
 	defer cancel()
 	l, err := m.catalog(ctx, sess)
@@ -386,7 +422,7 @@ func (m *module) status() ModuleStatus {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	st := ModuleStatus{
-		Name: m.man.Name, Title: m.man.Title, Description: m.man.Description, Risk: m.man.Risk,
+		Name: m.man.Name, Title: m.man.Title, Type: m.man.Type, Description: m.man.Description, Risk: m.man.Risk,
 		Tags: slices.Clone(m.man.Tags), State: m.state,
 		Restarts: max(m.attempts-1, 0), NextAttempt: m.nextAttempt,
 		LastError: m.lastErr, Stderr: m.stderr.snapshot(),

@@ -53,14 +53,15 @@ const (
 	cancelNotifyTTL = 5 * time.Second
 )
 
-// session is the gateway's one MCP client session with a module. mcp-go's
-// client performs the initialize handshake and answers the module's pings;
+// session is the gateway's one MCP client session with a module (over its
+// stdio) or a remote MCP server (over Streamable HTTP). mcp-go's client
+// performs the initialize handshake and answers the server's pings;
 // tools/list and tools/call go through the transport directly so that
-// definitions and results stay the module's own JSON, byte for byte.
+// definitions and results stay the server's own JSON, byte for byte.
 type session struct {
 	client *client.Client
-	tr     *transport.Stdio
-	frames *frameReader
+	tr     transport.Interface
+	frames *frameReader // a module's stdout; nil for a remote server
 	ids    atomic.Int64
 
 	// alive is cancelled when the session can no longer answer: the process
@@ -76,24 +77,37 @@ type session struct {
 // must not block either.
 func openSession(ctx context.Context, stdout io.Reader, stdin io.WriteCloser, version string, onListChanged func(), onLog func(string)) (*session, error) {
 	frames := newFrameReader(stdout)
-	tr := transport.NewIO(frames, stdin, nil)
+	s := newSession(transport.NewIO(frames, stdin, nil), frames)
+	go func() {
+		<-frames.ended
+		s.kill()
+	}()
+	if err := s.initialize(ctx, version, onListChanged, onLog); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func newSession(tr transport.Interface, frames *frameReader) *session {
 	// The legacy (initialize) protocol is pinned on purpose: in 2026-07-28
-	// notifications are opt-in per request stream, while a stdio module's
+	// notifications are opt-in per request stream, while a module's
 	// unsolicited notifications/tools/list_changed is what keeps our catalog
 	// current. It also skips a server/discover probe that costs older
 	// servers a timeout.
 	c := client.NewClient(tr, client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION))
 	alive, kill := context.WithCancel(context.Background())
-	s := &session{client: c, tr: tr, frames: frames, alive: alive, kill: kill}
-	go func() {
-		<-frames.ended
-		kill()
-	}()
+	return &session{client: c, tr: tr, frames: frames, alive: alive, kill: kill}
+}
+
+// initialize starts the client and makes the initialize handshake; on failure
+// the session is closed.
+func (s *session) initialize(ctx context.Context, version string, onListChanged func(), onLog func(string)) error {
+	c := s.client
 	// Start's context lives as long as the transport: it is the context of
-	// requests the module sends us (pings).
-	if err := c.Start(alive); err != nil {
+	// requests the server sends us (pings).
+	if err := c.Start(s.alive); err != nil {
 		s.close()
-		return nil, fmt.Errorf("start client: %w", err)
+		return fmt.Errorf("start client: %w", err)
 	}
 	c.OnNotification(func(n mcp.JSONRPCNotification) {
 		switch n.Method {
@@ -113,11 +127,11 @@ func openSession(ctx context.Context, stdout io.Reader, stdin io.WriteCloser, ve
 	if _, err := c.Initialize(initCtx, req); err != nil {
 		s.close()
 		if reason := s.brokenReason(); reason != nil {
-			return nil, fmt.Errorf("initialize: %w", reason)
+			return fmt.Errorf("initialize: %w", reason)
 		}
-		return nil, fmt.Errorf("initialize: %w", err)
+		return fmt.Errorf("initialize: %w", err)
 	}
-	return s, nil
+	return nil
 }
 
 // bound returns ctx, additionally cancelled when the session dies, and the
@@ -130,6 +144,9 @@ func (s *session) bound(ctx context.Context) (context.Context, func()) {
 
 // brokenReason reports why stdout ended, or nil while it is open.
 func (s *session) brokenReason() error {
+	if s.frames == nil {
+		return nil
+	}
 	select {
 	case <-s.frames.ended:
 		return s.frames.reason
@@ -137,6 +154,8 @@ func (s *session) brokenReason() error {
 		return nil
 	}
 }
+
+func (s *session) done() <-chan struct{} { return s.alive.Done() }
 
 func (s *session) close() {
 	s.kill()

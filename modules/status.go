@@ -12,6 +12,7 @@ import (
 type ModuleStatus struct {
 	Name        string       `json:"name"`
 	Title       string       `json:"title"`
+	Type        string       `json:"type,omitempty"`        // module, remote or rest
 	Description string       `json:"description,omitempty"` // the manifest's
 	Risk        string       `json:"risk,omitempty"`        // the manifest's: read, write, …
 	Tags        []string     `json:"tags,omitempty"`        // the manifest's

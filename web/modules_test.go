@@ -230,3 +230,23 @@ func TestApprovingANewToolSaysSo(t *testing.T) {
 		t.Fatalf("the approval of a new tool:\n%s", page)
 	}
 }
+
+// TestModulesPageSaysTheKind: a remote or REST capability's card says which it
+// is; a module's (a process, with its PID) needs no word.
+func TestModulesPageSaysTheKind(t *testing.T) {
+	status := append(sampleModules(),
+		modules.ModuleStatus{Name: "logs", Title: "Logs", Type: modules.TypeRemote, State: modules.StateUp, Tools: []modules.ToolStatus{}},
+		modules.ModuleStatus{Name: "petstore", Title: "Petstore", Type: modules.TypeREST, State: modules.StateUp, Tools: []modules.ToolStatus{}})
+	status[0].Type = modules.TypeModule
+	f := newFixture(t, Options{Modules: &fakeModules{status: status}})
+	cookie, _ := f.login()
+	_, body := f.get("/modules", cookie)
+	for _, want := range []string{"<dt>Kind</dt><dd>remote MCP server</dd>", "<dt>Kind</dt><dd>REST API</dd>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the modules page lacks %q", want)
+		}
+	}
+	if n := strings.Count(body, "<dt>Kind</dt>"); n != 2 {
+		t.Errorf("%d cards say their kind, want 2 (not the module's)", n)
+	}
+}

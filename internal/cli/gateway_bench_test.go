@@ -60,6 +60,12 @@ func BenchmarkGatewayModuleCall(b *testing.B) {
 // direct is one stdio MCP session with the module, shared by n callers.
 func direct(b *testing.B, bin string, n int) []func(context.Context) error {
 	c, err := client.NewStdioMCPClient(bin, []string{"SWITCHBOARD_MODULE_NAME=testmod", "TESTMOD_TOKEN=bench"})
+	return directCallers(b, c, err, n)
+}
+
+// directCallers initializes c, an MCP client of the server itself, and returns n
+// callers of its echo sharing it.
+func directCallers(b *testing.B, c *client.Client, err error, n int) []func(context.Context) error {
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -78,10 +84,17 @@ func direct(b *testing.B, bin string, n int) []func(context.Context) error {
 // viaGateway is serve with the module, and n agents, each with its own endpoint
 // and session.
 func viaGateway(b *testing.B, bin string, n int) []func(context.Context) error {
+	return gatewayCallers(b, fmt.Sprintf(`{"version":1,"type":"module","name":"testmod",
+		"title":"Test module","description":"Benchmark module.","risk":"read","command":%q,"environment":["TESTMOD_TOKEN"]}`, bin),
+		"testmod", mcp.CallToolParams{Name: "testmod_echo", Arguments: map[string]any{"text": "ping"}}, n)
+}
+
+// gatewayCallers is serve with the capability of manifest, and n agents, each
+// with its own endpoint and session, calling call.
+func gatewayCallers(b *testing.B, manifest, capability string, call mcp.CallToolParams, n int) []func(context.Context) error {
 	manifests := filepath.Join(b.TempDir(), "manifests")
 	os.Mkdir(manifests, 0o755)
-	os.WriteFile(filepath.Join(manifests, "testmod.json"), []byte(fmt.Sprintf(`{"version":1,"type":"module","name":"testmod",
-		"title":"Test module","description":"Benchmark module.","risk":"read","command":%q,"environment":["TESTMOD_TOKEN"]}`, bin)), 0o644)
+	os.WriteFile(filepath.Join(manifests, capability+".json"), []byte(manifest), 0o644)
 	mode := store.SyncFull
 	if os.Getenv("SWITCHBOARD_BENCH_SYNC") == store.SyncNormal {
 		mode = store.SyncNormal
@@ -103,7 +116,7 @@ func viaGateway(b *testing.B, bin string, n int) []func(context.Context) error {
 	b.Cleanup(func() { cancel(); <-done })
 
 	// The benchmark measures the gateway, not the per-endpoint rate limit.
-	rate, burst, caps := 1e6, 1_000_000, []string{"testmod"}
+	rate, burst, caps := 1e6, 1_000_000, []string{capability}
 	calls := make([]func(context.Context) error, n)
 	for i := range calls {
 		_, cred, err := srv.Store().CreateEndpoint(ctx, fmt.Sprintf("bench-%d", i), store.EndpointSpec{
@@ -116,7 +129,7 @@ func viaGateway(b *testing.B, bin string, n int) []func(context.Context) error {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { c.Close() })
-		req := mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "testmod_echo", Arguments: map[string]any{"text": "ping"}}}
+		req := mcp.CallToolRequest{Params: call}
 		calls[i] = func(ctx context.Context) error { return checkCall(c.CallTool(ctx, req)) }
 	}
 	return calls

@@ -59,6 +59,22 @@ func TestModuleGateway(t *testing.T) {
 	}
 }
 
+// audits reads the audit rows of action from a second, read-only handle on the
+// serve's database.
+func (ms *moduleServer) audits(action string) []store.AuditEntry {
+	ms.t.Helper()
+	st, err := store.Open(context.Background(), ms.db, store.Options{ReadOnly: true})
+	if err != nil {
+		ms.t.Fatal(err)
+	}
+	defer st.Close()
+	rows, err := st.ListAudit(context.Background(), store.AuditFilter{Action: action})
+	if err != nil {
+		ms.t.Fatal(err)
+	}
+	return rows
+}
+
 // gatewayRig is the serve TestModuleGateway drives, its module directory and
 // the three agents' sessions: one granted testmod, one narrowed to two tools,
 // one granted nothing.
@@ -105,15 +121,7 @@ func gatewayForwardsAndAudits(t *testing.T, g *gatewayRig) {
 	if got := narrow.ok("other_echo", map[string]any{"text": "other"}); got["text"] != "other" {
 		t.Fatalf("other_echo = %v", got)
 	}
-	st, err := store.Open(context.Background(), ms.db, store.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	rows, err := st.ListAudit(context.Background(), store.AuditFilter{Action: "module.call"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := ms.audits("module.call")
 	var echoRow *store.AuditEntry
 	for i, r := range rows {
 		if strings.Contains(r.Detail+r.Target, canary) {

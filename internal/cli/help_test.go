@@ -30,7 +30,7 @@ var helpCases = [][]string{
 	{"webhook"}, {"webhook", "-h"},
 	{"webhook", "create", "-h"}, {"webhook", "list", "-h"}, {"webhook", "rotate", "-h"}, {"webhook", "delete", "-h"}, {"webhook", "events", "-h"},
 	{"secrets"}, {"secrets", "-h"}, {"secrets", "reencrypt", "-h"},
-	{"modules"}, {"modules", "-h"}, {"modules", "list", "-h"}, {"modules", "approve", "-h"},
+	{"modules"}, {"modules", "-h"}, {"modules", "list", "-h"}, {"modules", "approve", "-h"}, {"modules", "import-openapi", "-h"},
 	{"backup", "-h"}, {"restore", "-h"}, {"connect", "-h"}, {"bench", "-h"}, {"version", "-h"},
 }
 

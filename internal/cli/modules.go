@@ -23,7 +23,8 @@ import (
 )
 
 const modulesSynopsis = `modules list [--url URL] [--modules-dir DIR] [--db FILE] [--json]
-       switchboard modules approve NAME TOOL [--hash SHA256] [--db FILE]`
+       switchboard modules approve NAME TOOL [--hash SHA256] [--db FILE]
+       switchboard modules import-openapi SPEC.json --name NAME [--operations ID,ID] [--base-url URL]`
 
 // stateNotRunning is what `modules list` says of a module when no serve answers,
 // and stateInvalid of a manifest that does not load.
@@ -33,7 +34,8 @@ const (
 )
 
 func runModules(ctx context.Context, env *environ, args []string) error {
-	return dispatch(ctx, env, args, modulesSynopsis, subcommand{"list", modulesList}, subcommand{"approve", modulesApprove})
+	return dispatch(ctx, env, args, modulesSynopsis, subcommand{"list", modulesList}, subcommand{"approve", modulesApprove},
+		subcommand{"import-openapi", modulesImportOpenAPI})
 }
 
 // modulesList shows what a running serve says about its modules (state, restarts,

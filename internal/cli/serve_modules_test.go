@@ -362,7 +362,7 @@ func TestServeRefusesBadManifests(t *testing.T) {
 		{"duplicate include_tools", "include_tools", "", func(m map[string]any) { m["include_tools"] = []string{"echo", "echo"} }},
 		{"include_tools the module does not advertise", "include_tools", "", func(m map[string]any) { m["include_tools"] = []string{"echo", "launch"} }},
 		{"unknown field", "shell", "", func(m map[string]any) { m["shell"] = "/bin/sh" }},
-		{"unknown type", "type", "", func(m map[string]any) { m["type"] = "rest" }},
+		{"unknown type", "type", "", func(m map[string]any) { m["type"] = "ftp" }},
 		{"egress policy not enforced", "enforce_egress_policy", `{"allow":[]}`, func(m map[string]any) { m["enforce_egress_policy"] = false }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

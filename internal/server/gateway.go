@@ -2,12 +2,12 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/switchboardhq/switchboard/agent"
+	"github.com/switchboardhq/switchboard/internal/egress"
 	"github.com/switchboardhq/switchboard/internal/metrics"
 	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/store"
@@ -30,8 +30,8 @@ func loadManifests(cfg Config) ([]modules.Manifest, error) {
 	if cfg.ModulesDir == "" {
 		return nil, nil
 	}
-	if cfg.EgressPolicy != "" && !json.Valid([]byte(cfg.EgressPolicy)) {
-		return nil, fmt.Errorf("--egress-policy must be JSON (it reaches modules as SWITCHBOARD_MODULE_EGRESS_POLICY)")
+	if _, err := egress.Parse(cfg.EgressPolicy); err != nil {
+		return nil, fmt.Errorf("--egress-policy: %w (see docs/egress.md)", err)
 	}
 	return modules.LoadDir(cfg.ModulesDir, modules.LoadOptions{EgressPolicy: cfg.EgressPolicy,
 		ReservedTools: store.AllVerbs()})

@@ -1,0 +1,209 @@
+package egress
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParse(t *testing.T) {
+	p, err := Parse(`{"allow":["API.example.com.","*.example.org"],"networks":["10.20.0.1/16","169.254.169.254/32"]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(p.Allow, ","); got != "api.example.com,*.example.org" {
+		t.Errorf("allow = %s", got)
+	}
+	if p.Networks[0].String() != "10.20.0.0/16" {
+		t.Errorf("networks[0] = %s, want it masked", p.Networks[0])
+	}
+	if p, err := Parse(""); p != nil || err != nil {
+		t.Errorf("empty policy = %v, %v; want none", p, err)
+	}
+	for _, bad := range []string{`{"alow":[]}`, `{"allow":["exa mple.com"]}`, `{"allow":["*"]}`,
+		`{"networks":["10.0.0.0"]}`, `{"allow":[]} {}`, `[]`} {
+		if _, err := Parse(bad); err == nil {
+			t.Errorf("Parse(%s) succeeded", bad)
+		}
+	}
+}
+
+func TestCheckHost(t *testing.T) {
+	g := Guard{Policy: &Policy{Allow: []string{"api.example.com", "*.example.org"}}}
+	for host, ok := range map[string]bool{
+		"api.example.com": true, "API.example.com.": true, "x.example.org": true, "a.b.example.org": true,
+		"example.org": false, "evilexample.org": false, "api.example.com.evil.test": false, "127.0.0.1": false,
+	} {
+		if err := g.CheckHost(host); (err == nil) != ok {
+			t.Errorf("CheckHost(%s) = %v, want allowed %v", host, err, ok)
+		}
+	}
+	if err := (Guard{}).CheckHost("anything.test"); err != nil {
+		t.Errorf("no policy refused a host: %v", err)
+	}
+	if err := (Guard{Policy: &Policy{Allow: []string{}}}).CheckHost("anything.test"); err == nil {
+		t.Error("an empty allow list allowed a host")
+	}
+}
+
+func TestCheckAddr(t *testing.T) {
+	policy := &Policy{Networks: []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16"), netip.MustParsePrefix("169.254.169.254/32")}}
+	cases := []struct {
+		addr                   string
+		none, private, withNet bool // allowed with no policy, with allow_private_network, with the policy's networks
+	}{
+		{"93.184.215.14", true, true, true},
+		{"2606:4700::1111", true, true, true},
+		{"127.0.0.1", false, true, false},
+		{"::1", false, true, false},
+		{"::ffff:127.0.0.1", false, true, false},
+		{"10.1.2.3", false, true, false},
+		{"10.20.9.9", false, true, true},
+		{"192.168.1.1", false, true, false},
+		{"fd00::1", false, true, false},
+		{"169.254.169.254", false, false, true},
+		{"169.254.1.1", false, false, false},
+		{"fe80::1", false, false, false},
+		{"0.0.0.0", false, false, false},
+		{"100.64.0.1", false, false, false},
+		{"224.0.0.1", false, false, false},
+		{"64:ff9b::7f00:1", false, false, false},
+	}
+	for _, c := range cases {
+		a := netip.MustParseAddr(c.addr)
+		for _, g := range []struct {
+			guard Guard
+			want  bool
+		}{{Guard{}, c.none}, {Guard{AllowPrivate: true}, c.private}, {Guard{Policy: policy}, c.withNet}} {
+			if err := g.guard.CheckAddr(a); (err == nil) != g.want {
+				t.Errorf("%+v CheckAddr(%s) = %v, want allowed %v", g.guard, a, err, g.want)
+			}
+		}
+	}
+}
+
+// listen starts an HTTP server on ip (all of 127.0.0.0/8 is loopback on Linux).
+func listen(t *testing.T, ip string, h http.Handler) *httptest.Server {
+	t.Helper()
+	l, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Skipf("cannot listen on %s: %v", ip, err)
+	}
+	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: h}}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// resolveTo answers every lookup with addrs, as a rebinding DNS server would.
+func resolveTo(addrs ...string) Resolver {
+	return func(context.Context, string, string) ([]netip.Addr, error) {
+		var out []netip.Addr
+		for _, a := range addrs {
+			out = append(out, netip.MustParseAddr(a))
+		}
+		return out, nil
+	}
+}
+
+func get(t *testing.T, c *http.Client, method, url string) (string, error) {
+	t.Helper()
+	var body io.Reader
+	if method != http.MethodGet {
+		body = strings.NewReader("{}")
+	}
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b), nil
+}
+
+func TestDialerRefusesOutsideTheBoundary(t *testing.T) {
+	api := listen(t, "127.0.0.2", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "api")
+	}))
+	port := api.Listener.Addr().(*net.TCPAddr).Port
+	policy := &Policy{Networks: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}}
+
+	c := NewClient(&Dialer{Guard: Guard{Policy: policy}, Resolve: resolveTo("127.0.0.2")}, 5*time.Second)
+	if body, err := get(t, c, "GET", api.URL); err != nil || body != "api" {
+		t.Fatalf("a network the policy names: %q, %v", body, err)
+	}
+	// The same name resolving to an address outside: refused, whatever the name.
+	c = NewClient(&Dialer{Guard: Guard{Policy: policy}, Resolve: resolveTo("127.0.0.1")}, 5*time.Second)
+	if _, err := get(t, c, "GET", "http://api.test:"+strconv.Itoa(port)); !IsRefused(err) {
+		t.Fatalf("a name resolving to 127.0.0.1: %v, want refused", err)
+	}
+	// Without the policy's network, loopback is refused unless the capability allows it.
+	c = NewClient(&Dialer{Guard: Guard{}}, 5*time.Second)
+	if _, err := get(t, c, "GET", api.URL); !IsRefused(err) {
+		t.Fatalf("loopback without a policy: %v, want refused", err)
+	}
+	c = NewClient(&Dialer{Guard: Guard{AllowPrivate: true}}, 5*time.Second)
+	if body, err := get(t, c, "GET", api.URL); err != nil || body != "api" {
+		t.Fatalf("loopback with allow_private_network: %q, %v", body, err)
+	}
+	// A name the allowlist does not name is refused before any lookup.
+	looked := false
+	d := &Dialer{Guard: Guard{Policy: &Policy{Allow: []string{"api.test"}}, AllowPrivate: true},
+		Resolve: func(context.Context, string, string) ([]netip.Addr, error) { looked = true; return nil, nil }}
+	if _, err := get(t, NewClient(d, 5*time.Second), "GET", "http://other.test:"+strconv.Itoa(port)); !IsRefused(err) || looked {
+		t.Fatalf("a host off the allow list: %v (looked up: %v), want refused unresolved", err, looked)
+	}
+}
+
+func TestRedirects(t *testing.T) {
+	inside := listen(t, "127.0.0.3", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "inside"+r.Header.Get("X-Api-Key"))
+	}))
+	outside := listen(t, "127.0.0.1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "outside")
+	}))
+	var to string
+	api := listen(t, "127.0.0.2", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, to, http.StatusFound)
+	}))
+	policy := &Policy{Networks: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/31")}} // .2 and .3
+	c := NewClient(&Dialer{Guard: Guard{Policy: policy}, Secret: []string{"X-Api-Key"}}, 5*time.Second)
+
+	// Within the policy, to another host: followed, without the credential.
+	to = inside.URL
+	req, _ := http.NewRequest("GET", api.URL, nil)
+	req.Header.Set("X-Api-Key", "secret")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "inside" {
+		t.Errorf("a redirect within the policy: %q, want it followed without the API key", body)
+	}
+	if _, err := get(t, c, "POST", api.URL); !IsRefused(err) {
+		t.Errorf("a POST redirected: %v, want refused", err)
+	}
+	for _, target := range []string{outside.URL, "http://169.254.169.254/latest/meta-data/", "file:///etc/passwd"} {
+		to = target
+		if body, err := get(t, c, "GET", api.URL); !IsRefused(err) {
+			t.Errorf("a redirect to %s: %q, %v; want refused", target, body, err)
+		}
+	}
+	to = api.URL // a loop
+	if _, err := get(t, c, "GET", api.URL); !IsRefused(err) {
+		t.Errorf("endless redirects: %v, want refused", err)
+	}
+}

@@ -1,0 +1,181 @@
+package modules
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func petstore(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "openapi", "petstore3.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestImportOpenAPIPetstore imports the Swagger Petstore 3 document: the
+// manifest loads, its operations are those that can be sent, and a call of one
+// reaches the API with its path, query and body.
+func TestImportOpenAPIPetstore(t *testing.T) {
+	out, skipped, err := ImportOpenAPI(context.Background(), petstore(t), ImportOptions{Name: "petstore", BaseURL: "https://petstore3.example.test/api/v3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var skippedIDs []string
+	for _, s := range skipped {
+		skippedIDs = append(skippedIDs, s.Operation)
+	}
+	// An octet-stream upload and a body that is a list cannot be sent as
+	// arguments; updateUser's body has a property named as its path parameter.
+	if !slices.Equal(skippedIDs, []string{"uploadFile", "createUsersWithListInput", "updateUser"}) {
+		t.Errorf("skipped %+v", skipped)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "petstore.json"), out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(name string) (string, bool) { return "key", name == "PETSTORE_API_KEY" }
+	ms, err := LoadDir(dir, LoadOptions{LookupEnv: env})
+	if err != nil {
+		t.Fatalf("the imported manifest does not load: %v\n%s", err, out)
+	}
+	m := ms[0]
+	if m.BaseURL != "https://petstore3.example.test/api/v3" || m.Auth == nil || m.Auth.Type != "header" || m.Auth.Header != "api_key" || m.Risk != "destructive" {
+		t.Errorf("manifest head = %s %+v %s", m.BaseURL, m.Auth, m.Risk)
+	}
+	ops := map[string]Operation{}
+	for _, op := range m.Operations {
+		op.InputSchema, op.OutputSchema = compact(t, op.InputSchema), compact(t, op.OutputSchema)
+		ops[op.Name] = op
+	}
+	if len(ops) != 16 {
+		t.Errorf("%d operations imported, want 16", len(ops))
+	}
+	get := ops["getPetById"]
+	if get.Method != "GET" || get.Path != "/pet/{petId}" || !*get.Annotations.ReadOnlyHint || *get.Annotations.DestructiveHint ||
+		!strings.Contains(string(get.OutputSchema), `"photoUrls"`) || !strings.Contains(string(get.InputSchema), `"in":"path"`) {
+		t.Errorf("getPetById = %+v", get)
+	}
+	if del := ops["deletePet"]; !*del.Annotations.DestructiveHint || strings.Contains(string(del.InputSchema), `"api_key"`) {
+		t.Errorf("deletePet = %s %+v: want destructive, the credential's header no argument", del.InputSchema, del.Annotations)
+	}
+	// $refs written out, OpenAPI's own keywords gone.
+	add := string(ops["addPet"].InputSchema)
+	if strings.Contains(add, "$ref") || strings.Contains(add, `"xml"`) || strings.Contains(add, `"example"`) ||
+		!strings.Contains(add, `"category":{"in":"body"`) || !strings.Contains(add, `"required":["name","photoUrls"]`) {
+		t.Errorf("addPet inputSchema = %s", add)
+	}
+}
+
+// TestImportedPetstoreCalls: the imported manifest, unchanged, calls the API.
+func TestImportedPetstoreCalls(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("cannot listen on 127.0.0.2: %v", err)
+	}
+	api := &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"name": r.Method + " " + r.URL.RequestURI() + " " + string(body),
+			"photoUrls": []string{r.Header.Get("api_key")}})
+	})}}
+	api.Start()
+	defer api.Close()
+	out, _, err := ImportOpenAPI(context.Background(), petstore(t), ImportOptions{Name: "petstore", BaseURL: api.URL + "/api/v3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "petstore.json"), out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(name string) (string, bool) { return "key-1", name == "PETSTORE_API_KEY" }
+	ms, err := LoadDir(dir, LoadOptions{LookupEnv: env, EgressPolicy: restPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, ms, func(o *Options) { o.EgressPolicy, o.LookupEnv = restPolicy, env })
+	h.start()
+	for _, c := range []struct {
+		tool string
+		args any
+		want string
+	}{
+		{"petstore_getPetById", map[string]any{"petId": 7}, "GET /api/v3/pet/7 "},
+		{"petstore_findPetsByStatus", map[string]any{"status": "sold"}, "GET /api/v3/pet/findByStatus?status=sold "},
+		{"petstore_addPet", map[string]any{"name": "Rex", "photoUrls": []string{}}, `POST /api/v3/pet {"name":"Rex","photoUrls":[]}`},
+	} {
+		res := h.restCall(c.tool, c.args)
+		if res.Structured == nil { // an array answers: no outputSchema, text
+			text := strings.TrimPrefix(res.Content[0].Text, "HTTP 200 OK\n\n")
+			if err := json.Unmarshal([]byte(text), &res.Structured); err != nil {
+				t.Fatalf("%s: %+v", c.tool, res)
+			}
+		}
+		if res.IsError || res.Structured["name"] != c.want {
+			t.Errorf("%s: %+v, want %q", c.tool, res, c.want)
+		}
+		if urls, _ := res.Structured["photoUrls"].([]any); len(urls) != 1 || urls[0] != "key-1" {
+			t.Errorf("%s: api_key header = %v", c.tool, urls)
+		}
+	}
+}
+
+func compact(t *testing.T, raw json.RawMessage) json.RawMessage {
+	t.Helper()
+	if raw == nil {
+		return nil
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func TestImportOpenAPISelectsOperations(t *testing.T) {
+	out, _, err := ImportOpenAPI(context.Background(), petstore(t), ImportOptions{Name: "petstore", BaseURL: "http://localhost:8080/api/v3",
+		Operations: []string{"getPetById", "findPetsByStatus"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Risk       string
+		Operations []struct{ Name string }
+	}
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Risk != "read" || len(m.Operations) != 2 || m.Operations[0].Name != "findPetsByStatus" {
+		t.Errorf("manifest = %+v", m)
+	}
+	for _, c := range []struct {
+		opts ImportOptions
+		want string
+	}{
+		{ImportOptions{Name: "petstore", BaseURL: "http://x.test", Operations: []string{"nope"}}, `no operation "nope"`},
+		{ImportOptions{Name: "petstore", BaseURL: "http://x.test", Operations: []string{"uploadFile"}}, "uploadFile cannot be imported"},
+		{ImportOptions{Name: "petstore"}, `base URL "/api/v3"`},
+		{ImportOptions{Name: "Pet-Store", BaseURL: "http://x.test"}, "--name"},
+	} {
+		if _, _, err := ImportOpenAPI(context.Background(), petstore(t), c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.opts, err, c.want)
+		}
+	}
+	for _, bad := range []string{`{}`, `not json`, `{"openapi":"3.0.2","info":{"title":"x","version":"1"},"paths":{"/a":{"get":{"responses":{"200":{"description":"ok","content":{"application/json":{"schema":{"$ref":"other.json#/X"}}}}}}}}}`} {
+		if _, _, err := ImportOpenAPI(context.Background(), []byte(bad), ImportOptions{Name: "x", BaseURL: "http://x.test"}); err == nil {
+			t.Errorf("%s imported", bad)
+		}
+	}
+}

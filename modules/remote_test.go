@@ -1,0 +1,232 @@
+package modules
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// remoteServer is an MCP server over Streamable HTTP on 127.0.0.2, which can
+// forget its sessions (as a restarted server does) and go away and come back
+// on the same address.
+type remoteServer struct {
+	t       *testing.T
+	mcp     *server.MCPServer
+	handler atomic.Pointer[server.StreamableHTTPServer]
+	srv     *httptest.Server
+	addr    string
+	auth    atomic.Value // the last Authorization header seen
+}
+
+func newRemoteServer(t *testing.T) *remoteServer {
+	t.Helper()
+	rs := &remoteServer{t: t, mcp: server.NewMCPServer("remote-test", "1.0.0", server.WithToolCapabilities(true))}
+	rs.mcp.AddTool(mcp.NewTool("greet", mcp.WithDescription("Greets."), mcp.WithString("name", mcp.Required()),
+		mcp.WithReadOnlyHintAnnotation(true), mcp.WithDestructiveHintAnnotation(false)),
+		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("hello " + req.GetString("name", "")), nil
+		})
+	rs.forget()
+	rs.start("127.0.0.2:0")
+	return rs
+}
+
+// forget puts a new transport in front of the server: every session is unknown.
+func (rs *remoteServer) forget() { rs.handler.Store(server.NewStreamableHTTPServer(rs.mcp)) }
+
+func (rs *remoteServer) start(addr string) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		rs.t.Skipf("cannot listen on %s: %v", addr, err)
+	}
+	rs.srv = &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rs.auth.Store(r.Header.Get("Authorization"))
+		rs.handler.Load().ServeHTTP(w, r)
+	})}}
+	rs.srv.Start()
+	rs.addr = l.Addr().String()
+	rs.t.Cleanup(rs.stop)
+}
+
+// stop closes the server and every connection to it, the listening streams
+// too (httptest's Close alone would wait for them to end).
+func (rs *remoteServer) stop() {
+	rs.srv.CloseClientConnections()
+	rs.srv.Close()
+}
+
+func remoteManifest(name, url string) Manifest {
+	return Manifest{File: name + ".json", Version: 1, Type: TypeRemote, Name: name, Title: "Remote",
+		Description: "A remote MCP server.", Risk: "read", URL: url,
+		Headers: map[string]EnvRef{"Authorization": {Env: "TESTMOD_TOKEN", Prefix: "Bearer "}}}
+}
+
+func remoteHarness(t *testing.T, mans ...Manifest) *harness {
+	h := newHarness(t, mans, func(o *Options) { o.EgressPolicy = restPolicy })
+	h.start()
+	return h
+}
+
+// TestRemoteSessionEndedIsReopened: a server that forgets the session (404) is
+// given a new one, and the call that met the refusal is made again: the agent
+// sees no error, the capability no restart.
+func TestRemoteSessionEndedIsReopened(t *testing.T) {
+	rs := newRemoteServer(t)
+	h := remoteHarness(t, remoteManifest("remote", "http://"+rs.addr+"/mcp"))
+	tool, ok := h.tool("remote_greet")
+	if !ok || !tool.Available || !strings.Contains(string(tool.Definition), `"readOnlyHint":true`) {
+		t.Fatalf("remote_greet = %+v, %v", tool, ok)
+	}
+	if text := callText(t, h, "remote_greet", `{"name":"ann"}`); text != "hello ann" {
+		t.Fatalf("greet = %q", text)
+	}
+	if got := rs.auth.Load(); got != "Bearer "+testToken {
+		t.Fatalf("Authorization = %v, want the header named in the manifest", got)
+	}
+	rs.forget()
+	if text := callText(t, h, "remote_greet", `{"name":"bob"}`); text != "hello bob" {
+		t.Fatalf("greet after the server forgot the session = %q", text)
+	}
+	if st := h.status("remote"); st.State != StateUp || st.Restarts != 0 {
+		t.Fatalf("status = %s, %d restarts; want up, none", st.State, st.Restarts)
+	}
+}
+
+// TestRemoteListChangedWithholdsTheNewTool: tools/list_changed re-lists the
+// tools, and one the server added waits for approval.
+func TestRemoteListChangedWithholdsTheNewTool(t *testing.T) {
+	rs := newRemoteServer(t)
+	h := remoteHarness(t, remoteManifest("remote", "http://"+rs.addr+"/mcp"))
+	rs.mcp.AddTool(mcp.NewTool("wipe", mcp.WithDescription("Wipes."), mcp.WithDestructiveHintAnnotation(true)),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("wiped"), nil
+		})
+	h.until("remote_wipe listed", func() bool { _, ok := h.tool("remote_wipe"); return ok })
+	wipe, _ := h.tool("remote_wipe")
+	if !wipe.Withheld || wipe.Available {
+		t.Fatalf("remote_wipe = %+v, want withheld as new", wipe)
+	}
+	if err := h.sup.Approve(context.Background(), "remote", "wipe", wipe.Hash); err != nil {
+		t.Fatal(err)
+	}
+	if text := callText(t, h, "remote_wipe", `{}`); text != "wiped" {
+		t.Fatalf("wipe = %q", text)
+	}
+}
+
+// TestRemoteDownIsIsolatedAndComesBack: a server that cannot be reached, or
+// that answers garbage, is down with backoff while the other capabilities serve;
+// once it is back, the next attempt brings it up.
+func TestRemoteDownIsIsolatedAndComesBack(t *testing.T) {
+	rs := newRemoteServer(t)
+	junk := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Write([]byte("<html>not MCP</html>"))
+	}))
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skip(err)
+	}
+	junk.Listener = l
+	junk.Start()
+	defer junk.Close()
+	h := remoteHarness(t, remoteManifest("remote", "http://"+rs.addr+"/mcp"), remoteManifest("junk", junk.URL+"/mcp"))
+	h.nextWait() // junk's backoff
+	if st := h.status("junk"); st.State != StateBackoff || !strings.Contains(st.LastError, "initialize") {
+		t.Fatalf("junk = %s %q, want down with its error", st.State, st.LastError)
+	}
+	if text := callText(t, h, "remote_greet", `{"name":"ann"}`); text != "hello ann" {
+		t.Fatalf("greet beside the junk = %q", text)
+	}
+
+	rs.stop()
+	w := h.nextWait()
+	if w.d != backoffMin || h.status("remote").State != StateBackoff {
+		t.Fatalf("after the server went away: wait %s, state %s", w.d, h.status("remote").State)
+	}
+	if _, err := h.sup.Call(context.Background(), "remote_greet", []byte(`{"name":"x"}`)); err == nil {
+		t.Fatal("a call to a capability that is down succeeded")
+	}
+	rs.start(rs.addr)
+	w.fire <- time.Now()
+	h.until("remote up again", func() bool { return h.status("remote").State == StateUp })
+	if text := callText(t, h, "remote_greet", `{"name":"again"}`); text != "hello again" {
+		t.Fatalf("greet after the comeback = %q", text)
+	}
+}
+
+func TestRemoteManifestRefusals(t *testing.T) {
+	base := func() map[string]any {
+		return map[string]any{"version": 1, "type": "remote", "name": "logs", "title": "Logs", "description": "Log Watcher.",
+			"risk": "mutating", "url": "https://logs.example.test/mcp",
+			"headers": map[string]any{"Authorization": map[string]any{"env": "EXAMPLE_API_TOKEN", "prefix": "Bearer "}}}
+	}
+	dir := t.TempDir()
+	writeManifest(t, dir, "logs.json", base())
+	if _, err := LoadDir(dir, LoadOptions{LookupEnv: testEnv}); err != nil {
+		t.Fatalf("a valid remote manifest: %v", err)
+	}
+	cases := []struct {
+		name, field, msg string
+		edit             func(map[string]any)
+	}{
+		{"a header value given literally", "headers.Authorization", "is given literally", func(m map[string]any) {
+			m["headers"] = map[string]any{"Authorization": "Bearer abc"}
+		}},
+		{"missing env variable", "headers.Authorization.env", `"NOT_SET" is not set`, func(m map[string]any) {
+			m["headers"] = map[string]any{"Authorization": map[string]any{"env": "NOT_SET"}}
+		}},
+		{"a header the transport sets", "headers.Mcp-Session-Id", "not one the transport sets", func(m map[string]any) {
+			m["headers"] = map[string]any{"Mcp-Session-Id": map[string]any{"env": "EXAMPLE_API_TOKEN"}}
+		}},
+		{"unknown field", "command", `is not a field of a "remote" capability`, func(m map[string]any) { m["command"] = "/bin/true" }},
+		{"no url", "url", "is required", func(m map[string]any) { delete(m, "url") }},
+		{"an unknown transport", "transport", "must be streamable-http or sse", func(m map[string]any) { m["transport"] = "websocket" }},
+		{"a credential in the url", "url", "must not hold a user", func(m map[string]any) { m["url"] = "https://u:p@logs.example.test/mcp" }},
+		{"empty include_tools", "include_tools", "non-empty", func(m map[string]any) { m["include_tools"] = []string{} }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			m := base()
+			tc.edit(m)
+			writeManifest(t, dir, "logs.json", m)
+			_, err := LoadDir(dir, LoadOptions{LookupEnv: testEnv})
+			prefix := `modules: logs.json: field "` + tc.field + `": `
+			if err == nil || !strings.HasPrefix(err.Error(), prefix) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("error %v\nwant prefix %q and %q", err, prefix, tc.msg)
+			}
+		})
+	}
+}
+
+// TestRemoteToolThatCannotBeOfferedIsRefusedAlone: a remote server that lists a
+// tool no agent could use (an input schema that is not an object's) has it
+// refused, and its other tools served.
+func TestRemoteToolThatCannotBeOfferedIsRefusedAlone(t *testing.T) {
+	rs := newRemoteServer(t)
+	rs.mcp.AddTool(mcp.NewToolWithRawSchema("listy", "Takes a list.", []byte(`{"type":"array"}`)),
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("x"), nil
+		})
+	h := remoteHarness(t, remoteManifest("remote", "http://"+rs.addr+"/mcp"))
+	st := h.status("remote")
+	if st.State != StateUp || len(st.RefusedTools) != 1 || st.RefusedTools[0].Upstream != "listy" ||
+		!strings.Contains(st.RefusedTools[0].Reason, `"type": "array"`) {
+		t.Fatalf("status = %s, refused %+v", st.State, st.RefusedTools)
+	}
+	if _, ok := h.tool("remote_listy"); ok {
+		t.Error("the refused tool is in the catalog")
+	}
+	if text := callText(t, h, "remote_greet", `{"name":"ann"}`); text != "hello ann" {
+		t.Fatalf("greet beside the refused tool = %q", text)
+	}
+}
