@@ -17,6 +17,13 @@
 // the verb check, and the handler checks every queue it touches with the same helper
 // (checkScope) before it calls the store.
 //
+// A request of the stateless revision (2026-07-28) passes the same checks up to
+// the body, then the revision's own (checkModern: no session id, the version in
+// header and _meta alike, Mcp-Method and Mcp-Name matching the body), and is
+// served without a session: mcp-go answers it in a requestSession holding its
+// endpoint's tools (stateless.go), and subscriptions/listen is served by the
+// agent (listen.go), which rings the doorbell there.
+//
 // # Adding a verb
 //
 // A verb is one entry in the table built by (*Agent).table: a Tool with the tool's

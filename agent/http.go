@@ -55,6 +55,11 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		ctx = withCallNote(ctx)
 	}
+	if isModern(r.Header, body) {
+		w.Header().Set("X-Accel-Buffering", "no")
+		a.serveStateless(ctx, w, r, ep, body)
+		return
+	}
 
 	sid := r.Header.Get(server.HeaderKeySessionID)
 	x, ok := a.sessionFor(w, r, ep, sid, body)

@@ -74,7 +74,7 @@ func dialLean(ctx context.Context, t Target, timeout time.Duration) (*leanClient
 	}
 	c := &leanClient{credential: t.Credential, wire: w, path: path}
 	params, _ := json.Marshal(map[string]any{
-		"protocolVersion": agent.SupportedProtocolVersions[0],
+		"protocolVersion": agent.SessionProtocolVersion,
 		"capabilities":    map[string]any{},
 		"clientInfo":      map[string]string{"name": "switchboard-bench", "version": "1"},
 	})
