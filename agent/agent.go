@@ -147,6 +147,7 @@ type Agent struct {
 	fast         map[string]server.ToolHandlerFunc
 	fastOff      atomic.Bool
 	fastAnswered atomic.Int64
+	head         *resultHead // what a stateless answer carries (fastStateless)
 
 	origins   map[string]bool // allowed Origin values
 	localHost string          // BaseURL's host, accepted on loopback connections
@@ -179,6 +180,7 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 		origins: map[string]bool{},
 		recheck: make(chan struct{}, 1),
 	}
+	a.head = newResultHead(mcp.Implementation{Name: "switchboard", Version: opts.Version})
 	a.evictions.Every = evictionLogEvery
 	a.failures.Every = 10 * time.Second
 	a.sessions = newSessions(opts.MaxSessionsPerEndpoint, opts.Now, a.evict)

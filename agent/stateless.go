@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -33,21 +35,18 @@ type modernPost struct {
 }
 
 // isModern says whether a request belongs to the stateless revision: its header
-// or its _meta names 2026-07-28 or later (mcp-go's rule; naming it in only one of
-// the two is refused by checkModern).
-func isModern(h http.Header, body []byte) bool {
+// or its message's _meta (env, nil for a message that is not JSON) names
+// 2026-07-28 or later (mcp-go's rule; naming it in only one of the two is refused
+// by checkModern).
+func isModern(h http.Header, env *envelope) bool {
 	if mcp.IsModernProtocol(h.Get(mcp.HeaderProtocolVersion)) {
 		return true
 	}
-	if len(body) == 0 {
+	if env == nil || absent(env.Params.Meta) {
 		return false
 	}
-	var msg struct {
-		Params struct {
-			Meta *mcp.Meta `json:"_meta"`
-		} `json:"params"`
-	}
-	return json.Unmarshal(body, &msg) == nil && mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion())
+	var meta *mcp.Meta
+	return json.Unmarshal(env.Params.Meta, &meta) == nil && mcp.IsModernProtocol(meta.ProtocolVersion())
 }
 
 // checkModern refuses, before anything is done, a stateless POST that the
@@ -121,8 +120,44 @@ func (a *Agent) serveStateless(ctx context.Context, w http.ResponseWriter, r *ht
 		return
 	}
 	tools := a.endpointTools(ctx, ep)
+	if a.fastStateless(ctx, w, r, ep, body, req, tools) {
+		return
+	}
 	a.http.ServeHTTP(w, r.WithContext(context.WithValue(ctx, statelessKey{}, tools)))
 }
+
+// fastStateless answers a stateless tools/call of a verb itself, as fastCall
+// does one in a session and for the same reason (mcp-go spends several times
+// what the verb does), and reports whether it did. The call runs the handler
+// mcp-go would run, in a requestSession of the endpoint's, and its answer has
+// the members mcp-go adds for the revision (resultHead). A call with a task or
+// a multi-round-trip answer goes to mcp-go.
+func (a *Agent) fastStateless(ctx context.Context, w http.ResponseWriter, r *http.Request, ep store.Endpoint, body []byte,
+	req modernPost, t *builtTools) bool {
+	if a.fastOff.Load() || req.Method != mcp.MethodToolsCall || !plainID(req.ID) {
+		return false
+	}
+	var call mcp.CallToolRequest
+	if json.Unmarshal(body, &call) != nil || call.Params.Task != nil || !reflect.ValueOf(call.Params.MultiRoundTripParams).IsZero() {
+		return false
+	}
+	handler, isVerb := a.fast[call.Params.Name]
+	if _, listed := t.defs[call.Params.Name]; !isVerb || !listed || !slices.Contains(ep.Verbs, a.verbOf[call.Params.Name]) {
+		return false
+	}
+	call.Header = r.Header
+	a.runFast(a.mcp.WithContext(ctx, &requestSession{ClientSession: noSession{}, built: t}), w, req.ID, handler, call, a.head)
+	return true
+}
+
+// noSession stands for mcp-go's session in a call fastStateless answers, where
+// there is none: a verb asks only its id.
+type noSession struct{}
+
+func (noSession) Initialize()                                         {}
+func (noSession) Initialized() bool                                   { return true }
+func (noSession) NotificationChannel() chan<- mcp.JSONRPCNotification { return nil }
+func (noSession) SessionID() string                                   { return "" }
 
 type statelessKey struct{}
 

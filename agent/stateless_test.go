@@ -311,3 +311,73 @@ func TestStatelessListenDoorbell(t *testing.T) {
 		t.Fatalf("after revocation: %s, want the stream ended", method)
 	}
 }
+
+// A stateless call of a verb is answered by the fast path, as mcp-go answers
+// it: the same JSON, result type and server info included, a refusal too.
+func TestStatelessFastPathAnswersAsMCPGo(t *testing.T) {
+	e := newEnv(t)
+	_, cred := e.endpoint("modern", []string{"inbox"}, nil)
+	e.addTodo("inbox", `{"n":1}`)
+	for _, call := range []struct{ tool, args string }{
+		{VerbListTodos, `{"queue":"inbox"}`},
+		{VerbListTodos, `{"queue":"elsewhere"}`},
+		{VerbComplete, `{"todo_id":"x"}`},
+	} {
+		answers := map[bool]any{}
+		for _, off := range []bool{false, true} {
+			e.ag.fastOff.Store(off)
+			before := e.ag.fastAnswered.Load()
+			resp, body := e.raw(http.MethodPost, cred, "", modernBody(4, "tools/call", fmt.Sprintf(`{"name":%q,"arguments":%s}`, call.tool, call.args)),
+				modernHeaders("tools/call", call.tool))
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s %s (fast path off: %v): HTTP %d %s", call.tool, call.args, off, resp.StatusCode, body)
+			}
+			if fast := e.ag.fastAnswered.Load() != before; fast == off {
+				t.Fatalf("%s %s: fast path off %v, yet it answered %v", call.tool, call.args, off, fast)
+			}
+			var v any
+			if err := json.Unmarshal([]byte(body), &v); err != nil {
+				t.Fatal(err)
+			}
+			answers[off] = v
+		}
+		fast, slow := fmt.Sprint(answers[false]), fmt.Sprint(answers[true])
+		if fast != slow || !strings.Contains(fast, "resultType:complete") || !strings.Contains(fast, mcp.MetaKeyServerInfo) {
+			t.Errorf("%s %s:\nfast   %s\nmcp-go %s", call.tool, call.args, fast, slow)
+		}
+	}
+}
+
+// Module tools answer a stateless call as they answer one in a session: the
+// grant, the rate limit and the audit apply to the request's own credential,
+// and a tool a module adds later is callable on the next request.
+func TestStatelessModuleToolsAndLimits(t *testing.T) {
+	e := newModuleEnv(t, ModuleOptions{}, fakeTool("alpha", "alpha_one"), fakeTool("beta", "beta_one"))
+	_, cred := e.endpoint("stateless-modules", []string{"q"}, nil, grant([]string{"alpha"}, nil, nil),
+		func(s *store.EndpointSpec) { s.RatePerSecond, s.RateBurst = ptr(1.0/3600), ptr(3) })
+	var out struct {
+		Tool string `json:"tool"`
+	}
+	res := e.modernCall(cred, "alpha_one", map[string]any{"text": "hi"})
+	if err := json.Unmarshal(res.StructuredContent, &out); err != nil || res.IsError || out.Tool != "alpha_one" || res.ResultType != "complete" {
+		t.Fatalf("alpha_one: %+v", res)
+	}
+	if res := e.modernCall(cred, "beta_one", map[string]any{}); !res.IsError || !strings.Contains(string(res.StructuredContent), CodeForbidden) {
+		t.Fatalf("beta_one (not granted): %+v", res)
+	}
+	e.cat.mu.Lock()
+	e.cat.tools = append(e.cat.tools, fakeTool("alpha", "alpha_two"))
+	e.cat.mu.Unlock()
+	e.ag.RefreshGranted(t.Context(), map[string]bool{"alpha": true}) // as Modules.Run does on a catalog change
+	if res := e.modernCall(cred, "alpha_two", map[string]any{}); res.IsError {
+		t.Fatalf("alpha_two, added later: %+v", res)
+	}
+	// The burst of 3 is spent: the next call of any tool is refused.
+	if res := e.modernCall(cred, "alpha_one", map[string]any{}); !res.IsError || !strings.Contains(string(res.StructuredContent), CodeRateLimited) {
+		t.Fatalf("a call past the burst: %+v", res)
+	}
+	rows, err := e.st.ListAudit(t.Context(), store.AuditFilter{Action: "module.call"})
+	if err != nil || len(rows) < 2 || rows[0].Actor != "agent:stateless-modules" {
+		t.Fatalf("audit: %v %+v", err, rows)
+	}
+}
