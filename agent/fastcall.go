@@ -107,6 +107,8 @@ type envelope struct {
 	Params  struct {
 		Meta json.RawMessage `json:"_meta"`
 		Task json.RawMessage `json:"task"`
+		Name string          `json:"name"` // for the stateless revision's Mcp-Name (standardHeaders)
+		URI  string          `json:"uri"`
 	} `json:"params"`
 }
 

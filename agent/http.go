@@ -59,7 +59,7 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if isModern(r.Header, env) {
 		w.Header().Set("X-Accel-Buffering", "no")
-		a.serveStateless(ctx, w, r, ep, body)
+		a.serveStateless(ctx, w, r, ep, body, env)
 		return
 	}
 

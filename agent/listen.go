@@ -92,19 +92,22 @@ type listenParams struct {
 // sent if it names a queue out of ep's scope; else acknowledged with what it
 // will get, then held open, carrying doorbells and list changes, until the
 // client goes, the credential is revoked, or the server shuts down.
-func (a *Agent) serveListen(ctx context.Context, w http.ResponseWriter, r *http.Request, ep store.Endpoint, req modernPost) {
-	var p listenParams
-	if err := json.Unmarshal(req.Params, &p); err != nil {
-		writeRPCError(w, req.ID, mcp.INVALID_PARAMS, "subscriptions/listen: params: "+argumentProblem(err), http.StatusBadRequest)
+func (a *Agent) serveListen(ctx context.Context, w http.ResponseWriter, ep store.Endpoint, id json.RawMessage, body []byte) {
+	var msg struct {
+		Params listenParams `json:"params"`
+	}
+	if err := json.Unmarshal(body, &msg); err != nil {
+		writeRPCError(w, id, mcp.INVALID_PARAMS, "subscriptions/listen: params: "+argumentProblem(err), http.StatusBadRequest)
 		return
 	}
-	l := &listener{id: req.ID, lists: p.Notifications.ToolsListChanged, out: make(chan []byte, 64),
+	p := msg.Params
+	l := &listener{id: id, lists: p.Notifications.ToolsListChanged, out: make(chan []byte, 64),
 		ep: ep, builtOn: toolInputs(ep)}
 	switch {
 	case p.Notifications.Channel != nil && p.Notifications.Channel.Queues != nil:
 		for _, q := range p.Notifications.Channel.Queues {
 			if !slices.Contains(ep.Queues, q) {
-				writeRPCError(w, req.ID, mcp.INVALID_PARAMS, fmt.Sprintf("subscriptions/listen: queue %.100q is not in this credential's scope (%v)",
+				writeRPCError(w, id, mcp.INVALID_PARAMS, fmt.Sprintf("subscriptions/listen: queue %.100q is not in this credential's scope (%v)",
 					q, ep.Queues), http.StatusBadRequest)
 				return
 			}

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
-	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -24,72 +24,95 @@ import (
 // session's tools by session id, and every stateless request has the same empty
 // one, so they are never stored there.
 
-// modernPost is what the HTTP wrapper read of a POST of the stateless revision.
 // statelessVersion is the first revision without sessions.
 const statelessVersion = mcp.ProtocolVersion20260728
-
-type modernPost struct {
-	ID     json.RawMessage
-	Method mcp.MCPMethod
-	Params json.RawMessage
-}
 
 // isModern says whether a request belongs to the stateless revision: its header
 // or its message's _meta (env, nil for a message that is not JSON) names
 // 2026-07-28 or later (mcp-go's rule; naming it in only one of the two is refused
 // by checkModern).
 func isModern(h http.Header, env *envelope) bool {
-	if mcp.IsModernProtocol(h.Get(mcp.HeaderProtocolVersion)) {
-		return true
+	return mcp.IsModernProtocol(h.Get(mcp.HeaderProtocolVersion)) || (env != nil && mcp.IsModernProtocol(metaVersion(env)))
+}
+
+// metaVersion is the protocol version a message's _meta names, if any. Only that
+// member is read: mcp.Meta's decoder reads them all, which cost a stateless call
+// a twentieth of its time.
+func metaVersion(env *envelope) string {
+	if absent(env.Params.Meta) {
+		return ""
 	}
-	if env == nil || absent(env.Params.Meta) {
-		return false
+	var meta struct {
+		Version string `json:"io.modelcontextprotocol/protocolVersion"`
 	}
-	var meta *mcp.Meta
-	return json.Unmarshal(env.Params.Meta, &meta) == nil && mcp.IsModernProtocol(meta.ProtocolVersion())
+	_ = json.Unmarshal(env.Params.Meta, &meta)
+	return meta.Version
 }
 
 // checkModern refuses, before anything is done, a stateless POST that the
 // revision forbids: one that carries a session id, names its version in only one
 // of header and _meta or two different ones, or whose Mcp-Method or Mcp-Name
-// header differs from its body. It writes the refusal and reports false.
-func (a *Agent) checkModern(w http.ResponseWriter, r *http.Request, body []byte) (modernPost, bool) {
-	var msg struct {
-		ID     json.RawMessage `json:"id"`
-		Method mcp.MCPMethod   `json:"method"`
-		Params json.RawMessage `json:"params"`
+// header differs from its body. It writes the refusal and reports false. A
+// message that is not JSON (env nil) passes, for mcp-go to refuse.
+func (a *Agent) checkModern(w http.ResponseWriter, r *http.Request, env *envelope) bool {
+	if env == nil {
+		return true
 	}
-	if err := json.Unmarshal(body, &msg); err != nil {
-		writeRPCError(w, nil, mcp.PARSE_ERROR, "request body is not valid JSON", http.StatusBadRequest)
-		return modernPost{}, false
-	}
-	var meta struct {
-		Meta *mcp.Meta `json:"_meta"`
-	}
-	_ = json.Unmarshal(msg.Params, &meta)
-	header, inBody := r.Header.Get(mcp.HeaderProtocolVersion), meta.Meta.ProtocolVersion()
-	fail := func(code int, text string) (modernPost, bool) {
-		writeRPCError(w, msg.ID, code, text, http.StatusBadRequest)
-		return modernPost{}, false
-	}
+	header, inBody := r.Header.Get(mcp.HeaderProtocolVersion), metaVersion(env)
+	msg := ""
+	code := mcp.HEADER_MISMATCH
 	switch {
 	case r.Header.Get(server.HeaderKeySessionID) != "":
-		return fail(mcp.INVALID_REQUEST, "Mcp-Session-Id is not part of protocol version "+mcp.ProtocolVersion20260728+
-			": its requests keep no session; send none")
+		code, msg = mcp.INVALID_REQUEST, "Mcp-Session-Id is not part of protocol version "+statelessVersion+
+			": its requests keep no session; send none"
 	case header == "":
-		return fail(mcp.HEADER_MISMATCH, mcp.HeaderProtocolVersion+" header is required for requests carrying "+mcp.MetaKeyProtocolVersion)
+		msg = mcp.HeaderProtocolVersion + " header is required for requests carrying " + mcp.MetaKeyProtocolVersion
 	case inBody == "":
-		return fail(mcp.INVALID_PARAMS, "missing or invalid _meta field "+mcp.MetaKeyProtocolVersion)
+		code, msg = mcp.INVALID_PARAMS, "missing or invalid _meta field "+mcp.MetaKeyProtocolVersion
 	case header != inBody:
-		return fail(mcp.HEADER_MISMATCH, mcp.HeaderProtocolVersion+" header "+strconv.Quote(header)+
-			" does not match request "+mcp.MetaKeyProtocolVersion+" "+strconv.Quote(inBody))
-	}
-	if msg.Method != "" {
-		if err := mcp.ValidateStandardHeaders(r.Header.Get, inBody, msg.Method, msg.Params); err != nil {
-			return fail(mcp.HEADER_MISMATCH, err.Error())
+		msg = mcp.HeaderProtocolVersion + " header " + strconv.Quote(header) + " does not match request " +
+			mcp.MetaKeyProtocolVersion + " " + strconv.Quote(inBody)
+	case env.Method != "":
+		if err := standardHeaders(r.Header, env); err != nil {
+			msg = err.Error()
 		}
 	}
-	return modernPost{ID: msg.ID, Method: msg.Method, Params: msg.Params}, true
+	if msg == "" {
+		return true
+	}
+	writeRPCError(w, env.ID, code, msg, http.StatusBadRequest)
+	return false
+}
+
+// standardHeaders checks the Mcp-Method and Mcp-Name headers against the message,
+// as mcp.ValidateStandardHeaders does, from the envelope already read rather
+// than parsing the params once more.
+func standardHeaders(h http.Header, env *envelope) error {
+	method := mcp.MCPMethod(env.Method)
+	switch got := h.Get(mcp.HeaderMethod); {
+	case got == "":
+		return mcp.HeaderMismatchError{Header: mcp.HeaderMethod, Reason: "missing required header"}
+	case got != env.Method:
+		return mcp.HeaderMismatchError{Header: mcp.HeaderMethod,
+			Reason: fmt.Sprintf("header value %q does not match body value %q", got, env.Method)}
+	case !mcp.MethodRequiresNameHeader(method):
+		return nil
+	}
+	name := env.Params.Name
+	if method == mcp.MethodResourcesRead {
+		name = env.Params.URI
+	}
+	got, ok := mcp.DecodeHeaderValue(h.Get(mcp.HeaderName))
+	switch {
+	case h.Get(mcp.HeaderName) == "":
+		return mcp.HeaderMismatchError{Header: mcp.HeaderName, Reason: fmt.Sprintf("missing required header for method %q", method)}
+	case !ok:
+		return mcp.HeaderMismatchError{Header: mcp.HeaderName, Reason: "invalid Base64 encoding"}
+	case got != name:
+		return mcp.HeaderMismatchError{Header: mcp.HeaderName,
+			Reason: fmt.Sprintf("header value %q does not match body value %q", got, name)}
+	}
+	return nil
 }
 
 // writeRPCError answers a request with a JSON-RPC error and an HTTP status.
@@ -106,21 +129,20 @@ func writeRPCError(w http.ResponseWriter, id json.RawMessage, code int, msg stri
 // (mcp-go answers 405: the revision has neither), subscriptions/listen (served
 // here, see listen.go), or any other request, which mcp-go answers in a
 // requestSession of ep's.
-func (a *Agent) serveStateless(ctx context.Context, w http.ResponseWriter, r *http.Request, ep store.Endpoint, body []byte) {
+func (a *Agent) serveStateless(ctx context.Context, w http.ResponseWriter, r *http.Request, ep store.Endpoint, body []byte, env *envelope) {
 	if r.Method != http.MethodPost {
 		a.http.ServeHTTP(w, r.WithContext(ctx))
 		return
 	}
-	req, ok := a.checkModern(w, r, body)
-	if !ok {
+	if !a.checkModern(w, r, env) {
 		return
 	}
-	if req.Method == mcp.MethodSubscriptionsListen && len(req.ID) > 0 {
-		a.serveListen(ctx, w, r, ep, req)
+	if env != nil && env.Method == string(mcp.MethodSubscriptionsListen) && !absent(env.ID) {
+		a.serveListen(ctx, w, ep, env.ID, body)
 		return
 	}
 	tools := a.endpointTools(ctx, ep)
-	if a.fastStateless(ctx, w, r, ep, body, req, tools) {
+	if env != nil && a.fastStateless(ctx, w, r, ep, body, env, tools) {
 		return
 	}
 	a.http.ServeHTTP(w, r.WithContext(context.WithValue(ctx, statelessKey{}, tools)))
@@ -133,20 +155,35 @@ func (a *Agent) serveStateless(ctx context.Context, w http.ResponseWriter, r *ht
 // the members mcp-go adds for the revision (resultHead). A call with a task or
 // a multi-round-trip answer goes to mcp-go.
 func (a *Agent) fastStateless(ctx context.Context, w http.ResponseWriter, r *http.Request, ep store.Endpoint, body []byte,
-	req modernPost, t *builtTools) bool {
-	if a.fastOff.Load() || req.Method != mcp.MethodToolsCall || !plainID(req.ID) {
+	env *envelope, t *builtTools) bool {
+	if a.fastOff.Load() || env.JSONRPC != mcp.JSONRPC_VERSION || env.Method != string(mcp.MethodToolsCall) ||
+		!plainID(env.ID) || !absent(env.Result) {
+		return false
+	}
+	// Only what a verb reads: mcp-go's decoder of the request reads its _meta
+	// and arguments into maps, which the verb never looks at.
+	var msg struct {
+		Params struct {
+			Name           string          `json:"name"`
+			Arguments      json.RawMessage `json:"arguments"`
+			Task           json.RawMessage `json:"task"`
+			InputResponses json.RawMessage `json:"inputResponses"`
+			RequestState   json.RawMessage `json:"requestState"`
+		} `json:"params"`
+	}
+	p := &msg.Params
+	if json.Unmarshal(body, &msg) != nil || !absent(p.Task) || !absent(p.InputResponses) || !absent(p.RequestState) {
+		return false
+	}
+	handler, isVerb := a.fast[p.Name]
+	if _, listed := t.defs[p.Name]; !isVerb || !listed || !slices.Contains(ep.Verbs, a.verbOf[p.Name]) {
 		return false
 	}
 	var call mcp.CallToolRequest
-	if json.Unmarshal(body, &call) != nil || call.Params.Task != nil || !reflect.ValueOf(call.Params.MultiRoundTripParams).IsZero() {
-		return false
-	}
-	handler, isVerb := a.fast[call.Params.Name]
-	if _, listed := t.defs[call.Params.Name]; !isVerb || !listed || !slices.Contains(ep.Verbs, a.verbOf[call.Params.Name]) {
-		return false
-	}
+	call.Method = string(mcp.MethodToolsCall)
+	call.Params.Name, call.Params.RawArguments = p.Name, p.Arguments
 	call.Header = r.Header
-	a.runFast(a.mcp.WithContext(ctx, &requestSession{ClientSession: noSession{}, built: t}), w, req.ID, handler, call, a.head)
+	a.runFast(a.mcp.WithContext(ctx, &requestSession{ClientSession: noSession{}, built: t}), w, env.ID, handler, call, a.head)
 	return true
 }
 

@@ -11,10 +11,31 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/switchboardhq/switchboard/store"
 )
+
+// dialStateless connects mcp-go's client, which settles on 2026-07-28 by itself.
+func (e *env) dialStateless(cred string) *agentClient {
+	e.t.Helper()
+	tr, err := transport.NewStreamableHTTP(e.url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + cred}))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	c := client.NewClient(tr)
+	if err := c.Start(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { c.Close() })
+	res, err := c.Initialize(context.Background(), mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "stateless", Version: "1"}}})
+	if err != nil || res.ProtocolVersion != statelessVersion {
+		e.t.Fatalf("stateless dial: %v (settled on %v)", err, res)
+	}
+	return &agentClient{Client: c, init: res, notes: make(chan mcp.JSONRPCNotification, 1), url: e.url, cred: cred}
+}
 
 // modernBody is a stateless request's body: params with the revision in _meta.
 func modernBody(id int, method, params string) string {
