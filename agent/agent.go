@@ -385,6 +385,7 @@ func (discard) WriteHeader(int)             {}
 type Stats struct {
 	Sessions     int   // live sessions
 	Streams      int   // sessions with an open GET stream
+	Listeners    int   // open subscriptions/listen streams (stateless revision)
 	RingsSent    int64 // notifications handed to a session
 	RingsDropped int64 // rings dropped because the doorbell queue was full
 	RingsBlocked int64 // notifications dropped because a session's buffer was full
@@ -392,7 +393,8 @@ type Stats struct {
 
 // Stats reports the endpoint's counters.
 func (a *Agent) Stats() Stats {
-	s := Stats{RingsSent: a.bell.sent.Load(), RingsDropped: a.bell.dropped.Load(), RingsBlocked: a.bell.blocked.Load()}
+	s := Stats{RingsSent: a.bell.sent.Load(), RingsDropped: a.bell.dropped.Load(), RingsBlocked: a.bell.blocked.Load(),
+		Listeners: len(a.listening.list())}
 	for _, x := range a.sessions.all() {
 		s.Sessions++
 		if x.listening() {

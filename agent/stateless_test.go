@@ -310,6 +310,9 @@ func TestStatelessListenDoorbell(t *testing.T) {
 	if method != mcp.MethodNotificationSubscriptionsAcknowledged {
 		t.Fatalf("first message %s %v, want the acknowledgement", method, params)
 	}
+	if n := e.ag.Stats().Listeners; n != 1 {
+		t.Fatalf("Stats().Listeners = %d, want 1", n)
+	}
 	e.addTodo("later", `{}`) // not asked for: no ring
 	todo := e.addTodo("inbox", `{}`)
 	method, params = s.next(t)
