@@ -32,33 +32,36 @@ const statelessVersion = mcp.ProtocolVersion20260728
 // 2026-07-28 or later (mcp-go's rule; naming it in only one of the two is refused
 // by checkModern).
 func isModern(h http.Header, env *envelope) bool {
-	return mcp.IsModernProtocol(h.Get(mcp.HeaderProtocolVersion)) || (env != nil && mcp.IsModernProtocol(metaVersion(env)))
+	return mcp.IsModernProtocol(h.Get(mcp.HeaderProtocolVersion)) || (env != nil && mcp.IsModernProtocol(readMeta(env).Version))
 }
 
-// metaVersion is the protocol version a message's _meta names, if any. Only that
-// member is read: mcp.Meta's decoder reads them all, which cost a stateless call
+// requestMeta is what the agent reads of a stateless request's _meta: only these
+// members, where mcp.Meta's decoder reads them all, which cost a stateless call
 // a twentieth of its time.
-func metaVersion(env *envelope) string {
-	if absent(env.Params.Meta) {
-		return ""
+type requestMeta struct {
+	Version string          `json:"io.modelcontextprotocol/protocolVersion"`
+	Caps    json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+}
+
+func readMeta(env *envelope) (m requestMeta) {
+	if !absent(env.Params.Meta) {
+		_ = json.Unmarshal(env.Params.Meta, &m)
 	}
-	var meta struct {
-		Version string `json:"io.modelcontextprotocol/protocolVersion"`
-	}
-	_ = json.Unmarshal(env.Params.Meta, &meta)
-	return meta.Version
+	return m
 }
 
 // checkModern refuses, before anything is done, a stateless POST that the
 // revision forbids: one that carries a session id, names its version in only one
-// of header and _meta or two different ones, or whose Mcp-Method or Mcp-Name
+// of header and _meta or two different ones, declares no client capabilities
+// (an empty object declares none, and is fine), or whose Mcp-Method or Mcp-Name
 // header differs from its body. It writes the refusal and reports false. A
 // message that is not JSON (env nil) passes, for mcp-go to refuse.
 func (a *Agent) checkModern(w http.ResponseWriter, r *http.Request, env *envelope) bool {
 	if env == nil {
 		return true
 	}
-	header, inBody := r.Header.Get(mcp.HeaderProtocolVersion), metaVersion(env)
+	meta := readMeta(env)
+	header, inBody := r.Header.Get(mcp.HeaderProtocolVersion), meta.Version
 	msg := ""
 	code := mcp.HEADER_MISMATCH
 	switch {
@@ -72,6 +75,8 @@ func (a *Agent) checkModern(w http.ResponseWriter, r *http.Request, env *envelop
 	case header != inBody:
 		msg = mcp.HeaderProtocolVersion + " header " + strconv.Quote(header) + " does not match request " +
 			mcp.MetaKeyProtocolVersion + " " + strconv.Quote(inBody)
+	case !bytes.HasPrefix(bytes.TrimSpace(meta.Caps), []byte("{")):
+		code, msg = mcp.INVALID_PARAMS, "missing or invalid _meta field "+mcp.MetaKeyClientCapabilities
 	case env.Method != "":
 		if err := standardHeaders(r.Header, env); err != nil {
 			msg = err.Error()

@@ -201,6 +201,8 @@ func TestStatelessBadInput(t *testing.T) {
 		{"version in _meta differs from the header", strings.Replace(modernBody(1, "tools/call", claim), `"2026-07-28"`, `"2025-11-25"`, 1),
 			modernHeaders("tools/call", "claim_next"), mcp.HEADER_MISMATCH},
 		{"no version in _meta", noVersion, modernHeaders("tools/call", "claim_next"), mcp.INVALID_PARAMS},
+		{"no client capabilities in _meta", strings.Replace(modernBody(1, "tools/call", claim), `,"`+mcp.MetaKeyClientCapabilities+`":{}`, "", 1),
+			modernHeaders("tools/call", "claim_next"), mcp.INVALID_PARAMS},
 		{"no version header", modernBody(1, "tools/call", claim), map[string]string{mcp.HeaderMethod: "tools/call", mcp.HeaderName: "claim_next"},
 			mcp.HEADER_MISMATCH},
 		{"Mcp-Name names another tool", modernBody(1, "tools/call", claim), modernHeaders("tools/call", "list_todos"), mcp.HEADER_MISMATCH},
