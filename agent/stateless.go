@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -52,7 +53,7 @@ func readMeta(env *envelope) (m requestMeta) {
 
 // checkModern refuses, before anything is done, a stateless POST that the
 // revision forbids: one that carries a session id, names its version in only one
-// of header and _meta or two different ones, declares no client capabilities
+// of header and _meta or two different ones, names one not served, declares no client capabilities
 // (an empty object declares none, and is fine), or whose Mcp-Method or Mcp-Name
 // header differs from its body. It writes the refusal and reports false. A
 // message that is not JSON (env nil) passes, for mcp-go to refuse.
@@ -81,6 +82,15 @@ func (a *Agent) checkModern(w http.ResponseWriter, r *http.Request, env *envelop
 		if err := standardHeaders(r.Header, env); err != nil {
 			msg = err.Error()
 		}
+	}
+	if msg == "" && !slices.Contains(SupportedProtocolVersions, inBody) {
+		// As mcp-go answers it, with the versions to use instead.
+		refusal := mcp.UnsupportedProtocolVersionError{Version: inBody, Supported: SupportedProtocolVersions}.JSONRPCError()
+		refusal.ID = mcp.NewRequestId(json.RawMessage(cmp.Or(string(bytes.TrimSpace(env.ID)), "null")))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		json.NewEncoder(w).Encode(refusal)
+		return false
 	}
 	if msg == "" {
 		return true
