@@ -52,11 +52,13 @@ func readMeta(env *envelope) (m requestMeta) {
 }
 
 // checkModern refuses, before anything is done, a stateless POST that the
-// revision forbids: one that carries a session id, names its version in only one
-// of header and _meta or two different ones, names one not served, declares no client capabilities
-// (an empty object declares none, and is fine), or whose Mcp-Method or Mcp-Name
-// header differs from its body. It writes the refusal and reports false. A
-// message that is not JSON (env nil) passes, for mcp-go to refuse.
+// revision forbids: one that carries a session id or a Last-Event-ID, names its
+// version in only one of header and _meta or two different ones, names one not
+// served, declares no client capabilities (an empty object declares none, and
+// is fine), or whose Mcp-Method or Mcp-Name header differs from its body. It
+// writes the refusal and reports false. A message that is not JSON (env nil)
+// passes, for mcp-go to refuse. The fast path relies on it for every refusal
+// mcp-go would make of such a request.
 func (a *Agent) checkModern(w http.ResponseWriter, r *http.Request, env *envelope) bool {
 	if env == nil {
 		return true
@@ -69,6 +71,9 @@ func (a *Agent) checkModern(w http.ResponseWriter, r *http.Request, env *envelop
 	case r.Header.Get(server.HeaderKeySessionID) != "":
 		code, msg = mcp.INVALID_REQUEST, "Mcp-Session-Id is not part of protocol version "+statelessVersion+
 			": its requests keep no session; send none"
+	case r.Header.Get(mcp.HeaderLastEventID) != "":
+		msg = "Last-Event-ID is not supported in protocol version " + statelessVersion +
+			": streams are not resumable, re-issue the request with a new ID"
 	case header == "":
 		msg = mcp.HeaderProtocolVersion + " header is required for requests carrying " + mcp.MetaKeyProtocolVersion
 	case inBody == "":

@@ -213,6 +213,9 @@ func TestStatelessBadInput(t *testing.T) {
 		{"an Mcp-Session-Id", modernBody(1, "tools/call", claim),
 			map[string]string{mcp.HeaderProtocolVersion: "2026-07-28", mcp.HeaderMethod: "tools/call", mcp.HeaderName: "claim_next", "Mcp-Session-Id": "x"},
 			mcp.INVALID_REQUEST},
+		{"a Last-Event-ID", modernBody(1, "tools/call", claim),
+			map[string]string{mcp.HeaderProtocolVersion: "2026-07-28", mcp.HeaderMethod: "tools/call", mcp.HeaderName: "claim_next", "Last-Event-ID": "7"},
+			mcp.HEADER_MISMATCH},
 		{"a listen for a queue out of scope", modernBody(1, "subscriptions/listen", `{"notifications":{"claude/channel":{"queues":["inbox","secret"]}}}`),
 			modernHeaders("subscriptions/listen", ""), mcp.INVALID_PARAMS},
 	} {
