@@ -65,8 +65,9 @@
 //
 // The store announces committed changes that make a todo claimable; the agent puts
 // them on a bounded channel (a full channel drops the ring) and one goroutine (Run)
-// sends notifications/claude/channel to every session with an open GET stream whose
-// endpoint's queue scope covers the todo's queue. Sending never blocks either: a
+// sends notifications/claude/channel to every session with an open GET stream, and
+// every subscriptions/listen stream that asked for it, whose endpoint's queue
+// scope covers the todo's queue. Sending never blocks either: a
 // session whose buffer is full misses that ring. The queue is the ledger; the ring is
 // only a wake-up.
 package agent
