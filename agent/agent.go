@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -21,15 +20,21 @@ import (
 	"github.com/switchboardhq/switchboard/store"
 )
 
-// SupportedProtocolVersions are the MCP revisions /mcp serves, newest first. All
-// keep sessions: the doorbell rides a session's GET stream, and a session is bound
-// to the credential that opened it. 2026-07-28 has no sessions, so a client that
-// asks for it is told to negotiate down to one of these.
+// SupportedProtocolVersions are the MCP revisions /mcp serves, newest first.
+// 2026-07-28 keeps no session: each request is served alone, on its own
+// credential (stateless.go), and the doorbell rides subscriptions/listen
+// (listen.go). The others keep sessions: the doorbell rides a session's GET
+// stream, and a session is bound to the credential that opened it.
 var SupportedProtocolVersions = []string{
+	mcp.ProtocolVersion20260728,
 	mcp.ProtocolVersion20251125,
 	mcp.ProtocolVersion20250618,
 	mcp.ProtocolVersion20250326,
 }
+
+// SessionProtocolVersion is the newest revision /mcp serves that keeps sessions:
+// what a client that holds one (the stdio bridge, bench's session path) asks for.
+const SessionProtocolVersion = mcp.ProtocolVersion20251125
 
 // Options configure New. The zero value is usable.
 type Options struct {
@@ -133,12 +138,16 @@ type Agent struct {
 	tools    []Tool
 	verbOf   map[string]string // tool name → verb, for the filter
 
+	built     toolCache // each endpoint's tools, for stateless requests
+	listening listeners // open subscriptions/listen streams
+
 	// fast holds the verbs' handlers, which fastCall runs itself; fastOff is set
 	// only by tests that compare its answers with mcp-go's, and fastAnswered
 	// counts the calls it answered.
 	fast         map[string]server.ToolHandlerFunc
 	fastOff      atomic.Bool
 	fastAnswered atomic.Int64
+	head         *resultHead // what a stateless answer carries (fastStateless)
 
 	origins   map[string]bool // allowed Origin values
 	localHost string          // BaseURL's host, accepted on loopback connections
@@ -171,6 +180,7 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 		origins: map[string]bool{},
 		recheck: make(chan struct{}, 1),
 	}
+	a.head = newResultHead(mcp.Implementation{Name: "switchboard", Version: opts.Version})
 	a.evictions.Every = evictionLogEvery
 	a.failures.Every = 10 * time.Second
 	a.sessions = newSessions(opts.MaxSessionsPerEndpoint, opts.Now, a.evict)
@@ -199,6 +209,7 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(a.initialized)
 	hooks.AddBeforeCallTool(noteCall)
+	hooks.AddAfterDiscover(a.discovered)
 	a.mcp = server.NewMCPServer("switchboard", opts.Version,
 		server.WithInstructions(instructions(0)),
 		server.WithToolCapabilities(true),
@@ -215,6 +226,7 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 		server.WithDisableLocalhostProtection(true),
 		server.WithHeartbeatInterval(opts.StreamPing),
 		server.WithStreamableHTTPLogger(transportLogger(opts.Logger, st.Now)),
+		server.WithHTTPContextFunc(a.inRequestSession),
 	)
 	verbs := a.verbTools()
 	a.mcp.AddTools(verbs...)
@@ -306,6 +318,9 @@ func (a *Agent) CloseSessions() {
 	for _, x := range a.sessions.all() {
 		x.closeStreams()
 	}
+	for _, l := range a.listening.list() {
+		l.cancel()
+	}
 	if err := a.http.Shutdown(ctx); err != nil {
 		a.log.Warn("close MCP sessions", "err", err)
 	}
@@ -330,99 +345,6 @@ func (a *Agent) initialized(ctx context.Context, _ any, _ *mcp.InitializeRequest
 	x.tools, x.defs, x.builtOn = withTools, a.verbDefs(ep), toolInputs(ep)
 	x.mu.Unlock()
 	withTools.SetSessionTools(a.sessionTools(ctx, ep))
-}
-
-// refresh rebuilds the tools of every live session of ep (whose definitions quote
-// its settings) and tells each client with tools/list_changed.
-func (a *Agent) refresh(ctx context.Context, ep store.Endpoint) {
-	tools, defs := a.sessionTools(ctx, ep), a.verbDefs(ep)
-	for _, x := range a.sessions.ofEndpoint(ep.ID) {
-		x.setEndpoint(ep)
-		x.mu.Lock()
-		t := x.tools
-		x.builtOn = toolInputs(ep)
-		if t != nil {
-			x.defs = defs
-		}
-		x.mu.Unlock()
-		if t == nil {
-			continue
-		}
-		t.SetSessionTools(tools)
-		err := a.mcp.SendNotificationToSpecificClient(x.id, string(mcp.MethodNotificationToolsListChanged), nil)
-		// Counted after the send: the session's POSTs go through mcp-go, which
-		// streams it ahead of an answer, until one that began after this has.
-		x.notices.Add(1)
-		if err != nil && !errors.Is(err, server.ErrSessionNotFound) {
-			a.log.Debug("tools/list_changed not sent", "session", x.id, "err", err)
-		}
-	}
-}
-
-// RefreshSessions rebuilds the tools of the live sessions of one endpoint (or of
-// all, for id 0), for example after a module's tools changed.
-func (a *Agent) RefreshSessions(ctx context.Context, endpointID int64) {
-	seen := map[int64]bool{}
-	for _, x := range a.sessions.all() {
-		if (endpointID != 0 && x.endpointID != endpointID) || seen[x.endpointID] {
-			continue
-		}
-		seen[x.endpointID] = true
-		ep, err := a.st.Endpoint(ctx, x.endpointID)
-		if err != nil {
-			a.log.Warn("refresh sessions: load endpoint", "endpoint", x.endpointID, "err", err)
-			continue
-		}
-		a.refresh(ctx, ep)
-	}
-}
-
-// toolInputs is everything about an endpoint that its sessions' tool list is
-// built from: when it changes, the tools are rebuilt.
-func toolInputs(ep store.Endpoint) string {
-	return fmt.Sprint(ep.Verbs, ep.Queues, ep.DefaultLeaseTTL, ep.Ceiling, ep.Capabilities, ep.ToolAllow, ep.ToolDeny)
-}
-
-// Revalidate re-reads the endpoint of every live session. Sessions of revoked or
-// deleted endpoints end at once (their streams close and their ids stop working);
-// the others get the fresh scope the doorbell filters on, and, when a human edited
-// the endpoint (say from the CLI), tools rebuilt from it with tools/list_changed.
-// It reports whether every session's endpoint could be read.
-func (a *Agent) Revalidate(ctx context.Context) (ok bool) {
-	ok = true
-	eps := map[int64]*store.Endpoint{}
-	stale := map[int64]store.Endpoint{}
-	for _, x := range a.sessions.all() {
-		ep, seen := eps[x.endpointID]
-		if !seen {
-			got, err := a.st.Endpoint(ctx, x.endpointID)
-			switch {
-			case err == nil && got.RevokedAt == nil:
-				ep = &got
-			case err == nil || errors.Is(err, store.ErrNotFound):
-				ep = nil
-			default:
-				a.log.Warn("revalidate sessions: load endpoint", "endpoint", x.endpointID, "err", err)
-				ok = false
-				continue
-			}
-			eps[x.endpointID] = ep
-		}
-		if ep == nil {
-			a.endSession(x.id)
-			continue
-		}
-		x.setEndpoint(*ep)
-		x.mu.Lock()
-		if x.tools != nil && x.builtOn != toolInputs(*ep) {
-			stale[ep.ID] = *ep
-		}
-		x.mu.Unlock()
-	}
-	for _, ep := range stale {
-		a.refresh(ctx, ep)
-	}
-	return ok
 }
 
 // endSession ends a session as a DELETE does: mcp-go calls Terminate (which
@@ -463,6 +385,7 @@ func (discard) WriteHeader(int)             {}
 type Stats struct {
 	Sessions     int   // live sessions
 	Streams      int   // sessions with an open GET stream
+	Listeners    int   // open subscriptions/listen streams (stateless revision)
 	RingsSent    int64 // notifications handed to a session
 	RingsDropped int64 // rings dropped because the doorbell queue was full
 	RingsBlocked int64 // notifications dropped because a session's buffer was full
@@ -470,7 +393,8 @@ type Stats struct {
 
 // Stats reports the endpoint's counters.
 func (a *Agent) Stats() Stats {
-	s := Stats{RingsSent: a.bell.sent.Load(), RingsDropped: a.bell.dropped.Load(), RingsBlocked: a.bell.blocked.Load()}
+	s := Stats{RingsSent: a.bell.sent.Load(), RingsDropped: a.bell.dropped.Load(), RingsBlocked: a.bell.blocked.Load(),
+		Listeners: len(a.listening.list())}
 	for _, x := range a.sessions.all() {
 		s.Sessions++
 		if x.listening() {

@@ -32,17 +32,29 @@ func benchEnv(b *testing.B, tweak ...func(*envConfig)) *env {
 }
 
 // claim_next + complete throughput with 1 and 8 agents working one queue.
+// Each in a session of 2025-11-25 and as stateless 2026-07-28 requests.
 func BenchmarkClaimComplete(b *testing.B) {
-	for _, agents := range []int{1, 8} {
-		b.Run(fmt.Sprintf("agents=%d", agents), func(b *testing.B) {
+	for _, c := range []struct {
+		agents    int
+		stateless bool
+	}{{1, false}, {8, false}, {1, true}, {8, true}} {
+		rev := SessionProtocolVersion
+		if c.stateless {
+			rev = statelessVersion
+		}
+		b.Run(fmt.Sprintf("agents=%d/%s", c.agents, rev), func(b *testing.B) {
 			e := benchEnv(b)
 			_, cred := e.endpoint("bench", []string{"inbox"}, nil)
 			if err := e.st.SeedTodosForBench(context.Background(), "inbox", b.N, `{"n":1}`); err != nil {
 				b.Fatal(err)
 			}
-			clients := make([]*agentClient, agents)
+			clients := make([]*agentClient, c.agents)
 			for i := range clients {
-				clients[i] = e.dial(cred, false)
+				if c.stateless {
+					clients[i] = e.dialStateless(cred)
+				} else {
+					clients[i] = e.dial(cred, false)
+				}
 				clients[i].unchecked = true
 			}
 			var wg sync.WaitGroup

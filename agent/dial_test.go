@@ -30,10 +30,10 @@ func TestDialledClientEndsItsSessionOnClose(t *testing.T) {
 	}
 }
 
-// Dial asks for the newest revision /mcp serves; were the two to drift, every
-// dialled client would negotiate down or be refused.
+// Dial asks for the newest revision /mcp serves that keeps sessions; were the two
+// to drift, every dialled client would negotiate down or be refused.
 func TestDialAsksForTheNewestServedRevision(t *testing.T) {
-	if mcpclient.ProtocolVersion != SupportedProtocolVersions[0] {
-		t.Fatalf("mcpclient.ProtocolVersion = %s, want %s", mcpclient.ProtocolVersion, SupportedProtocolVersions[0])
+	if mcpclient.ProtocolVersion != SessionProtocolVersion || SupportedProtocolVersions[1] != SessionProtocolVersion {
+		t.Fatalf("mcpclient.ProtocolVersion = %s, want %s", mcpclient.ProtocolVersion, SessionProtocolVersion)
 	}
 }

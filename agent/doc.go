@@ -17,6 +17,13 @@
 // the verb check, and the handler checks every queue it touches with the same helper
 // (checkScope) before it calls the store.
 //
+// A request of the stateless revision (2026-07-28) passes the same checks up to
+// the body, then the revision's own (checkModern: no session id, the version in
+// header and _meta alike, Mcp-Method and Mcp-Name matching the body), and is
+// served without a session: mcp-go answers it in a requestSession holding its
+// endpoint's tools (stateless.go), and subscriptions/listen is served by the
+// agent (listen.go), which rings the doorbell there.
+//
 // # Adding a verb
 //
 // A verb is one entry in the table built by (*Agent).table: a Tool with the tool's
@@ -58,8 +65,9 @@
 //
 // The store announces committed changes that make a todo claimable; the agent puts
 // them on a bounded channel (a full channel drops the ring) and one goroutine (Run)
-// sends notifications/claude/channel to every session with an open GET stream whose
-// endpoint's queue scope covers the todo's queue. Sending never blocks either: a
+// sends notifications/claude/channel to every session with an open GET stream, and
+// every subscriptions/listen stream that asked for it, whose endpoint's queue
+// scope covers the todo's queue. Sending never blocks either: a
 // session whose buffer is full misses that ring. The queue is the ledger; the ring is
 // only a wake-up.
 package agent

@@ -43,8 +43,8 @@ func (d *doorbell) publish(c store.TodoChange) {
 	}
 }
 
-// ring tells every session with an open stream, whose endpoint may work c's queue,
-// that the todo is ready.
+// ring tells every session with an open stream, and every listener (listen.go),
+// whose endpoint may work c's queue, that the todo is ready.
 func (a *Agent) ring(c store.TodoChange) {
 	params := map[string]any{
 		"content": fmt.Sprintf("todo %d ready on queue %s", c.ID, c.Queue),
@@ -54,6 +54,7 @@ func (a *Agent) ring(c store.TodoChange) {
 			"source":  c.Source,
 		},
 	}
+	a.ringListeners(c, params)
 	for _, x := range a.sessions.all() {
 		if !x.listening() || !slices.Contains(x.endpoint().Queues, c.Queue) {
 			continue

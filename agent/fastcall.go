@@ -68,7 +68,14 @@ func (a *Agent) fastCall(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 
 	req.Header = r.Header
-	ctx = a.mcp.WithContext(ctx, cs)
+	a.runFast(a.mcp.WithContext(ctx, cs), w, env.ID, handler, req, nil)
+	return true
+}
+
+// runFast runs a verb's handler for fastCall or fastStateless and writes its
+// answer, with the stateless revision's members when head is not nil.
+func (a *Agent) runFast(ctx context.Context, w http.ResponseWriter, id json.RawMessage, handler server.ToolHandlerFunc,
+	req mcp.CallToolRequest, head *resultHead) {
 	noteCall(ctx, nil, &req)
 	res, err := runRecovered(ctx, handler, req)
 	var out []byte
@@ -76,17 +83,16 @@ func (a *Agent) fastCall(ctx context.Context, w http.ResponseWriter, r *http.Req
 		err = fmt.Errorf("tool %s returned no result", req.Params.Name)
 	}
 	if err == nil {
-		out, err = appendResponse(make([]byte, 0, 512+2*len(res.RawStructuredContent)), env.ID, res)
+		out, err = appendResponse(make([]byte, 0, 512+2*len(res.RawStructuredContent)), id, res, head)
 	}
 	if err != nil {
-		out = appendError(nil, env.ID, mcp.INTERNAL_ERROR, err.Error())
+		out = appendError(nil, id, mcp.INTERNAL_ERROR, err.Error())
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	w.WriteHeader(http.StatusOK)
 	w.Write(out)
 	a.fastAnswered.Add(1)
-	return true
 }
 
 // envelope is what fastCall and mcpAnswers read of a POST's JSON-RPC message,
@@ -101,6 +107,8 @@ type envelope struct {
 	Params  struct {
 		Meta json.RawMessage `json:"_meta"`
 		Task json.RawMessage `json:"task"`
+		Name string          `json:"name"` // for the stateless revision's Mcp-Name (standardHeaders)
+		URI  string          `json:"uri"`
 	} `json:"params"`
 }
 
@@ -166,10 +174,25 @@ func runRecovered(ctx context.Context, h server.ToolHandlerFunc, req mcp.CallToo
 	return h(ctx, req)
 }
 
-// appendResponse appends the JSON-RPC answer carrying res. A verb's result (one
-// text block holding the structured result's JSON, see result) is written out
-// here; anything else as mcp-go writes it.
-func appendResponse(b []byte, id json.RawMessage, res *mcp.CallToolResult) ([]byte, error) {
+// resultHead is what the stateless revision adds to every result: resultType,
+// and serverInfo in _meta, as mcp-go adds them; text is the two as the opening
+// members of a JSON object, each followed by a comma.
+type resultHead struct {
+	info mcp.Implementation
+	text string
+}
+
+func newResultHead(info mcp.Implementation) *resultHead {
+	b, _ := json.Marshal(info)
+	return &resultHead{info: info, text: `"resultType":"` + string(mcp.ResultTypeComplete) + `","_meta":{"` +
+		mcp.MetaKeyServerInfo + `":` + string(b) + `},`}
+}
+
+// appendResponse appends the JSON-RPC answer carrying res, with head's members
+// unless head is nil. A verb's result (one text block holding the structured
+// result's JSON, see result) is written out here; anything else as mcp-go
+// writes it.
+func appendResponse(b []byte, id json.RawMessage, res *mcp.CallToolResult, head *resultHead) ([]byte, error) {
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, id...)
 	b = append(b, `,"result":`...)
@@ -178,12 +201,23 @@ func appendResponse(b []byte, id json.RawMessage, res *mcp.CallToolResult) ([]by
 		if err != nil {
 			return nil, err
 		}
-		b = append(b, `{"content":[{"type":"text","text":`...)
+		b = append(b, '{')
+		if head != nil {
+			b = append(b, head.text...)
+		}
+		b = append(b, `"content":[{"type":"text","text":`...)
 		b = append(b, enc...)
 		b = append(b, `}],"structuredContent":`...)
 		b = append(b, res.RawStructuredContent...)
 		b = append(b, '}')
 	} else {
+		if head != nil {
+			res.ResultType = mcp.ResultTypeComplete
+			if res.Meta == nil {
+				res.Meta = &mcp.Meta{}
+			}
+			res.Meta.SetMetaField(mcp.MetaKeyServerInfo, head.info)
+		}
 		enc, err := json.Marshal(res)
 		if err != nil {
 			return nil, err

@@ -138,8 +138,8 @@ func TestFastCallLeavesOtherCallsToMCPGo(t *testing.T) {
 		// mcp-go takes a message with a result for a response: 202, and no call.
 		{"result member", `{"jsonrpc":"2.0","id":9,"method":"tools/call","result":{},"params":{"name":"list_todos","arguments":{}}}`, nil, ``},
 		// A second params does not hide the first's _meta, which names the
-		// stateless revision: mcp-go refuses the mismatch with the header.
-		{"params twice", `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}},"params":{"name":"list_todos","arguments":{}}}`, nil, `does not match`},
+		// stateless revision: a request of it in a session is refused.
+		{"params twice", `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}},"params":{"name":"list_todos","arguments":{}}}`, nil, `Mcp-Session-Id is not part`},
 	} {
 		before := e.ag.fastAnswered.Load()
 		resp, body := e.raw(http.MethodPost, cred, sid, c.body, c.header)

@@ -49,11 +49,18 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := context.WithValue(r.Context(), endpointKey{}, ep)
 
 	var body []byte
+	var env *envelope
 	if r.Method == http.MethodPost {
 		if body, ok = a.readBody(w, r); !ok {
 			return
 		}
 		ctx = withCallNote(ctx)
+		env = readEnvelope(r.Header, body)
+	}
+	if isModern(r.Header, env) {
+		w.Header().Set("X-Accel-Buffering", "no")
+		a.serveStateless(ctx, w, r, ep, body, env)
+		return
 	}
 
 	sid := r.Header.Get(server.HeaderKeySessionID)
@@ -70,7 +77,7 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet:
 		a.serveStream(ctx, w, r, x, sid)
 	case x != nil:
-		a.serveInSession(ctx, w, r, x, body)
+		a.serveInSession(ctx, w, r, x, body, env)
 	default:
 		// An initialize (a POST without a session). mcp-go registers the new session
 		// only after answering it: one ended before then (evicted by another
@@ -145,13 +152,13 @@ func (a *Agent) serveStream(ctx context.Context, w http.ResponseWriter, r *http.
 	a.http.ServeHTTP(w, r.WithContext(ctx))
 }
 
-// serveInSession serves a request other than the GET on the live session x.
-func (a *Agent) serveInSession(ctx context.Context, w http.ResponseWriter, r *http.Request, x *session, body []byte) {
+// serveInSession serves a request other than the GET on the live session x; a
+// POST's message is env (see readEnvelope).
+func (a *Agent) serveInSession(ctx context.Context, w http.ResponseWriter, r *http.Request, x *session, body []byte, env *envelope) {
 	if r.Method != http.MethodPost {
 		a.http.ServeHTTP(w, r.WithContext(ctx))
 		return
 	}
-	env := readEnvelope(r.Header, body)
 	if a.fastCall(ctx, w, r, x, body, env) {
 		return
 	}

@@ -300,44 +300,55 @@ func TestStalledBodyAnswered(t *testing.T) {
 
 func jsonInt(v int64) string { b, _ := json.Marshal(v); return string(b) }
 
-// /mcp serves only the session-ful revisions: a stateless (2026-07-28) request is
-// told which versions to use, and mcp-go's default client negotiates down.
-func TestProtocolVersionsPinned(t *testing.T) {
+// /mcp serves 2026-07-28 beside the session-ful revisions: a request of a later,
+// unknown revision is told which to use; mcp-go's default client settles on
+// 2026-07-28 and holds no session; one that asks for 2025-11-25 gets a session.
+func TestProtocolVersionsServed(t *testing.T) {
 	e := newEnv(t)
 	_, cred := e.endpoint("modern", []string{"inbox"}, nil)
 	discover := `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"` + mcp.MetaKeyProtocolVersion +
-		`":"2026-07-28","` + mcp.MetaKeyClientCapabilities + `":{}}}}`
-	resp, body := e.raw(http.MethodPost, cred, "", discover, map[string]string{mcp.HeaderProtocolVersion: "2026-07-28"})
+		`":"2099-01-01","` + mcp.MetaKeyClientCapabilities + `":{}}}}`
+	resp, body := e.raw(http.MethodPost, cred, "", discover,
+		map[string]string{mcp.HeaderProtocolVersion: "2099-01-01", mcp.HeaderMethod: "server/discover"})
 	var rpc struct {
 		Error struct {
 			Data mcp.UnsupportedProtocolVersionData `json:"data"`
 		} `json:"error"`
 	}
 	if err := json.Unmarshal([]byte(body), &rpc); err != nil || resp.StatusCode != http.StatusBadRequest {
-		t.Fatalf("modern discover: %d %s", resp.StatusCode, body)
+		t.Fatalf("discover of an unknown revision: %d %s", resp.StatusCode, body)
 	}
 	if !slices.Equal(rpc.Error.Data.Supported, SupportedProtocolVersions) {
 		t.Fatalf("supported = %v, want %v", rpc.Error.Data.Supported, SupportedProtocolVersions)
 	}
 
-	tr, err := transport.NewStreamableHTTP(e.url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + cred}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := client.NewClient(tr) // prefers 2026-07-28 by default
-	if err := c.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	res, err := c.Initialize(t.Context(), mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "default", Version: "1"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(SupportedProtocolVersions, res.ProtocolVersion) || c.GetSessionId() == "" {
-		t.Fatalf("default client settled on %q with session %q", res.ProtocolVersion, c.GetSessionId())
-	}
-	if _, ok := res.Capabilities.Experimental["claude/channel"]; !ok {
-		t.Fatalf("capabilities lack experimental claude/channel: %+v", res.Capabilities.Experimental)
+	for _, want := range []string{mcp.ProtocolVersion20260728, mcp.ProtocolVersion20251125} {
+		tr, err := transport.NewStreamableHTTP(e.url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + cred}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := []client.ClientOption{}
+		if want != mcp.ProtocolVersion20260728 {
+			opts = append(opts, client.WithProtocolVersion(want))
+		}
+		c := client.NewClient(tr, opts...) // prefers 2026-07-28 by default
+		if err := c.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		res, err := c.Initialize(t.Context(), mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "default", Version: "1"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ProtocolVersion != want || (c.GetSessionId() == "") != (want == mcp.ProtocolVersion20260728) {
+			t.Fatalf("client settled on %q with session %q, want %s", res.ProtocolVersion, c.GetSessionId(), want)
+		}
+		if _, ok := res.Capabilities.Experimental["claude/channel"]; !ok {
+			t.Fatalf("%s: capabilities lack experimental claude/channel: %+v", want, res.Capabilities.Experimental)
+		}
+		if _, err := c.ListTools(t.Context(), mcp.ListToolsRequest{}); err != nil {
+			t.Fatalf("%s: tools/list: %v", want, err)
+		}
 	}
 }
 

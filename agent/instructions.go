@@ -47,6 +47,20 @@ func sessionInstructions(ep store.Endpoint) string {
 		"failed the call: the message says how), invalid_argument, forbidden, rate_limited (retry shortly) or not_found."
 }
 
+// statelessInstructions is what server/discover tells a client of the stateless
+// revision of ep: the session's text, and that it keeps no session, so lease_seq
+// is never optional there.
+func statelessInstructions(ep store.Endpoint) string {
+	s := sessionInstructions(ep)
+	if len(ep.Queues) == 0 {
+		return s
+	}
+	return s + "\n\nProtocol version " + statelessVersion + " keeps no session: every request stands alone, so pass " +
+		"lease_seq to heartbeat, complete, fail and release every time. For the wake-up, call subscriptions/listen " +
+		"with notifications {\"claude/channel\": {}} (or {\"queues\": [...]} for some of your queues), or declare the " +
+		"experimental claude/channel capability."
+}
+
 // instructions is the text every session reads before its first call.
 func instructions(endpointDefault int) string {
 	return "Switchboard hands you todos from the queues this endpoint may work. " +

@@ -306,13 +306,22 @@ func (m *Modules) Run(ctx context.Context, refresh func(ctx context.Context, mod
 	}
 }
 
-// RefreshGranted refreshes every endpoint with a live session that is granted one
-// of the capabilities.
+// RefreshGranted refreshes every endpoint with a live session or listener that is
+// granted one of the capabilities.
 func (a *Agent) RefreshGranted(ctx context.Context, caps map[string]bool) {
+	a.forgetTools(0) // stateless requests' tools are rebuilt on their next request
+	granted := func(ep store.Endpoint) bool {
+		return slices.ContainsFunc(ep.Capabilities, func(c string) bool { return caps[c] })
+	}
 	ids := map[int64]bool{}
 	for _, x := range a.sessions.all() {
-		if slices.ContainsFunc(x.endpoint().Capabilities, func(c string) bool { return caps[c] }) {
+		if granted(x.endpoint()) {
 			ids[x.endpointID] = true
+		}
+	}
+	for _, l := range a.listening.list() {
+		if ep := l.endpoint(); granted(ep) {
+			ids[ep.ID] = true
 		}
 	}
 	for id := range ids {

@@ -189,6 +189,8 @@ func (a *Agent) sessionView(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 		x.mu.Lock()
 		defs = x.defs
 		x.mu.Unlock()
+	} else if rs, ok := server.ClientSessionFromContext(ctx).(*requestSession); ok {
+		defs = rs.built.defs
 	}
 	hidden := a.hiddenTools(ctx, ep)
 	out := tools[:0]

@@ -57,7 +57,7 @@ func (e *env) listen(t *testing.T, cred, id string) <-chan struct{} {
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+cred)
 	req.Header.Set("Mcp-Session-Id", id)
-	req.Header.Set("Mcp-Protocol-Version", SupportedProtocolVersions[0])
+	req.Header.Set("Mcp-Protocol-Version", SessionProtocolVersion)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/switchboardhq/switchboard/agent"
 )
 
 // maxConsecutiveErrors is how many failed calls in a row stop a draining agent.
@@ -21,6 +24,7 @@ func drain(ctx context.Context, t Target, agents int, timeout time.Duration, que
 	if err != nil {
 		return err
 	}
+	r.Drain.Protocol = cmp.Or(t.Protocol, agent.SessionProtocolVersion)
 	r.Drain.Agents, r.Drain.Todos, r.Drain.Errors = agents, d.done, d.errs
 	r.Drain.PerSec = float64(d.done) / d.elapsed.Seconds()
 	r.Drain.ClaimNext, r.Drain.Complete = d.claimLat.Summary(), d.completeLat.Summary()

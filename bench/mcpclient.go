@@ -2,15 +2,19 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/internal/sse"
@@ -25,6 +29,9 @@ import (
 // copy of each structured result as well, which took about a third of a core away
 // from the server at 650 todos/s. This one spends a fraction of that.
 //
+// Over the stateless revision (Target.Protocol 2026-07-28) it has no session:
+// each request carries the revision in its headers and its _meta.
+//
 // A leanClient is used by one goroutine at a time.
 type leanClient struct {
 	credential string
@@ -32,7 +39,22 @@ type leanClient struct {
 	path       string // of the MCP endpoint
 	session    string
 	version    string
+	stateless  bool
 	nextID     int64
+}
+
+// leanMeta is a stateless request's _meta.
+type leanMeta struct {
+	Version string         `json:"io.modelcontextprotocol/protocolVersion"`
+	Caps    map[string]any `json:"io.modelcontextprotocol/clientCapabilities"`
+}
+
+// meta is the _meta of c's requests: nil in a session.
+func (c *leanClient) meta() *leanMeta {
+	if !c.stateless {
+		return nil
+	}
+	return &leanMeta{Version: c.version, Caps: map[string]any{}}
 }
 
 // sessionEnded is the server's 404 to a call on the client's session: it ended
@@ -60,8 +82,9 @@ type callError struct{ msg string }
 
 func (e *callError) Error() string { return e.msg }
 
-// dialLean opens a session: initialize, then notifications/initialized. Each call
-// on it is bounded by timeout (0: by its context alone).
+// dialLean opens a session: initialize, then notifications/initialized; or, for
+// the stateless revision, asks server/discover whether the server serves it. Each
+// call is bounded by timeout (0: by its context alone).
 func dialLean(ctx context.Context, t Target, timeout time.Duration) (*leanClient, error) {
 	mcpURL := strings.TrimSuffix(t.URL, "/") + "/mcp"
 	w, err := newWire(mcpURL, timeout)
@@ -73,15 +96,31 @@ func dialLean(ctx context.Context, t Target, timeout time.Duration) (*leanClient
 		return nil, err
 	}
 	c := &leanClient{credential: t.Credential, wire: w, path: path}
+	if mcp.IsModernProtocol(t.Protocol) {
+		c.stateless, c.version = true, t.Protocol
+		params, _ := json.Marshal(map[string]any{"_meta": c.meta()})
+		var disc struct {
+			SupportedVersions []string `json:"supportedVersions"`
+		}
+		if _, err := request(ctx, c, "server/discover", "", params, &disc); err != nil {
+			w.close()
+			return nil, fmt.Errorf("bench: server/discover: %w", err)
+		}
+		if !slices.Contains(disc.SupportedVersions, t.Protocol) {
+			w.close()
+			return nil, fmt.Errorf("bench: the server does not serve protocol %s (it serves %v)", t.Protocol, disc.SupportedVersions)
+		}
+		return c, nil
+	}
 	params, _ := json.Marshal(map[string]any{
-		"protocolVersion": agent.SupportedProtocolVersions[0],
+		"protocolVersion": cmp.Or(t.Protocol, agent.SessionProtocolVersion),
 		"capabilities":    map[string]any{},
 		"clientInfo":      map[string]string{"name": "switchboard-bench", "version": "1"},
 	})
 	var init struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	}
-	resp, err := request(ctx, c, "initialize", params, &init)
+	resp, err := request(ctx, c, "initialize", "", params, &init)
 	if err != nil {
 		w.close()
 		return nil, fmt.Errorf("bench: initialize: %w", err)
@@ -92,7 +131,7 @@ func dialLean(ctx context.Context, t Target, timeout time.Duration) (*leanClient
 		return nil, fmt.Errorf("bench: initialize: the server gave no session id or protocol version")
 	}
 	c.session, c.version = sid, init.ProtocolVersion
-	resp, _, err = c.post(ctx, http.MethodPost, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	resp, _, err = c.post(ctx, http.MethodPost, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), "", "")
 	if err != nil {
 		w.close()
 		return nil, fmt.Errorf("bench: notifications/initialized: %w", err)
@@ -108,9 +147,10 @@ func dialLean(ctx context.Context, t Target, timeout time.Duration) (*leanClient
 // (isError) comes back as a *callError carrying the tool's text.
 func leanCall[T any](ctx context.Context, c *leanClient, name string, args any) (*T, error) {
 	params, err := json.Marshal(struct {
-		Name      string `json:"name"`
-		Arguments any    `json:"arguments"`
-	}{name, args})
+		Meta      *leanMeta `json:"_meta,omitempty"`
+		Name      string    `json:"name"`
+		Arguments any       `json:"arguments"`
+	}{c.meta(), name, args})
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +160,7 @@ func leanCall[T any](ctx context.Context, c *leanClient, name string, args any) 
 		// Read only for an error's text: left raw, it is not unescaped.
 		Content json.RawMessage `json:"content"`
 	}
-	if _, err := request(ctx, c, "tools/call", params, &res); err != nil {
+	if _, err := request(ctx, c, "tools/call", name, params, &res); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if res.IsError {
@@ -143,14 +183,17 @@ func leanCall[T any](ctx context.Context, c *leanClient, name string, args any) 
 // the connection.
 func (c *leanClient) close() {
 	defer c.wire.close()
+	if c.stateless {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c.post(ctx, http.MethodDelete, nil)
+	c.post(ctx, http.MethodDelete, nil, "", "")
 }
 
-// request sends one JSON-RPC request and decodes its result into out, in one pass
-// over the answer.
-func request[T any](ctx context.Context, c *leanClient, method string, params json.RawMessage, out *T) (*http.Response, error) {
+// request sends one JSON-RPC request (of a tool, name) and decodes its result into
+// out, in one pass over the answer.
+func request[T any](ctx context.Context, c *leanClient, method, name string, params json.RawMessage, out *T) (*http.Response, error) {
 	c.nextID++
 	id := c.nextID
 	body := make([]byte, 0, 64+len(params))
@@ -161,7 +204,7 @@ func request[T any](ctx context.Context, c *leanClient, method string, params js
 	body = append(body, `,"params":`...)
 	body = append(body, params...)
 	body = append(body, '}')
-	resp, data, err := c.post(ctx, http.MethodPost, body)
+	resp, data, err := c.post(ctx, http.MethodPost, body, method, name)
 	if err != nil {
 		return nil, err
 	}
@@ -191,12 +234,19 @@ func request[T any](ctx context.Context, c *leanClient, method string, params js
 	return resp, nil
 }
 
-// post sends body (nil for none) with the session's headers.
-func (c *leanClient) post(ctx context.Context, method string, body []byte) (*http.Response, []byte, error) {
-	h := make([]string, 0, 10)
+// post sends body (nil for none) with the session's headers, or the stateless
+// revision's (the JSON-RPC method rpc, and the tool name, if any).
+func (c *leanClient) post(ctx context.Context, method string, body []byte, rpc, name string) (*http.Response, []byte, error) {
+	h := make([]string, 0, 14)
 	h = append(h, "Authorization", "Bearer "+c.credential)
-	if c.session != "" {
+	switch {
+	case c.session != "":
 		h = append(h, "Mcp-Session-Id", c.session, "Mcp-Protocol-Version", c.version)
+	case c.stateless:
+		h = append(h, "Mcp-Protocol-Version", c.version, "Mcp-Method", rpc)
+		if name != "" {
+			h = append(h, "Mcp-Name", name)
+		}
 	}
 	if body != nil {
 		h = append(h, "Content-Type", "application/json", "Accept", "application/json, text/event-stream")

@@ -26,6 +26,9 @@ type Target struct {
 	Credential string // an endpoint credential with the webhook verbs and a ceiling of 2+ (generic, github)
 	Queue      string // the queue the bench's webhooks feed; in the endpoint's scope
 	PID        int    // the server's process id when it runs on this machine (0 = unknown)
+	// Protocol is the MCP revision the drain's agents speak: empty or
+	// agent.SessionProtocolVersion for sessions, 2026-07-28 for stateless requests.
+	Protocol string
 }
 
 // Config says how hard to push.
@@ -69,6 +72,7 @@ type Report struct {
 	} `json:"ingest"`
 
 	Drain struct {
+		Protocol     string  `json:"protocol"`
 		Agents       int     `json:"agents"`
 		Todos        int64   `json:"todos"`
 		Errors       int64   `json:"errors"`

@@ -11,18 +11,20 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/bench"
 	"github.com/switchboardhq/switchboard/store"
 )
 
 const benchSynopsis = `bench [--url URL --credential-env VAR [--queue Q]] [--deliveries N] [--senders C] [--agents A]
-                   [--doorbells N] [--duration D] [--json]`
+                   [--protocol VERSION] [--doorbells N] [--duration D] [--json]`
 
 func runBench(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "bench", benchSynopsis)
@@ -33,6 +35,8 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 	deliveries := fs.Int("deliveries", 20000, "signed deliveries in the ingest phase")
 	senders := fs.Int("senders", 32, "concurrent webhook senders")
 	agents := fs.Int("agents", 8, "concurrent agents draining over MCP")
+	protocol := fs.String("protocol", agent.SessionProtocolVersion, "the MCP revision the drain's agents speak: "+
+		strings.Join(agent.SupportedProtocolVersions, ", ")+" (2026-07-28: stateless requests, no session)")
 	doorbells := fs.Int("doorbells", 300, "todos enqueued one at a time to measure the doorbell")
 	duration := fs.Duration("duration", 3*time.Second, "how long the half-rate ingest run and the floor measurement last")
 	sync := fs.String("synchronous", store.SyncFull, "in-process server: FULL or NORMAL")
@@ -46,6 +50,9 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 	if u := strings.TrimSuffix(*url, "/"); strings.HasSuffix(u, "/mcp") {
 		return usageErr("--url is the server's base URL: drop the /mcp (bench adds it), as in --url %s",
 			strings.TrimSuffix(u, "/mcp"))
+	}
+	if !slices.Contains(agent.SupportedProtocolVersions, *protocol) {
+		return usageErr("--protocol %q: want one of %s", *protocol, strings.Join(agent.SupportedProtocolVersions, ", "))
 	}
 	if *deliveries < 1 || *senders < 1 || *agents < 1 || *doorbells < 1 || *duration <= 0 {
 		return usageErr("--deliveries, --senders, --agents, --doorbells and --duration must be positive")
@@ -79,6 +86,7 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 		target = t
 		machine += ", temporary database in " + dir + ", synchronous=" + strings.ToUpper(*sync)
 	}
+	target.Protocol = *protocol
 	report, err := bench.Run(ctx, target, cfg)
 	if err != nil {
 		return errors.New(strings.TrimPrefix(err.Error(), "bench: ")) // the command names itself
@@ -207,8 +215,8 @@ func printBench(w io.Writer, machine string, r *bench.Report) {
 	fmt.Fprintf(tw, "ingest at half rate\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%d\t\n", r.Ingest.HalfRatePerS,
 		ratio(r.Ingest.HalfRatePerS), r.Ingest.HalfRateLat.P50, r.Ingest.HalfRateLat.P99, r.Ingest.HalfRateLat.Max,
 		r.Ingest.HalfRateError)
-	fmt.Fprintf(tw, "drain, %d agents (todos)\t%.0f\t%s\t\t\t\t%d\t\n", r.Drain.Agents, r.Drain.PerSec,
-		ratio(r.Drain.PerSec), r.Drain.Errors)
+	fmt.Fprintf(tw, "drain, %d agents, MCP %s (todos)\t%.0f\t%s\t\t\t\t%d\t\n", r.Drain.Agents, r.Drain.Protocol,
+		r.Drain.PerSec, ratio(r.Drain.PerSec), r.Drain.Errors)
 	fmt.Fprintf(tw, "  claim_next\t\t\t%.2f\t%.2f\t%.2f\t\t\n", r.Drain.ClaimNext.P50, r.Drain.ClaimNext.P99, r.Drain.ClaimNext.Max)
 	fmt.Fprintf(tw, "  complete\t\t\t%.2f\t%.2f\t%.2f\t\t\n", r.Drain.Complete.P50, r.Drain.Complete.P99, r.Drain.Complete.Max)
 	fmt.Fprintf(tw, "doorbell, %d sessions\t\t\t%.2f\t%.2f\t%.2f\t%d missed\t\n", r.Doorbell.Sessions,

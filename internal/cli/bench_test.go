@@ -81,6 +81,34 @@ func TestBenchRunsEndToEnd(t *testing.T) {
 	}
 }
 
+// bench --protocol 2026-07-28 drains over stateless requests, and says so.
+func TestBenchDrainsOverTheStatelessRevision(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server process and drives it")
+	}
+	code, out, stderr := cli(t, "", "bench", "--deliveries", "200", "--senders", "4", "--agents", "3",
+		"--doorbells", "5", "--duration", "200ms", "--protocol", "2026-07-28", "--json")
+	if code != 0 {
+		t.Fatalf("bench exited %d: %s", code, stderr)
+	}
+	var r struct {
+		Drain struct {
+			Protocol string `json:"protocol"`
+			Todos    int    `json:"todos"`
+			Errors   int    `json:"errors"`
+		} `json:"drain"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, out)
+	}
+	if r.Drain.Protocol != "2026-07-28" || r.Drain.Errors != 0 || r.Drain.Todos < 200 {
+		t.Fatalf("drain: %+v", r.Drain)
+	}
+	if code, _, stderr := cli(t, "", "bench", "--protocol", "2099-01-01"); code != 2 || !strings.Contains(stderr, "--protocol") {
+		t.Fatalf("bench --protocol 2099-01-01: exit %d: %s", code, stderr)
+	}
+}
+
 // bench --url against an endpoint left at a low rate limit: the drain cannot run,
 // so bench fails and says why instead of reporting a rate, and leaves no webhook
 // behind on the server.

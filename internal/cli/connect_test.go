@@ -15,7 +15,8 @@ import (
 )
 
 // `switchboard connect` against a real serve: a stdio client's tool call goes
-// through, and a doorbell rung by another process comes back on stdout.
+// through, and a doorbell rung by another process comes back on stdout, in the
+// shape of a Claude Code channel event (content, and meta of strings).
 func TestConnectRelaysCallsAndDoorbell(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "sb.db")
 	base, _ := startServer(t, server.Config{DB: db})
@@ -84,8 +85,13 @@ func TestConnectRelaysCallsAndDoorbell(t *testing.T) {
 	}
 
 	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"experimental":{"claude/channel":{}}},"clientInfo":{"name":"stdio-agent","version":"1"}}}`)
-	if m := await(byID(1), "initialize result"); m["result"] == nil {
-		t.Fatalf("initialize: %v", m)
+	// Claude Code takes a stdio server as a channel when its initialize answer
+	// declares experimental claude/channel.
+	init := await(byID(1), "initialize result")
+	res, _ := init["result"].(map[string]any)
+	caps, _ := res["capabilities"].(map[string]any)
+	if exp, _ := caps["experimental"].(map[string]any); exp == nil || exp["claude/channel"] == nil {
+		t.Fatalf("initialize does not declare the claude/channel capability: %v", init)
 	}
 	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"claim_next","arguments":{}}}`)
@@ -120,6 +126,13 @@ func TestConnectRelaysCallsAndDoorbell(t *testing.T) {
 	params, _ := rung["params"].(map[string]any)
 	if c, _ := params["content"].(string); !strings.Contains(c, "inbox") {
 		t.Fatalf("doorbell content %q", c)
+	}
+	// A channel event's meta is a map of identifier keys to strings.
+	meta, _ := params["meta"].(map[string]any)
+	for _, k := range []string{"queue", "todo_id", "source"} {
+		if _, ok := meta[k].(string); !ok {
+			t.Fatalf("doorbell meta %v lacks the string %s", meta, k)
+		}
 	}
 	inW.Close() // stdin EOF ends the bridge cleanly
 	select {

@@ -297,7 +297,7 @@ func (gc *gatewayClient) raw(body string) string {
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+gc.cred)
 	req.Header.Set("Mcp-Session-Id", gc.GetSessionId())
-	req.Header.Set("Mcp-Protocol-Version", agent.SupportedProtocolVersions[0])
+	req.Header.Set("Mcp-Protocol-Version", agent.SessionProtocolVersion)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		gc.t.Fatal(err)

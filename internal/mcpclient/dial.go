@@ -16,8 +16,8 @@ import (
 )
 
 // ProtocolVersion is the MCP revision Dial asks for: the newest one /mcp serves
-// (agent.SupportedProtocolVersions[0], which agent's tests hold it to), so that
-// the client does not probe for the session-less one /mcp declines.
+// that keeps sessions (agent.SessionProtocolVersion, which agent's tests hold it
+// to). Dial's clients hold a session and its GET stream.
 const ProtocolVersion = mcp.ProtocolVersion20251125
 
 // DialOptions configure Dial.

@@ -238,6 +238,8 @@ func (m *Metrics) WatchAgent(a *agent.Agent) {
 			func() float64 { return float64(a.Stats().Sessions) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_mcp_streams", Help: "MCP sessions with an open GET stream (doorbell listeners)."},
 			func() float64 { return float64(a.Stats().Streams) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_mcp_listeners", Help: "Open subscriptions/listen streams of MCP 2026-07-28 (doorbell listeners without a session)."},
+			func() float64 { return float64(a.Stats().Listeners) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "switchboard_doorbell_rings_total", Help: "Doorbell notifications handed to sessions."},
 			func() float64 { return float64(a.Stats().RingsSent) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "switchboard_doorbell_drops_total", Help: "Doorbell rings dropped (queue full or a session's buffer full); the todo stays queued."},

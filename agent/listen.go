@@ -1,0 +1,279 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// subscriptions/listen is where a client of the stateless revision hears from the
+// server: the answer to it is a stream that stays open until the client goes. The
+// agent serves it itself rather than through mcp-go, whose listen stream carries
+// only the list changes of the spec (it keeps an extension's notifications off by
+// design) and closes at once when none was asked for: the doorbell is an
+// extension's notification, and a worker may listen for nothing else.
+//
+// A client asks for the doorbell with a "claude/channel" member in params.
+// notifications ({} for every queue of its credential, or {"queues": [...]} for
+// some of them), or by declaring the experimental "claude/channel" capability in
+// its _meta (every queue), which is how a client that cannot add members to the
+// request (the official Go SDK) opts in. toolsListChanged works as in the spec.
+
+// listener is one open subscriptions/listen stream.
+type listener struct {
+	id     json.RawMessage // the listen request's id, which tags every message on the stream
+	queues []string        // the doorbell's queues (nil: no doorbell)
+	lists  bool            // tools/list_changed asked for
+	out    chan []byte     // messages to write; a full one drops a ring
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	ep      store.Endpoint
+	builtOn string // toolInputs of the endpoint its client last listed tools of
+}
+
+func (l *listener) endpoint() store.Endpoint {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ep
+}
+
+// listeners are the open listen streams.
+type listeners struct {
+	mu  sync.Mutex
+	all map[*listener]struct{}
+}
+
+func (s *listeners) add(l *listener) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.all == nil {
+		s.all = map[*listener]struct{}{}
+	}
+	s.all[l] = struct{}{}
+}
+
+func (s *listeners) remove(l *listener) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.all, l)
+}
+
+func (s *listeners) list() []*listener {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*listener, 0, len(s.all))
+	for l := range s.all {
+		out = append(out, l)
+	}
+	return out
+}
+
+// listenParams is what subscriptions/listen asks for.
+type listenParams struct {
+	Meta          *mcp.Meta `json:"_meta"`
+	Notifications struct {
+		ToolsListChanged bool `json:"toolsListChanged"`
+		Channel          *struct {
+			Queues []string `json:"queues"`
+		} `json:"claude/channel"`
+	} `json:"notifications"`
+}
+
+// serveListen serves a subscriptions/listen of ep's: refused before anything is
+// sent if it names a queue out of ep's scope; else acknowledged with what it
+// will get, then held open, carrying doorbells and list changes, until the
+// client goes, the credential is revoked, or the server shuts down.
+func (a *Agent) serveListen(ctx context.Context, w http.ResponseWriter, ep store.Endpoint, id json.RawMessage, body []byte) {
+	var msg struct {
+		Params listenParams `json:"params"`
+	}
+	if err := json.Unmarshal(body, &msg); err != nil {
+		writeRPCError(w, id, mcp.INVALID_PARAMS, "subscriptions/listen: params: "+argumentProblem(err), http.StatusBadRequest)
+		return
+	}
+	p := msg.Params
+	l := &listener{id: id, lists: p.Notifications.ToolsListChanged, out: make(chan []byte, 64),
+		ep: ep, builtOn: toolInputs(ep)}
+	switch {
+	case p.Notifications.Channel != nil && p.Notifications.Channel.Queues != nil:
+		for _, q := range p.Notifications.Channel.Queues {
+			if !slices.Contains(ep.Queues, q) {
+				writeRPCError(w, id, mcp.INVALID_PARAMS, fmt.Sprintf("subscriptions/listen: queue %.100q is not in this credential's scope (%v)",
+					q, ep.Queues), http.StatusBadRequest)
+				return
+			}
+		}
+		l.queues = slices.Clone(p.Notifications.Channel.Queues)
+	case p.Notifications.Channel != nil || declaresChannel(p.Meta):
+		l.queues = slices.Clone(ep.Queues)
+	}
+	if l.queues == nil && !l.lists {
+		// Nothing to deliver: acknowledged and ended at once, as the spec says.
+		a.writeStream(w, l, false)
+		return
+	}
+	ctx, l.cancel = context.WithCancel(ctx)
+	defer l.cancel()
+	a.listening.add(l)
+	defer a.listening.remove(l)
+	a.writeStream(w, l, true)
+	a.holdStream(ctx, w, l)
+}
+
+// declaresChannel says whether a request's _meta declares the experimental
+// claude/channel client capability.
+func declaresChannel(m *mcp.Meta) bool {
+	if m == nil {
+		return false
+	}
+	var caps struct {
+		Experimental map[string]any `json:"experimental"`
+	}
+	b, err := json.Marshal(m.AdditionalFields[mcp.MetaKeyClientCapabilities])
+	if err != nil || json.Unmarshal(b, &caps) != nil {
+		return false
+	}
+	_, ok := caps.Experimental["claude/channel"]
+	return ok
+}
+
+// writeStream starts the listen stream with its acknowledgement, and, when
+// nothing was subscribed (open false), ends it with the result.
+func (a *Agent) writeStream(w http.ResponseWriter, l *listener, open bool) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	got := map[string]any{}
+	if l.lists {
+		got["toolsListChanged"] = true
+	}
+	if l.queues != nil {
+		got["claude/channel"] = map[string]any{"queues": l.queues}
+	}
+	writeEvent(w, l.notification(mcp.MethodNotificationSubscriptionsAcknowledged, map[string]any{"notifications": got}))
+	if !open {
+		writeEvent(w, l.result())
+	}
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// holdStream writes l's messages until ctx ends, pinging an idle stream so that
+// proxies keep it open.
+func (a *Agent) holdStream(ctx context.Context, w http.ResponseWriter, l *listener) {
+	f, _ := w.(http.Flusher)
+	ping := time.NewTicker(a.opts.StreamPing)
+	defer ping.Stop()
+	for {
+		var err error
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-l.out:
+			err = writeEvent(w, m)
+		case <-ping.C:
+			_, err = w.Write([]byte(": ping\n\n"))
+		}
+		if err != nil {
+			return
+		}
+		if f != nil {
+			f.Flush()
+		}
+	}
+}
+
+func writeEvent(w http.ResponseWriter, msg []byte) error {
+	_, err := fmt.Fprintf(w, "event: message\ndata: %s\n\n", msg)
+	return err
+}
+
+// notification encodes a notification on l's stream, tagged with its id.
+func (l *listener) notification(method string, params map[string]any) []byte {
+	p := make(map[string]any, len(params)+1)
+	for k, v := range params {
+		p[k] = v
+	}
+	p["_meta"] = map[string]any{mcp.MetaKeySubscriptionID: l.id}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": mcp.JSONRPC_VERSION, "method": method, "params": p})
+	return b
+}
+
+// result is the listen request's answer, which ends the stream.
+func (l *listener) result() []byte {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": mcp.JSONRPC_VERSION, "id": l.id, "result": map[string]any{
+		"resultType": mcp.ResultTypeComplete,
+		"_meta":      map[string]any{mcp.MetaKeySubscriptionID: l.id},
+	}})
+	return b
+}
+
+// send hands l a message without blocking, and reports whether it could; a
+// full stream misses it.
+func send(l *listener, msg []byte) bool {
+	select {
+	case l.out <- msg:
+		return true
+	default:
+		return false
+	}
+}
+
+// ringListeners rings every listener whose doorbell covers c's queue, while its
+// credential still does.
+func (a *Agent) ringListeners(c store.TodoChange, params map[string]any) {
+	for _, l := range a.listening.list() {
+		if slices.Contains(l.queues, c.Queue) && slices.Contains(l.endpoint().Queues, c.Queue) {
+			if send(l, l.notification(ChannelMethod, params)) {
+				a.bell.sent.Add(1)
+			} else {
+				a.bell.blocked.Add(1)
+			}
+		}
+	}
+}
+
+// revalidateListeners gives each listener its endpoint as eps holds it (read by
+// Revalidate): a revoked one (nil) ends the stream, and one whose tools changed
+// tells a client that asked for list changes.
+func (a *Agent) revalidateListeners(eps map[int64]*store.Endpoint) {
+	for _, l := range a.listening.list() {
+		ep, seen := eps[l.endpoint().ID]
+		switch {
+		case !seen:
+			continue
+		case ep == nil:
+			l.cancel()
+		default:
+			a.listenerEndpoint(l, *ep)
+		}
+	}
+}
+
+// listenerEndpoint updates l to ep, telling its client when ep's tools changed.
+func (a *Agent) listenerEndpoint(l *listener, ep store.Endpoint) {
+	l.mu.Lock()
+	changed := l.builtOn != toolInputs(ep)
+	l.ep, l.builtOn = ep, toolInputs(ep)
+	l.mu.Unlock()
+	if changed {
+		a.listChanged(l)
+	}
+}
+
+// listChanged tells l's client that its tools changed, if it asked to hear so.
+func (a *Agent) listChanged(l *listener) {
+	if l.lists {
+		send(l, l.notification(string(mcp.MethodNotificationToolsListChanged), nil))
+	}
+}
