@@ -93,14 +93,27 @@ var ErrSQLiteOnly = errors.New("SQLite only")
 
 // pgDumpAdvice refuses a SQLite-only file operation on PostgreSQL, with the
 // command that does the job there.
-func (s *Store) pgDumpAdvice(what string) error {
+func (s *Store) pgDumpAdvice(what string) error { return PgDumpAdvice(what, s.path) }
+
+// PgDumpAdvice is pgDumpAdvice for a --db value, before any store is open (the CLI's
+// restore, which must not connect or lock anything).
+func PgDumpAdvice(what, db string) error {
 	return fmt.Errorf("store: %s works on a SQLite file; on PostgreSQL back up with pg_dump: "+
 		"pg_dump --format=custom --file=switchboard.dump %q (restore with pg_restore --clean --dbname=URL "+
-		"switchboard.dump, serve stopped): %w", what, s.path, ErrSQLiteOnly)
+		"switchboard.dump, serve stopped): %w", what, Redacted(db), ErrSQLiteOnly)
 }
 
 // ErrUnreachable: the database server did not take the connection.
 var ErrUnreachable = errors.New("database unreachable")
+
+// Redacted is a --db value as a message or log line may show it: a SQLite path as
+// it is, a PostgreSQL URL with its password masked.
+func Redacted(db string) string {
+	if IsPostgres(db) {
+		return redactURL(db)
+	}
+	return db
+}
 
 // redactURL is a PostgreSQL URL as it may be shown: its password masked.
 func redactURL(raw string) string {

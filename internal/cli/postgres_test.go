@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
+)
+
+// The test server trusts loopback, so it takes any password: the URL carries one,
+// and no output may show it.
+const pgTestPassword = "pw-never-shown"
+
+// pgWithPassword is a fresh schema's URL with pgTestPassword in it.
+func pgWithPassword(t *testing.T) string {
+	t.Helper()
+	u, err := url.Parse(testkit.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), pgTestPassword)
+	return u.String()
+}
+
+// cliPG runs one command against PostgreSQL and fails the test when it does not
+// exit with want, or shows the password.
+func cliPG(t *testing.T, want int, stdin string, args ...string) (stdout, stderr string) {
+	t.Helper()
+	code, stdout, stderr := cli(t, stdin, args...)
+	if code != want {
+		t.Fatalf("%s: exit %d, want %d: %s%s", strings.Join(args[:2], " "), code, want, stdout, stderr)
+	}
+	if strings.Contains(stdout+stderr, pgTestPassword) {
+		t.Fatalf("%s shows the password: %s%s", strings.Join(args[:2], " "), stdout, stderr)
+	}
+	return stdout, stderr
+}
+
+// Every command that opens the database works with --db postgres://…
+func TestCommandsOnPostgres(t *testing.T) {
+	db := pgWithPassword(t)
+	out, _ := cliPG(t, 0, "", "endpoint", "create", "--db", db, "--agent", "reviewer", "--queues", "inbox",
+		"--max-webhooks", "2", "--webhook-sources", "github", "--json")
+	var ep struct {
+		EndpointID int64 `json:"endpoint_id"`
+	}
+	if err := json.Unmarshal([]byte(out), &ep); err != nil || ep.EndpointID == 0 {
+		t.Fatalf("endpoint create --json: %v\n%s", err, out)
+	}
+	id := itoa(ep.EndpointID)
+	cliPG(t, 0, "", "endpoint", "update", id, "--db", db, "--default-lease", "60")
+	if out, _ := cliPG(t, 0, "", "endpoint", "list", "--db", db); !strings.Contains(out, "reviewer") {
+		t.Fatalf("endpoint list misses the endpoint:\n%s", out)
+	}
+
+	out, _ = cliPG(t, 0, "", "todo", "add", "--db", db, "--queue", "inbox", "--payload", `{"pr":42}`)
+	out, _ = cliPG(t, 0, "", "todo", "list", "--db", db, "--queue", "inbox", "--json")
+	var todos []struct {
+		ID int64 `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(out), &todos); err != nil || len(todos) != 1 {
+		t.Fatalf("todo list --json: %v\n%s", err, out)
+	}
+	if out, _ := cliPG(t, 0, "", "todo", "show", itoa(todos[0].ID), "--db", db); !strings.Contains(out, `"pr"`) {
+		t.Fatalf("todo show misses the payload:\n%s", out)
+	}
+
+	cliPG(t, 0, "a long enough password\n", "operator", "create", "--db", db, "--username", "ana")
+	if out, _ := cliPG(t, 0, "", "admin", "list", "--db", db); !strings.Contains(out, "ana") {
+		t.Fatalf("admin list misses ana:\n%s", out)
+	}
+
+	cliPG(t, 0, "", "webhook", "create", "--db", db, "--source", "github", "--queue", "inbox", "--endpoint", id)
+	if out, _ := cliPG(t, 0, "", "webhook", "list", "--db", db); !strings.Contains(out, "github") {
+		t.Fatalf("webhook list misses the webhook:\n%s", out)
+	}
+	cliPG(t, 0, "", "modules", "list", "--db", db)
+	cliPG(t, 0, "", "endpoint", "revoke", id, "--db", db)
+}
+
+// backup and restore are SQLite's; on PostgreSQL they say so and name pg_dump,
+// and so does --synchronous.
+func TestSQLiteOnlyCommandsOnPostgres(t *testing.T) {
+	db := pgWithPassword(t)
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"backup", "--db", db, "--to", dir + "/b.db"},
+		{"restore", "--db", db, "--from", dir + "/b.db"},
+	} {
+		_, stderr := cliPG(t, 1, "", args...)
+		if !strings.Contains(stderr, "SQLite") || !strings.Contains(stderr, "pg_dump --format=custom") ||
+			strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("%s on PostgreSQL: %q, want one line saying it is SQLite only, with the pg_dump command", args[0], stderr)
+		}
+	}
+	_, stderr := cliPG(t, 2, "", "serve", "--db", db, "--synchronous", "NORMAL", "--listen", "127.0.0.1:0")
+	if !strings.Contains(stderr, "SQLite only") || !strings.Contains(stderr, "synchronous_commit") {
+		t.Errorf("serve --synchronous NORMAL on PostgreSQL: %q", stderr)
+	}
+}
+
+// serve on PostgreSQL starts, answers /readyz, and prints its banner, next steps
+// and log lines with the password masked.
+func TestServeOnPostgres(t *testing.T) {
+	db := pgWithPassword(t)
+	var logs testkit.LockedBuffer
+	env := &environ{stdin: strings.NewReader(""), stderr: &logs, getenv: func(string) string { return "" }, arg0: "switchboard"}
+	lines, stop := serveFirstLines(env, 3, "serve", "--db", db, "--listen", "127.0.0.1:0") // banner and two hints
+	if len(lines) < 3 {
+		t.Fatalf("serve exited %d, printed %q; log %s", stop(), lines, logs.String())
+	}
+	base := strings.TrimPrefix(lines[0], "switchboard listening on ")
+	base = base[:strings.Index(base, " ")]
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if code := stop(); code != 0 {
+		t.Errorf("serve exited %d: %s", code, logs.String())
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/readyz on PostgreSQL: %d %s", resp.StatusCode, body)
+	}
+	all := strings.Join(lines, "\n") + string(body) + logs.String()
+	if strings.Contains(all, pgTestPassword) || !strings.Contains(lines[1], "operator create") ||
+		!strings.Contains(lines[1], "postgres://postgres:xxxxx@") {
+		t.Errorf("serve shows the password, or no masked URL in its next steps:\n%s", all)
+	}
+}
