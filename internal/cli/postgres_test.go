@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -69,7 +72,11 @@ func TestCommandsOnPostgres(t *testing.T) {
 		t.Fatalf("todo show misses the payload:\n%s", out)
 	}
 
+	cliPG(t, 0, "", "todo", "retry", "--all-failed", "--queue", "inbox", "--db", db)
+
 	cliPG(t, 0, "a long enough password\n", "operator", "create", "--db", db, "--username", "ana")
+	cliPG(t, 0, "another long enough password\n", "operator", "passwd", "--db", db, "--username", "ana")
+	cliPG(t, 0, "", "operator", "logout", "--db", db, "--username", "ana")
 	if out, _ := cliPG(t, 0, "", "admin", "list", "--db", db); !strings.Contains(out, "ana") {
 		t.Fatalf("admin list misses ana:\n%s", out)
 	}
@@ -78,6 +85,15 @@ func TestCommandsOnPostgres(t *testing.T) {
 	if out, _ := cliPG(t, 0, "", "webhook", "list", "--db", db); !strings.Contains(out, "github") {
 		t.Fatalf("webhook list misses the webhook:\n%s", out)
 	}
+	key := filepath.Join(t.TempDir(), "secret.key")
+	if err := os.WriteFile(key, []byte(base64.StdEncoding.EncodeToString(make([]byte, 32))+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := cliPG(t, 0, "", "secrets", "reencrypt", "--db", db, "--secret-key-file", key); !strings.Contains(out, "encrypted 1 ") {
+		t.Fatalf("secrets reencrypt: %s", out)
+	}
+	cliPG(t, 0, "", "webhook", "events", "1", "--db", db)
+	cliPG(t, 0, "", "webhook", "delete", "1", "--db", db)
 	cliPG(t, 0, "", "modules", "list", "--db", db)
 	cliPG(t, 0, "", "endpoint", "revoke", id, "--db", db)
 }
