@@ -167,6 +167,10 @@ func (s *Store) checkSchema(ctx context.Context) error {
 		return err
 	}
 	applied, err := appliedVersions(ctx, s.rdb)
+	if s.pg && pgErrorCode(err) == "42P01" { // undefined_table: the schema is empty, a file not yet made
+		return fmt.Errorf("store: %s holds no Switchboard tables yet (serve creates them; is that the schema you meant?): %w",
+			s.path, fs.ErrNotExist)
+	}
 	if err != nil {
 		return fmt.Errorf("store: %s: %w", s.path, ErrNotSwitchboard)
 	}

@@ -149,3 +149,13 @@ func TestServeOnPostgres(t *testing.T) {
 		t.Errorf("serve shows the password, or no masked URL in its next steps:\n%s", all)
 	}
 }
+
+// A read command on an empty schema says so, as it says where it looked for a
+// file that is not there, rather than calling it a foreign database.
+func TestReadCommandOnAnEmptySchema(t *testing.T) {
+	db := pgWithPassword(t)
+	_, stderr := cliPG(t, 1, "", "todo", "list", "--db", db)
+	if !strings.Contains(stderr, "holds no Switchboard tables yet") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Errorf("todo list on an empty schema: %q", stderr)
+	}
+}
