@@ -99,8 +99,25 @@ func (s *Store) pgDumpAdvice(what string) error { return PgDumpAdvice(what, s.pa
 // restore, which must not connect or lock anything).
 func PgDumpAdvice(what, db string) error {
 	return fmt.Errorf("store: %s works on a SQLite file; on PostgreSQL back up with pg_dump: "+
-		"pg_dump --format=custom --file=switchboard.dump %q (restore with pg_restore --clean --dbname=URL "+
-		"switchboard.dump, serve stopped): %w", what, Redacted(db), ErrSQLiteOnly)
+		"pg_dump --format=custom --file=switchboard.dump %s (restore with pg_restore --clean --dbname=URL "+
+		"switchboard.dump, serve stopped): %w", what, pgDumpTarget(db), ErrSQLiteOnly)
+}
+
+// pgDumpTarget is what pg_dump is to dump for db, password masked: libpq takes no
+// search_path in a URL, so a schema named there becomes --schema.
+func pgDumpTarget(db string) string {
+	u, err := url.Parse(redactURL(db))
+	if err != nil {
+		return redactURL(db)
+	}
+	q := u.Query()
+	schema := q.Get("search_path")
+	if schema == "" {
+		return fmt.Sprintf("%q", u.String())
+	}
+	q.Del("search_path")
+	u.RawQuery = q.Encode()
+	return fmt.Sprintf("--schema=%s %q", schema, u.String())
 }
 
 // ErrUnreachable: the database server did not take the connection.
