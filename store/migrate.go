@@ -223,6 +223,10 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("store: create tables in %s: the role may not create tables in its schema "+
 				"(GRANT CREATE ON SCHEMA … TO it, or give it a database of its own): %w", s.path, err)
 		}
+		if s.pg && pgErrorCode(err) == "3F000" { // no schema in search_path exists that the role may use
+			return fmt.Errorf("store: create tables in %s: no schema to create them in: the one its search_path "+
+				"names does not exist or the role may not use it (CREATE SCHEMA … AUTHORIZATION the role): %w", s.path, err)
+		}
 		return fmt.Errorf("store: create schema_migrations in %s: %w", s.path, err)
 	}
 	applied, err := appliedVersions(ctx, conn)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboardhq/switchboard/internal/testkit"
 )
@@ -159,5 +162,51 @@ func TestReadCommandOnAnEmptySchema(t *testing.T) {
 	_, stderr := cliPG(t, 1, "", "todo", "list", "--db", db)
 	if !strings.Contains(stderr, "holds no Switchboard tables yet") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 		t.Errorf("todo list on an empty schema: %q", stderr)
+	}
+}
+
+// A server that cannot be reached, a database that is not there, a role that may
+// not create tables: serve says which, in one line, without the password, and
+// exits 1.
+func TestServeOnPostgresRefusesInOneLine(t *testing.T) {
+	db := pgWithPassword(t)
+	u, _ := url.Parse(db)
+	role := "norights_" + strings.TrimPrefix(u.Query().Get("search_path"), "t_")
+	admin, err := pgx.Connect(t.Context(), os.Getenv("SWITCHBOARD_TEST_POSTGRES"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Roles are the server's, not the schema's: this one goes with its grants.
+		ctx := context.Background()
+		admin.Exec(ctx, "DROP OWNED BY "+role)
+		admin.Exec(ctx, "DROP ROLE "+role)
+		admin.Close(ctx)
+	})
+	if _, err := admin.Exec(t.Context(), "CREATE ROLE "+role+" LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+
+	at := func(edit func(u *url.URL)) string {
+		c := *u
+		edit(&c)
+		return c.String()
+	}
+	for _, tc := range []struct{ name, db, want string }{
+		{"unreachable", at(func(u *url.URL) { u.Host = "127.0.0.1:1" }), "PostgreSQL at 127.0.0.1:1"},
+		{"no such database", at(func(u *url.URL) { u.Path = "/no_such_db" }), `database "no_such_db" does not exist`},
+		{"no usage", at(func(u *url.URL) { u.User = url.UserPassword(role, pgTestPassword) }), "the role may not use it"},
+	} {
+		_, stderr := cliPG(t, 1, "", "serve", "--db", tc.db, "--listen", "127.0.0.1:0")
+		if !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("%s: %q, want one line saying %q", tc.name, stderr, tc.want)
+		}
+	}
+	if _, err := admin.Exec(t.Context(), "GRANT USAGE ON SCHEMA "+u.Query().Get("search_path")+" TO "+role); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr := cliPG(t, 1, "", "serve", "--db", at(func(u *url.URL) { u.User = url.UserPassword(role, pgTestPassword) }), "--listen", "127.0.0.1:0")
+	if !strings.Contains(stderr, "the role may not create tables") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Errorf("no create: %q, want one line saying the role may not create tables", stderr)
 	}
 }
