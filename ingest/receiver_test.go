@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -39,7 +38,7 @@ type rig struct {
 func newRig(t *testing.T, opts ReceiverOptions) *rig {
 	t.Helper()
 	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	path := filepath.Join(t.TempDir(), "sb.db")
+	path := testkit.DB(t)
 	st := teststore.OpenPath(t, path, store.Options{Now: clock.Now})
 	r := &rig{t: t, store: st, path: path, clock: clock, logs: &testkit.LockedBuffer{}, rung: make(chan store.TodoChange, 64), outcome: map[string]int{}}
 	st.OnTodoChange(func(c store.TodoChange) {

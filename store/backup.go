@@ -25,7 +25,13 @@ var ErrInUse = errors.New("database is in use by a running serve")
 // fails with ErrInUse while another process holds it, which keeps a second
 // serve and Restore away from a live database. CLI commands that only add or
 // read rows do not take it: SQLite's own locking covers them.
+//
+// On PostgreSQL there is no file to lock and nothing to take: the server keeps
+// its own locks, and restore is pg_restore's.
 func LockForServe(path string) (unlock func(), err error) {
+	if IsPostgres(path) {
+		return func() {}, nil
+	}
 	f, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("store: lock %s: %w", path, err)
@@ -65,6 +71,9 @@ func (s *Store) Backup(ctx context.Context, dst string) error {
 // included, is kept beside dst first (see keepReplaced), and a restore that
 // cannot keep it changes nothing.
 func Restore(ctx context.Context, src, dst string) (string, error) {
+	if IsPostgres(dst) {
+		return "", PgDumpAdvice("restore", dst)
+	}
 	// Held for the whole restore, so serve cannot start on a half-done file.
 	unlock, err := LockForServe(dst)
 	if err != nil {

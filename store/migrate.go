@@ -167,6 +167,10 @@ func (s *Store) checkSchema(ctx context.Context) error {
 		return err
 	}
 	applied, err := appliedVersions(ctx, s.rdb)
+	if s.pg && pgErrorCode(err) == "42P01" { // undefined_table: the schema is empty, a file not yet made
+		return fmt.Errorf("store: %s holds no Switchboard tables yet (serve creates them; is that the schema you meant?): %w",
+			s.path, fs.ErrNotExist)
+	}
 	if err != nil {
 		return fmt.Errorf("store: %s: %w", s.path, ErrNotSwitchboard)
 	}
@@ -218,6 +222,10 @@ func (s *Store) migrate(ctx context.Context) error {
 		if s.pg && pgErrorCode(err) == "42501" {
 			return fmt.Errorf("store: create tables in %s: the role may not create tables in its schema "+
 				"(GRANT CREATE ON SCHEMA … TO it, or give it a database of its own): %w", s.path, err)
+		}
+		if s.pg && pgErrorCode(err) == "3F000" { // no schema in search_path exists that the role may use
+			return fmt.Errorf("store: create tables in %s: no schema to create them in: the one its search_path "+
+				"names does not exist or the role may not use it (CREATE SCHEMA … AUTHORIZATION the role): %w", s.path, err)
 		}
 		return fmt.Errorf("store: create schema_migrations in %s: %w", s.path, err)
 	}

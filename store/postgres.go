@@ -93,14 +93,44 @@ var ErrSQLiteOnly = errors.New("SQLite only")
 
 // pgDumpAdvice refuses a SQLite-only file operation on PostgreSQL, with the
 // command that does the job there.
-func (s *Store) pgDumpAdvice(what string) error {
+func (s *Store) pgDumpAdvice(what string) error { return PgDumpAdvice(what, s.path) }
+
+// PgDumpAdvice is pgDumpAdvice for a --db value, before any store is open (the CLI's
+// restore, which must not connect or lock anything).
+func PgDumpAdvice(what, db string) error {
 	return fmt.Errorf("store: %s works on a SQLite file; on PostgreSQL back up with pg_dump: "+
-		"pg_dump --format=custom --file=switchboard.dump %q (restore with pg_restore --clean --dbname=URL "+
-		"switchboard.dump, serve stopped): %w", what, s.path, ErrSQLiteOnly)
+		"pg_dump --format=custom --file=switchboard.dump %s (restore with pg_restore --clean --dbname=URL "+
+		"switchboard.dump, serve stopped): %w", what, pgDumpTarget(db), ErrSQLiteOnly)
+}
+
+// pgDumpTarget is what pg_dump is to dump for db, password masked: libpq takes no
+// search_path in a URL, so a schema named there becomes --schema.
+func pgDumpTarget(db string) string {
+	u, err := url.Parse(redactURL(db))
+	if err != nil {
+		return redactURL(db)
+	}
+	q := u.Query()
+	schema := q.Get("search_path")
+	if schema == "" {
+		return fmt.Sprintf("%q", u.String())
+	}
+	q.Del("search_path")
+	u.RawQuery = q.Encode()
+	return fmt.Sprintf("--schema=%s %q", schema, u.String())
 }
 
 // ErrUnreachable: the database server did not take the connection.
 var ErrUnreachable = errors.New("database unreachable")
+
+// Redacted is a --db value as a message or log line may show it: a SQLite path as
+// it is, a PostgreSQL URL with its password masked.
+func Redacted(db string) string {
+	if IsPostgres(db) {
+		return redactURL(db)
+	}
+	return db
+}
 
 // redactURL is a PostgreSQL URL as it may be shown: its password masked.
 func redactURL(raw string) string {

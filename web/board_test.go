@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -153,6 +154,7 @@ func TestThousands(t *testing.T) {
 // every page says so and what it means, the login page too; once writes succeed
 // again the banner goes.
 func TestPagesSayWhenWritesAreFailing(t *testing.T) {
+	testkit.SQLiteOnly(t, "the page cap that stands in for a full disk is SQLite's")
 	f := newFixture(t, Options{})
 	cookie, _ := f.login()
 	if err := f.st.SetMaxPages(t.Context(), 1); err != nil {

@@ -5,10 +5,11 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
+
 	"strings"
 	"testing"
 
+	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/internal/testkit/teststore"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -17,7 +18,7 @@ import (
 // set after, still mark the operator's browser after restarts with the key, the
 // signing key now sealed in the database.
 func TestDeviceCookiesOutliveRestartsWithTheSecretKey(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "sb.db")
+	path := testkit.DB(t)
 	key := bytes.Repeat([]byte{9}, 32)
 	boot := func(key []byte) (*store.Store, *UI) {
 		t.Helper()

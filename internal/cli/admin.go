@@ -56,6 +56,9 @@ func openStoreROWith(ctx context.Context, env *environ, path string, opts store.
 // requireDatabase is noDatabase when nothing is at path, for commands that must
 // not create the database.
 func requireDatabase(path string) error {
+	if store.IsPostgres(path) {
+		return nil // a missing schema is the store's to say
+	}
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return noDatabase(path)
 	}
@@ -72,8 +75,12 @@ func noDatabase(path string) error {
 }
 
 // absPath is path made absolute, or path itself if that fails: what a message
-// about a file names, so a relative --db shows where it resolved.
+// about a file names, so a relative --db shows where it resolved. A PostgreSQL
+// URL is shown with its password masked.
 func absPath(path string) string {
+	if store.IsPostgres(path) {
+		return store.Redacted(path)
+	}
 	if abs, err := filepath.Abs(path); err == nil {
 		return abs
 	}

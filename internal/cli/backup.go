@@ -23,6 +23,9 @@ func runBackup(ctx context.Context, env *environ, args []string) error {
 	if *to == "" {
 		return usageErr("--to is required")
 	}
+	if store.IsPostgres(*db) {
+		return store.PgDumpAdvice("backup", *db) // whether or not the server answers
+	}
 	// A database not yet migrated (before an upgrade's first serve) is backed
 	// up as it is: that copy is the way back to the Switchboard it came from.
 	s, err := openStoreROWith(ctx, env, *db, store.Options{OlderSchema: true})

@@ -15,25 +15,10 @@ import (
 // have; and its first line names the version as a version, not as a mode.
 func TestServeSaysNextStepsAsInvoked(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "sb.db")
-	r, w := io.Pipe()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	env := &environ{stdin: strings.NewReader(""), stdout: w, stderr: io.Discard, getenv: func(string) string { return "" },
+	env := &environ{stdin: strings.NewReader(""), stderr: io.Discard, getenv: func(string) string { return "" },
 		arg0: filepath.Join(t.TempDir(), "go-build3141592", "b001", "exe", "switchboard")}
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, env, []string{"serve", "--db", db, "--listen", "127.0.0.1:0"})
-		w.Close()
-	}()
-	var lines []string
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) == 3 {
-			cancel() // banner and two hints: serve may stop
-		}
-	}
-	if code := <-done; code != 0 {
+	lines, stop := serveFirstLines(env, 3, "serve", "--db", db, "--listen", "127.0.0.1:0") // banner and two hints
+	if code := stop(); code != 0 {
 		t.Fatalf("serve exited %d: %q", code, lines)
 	}
 	if len(lines) < 3 {
@@ -66,5 +51,28 @@ func TestInvokedAs(t *testing.T) {
 		if got := invokedAs(arg0); got != want {
 			t.Errorf("invokedAs(%q) = %q, want %q", arg0, got, want)
 		}
+	}
+}
+
+// serveFirstLines runs serve (args) in-process on env, and returns the first n
+// lines it prints (fewer if it ends first) and a stop that ends it and returns its
+// exit code.
+func serveFirstLines(env *environ, n int, args ...string) (lines []string, stop func() int) {
+	r, w := io.Pipe()
+	env.stdout = w
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, env, args)
+		w.Close()
+	}()
+	sc := bufio.NewScanner(r)
+	for len(lines) < n && sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	go io.Copy(io.Discard, r)
+	return lines, func() int {
+		cancel()
+		return <-done
 	}
 }

@@ -69,8 +69,8 @@ func commands() []command {
 		{"webhook", "create, list, rotate or delete webhooks (ingest URLs)", runWebhook},
 		{"secrets", "encrypt stored webhook secrets with the configured key", runSecrets},
 		{"modules", "list capability modules or approve a changed tool definition", runModules},
-		{"backup", "write a consistent copy of the database (safe while serve runs)", runBackup},
-		{"restore", "replace the database with a backup (stop serve first)", runRestore},
+		{"backup", "write a consistent copy of the SQLite database (safe while serve runs; PostgreSQL: pg_dump)", runBackup},
+		{"restore", "replace the SQLite database with a backup (stop serve first; PostgreSQL: pg_restore)", runRestore},
 		{"connect", "bridge a stdio-only MCP client to a running Switchboard", runConnect},
 		{"bench", "measure ingest, drain and doorbell capacity on this machine", runBench},
 		{"version", "print version, commit and Go version", runVersion},
@@ -257,9 +257,12 @@ func defaultDB(env *environ) string {
 	return "switchboard.db"
 }
 
+// dbUsage is --db's help, the same on every command.
+const dbUsage = "SQLite database file, or a postgres:// URL (env SWITCHBOARD_DB)"
+
 // dbFlag adds --db to a flag set.
 func dbFlag(fs *flag.FlagSet, env *environ) *string {
-	return fs.String("db", defaultDB(env), "SQLite database file (env SWITCHBOARD_DB)")
+	return fs.String("db", defaultDB(env), dbUsage)
 }
 
 func runVersion(_ context.Context, env *environ, args []string) error {

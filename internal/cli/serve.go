@@ -38,10 +38,10 @@ func (c *serveConfig) register(fs interface {
 	BoolVar(*bool, string, bool, string)
 }, env *environ) {
 	fs.StringVar(&c.Listen, "listen", envOr(env, "SWITCHBOARD_LISTEN", "127.0.0.1:8080"), "address to listen on (env SWITCHBOARD_LISTEN)")
-	fs.StringVar(&c.DB, "db", defaultDB(env), "SQLite database file (env SWITCHBOARD_DB)")
+	fs.StringVar(&c.DB, "db", defaultDB(env), dbUsage)
 	fs.StringVar(&c.BaseURL, "base-url", envOr(env, "SWITCHBOARD_BASE_URL", ""), "public URL used in ingest URLs (env SWITCHBOARD_BASE_URL; default http://<listen>)")
 	fs.StringVar(&c.Synchronous, "synchronous", envOr(env, "SWITCHBOARD_SYNCHRONOUS", store.SyncFull),
-		"FULL: every acknowledged write survives power loss; NORMAL: fewer fsyncs, may lose the last writes on power loss (env SWITCHBOARD_SYNCHRONOUS)")
+		"FULL: every acknowledged write survives power loss; NORMAL: fewer fsyncs, may lose the last writes on power loss; SQLite only (env SWITCHBOARD_SYNCHRONOUS)")
 	fs.StringVar(&c.LogFormat, "log-format", envOr(env, "SWITCHBOARD_LOG_FORMAT", "text"), "text or json (env SWITCHBOARD_LOG_FORMAT)")
 	fs.DurationVar(&c.ReaperInterval, "reaper-interval", envDuration(env, "SWITCHBOARD_REAPER_INTERVAL", 30*time.Second, &c.envErrs), "how often expired leases are requeued (env SWITCHBOARD_REAPER_INTERVAL)")
 	fs.DurationVar(&c.Retention, "retention", envDuration(env, "SWITCHBOARD_RETENTION", 30*24*time.Hour, &c.envErrs), "how long done todos are kept (env SWITCHBOARD_RETENTION)")
@@ -113,6 +113,10 @@ func envInt64(env *environ, name string, def int64, bad *[]string) int64 {
 func (c *serveConfig) validate() error {
 	if len(c.envErrs) > 0 {
 		return usageErr("%s", strings.Join(c.envErrs, "; "))
+	}
+	// PostgreSQL's durability is the server's synchronous_commit, not ours to weaken.
+	if store.IsPostgres(c.DB) && !strings.EqualFold(c.Synchronous, store.SyncFull) {
+		return usageErr("--synchronous (SWITCHBOARD_SYNCHRONOUS) is SQLite only: on PostgreSQL set synchronous_commit on the server")
 	}
 	if c.ReaperInterval <= 0 {
 		return usageErr("--reaper-interval must be positive")
@@ -220,9 +224,9 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 		return err
 	}
 	for _, ln := range lns {
-		fmt.Fprintln(env.stdout, banner(listenURL(ln.Addr()), cfg.DB, env.buildVersion()))
+		fmt.Fprintln(env.stdout, banner(listenURL(ln.Addr()), store.Redacted(cfg.DB), env.buildVersion()))
 	}
-	hints, err := firstRunHints(ctx, srv.Store(), cfg.DB, invokedAs(env.arg0))
+	hints, err := firstRunHints(ctx, srv.Store(), store.Redacted(cfg.DB), invokedAs(env.arg0))
 	if err != nil {
 		logger.Warn("read what is set up", "err", err)
 	}

@@ -22,6 +22,7 @@ import (
 // status line say that writes are failing; the log says so once, not once a
 // delivery. Once there is room, deliveries are stored again.
 func TestServeWhileTheDiskIsFull(t *testing.T) {
+	testkit.SQLiteOnly(t, "the page cap that stands in for a full disk is SQLite's")
 	var logs testkit.LockedBuffer
 	base, srv, _ := servertest.Start(t, server.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx := context.Background()

@@ -9,11 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/switchboardhq/switchboard/internal/server"
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // Start runs a server on a free loopback port until the test ends, or until
@@ -22,7 +22,7 @@ import (
 func Start(t testing.TB, cfg server.Config) (base string, srv *server.Server, stop func()) {
 	t.Helper()
 	if cfg.DB == "" {
-		cfg.DB = filepath.Join(t.TempDir(), "sb.db")
+		cfg.DB = testkit.DB(t)
 	}
 	if cfg.ReaperInterval == 0 {
 		cfg.ReaperInterval = 30 * time.Second

@@ -1,0 +1,212 @@
+package cli
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
+)
+
+// The test server trusts loopback, so it takes any password: the URL carries one,
+// and no output may show it.
+const pgTestPassword = "pw-never-shown"
+
+// pgWithPassword is a fresh schema's URL with pgTestPassword in it.
+func pgWithPassword(t *testing.T) string {
+	t.Helper()
+	u, err := url.Parse(testkit.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), pgTestPassword)
+	return u.String()
+}
+
+// cliPG runs one command against PostgreSQL and fails the test when it does not
+// exit with want, or shows the password.
+func cliPG(t *testing.T, want int, stdin string, args ...string) (stdout, stderr string) {
+	t.Helper()
+	code, stdout, stderr := cli(t, stdin, args...)
+	if code != want {
+		t.Fatalf("%s: exit %d, want %d: %s%s", strings.Join(args[:2], " "), code, want, stdout, stderr)
+	}
+	if strings.Contains(stdout+stderr, pgTestPassword) {
+		t.Fatalf("%s shows the password: %s%s", strings.Join(args[:2], " "), stdout, stderr)
+	}
+	return stdout, stderr
+}
+
+// Every command that opens the database works with --db postgres://…
+func TestCommandsOnPostgres(t *testing.T) {
+	db := pgWithPassword(t)
+	out, _ := cliPG(t, 0, "", "endpoint", "create", "--db", db, "--agent", "reviewer", "--queues", "inbox",
+		"--max-webhooks", "2", "--webhook-sources", "github", "--json")
+	var ep struct {
+		EndpointID int64 `json:"endpoint_id"`
+	}
+	if err := json.Unmarshal([]byte(out), &ep); err != nil || ep.EndpointID == 0 {
+		t.Fatalf("endpoint create --json: %v\n%s", err, out)
+	}
+	id := itoa(ep.EndpointID)
+	cliPG(t, 0, "", "endpoint", "update", id, "--db", db, "--default-lease", "60")
+	if out, _ := cliPG(t, 0, "", "endpoint", "list", "--db", db); !strings.Contains(out, "reviewer") {
+		t.Fatalf("endpoint list misses the endpoint:\n%s", out)
+	}
+
+	out, _ = cliPG(t, 0, "", "todo", "add", "--db", db, "--queue", "inbox", "--payload", `{"pr":42}`)
+	out, _ = cliPG(t, 0, "", "todo", "list", "--db", db, "--queue", "inbox", "--json")
+	var todos []struct {
+		ID int64 `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(out), &todos); err != nil || len(todos) != 1 {
+		t.Fatalf("todo list --json: %v\n%s", err, out)
+	}
+	if out, _ := cliPG(t, 0, "", "todo", "show", itoa(todos[0].ID), "--db", db); !strings.Contains(out, `"pr"`) {
+		t.Fatalf("todo show misses the payload:\n%s", out)
+	}
+
+	cliPG(t, 0, "", "todo", "retry", "--all-failed", "--queue", "inbox", "--db", db)
+
+	cliPG(t, 0, "a long enough password\n", "operator", "create", "--db", db, "--username", "ana")
+	cliPG(t, 0, "another long enough password\n", "operator", "passwd", "--db", db, "--username", "ana")
+	cliPG(t, 0, "", "operator", "logout", "--db", db, "--username", "ana")
+	if out, _ := cliPG(t, 0, "", "admin", "list", "--db", db); !strings.Contains(out, "ana") {
+		t.Fatalf("admin list misses ana:\n%s", out)
+	}
+
+	cliPG(t, 0, "", "webhook", "create", "--db", db, "--source", "github", "--queue", "inbox", "--endpoint", id)
+	if out, _ := cliPG(t, 0, "", "webhook", "list", "--db", db); !strings.Contains(out, "github") {
+		t.Fatalf("webhook list misses the webhook:\n%s", out)
+	}
+	key := filepath.Join(t.TempDir(), "secret.key")
+	if err := os.WriteFile(key, []byte(base64.StdEncoding.EncodeToString(make([]byte, 32))+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := cliPG(t, 0, "", "secrets", "reencrypt", "--db", db, "--secret-key-file", key); !strings.Contains(out, "encrypted 1 ") {
+		t.Fatalf("secrets reencrypt: %s", out)
+	}
+	cliPG(t, 0, "", "webhook", "events", "1", "--db", db)
+	cliPG(t, 0, "", "webhook", "delete", "1", "--db", db)
+	cliPG(t, 0, "", "modules", "list", "--db", db)
+	cliPG(t, 0, "", "endpoint", "revoke", id, "--db", db)
+}
+
+// backup and restore are SQLite's; on PostgreSQL they say so and name pg_dump,
+// and so does --synchronous.
+func TestSQLiteOnlyCommandsOnPostgres(t *testing.T) {
+	db := pgWithPassword(t)
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"backup", "--db", db, "--to", dir + "/b.db"},
+		{"restore", "--db", db, "--from", dir + "/b.db"},
+	} {
+		_, stderr := cliPG(t, 1, "", args...)
+		// libpq takes no search_path in a URL: the test's schema is pg_dump's --schema.
+		if !strings.Contains(stderr, "SQLite") || !strings.Contains(stderr, "pg_dump --format=custom --file=switchboard.dump --schema=t_") ||
+			strings.Contains(stderr, "search_path") ||
+			strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("%s on PostgreSQL: %q, want one line saying it is SQLite only, with the pg_dump command", args[0], stderr)
+		}
+	}
+	_, stderr := cliPG(t, 2, "", "serve", "--db", db, "--synchronous", "NORMAL", "--listen", "127.0.0.1:0")
+	if !strings.Contains(stderr, "SQLite only") || !strings.Contains(stderr, "synchronous_commit") {
+		t.Errorf("serve --synchronous NORMAL on PostgreSQL: %q", stderr)
+	}
+}
+
+// serve on PostgreSQL starts, answers /readyz, and prints its banner, next steps
+// and log lines with the password masked.
+func TestServeOnPostgres(t *testing.T) {
+	db := pgWithPassword(t)
+	var logs testkit.LockedBuffer
+	env := &environ{stdin: strings.NewReader(""), stderr: &logs, getenv: func(string) string { return "" }, arg0: "switchboard"}
+	lines, stop := serveFirstLines(env, 3, "serve", "--db", db, "--listen", "127.0.0.1:0") // banner and two hints
+	if len(lines) < 3 {
+		t.Fatalf("serve exited %d, printed %q; log %s", stop(), lines, logs.String())
+	}
+	base := strings.TrimPrefix(lines[0], "switchboard listening on ")
+	base = base[:strings.Index(base, " ")]
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if code := stop(); code != 0 {
+		t.Errorf("serve exited %d: %s", code, logs.String())
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/readyz on PostgreSQL: %d %s", resp.StatusCode, body)
+	}
+	all := strings.Join(lines, "\n") + string(body) + logs.String()
+	if strings.Contains(all, pgTestPassword) || !strings.Contains(lines[1], "operator create") ||
+		!strings.Contains(lines[1], "postgres://postgres:xxxxx@") {
+		t.Errorf("serve shows the password, or no masked URL in its next steps:\n%s", all)
+	}
+}
+
+// A read command on an empty schema says so, as it says where it looked for a
+// file that is not there, rather than calling it a foreign database.
+func TestReadCommandOnAnEmptySchema(t *testing.T) {
+	db := pgWithPassword(t)
+	_, stderr := cliPG(t, 1, "", "todo", "list", "--db", db)
+	if !strings.Contains(stderr, "holds no Switchboard tables yet") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Errorf("todo list on an empty schema: %q", stderr)
+	}
+}
+
+// A server that cannot be reached, a database that is not there, a role that may
+// not create tables: serve says which, in one line, without the password, and
+// exits 1.
+func TestServeOnPostgresRefusesInOneLine(t *testing.T) {
+	db := pgWithPassword(t)
+	u, _ := url.Parse(db)
+	role := "norights_" + strings.TrimPrefix(u.Query().Get("search_path"), "t_")
+	admin, err := pgx.Connect(t.Context(), os.Getenv("SWITCHBOARD_TEST_POSTGRES"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Roles are the server's, not the schema's: this one goes with its grants.
+		ctx := context.Background()
+		admin.Exec(ctx, "DROP OWNED BY "+role)
+		admin.Exec(ctx, "DROP ROLE "+role)
+		admin.Close(ctx)
+	})
+	if _, err := admin.Exec(t.Context(), "CREATE ROLE "+role+" LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+
+	at := func(edit func(u *url.URL)) string {
+		c := *u
+		edit(&c)
+		return c.String()
+	}
+	for _, tc := range []struct{ name, db, want string }{
+		{"unreachable", at(func(u *url.URL) { u.Host = "127.0.0.1:1" }), "PostgreSQL at 127.0.0.1:1"},
+		{"no such database", at(func(u *url.URL) { u.Path = "/no_such_db" }), `database "no_such_db" does not exist`},
+		{"no usage", at(func(u *url.URL) { u.User = url.UserPassword(role, pgTestPassword) }), "the role may not use it"},
+	} {
+		_, stderr := cliPG(t, 1, "", "serve", "--db", tc.db, "--listen", "127.0.0.1:0")
+		if !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("%s: %q, want one line saying %q", tc.name, stderr, tc.want)
+		}
+	}
+	if _, err := admin.Exec(t.Context(), "GRANT USAGE ON SCHEMA "+u.Query().Get("search_path")+" TO "+role); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr := cliPG(t, 1, "", "serve", "--db", at(func(u *url.URL) { u.User = url.UserPassword(role, pgTestPassword) }), "--listen", "127.0.0.1:0")
+	if !strings.Contains(stderr, "the role may not create tables") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Errorf("no create: %q, want one line saying the role may not create tables", stderr)
+	}
+}
