@@ -290,8 +290,8 @@ func (c *ChartSampler) write(ctx context.Context, minute time.Time, queues map[s
 			}
 			if _, err := w.exec(`INSERT INTO queue_minutes (queue, minute, added, completed, failed, depth, oldest_wait_ms)
 				VALUES (?, ?, ?, ?, ?, ?, ?)
-				ON CONFLICT (queue, minute) DO UPDATE SET added = added + excluded.added,
-					completed = completed + excluded.completed, failed = failed + excluded.failed,
+				ON CONFLICT (queue, minute) DO UPDATE SET added = queue_minutes.added + excluded.added,
+					completed = queue_minutes.completed + excluded.completed, failed = queue_minutes.failed + excluded.failed,
 					depth = excluded.depth, oldest_wait_ms = excluded.oldest_wait_ms`,
 				q.queue, ms(minute), q.added, q.completed, q.failed, q.depth, q.waitMS); err != nil {
 				return fmt.Errorf("store: chart sample: write queue %s: %w", q.queue, err)
@@ -302,8 +302,8 @@ func (c *ChartSampler) write(ctx context.Context, minute time.Time, queues map[s
 				continue
 			}
 			if _, err := w.exec(`INSERT INTO webhook_minutes (webhook_id, minute, deliveries, refusals) VALUES (?, ?, ?, ?)
-				ON CONFLICT (webhook_id, minute) DO UPDATE SET deliveries = deliveries + excluded.deliveries,
-					refusals = refusals + excluded.refusals`, h.id, ms(minute), h.deliveries, h.refused); err != nil {
+				ON CONFLICT (webhook_id, minute) DO UPDATE SET deliveries = webhook_minutes.deliveries + excluded.deliveries,
+					refusals = webhook_minutes.refusals + excluded.refusals`, h.id, ms(minute), h.deliveries, h.refused); err != nil {
 				return fmt.Errorf("store: chart sample: write webhook %d: %w", h.id, err)
 			}
 		}

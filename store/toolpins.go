@@ -60,9 +60,9 @@ func (s *Store) PinTool(ctx context.Context, module, tool, hash string, def []by
 		_, err := w.exec(`INSERT INTO tool_pins (module, tool, hash, definition, pinned_at) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (module, tool) DO UPDATE SET hash = excluded.hash, definition = excluded.definition,
 				pinned_at = excluded.pinned_at,
-				pending_definition = CASE WHEN pending_hash = excluded.hash THEN NULL ELSE pending_definition END,
-				pending_at = CASE WHEN pending_hash = excluded.hash THEN NULL ELSE pending_at END,
-				pending_hash = CASE WHEN pending_hash = excluded.hash THEN NULL ELSE pending_hash END`,
+				pending_definition = CASE WHEN tool_pins.pending_hash = excluded.hash THEN NULL ELSE tool_pins.pending_definition END,
+				pending_at = CASE WHEN tool_pins.pending_hash = excluded.hash THEN NULL ELSE tool_pins.pending_at END,
+				pending_hash = CASE WHEN tool_pins.pending_hash = excluded.hash THEN NULL ELSE tool_pins.pending_hash END`,
 			module, tool, hash, nullText(def), ms(w.now))
 		if err != nil {
 			return fmt.Errorf("store: pin %s/%s: %w", module, tool, err)

@@ -46,8 +46,8 @@ func (s *Store) WebhookDeliveryStats(ctx context.Context) (map[int64]DeliverySta
 	}
 	defer tx.Rollback()
 	var pruneMark int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM audit INDEXED BY audit_action
-		WHERE action = 'webhook_event.prune'`).Scan(&pruneMark); err != nil {
+	if err := tx.QueryRowContext(ctx, s.q(`SELECT coalesce(max(id), 0) FROM audit INDEXED BY audit_action
+		WHERE action = 'webhook_event.prune'`)).Scan(&pruneMark); err != nil {
 		return nil, fmt.Errorf("store: count webhook deliveries: read the last pruning: %w", err)
 	}
 	from := c.upTo
@@ -61,9 +61,9 @@ func (s *Store) WebhookDeliveryStats(ctx context.Context) (map[int64]DeliverySta
 	if from > 0 {
 		events = "webhook_events NOT INDEXED"
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT g.webhook_id, g.n, g.newest, e.received_at
+	rows, err := tx.QueryContext(ctx, s.q(`SELECT g.webhook_id, g.n, g.newest, e.received_at
 		FROM (SELECT webhook_id, count(*) AS n, max(id) AS newest FROM `+events+` WHERE id > ? GROUP BY webhook_id) g
-		JOIN webhook_events e ON e.id = g.newest`, from)
+		JOIN webhook_events e ON e.id = g.newest`), from)
 	if err != nil {
 		return nil, fmt.Errorf("store: count webhook deliveries: %w", err)
 	}

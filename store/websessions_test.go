@@ -39,7 +39,7 @@ func TestWebSessionLifecycle(t *testing.T) {
 
 	// The token itself is not in the database, only its hash.
 	var n int
-	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM web_sessions WHERE token_hash = ?`, []byte(token)).Scan(&n); err != nil || n != 0 {
+	if err := s.rdb.QueryRowContext(ctx, s.q(`SELECT count(*) FROM web_sessions WHERE token_hash = ?`), []byte(token)).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("raw token stored: n=%d err=%v", n, err)
 	}
 

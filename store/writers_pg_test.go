@@ -1,0 +1,123 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
+)
+
+// These tests race two stores on one PostgreSQL schema, as two processes would:
+// there, unlike on SQLite, their writes run side by side, so a check-then-act that
+// one writer made safe can fail. They skip without SWITCHBOARD_TEST_POSTGRES.
+
+// twoWriters opens two stores on one fresh PostgreSQL schema.
+func twoWriters(t *testing.T) (a, b *Store) {
+	t.Helper()
+	return openTwo(t, testkit.PostgresURL(t))
+}
+
+// openTwo opens two stores on db, as two processes would, closed when t ends.
+func openTwo(t *testing.T, db string) (a, b *Store) {
+	t.Helper()
+	for _, s := range []**Store{&a, &b} {
+		st, err := Open(context.Background(), db, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		*s = st
+	}
+	return a, b
+}
+
+// Copies of one delivery arriving at two processes at once (a provider retrying
+// while the first attempt is still in flight) make one event and one todo; every
+// other copy is answered as a duplicate of it, never with an error. Keyed by the
+// delivery id, and by the replay key alone.
+func TestTwoWritersRecordOneDeliveryOnce(t *testing.T) {
+	a, b := twoWriters(t)
+	ctx := context.Background()
+	h := mustWebhook(t, a, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "x", CreatedBy: "human:1"})
+	const rounds, copies = 20, 4
+	for r := range rounds {
+		for _, d := range []NewDelivery{
+			{WebhookID: h.ID, DeliveryID: fmt.Sprintf("d-%d", r), TrustMode: "signed", Body: []byte("{}")},
+			{WebhookID: h.ID, ReplayKey: []byte(fmt.Sprintf("k-%d", r)), TrustMode: "signed", Body: []byte("{}")},
+		} {
+			results := make([]DeliveryResult, 2*copies)
+			errs := make([]error, 2*copies)
+			var wg sync.WaitGroup
+			for i := range results {
+				s := a
+				if i%2 == 1 {
+					s = b
+				}
+				wg.Go(func() { results[i], errs[i] = s.RecordDelivery(ctx, d) })
+			}
+			wg.Wait()
+			firsts := 0
+			for i, res := range results {
+				if errs[i] != nil {
+					t.Fatalf("round %d, copy %d: %v", r, i, errs[i])
+				}
+				if !res.Duplicate {
+					firsts++
+				}
+				if res.EventID != results[0].EventID || res.TodoID != results[0].TodoID {
+					t.Fatalf("round %d: copies answered with different events: %+v and %+v", r, results[0], res)
+				}
+			}
+			if firsts != 1 {
+				t.Fatalf("round %d: %d copies recorded as new, want 1", r, firsts)
+			}
+		}
+	}
+	if n := countRows(t, a, "webhook_events"); n != 2*rounds {
+		t.Fatalf("%d events, want %d", n, 2*rounds)
+	}
+	if n := countRows(t, a, "todos"); n != 2*rounds {
+		t.Fatalf("%d todos, want %d", n, 2*rounds)
+	}
+}
+
+// An agent creating webhooks from two processes at once never goes over its
+// endpoint's ceiling: each create counts after the other has committed.
+func TestTwoWritersCreateWebhooksUpToTheCeiling(t *testing.T) {
+	a, b := twoWriters(t)
+	ctx := context.Background()
+	const ceiling, tries = 3, 16
+	ep := ceilingEndpoint(t, a, ceiling, []string{"github"}, []string{"inbox"})
+	errs := make([]error, tries)
+	var wg sync.WaitGroup
+	for i := range errs {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			_, errs[i] = s.CreateWebhook(ctx, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "x",
+				CreatedBy: "agent:bot", EndpointID: ep.ID, CheckCeiling: true})
+		})
+	}
+	wg.Wait()
+	made := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			made++
+		case !errors.Is(err, ErrCeilingExceeded):
+			t.Fatalf("create: %v, want success or the ceiling", err)
+		}
+	}
+	live, err := a.ListWebhooks(ctx, WebhookFilter{EndpointID: ep.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if made != ceiling || len(live) != ceiling {
+		t.Fatalf("%d creates succeeded and %d webhooks live, want %d: the ceiling", made, len(live), ceiling)
+	}
+}
