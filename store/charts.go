@@ -64,7 +64,10 @@ type queueTally struct{ added, completed, failed int64 }
 // stored after this call.
 func (s *Store) NewChartSampler(ctx context.Context, opts ChartOptions) (*ChartSampler, error) {
 	c := &ChartSampler{s: s, opts: opts, tally: map[string]*queueTally{}, refused: map[int64]int64{}, lastAt: s.now()}
-	if err := s.queryRow(ctx, `SELECT coalesce(max(id), 0) FROM webhook_events`).Scan(&c.eventMark); err != nil {
+	// An event still in flight now (PostgreSQL, settled false) arrived before
+	// the sampler: counted nowhere, like the events before it.
+	var err error
+	if c.eventMark, _, err = s.settledEvents(ctx); err != nil {
 		return nil, fmt.Errorf("store: start the chart sampler: read the newest event: %w", err)
 	}
 	if err := c.refusedSoFar(ctx); err != nil {
@@ -244,8 +247,12 @@ type webhookCounts struct {
 // range of the (webhook_id, id) index each) and its refusals since then, and
 // says the newest event id it counted.
 func (c *ChartSampler) webhookRows(ctx context.Context) (_ []webhookCounts, newest int64, err error) {
-	if err := c.s.queryRow(ctx, `SELECT coalesce(max(id), 0) FROM webhook_events`).Scan(&newest); err != nil {
+	newest, settled, err := c.s.settledEvents(ctx)
+	if err != nil {
 		return nil, 0, fmt.Errorf("store: chart sample: read the newest event: %w", err)
+	}
+	if !settled {
+		newest = c.eventMark // count the events in flight, and those after them, next time
 	}
 	rows, err := c.s.query(ctx, `SELECT w.id, (SELECT count(*) FROM webhook_events e
 			WHERE e.webhook_id = w.id AND e.id > ? AND e.id <= ?)

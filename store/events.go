@@ -177,8 +177,9 @@ const pgDeliveryLookup = `SELECT w.source_type, w.queue, w.created_by, w.signing
 // one delivery arriving at two processes at once would both find no first event,
 // and the second insert would fail on the unique index instead of being answered
 // as a duplicate. The lookup after it is a statement of its own, so that it reads
-// what the other copy committed while this one waited.
-const pgLockDeliveryKeys = `SELECT pg_advisory_xact_lock(hashtextextended(CAST(? AS TEXT), 0)),
+// what the other copy committed while this one waited. It takes pgEventsLock
+// too, before the event's id is taken (see settledEvents).
+const pgLockDeliveryKeys = `SELECT ` + pgEventsLock + `, pg_advisory_xact_lock(hashtextextended(CAST(? AS TEXT), 0)),
 	pg_advisory_xact_lock(hashtextextended(CAST(? AS TEXT), 0))`
 
 // deliveryLockKey names one idempotency key of a webhook for pgLockDeliveryKeys;

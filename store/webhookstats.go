@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"maps"
+	"math"
 	"sync"
 	"time"
 )
@@ -30,8 +31,8 @@ type deliveryStats struct {
 // newest arrived.
 //
 // Events get increasing ids as they arrive (ids are taken inside the write that
-// stores them, and writes are serial), so a snapshot holds every event up to its
-// newest id: after a first full count, a call counts only the events with larger
+// stores them, and writes are serial; on PostgreSQL, up to the settled mark: see
+// settledEvents), so a snapshot holds every event up to its newest id: after a first full count, a call counts only the events with larger
 // ids. Events are deleted only by retention pruning, which audits each chunk it
 // deletes in the same write; a pruning newer than the count, by this process or
 // another, makes the next call count everything again. All of a call's reads share
@@ -40,7 +41,20 @@ func (s *Store) WebhookDeliveryStats(ctx context.Context) (map[int64]DeliverySta
 	c := &s.deliveryStats
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	upper, opts := int64(math.MaxInt64), &sql.TxOptions{ReadOnly: true}
+	if s.pg {
+		// Ids there are not settled as they are read (see settledEvents), and
+		// READ COMMITTED would give each read its own snapshot.
+		mark, settled, err := s.settledEvents(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("store: count webhook deliveries: %w", err)
+		}
+		if !settled {
+			return nil, fmt.Errorf("store: count webhook deliveries: deliveries still being written after %s; try again", settleWait)
+		}
+		upper, opts.Isolation = mark, sql.LevelRepeatableRead
+	}
+	tx, err := s.rdb.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("store: count webhook deliveries: %w", err)
 	}
@@ -62,8 +76,8 @@ func (s *Store) WebhookDeliveryStats(ctx context.Context) (map[int64]DeliverySta
 		events = "webhook_events NOT INDEXED"
 	}
 	rows, err := tx.QueryContext(ctx, s.q(`SELECT g.webhook_id, g.n, g.newest, e.received_at
-		FROM (SELECT webhook_id, count(*) AS n, max(id) AS newest FROM `+events+` WHERE id > ? GROUP BY webhook_id) g
-		JOIN webhook_events e ON e.id = g.newest`), from)
+		FROM (SELECT webhook_id, count(*) AS n, max(id) AS newest FROM `+events+` WHERE id > ? AND id <= ? GROUP BY webhook_id) g
+		JOIN webhook_events e ON e.id = g.newest`), from, upper)
 	if err != nil {
 		return nil, fmt.Errorf("store: count webhook deliveries: %w", err)
 	}

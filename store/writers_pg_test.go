@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/switchboardhq/switchboard/internal/testkit"
 )
@@ -119,5 +121,74 @@ func TestTwoWritersCreateWebhooksUpToTheCeiling(t *testing.T) {
 	}
 	if made != ceiling || len(live) != ceiling {
 		t.Fatalf("%d creates succeeded and %d webhooks live, want %d: the ceiling", made, len(live), ceiling)
+	}
+}
+
+// A delivery that took its event id first but commits last (another process's,
+// slower) is still counted, on the charts and on the Webhooks page: neither may
+// move its mark past an id that is not committed yet. Both wait for it instead.
+func TestEventCountsWaitForAnEarlierIdStillInFlight(t *testing.T) {
+	a, b := twoWriters(t)
+	ctx := context.Background()
+	h := mustWebhook(t, a, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "x", CreatedBy: "human:1"})
+	charts, err := b.NewChartSampler(ctx, ChartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The slow delivery, as RecordDelivery writes it: the lock, then the id.
+	other, err := sql.Open("pgx", a.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	slow, err := other.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Rollback()
+	var early int64
+	if _, err := slow.Exec(`SELECT ` + pgEventsLock); err != nil {
+		t.Fatal(err)
+	}
+	if err := slow.QueryRow(`SELECT nextval('webhook_events_id_seq')`).Scan(&early); err != nil {
+		t.Fatal(err)
+	}
+	late, err := b.RecordDelivery(ctx, NewDelivery{WebhookID: h.ID, DeliveryID: "late", TrustMode: "signed", Body: []byte("{}")})
+	if err != nil || late.EventID <= early {
+		t.Fatalf("the second delivery: %+v, %v; want an id above %d", late, err, early)
+	}
+	// While the earlier id is uncommitted, neither count can settle.
+	waiting, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if st, err := b.WebhookDeliveryStats(waiting); err == nil {
+		t.Fatalf("delivery stats counted %+v while event %d was uncommitted", st, early)
+	}
+	if err := charts.Sample(waiting); err == nil {
+		t.Fatalf("the chart sample counted while event %d was uncommitted", early)
+	}
+	if _, err := slow.Exec(`INSERT INTO webhook_events (id, webhook_id, delivery_id, received_at, body, size, verified, trust_mode)
+		VALUES ($1, $2, 'early', 0, '', 0, 1, 'signed')`, early, h.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := slow.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.WebhookDeliveryStats(ctx)
+	if err != nil || st[h.ID].Deliveries != 2 {
+		t.Fatalf("delivery stats: %+v, %v; want 2 deliveries", st, err)
+	}
+	if err := charts.Sample(ctx); err != nil {
+		t.Fatal(err)
+	}
+	minutes, err := b.WebhookMinutes(ctx, h.ID, time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, m := range minutes {
+		n += m.Deliveries
+	}
+	if n != 2 {
+		t.Fatalf("the chart counts %d deliveries, want 2", n)
 	}
 }
