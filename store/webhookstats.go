@@ -16,6 +16,11 @@ type DeliveryStats struct {
 	LastDelivery time.Time
 }
 
+// prunings identifies the prunings of events so far: their newest audit row, and
+// how many there are (on PostgreSQL, a pruning by another process can commit with
+// an older audit id than one already seen).
+type prunings struct{ newest, n int64 }
+
 // deliveryStats keeps the last WebhookDeliveryStats answer and where it was read
 // up to, so that the next call counts only the events stored since. Counting every
 // event took 80–145 ms at 356,000 of them, on each load of the Webhooks page.
@@ -23,8 +28,8 @@ type deliveryStats struct {
 	mu        sync.Mutex
 	valid     bool
 	stats     map[int64]DeliveryStats
-	upTo      int64 // the newest event id counted
-	pruneMark int64 // the newest webhook_event.prune audit row when it was counted
+	upTo      int64    // the newest event id counted
+	pruneMark prunings // the webhook_event.prune audit rows when it was counted
 }
 
 // WebhookDeliveryStats counts every webhook's stored deliveries and says when the
@@ -59,9 +64,9 @@ func (s *Store) WebhookDeliveryStats(ctx context.Context) (map[int64]DeliverySta
 		return nil, fmt.Errorf("store: count webhook deliveries: %w", err)
 	}
 	defer tx.Rollback()
-	var pruneMark int64
-	if err := tx.QueryRowContext(ctx, s.q(`SELECT coalesce(max(id), 0) FROM audit INDEXED BY audit_action
-		WHERE action = 'webhook_event.prune'`)).Scan(&pruneMark); err != nil {
+	var pruneMark prunings
+	if err := tx.QueryRowContext(ctx, s.q(`SELECT coalesce(max(id), 0), count(*) FROM audit INDEXED BY audit_action
+		WHERE action = 'webhook_event.prune'`)).Scan(&pruneMark.newest, &pruneMark.n); err != nil {
 		return nil, fmt.Errorf("store: count webhook deliveries: read the last pruning: %w", err)
 	}
 	from := c.upTo

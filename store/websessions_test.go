@@ -279,3 +279,23 @@ func TestChangePasswordSentTwice(t *testing.T) {
 		t.Fatalf("the session kept: %v", err)
 	}
 }
+
+// A login whose User-Agent carries bytes that are not text (a NUL, invalid UTF-8)
+// still starts its session: PostgreSQL's text columns would refuse them, so the
+// store keeps what can be shown.
+func TestWebSessionKeepsAUserAgentThatIsNotText(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openWebSessionStore(t)
+	h, err := s.CreateOperator(ctx, "ana", "correct horse", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, _, err := s.CreateWebSession(ctx, h.ID, time.Hour, "curl\x00/8\xff", "ip=127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := s.WebSessions(ctx, h.ID, token)
+	if err != nil || len(live) != 1 || live[0].UserAgent != "curl/8\uFFFD" {
+		t.Fatalf("sessions = %+v, %v; want one with the user agent curl/8\uFFFD", live, err)
+	}
+}
