@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sync"
 	"time"
@@ -166,8 +167,11 @@ func (c *ChartSampler) sample(ctx context.Context, minute time.Time) error {
 	if err == nil {
 		var hooks []webhookCounts
 		var newest int64
-		if hooks, newest, err = c.webhookRows(ctx); err == nil {
-			if err = c.write(ctx, minute, queues, hooks); err == nil {
+		if newest, err = c.newestEvent(ctx); err == nil && !c.s.pg {
+			hooks, err = c.webhookRows(ctx, c.s.query, c.eventMark, newest)
+		}
+		if err == nil {
+			if hooks, err = c.write(ctx, minute, queues, hooks, newest); err == nil {
 				c.commit(hooks, newest, now)
 				return nil
 			}
@@ -243,29 +247,35 @@ type webhookCounts struct {
 	refusedTotal        int64 // Refused's answer
 }
 
-// webhookRows counts each webhook's deliveries stored since the last sample (a
-// range of the (webhook_id, id) index each) and its refusals since then, and
-// says the newest event id it counted.
-func (c *ChartSampler) webhookRows(ctx context.Context) (_ []webhookCounts, newest int64, err error) {
+// newestEvent is the newest event id a sample may count up to (see settledEvents).
+func (c *ChartSampler) newestEvent(ctx context.Context) (int64, error) {
 	newest, settled, err := c.s.settledEvents(ctx)
 	if err != nil {
-		return nil, 0, fmt.Errorf("store: chart sample: read the newest event: %w", err)
+		return 0, fmt.Errorf("store: chart sample: read the newest event: %w", err)
 	}
 	if !settled {
-		newest = c.eventMark // count the events in flight, and those after them, next time
+		return c.eventMark, nil // count the events in flight, and those after them, next time
 	}
-	rows, err := c.s.query(ctx, `SELECT w.id, (SELECT count(*) FROM webhook_events e
+	return newest, nil
+}
+
+// webhookRows counts each webhook's deliveries with ids in (from, to] (a range
+// of the (webhook_id, id) index each), read through query, and its refusals
+// since the last sample.
+func (c *ChartSampler) webhookRows(ctx context.Context, query func(context.Context, string, ...any) (*sql.Rows, error),
+	from, to int64) ([]webhookCounts, error) {
+	rows, err := query(ctx, `SELECT w.id, (SELECT count(*) FROM webhook_events e
 			WHERE e.webhook_id = w.id AND e.id > ? AND e.id <= ?)
-		FROM webhooks w WHERE w.deleted_at IS NULL OR w.deleted_at >= ?`, c.eventMark, newest, ms(c.lastAt))
+		FROM webhooks w WHERE w.deleted_at IS NULL OR w.deleted_at >= ?`, from, to, ms(c.lastAt))
 	if err != nil {
-		return nil, 0, fmt.Errorf("store: chart sample: count deliveries: %w", err)
+		return nil, fmt.Errorf("store: chart sample: count deliveries: %w", err)
 	}
 	defer rows.Close()
 	var out []webhookCounts
 	for rows.Next() {
 		var w webhookCounts
 		if err := rows.Scan(&w.id, &w.deliveries); err != nil {
-			return nil, 0, fmt.Errorf("store: chart sample: count deliveries: %w", err)
+			return nil, fmt.Errorf("store: chart sample: count deliveries: %w", err)
 		}
 		if c.opts.Refused != nil {
 			w.refusedTotal = c.opts.Refused(w.id)
@@ -274,9 +284,9 @@ func (c *ChartSampler) webhookRows(ctx context.Context) (_ []webhookCounts, newe
 		out = append(out, w)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("store: chart sample: count deliveries: %w", err)
+		return nil, fmt.Errorf("store: chart sample: count deliveries: %w", err)
 	}
-	return out, newest, nil
+	return out, nil
 }
 
 // commit takes a written sample's counts as counted.
@@ -288,9 +298,18 @@ func (c *ChartSampler) commit(hooks []webhookCounts, newest int64, now time.Time
 	c.eventMark, c.refused, c.lastAt = newest, refused, now
 }
 
-// write stores a sample's rows in one transaction, leaving out rows of nothing.
-func (c *ChartSampler) write(ctx context.Context, minute time.Time, queues map[string]*queueRow, hooks []webhookCounts) error {
-	return c.s.write(ctx, func(w *wtx) error {
+// write stores a sample's rows in one transaction, leaving out rows of nothing,
+// and returns the webhook rows it wrote: on PostgreSQL it counts them itself,
+// from the shared mark up to newest (see sharedDeliveries).
+func (c *ChartSampler) write(ctx context.Context, minute time.Time, queues map[string]*queueRow, hooks []webhookCounts,
+	newest int64) ([]webhookCounts, error) {
+	err := c.s.write(ctx, func(w *wtx) error {
+		if c.s.pg {
+			var err error
+			if hooks, err = c.sharedDeliveries(ctx, w, newest); err != nil {
+				return err
+			}
+		}
 		for _, q := range queues {
 			if q.queueTally == (queueTally{}) && q.depth == 0 && q.waitMS == 0 {
 				continue
@@ -316,6 +335,7 @@ func (c *ChartSampler) write(ctx context.Context, minute time.Time, queues map[s
 		}
 		return nil
 	})
+	return hooks, err
 }
 
 // QueueMinutes returns a queue's minutes from since on, oldest first; queue "" sums

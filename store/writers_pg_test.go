@@ -180,7 +180,15 @@ func TestEventCountsWaitForAnEarlierIdStillInFlight(t *testing.T) {
 	if err := charts.Sample(ctx); err != nil {
 		t.Fatal(err)
 	}
-	minutes, err := b.WebhookMinutes(ctx, h.ID, time.Now().Add(-time.Hour))
+	if n := chartDeliveries(t, b, h.ID); n != 2 {
+		t.Fatalf("the chart counts %d deliveries, want 2", n)
+	}
+}
+
+// chartDeliveries sums the deliveries on webhook id's chart of the last hour.
+func chartDeliveries(t *testing.T, s *Store, id int64) int64 {
+	t.Helper()
+	minutes, err := s.WebhookMinutes(context.Background(), id, time.Now().Add(-time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +196,41 @@ func TestEventCountsWaitForAnEarlierIdStillInFlight(t *testing.T) {
 	for _, m := range minutes {
 		n += m.Deliveries
 	}
-	if n != 2 {
-		t.Fatalf("the chart counts %d deliveries, want 2", n)
+	return n
+}
+
+// Two serve processes on one database each run a chart sampler: every delivery is
+// counted once on the webhook's chart, not once by each.
+func TestTwoSamplersCountEachDeliveryOnce(t *testing.T) {
+	a, b := twoWriters(t)
+	ctx := context.Background()
+	h := mustWebhook(t, a, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "x", CreatedBy: "human:1"})
+	var samplers []*ChartSampler
+	for _, s := range []*Store{a, b} {
+		c, err := s.NewChartSampler(ctx, ChartOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		samplers = append(samplers, c)
+	}
+	for i := range 6 {
+		s := []*Store{a, b}[i%2]
+		if _, err := s.RecordDelivery(ctx, NewDelivery{WebhookID: h.ID, DeliveryID: fmt.Sprint(i), TrustMode: "signed", Body: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 2 { // both sample, at once, twice
+			var wg sync.WaitGroup
+			errs := make([]error, len(samplers))
+			for j, c := range samplers {
+				wg.Go(func() { errs[j] = c.Sample(ctx) })
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := chartDeliveries(t, a, h.ID); n != 6 {
+		t.Fatalf("the chart counts %d deliveries, want 6", n)
 	}
 }
