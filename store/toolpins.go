@@ -266,10 +266,18 @@ func (s *Store) ApprovePendingTool(ctx context.Context, module, tool, hash, acto
 			return fmt.Errorf("store: approve %s/%s: %s is not the pending definition (sha256 %.16s…): %w",
 				module, tool, hash, pending, ErrStale)
 		}
-		if _, err := w.exec(`UPDATE tool_pins SET hash = pending_hash, definition = pending_definition, pinned_at = ?,
+		// Only the definition just checked is pinned: on PostgreSQL the module
+		// (serve's supervisor, another process) may record a newer one between
+		// the read above and this write, which the human never reviewed.
+		res, err := w.exec(`UPDATE tool_pins SET hash = pending_hash, definition = pending_definition, pinned_at = ?,
 				pending_hash = NULL, pending_definition = NULL, pending_at = NULL
-			WHERE module = ? AND tool = ?`, ms(w.now), module, tool); err != nil {
+			WHERE module = ? AND tool = ? AND pending_hash = ?`, ms(w.now), module, tool, pending)
+		if err != nil {
 			return fmt.Errorf("store: approve %s/%s: %w", module, tool, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("store: approve %s/%s: its pending definition changed while it was approved: %w",
+				module, tool, ErrStale)
 		}
 		pin = ToolPin{Module: module, Tool: tool, Hash: pending, PinnedAt: fromMS(ms(w.now))}
 		was := "was " + old

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,24 @@ import (
 func twoWriters(t *testing.T) (a, b *Store) {
 	t.Helper()
 	return openTwo(t, testkit.PostgresURL(t))
+}
+
+// otherProcessTx opens a transaction on s's database through a connection of its
+// own, as another process's write in progress; rolled back when t ends unless
+// committed.
+func otherProcessTx(t *testing.T, s *Store) (*sql.DB, *sql.Tx) {
+	t.Helper()
+	db, err := sql.Open("pgx", s.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tx, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	return db, tx
 }
 
 // openTwo opens two stores on db, as two processes would, closed when t ends.
@@ -136,16 +155,7 @@ func TestEventCountsWaitForAnEarlierIdStillInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The slow delivery, as RecordDelivery writes it: the lock, then the id.
-	other, err := sql.Open("pgx", a.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	slow, err := other.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer slow.Rollback()
+	_, slow := otherProcessTx(t, a)
 	var early int64
 	if _, err := slow.Exec(`SELECT ` + pgEventsLock); err != nil {
 		t.Fatal(err)
@@ -232,5 +242,48 @@ func TestTwoSamplersCountEachDeliveryOnce(t *testing.T) {
 	}
 	if n := chartDeliveries(t, a, h.ID); n != 6 {
 		t.Fatalf("the chart counts %d deliveries, want 6", n)
+	}
+}
+
+// An approval from the CLI while serve's module supervisor records a newer
+// definition of the tool pins nothing the human did not review: the newer one
+// stays pending, and the approval is answered as stale.
+func TestApprovalRacingARedefinitionPinsOnlyWhatWasReviewed(t *testing.T) {
+	a, b := twoWriters(t)
+	ctx := context.Background()
+	old, reviewed, newer := strings.Repeat("a", 64), strings.Repeat("b", 64), strings.Repeat("c", 64)
+	if err := a.PinTool(ctx, "git", "git_log", old, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WithholdTool(ctx, "git", "git_log", reviewed, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The supervisor's write of the newer definition, not committed yet.
+	other, redefine := otherProcessTx(t, a)
+	if _, err := redefine.Exec(`UPDATE tool_pins SET pending_hash = $1 WHERE module = 'git' AND tool = 'git_log'`, newer); err != nil {
+		t.Fatal(err)
+	}
+	approved := make(chan error, 1)
+	go func() {
+		_, err := b.ApprovePendingTool(ctx, "git", "git_log", reviewed, "human:1")
+		approved <- err
+	}()
+	// The approval has read the reviewed definition as pending and waits for the
+	// row: now the newer one commits.
+	for waiting := 0; waiting == 0; time.Sleep(5 * time.Millisecond) {
+		if err := other.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+			AND query LIKE 'UPDATE tool_pins SET hash = pending_hash%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := redefine.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-approved; !errors.Is(err, ErrStale) {
+		t.Fatalf("approve: %v, want ErrStale", err)
+	}
+	pins, err := a.ListToolPins(ctx, "git")
+	if err != nil || len(pins) != 1 || pins[0].Hash != old || pins[0].PendingHash != newer {
+		t.Fatalf("pins: %+v, %v; want %.8s… pinned and %.8s… pending", pins, err, old, newer)
 	}
 }
