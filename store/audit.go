@@ -49,7 +49,8 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, err
 		return s.listAuditUnder(ctx, f)
 	}
 	index := ""
-	if f.Actor != "" && f.Action != "" && f.Target == "" {
+	// PostgreSQL has no index hints: it plans alone, so it needs no probe.
+	if f.Actor != "" && f.Action != "" && f.Target == "" && !s.pg {
 		var err error
 		if index, err = s.rarerAuditIndex(ctx, f); err != nil {
 			return nil, err
@@ -117,8 +118,8 @@ func (s *Store) rarerAuditIndex(ctx context.Context, f AuditFilter) (string, err
 	}
 	var byActor, byAction int
 	err := s.queryRow(ctx, `SELECT
-			(SELECT count(*) FROM (SELECT 1 FROM audit INDEXED BY audit_actor WHERE actor = ? AND id < ? LIMIT ?)),
-			(SELECT count(*) FROM (SELECT 1 FROM audit INDEXED BY audit_action WHERE action = ? AND id < ? LIMIT ?))`,
+			(SELECT count(*) FROM (SELECT 1 FROM audit INDEXED BY audit_actor WHERE actor = ? AND id < ? LIMIT ?) AS a),
+			(SELECT count(*) FROM (SELECT 1 FROM audit INDEXED BY audit_action WHERE action = ? AND id < ? LIMIT ?) AS b)`,
 		f.Actor, before, auditProbeCap, f.Action, before, auditProbeCap).Scan(&byActor, &byAction)
 	if err != nil {
 		return "", fmt.Errorf("store: list audit: %w", err)

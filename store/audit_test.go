@@ -87,8 +87,8 @@ func TestListAuditByActorAndActionReadsTheRarerIndex(t *testing.T) {
 	ctx := context.Background()
 	err := s.write(ctx, func(w *wtx) error {
 		if _, err := w.exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < ?)
-			INSERT INTO audit (at, actor, action, target) SELECT i, iif(i % 2 = 0, 'agent:bot', 'agent:two'),
-				iif(i % 500 = 0, 'todo.fail', 'todo.complete'), 'todo:' || i FROM n`, 3*auditProbeCap); err != nil {
+			INSERT INTO audit (at, actor, action, target) SELECT i, CASE WHEN i % 2 = 0 THEN 'agent:bot' ELSE 'agent:two' END,
+				CASE WHEN i % 500 = 0 THEN 'todo.fail' ELSE 'todo.complete' END, 'todo:' || i FROM n`, 3*auditProbeCap); err != nil {
 			return err
 		}
 		for i := range 3 {
@@ -116,7 +116,7 @@ func TestListAuditByActorAndActionReadsTheRarerIndex(t *testing.T) {
 		if got, err := s.rarerAuditIndex(ctx, c.f); err != nil || got != c.want {
 			t.Errorf("%+v: index %q, %v; want %q", c.f, got, err, c.want)
 		}
-		if c.want != "" {
+		if c.want != "" && !s.pg { // SQLite's plans; PostgreSQL takes no hints
 			c.f.Limit = 100
 			q, args := auditListQuery(c.f, c.want)
 			if plan := queryPlan(t, s, q, args...); len(plan) != 1 || !strings.Contains(plan[0], "INDEX "+c.want+" ") {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sync"
 	"time"
@@ -64,7 +65,10 @@ type queueTally struct{ added, completed, failed int64 }
 // stored after this call.
 func (s *Store) NewChartSampler(ctx context.Context, opts ChartOptions) (*ChartSampler, error) {
 	c := &ChartSampler{s: s, opts: opts, tally: map[string]*queueTally{}, refused: map[int64]int64{}, lastAt: s.now()}
-	if err := s.queryRow(ctx, `SELECT coalesce(max(id), 0) FROM webhook_events`).Scan(&c.eventMark); err != nil {
+	// An event still in flight now (PostgreSQL, settled false) arrived before
+	// the sampler: counted nowhere, like the events before it.
+	var err error
+	if c.eventMark, _, err = s.settledEvents(ctx); err != nil {
 		return nil, fmt.Errorf("store: start the chart sampler: read the newest event: %w", err)
 	}
 	if err := c.refusedSoFar(ctx); err != nil {
@@ -163,8 +167,11 @@ func (c *ChartSampler) sample(ctx context.Context, minute time.Time) error {
 	if err == nil {
 		var hooks []webhookCounts
 		var newest int64
-		if hooks, newest, err = c.webhookRows(ctx); err == nil {
-			if err = c.write(ctx, minute, queues, hooks); err == nil {
+		if newest, err = c.newestEvent(ctx); err == nil && !c.s.pg {
+			hooks, err = c.webhookRows(ctx, c.s.query, c.eventMark, newest)
+		}
+		if err == nil {
+			if hooks, err = c.write(ctx, minute, queues, hooks, newest); err == nil {
 				c.commit(hooks, newest, now)
 				return nil
 			}
@@ -240,25 +247,35 @@ type webhookCounts struct {
 	refusedTotal        int64 // Refused's answer
 }
 
-// webhookRows counts each webhook's deliveries stored since the last sample (a
-// range of the (webhook_id, id) index each) and its refusals since then, and
-// says the newest event id it counted.
-func (c *ChartSampler) webhookRows(ctx context.Context) (_ []webhookCounts, newest int64, err error) {
-	if err := c.s.queryRow(ctx, `SELECT coalesce(max(id), 0) FROM webhook_events`).Scan(&newest); err != nil {
-		return nil, 0, fmt.Errorf("store: chart sample: read the newest event: %w", err)
-	}
-	rows, err := c.s.query(ctx, `SELECT w.id, (SELECT count(*) FROM webhook_events e
-			WHERE e.webhook_id = w.id AND e.id > ? AND e.id <= ?)
-		FROM webhooks w WHERE w.deleted_at IS NULL OR w.deleted_at >= ?`, c.eventMark, newest, ms(c.lastAt))
+// newestEvent is the newest event id a sample may count up to (see settledEvents).
+func (c *ChartSampler) newestEvent(ctx context.Context) (int64, error) {
+	newest, settled, err := c.s.settledEvents(ctx)
 	if err != nil {
-		return nil, 0, fmt.Errorf("store: chart sample: count deliveries: %w", err)
+		return 0, fmt.Errorf("store: chart sample: read the newest event: %w", err)
+	}
+	if !settled {
+		return c.eventMark, nil // count the events in flight, and those after them, next time
+	}
+	return newest, nil
+}
+
+// webhookRows counts each webhook's deliveries with ids in (from, to] (a range
+// of the (webhook_id, id) index each), read through query, and its refusals
+// since the last sample.
+func (c *ChartSampler) webhookRows(ctx context.Context, query func(context.Context, string, ...any) (*sql.Rows, error),
+	from, to int64) ([]webhookCounts, error) {
+	rows, err := query(ctx, `SELECT w.id, (SELECT count(*) FROM webhook_events e
+			WHERE e.webhook_id = w.id AND e.id > ? AND e.id <= ?)
+		FROM webhooks w WHERE w.deleted_at IS NULL OR w.deleted_at >= ?`, from, to, ms(c.lastAt))
+	if err != nil {
+		return nil, fmt.Errorf("store: chart sample: count deliveries: %w", err)
 	}
 	defer rows.Close()
 	var out []webhookCounts
 	for rows.Next() {
 		var w webhookCounts
 		if err := rows.Scan(&w.id, &w.deliveries); err != nil {
-			return nil, 0, fmt.Errorf("store: chart sample: count deliveries: %w", err)
+			return nil, fmt.Errorf("store: chart sample: count deliveries: %w", err)
 		}
 		if c.opts.Refused != nil {
 			w.refusedTotal = c.opts.Refused(w.id)
@@ -267,9 +284,9 @@ func (c *ChartSampler) webhookRows(ctx context.Context) (_ []webhookCounts, newe
 		out = append(out, w)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("store: chart sample: count deliveries: %w", err)
+		return nil, fmt.Errorf("store: chart sample: count deliveries: %w", err)
 	}
-	return out, newest, nil
+	return out, nil
 }
 
 // commit takes a written sample's counts as counted.
@@ -281,17 +298,26 @@ func (c *ChartSampler) commit(hooks []webhookCounts, newest int64, now time.Time
 	c.eventMark, c.refused, c.lastAt = newest, refused, now
 }
 
-// write stores a sample's rows in one transaction, leaving out rows of nothing.
-func (c *ChartSampler) write(ctx context.Context, minute time.Time, queues map[string]*queueRow, hooks []webhookCounts) error {
-	return c.s.write(ctx, func(w *wtx) error {
+// write stores a sample's rows in one transaction, leaving out rows of nothing,
+// and returns the webhook rows it wrote: on PostgreSQL it counts them itself,
+// from the shared mark up to newest (see sharedDeliveries).
+func (c *ChartSampler) write(ctx context.Context, minute time.Time, queues map[string]*queueRow, hooks []webhookCounts,
+	newest int64) ([]webhookCounts, error) {
+	err := c.s.write(ctx, func(w *wtx) error {
+		if c.s.pg {
+			var err error
+			if hooks, err = c.sharedDeliveries(ctx, w, newest); err != nil {
+				return err
+			}
+		}
 		for _, q := range queues {
 			if q.queueTally == (queueTally{}) && q.depth == 0 && q.waitMS == 0 {
 				continue
 			}
 			if _, err := w.exec(`INSERT INTO queue_minutes (queue, minute, added, completed, failed, depth, oldest_wait_ms)
 				VALUES (?, ?, ?, ?, ?, ?, ?)
-				ON CONFLICT (queue, minute) DO UPDATE SET added = added + excluded.added,
-					completed = completed + excluded.completed, failed = failed + excluded.failed,
+				ON CONFLICT (queue, minute) DO UPDATE SET added = queue_minutes.added + excluded.added,
+					completed = queue_minutes.completed + excluded.completed, failed = queue_minutes.failed + excluded.failed,
 					depth = excluded.depth, oldest_wait_ms = excluded.oldest_wait_ms`,
 				q.queue, ms(minute), q.added, q.completed, q.failed, q.depth, q.waitMS); err != nil {
 				return fmt.Errorf("store: chart sample: write queue %s: %w", q.queue, err)
@@ -302,13 +328,14 @@ func (c *ChartSampler) write(ctx context.Context, minute time.Time, queues map[s
 				continue
 			}
 			if _, err := w.exec(`INSERT INTO webhook_minutes (webhook_id, minute, deliveries, refusals) VALUES (?, ?, ?, ?)
-				ON CONFLICT (webhook_id, minute) DO UPDATE SET deliveries = deliveries + excluded.deliveries,
-					refusals = refusals + excluded.refusals`, h.id, ms(minute), h.deliveries, h.refused); err != nil {
+				ON CONFLICT (webhook_id, minute) DO UPDATE SET deliveries = webhook_minutes.deliveries + excluded.deliveries,
+					refusals = webhook_minutes.refusals + excluded.refusals`, h.id, ms(minute), h.deliveries, h.refused); err != nil {
 				return fmt.Errorf("store: chart sample: write webhook %d: %w", h.id, err)
 			}
 		}
 		return nil
 	})
+	return hooks, err
 }
 
 // QueueMinutes returns a queue's minutes from since on, oldest first; queue "" sums

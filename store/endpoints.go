@@ -296,6 +296,9 @@ func (s *Store) RevokeEndpoint(ctx context.Context, id int64, actor string) erro
 func (s *Store) RevokeEndpointReleasing(ctx context.Context, id int64, actor string) (r Revocation, err error) {
 	err = s.write(ctx, func(w *wtx) error {
 		r = Revocation{}
+		if err := w.lockAgentEndpoints(id); err != nil {
+			return err
+		}
 		var agentID string
 		err := w.queryRow(`UPDATE endpoints SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING agent_id`,
 			ms(w.now), id).Scan(&agentID)
@@ -345,6 +348,23 @@ func (s *Store) RevokeEndpointReleasing(ctx context.Context, id int64, actor str
 			fmt.Sprintf("handed %d todos of agent %s back to their queues", r.Released, agentID))
 	})
 	return r, err
+}
+
+// lockAgentEndpoints, on PostgreSQL, locks the rows of every endpoint of endpoint
+// id's agent, in id order, before a revocation counts which of them are live: two
+// processes revoking an agent's last two endpoints at once would otherwise each
+// see the other still live, and neither would hand its todos back. SQLite's
+// single writer serialises them already.
+func (w *wtx) lockAgentEndpoints(id int64) error {
+	if !w.w.s.pg {
+		return nil
+	}
+	rows, err := w.query(`SELECT id FROM endpoints WHERE agent_id = (SELECT agent_id FROM endpoints WHERE id = ?)
+		ORDER BY id FOR UPDATE`, id)
+	if err != nil {
+		return fmt.Errorf("store: revoke endpoint %d: lock its agent's endpoints: %w", id, err)
+	}
+	return rows.Close()
 }
 
 // Revocation says what revoking an endpoint did with the todos its agent holds.

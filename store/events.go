@@ -83,6 +83,10 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 		lookup := deliveryLookup
 		if w.w.s.pg {
 			lookup = pgDeliveryLookup
+			if _, err := w.exec(pgLockDeliveryKeys, deliveryLockKey("delivery", d.WebhookID, []byte(d.DeliveryID)),
+				deliveryLockKey("replay", d.WebhookID, d.ReplayKey)); err != nil {
+				return fmt.Errorf("store: record delivery for webhook %d: wait for the same delivery: %w", d.WebhookID, err)
+			}
 		}
 		err := w.queryRow(lookup, nullString(d.DeliveryID), nullBytes(d.ReplayKey), d.WebhookID).Scan(
 			&src, &res.Queue, &createdBy, &secrets.current, &secrets.previous, &firstEvent, &firstTodo,
@@ -166,6 +170,26 @@ const pgDeliveryLookup = `SELECT w.source_type, w.queue, w.created_by, w.signing
 	FROM webhooks w LEFT JOIN webhook_events e ON e.webhook_id = w.id AND e.delivery_id = ?
 		LEFT JOIN webhook_events r ON r.webhook_id = w.id AND r.replay_key = ?
 	WHERE w.id = CAST(? AS INTEGER) AND w.deleted_at IS NULL`
+
+// pgLockDeliveryKeys takes, until the transaction ends, a lock on the delivery id
+// and one on the replay key (a NULL key takes none), in that order. Several
+// writers record deliveries side by side on PostgreSQL: without it, two copies of
+// one delivery arriving at two processes at once would both find no first event,
+// and the second insert would fail on the unique index instead of being answered
+// as a duplicate. The lookup after it is a statement of its own, so that it reads
+// what the other copy committed while this one waited. It takes pgEventsLock
+// too, before the event's id is taken (see settledEvents).
+const pgLockDeliveryKeys = `SELECT ` + pgEventsLock + `, pg_advisory_xact_lock(hashtextextended(CAST(? AS TEXT), 0)),
+	pg_advisory_xact_lock(hashtextextended(CAST(? AS TEXT), 0))`
+
+// deliveryLockKey names one idempotency key of a webhook for pgLockDeliveryKeys;
+// nil when the delivery has none.
+func deliveryLockKey(kind string, webhookID int64, key []byte) any {
+	if len(key) == 0 {
+		return nil
+	}
+	return fmt.Sprintf("switchboard.%s.%d.%x", kind, webhookID, key)
+}
 
 func nullString(s string) any {
 	if s == "" {

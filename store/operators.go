@@ -195,17 +195,35 @@ func (s *Store) endSessions(ctx context.Context, username, actor, action string,
 			}
 		}
 		// Expired sessions go too, but only live ones count as ended: the count
-		// is told beside the live sessions the board listed.
-		if err := w.queryRow(`SELECT count(*) FROM web_sessions WHERE human_id = ? AND token_hash IS NOT ? AND expires_at > ?`,
-			h.ID, keep, ms(w.now)).Scan(&ended); err != nil {
-			return fmt.Errorf("store: count the sessions of %q: %w", username, err)
-		}
-		if _, err := w.exec(`DELETE FROM web_sessions WHERE human_id = ? AND token_hash IS NOT ?`, h.ID, keep); err != nil {
+		// is told beside the live sessions the board listed. The count is of the
+		// rows the DELETE took, so a login committed meanwhile by another process
+		// (PostgreSQL) is counted if it is ended.
+		if ended, err = w.endSessionRows(h.ID, keep); err != nil {
 			return fmt.Errorf("store: end the sessions of %q: %w", username, err)
 		}
 		return w.audit(actor, action, OperatorActor(h.ID), "", fmt.Sprintf("sessions ended=%d", ended))
 	})
 	return h, ended, err
+}
+
+// endSessionRows deletes operator id's sessions but keep's and says how many of
+// them were live.
+func (w *wtx) endSessionRows(id int64, keep []byte) (live int64, err error) {
+	rows, err := w.query(`DELETE FROM web_sessions WHERE human_id = ? AND token_hash IS NOT ? RETURNING expires_at`, id, keep)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var expires int64
+		if err := rows.Scan(&expires); err != nil {
+			return 0, err
+		}
+		if expires > ms(w.now) {
+			live++
+		}
+	}
+	return live, rows.Err()
 }
 
 // OperatorSummary is an operator with what the CLI lists about them.

@@ -119,7 +119,7 @@ func TestSecretBox(t *testing.T) {
 // rawSecrets reads a webhook's stored secret columns straight from the file.
 func rawSecrets(t *testing.T, s *Store, id int64) (cur string, prev sql.NullString) {
 	t.Helper()
-	if err := s.rdb.QueryRow(`SELECT signing_secret, previous_secret FROM webhooks WHERE id = ?`, id).Scan(&cur, &prev); err != nil {
+	if err := s.rdb.QueryRow(s.q(`SELECT signing_secret, previous_secret FROM webhooks WHERE id = ?`), id).Scan(&cur, &prev); err != nil {
 		t.Fatal(err)
 	}
 	return cur, prev

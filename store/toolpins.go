@@ -60,9 +60,9 @@ func (s *Store) PinTool(ctx context.Context, module, tool, hash string, def []by
 		_, err := w.exec(`INSERT INTO tool_pins (module, tool, hash, definition, pinned_at) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (module, tool) DO UPDATE SET hash = excluded.hash, definition = excluded.definition,
 				pinned_at = excluded.pinned_at,
-				pending_definition = CASE WHEN pending_hash = excluded.hash THEN NULL ELSE pending_definition END,
-				pending_at = CASE WHEN pending_hash = excluded.hash THEN NULL ELSE pending_at END,
-				pending_hash = CASE WHEN pending_hash = excluded.hash THEN NULL ELSE pending_hash END`,
+				pending_definition = CASE WHEN tool_pins.pending_hash = excluded.hash THEN NULL ELSE tool_pins.pending_definition END,
+				pending_at = CASE WHEN tool_pins.pending_hash = excluded.hash THEN NULL ELSE tool_pins.pending_at END,
+				pending_hash = CASE WHEN tool_pins.pending_hash = excluded.hash THEN NULL ELSE tool_pins.pending_hash END`,
 			module, tool, hash, nullText(def), ms(w.now))
 		if err != nil {
 			return fmt.Errorf("store: pin %s/%s: %w", module, tool, err)
@@ -266,10 +266,18 @@ func (s *Store) ApprovePendingTool(ctx context.Context, module, tool, hash, acto
 			return fmt.Errorf("store: approve %s/%s: %s is not the pending definition (sha256 %.16s…): %w",
 				module, tool, hash, pending, ErrStale)
 		}
-		if _, err := w.exec(`UPDATE tool_pins SET hash = pending_hash, definition = pending_definition, pinned_at = ?,
+		// Only the definition just checked is pinned: on PostgreSQL the module
+		// (serve's supervisor, another process) may record a newer one between
+		// the read above and this write, which the human never reviewed.
+		res, err := w.exec(`UPDATE tool_pins SET hash = pending_hash, definition = pending_definition, pinned_at = ?,
 				pending_hash = NULL, pending_definition = NULL, pending_at = NULL
-			WHERE module = ? AND tool = ?`, ms(w.now), module, tool); err != nil {
+			WHERE module = ? AND tool = ? AND pending_hash = ?`, ms(w.now), module, tool, pending)
+		if err != nil {
 			return fmt.Errorf("store: approve %s/%s: %w", module, tool, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("store: approve %s/%s: its pending definition changed while it was approved: %w",
+				module, tool, ErrStale)
 		}
 		pin = ToolPin{Module: module, Tool: tool, Hash: pending, PinnedAt: fromMS(ms(w.now))}
 		was := "was " + old

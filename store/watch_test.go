@@ -146,14 +146,5 @@ func TestOwnChangesDropsAFailedCommitsIDs(t *testing.T) {
 // other's commits only through the foreign watch.
 func twoProcesses(t *testing.T) (serveSide, cli *Store) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "sb.db")
-	for _, s := range []**Store{&serveSide, &cli} {
-		st, err := Open(context.Background(), path, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		*s = st
-	}
-	return serveSide, cli
+	return openTwo(t, filepath.Join(t.TempDir(), "sb.db"))
 }

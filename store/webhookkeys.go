@@ -162,7 +162,14 @@ func (s *Store) ReencryptSecrets(ctx context.Context, actor string) (int, error)
 	var n int
 	err := s.write(ctx, func(w *wtx) error {
 		n = 0
-		rows, err := w.query(secretsQuery)
+		read := secretsQuery
+		if w.w.s.pg {
+			// Writers run side by side there: a rotation another process commits
+			// between this read and the UPDATEs below would be overwritten with
+			// the old secret. The rows read stay locked until the commit.
+			read = secretsQuery + ` FOR UPDATE`
+		}
+		rows, err := w.query(read)
 		if err != nil {
 			return fmt.Errorf("store: re-encrypt secrets: %w", err)
 		}

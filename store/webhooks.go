@@ -155,8 +155,14 @@ func (w *wtx) checkCeiling(n NewWebhook) error {
 	var max int
 	var srcRaw, qRaw string
 	var revoked sql.NullInt64
-	err := w.queryRow(`SELECT max_webhooks, webhook_sources, webhook_queues, revoked_at FROM endpoints WHERE id = ?`,
-		n.EndpointID).Scan(&max, &srcRaw, &qRaw, &revoked)
+	read := `SELECT max_webhooks, webhook_sources, webhook_queues, revoked_at FROM endpoints WHERE id = ?`
+	if w.w.s.pg {
+		// Writers run side by side there: the endpoint's row lock makes two creates
+		// (from two processes) count one after the other, so both cannot take the
+		// last slot. SQLite's single writer serialises them already.
+		read = `SELECT max_webhooks, webhook_sources, webhook_queues, revoked_at FROM endpoints WHERE id = ? FOR UPDATE`
+	}
+	err := w.queryRow(read, n.EndpointID).Scan(&max, &srcRaw, &qRaw, &revoked)
 	if notFound(err) || (err == nil && revoked.Valid) {
 		return fmt.Errorf("store: create webhook: endpoint %d: %w", n.EndpointID, ErrNotFound)
 	}
@@ -328,7 +334,7 @@ func (s *Store) RotateWebhook(ctx context.Context, id, endpointID int64, secret 
 			prevExp = ms(w.now.Add(grace))
 		}
 		res, err := w.exec(`UPDATE webhooks SET
-				previous_secret = CASE WHEN ? IS NULL THEN NULL ELSE signing_secret END,
+				previous_secret = CASE WHEN CAST(? AS INTEGER) IS NULL THEN NULL ELSE signing_secret END,
 				previous_expires_at = ?, signing_secret = ?, rotated_at = ?
 			WHERE id = ? AND deleted_at IS NULL AND `+scoped,
 			prevExp, prevExp, sealed, ms(w.now), id, endpointID, endpointID)

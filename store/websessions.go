@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/switchboardhq/switchboard/internal/textcut"
@@ -46,7 +47,7 @@ func (s *Store) CreateWebSession(ctx context.Context, operatorID int64, ttl time
 		ws.CreatedAt, ws.ExpiresAt = w.now, w.now.Add(ttl)
 		if _, err := w.exec(`INSERT INTO web_sessions (token_hash, human_id, created_at, expires_at, user_agent)
 			VALUES (?, ?, ?, ?, ?)`, hashSessionToken(token), operatorID, ms(ws.CreatedAt), ms(ws.ExpiresAt),
-			textcut.Bytes(userAgent, 200)); err != nil {
+			textcut.Bytes(displayText(userAgent), 200)); err != nil {
 			return fmt.Errorf("store: create session for operator %d: %w", operatorID, err)
 		}
 		return w.audit(OperatorActor(operatorID), "human.login", OperatorActor(operatorID), "", detail)
@@ -157,4 +158,11 @@ func (s *Store) PruneWebSessions(ctx context.Context) (int64, error) {
 		return nil
 	})
 	return n, err
+}
+
+// displayText is text from a request header kept for display (a User-Agent may
+// carry any bytes): NULs dropped and invalid UTF-8 replaced, which PostgreSQL's
+// text columns refuse outright and a page would show replaced anyway.
+func displayText(s string) string {
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
 }

@@ -39,7 +39,7 @@ func TestWebSessionLifecycle(t *testing.T) {
 
 	// The token itself is not in the database, only its hash.
 	var n int
-	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM web_sessions WHERE token_hash = ?`, []byte(token)).Scan(&n); err != nil || n != 0 {
+	if err := s.rdb.QueryRowContext(ctx, s.q(`SELECT count(*) FROM web_sessions WHERE token_hash = ?`), []byte(token)).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("raw token stored: n=%d err=%v", n, err)
 	}
 
@@ -277,5 +277,25 @@ func TestChangePasswordSentTwice(t *testing.T) {
 	}
 	if _, err := s.WebSessionByToken(ctx, first.Token); err != nil {
 		t.Fatalf("the session kept: %v", err)
+	}
+}
+
+// A login whose User-Agent carries bytes that are not text (a NUL, invalid UTF-8)
+// still starts its session: PostgreSQL's text columns would refuse them, so the
+// store keeps what can be shown.
+func TestWebSessionKeepsAUserAgentThatIsNotText(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openWebSessionStore(t)
+	h, err := s.CreateOperator(ctx, "ana", "correct horse", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, _, err := s.CreateWebSession(ctx, h.ID, time.Hour, "curl\x00/8\xff", "ip=127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := s.WebSessions(ctx, h.ID, token)
+	if err != nil || len(live) != 1 || live[0].UserAgent != "curl/8\uFFFD" {
+		t.Fatalf("sessions = %+v, %v; want one with the user agent curl/8\uFFFD", live, err)
 	}
 }
