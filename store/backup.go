@@ -26,6 +26,11 @@ var ErrInUse = errors.New("database is in use by a running serve")
 // serve and Restore away from a live database. CLI commands that only add or
 // read rows do not take it: SQLite's own locking covers them.
 func LockForServe(path string) (unlock func(), err error) {
+	if IsPostgres(path) {
+		// No file to lock: a server database is not restored under a serve, and
+		// several serves on one PostgreSQL are the next issue's to coordinate.
+		return func() {}, nil
+	}
 	f, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("store: lock %s: %w", path, err)
