@@ -98,7 +98,10 @@ func BenchmarkDrainPostgres(b *testing.B) {
 		if err := st.SeedTodosForBench(context.Background(), "bench", b.N, payload); err != nil {
 			b.Fatal(err)
 		}
-		postgresFloor.report(b, drain(b, storeStep(st)))
+		before := st.WriterStats()
+		perSec := drain(b, storeStep(st))
+		postgresFloor.report(b, perSec)
+		reportWriter(b, before, st.WriterStats(), float64(b.N)/perSec)
 	})
 	for _, s := range riverSettings {
 		b.Run("river-pgx-"+s.name, func(b *testing.B) {
@@ -147,4 +150,17 @@ func BenchmarkIngestPostgres(b *testing.B) {
 			b.Fatalf("river_job holds %d rows after %d deliveries (%v)", n, b.N, err)
 		}
 	})
+}
+
+// reportWriter reports how the store's writer spent a run of seconds: writes per
+// commit, and the share of the run it was busy (near 1: the writer is the limit)
+// and committing, and the writer's time outside its commits per message.
+func reportWriter(b *testing.B, before, after store.WriterStats, seconds float64) {
+	batches := max(after.Batches-before.Batches, 1)
+	b.ReportMetric(float64(after.Requests-before.Requests)/float64(batches), "writes/commit")
+	b.ReportMetric((after.Busy-before.Busy).Seconds()/seconds, "writer-busy")
+	b.ReportMetric((after.Commit-before.Commit).Seconds()/seconds, "writer-committing")
+	// The writer's time outside COMMIT, per message: its statements' round trips.
+	stmts := (after.Busy - before.Busy) - (after.Commit - before.Commit)
+	b.ReportMetric(float64(stmts.Microseconds())/float64(b.N), "writer-stmt-µs/msg")
 }
