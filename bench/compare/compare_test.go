@@ -1,6 +1,8 @@
 // Package compare measures Switchboard's queue against what a self-hoster would
 // otherwise build on: goqite, a persistent SQLite queue library, and River on its
-// SQLite driver (river_test.go), each used as its documentation shows. It is a
+// SQLite driver (river_test.go), each used as its documentation shows; and, when
+// SWITCHBOARD_TEST_POSTGRES names a server, River on PostgreSQL against Switchboard's
+// store on the same server (postgres_test.go). It is a
 // module of its own so that goqite, River and a C SQLite driver never become
 // dependencies of the appliance; it imports Switchboard's store through a replace.
 //
@@ -10,6 +12,7 @@
 // single-row commits on that disk, measured once per run).
 //
 //	go test -run '^$' -bench . -benchtime 10000x
+//	SWITCHBOARD_TEST_POSTGRES=postgres://… go test -run '^$' -bench Postgres -benchtime 10000x
 package compare
 
 import (
@@ -59,29 +62,34 @@ var modernc = driver{"sqlite", func(path string) string {
 // mattn/go-sqlite3 (C, goqite's own choice) when cgo is on (see mattn_test.go).
 var drivers = []driver{modernc}
 
-var floor struct {
-	once   sync.Once
-	perSec float64
-	err    error
+// measuredFloor is a floor measured once per run, on first use.
+type measuredFloor struct {
+	once    sync.Once
+	measure func() (float64, error)
+	perSec  float64
+	err     error
 }
 
-// reportFloor measures the floor once per run and reports perSec as a ratio to it.
-func reportFloor(b *testing.B, perSec float64) {
-	floor.once.Do(func() {
-		dir, err := os.MkdirTemp("", "compare-floor-")
-		if err != nil {
-			floor.err = err
-			return
-		}
-		defer os.RemoveAll(dir)
-		floor.perSec, floor.err = store.MeasureFloor(context.Background(), filepath.Join(dir, "floor.db"),
-			store.Options{Synchronous: store.SyncFull}, 2*time.Second)
-	})
-	if floor.err != nil {
-		b.Fatalf("measure the floor: %v", floor.err)
+// sqliteFloor is the temporary directory's disk's, as the SQLite queues use it.
+var sqliteFloor = &measuredFloor{measure: func() (float64, error) {
+	dir, err := os.MkdirTemp("", "compare-floor-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	return store.MeasureFloor(context.Background(), filepath.Join(dir, "floor.db"),
+		store.Options{Synchronous: store.SyncFull}, 2*time.Second)
+}}
+
+// report measures the floor if this run has not yet and reports perSec and its
+// ratio to the floor.
+func (f *measuredFloor) report(b *testing.B, perSec float64) {
+	f.once.Do(func() { f.perSec, f.err = f.measure() })
+	if f.err != nil {
+		b.Fatalf("measure the floor: %v", f.err)
 	}
 	b.ReportMetric(perSec, "msgs/s")
-	b.ReportMetric(perSec/floor.perSec, "×floor")
+	b.ReportMetric(perSec/f.perSec, "×floor")
 }
 
 // BenchmarkDrain: b.N messages are queued, then 8 workers each loop receive →
@@ -94,20 +102,7 @@ func BenchmarkDrain(b *testing.B) {
 		if err := st.SeedTodosForBench(ctx, "bench", b.N, payload); err != nil {
 			b.Fatal(err)
 		}
-		queues := []string{"bench"}
-		perSec := drain(b, func(w int) (bool, error) {
-			owner := fmt.Sprintf("agent:bench-%d", w)
-			t, ok, err := st.ClaimNext(ctx, owner, queues, time.Minute)
-			if err != nil || !ok {
-				return false, err
-			}
-			if len(t.Payload) != len(payload) {
-				return false, fmt.Errorf("claimed todo %d has a %d-byte payload, want %d", t.ID, len(t.Payload), len(payload))
-			}
-			_, err = st.Complete(ctx, store.Ack{ID: t.ID, Owner: owner, LeaseSeq: t.LeaseSeq, Queues: queues}, "")
-			return err == nil, err
-		})
-		reportFloor(b, perSec)
+		sqliteFloor.report(b, drain(b, storeStep(st)))
 	})
 	for _, d := range drivers {
 		b.Run("goqite-"+d.name, func(b *testing.B) {
@@ -124,8 +119,27 @@ func BenchmarkDrain(b *testing.B) {
 				}
 				return true, q.Delete(ctx, m.ID)
 			})
-			reportFloor(b, perSec)
+			sqliteFloor.report(b, perSec)
 		})
+	}
+}
+
+// storeStep is one worker's step on Switchboard's store: claim_next, check the
+// payload, complete; each its own durable write, as when each is an agent's call.
+func storeStep(st *store.Store) func(worker int) (bool, error) {
+	ctx := context.Background()
+	queues := []string{"bench"}
+	return func(w int) (bool, error) {
+		owner := fmt.Sprintf("agent:bench-%d", w)
+		t, ok, err := st.ClaimNext(ctx, owner, queues, time.Minute)
+		if err != nil || !ok {
+			return false, err
+		}
+		if len(t.Payload) != len(payload) {
+			return false, fmt.Errorf("claimed todo %d has a %d-byte payload, want %d", t.ID, len(t.Payload), len(payload))
+		}
+		_, err = st.Complete(ctx, store.Ack{ID: t.ID, Owner: owner, LeaseSeq: t.LeaseSeq, Queues: queues}, "")
+		return err == nil, err
 	}
 }
 

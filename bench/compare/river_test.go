@@ -23,6 +23,7 @@ package compare
 // BenchmarkWakeupRiver).
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -34,6 +35,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/switchboardhq/switchboard/ingest"
@@ -89,57 +91,73 @@ func BenchmarkDrainRiver(b *testing.B) {
 	for _, s := range riverSettings {
 		b.Run("river-sqlite-"+s.name, func(b *testing.B) {
 			db := openRiver(b)
-			var worked, bad atomic.Int64
-			client := newRiverWorkerClient(b, db, s.fetchCooldown, s.pollInterval, func(job *river.Job[riverArgs]) error {
-				worked.Add(1)
-				if len(job.Args.Payload) != len(payload) {
-					bad.Add(1)
-					return fmt.Errorf("job %d has a %d-byte payload, want %d", job.ID, len(job.Args.Payload), len(payload))
-				}
-				return nil
-			})
-			fillRiver(b, client, db, b.N)
-			events, cancel := client.SubscribeConfig(&river.SubscribeConfig{
-				ChanSize: b.N + 64, // never full: a full channel drops events
-				Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed},
-			})
-			defer cancel()
-
-			// The clock includes Start and the completer's last batch (up to 250 ms):
-			// under 3% of a 10,000-job drain.
-			b.ResetTimer()
-			start := time.Now()
-			startRiver(b, client)
-			stall := time.NewTimer(riverStall)
-			defer stall.Stop()
-			for completed := 0; completed < b.N; {
-				select {
-				case ev := <-events:
-					if ev.Kind != river.EventKindJobCompleted {
-						b.Fatalf("job %d: %s (%d bad payloads)", ev.Job.ID, ev.Kind, bad.Load())
-					}
-					completed++
-					stall.Reset(riverStall)
-				case <-stall.C:
-					b.Fatalf("no job completed for %v; %d of %d completed", riverStall, completed, b.N)
-				}
-			}
-			elapsed := time.Since(start)
-			b.StopTimer()
-
-			if n := worked.Load(); n != int64(b.N) || bad.Load() != 0 {
-				b.Fatalf("Work ran %d times for %d jobs (%d bad payloads)", n, b.N, bad.Load())
-			}
-			var total, completed int
-			if err := db.QueryRow(`SELECT count(*), count(*) FILTER (WHERE state = 'completed') FROM river_job`).Scan(&total, &completed); err != nil {
-				b.Fatal(err)
-			}
-			if total != b.N || completed != b.N {
-				b.Fatalf("river_job holds %d jobs, %d completed, after draining %d", total, completed, b.N)
-			}
-			reportFloor(b, float64(b.N)/elapsed.Seconds())
+			perSec := drainRiver(b, func(work func(*river.Job[riverArgs]) error) *river.Client[*sql.Tx] {
+				client := newRiverWorkerClient(b, riversqlite.New(db), s.fetchCooldown, s.pollInterval, work)
+				fillRiver(b, client, db, b.N)
+				return client
+			}, func(q string) *sql.Row { return db.QueryRow(q) })
+			sqliteFloor.report(b, perSec)
 		})
 	}
+}
+
+// drainRiver is BenchmarkDrainRiver's run on any of River's drivers: setup makes a
+// client that runs work and holds b.N jobs; the drain is timed from Start to the
+// b.N-th job_completed event, and river_job (read through queryRow) must then hold
+// exactly b.N completed jobs. It returns jobs per second.
+func drainRiver[TTx any, R interface{ Scan(...any) error }](b *testing.B,
+	setup func(work func(*river.Job[riverArgs]) error) *river.Client[TTx], queryRow func(string) R) float64 {
+	b.Helper()
+	var worked, bad atomic.Int64
+	client := setup(func(job *river.Job[riverArgs]) error {
+		worked.Add(1)
+		// On PostgreSQL River keeps args as jsonb, which hands JSON back re-spaced.
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, job.Args.Payload); err != nil || compact.Len() != len(payload) {
+			bad.Add(1)
+			return fmt.Errorf("job %d has a %d-byte payload, want %d", job.ID, compact.Len(), len(payload))
+		}
+		return nil
+	})
+	events, cancel := client.SubscribeConfig(&river.SubscribeConfig{
+		ChanSize: b.N + 64, // never full: a full channel drops events
+		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed},
+	})
+	defer cancel()
+
+	// The clock includes Start and the completer's last batch (up to 250 ms):
+	// under 3% of a 10,000-job drain.
+	b.ResetTimer()
+	start := time.Now()
+	startRiver(b, client)
+	stall := time.NewTimer(riverStall)
+	defer stall.Stop()
+	for completed := 0; completed < b.N; {
+		select {
+		case ev := <-events:
+			if ev.Kind != river.EventKindJobCompleted {
+				b.Fatalf("job %d: %s (%d bad payloads)", ev.Job.ID, ev.Kind, bad.Load())
+			}
+			completed++
+			stall.Reset(riverStall)
+		case <-stall.C:
+			b.Fatalf("no job completed for %v; %d of %d completed", riverStall, completed, b.N)
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+
+	if n := worked.Load(); n != int64(b.N) || bad.Load() != 0 {
+		b.Fatalf("Work ran %d times for %d jobs (%d bad payloads)", n, b.N, bad.Load())
+	}
+	var total, completed int
+	if err := queryRow(`SELECT count(*), count(*) FILTER (WHERE state = 'completed') FROM river_job`).Scan(&total, &completed); err != nil {
+		b.Fatal(err)
+	}
+	if total != b.N || completed != b.N {
+		b.Fatalf("river_job holds %d jobs, %d completed, after draining %d", total, completed, b.N)
+	}
+	return float64(b.N) / elapsed.Seconds()
 }
 
 // BenchmarkIngestRiver: BenchmarkIngest's 32 senders against the handler one
@@ -159,7 +177,7 @@ func BenchmarkIngestRiver(b *testing.B) {
 		}
 		srv := httptest.NewServer(riverHandler(client, secret))
 		defer srv.Close()
-		send(b, srv.URL+"/webhooks/github", secret)
+		send(b, sqliteFloor, srv.URL+"/webhooks/github", secret)
 		wantRows(b, db, "river_job", b.N)
 	})
 }
@@ -167,7 +185,7 @@ func BenchmarkIngestRiver(b *testing.B) {
 // riverHandler is handRolled with client.Insert. River stores
 // args as JSON, so the body goes in raw; GitHub's bodies are JSON, and one that is
 // not fails the insert (503).
-func riverHandler(client *river.Client[*sql.Tx], secret string) http.Handler {
+func riverHandler[TTx any](client *river.Client[TTx], secret string) http.Handler {
 	return handRolled(secret, func(ctx context.Context, body []byte) error {
 		_, err := client.Insert(ctx, riverArgs{Payload: body}, nil)
 		return err
@@ -201,7 +219,7 @@ func BenchmarkWakeupRiver(b *testing.B) {
 			ctx := context.Background()
 			db := openRiver(b)
 			entered := make(chan time.Time, b.N+8) // never blocks a worker
-			client := newRiverWorkerClient(b, db, s.fetchCooldown, s.pollInterval, func(*river.Job[riverArgs]) error {
+			client := newRiverWorkerClient(b, riversqlite.New(db), s.fetchCooldown, s.pollInterval, func(*river.Job[riverArgs]) error {
 				entered <- time.Now()
 				return nil
 			})
@@ -289,11 +307,12 @@ func openRiver(b *testing.B) *sql.DB {
 
 // newRiverWorkerClient returns a client that works riverQueue with 8 workers
 // running work, at the given fetch settings; start it with startRiver.
-func newRiverWorkerClient(b *testing.B, db *sql.DB, fetchCooldown, pollInterval time.Duration, work func(*river.Job[riverArgs]) error) *river.Client[*sql.Tx] {
+func newRiverWorkerClient[TTx any](b *testing.B, driver riverdriver.Driver[TTx], fetchCooldown, pollInterval time.Duration,
+	work func(*river.Job[riverArgs]) error) *river.Client[TTx] {
 	b.Helper()
 	ws := river.NewWorkers()
 	river.AddWorker(ws, &riverWorker{work: work})
-	client, err := river.NewClient(riversqlite.New(db), &river.Config{
+	client, err := river.NewClient(driver, &river.Config{
 		FetchCooldown:     fetchCooldown,
 		FetchPollInterval: pollInterval,
 		Logger:            quietLogger(),
@@ -308,7 +327,7 @@ func newRiverWorkerClient(b *testing.B, db *sql.DB, fetchCooldown, pollInterval 
 
 // startRiver starts client and stops it when the benchmark ends (before its
 // database is closed: cleanups run last-registered first).
-func startRiver(b *testing.B, client *river.Client[*sql.Tx]) {
+func startRiver[TTx any](b *testing.B, client *river.Client[TTx]) {
 	b.Helper()
 	if err := client.Start(context.Background()); err != nil {
 		b.Fatal(err)

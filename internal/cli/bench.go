@@ -23,8 +23,8 @@ import (
 	"github.com/switchboardhq/switchboard/store"
 )
 
-const benchSynopsis = `bench [--url URL --credential-env VAR [--queue Q]] [--deliveries N] [--senders C] [--agents A]
-                   [--protocol VERSION] [--doorbells N] [--duration D] [--json]`
+const benchSynopsis = `bench [--url URL --credential-env VAR [--queue Q]] [--db POSTGRES-URL] [--deliveries N] [--senders C]
+                   [--agents A] [--protocol VERSION] [--doorbells N] [--duration D] [--json]`
 
 func runBench(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "bench", benchSynopsis)
@@ -39,6 +39,8 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 		strings.Join(agent.SupportedProtocolVersions, ", ")+" (2026-07-28: stateless requests, no session)")
 	doorbells := fs.Int("doorbells", 300, "todos enqueued one at a time to measure the doorbell")
 	duration := fs.Duration("duration", 3*time.Second, "how long the half-rate ingest run and the floor measurement last")
+	db := fs.String("db", "", "a postgres:// URL: without --url, run the server on a fresh schema of that database "+
+		"(dropped after); with --url, the database that server uses; either way the floor is measured there")
 	sync := fs.String("synchronous", store.SyncFull, "in-process server: FULL or NORMAL")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := parseFlags(fs, args); err != nil {
@@ -57,6 +59,9 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 	if *deliveries < 1 || *senders < 1 || *agents < 1 || *doorbells < 1 || *duration <= 0 {
 		return usageErr("--deliveries, --senders, --agents, --doorbells and --duration must be positive")
 	}
+	if *db != "" && !store.IsPostgres(*db) {
+		return usageErr("--db takes a postgres:// or postgresql:// URL; on SQLite bench uses a temporary file of its own")
+	}
 	cfg := bench.Config{Deliveries: *deliveries, Senders: *senders, Agents: *agents, Doorbells: *doorbells,
 		PacedFor: *duration, Progress: env.stderr}
 
@@ -65,8 +70,19 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	floorAt := filepath.Join(dir, "floor.db")
+	serverDB := filepath.Join(dir, "bench.db")
+	backend := "SQLite, synchronous=" + strings.ToUpper(*sync)
+	if *db != "" {
+		pg, err := inspectBenchPostgres(ctx, *db, *url == "")
+		if err != nil {
+			return err
+		}
+		defer pg.drop()
+		floorAt, serverDB, backend = *db, pg.url, pg.backend
+	}
 	cfg.Floor = func() (float64, error) {
-		return store.MeasureFloor(ctx, filepath.Join(dir, "floor.db"), store.Options{Synchronous: *sync}, *duration)
+		return store.MeasureFloor(ctx, floorAt, store.Options{Synchronous: *sync}, *duration)
 	}
 
 	var target bench.Target
@@ -76,15 +92,22 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 			return usageErr("--url needs --credential-env naming a set environment variable with an endpoint credential")
 		}
 		target = bench.Target{URL: *url, Credential: env.getenv(*credEnv), Queue: *queue}
-		machine += " (client side; the floor is this machine's temp disk)"
+		if *db == "" {
+			machine += " (client side; the floor is this machine's temp disk)"
+			backend = "the server's (unknown to bench: name it with --db to measure the floor there)"
+		} else {
+			machine += " (client side; the floor is the --db server's)"
+		}
 	} else {
-		stop, t, err := startBenchServer(ctx, env, dir, *sync, *agents)
+		stop, t, err := startBenchServer(ctx, env, serverDB, *sync, *agents)
 		if err != nil {
 			return err
 		}
 		defer stop()
 		target = t
-		machine += ", temporary database in " + dir + ", synchronous=" + strings.ToUpper(*sync)
+		if *db == "" {
+			machine += ", temporary database in " + dir + ", synchronous=" + strings.ToUpper(*sync)
+		}
 	}
 	target.Protocol = *protocol
 	report, err := bench.Run(ctx, target, cfg)
@@ -94,12 +117,13 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 	if *asJSON {
 		if err := writeJSON(env, struct {
 			Machine string `json:"machine"`
+			Backend string `json:"backend"`
 			*bench.Report
-		}{machine, report}); err != nil {
+		}{machine, backend, report}); err != nil {
 			return err
 		}
 	} else {
-		printBench(env.stdout, machine, report)
+		printBench(env.stdout, machine, backend, report)
 	}
 	return leftOnServer(report)
 }
@@ -119,11 +143,11 @@ func leftOnServer(r *bench.Report) error {
 	return fmt.Errorf("the figures stand, but the run left things on the server: %s", strings.Join(left, "; "))
 }
 
-// startBenchServer creates an endpoint on a fresh database and starts `switchboard
-// serve` on it as a child process: the same code path as serve, real HTTP on
-// loopback, and a process of its own whose memory and CPU can be read.
-func startBenchServer(ctx context.Context, env *environ, dir, sync string, agents int) (stop func(), t bench.Target, err error) {
-	db := filepath.Join(dir, "bench.db")
+// startBenchServer creates an endpoint on a fresh database (a file, or an empty
+// PostgreSQL schema) and starts `switchboard serve` on it as a child process: the
+// same code path as serve, real HTTP on loopback, and a process of its own whose
+// memory and CPU can be read.
+func startBenchServer(ctx context.Context, env *environ, db, sync string, agents int) (stop func(), t bench.Target, err error) {
 	st, err := openStore(ctx, env, db)
 	if err != nil {
 		return nil, t, err
@@ -153,8 +177,11 @@ func startBenchServer(ctx context.Context, env *environ, dir, sync string, agent
 	}
 	// Every agent is a session of the one bench endpoint, plus the doorbell's
 	// enqueuer: more agents than serve's per-endpoint cap would evict each other.
-	cmd := exec.CommandContext(ctx, exe, "serve", "--listen", addr, "--db", db, "--base-url", "http://"+addr,
+	cmd := exec.CommandContext(ctx, exe, "serve", "--listen", addr, "--base-url", "http://"+addr,
 		"--synchronous", sync, "--max-sessions-per-endpoint", strconv.Itoa(max(32, 2*agents+2)))
+	// The database goes in the environment: a PostgreSQL URL may hold a password,
+	// and argv is anyone's to read.
+	cmd.Env = append(os.Environ(), "SWITCHBOARD_DB="+db)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, t, err
@@ -196,8 +223,8 @@ func startBenchServer(ctx context.Context, env *environ, dir, sync string, agent
 	return stop, bench.Target{URL: "http://" + addr, Credential: cred, Queue: "bench", PID: cmd.Process.Pid}, nil
 }
 
-func printBench(w io.Writer, machine string, r *bench.Report) {
-	fmt.Fprintf(w, "switchboard bench — %s\n\n", machine)
+func printBench(w io.Writer, machine, backend string, r *bench.Report) {
+	fmt.Fprintf(w, "switchboard bench — %s\ndatabase: %s\n\n", machine, backend)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	ratio := func(v float64) string {
 		if r.FloorCommitsPerSec == 0 {
