@@ -2,12 +2,13 @@ package store
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // Todos another process hands back to their queue (the CLI revoking an agent
@@ -146,7 +147,7 @@ func TestOwnChangesDropsAFailedCommitsIDs(t *testing.T) {
 // other's commits only through the foreign watch.
 func twoProcesses(t *testing.T) (serveSide, cli *Store) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "sb.db")
+	path := testkit.DB(t)
 	for _, s := range []**Store{&serveSide, &cli} {
 		st, err := Open(context.Background(), path, Options{})
 		if err != nil {
