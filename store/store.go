@@ -311,7 +311,8 @@ func (s *Store) Ping(ctx context.Context) error {
 		}
 	}
 	var one int
-	if err := s.rstmt(ctx, `SELECT 1`).QueryRowContext(ctx).Scan(&one); err != nil {
+	// queryRow, not rstmt: a statement cannot be prepared while the server is away.
+	if err := s.queryRow(ctx, `SELECT 1`).Scan(&one); err != nil {
 		return fmt.Errorf("store: ping: %w", err)
 	}
 	return nil
