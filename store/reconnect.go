@@ -72,6 +72,7 @@ func (w *writer) redial() error {
 		return w.unreachable(err)
 	}
 	w.lost = false
+	w.s.dropIdleReads()
 	w.s.log.Info("store: connected to PostgreSQL again")
 	return nil
 }
@@ -111,4 +112,11 @@ func (w *writer) beginTx() error {
 		}
 	}
 	return err
+}
+
+// dropIdleReads closes the read pool's idle connections: after the server came
+// back, each of them was cut and would fail its next query once.
+func (s *Store) dropIdleReads() {
+	s.rdb.SetMaxIdleConns(0)
+	s.rdb.SetMaxIdleConns(s.opts.ReadConns)
 }

@@ -312,7 +312,14 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	var one int
 	// queryRow, not rstmt: a statement cannot be prepared while the server is away.
-	if err := s.queryRow(ctx, `SELECT 1`).Scan(&one); err != nil {
+	err := s.queryRow(ctx, `SELECT 1`).Scan(&one)
+	if err != nil && s.pg {
+		// The pool may have handed out a connection the server closed when it
+		// restarted: the server itself is asked again, on a new one.
+		s.dropIdleReads()
+		err = s.queryRow(ctx, `SELECT 1`).Scan(&one)
+	}
+	if err != nil {
 		return fmt.Errorf("store: ping: %w", err)
 	}
 	return nil

@@ -55,6 +55,7 @@ type foreignWatch struct {
 	version  int64   // data_version at the last check (SQLite)
 	added    idMark  // the todo ids looked at
 	returned idMark  // the audit rows looked at for returns to the queue
+	failing  bool    // a look failed and said so; quiet until one succeeds
 }
 
 // newForeignWatch takes what the database holds now as announced.
@@ -111,6 +112,7 @@ func (f *foreignWatch) scan(ctx context.Context) bool {
 		f.returned = next
 	}
 	f.s.own.forget(f.added.settled(), f.returned.settled())
+	f.failing = false
 	return true
 }
 
@@ -346,9 +348,11 @@ func (s *Store) fireForeign() {
 	}
 }
 
-// warn logs a failed look, unless it failed because the watch is stopping.
+// warn logs a failed look, unless it failed because the watch is stopping or,
+// on PostgreSQL, the server is away and the first failed look has said so.
 func (f *foreignWatch) warn(ctx context.Context, msg string, args ...any) {
-	if ctx.Err() == nil {
+	if ctx.Err() == nil && !f.failing {
 		f.s.log.Warn("watch foreign commits: "+msg, args...)
+		f.failing = f.s.pg
 	}
 }

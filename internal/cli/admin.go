@@ -33,7 +33,7 @@ func openStoreWith(ctx context.Context, env *environ, path string, opts store.Op
 	}
 	if m := st.Migrated(); len(m) > 0 {
 		fmt.Fprintf(env.stderr, "migrated %s to this Switchboard's schema (%s): older Switchboards no longer open it\n",
-			absPath(path), strings.Join(m, ", "))
+			absPath(st.Path()), strings.Join(m, ", "))
 	}
 	return st, nil
 }
@@ -56,6 +56,9 @@ func openStoreROWith(ctx context.Context, env *environ, path string, opts store.
 // requireDatabase is noDatabase when nothing is at path, for commands that must
 // not create the database.
 func requireDatabase(path string) error {
+	if store.IsPostgres(path) {
+		return nil // Open says which server or database is missing
+	}
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return noDatabase(path)
 	}
@@ -74,6 +77,9 @@ func noDatabase(path string) error {
 // absPath is path made absolute, or path itself if that fails: what a message
 // about a file names, so a relative --db shows where it resolved.
 func absPath(path string) string {
+	if store.IsPostgres(path) {
+		return path
+	}
 	if abs, err := filepath.Abs(path); err == nil {
 		return abs
 	}

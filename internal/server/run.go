@@ -28,7 +28,7 @@ func (s *Server) Run(ctx context.Context, lns ...net.Listener) error {
 	errc := make(chan error, len(lns))
 	for _, ln := range lns {
 		go func() { errc <- s.http.Serve(ln) }()
-		s.log.Info("serving", "addr", ln.Addr().String(), "db", s.cfg.DB)
+		s.log.Info("serving", "addr", ln.Addr().String(), "db", s.store.Path())
 	}
 	notify(s.log, "READY=1")
 	notify(s.log, "STATUS="+s.StatusLine(ctx))
