@@ -1,16 +1,13 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/switchboardhq/switchboard/ingest"
 	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/internal/server/servertest"
 	"github.com/switchboardhq/switchboard/internal/testkit"
@@ -39,20 +36,7 @@ func TestServeOnPostgreSQLThroughARestart(t *testing.T) {
 	deliver := func(id string) int {
 		t.Helper()
 		body := []byte(`{"delivery":"` + id + `"}`)
-		hdr, err := ingest.Sign("generic", "s3cret-s3cret-s3cret", id, body, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/w/"+hook.Token, bytes.NewReader(body))
-		req.Header = hdr
-		req.Header.Set("X-Delivery-Id", id)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode
+		return servertest.Deliver(t, base, hook.Token, "generic", "s3cret-s3cret-s3cret", id, body).StatusCode
 	}
 	readyz := func() (int, string) {
 		t.Helper()
