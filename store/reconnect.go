@@ -3,10 +3,12 @@ package store
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -69,7 +71,7 @@ func (w *writer) redial() error {
 		err = w.notePID(ctx)
 	}
 	if err != nil {
-		return w.unreachable(err)
+		return w.s.unreachable(err)
 	}
 	w.lost = false
 	w.s.dropIdleReads()
@@ -93,12 +95,19 @@ func (w *writer) notePID(ctx context.Context) error {
 
 // unreachable is err, a failure to reach the server, as one line that names it
 // (never its password).
-func (w *writer) unreachable(err error) error {
-	cfg, perr := pgx.ParseConfig(w.s.dsn)
+func (s *Store) unreachable(err error) error {
+	cfg, perr := pgx.ParseConfig(s.dsn)
 	if perr != nil {
-		return fmt.Errorf("store: PostgreSQL %s: %w", w.s.path, ErrUnreachable)
+		return fmt.Errorf("store: PostgreSQL %s: %w", s.path, ErrUnreachable)
 	}
-	return w.s.connectError(cfg, err)
+	return s.connectError(cfg, err)
+}
+
+// connectFailed reports whether err is a failure to open a connection to the
+// server (refused, timed out, the server starting or stopping), not a query's.
+func connectFailed(err error) bool {
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce)
 }
 
 // beginTx opens the writer's transaction. A connection found dead only at BEGIN

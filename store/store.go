@@ -304,6 +304,8 @@ func (s *Store) OnPostgres() bool { return s.pg }
 func (s *Store) Now() time.Time { return s.now() }
 
 // Ping checks that the database answers a query, and that the writer still writes.
+// A PostgreSQL server that cannot be reached is ErrUnreachable: restarting serve
+// does not bring it back, and serve recovers by itself once it is.
 func (s *Store) Ping(ctx context.Context) error {
 	if s.writer != nil {
 		if err := s.writer.brokenErr(); err != nil {
@@ -318,6 +320,9 @@ func (s *Store) Ping(ctx context.Context) error {
 		// restarted: the server itself is asked again, on a new one.
 		s.dropIdleReads()
 		err = s.queryRow(ctx, `SELECT 1`).Scan(&one)
+	}
+	if err != nil && s.pg && connectFailed(err) {
+		return s.unreachable(err)
 	}
 	if err != nil {
 		return fmt.Errorf("store: ping: %w", err)

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -56,7 +57,8 @@ func TestServeOnPostgreSQLThroughARestart(t *testing.T) {
 	}
 
 	c.Stop()
-	if code, db := readyz(); code != http.StatusServiceUnavailable || db == "ok" {
+	if code, db := readyz(); code != http.StatusServiceUnavailable || !strings.Contains(db, fmt.Sprintf("PostgreSQL at 127.0.0.1:%d", c.Port)) ||
+		!strings.Contains(db, "database unreachable") {
 		t.Fatalf("/readyz with the server stopped: %d %q", code, db)
 	}
 	for _, id := range []string{"during-1", "during-2"} {
