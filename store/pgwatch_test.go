@@ -53,7 +53,11 @@ func TestWatchForeignWakesOnAnotherStoresNotification(t *testing.T) {
 	})
 	done := make(chan struct{})
 	go func() { serveSide.WatchForeign(ctx, time.Hour); close(done) }()
-	<-listening
+	select {
+	case <-listening:
+	case <-time.After(30 * time.Second): // a guard against a hang, not a timing
+		t.Fatal("the watch never listened")
+	}
 
 	foreign, err := cli.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "from the CLI"})
 	if err != nil {

@@ -116,11 +116,15 @@ func connectFailed(err error) bool {
 func (w *writer) beginTx() error {
 	_, err := w.ctl(w.begin())
 	if err != nil && w.connLost() {
-		if err = w.redial(); err == nil {
-			_, err = w.ctl(w.begin())
+		if err = w.redial(); err != nil {
+			return err // says which server could not be reached
 		}
+		_, err = w.ctl(w.begin())
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("store: begin write: %w", err)
+	}
+	return nil
 }
 
 // dropIdleReads closes the read pool's idle connections: after the server came

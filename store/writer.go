@@ -278,7 +278,7 @@ func (w *writer) runTx(batch []*writeReq) {
 		return
 	}
 	if err := w.beginTx(); err != nil {
-		finish(fmt.Errorf("store: begin write: %w", err))
+		finish(err)
 		return
 	}
 	ran, over, err := w.runEach(batch, now)
