@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/switchboardhq/switchboard/internal/mcpclient"
 	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/internal/server/servertest"
 	"github.com/switchboardhq/switchboard/internal/testkit"
@@ -49,6 +51,20 @@ func TestServeOnPostgreSQLThroughARestart(t *testing.T) {
 		return code, db
 	}
 
+	queues, verbs := []string{"inbox"}, []string{"claim_next", "complete"}
+	_, cred, err := st.CreateEndpoint(ctx, "worker", store.EndpointSpec{Queues: &queues, Verbs: &verbs}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, _, err := mcpclient.Dial(ctx, base+"/mcp", cred, mcpclient.DialOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Close()
+	claim := func() (*mcp.CallToolResult, error) {
+		return agent.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "claim_next",
+			Arguments: map[string]any{"queue": "inbox"}}})
+	}
 	if code := deliver("before"); code != http.StatusAccepted {
 		t.Fatalf("a delivery: %d", code)
 	}
@@ -67,6 +83,13 @@ func TestServeOnPostgreSQLThroughARestart(t *testing.T) {
 		}
 	}
 
+	// The endpoint's credential cannot be checked: the call is refused as a whole
+	// with 503, or answered with the code unavailable; never as unauthorized.
+	if res, err := claim(); err != nil && !strings.Contains(err.Error(), "status 503") ||
+		err == nil && (!res.IsError || !strings.Contains(fmt.Sprint(res.StructuredContent), "unavailable")) {
+		t.Fatalf("claim_next with the server stopped: %+v, %v", res, err)
+	}
+
 	c.Start()
 	if code, db := readyz(); code != http.StatusOK {
 		t.Fatalf("/readyz after the restart: %d %q", code, db)
@@ -75,6 +98,9 @@ func TestServeOnPostgreSQLThroughARestart(t *testing.T) {
 		if code := deliver(id); code != http.StatusAccepted {
 			t.Fatalf("delivery %s after the restart: %d", id, code)
 		}
+	}
+	if res, err := claim(); err != nil || res.IsError {
+		t.Fatalf("claim_next after the restart: %+v, %v", res, err)
 	}
 	todos, err := st.ListTodos(ctx, store.TodoFilter{})
 	if err != nil {
