@@ -139,10 +139,21 @@ func (s *Store) watchPostgres(ctx context.Context, interval time.Duration) error
 			s.fireForeign()
 		}
 		fire = false
+		// A lost listener is replaced at once; one that could not connect is
+		// tried again within a second, whatever the interval.
+		var lost <-chan struct{}
+		var retry <-chan time.Time
+		if l != nil {
+			lost = l.done
+		} else {
+			retry = time.After(min(interval, time.Second))
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-lost:
+		case <-retry:
 		case <-wake:
 			fire = true
 			// Not at once: under a stream of commits, one scan per pause.
