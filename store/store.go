@@ -304,6 +304,8 @@ func (s *Store) OnPostgres() bool { return s.pg }
 func (s *Store) Now() time.Time { return s.now() }
 
 // Ping checks that the database answers a query, and that the writer still writes.
+// A PostgreSQL server that cannot be reached is ErrUnreachable: restarting serve
+// does not bring it back, and serve recovers by itself once it is.
 func (s *Store) Ping(ctx context.Context) error {
 	if s.writer != nil {
 		if err := s.writer.brokenErr(); err != nil {
@@ -311,7 +313,18 @@ func (s *Store) Ping(ctx context.Context) error {
 		}
 	}
 	var one int
-	if err := s.rstmt(ctx, `SELECT 1`).QueryRowContext(ctx).Scan(&one); err != nil {
+	// queryRow, not rstmt: a statement cannot be prepared while the server is away.
+	err := s.queryRow(ctx, `SELECT 1`).Scan(&one)
+	if err != nil && s.pg {
+		// The pool may have handed out a connection the server closed when it
+		// restarted: the server itself is asked again, on a new one.
+		s.dropIdleReads()
+		err = s.queryRow(ctx, `SELECT 1`).Scan(&one)
+	}
+	if err != nil && s.pg && connectFailed(err) {
+		return s.unreachable(err)
+	}
+	if err != nil {
 		return fmt.Errorf("store: ping: %w", err)
 	}
 	return nil

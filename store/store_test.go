@@ -305,7 +305,7 @@ func TestOnTodoChangeFiresAfterCommit(t *testing.T) {
 func TestWatchForeignRingsForOtherProcessCommits(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	path := filepath.Join(t.TempDir(), "sb.db")
+	path := testkit.DB(t)
 	serveSide, err := Open(ctx, path, Options{})
 	if err != nil {
 		t.Fatal(err)

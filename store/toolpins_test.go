@@ -4,10 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 func TestToolPinsLifecycle(t *testing.T) {
@@ -82,7 +83,7 @@ func TestToolPinsLifecycle(t *testing.T) {
 func TestOnForeignCommitSeesAnotherHandle(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	path := filepath.Join(t.TempDir(), "sb.db")
+	path := testkit.DB(t)
 	serveSide, err := Open(ctx, path, Options{})
 	if err != nil {
 		t.Fatal(err)

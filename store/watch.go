@@ -20,8 +20,12 @@ import (
 
 // WatchForeign runs until ctx ends, checking every interval for commits made by
 // other processes and firing the todo hooks for the claimable todos they added or
-// returned to their queues, then the OnForeignCommit hooks.
+// returned to their queues, then the OnForeignCommit hooks. On PostgreSQL it is
+// woken by notifications as well (see watchPostgres).
 func (s *Store) WatchForeign(ctx context.Context, interval time.Duration) error {
+	if s.pg {
+		return s.watchPostgres(ctx, interval)
+	}
 	conn, err := s.rdb.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("store: watch foreign commits: %w", err)
@@ -47,22 +51,25 @@ func (s *Store) WatchForeign(ctx context.Context, interval time.Duration) error 
 // foreignWatch is WatchForeign's state between checks.
 type foreignWatch struct {
 	s        *Store
-	conn     *sql.Conn
-	version  int64 // data_version at the last check
-	added    int64 // the newest todo id looked at
-	returned int64 // the newest audit row looked at for returns to the queue
+	conn     querier // a connection of its own on SQLite (data_version is per connection), the read pool on PostgreSQL
+	version  int64   // data_version at the last check (SQLite)
+	added    idMark  // the todo ids looked at
+	returned idMark  // the audit rows looked at for returns to the queue
+	failing  bool    // a look failed and said so; quiet until one succeeds
 }
 
-// newForeignWatch takes what the file holds now as announced.
-func (s *Store) newForeignWatch(ctx context.Context, conn *sql.Conn) (*foreignWatch, error) {
+// newForeignWatch takes what the database holds now as announced.
+func (s *Store) newForeignWatch(ctx context.Context, conn querier) (*foreignWatch, error) {
 	f := &foreignWatch{s: s, conn: conn}
-	if err := conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&f.version); err != nil {
-		return nil, fmt.Errorf("store: read data_version: %w", err)
+	if !s.pg {
+		if err := conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&f.version); err != nil {
+			return nil, fmt.Errorf("store: read data_version: %w", err)
+		}
 	}
 	// Before the newest rows are read: a change committed after that must be known
 	// as this process's own.
 	s.own.start()
-	if err := conn.QueryRowContext(ctx, newestRows).Scan(&f.added, &f.returned); err != nil {
+	if err := conn.QueryRowContext(ctx, newestRows).Scan(&f.added.last, &f.returned.last); err != nil {
 		s.own.stop()
 		return nil, fmt.Errorf("store: watch foreign commits: %w", err)
 	}
@@ -74,39 +81,61 @@ const newestRows = `SELECT (SELECT coalesce(max(id), 0) FROM todos), (SELECT coa
 
 // check announces what other processes committed since the last check, if anything.
 func (f *foreignWatch) check(ctx context.Context) {
-	var v int64
-	if err := f.conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v); err != nil {
-		f.s.log.Warn("watch foreign commits: read data_version", "err", err)
-		return
+	if !f.s.pg {
+		var v int64
+		if err := f.conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v); err != nil {
+			f.warn(ctx, "read data_version", "err", err)
+			return
+		}
+		if v == f.version {
+			return
+		}
+		f.version = v
 	}
-	if v == f.version {
-		return
+	if f.scan(ctx) {
+		f.s.fireForeign()
 	}
-	f.version = v
-	var added, returned int64
-	if err := f.conn.QueryRowContext(ctx, newestRows).Scan(&added, &returned); err != nil {
-		f.s.log.Warn("watch foreign commits: read the newest rows", "err", err)
-		return
-	}
-	if added > f.added && f.announceAdded(ctx, added) {
-		f.added = added
-	}
-	if returned > f.returned && f.announceReturned(ctx, returned) {
-		f.returned = returned
-	}
-	f.s.own.forget(f.added, f.returned)
-	f.s.fireForeign()
 }
 
-// announceAdded announces the todos other processes added up to id newest, in
+// scan announces the todos added and returned since the last look; false if the
+// database could not be read.
+func (f *foreignWatch) scan(ctx context.Context) bool {
+	var added, returned int64
+	if err := f.conn.QueryRowContext(ctx, newestRows).Scan(&added, &returned); err != nil {
+		f.warn(ctx, "read the newest rows", "err", err)
+		return false
+	}
+	if next, ok := f.advance(ctx, "todos", f.added, added); ok && f.announceAdded(ctx, next) {
+		f.added = next
+	}
+	if next, ok := f.advance(ctx, "audit", f.returned, returned); ok && f.announceReturned(ctx, next) {
+		f.returned = next
+	}
+	f.s.own.forget(f.added.settled(), f.returned.settled())
+	f.failing = false
+	return true
+}
+
+// announceAdded announces the todos other processes added up to next, in
 // whatever state they are now: one already claimed (a worker polled before this
 // look) is still an add for the charts, though not claimable for the doorbell;
 // false if they could not be read (the next check tries again).
-func (f *foreignWatch) announceAdded(ctx context.Context, newest int64) bool {
-	rows, err := f.conn.QueryContext(ctx, `SELECT id, queue, source_type, state FROM todos
-		WHERE id > ? AND id <= ? ORDER BY id`, f.added, newest)
+func (f *foreignWatch) announceAdded(ctx context.Context, next idMark) bool {
+	if !next.news(f.added) {
+		return true
+	}
+	const sqlite = `SELECT id, queue, source_type, state FROM todos WHERE id > ? AND id <= ? ORDER BY id`
+	const postgres = `SELECT id, queue, source_type, state FROM todos
+		WHERE (id > ? AND id <= ?) OR id = ANY(?) ORDER BY id`
+	var rows *sql.Rows
+	var err error
+	if f.s.pg {
+		rows, err = f.conn.QueryContext(ctx, f.s.q(postgres), f.added.last, next.last, next.filled)
+	} else {
+		rows, err = f.conn.QueryContext(ctx, sqlite, f.added.last, next.last)
+	}
 	if err != nil {
-		f.s.log.Warn("watch foreign commits: list new todos", "err", err)
+		f.warn(ctx, "list new todos", "err", err)
 		return false
 	}
 	var changes []TodoChange
@@ -124,7 +153,7 @@ func (f *foreignWatch) announceAdded(ctx context.Context, newest int64) bool {
 	err = rows.Err()
 	rows.Close()
 	if err != nil {
-		f.s.log.Warn("watch foreign commits: list new todos", "err", err)
+		f.warn(ctx, "list new todos", "err", err)
 		return false
 	}
 	f.s.fire(changes)
@@ -135,17 +164,32 @@ func (f *foreignWatch) announceAdded(ctx context.Context, newest int64) bool {
 var returnCauses = map[string]string{"todo.release": "release", "todo.retry": "retry", "todo.requeue": "lease_expired"}
 
 // announceReturned announces the todos other processes returned to their queues
-// in audit rows up to newest, those still pending and claimable: revoking an agent
+// in audit rows up to next, those still pending and claimable: revoking an agent
 // from the CLI hands its todos back, and agents idle on their doorbells must hear
 // of it. False if they could not be read (the next check tries again).
-func (f *foreignWatch) announceReturned(ctx context.Context, newest int64) bool {
-	rows, err := f.conn.QueryContext(ctx, `SELECT a.id, a.action, t.id, t.queue, t.source_type
+func (f *foreignWatch) announceReturned(ctx context.Context, next idMark) bool {
+	if !next.news(f.returned) {
+		return true
+	}
+	const sqlite = `SELECT a.id, a.action, t.id, t.queue, t.source_type
 		FROM audit a JOIN todos t ON t.id = CAST(substr(a.target, 6) AS INTEGER)
 		WHERE a.action IN ('todo.release', 'todo.retry', 'todo.requeue') AND a.id > ? AND a.id <= ?
 			AND a.target LIKE 'todo:%' AND t.state = 'pending' AND t.available_at <= ?
-		ORDER BY a.id`, f.returned, newest, ms(f.s.now()))
+		ORDER BY a.id`
+	const postgres = `SELECT a.id, a.action, t.id, t.queue, t.source_type
+		FROM audit a JOIN todos t ON t.id = CAST(substr(a.target, 6) AS INTEGER)
+		WHERE a.action IN ('todo.release', 'todo.retry', 'todo.requeue') AND ((a.id > ? AND a.id <= ?) OR a.id = ANY(?))
+			AND a.target LIKE 'todo:%' AND t.state = 'pending' AND t.available_at <= ?
+		ORDER BY a.id`
+	var rows *sql.Rows
+	var err error
+	if f.s.pg {
+		rows, err = f.conn.QueryContext(ctx, f.s.q(postgres), f.returned.last, next.last, next.filled, ms(f.s.now()))
+	} else {
+		rows, err = f.conn.QueryContext(ctx, sqlite, f.returned.last, next.last, ms(f.s.now()))
+	}
 	if err != nil {
-		f.s.log.Warn("watch foreign commits: list returned todos", "err", err)
+		f.warn(ctx, "list returned todos", "err", err)
 		return false
 	}
 	var changes []TodoChange
@@ -167,7 +211,7 @@ func (f *foreignWatch) announceReturned(ctx context.Context, newest int64) bool 
 	err = rows.Err()
 	rows.Close()
 	if err != nil {
-		f.s.log.Warn("watch foreign commits: list returned todos", "err", err)
+		f.warn(ctx, "list returned todos", "err", err)
 		return false
 	}
 	f.s.fire(changes)
@@ -301,5 +345,14 @@ func (s *Store) fireForeign() {
 	s.hooksMu.RUnlock()
 	for _, h := range hooks {
 		h()
+	}
+}
+
+// warn logs a failed look, unless it failed because the watch is stopping or,
+// on PostgreSQL, the server is away and the first failed look has said so.
+func (f *foreignWatch) warn(ctx context.Context, msg string, args ...any) {
+	if ctx.Err() == nil && !f.failing {
+		f.s.log.Warn("watch foreign commits: "+msg, args...)
+		f.failing = f.s.pg
 	}
 }

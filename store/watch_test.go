@@ -2,12 +2,13 @@ package store
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // Todos another process hands back to their queue (the CLI revoking an agent
@@ -146,5 +147,5 @@ func TestOwnChangesDropsAFailedCommitsIDs(t *testing.T) {
 // other's commits only through the foreign watch.
 func twoProcesses(t *testing.T) (serveSide, cli *Store) {
 	t.Helper()
-	return openTwo(t, filepath.Join(t.TempDir(), "sb.db"))
+	return openTwo(t, testkit.DB(t))
 }

@@ -38,6 +38,8 @@ type writer struct {
 	wg    sync.WaitGroup
 	conn  *sql.Conn
 	stmts map[string]*sql.Stmt
+	lost  bool         // PostgreSQL dropped conn and no new one is open yet (reconnect.go)
+	pid   atomic.Int64 // PostgreSQL's process serving conn: its notifications are our own
 
 	wal     *walFile              // nil when SQLite syncs its own commits (NORMAL)
 	syncWAL func() error          // wal.sync; tests replace it
@@ -113,6 +115,10 @@ func newWriter(ctx context.Context, s *Store) (*writer, error) {
 			conn.Close()
 			return nil, fmt.Errorf("store: set up the write connection: %w", err)
 		}
+	}
+	if err := w.notePID(ctx); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("store: set up the write connection: %w", err)
 	}
 	w.wg.Add(1)
 	go w.loop()
@@ -210,6 +216,14 @@ func (w *writer) loop() {
 // run executes one batch in one transaction and answers every request in it.
 // Exclusive requests run on their own, before or after the transaction.
 func (w *writer) run(batch []*writeReq) {
+	if err := w.ensureConn(); err != nil {
+		for _, r := range batch {
+			r.err = err
+			w.requests.Add(1)
+			close(r.done)
+		}
+		return
+	}
 	txn := batch[:0:0]
 	for _, r := range batch {
 		if r.raw == nil {
@@ -263,8 +277,8 @@ func (w *writer) runTx(batch []*writeReq) {
 		finish(err)
 		return
 	}
-	if _, err := w.ctl(w.begin()); err != nil {
-		finish(fmt.Errorf("store: begin write: %w", err))
+	if err := w.beginTx(); err != nil {
+		finish(err)
 		return
 	}
 	ran, over, err := w.runEach(batch, now)
@@ -276,6 +290,14 @@ func (w *writer) runTx(batch []*writeReq) {
 		w.rollback()
 		finish(nil)
 		return
+	}
+	if w.s.pg {
+		// Other processes' watches hear of the commit (see pgwatch.go).
+		if _, err := w.ctl(pgNotify); err != nil {
+			w.rollback()
+			finish(fmt.Errorf("store: notify the commit: %w", err))
+			return
+		}
 	}
 	held := w.s.own.hold(batch)
 	commitStart := time.Now()

@@ -33,7 +33,7 @@ func openStoreWith(ctx context.Context, env *environ, path string, opts store.Op
 	}
 	if m := st.Migrated(); len(m) > 0 {
 		fmt.Fprintf(env.stderr, "migrated %s to this Switchboard's schema (%s): older Switchboards no longer open it\n",
-			absPath(path), strings.Join(m, ", "))
+			absPath(st.Path()), strings.Join(m, ", "))
 	}
 	return st, nil
 }

@@ -224,9 +224,9 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 		return err
 	}
 	for _, ln := range lns {
-		fmt.Fprintln(env.stdout, banner(listenURL(ln.Addr()), store.Redacted(cfg.DB), env.buildVersion()))
+		fmt.Fprintln(env.stdout, banner(listenURL(ln.Addr()), srv.Store().Path(), env.buildVersion()))
 	}
-	hints, err := firstRunHints(ctx, srv.Store(), store.Redacted(cfg.DB), invokedAs(env.arg0))
+	hints, err := firstRunHints(ctx, srv.Store(), srv.Store().Path(), invokedAs(env.arg0))
 	if err != nil {
 		logger.Warn("read what is set up", "err", err)
 	}

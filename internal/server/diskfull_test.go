@@ -1,16 +1,12 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/switchboardhq/switchboard/ingest"
 	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/internal/server/servertest"
 	"github.com/switchboardhq/switchboard/internal/testkit"
@@ -34,20 +30,7 @@ func TestServeWhileTheDiskIsFull(t *testing.T) {
 	deliver := func(id string) *http.Response {
 		t.Helper()
 		body := []byte(`{"padding":"` + strings.Repeat("x", 32<<10) + `"}`)
-		hdr, err := ingest.Sign("generic", "s3cret-s3cret-s3cret", id, body, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/w/"+hook.Token, bytes.NewReader(body))
-		req.Header = hdr
-		req.Header.Set("X-Delivery-Id", id)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp
+		return servertest.Deliver(t, base, hook.Token, "generic", "s3cret-s3cret-s3cret", id, body)
 	}
 	database := func() (int, string) {
 		t.Helper()

@@ -101,7 +101,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	// One serve per database: a second one would run a second reaper and module
 	// set against the same queue, and `restore` must not swap the file under us.
-	unlock, err := store.LockForServe(cfg.DB)
+	unlock, err := lockForServe(cfg.DB)
 	if errors.Is(err, store.ErrInUse) {
 		return nil, fmt.Errorf("another switchboard serve is running on %s", cfg.DB)
 	}
@@ -124,6 +124,16 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	s.unlock = unlock
 	return s, nil
+}
+
+// lockForServe takes the one-serve-per-database lock of a SQLite file. A
+// PostgreSQL database has no file beside it to lock: a second serve on it is not
+// refused (several serves on one PostgreSQL database are the next issue's work).
+func lockForServe(db string) (unlock func(), err error) {
+	if store.IsPostgres(db) {
+		return func() {}, nil
+	}
+	return store.LockForServe(db)
 }
 
 // openStore opens the database and refuses to start rather than answer every

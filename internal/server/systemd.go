@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // systemd integration: readiness, status lines, the watchdog and socket activation.
@@ -41,7 +43,8 @@ func ActivationListeners() ([]net.Listener, error) {
 
 // superviseSystemd sends STATUS lines every statusEvery and, when systemd set a
 // watchdog, WATCHDOG=1 at half its interval — but only after ping (the database)
-// answered, so a wedged store gets the service restarted.
+// answered, so a wedged store gets the service restarted; or said that PostgreSQL
+// cannot be reached, which a restart does not mend.
 func superviseSystemd(ctx context.Context, log *slog.Logger, statusEvery time.Duration,
 	status func(context.Context) string, ping func(context.Context) error) {
 	wd, err := daemon.SdWatchdogEnabled(false)
@@ -56,7 +59,7 @@ func superviseSystemd(ctx context.Context, log *slog.Logger, statusEvery time.Du
 	}
 	st := time.NewTicker(statusEvery)
 	defer st.Stop()
-	last := ""
+	last, away := "", false
 	for {
 		select {
 		case <-ctx.Done():
@@ -70,9 +73,18 @@ func superviseSystemd(ctx context.Context, log *slog.Logger, statusEvery time.Du
 			pctx, cancel := context.WithTimeout(ctx, wd/4)
 			err := ping(pctx)
 			cancel()
-			if err != nil {
+			if errors.Is(err, store.ErrUnreachable) {
+				// A restart would not bring PostgreSQL back (serve reconnects
+				// by itself when it is), and would fail to start meanwhile.
+				if !away {
+					log.Error("watchdog: PostgreSQL is away; feeding the watchdog while serve waits for it", "err", err)
+				}
+				away = true
+			} else if err != nil {
 				log.Error("watchdog: database did not answer; withholding WATCHDOG=1", "err", err)
 				continue
+			} else {
+				away = false
 			}
 			notify(log, "WATCHDOG=1")
 		}

@@ -3,6 +3,7 @@
 package servertest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard/ingest"
 	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/internal/testkit"
 )
@@ -78,4 +80,25 @@ func Readyz(t testing.TB, base string) (int, map[string]any) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, body
+}
+
+// Deliver posts body to the webhook with token as its producer would, signed
+// with secret under delivery id, and returns the answer (its body read and
+// closed).
+func Deliver(t testing.TB, base, token, source, secret, id string, body []byte) *http.Response {
+	t.Helper()
+	hdr, err := ingest.Sign(source, secret, id, body, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/w/"+token, bytes.NewReader(body))
+	req.Header = hdr
+	req.Header.Set("X-Delivery-Id", id)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
 }

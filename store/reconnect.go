@@ -1,0 +1,135 @@
+package store
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// A SQLite file does not go away; a PostgreSQL server does (a restart, a
+// failover, a network cut). The writer holds one connection for its whole life,
+// so when the server drops it the writer opens another before its next batch,
+// with nothing prepared on it yet. While the server is away every write fails at
+// once with ErrUnreachable (the edges answer unavailable, or 503 to a delivery),
+// and the first batch after it is back commits through the same Store. A batch
+// cut off mid-way fails as a whole: its callers were not answered, and a COMMIT
+// whose answer was lost is reported failed (a delivery sent again is recognised
+// by its delivery id).
+
+// redialTimeout bounds one attempt to reach the server again, so that writes
+// fail in bounded time while it is away.
+const redialTimeout = 5 * time.Second
+
+// connLost reports whether the writer's connection to PostgreSQL has ended
+// (pgx closes it on a lost socket or the server's FATAL goodbye).
+func (w *writer) connLost() bool {
+	if !w.s.pg {
+		return false
+	}
+	lost := false
+	err := w.conn.Raw(func(dc any) error {
+		if c, ok := dc.(*stdlib.Conn); ok && c.Conn().IsClosed() {
+			lost = true
+			return driver.ErrBadConn // database/sql drops the connection
+		}
+		return nil
+	})
+	return lost || err != nil
+}
+
+// ensureConn replaces a lost connection before a batch runs on it.
+func (w *writer) ensureConn() error {
+	if !w.connLost() {
+		return nil
+	}
+	return w.redial()
+}
+
+// redial closes the lost connection and its prepared statements and opens a new
+// one; until that succeeds w.conn stays closed, so the next batch tries again.
+func (w *writer) redial() error {
+	for q, st := range w.stmts {
+		st.Close()
+		delete(w.stmts, q)
+	}
+	w.conn.Close()
+	if !w.lost {
+		w.lost = true
+		w.s.log.Warn("store: lost the connection to PostgreSQL; reconnecting before each write")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), redialTimeout)
+	defer cancel()
+	conn, err := w.s.wdb.Conn(ctx)
+	if err == nil {
+		w.conn = conn
+		err = w.notePID(ctx)
+	}
+	if err != nil {
+		return w.s.unreachable(err)
+	}
+	w.lost = false
+	w.s.dropIdleReads()
+	w.s.log.Info("store: connected to PostgreSQL again")
+	return nil
+}
+
+// notePID records the server process that serves the writer: notifications it
+// sends are this process's own (see listen).
+func (w *writer) notePID(ctx context.Context) error {
+	if !w.s.pg {
+		return nil
+	}
+	var pid int64
+	if err := w.conn.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		return err
+	}
+	w.pid.Store(pid)
+	return nil
+}
+
+// unreachable is err, a failure to reach the server, as one line that names it
+// (never its password).
+func (s *Store) unreachable(err error) error {
+	cfg, perr := pgx.ParseConfig(s.dsn)
+	if perr != nil {
+		return fmt.Errorf("store: PostgreSQL %s: %w", s.path, ErrUnreachable)
+	}
+	return s.connectError(cfg, err)
+}
+
+// connectFailed reports whether err is a failure to open a connection to the
+// server (refused, timed out, the server starting or stopping), not a query's.
+func connectFailed(err error) bool {
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce)
+}
+
+// beginTx opens the writer's transaction. A connection found dead only at BEGIN
+// (the server restarted while it sat idle) is replaced and BEGIN tried once more:
+// nothing of the batch has run yet.
+func (w *writer) beginTx() error {
+	_, err := w.ctl(w.begin())
+	if err != nil && w.connLost() {
+		if err = w.redial(); err != nil {
+			return err // says which server could not be reached
+		}
+		_, err = w.ctl(w.begin())
+	}
+	if err != nil {
+		return fmt.Errorf("store: begin write: %w", err)
+	}
+	return nil
+}
+
+// dropIdleReads closes the read pool's idle connections: after the server came
+// back, each of them was cut and would fail its next query once.
+func (s *Store) dropIdleReads() {
+	s.rdb.SetMaxIdleConns(0)
+	s.rdb.SetMaxIdleConns(s.opts.ReadConns)
+}
