@@ -35,7 +35,7 @@ func TestPayloadsAreStoredOnceAndFollowTheTodo(t *testing.T) {
 	}
 	// The webhook's body is stored once: with its event, not again for the todo.
 	var copies int
-	s.rdb.QueryRow(`SELECT count(*) FROM todo_payloads WHERE payload = ?`, body).Scan(&copies)
+	s.rdb.QueryRow(s.q(`SELECT count(*) FROM todo_payloads WHERE payload = ?`), body).Scan(&copies)
 	if copies != 0 {
 		t.Fatalf("the delivery's body was stored %d extra times", copies)
 	}
@@ -71,7 +71,7 @@ func TestPayloadsAreStoredOnceAndFollowTheTodo(t *testing.T) {
 		t.Fatalf("pruned %d (err %v), want 2", n, err)
 	}
 	var left int
-	s.rdb.QueryRow(`SELECT count(*) FROM todo_payloads WHERE todo_id != ?`, newest.ID).Scan(&left)
+	s.rdb.QueryRow(s.q(`SELECT count(*) FROM todo_payloads WHERE todo_id != ?`), newest.ID).Scan(&left)
 	if left != 0 {
 		t.Fatalf("%d payload rows outlived their todos", left)
 	}

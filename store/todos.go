@@ -310,7 +310,7 @@ type TodoFilter struct {
 
 // ListTodos lists compact todos (no payload), newest first.
 func (s *Store) ListTodos(ctx context.Context, f TodoFilter) ([]Todo, error) {
-	q, args := todoListQuery(f)
+	q, args := todoListQuery(f, s.pg)
 	rows, err := s.query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list todos: %w", err)
@@ -336,8 +336,9 @@ func compactTodos(rows *sql.Rows) ([]Todo, error) {
 	return out, rows.Err()
 }
 
-// todoListQuery builds ListTodos' statement and its arguments.
-func todoListQuery(f TodoFilter) (string, []any) {
+// todoListQuery builds ListTodos' statement and its arguments, for PostgreSQL
+// when pg.
+func todoListQuery(f TodoFilter, pg bool) (string, []any) {
 	if f.Limit <= 0 {
 		f.Limit = 50
 	}
@@ -371,7 +372,7 @@ func todoListQuery(f TodoFilter) (string, []any) {
 		where = append(where, "last_error = ?")
 		args = append(args, *f.LastError)
 	}
-	where, args = f.Search.where(where, args)
+	where, args = f.Search.where(where, args, pg)
 	byFailure := f.ByFailure && f.State == StateFailed
 	switch {
 	case f.Before > 0 && byFailure:
