@@ -143,10 +143,10 @@ func (s *Store) Claim(ctx context.Context, a Ack, ttl time.Duration) (Todo, erro
 
 func (w *wtx) claim(id int64, owner string, ttl time.Duration, action string) (Todo, error) {
 	now := w.now
-	t, err := scanTodo(w.queryRow(`UPDATE todos SET state = 'claimed', owner = ?, attempts = attempts + 1,
+	t, err := w.w.s.scanFull(w.queryRow(`UPDATE todos SET state = 'claimed', owner = ?, attempts = attempts + 1,
 			lease_seq = lease_seq + 1, lease_expires_at = ?, updated_at = ?
-		WHERE id = ? AND state = 'pending' RETURNING `+todoColumnsFull,
-		owner, ms(now.Add(ttl)), ms(now), id), true)
+		WHERE id = ? AND state = 'pending' RETURNING `+w.w.s.fullColumns(),
+		owner, ms(now.Add(ttl)), ms(now), id))
 	if notFound(err) {
 		return Todo{}, fmt.Errorf("store: claim todo %d: %w", id, ErrConflict)
 	}
@@ -395,89 +395,6 @@ func (w *wtx) retry(id int64, actor, detail string) (Todo, error) {
 	}
 	return t, w.requeued(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type,
 		Claimable: true, Cause: "retry"}, actor, "todo.retry", detail)
-}
-
-// ReapResult counts what one reaper pass did.
-type ReapResult struct {
-	Requeued     int
-	DeadLettered int
-}
-
-// ReapExpired requeues every claimed todo whose lease has expired, or dead-letters it
-// when its attempts are used up. It works in bounded chunks so one pass never holds
-// the writer for long.
-func (s *Store) ReapExpired(ctx context.Context) (ReapResult, error) {
-	var total ReapResult
-	for {
-		var r ReapResult
-		more := false
-		err := s.write(ctx, func(w *wtx) error {
-			query := `SELECT id, attempts, max_attempts FROM todos INDEXED BY todos_leases
-				WHERE state = 'claimed' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT 500`
-			if w.w.s.pg {
-				// Each expired lease locked before it is reaped. PostgreSQL checks
-				// state and expiry again on the row as it is under the lock, so a
-				// heartbeat or complete that committed first keeps its todo; one
-				// that holds the row now is skipped, its todo left for the next
-				// pass if its lease is still expired then.
-				query += ` FOR UPDATE SKIP LOCKED`
-			}
-			rows, err := w.query(query, ms(w.now))
-			if err != nil {
-				return fmt.Errorf("store: find expired leases: %w", err)
-			}
-			type exp struct {
-				id            int64
-				attempts, max int
-			}
-			var list []exp
-			for rows.Next() {
-				var e exp
-				if err := rows.Scan(&e.id, &e.attempts, &e.max); err != nil {
-					rows.Close()
-					return fmt.Errorf("store: find expired leases: %w", err)
-				}
-				list = append(list, e)
-			}
-			rows.Close()
-			more = len(list) == 500
-			for _, e := range list {
-				var t Todo
-				if e.attempts >= e.max {
-					t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'failed', owner = NULL, lease_expires_at = NULL,
-							last_error = ?, updated_at = ?, finished_at = ?
-						WHERE id = ? RETURNING `+todoColumns,
-						fmt.Sprintf("lease expired on attempt %d of %d", e.attempts, e.max), ms(w.now), ms(w.now), e.id), false)
-					if err == nil {
-						r.DeadLettered++
-						w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateFailed, Source: t.Source.Type, Cause: "dead_letter"})
-						err = w.audit("system", "todo.dead_letter", todoTarget(e.id), "", "lease expired")
-					}
-				} else {
-					t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL,
-							last_error = 'lease expired', available_at = ?, updated_at = ?
-						WHERE id = ? RETURNING `+todoColumns, ms(w.now), ms(w.now), e.id), false)
-					if err == nil {
-						r.Requeued++
-						err = w.requeued(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type,
-							Claimable: true, Cause: "lease_expired"}, "system", "todo.requeue", "lease expired")
-					}
-				}
-				if err != nil {
-					return fmt.Errorf("store: reap todo %d: %w", e.id, err)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return total, err
-		}
-		total.Requeued += r.Requeued
-		total.DeadLettered += r.DeadLettered
-		if !more {
-			return total, nil
-		}
-	}
 }
 
 func contains(list []string, v string) bool {

@@ -18,6 +18,9 @@ func (s *Store) SeedTodosForBench(ctx context.Context, queue string, n int, payl
 	}
 	return s.write(ctx, func(w *wtx) error {
 		now := ms(w.now)
+		if w.w.s.pg {
+			return w.pgSeedTodos(queue, n, payload, now)
+		}
 		var first int64
 		if err := w.queryRow(`SELECT coalesce(max(id), 0) + 1 FROM todos`).Scan(&first); err != nil {
 			return fmt.Errorf("store: seed %d todos on %s: %w", n, queue, err)
@@ -39,4 +42,19 @@ func (s *Store) SeedTodosForBench(ctx context.Context, queue string, n int, payl
 		}
 		return nil
 	})
+}
+
+// pgSeedTodos is SeedTodosForBench's write on PostgreSQL: ids from the
+// sequence, so the payloads follow the ids the INSERT returns.
+func (w *wtx) pgSeedTodos(queue string, n int, payload string, now int64) error {
+	_, err := w.exec(`WITH seeded AS (
+			INSERT INTO todos (queue, state, payload_size, created_by, max_attempts, available_at, created_at, updated_at)
+			SELECT ?, 'pending', ?, 'system:bench', ?, ?, ?, ? FROM generate_series(1, CAST(? AS INTEGER))
+			RETURNING id)
+		INSERT INTO todo_payloads (todo_id, payload) SELECT id, ? FROM seeded WHERE ? != ''`,
+		queue, len(payload), DefaultMaxAttempts, now, now, now, n, pgPayloadIn(payload), payload)
+	if err != nil {
+		return fmt.Errorf("store: seed %d todos on %s: %w", n, queue, err)
+	}
+	return nil
 }

@@ -201,7 +201,11 @@ func (w *wtx) addTodo(n NewTodo) (Todo, error) {
 	}
 	// A todo made from a webhook event reads its payload from the event's body.
 	if n.Source.EventID == 0 && n.Payload != "" {
-		if _, err := w.exec(`INSERT INTO todo_payloads (todo_id, payload) VALUES (?, ?)`, id, n.Payload); err != nil {
+		payload := n.Payload
+		if w.w.s.pg {
+			payload = pgPayloadIn(payload)
+		}
+		if _, err := w.exec(`INSERT INTO todo_payloads (todo_id, payload) VALUES (?, ?)`, id, payload); err != nil {
 			return Todo{}, fmt.Errorf("store: add todo to %s: payload: %w", n.Queue, err)
 		}
 	}
@@ -244,6 +248,17 @@ const todoColumnsFull = todoColumns + `, coalesce(
 type scanner interface{ Scan(dest ...any) error }
 
 func scanTodo(sc scanner, full bool) (Todo, error) {
+	if !full {
+		return scanTodoAnd(sc)
+	}
+	var payload string
+	t, err := scanTodoAnd(sc, &payload)
+	t.Payload = payload
+	return t, err
+}
+
+// scanTodoAnd reads a row of todoColumns and then the columns after them into more.
+func scanTodoAnd(sc scanner, more ...any) (Todo, error) {
 	var t Todo
 	var lease, finished sql.NullInt64
 	var avail, created, updated int64
@@ -251,10 +266,7 @@ func scanTodo(sc scanner, full bool) (Todo, error) {
 		&t.Source.EventID, &t.Source.EventType, &t.Trust.Verified, &t.Trust.Mode, &t.Trust.WebhookCreatedBy,
 		&t.CreatedBy, &t.Owner, &t.Attempts, &t.MaxAttempts, &t.LeaseSeq, &lease, &avail, &t.Result, &t.LastError,
 		&created, &updated, &finished}
-	if full {
-		dest = append(dest, &t.Payload)
-	}
-	if err := sc.Scan(dest...); err != nil {
+	if err := sc.Scan(append(dest, more...)...); err != nil {
 		return Todo{}, err
 	}
 	t.LeaseExpiry = fromNullMS(lease)
@@ -265,7 +277,7 @@ func scanTodo(sc scanner, full bool) (Todo, error) {
 
 // Todo loads one todo with its payload.
 func (s *Store) Todo(ctx context.Context, id int64) (Todo, error) {
-	t, err := scanTodo(s.queryRow(ctx, `SELECT `+todoColumnsFull+` FROM todos WHERE id = ?`, id), true)
+	t, err := s.scanFull(s.queryRow(ctx, `SELECT `+s.fullColumns()+` FROM todos WHERE id = ?`, id))
 	if notFound(err) {
 		return Todo{}, fmt.Errorf("store: todo %d: %w", id, ErrNotFound)
 	}
