@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -47,20 +46,13 @@ func BenchmarkClaimNextDepth(b *testing.B) {
 				if err := s.SeedTodosForBench(ctx, "inbox", b.N, `{"n":1}`); err != nil {
 					b.Fatal(err)
 				}
-				lat := make([]time.Duration, 0, b.N)
-				b.StartTimer()
-				for range b.N {
-					start := time.Now()
+				b.StartTimer() // MeasureCalls resets it
+				testkit.MeasureCalls(b, []func(context.Context) error{func(ctx context.Context) error {
 					if _, ok, err := s.ClaimNext(ctx, "agent:bench", []string{"inbox"}, time.Minute); err != nil || !ok {
-						b.Fatalf("claim: %v %v", ok, err)
+						return fmt.Errorf("claim: %v %v", ok, err)
 					}
-					lat = append(lat, time.Since(start))
-				}
-				b.StopTimer()
-				slices.Sort(lat)
-				pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
-				b.ReportMetric(pct(0.50), "p50-µs")
-				b.ReportMetric(pct(0.99), "p99-µs")
+					return nil
+				}})
 			})
 		}
 	}
