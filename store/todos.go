@@ -448,10 +448,19 @@ type QueueHead struct {
 // statement, each queue's head one probe of the claim index, the one claim_next
 // makes.
 func (s *Store) QueueHeads(ctx context.Context) ([]QueueHead, error) {
-	rows, err := s.query(ctx, `SELECT c.queue, t.id, t.available_at FROM queue_counts c
+	query := `SELECT c.queue, t.id, t.available_at FROM queue_counts c
 		JOIN todos t ON t.id = (SELECT id FROM todos INDEXED BY todos_claimable
 			WHERE state = 'pending' AND queue = c.queue AND available_at <= ? ORDER BY id LIMIT 1)
-		WHERE c.state = 'pending' AND c.n > 0 ORDER BY c.queue`, ms(s.now()))
+		WHERE c.state = 'pending' AND c.n > 0 ORDER BY c.queue`
+	if s.pg {
+		// Each head read as pgHead reads it, through todos_claimable.
+		query = `SELECT c.queue, t.id, t.available_at FROM queue_counts c
+		JOIN todos t ON t.id = (SELECT id FROM todos
+			WHERE state = 'pending' AND queue >= c.queue AND queue <= c.queue AND available_at <= ?
+			ORDER BY queue, id LIMIT 1)
+		WHERE c.state = 'pending' AND c.n > 0 ORDER BY c.queue`
+	}
+	rows, err := s.query(ctx, query, ms(s.now()))
 	if err != nil {
 		return nil, fmt.Errorf("store: read the queues' heads: %w", err)
 	}
