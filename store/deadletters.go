@@ -112,7 +112,7 @@ func (s *Store) FailedErrors(ctx context.Context, queue string, limit int) ([]Er
 		args = append(args, queue)
 	}
 	rows, err := s.query(ctx, `SELECT last_error, count(*), max(updated_at) FROM (
-			SELECT last_error, updated_at FROM `+from+` ORDER BY id DESC LIMIT ?)
+			SELECT last_error, updated_at FROM `+from+` ORDER BY id DESC LIMIT ?) AS newest
 		GROUP BY last_error ORDER BY count(*) DESC, max(updated_at) DESC LIMIT ?`,
 		append(args, errorGroupWindow, limit)...)
 	if err != nil {
@@ -140,10 +140,15 @@ func (w *wtx) failedIDs(f Failed, after, before int64) ([]int64, error) {
 	if f.Error != nil {
 		lastError = *f.Error
 	}
-	rows, err := w.query(`SELECT id FROM todos INDEXED BY todos_state_id
+	query := `SELECT id FROM todos INDEXED BY todos_state_id
 		WHERE state = 'failed' AND id > ? AND updated_at <= ? AND (? = '' OR queue = ?) AND (? OR last_error = ?)
-		ORDER BY id LIMIT ?`,
-		after, before, f.Queue, f.Queue, anyError, lastError, retryChunk)
+		ORDER BY id LIMIT ?`
+	if w.w.s.pg {
+		// Locked, so that another process's retry of the same dead letters
+		// (which waits here) finds them pending under the lock and passes them.
+		query += ` FOR UPDATE`
+	}
+	rows, err := w.query(query, after, before, f.Queue, f.Queue, anyError, lastError, retryChunk)
 	if err != nil {
 		return nil, fmt.Errorf("store: find failed todos: %w", err)
 	}

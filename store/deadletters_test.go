@@ -87,8 +87,8 @@ func TestRetryFailedPutsEveryDeadLetterBack(t *testing.T) {
 		AND detail = 'every failed todo on a'`).Scan(&retried); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.rdb.QueryRow(`SELECT count(*) FROM todos WHERE queue = 'a' AND state = 'pending' AND attempts = 0
-		AND available_at <= ? AND finished_at IS NULL`, ms(now)).Scan(&attempts); err != nil {
+	if err := s.rdb.QueryRow(s.q(`SELECT count(*) FROM todos WHERE queue = 'a' AND state = 'pending' AND attempts = 0
+		AND available_at <= ? AND finished_at IS NULL`), ms(now)).Scan(&attempts); err != nil {
 		t.Fatal(err)
 	}
 	if retried != n || attempts != n {
@@ -248,10 +248,13 @@ func TestFailedTodosByFailureTime(t *testing.T) {
 	if got, want := list(TodoFilter{Limit: 2, LastError: &y}), []int64{ids[1], ids[5], ids[3]}; !slices.Equal(got, want) {
 		t.Fatalf("error y by failure: %v, want %v", got, want)
 	}
+	if s.pg {
+		return // what follows reads SQLite's query plans
+	}
 	for _, f := range []TodoFilter{{}, {Queues: []string{"a"}}, {Before: 9, FailedBefore: time.UnixMilli(1_800_000_003_000)},
 		{Queues: []string{"b"}, Before: 9, FailedBefore: time.UnixMilli(1_800_000_003_000)}} {
 		f.State, f.ByFailure, f.Limit = StateFailed, true, 51
-		q, args := todoListQuery(f)
+		q, args := todoListQuery(f, false)
 		plan := queryPlan(t, s, q, args...)
 		if len(plan) != 1 || !strings.Contains(plan[0], "todos_failed") {
 			t.Errorf("plan for %+v: %q, want one walk of a failed-todos index and no sort", f, plan)

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/switchboardhq/switchboard/internal/textcut"
@@ -29,21 +31,20 @@ type Ack struct {
 // when nothing is claimable.
 func (s *Store) ClaimNext(ctx context.Context, owner string, queues []string, ttl time.Duration) (t Todo, ok bool, err error) {
 	err = s.write(ctx, func(w *wtx) error {
+		if w.w.s.pg {
+			t, ok, err = w.pgClaimNext(owner, queues, ttl)
+			return err
+		}
 		now := ms(w.now)
 		var best int64
 		// One index probe per queue (todos_claimable): the cost does not grow with
 		// the depth of the queue.
 		for _, q := range queues {
-			var id int64
-			err := w.queryRow(`SELECT id FROM todos INDEXED BY todos_claimable
-				WHERE state = 'pending' AND queue = ? AND available_at <= ? ORDER BY id LIMIT 1`, q, now).Scan(&id)
-			if notFound(err) {
-				continue
-			}
+			id, found, err := w.queueHead(q, now)
 			if err != nil {
-				return fmt.Errorf("store: claim next in %s: %w", q, err)
+				return err
 			}
-			if best == 0 || id < best {
+			if found && (best == 0 || id < best) {
 				best = id
 			}
 		}
@@ -55,6 +56,82 @@ func (s *Store) ClaimNext(ctx context.Context, owner string, queues []string, tt
 		return err
 	})
 	return t, ok, err
+}
+
+// pgHead is a queue's head on PostgreSQL, which has no INDEXED BY. Left to
+// itself, when most todos are pending (a deep queue), it walks the primary key
+// from the lowest id and filters, past every todo claimed or done since its
+// statistics were taken: after 500 claims at a million pending, 252 pages for
+// one head. Asked for the order (queue, id) of a queue named by a range, only
+// todos_claimable yields it without sorting the whole queue: one probe, as on
+// SQLite. (With "queue = ?" PostgreSQL drops queue from the order, and the
+// primary key yields what is left.)
+const pgHead = `SELECT id FROM todos WHERE state = 'pending' AND queue >= ? AND queue <= ? AND available_at <= ?
+	ORDER BY queue, id LIMIT 1`
+
+// queueHead is the oldest claimable todo on queue q at now (unix ms), read
+// without a lock: one probe of todos_claimable.
+func (w *wtx) queueHead(q string, now int64) (id int64, found bool, err error) {
+	if w.w.s.pg {
+		err = w.queryRow(pgHead, q, q, now).Scan(&id)
+	} else {
+		err = w.queryRow(`SELECT id FROM todos INDEXED BY todos_claimable
+		WHERE state = 'pending' AND queue = ? AND available_at <= ? ORDER BY id LIMIT 1`, q, now).Scan(&id)
+	}
+	if notFound(err) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("store: claim next in %s: %w", q, err)
+	}
+	return id, true, nil
+}
+
+// pgClaimNext is ClaimNext on PostgreSQL, where other processes claim from the
+// same queues in transactions beside this one. The head is taken FOR UPDATE SKIP
+// LOCKED: a todo another transaction is claiming is passed over rather than
+// waited for, and one that transaction claimed meanwhile fails the re-check of
+// state and available_at that PostgreSQL makes under the lock, so no todo is
+// claimed twice. With several queues, their heads read without locks say which
+// queue to try first (the oldest head); a queue whose head went to someone else
+// in between gives way to the next.
+func (w *wtx) pgClaimNext(owner string, queues []string, ttl time.Duration) (Todo, bool, error) {
+	now := ms(w.now)
+	order := queues
+	if len(queues) > 1 {
+		type head struct {
+			queue string
+			id    int64
+		}
+		var heads []head
+		for _, q := range queues {
+			id, found, err := w.queueHead(q, now)
+			if err != nil {
+				return Todo{}, false, err
+			}
+			if found {
+				heads = append(heads, head{q, id})
+			}
+		}
+		slices.SortFunc(heads, func(a, b head) int { return cmp.Compare(a.id, b.id) })
+		order = make([]string, len(heads))
+		for i, h := range heads {
+			order[i] = h.queue
+		}
+	}
+	for _, q := range order {
+		var id int64
+		err := w.queryRow(pgHead+` FOR UPDATE SKIP LOCKED`, q, q, now).Scan(&id)
+		if notFound(err) {
+			continue
+		}
+		if err != nil {
+			return Todo{}, false, fmt.Errorf("store: claim next in %s: %w", q, err)
+		}
+		t, err := w.claim(id, owner, ttl, "todo.claim_next")
+		return t, err == nil, err
+	}
+	return Todo{}, false, nil
 }
 
 // Claim claims one pending todo by id.
@@ -80,10 +157,10 @@ func (s *Store) Claim(ctx context.Context, a Ack, ttl time.Duration) (Todo, erro
 
 func (w *wtx) claim(id int64, owner string, ttl time.Duration, action string) (Todo, error) {
 	now := w.now
-	t, err := scanTodo(w.queryRow(`UPDATE todos SET state = 'claimed', owner = ?, attempts = attempts + 1,
+	t, err := w.w.s.scanFull(w.queryRow(`UPDATE todos SET state = 'claimed', owner = ?, attempts = attempts + 1,
 			lease_seq = lease_seq + 1, lease_expires_at = ?, updated_at = ?
-		WHERE id = ? AND state = 'pending' RETURNING `+todoColumnsFull,
-		owner, ms(now.Add(ttl)), ms(now), id), true)
+		WHERE id = ? AND state = 'pending' RETURNING `+w.w.s.fullColumns(),
+		owner, ms(now.Add(ttl)), ms(now), id))
 	if notFound(err) {
 		return Todo{}, fmt.Errorf("store: claim todo %d: %w", id, ErrConflict)
 	}
@@ -105,12 +182,26 @@ type curTodo struct {
 	attempts, maxAtt    int
 }
 
-// current reads the fields a transition decides on, and checks the caller's queue
-// scope before anything else is looked at.
+// currentTodo reads what a transition decides on. On SQLite the writer's
+// transaction holds the database's one write lock already; on PostgreSQL, where
+// other processes' transactions run beside it, pgCurrentTodo locks the row
+// first, so that nothing changes it between the check and the transition (and a
+// transition that waited for the lock checks the row as the other left it).
+const (
+	currentTodo = `SELECT queue, state, coalesce(owner, ''), lease_seq, coalesce(lease_expires_at, 0),
+			available_at, attempts, max_attempts FROM todos WHERE id = ?`
+	pgCurrentTodo = currentTodo + ` FOR UPDATE`
+)
+
+// current reads the fields a transition decides on, under the row's lock on
+// PostgreSQL, and checks the caller's queue scope before anything else is looked at.
 func (w *wtx) current(a Ack) (curTodo, error) {
 	var c curTodo
-	err := w.queryRow(`SELECT queue, state, coalesce(owner, ''), lease_seq, coalesce(lease_expires_at, 0),
-			available_at, attempts, max_attempts FROM todos WHERE id = ?`, a.ID).
+	query := currentTodo
+	if w.w.s.pg {
+		query = pgCurrentTodo
+	}
+	err := w.queryRow(query, a.ID).
 		Scan(&c.queue, &c.state, &c.owner, &c.leaseSeq, &c.leaseExpiry, &c.availableAt, &c.attempts, &c.maxAtt)
 	if notFound(err) {
 		return c, fmt.Errorf("store: todo %d: %w", a.ID, ErrNotFound)
@@ -156,8 +247,13 @@ func (s *Store) Heartbeat(ctx context.Context, a Ack, ttl time.Duration) (Todo, 
 			return err
 		}
 		var err error
-		t, err = scanTodo(w.queryRow(`UPDATE todos SET lease_expires_at = max(lease_expires_at, ?), updated_at = ?
-			WHERE id = ? RETURNING `+todoColumns, ms(w.now.Add(ttl)), ms(w.now), a.ID), false)
+		query := `UPDATE todos SET lease_expires_at = max(lease_expires_at, ?), updated_at = ?
+			WHERE id = ? RETURNING ` + todoColumns
+		if w.w.s.pg {
+			query = `UPDATE todos SET lease_expires_at = greatest(lease_expires_at, ?), updated_at = ?
+			WHERE id = ? RETURNING ` + todoColumns
+		}
+		t, err = scanTodo(w.queryRow(query, ms(w.now.Add(ttl)), ms(w.now), a.ID), false)
 		if err != nil {
 			return fmt.Errorf("store: heartbeat todo %d: %w", a.ID, err)
 		}
@@ -264,9 +360,20 @@ func (s *Store) ReleaseByHuman(ctx context.Context, id int64, actor string) (Tod
 }
 
 func (w *wtx) release(id int64, actor, action, detail string) (Todo, error) {
-	t, err := scanTodo(w.queryRow(`UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL,
+	query := `UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL,
 			attempts = max(attempts - 1, 0), available_at = ?, updated_at = ?
-		WHERE id = ? RETURNING `+todoColumns, ms(w.now), ms(w.now), id), false)
+		WHERE id = ? RETURNING ` + todoColumns
+	if w.w.s.pg {
+		// Still claimed, as the row is when it is released, checked again for a
+		// caller that did not lock it first (a revoked endpoint's todos).
+		query = `UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL,
+			attempts = greatest(attempts - 1, 0), available_at = ?, updated_at = ?
+		WHERE id = ? AND state = 'claimed' RETURNING ` + todoColumns
+	}
+	t, err := scanTodo(w.queryRow(query, ms(w.now), ms(w.now), id), false)
+	if notFound(err) {
+		return Todo{}, fmt.Errorf("store: release todo %d: it is no longer claimed: %w", id, ErrConflict)
+	}
 	if err != nil {
 		return Todo{}, fmt.Errorf("store: release todo %d: %w", id, err)
 	}
@@ -302,80 +409,6 @@ func (w *wtx) retry(id int64, actor, detail string) (Todo, error) {
 	}
 	return t, w.requeued(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type,
 		Claimable: true, Cause: "retry"}, actor, "todo.retry", detail)
-}
-
-// ReapResult counts what one reaper pass did.
-type ReapResult struct {
-	Requeued     int
-	DeadLettered int
-}
-
-// ReapExpired requeues every claimed todo whose lease has expired, or dead-letters it
-// when its attempts are used up. It works in bounded chunks so one pass never holds
-// the writer for long.
-func (s *Store) ReapExpired(ctx context.Context) (ReapResult, error) {
-	var total ReapResult
-	for {
-		var r ReapResult
-		more := false
-		err := s.write(ctx, func(w *wtx) error {
-			rows, err := w.query(`SELECT id, attempts, max_attempts FROM todos INDEXED BY todos_leases
-				WHERE state = 'claimed' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT 500`, ms(w.now))
-			if err != nil {
-				return fmt.Errorf("store: find expired leases: %w", err)
-			}
-			type exp struct {
-				id            int64
-				attempts, max int
-			}
-			var list []exp
-			for rows.Next() {
-				var e exp
-				if err := rows.Scan(&e.id, &e.attempts, &e.max); err != nil {
-					rows.Close()
-					return fmt.Errorf("store: find expired leases: %w", err)
-				}
-				list = append(list, e)
-			}
-			rows.Close()
-			more = len(list) == 500
-			for _, e := range list {
-				var t Todo
-				if e.attempts >= e.max {
-					t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'failed', owner = NULL, lease_expires_at = NULL,
-							last_error = ?, updated_at = ?, finished_at = ?
-						WHERE id = ? RETURNING `+todoColumns,
-						fmt.Sprintf("lease expired on attempt %d of %d", e.attempts, e.max), ms(w.now), ms(w.now), e.id), false)
-					if err == nil {
-						r.DeadLettered++
-						w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateFailed, Source: t.Source.Type, Cause: "dead_letter"})
-						err = w.audit("system", "todo.dead_letter", todoTarget(e.id), "", "lease expired")
-					}
-				} else {
-					t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL,
-							last_error = 'lease expired', available_at = ?, updated_at = ?
-						WHERE id = ? RETURNING `+todoColumns, ms(w.now), ms(w.now), e.id), false)
-					if err == nil {
-						r.Requeued++
-						err = w.requeued(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type,
-							Claimable: true, Cause: "lease_expired"}, "system", "todo.requeue", "lease expired")
-					}
-				}
-				if err != nil {
-					return fmt.Errorf("store: reap todo %d: %w", e.id, err)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return total, err
-		}
-		total.Requeued += r.Requeued
-		total.DeadLettered += r.DeadLettered
-		if !more {
-			return total, nil
-		}
-	}
 }
 
 func contains(list []string, v string) bool {

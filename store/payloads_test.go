@@ -7,6 +7,44 @@ import (
 	"time"
 )
 
+// A payload is bytes, whatever the database: one that is not UTF-8, has a NUL,
+// or starts as PostgreSQL's mark for an encoded payload does reads back, claimed
+// or loaded, exactly as it was added; so does a webhook body that is not UTF-8.
+func TestPayloadsReadBackByteForByte(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	want := map[int64]string{}
+	for _, p := range []string{"plain", "h\u00e9llo w\u00f6rld", "\xff\xfeA\x00\xc3", "nul\x00inside",
+		pgBinaryMark + "aGk=", "\uFDD0 not the mark", pgBinaryMark + "not base64!"} {
+		td, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: p})
+		if err != nil {
+			t.Fatalf("add %q: %v", p, err)
+		}
+		want[td.ID] = p
+	}
+	wh, err := s.CreateWebhook(ctx, NewWebhook{SourceType: "generic", Queue: "q", Secret: "k", CreatedBy: "human:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := "\x89PNG\r\n\x1a\n\x00\xff"
+	d, err := s.RecordDelivery(ctx, NewDelivery{WebhookID: wh.ID, DeliveryID: "d1", TrustMode: "signed", Body: []byte(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want[d.TodoID] = body
+	for id, p := range want {
+		if got, err := s.Todo(ctx, id); err != nil || got.Payload != p || got.PayloadSize != len(p) {
+			t.Errorf("todo %d: payload %q size %d (err %v), want %q", id, got.Payload, got.PayloadSize, err, p)
+		}
+	}
+	for range want {
+		c, ok, err := s.ClaimNext(ctx, "agent:a", []string{"q"}, time.Minute)
+		if err != nil || !ok || c.Payload != want[c.ID] {
+			t.Fatalf("claimed todo %d with payload %q (ok %v, err %v), want %q", c.ID, c.Payload, ok, err, want[c.ID])
+		}
+	}
+}
+
 // Payloads live outside the todos row; every way of reading a todo in full must
 // still see them, and pruning must take them along.
 func TestPayloadsAreStoredOnceAndFollowTheTodo(t *testing.T) {
@@ -35,7 +73,7 @@ func TestPayloadsAreStoredOnceAndFollowTheTodo(t *testing.T) {
 	}
 	// The webhook's body is stored once: with its event, not again for the todo.
 	var copies int
-	s.rdb.QueryRow(`SELECT count(*) FROM todo_payloads WHERE payload = ?`, body).Scan(&copies)
+	s.rdb.QueryRow(s.q(`SELECT count(*) FROM todo_payloads WHERE payload = ?`), body).Scan(&copies)
 	if copies != 0 {
 		t.Fatalf("the delivery's body was stored %d extra times", copies)
 	}
@@ -71,7 +109,7 @@ func TestPayloadsAreStoredOnceAndFollowTheTodo(t *testing.T) {
 		t.Fatalf("pruned %d (err %v), want 2", n, err)
 	}
 	var left int
-	s.rdb.QueryRow(`SELECT count(*) FROM todo_payloads WHERE todo_id != ?`, newest.ID).Scan(&left)
+	s.rdb.QueryRow(s.q(`SELECT count(*) FROM todo_payloads WHERE todo_id != ?`), newest.ID).Scan(&left)
 	if left != 0 {
 		t.Fatalf("%d payload rows outlived their todos", left)
 	}

@@ -6,6 +6,8 @@ import (
 
 	"modernc.org/libc"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // cStatements prepares SQL on a database file through SQLite's C API (as
@@ -111,6 +113,7 @@ func (c *cStatements) reprepares(query string, runs [][]any) int {
 // by a state, a join's "col = ?" with the value 0 or 1 since SQLite 3.54), and it
 // cost ingest a fifth of the writer's time before the delivery lookup was fixed.
 func TestHotStatementsStayPrepared(t *testing.T) {
+	testkit.SQLiteOnly(t, "SQLite's prepared statements and their re-preparing")
 	c := openC(t, openTest(t, Options{}).Path())
 
 	// Webhooks 1 and 2 alternating, as in switchboard bench, with and without a
@@ -128,7 +131,7 @@ func TestHotStatementsStayPrepared(t *testing.T) {
 	}
 
 	for _, state := range []string{StatePending, StateClaimed, StateDone, StateFailed} {
-		q, args := todoListQuery(TodoFilter{State: state, Queues: []string{"q"}})
+		q, args := todoListQuery(TodoFilter{State: state, Queues: []string{"q"}}, false)
 		if n := c.reprepares(q, [][]any{args, args, args, args}); n != 0 {
 			t.Errorf("list_todos in state %s was prepared again %d times in 3 runs after the first", state, n)
 		}

@@ -201,7 +201,11 @@ func (w *wtx) addTodo(n NewTodo) (Todo, error) {
 	}
 	// A todo made from a webhook event reads its payload from the event's body.
 	if n.Source.EventID == 0 && n.Payload != "" {
-		if _, err := w.exec(`INSERT INTO todo_payloads (todo_id, payload) VALUES (?, ?)`, id, n.Payload); err != nil {
+		payload := n.Payload
+		if w.w.s.pg {
+			payload = pgPayloadIn(payload)
+		}
+		if _, err := w.exec(`INSERT INTO todo_payloads (todo_id, payload) VALUES (?, ?)`, id, payload); err != nil {
 			return Todo{}, fmt.Errorf("store: add todo to %s: payload: %w", n.Queue, err)
 		}
 	}
@@ -244,6 +248,17 @@ const todoColumnsFull = todoColumns + `, coalesce(
 type scanner interface{ Scan(dest ...any) error }
 
 func scanTodo(sc scanner, full bool) (Todo, error) {
+	if !full {
+		return scanTodoAnd(sc)
+	}
+	var payload string
+	t, err := scanTodoAnd(sc, &payload)
+	t.Payload = payload
+	return t, err
+}
+
+// scanTodoAnd reads a row of todoColumns and then the columns after them into more.
+func scanTodoAnd(sc scanner, more ...any) (Todo, error) {
 	var t Todo
 	var lease, finished sql.NullInt64
 	var avail, created, updated int64
@@ -251,10 +266,7 @@ func scanTodo(sc scanner, full bool) (Todo, error) {
 		&t.Source.EventID, &t.Source.EventType, &t.Trust.Verified, &t.Trust.Mode, &t.Trust.WebhookCreatedBy,
 		&t.CreatedBy, &t.Owner, &t.Attempts, &t.MaxAttempts, &t.LeaseSeq, &lease, &avail, &t.Result, &t.LastError,
 		&created, &updated, &finished}
-	if full {
-		dest = append(dest, &t.Payload)
-	}
-	if err := sc.Scan(dest...); err != nil {
+	if err := sc.Scan(append(dest, more...)...); err != nil {
 		return Todo{}, err
 	}
 	t.LeaseExpiry = fromNullMS(lease)
@@ -265,7 +277,7 @@ func scanTodo(sc scanner, full bool) (Todo, error) {
 
 // Todo loads one todo with its payload.
 func (s *Store) Todo(ctx context.Context, id int64) (Todo, error) {
-	t, err := scanTodo(s.queryRow(ctx, `SELECT `+todoColumnsFull+` FROM todos WHERE id = ?`, id), true)
+	t, err := s.scanFull(s.queryRow(ctx, `SELECT `+s.fullColumns()+` FROM todos WHERE id = ?`, id))
 	if notFound(err) {
 		return Todo{}, fmt.Errorf("store: todo %d: %w", id, ErrNotFound)
 	}
@@ -310,7 +322,7 @@ type TodoFilter struct {
 
 // ListTodos lists compact todos (no payload), newest first.
 func (s *Store) ListTodos(ctx context.Context, f TodoFilter) ([]Todo, error) {
-	q, args := todoListQuery(f)
+	q, args := todoListQuery(f, s.pg)
 	rows, err := s.query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list todos: %w", err)
@@ -336,8 +348,9 @@ func compactTodos(rows *sql.Rows) ([]Todo, error) {
 	return out, rows.Err()
 }
 
-// todoListQuery builds ListTodos' statement and its arguments.
-func todoListQuery(f TodoFilter) (string, []any) {
+// todoListQuery builds ListTodos' statement and its arguments, for PostgreSQL
+// when pg.
+func todoListQuery(f TodoFilter, pg bool) (string, []any) {
 	if f.Limit <= 0 {
 		f.Limit = 50
 	}
@@ -371,7 +384,7 @@ func todoListQuery(f TodoFilter) (string, []any) {
 		where = append(where, "last_error = ?")
 		args = append(args, *f.LastError)
 	}
-	where, args = f.Search.where(where, args)
+	where, args = f.Search.where(where, args, pg)
 	byFailure := f.ByFailure && f.State == StateFailed
 	switch {
 	case f.Before > 0 && byFailure:
@@ -435,10 +448,19 @@ type QueueHead struct {
 // statement, each queue's head one probe of the claim index, the one claim_next
 // makes.
 func (s *Store) QueueHeads(ctx context.Context) ([]QueueHead, error) {
-	rows, err := s.query(ctx, `SELECT c.queue, t.id, t.available_at FROM queue_counts c
+	query := `SELECT c.queue, t.id, t.available_at FROM queue_counts c
 		JOIN todos t ON t.id = (SELECT id FROM todos INDEXED BY todos_claimable
 			WHERE state = 'pending' AND queue = c.queue AND available_at <= ? ORDER BY id LIMIT 1)
-		WHERE c.state = 'pending' AND c.n > 0 ORDER BY c.queue`, ms(s.now()))
+		WHERE c.state = 'pending' AND c.n > 0 ORDER BY c.queue`
+	if s.pg {
+		// Each head read as pgHead reads it, through todos_claimable.
+		query = `SELECT c.queue, t.id, t.available_at FROM queue_counts c
+		JOIN todos t ON t.id = (SELECT id FROM todos
+			WHERE state = 'pending' AND queue >= c.queue AND queue <= c.queue AND available_at <= ?
+			ORDER BY queue, id LIMIT 1)
+		WHERE c.state = 'pending' AND c.n > 0 ORDER BY c.queue`
+	}
+	rows, err := s.query(ctx, query, ms(s.now()))
 	if err != nil {
 		return nil, fmt.Errorf("store: read the queues' heads: %w", err)
 	}

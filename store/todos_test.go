@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // ListTodos filters by each state (written into its SQL as a literal), by an
@@ -71,6 +73,7 @@ func TestListTodosByState(t *testing.T) {
 // a sort: not by walking every pending todo of every queue, nor every todo of the
 // queue (a board filtered to a quiet queue beside a deep one).
 func TestListingOneQueuesPendingReadsTheClaimIndex(t *testing.T) {
+	testkit.SQLiteOnly(t, "SQLite's query plans and INDEXED BY")
 	s := openTest(t, Options{})
 	ctx := context.Background()
 	// ANALYZE's statistics for a deep queue and a quiet one, as a busy database has
@@ -87,7 +90,7 @@ func TestListingOneQueuesPendingReadsTheClaimIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, args := todoListQuery(TodoFilter{State: StatePending, Queues: []string{"quiet"}, Limit: 51})
+	q, args := todoListQuery(TodoFilter{State: StatePending, Queues: []string{"quiet"}, Limit: 51}, false)
 	if plan := queryPlan(t, s, q, args...); len(plan) != 1 || !strings.Contains(plan[0], "USING INDEX todos_claimable (queue=?)") {
 		t.Fatalf("plan %q, want one search of todos_claimable by queue", plan)
 	}

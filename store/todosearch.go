@@ -57,17 +57,27 @@ func (s TodoSearch) exact() (index string, ok bool) {
 	return "", false
 }
 
-// where appends the search's conditions and their arguments to a listing's.
-func (s TodoSearch) where(where []string, args []any) ([]string, []any) {
+// where appends the search's conditions and their arguments to a listing's, for
+// PostgreSQL when pg.
+func (s TodoSearch) where(where []string, args []any, pg bool) ([]string, []any) {
 	if s.Key != "" {
 		// CROSS JOIN keeps webhooks outside: one probe of each webhook's
 		// (webhook_id, delivery_id) key, as the delivery id alone has no index
 		// and webhooks are few.
 		events := `SELECT e.id FROM webhooks h CROSS JOIN webhook_events e ON e.webhook_id = h.id AND e.delivery_id = ?`
-		where = append(where, `id IN (SELECT e.todo_id FROM webhooks h
+		key := `id IN (SELECT e.todo_id FROM webhooks h
 			CROSS JOIN webhook_events e ON e.webhook_id = h.id AND e.delivery_id = ?
 			UNION ALL SELECT r.id FROM todos r INDEXED BY todos_replays
-			WHERE r.source_type = 'replay' AND r.source_event_id IN (`+events+`))`)
+			WHERE r.source_type = 'replay' AND r.source_event_id IN (` + events + `))`
+		if pg {
+			// PostgreSQL's CROSS JOIN takes no ON, and its planner needs no push.
+			events = `SELECT e.id FROM webhooks h JOIN webhook_events e ON e.webhook_id = h.id AND e.delivery_id = ?`
+			key = `id IN (SELECT e.todo_id FROM webhooks h
+			JOIN webhook_events e ON e.webhook_id = h.id AND e.delivery_id = ?
+			UNION ALL SELECT r.id FROM todos r
+			WHERE r.source_type = 'replay' AND r.source_event_id IN (` + events + `))`
+		}
+		where = append(where, key)
 		args = append(args, s.Key, s.Key)
 	}
 	if s.Holder != "" {
@@ -90,7 +100,11 @@ func (s TodoSearch) where(where []string, args []any) ([]string, []any) {
 		args = append(args, s.Type)
 	}
 	if s.Error != "" {
-		where = append(where, `last_error LIKE ? ESCAPE '\'`)
+		like := `last_error LIKE ? ESCAPE '\'`
+		if pg {
+			like = `last_error ILIKE ? ESCAPE '\'` // SQLite's LIKE ignores ASCII case
+		}
+		where = append(where, like)
 		args = append(args, "%"+escapeLike(s.Error)+"%")
 	}
 	return where, args

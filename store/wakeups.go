@@ -117,8 +117,8 @@ func (s *Store) RingDue() {
 // start. It reads the claim index whole (a million pending todos: 77 ms on the
 // 2-core VM, BenchmarkLoadBackoffs), so it runs on a goroutine of its own.
 func (s *Store) LoadBackoffs(ctx context.Context) (int, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT id, queue, source_type, available_at FROM todos INDEXED BY todos_claimable
-		WHERE state = 'pending' AND available_at > ?`, ms(s.now()))
+	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT id, queue, source_type, available_at FROM todos INDEXED BY todos_claimable
+		WHERE state = 'pending' AND available_at > ?`), ms(s.now()))
 	if err != nil {
 		return 0, fmt.Errorf("store: load backoffs: %w", err)
 	}

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // holdWriter occupies the writer goroutine until the returned func is called, so
@@ -79,7 +81,7 @@ func TestGroupCommitIsolatesFailingRequests(t *testing.T) {
 	}
 	for i := 0; i < n; i++ {
 		var count int
-		s.rdb.QueryRow(`SELECT count(*) FROM todo_payloads WHERE payload = ?`, fmt.Sprintf("req-%d", i)).Scan(&count)
+		s.rdb.QueryRow(s.q(`SELECT count(*) FROM todo_payloads WHERE payload = ?`), fmt.Sprintf("req-%d", i)).Scan(&count)
 		if i%3 == 0 {
 			if errs[i] == nil || count != 0 {
 				t.Errorf("failing request %d: err=%v rows=%d, want an error and no row", i, errs[i], count)
@@ -143,6 +145,7 @@ func TestConcurrentWritersNeverBusy(t *testing.T) {
 // answer SQLITE_FULL exactly as a full filesystem does. The caller gets an error,
 // nothing is half-written, and writes work again once space returns.
 func TestDiskFull(t *testing.T) {
+	testkit.SQLiteOnly(t, "a full disk stood in for by SQLite's max_page_count")
 	s := openTest(t, Options{})
 	ctx := context.Background()
 	if _, err := s.AddTodo(ctx, NewTodo{Queue: "q", Payload: "before"}); err != nil {
