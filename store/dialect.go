@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // The store speaks two SQL dialects: SQLite's (the default, an embedded file) and
@@ -119,4 +120,17 @@ func boolInt(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// pgText makes each string argument storable in a PostgreSQL text column, which
+// holds no NUL byte and only valid UTF-8 (SQLite keeps any bytes): a NUL becomes
+// U+FFFD, as does each invalid sequence. Text a worker or a provider sends (an
+// error, a result, a header) is kept, not refused, and reads back the same on
+// both backends whenever it is text. Bytes that must stay bytes go as []byte.
+func pgText(args []any) {
+	for i, a := range args {
+		if s, ok := a.(string); ok && (strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s)) {
+			args[i] = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
+		}
+	}
 }

@@ -47,3 +47,17 @@ func TestRedactURL(t *testing.T) {
 		}
 	}
 }
+
+func TestPgTextKeepsTextStorable(t *testing.T) {
+	args := []any{"plain", "nul\x00here", "bad\xffbyte", []byte("raw\x00"), int64(7)}
+	pgText(args)
+	want := []any{"plain", "nul\uFFFDhere", "bad\uFFFDbyte"}
+	for i, w := range want {
+		if args[i] != w {
+			t.Errorf("arg %d = %q, want %q", i, args[i], w)
+		}
+	}
+	if string(args[3].([]byte)) != "raw\x00" || args[4] != int64(7) {
+		t.Errorf("bytes and numbers changed: %v", args[3:])
+	}
+}

@@ -76,6 +76,7 @@ func TestMigrationsFreshAndReopen(t *testing.T) {
 }
 
 func TestPragmasOnEveryConnection(t *testing.T) {
+	testkit.SQLiteOnly(t, "SQLite pragmas")
 	s := openTest(t, Options{ReadConns: 3})
 	ctx := context.Background()
 	// Hold several read connections at once so the pool must open distinct ones.
@@ -117,6 +118,7 @@ func TestPragmasOnEveryConnection(t *testing.T) {
 }
 
 func TestSynchronousNormal(t *testing.T) {
+	testkit.SQLiteOnly(t, "SQLite synchronous modes")
 	s := openTest(t, Options{Synchronous: "normal"})
 	var sync int
 	s.writer.conn.QueryRowContext(context.Background(), `PRAGMA synchronous`).Scan(&sync)
@@ -366,6 +368,7 @@ func TestWatchForeignRingsForOtherProcessCommits(t *testing.T) {
 }
 
 func TestMaintainCheckpointsTheWAL(t *testing.T) {
+	testkit.SQLiteOnly(t, "SQLite's WAL")
 	s := openTest(t, Options{})
 	ctx := context.Background()
 	for i := 0; i < 50; i++ {
@@ -415,6 +418,7 @@ func TestOpenSyncsWithFdatasync(t *testing.T) {
 // disk) let the WAL grow past what the autocheckpoint allows; once it is gone, the
 // WAL is cut back to journal_size_limit instead of keeping its size for good.
 func TestTheWALShrinksAfterALongReader(t *testing.T) {
+	testkit.SQLiteOnly(t, "SQLite's WAL")
 	s := openTest(t, Options{Synchronous: SyncNormal})
 	ctx := context.Background()
 	walSize := func() int64 {

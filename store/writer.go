@@ -453,6 +453,9 @@ func (t *wtx) exec(query string, args ...any) (sql.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t.w.s.pg {
+		pgText(args)
+	}
 	return st.ExecContext(t.ctx, args...)
 }
 
@@ -462,6 +465,9 @@ func (t *wtx) queryRow(query string, args ...any) *sql.Row {
 		// Let Scan report the preparation error.
 		return t.w.conn.QueryRowContext(t.ctx, t.w.s.q(query), args...)
 	}
+	if t.w.s.pg {
+		pgText(args)
+	}
 	return st.QueryRowContext(t.ctx, args...)
 }
 
@@ -469,6 +475,9 @@ func (t *wtx) query(query string, args ...any) (*sql.Rows, error) {
 	st, err := t.stmt(query)
 	if err != nil {
 		return nil, err
+	}
+	if t.w.s.pg {
+		pgText(args)
 	}
 	return st.QueryContext(t.ctx, args...)
 }
