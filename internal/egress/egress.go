@@ -126,7 +126,9 @@ func (g Guard) CheckHost(host string) error {
 // unicast address, unless the policy's networks name it, or it is loopback or
 // private and the capability allows its private network.
 func (g Guard) CheckAddr(a netip.Addr) error {
-	a = a.Unmap()
+	// Without its zone: netip's Prefix.Contains is false for any zoned
+	// address, which would carry it past every range below.
+	a = a.Unmap().WithZone("")
 	if g.Policy != nil && slices.ContainsFunc(g.Policy.Networks, func(p netip.Prefix) bool { return p.Contains(a) }) {
 		return nil
 	}
@@ -153,6 +155,9 @@ var reserved = []netip.Prefix{
 	netip.MustParsePrefix("240.0.0.0/4"),
 	netip.MustParsePrefix("64:ff9b::/96"), // NAT64 reaches IPv4 addresses unchecked
 	netip.MustParsePrefix("2001:db8::/32"),
+	netip.MustParsePrefix("::/96"),           // IPv4-compatible (deprecated): ::7f00:1 is 127.0.0.1
+	netip.MustParsePrefix("::ffff:0:0:0/96"), // IPv4-translated (SIIT)
+	netip.MustParsePrefix("fec0::/10"),       // site-local (deprecated private)
 }
 
 // special names the kind of a non-public address, "" for a public one.

@@ -53,6 +53,13 @@ func TestCheckHost(t *testing.T) {
 	}
 }
 
+func TestCheckAddrZonedInPolicyNetwork(t *testing.T) {
+	g := Guard{Policy: &Policy{Networks: []netip.Prefix{netip.MustParsePrefix("fe80::/10")}}}
+	if err := g.CheckAddr(netip.MustParseAddr("fe80::1%eth0")); err != nil {
+		t.Errorf("a zoned address in a network the policy names: %v, want allowed", err)
+	}
+}
+
 func TestCheckAddr(t *testing.T) {
 	policy := &Policy{Networks: []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16"), netip.MustParsePrefix("169.254.169.254/32")}}
 	cases := []struct {
@@ -75,6 +82,15 @@ func TestCheckAddr(t *testing.T) {
 		{"100.64.0.1", false, false, false},
 		{"224.0.0.1", false, false, false},
 		{"64:ff9b::7f00:1", false, false, false},
+		// A zone must not carry an address out of its range (netip's
+		// Prefix.Contains is false for any zoned address).
+		{"64:ff9b::a9fe:a9fe%eth0", false, false, false},
+		{"2001:db8::1%eth0", false, false, false},
+		{"fe80::1%eth0", false, false, false},
+		// IPv4 forms inside IPv6 that netip's predicates do not see through.
+		{"::7f00:1", false, false, false},           // IPv4-compatible 127.0.0.1
+		{"::ffff:0:a9fe:a9fe", false, false, false}, // IPv4-translated 169.254.169.254
+		{"fec0::1", false, false, false},            // site-local
 	}
 	for _, c := range cases {
 		a := netip.MustParseAddr(c.addr)
