@@ -86,7 +86,7 @@ func (d *Dialer) control(_, address string, _ syscall.RawConn) error {
 const maxRedirects = 5
 
 // NewClient returns an HTTP client whose every connection goes through d and
-// that follows redirects only within the Guard: an http or https URL whose host
+// that follows redirects only within the Guard: an http or https URL (never https to http) whose host
 // the allowlist names (its addresses are checked when dialed), never for a
 // request with a body (a redirect may not carry the body on), at most
 // maxRedirects. timeout bounds a whole request, redirects and body included.
@@ -114,6 +114,10 @@ func (d *Dialer) checkRedirect(req *http.Request, via []*http.Request) error {
 	}
 	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 		return fmt.Errorf("%w: redirect to a %q URL", ErrRefused, req.URL.Scheme)
+	}
+	if req.URL.Scheme == "http" && via[len(via)-1].URL.Scheme == "https" {
+		// net/http would send the headers on, Authorization among them, in clear.
+		return fmt.Errorf("%w: redirect from https to http (%s)", ErrRefused, req.URL.Redacted())
 	}
 	if err := d.Guard.CheckHost(req.URL.Hostname()); err != nil {
 		return err

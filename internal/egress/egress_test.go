@@ -223,3 +223,35 @@ func TestRedirects(t *testing.T) {
 		t.Errorf("endless redirects: %v, want refused", err)
 	}
 }
+
+// A redirect from https to http would send the request, its credential among
+// its headers, in clear: refused, whatever the host.
+func TestRedirectDowngradeRefused(t *testing.T) {
+	var got string
+	plain := listen(t, "127.0.0.1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Get("Authorization") + r.Header.Get("X-Api-Key")
+		io.WriteString(w, "plain")
+	}))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("cannot listen on 127.0.0.2: %v", err)
+	}
+	tlsSrv := &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, plain.URL+"/x", http.StatusFound)
+	})}}
+	tlsSrv.StartTLS()
+	t.Cleanup(tlsSrv.Close)
+
+	c := NewClient(&Dialer{Guard: Guard{AllowPrivate: true}, Secret: []string{"X-Api-Key"}}, 5*time.Second)
+	c.Transport.(*http.Transport).TLSClientConfig = tlsSrv.Client().Transport.(*http.Transport).TLSClientConfig
+	req, _ := http.NewRequest("GET", tlsSrv.URL, nil)
+	req.Header.Set("Authorization", "Bearer secret")
+	req.Header.Set("X-Api-Key", "secret")
+	resp, err := c.Do(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	if !IsRefused(err) || got != "" {
+		t.Fatalf("https redirected to http: %v (the plain server got %q), want refused", err, got)
+	}
+}
