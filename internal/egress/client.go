@@ -82,6 +82,9 @@ func (d *Dialer) control(_, address string, _ syscall.RawConn) error {
 	return d.Guard.CheckAddr(ap.Addr())
 }
 
+// maxHeaderBytes bounds an answer's headers (net/http's default is 10 MB).
+const maxHeaderBytes = 64 << 10
+
 // maxRedirects bounds the redirects one request follows.
 const maxRedirects = 5
 
@@ -92,14 +95,15 @@ const maxRedirects = 5
 // maxRedirects. timeout bounds a whole request, redirects and body included.
 func NewClient(d *Dialer, timeout time.Duration) *http.Client {
 	tr := &http.Transport{
-		Proxy:                 nil, // a proxy would connect where the guard never looked
-		DialContext:           d.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          64,
-		MaxIdleConnsPerHost:   16,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
+		Proxy:                  nil, // a proxy would connect where the guard never looked
+		DialContext:            d.DialContext,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           64,
+		MaxIdleConnsPerHost:    16,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: maxHeaderBytes,
 	}
 	return &http.Client{Transport: tr, Timeout: timeout, CheckRedirect: d.checkRedirect}
 }

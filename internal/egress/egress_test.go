@@ -255,3 +255,15 @@ func TestRedirectDowngradeRefused(t *testing.T) {
 		t.Fatalf("https redirected to http: %v (the plain server got %q), want refused", err, got)
 	}
 }
+
+// An answer's headers are capped far below net/http's default of 10 MB.
+func TestHugeResponseHeaderRefused(t *testing.T) {
+	api := listen(t, "127.0.0.1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Big", strings.Repeat("a", 2<<20))
+		io.WriteString(w, "ok")
+	}))
+	c := NewClient(&Dialer{Guard: Guard{AllowPrivate: true}}, 5*time.Second)
+	if body, err := get(t, c, "GET", api.URL); err == nil || !strings.Contains(err.Error(), "header") {
+		t.Fatalf("a 2 MB header: %q, %v; want an error about the headers", body, err)
+	}
+}
