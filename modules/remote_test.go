@@ -271,3 +271,33 @@ func TestRemoteSessionStormBacksOff(t *testing.T) {
 		t.Fatalf("status = %s %q, want backoff", st.State, st.LastError)
 	}
 }
+
+// TestRemoteEndlessAnswerIsCapped: a remote server whose answer to a call
+// never ends is cut at the remote answer cap, the call a failure, rather than
+// read into memory until the gateway's call timeout.
+func TestRemoteEndlessAnswerIsCapped(t *testing.T) {
+	rs := newRemoteServer(t)
+	real := rs.handler.Load()
+	rs.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if !strings.Contains(string(body), `"tools/call"`) {
+			real.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		chunk := []byte(strings.Repeat(" ", 64<<10))
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	h := remoteHarness(t, remoteManifest("remote", "http://"+rs.addr+"/mcp"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := h.sup.Call(ctx, "remote_greet", []byte(`{"name":"x"}`))
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "cap") {
+		t.Fatalf("an endless answer: %s, %v (deadline: %v); want an error naming the cap", res, err, ctx.Err())
+	}
+}
