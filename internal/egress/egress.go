@@ -43,7 +43,8 @@ type wirePolicy struct {
 }
 
 // Parse decodes the policy's JSON; "" is no policy (nil, nil). Unknown fields,
-// malformed names and ranges are errors.
+// malformed names and ranges are errors. An IP address in allow, IPv4 or
+// IPv6, is kept in netip's spelling, as CheckHost spells an address host.
 func Parse(s string) (*Policy, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
@@ -62,7 +63,9 @@ func Parse(s string) (*Policy, error) {
 		p.Allow = []string{}
 		for _, h := range *w.Allow {
 			name := strings.ToLower(strings.TrimSuffix(h, "."))
-			if !validPattern(name) {
+			if a, err := netip.ParseAddr(h); err == nil && a.Zone() == "" {
+				name = a.String() // an address, IPv6 too, in its one spelling
+			} else if !validPattern(name) {
 				return nil, fmt.Errorf("egress policy: allow: %q is not a host name or *.name", h)
 			}
 			p.Allow = append(p.Allow, name)
@@ -111,6 +114,9 @@ func (g Guard) CheckHost(host string) error {
 		return nil
 	}
 	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if a, err := netip.ParseAddr(host); err == nil {
+		h = a.String()
+	}
 	for _, pat := range g.Policy.Allow {
 		if h == pat {
 			return nil

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -265,5 +266,44 @@ func TestHugeResponseHeaderRefused(t *testing.T) {
 	c := NewClient(&Dialer{Guard: Guard{AllowPrivate: true}}, 5*time.Second)
 	if body, err := get(t, c, "GET", api.URL); err == nil || !strings.Contains(err.Error(), "header") {
 		t.Fatalf("a 2 MB header: %q, %v; want an error about the headers", body, err)
+	}
+}
+
+// The docs say an IP address in a URL is a name the allowlist must name: an
+// IPv6 one can be named too, in any of its spellings.
+func TestAllowIPv6Literal(t *testing.T) {
+	p, err := Parse(`{"allow":["FD00:0::5", "10.0.0.5"]}`)
+	if err != nil {
+		t.Fatalf("an IPv6 address in allow: %v", err)
+	}
+	g := Guard{Policy: p}
+	for host, ok := range map[string]bool{"fd00::5": true, "fd00:0:0::5": true, "10.0.0.5": true, "fd00::6": false} {
+		if err := g.CheckHost(host); (err == nil) != ok {
+			t.Errorf("CheckHost(%s) = %v, want allowed %v", host, err, ok)
+		}
+	}
+}
+
+// A proxy named in the environment is never used: the connection goes where
+// the checks looked, and a refused destination stays refused.
+func TestEnvironmentProxyIgnored(t *testing.T) {
+	var proxied atomic.Bool
+	proxy := listen(t, "127.0.0.1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proxied.Store(true)
+		io.WriteString(w, "proxy")
+	}))
+	t.Setenv("HTTP_PROXY", proxy.URL)
+	t.Setenv("http_proxy", proxy.URL)
+	t.Setenv("NO_PROXY", "")
+	api := listen(t, "127.0.0.2", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "api")
+	}))
+	c := NewClient(&Dialer{Guard: Guard{}}, 5*time.Second)
+	if body, err := get(t, c, "GET", api.URL); !IsRefused(err) || proxied.Load() {
+		t.Fatalf("loopback with HTTP_PROXY set: %q, %v (proxied: %v), want refused without the proxy", body, err, proxied.Load())
+	}
+	c = NewClient(&Dialer{Guard: Guard{AllowPrivate: true}}, 5*time.Second)
+	if body, err := get(t, c, "GET", api.URL); err != nil || body != "api" || proxied.Load() {
+		t.Fatalf("with HTTP_PROXY set: %q, %v (proxied: %v), want the api directly", body, err, proxied.Load())
 	}
 }
