@@ -133,6 +133,11 @@ func (d *Dialer) checkRedirect(req *http.Request, via []*http.Request) error {
 		}
 	}
 	if req.URL.Host != first.URL.Host {
+		// net/http keeps these for the same host name on another port, or
+		// a name under it.
+		for _, h := range []string{"Authorization", "Proxy-Authorization", "Cookie"} {
+			req.Header.Del(h)
+		}
 		for _, h := range d.Secret {
 			req.Header.Del(h)
 		}

@@ -307,3 +307,27 @@ func TestEnvironmentProxyIgnored(t *testing.T) {
 		t.Fatalf("with HTTP_PROXY set: %q, %v (proxied: %v), want the api directly", body, err, proxied.Load())
 	}
 }
+
+// net/http keeps Authorization on a redirect to the same host name on another
+// port (another server): the credential stays with the host:port it was for.
+func TestRedirectToAnotherPortDropsAuthorization(t *testing.T) {
+	var got atomic.Value
+	other := listen(t, "127.0.0.2", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("Authorization"))
+		io.WriteString(w, "other")
+	}))
+	api := listen(t, "127.0.0.2", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/x", http.StatusFound)
+	}))
+	c := NewClient(&Dialer{Guard: Guard{AllowPrivate: true}}, 5*time.Second)
+	req, _ := http.NewRequest("GET", api.URL, nil)
+	req.Header.Set("Authorization", "Bearer secret")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if v, _ := got.Load().(string); v != "" {
+		t.Fatalf("the server on another port got Authorization %q, want none", v)
+	}
+}
