@@ -297,6 +297,10 @@ func (w *sessionWatch) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return resp, err
 	}
+	if req.Method == http.MethodPost {
+		// One request's answer; the listening stream (GET) is endless by design.
+		resp.Body = &cappedBody{ReadCloser: resp.Body, left: maxRemoteAnswer}
+	}
 	if id == "" {
 		return resp, nil
 	}
@@ -312,6 +316,30 @@ func (w *sessionWatch) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, nil
+}
+
+// maxRemoteAnswer bounds the answer to one request to a remote server.
+const maxRemoteAnswer = maxMaxResponse
+
+// errAnswerCap ends the read of an answer over maxRemoteAnswer.
+var errAnswerCap = fmt.Errorf("the remote server's answer is over the %d-byte cap", maxRemoteAnswer)
+
+// cappedBody fails the read of a body once it passes its cap.
+type cappedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, errAnswerCap
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // warnHandler passes on the transport's warnings and errors, not its

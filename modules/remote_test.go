@@ -1,7 +1,9 @@
 package modules
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -228,5 +230,74 @@ func TestRemoteToolThatCannotBeOfferedIsRefusedAlone(t *testing.T) {
 	}
 	if text := callText(t, h, "remote_greet", `{"name":"ann"}`); text != "hello ann" {
 		t.Fatalf("greet beside the refused tool = %q", text)
+	}
+}
+
+// TestRemoteSessionStormBacksOff: a server that opens every session and then
+// refuses it (404 to every request that names it, the listening stream's
+// too) is not re-initialised in a loop: the listening stream's refusal opens
+// one new session, the next call's refusal of that one puts the capability
+// down to wait out its backoff.
+func TestRemoteSessionStormBacksOff(t *testing.T) {
+	rs := newRemoteServer(t)
+	var inits atomic.Int64
+	var storm atomic.Bool
+	real := rs.handler.Load()
+	rs.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if strings.Contains(string(body), `"initialize"`) {
+			inits.Add(1)
+		}
+		if storm.Load() && r.Header.Get("Mcp-Session-Id") != "" && !strings.Contains(string(body), "notifications/initialized") {
+			http.Error(w, "session not found", http.StatusNotFound)
+			return
+		}
+		real.ServeHTTP(w, r)
+	})
+	h := remoteHarness(t, remoteManifest("remote", "http://"+rs.addr+"/mcp"))
+	if text := callText(t, h, "remote_greet", `{"name":"ann"}`); text != "hello ann" {
+		t.Fatalf("greet = %q", text)
+	}
+	before := inits.Load()
+	storm.Store(true)
+	rs.srv.CloseClientConnections() // the listening stream reconnects and meets the refusal
+	h.sup.Call(context.Background(), "remote_greet", []byte(`{"name":"x"}`))
+	h.nextWait()
+	if n := inits.Load() - before; n > 2 {
+		t.Fatalf("%d sessions opened against a server that refuses each; want at most 2 before the backoff", n)
+	}
+	if st := h.status("remote"); st.State != StateBackoff {
+		t.Fatalf("status = %s %q, want backoff", st.State, st.LastError)
+	}
+}
+
+// TestRemoteEndlessAnswerIsCapped: a remote server whose answer to a call
+// never ends is cut at the remote answer cap, the call a failure, rather than
+// read into memory until the gateway's call timeout.
+func TestRemoteEndlessAnswerIsCapped(t *testing.T) {
+	rs := newRemoteServer(t)
+	real := rs.handler.Load()
+	rs.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if !strings.Contains(string(body), `"tools/call"`) {
+			real.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		chunk := []byte(strings.Repeat(" ", 64<<10))
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	h := remoteHarness(t, remoteManifest("remote", "http://"+rs.addr+"/mcp"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := h.sup.Call(ctx, "remote_greet", []byte(`{"name":"x"}`))
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "cap") {
+		t.Fatalf("an endless answer: %s, %v (deadline: %v); want an error naming the cap", res, err, ctx.Err())
 	}
 }

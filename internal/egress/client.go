@@ -82,24 +82,28 @@ func (d *Dialer) control(_, address string, _ syscall.RawConn) error {
 	return d.Guard.CheckAddr(ap.Addr())
 }
 
+// maxHeaderBytes bounds an answer's headers (net/http's default is 10 MB).
+const maxHeaderBytes = 64 << 10
+
 // maxRedirects bounds the redirects one request follows.
 const maxRedirects = 5
 
 // NewClient returns an HTTP client whose every connection goes through d and
-// that follows redirects only within the Guard: an http or https URL whose host
+// that follows redirects only within the Guard: an http or https URL (never https to http) whose host
 // the allowlist names (its addresses are checked when dialed), never for a
 // request with a body (a redirect may not carry the body on), at most
 // maxRedirects. timeout bounds a whole request, redirects and body included.
 func NewClient(d *Dialer, timeout time.Duration) *http.Client {
 	tr := &http.Transport{
-		Proxy:                 nil, // a proxy would connect where the guard never looked
-		DialContext:           d.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          64,
-		MaxIdleConnsPerHost:   16,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
+		Proxy:                  nil, // a proxy would connect where the guard never looked
+		DialContext:            d.DialContext,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           64,
+		MaxIdleConnsPerHost:    16,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: maxHeaderBytes,
 	}
 	return &http.Client{Transport: tr, Timeout: timeout, CheckRedirect: d.checkRedirect}
 }
@@ -115,6 +119,10 @@ func (d *Dialer) checkRedirect(req *http.Request, via []*http.Request) error {
 	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 		return fmt.Errorf("%w: redirect to a %q URL", ErrRefused, req.URL.Scheme)
 	}
+	if req.URL.Scheme == "http" && via[len(via)-1].URL.Scheme == "https" {
+		// net/http would send the headers on, Authorization among them, in clear.
+		return fmt.Errorf("%w: redirect from https to http (%s)", ErrRefused, req.URL.Redacted())
+	}
 	if err := d.Guard.CheckHost(req.URL.Hostname()); err != nil {
 		return err
 	}
@@ -125,6 +133,11 @@ func (d *Dialer) checkRedirect(req *http.Request, via []*http.Request) error {
 		}
 	}
 	if req.URL.Host != first.URL.Host {
+		// net/http keeps these for the same host name on another port, or
+		// a name under it.
+		for _, h := range []string{"Authorization", "Proxy-Authorization", "Cookie"} {
+			req.Header.Del(h)
+		}
 		for _, h := range d.Secret {
 			req.Header.Del(h)
 		}

@@ -43,7 +43,8 @@ type wirePolicy struct {
 }
 
 // Parse decodes the policy's JSON; "" is no policy (nil, nil). Unknown fields,
-// malformed names and ranges are errors.
+// malformed names and ranges are errors. An IP address in allow, IPv4 or
+// IPv6, is kept in netip's spelling, as CheckHost spells an address host.
 func Parse(s string) (*Policy, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
@@ -62,7 +63,9 @@ func Parse(s string) (*Policy, error) {
 		p.Allow = []string{}
 		for _, h := range *w.Allow {
 			name := strings.ToLower(strings.TrimSuffix(h, "."))
-			if !validPattern(name) {
+			if a, err := netip.ParseAddr(h); err == nil && a.Zone() == "" {
+				name = a.String() // an address, IPv6 too, in its one spelling
+			} else if !validPattern(name) {
 				return nil, fmt.Errorf("egress policy: allow: %q is not a host name or *.name", h)
 			}
 			p.Allow = append(p.Allow, name)
@@ -111,6 +114,9 @@ func (g Guard) CheckHost(host string) error {
 		return nil
 	}
 	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if a, err := netip.ParseAddr(host); err == nil {
+		h = a.String()
+	}
 	for _, pat := range g.Policy.Allow {
 		if h == pat {
 			return nil
@@ -126,7 +132,9 @@ func (g Guard) CheckHost(host string) error {
 // unicast address, unless the policy's networks name it, or it is loopback or
 // private and the capability allows its private network.
 func (g Guard) CheckAddr(a netip.Addr) error {
-	a = a.Unmap()
+	// Without its zone: netip's Prefix.Contains is false for any zoned
+	// address, which would carry it past every range below.
+	a = a.Unmap().WithZone("")
 	if g.Policy != nil && slices.ContainsFunc(g.Policy.Networks, func(p netip.Prefix) bool { return p.Contains(a) }) {
 		return nil
 	}
@@ -153,6 +161,9 @@ var reserved = []netip.Prefix{
 	netip.MustParsePrefix("240.0.0.0/4"),
 	netip.MustParsePrefix("64:ff9b::/96"), // NAT64 reaches IPv4 addresses unchecked
 	netip.MustParsePrefix("2001:db8::/32"),
+	netip.MustParsePrefix("::/96"),           // IPv4-compatible (deprecated): ::7f00:1 is 127.0.0.1
+	netip.MustParsePrefix("::ffff:0:0:0/96"), // IPv4-translated (SIIT)
+	netip.MustParsePrefix("fec0::/10"),       // site-local (deprecated private)
 }
 
 // special names the kind of a non-public address, "" for a public one.

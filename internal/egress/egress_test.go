@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -53,6 +54,13 @@ func TestCheckHost(t *testing.T) {
 	}
 }
 
+func TestCheckAddrZonedInPolicyNetwork(t *testing.T) {
+	g := Guard{Policy: &Policy{Networks: []netip.Prefix{netip.MustParsePrefix("fe80::/10")}}}
+	if err := g.CheckAddr(netip.MustParseAddr("fe80::1%eth0")); err != nil {
+		t.Errorf("a zoned address in a network the policy names: %v, want allowed", err)
+	}
+}
+
 func TestCheckAddr(t *testing.T) {
 	policy := &Policy{Networks: []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16"), netip.MustParsePrefix("169.254.169.254/32")}}
 	cases := []struct {
@@ -75,6 +83,15 @@ func TestCheckAddr(t *testing.T) {
 		{"100.64.0.1", false, false, false},
 		{"224.0.0.1", false, false, false},
 		{"64:ff9b::7f00:1", false, false, false},
+		// A zone must not carry an address out of its range (netip's
+		// Prefix.Contains is false for any zoned address).
+		{"64:ff9b::a9fe:a9fe%eth0", false, false, false},
+		{"2001:db8::1%eth0", false, false, false},
+		{"fe80::1%eth0", false, false, false},
+		// IPv4 forms inside IPv6 that netip's predicates do not see through.
+		{"::7f00:1", false, false, false},           // IPv4-compatible 127.0.0.1
+		{"::ffff:0:a9fe:a9fe", false, false, false}, // IPv4-translated 169.254.169.254
+		{"fec0::1", false, false, false},            // site-local
 	}
 	for _, c := range cases {
 		a := netip.MustParseAddr(c.addr)
@@ -205,5 +222,112 @@ func TestRedirects(t *testing.T) {
 	to = api.URL // a loop
 	if _, err := get(t, c, "GET", api.URL); !IsRefused(err) {
 		t.Errorf("endless redirects: %v, want refused", err)
+	}
+}
+
+// A redirect from https to http would send the request, its credential among
+// its headers, in clear: refused, whatever the host.
+func TestRedirectDowngradeRefused(t *testing.T) {
+	var got string
+	plain := listen(t, "127.0.0.1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Get("Authorization") + r.Header.Get("X-Api-Key")
+		io.WriteString(w, "plain")
+	}))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("cannot listen on 127.0.0.2: %v", err)
+	}
+	tlsSrv := &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, plain.URL+"/x", http.StatusFound)
+	})}}
+	tlsSrv.StartTLS()
+	t.Cleanup(tlsSrv.Close)
+
+	c := NewClient(&Dialer{Guard: Guard{AllowPrivate: true}, Secret: []string{"X-Api-Key"}}, 5*time.Second)
+	c.Transport.(*http.Transport).TLSClientConfig = tlsSrv.Client().Transport.(*http.Transport).TLSClientConfig
+	req, _ := http.NewRequest("GET", tlsSrv.URL, nil)
+	req.Header.Set("Authorization", "Bearer secret")
+	req.Header.Set("X-Api-Key", "secret")
+	resp, err := c.Do(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	if !IsRefused(err) || got != "" {
+		t.Fatalf("https redirected to http: %v (the plain server got %q), want refused", err, got)
+	}
+}
+
+// An answer's headers are capped far below net/http's default of 10 MB.
+func TestHugeResponseHeaderRefused(t *testing.T) {
+	api := listen(t, "127.0.0.1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Big", strings.Repeat("a", 2<<20))
+		io.WriteString(w, "ok")
+	}))
+	c := NewClient(&Dialer{Guard: Guard{AllowPrivate: true}}, 5*time.Second)
+	if body, err := get(t, c, "GET", api.URL); err == nil || !strings.Contains(err.Error(), "header") {
+		t.Fatalf("a 2 MB header: %q, %v; want an error about the headers", body, err)
+	}
+}
+
+// The docs say an IP address in a URL is a name the allowlist must name: an
+// IPv6 one can be named too, in any of its spellings.
+func TestAllowIPv6Literal(t *testing.T) {
+	p, err := Parse(`{"allow":["FD00:0::5", "10.0.0.5"]}`)
+	if err != nil {
+		t.Fatalf("an IPv6 address in allow: %v", err)
+	}
+	g := Guard{Policy: p}
+	for host, ok := range map[string]bool{"fd00::5": true, "fd00:0:0::5": true, "10.0.0.5": true, "fd00::6": false} {
+		if err := g.CheckHost(host); (err == nil) != ok {
+			t.Errorf("CheckHost(%s) = %v, want allowed %v", host, err, ok)
+		}
+	}
+}
+
+// A proxy named in the environment is never used: the connection goes where
+// the checks looked, and a refused destination stays refused.
+func TestEnvironmentProxyIgnored(t *testing.T) {
+	var proxied atomic.Bool
+	proxy := listen(t, "127.0.0.1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proxied.Store(true)
+		io.WriteString(w, "proxy")
+	}))
+	t.Setenv("HTTP_PROXY", proxy.URL)
+	t.Setenv("http_proxy", proxy.URL)
+	t.Setenv("NO_PROXY", "")
+	api := listen(t, "127.0.0.2", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "api")
+	}))
+	c := NewClient(&Dialer{Guard: Guard{}}, 5*time.Second)
+	if body, err := get(t, c, "GET", api.URL); !IsRefused(err) || proxied.Load() {
+		t.Fatalf("loopback with HTTP_PROXY set: %q, %v (proxied: %v), want refused without the proxy", body, err, proxied.Load())
+	}
+	c = NewClient(&Dialer{Guard: Guard{AllowPrivate: true}}, 5*time.Second)
+	if body, err := get(t, c, "GET", api.URL); err != nil || body != "api" || proxied.Load() {
+		t.Fatalf("with HTTP_PROXY set: %q, %v (proxied: %v), want the api directly", body, err, proxied.Load())
+	}
+}
+
+// net/http keeps Authorization on a redirect to the same host name on another
+// port (another server): the credential stays with the host:port it was for.
+func TestRedirectToAnotherPortDropsAuthorization(t *testing.T) {
+	var got atomic.Value
+	other := listen(t, "127.0.0.2", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("Authorization"))
+		io.WriteString(w, "other")
+	}))
+	api := listen(t, "127.0.0.2", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/x", http.StatusFound)
+	}))
+	c := NewClient(&Dialer{Guard: Guard{AllowPrivate: true}}, 5*time.Second)
+	req, _ := http.NewRequest("GET", api.URL, nil)
+	req.Header.Set("Authorization", "Bearer secret")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if v, _ := got.Load().(string); v != "" {
+		t.Fatalf("the server on another port got Authorization %q, want none", v)
 	}
 }
