@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -157,6 +158,18 @@ func TestConformanceServerScenarios(t *testing.T) {
 				"http-header-validation"}},
 	} {
 		checks, _ := c.run(t, "--spec-version", rev.version)
+		// A scenario the whole-suite run left without results (its folder is
+		// named to the second, and a loaded machine has had two share one) runs
+		// again alone: it must still run, and pass.
+		ran := map[string]bool{}
+		for _, ch := range checks {
+			ran[ch.Scenario] = true
+		}
+		for _, s := range rev.must {
+			if !ran[s] && !slices.Contains(rev.scenarios, s) {
+				rev.scenarios = append(rev.scenarios, s)
+			}
+		}
 		for _, s := range rev.scenarios {
 			more, _ := c.run(t, "--spec-version", rev.version, "--scenario", s)
 			checks = append(checks, more...)
