@@ -158,9 +158,8 @@ func TestConformanceServerScenarios(t *testing.T) {
 				"http-header-validation"}},
 	} {
 		checks, _ := c.run(t, "--spec-version", rev.version)
-		// A scenario the whole-suite run left without results (its folder is
-		// named to the second, and a loaded machine has had two share one) runs
-		// again alone: it must still run, and pass.
+		// A scenario the whole-suite run left without results (seen once, on a
+		// loaded machine) runs again alone: it must still run, and pass.
 		ran := map[string]bool{}
 		for _, ch := range checks {
 			ran[ch.Scenario] = true
