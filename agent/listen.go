@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -34,6 +35,7 @@ type listener struct {
 	lists  bool            // tools/list_changed asked for
 	out    chan []byte     // messages to write; a full one drops a ring
 	cancel context.CancelFunc
+	seq    uint64 // order of opening, for ending a credential's oldest
 
 	mu      sync.Mutex
 	ep      store.Endpoint
@@ -48,17 +50,37 @@ func (l *listener) endpoint() store.Endpoint {
 
 // listeners are the open listen streams.
 type listeners struct {
-	mu  sync.Mutex
-	all map[*listener]struct{}
+	mu   sync.Mutex
+	all  map[*listener]struct{}
+	next uint64
 }
 
-func (s *listeners) add(l *listener) {
+// add registers l and ends the oldest streams of its endpoint beyond max: a
+// credential that listens in a loop holds at most max streams, as it holds at
+// most max sessions.
+func (s *listeners) add(l *listener, max int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.all == nil {
 		s.all = map[*listener]struct{}{}
 	}
+	s.next++
+	l.seq = s.next
 	s.all[l] = struct{}{}
+	var same []*listener
+	for o := range s.all {
+		if o.endpoint().ID == l.endpoint().ID {
+			same = append(same, o)
+		}
+	}
+	if len(same) <= max {
+		return
+	}
+	slices.SortFunc(same, func(x, y *listener) int { return cmp.Compare(x.seq, y.seq) })
+	for _, o := range same[:len(same)-max] {
+		delete(s.all, o)
+		o.cancel()
+	}
 }
 
 func (s *listeners) remove(l *listener) {
@@ -123,7 +145,7 @@ func (a *Agent) serveListen(ctx context.Context, w http.ResponseWriter, ep store
 	}
 	ctx, l.cancel = context.WithCancel(ctx)
 	defer l.cancel()
-	a.listening.add(l)
+	a.listening.add(l, a.opts.MaxSessionsPerEndpoint)
 	defer a.listening.remove(l)
 	a.writeStream(w, l, true)
 	a.holdStream(ctx, w, l)
