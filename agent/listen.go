@@ -31,7 +31,8 @@ import (
 // listener is one open subscriptions/listen stream.
 type listener struct {
 	id     json.RawMessage // the listen request's id, which tags every message on the stream
-	queues []string        // the doorbell's queues (nil: no doorbell)
+	queues []string        // the doorbell's queues (nil: no doorbell, unless every)
+	every  bool            // the doorbell of every queue the credential covers, as it changes
 	lists  bool            // tools/list_changed asked for
 	out    chan []byte     // messages to write; a full one drops a ring
 	cancel context.CancelFunc
@@ -136,9 +137,9 @@ func (a *Agent) serveListen(ctx context.Context, w http.ResponseWriter, ep store
 		}
 		l.queues = slices.Clone(p.Notifications.Channel.Queues)
 	case p.Notifications.Channel != nil || declaresChannel(p.Meta):
-		l.queues = slices.Clone(ep.Queues)
+		l.queues, l.every = slices.Clone(ep.Queues), true
 	}
-	if l.queues == nil && !l.lists {
+	if l.queues == nil && !l.every && !l.lists {
 		// Nothing to deliver: acknowledged and ended at once, as the spec says.
 		a.writeStream(w, l, false)
 		return
@@ -178,7 +179,7 @@ func (a *Agent) writeStream(w http.ResponseWriter, l *listener, open bool) {
 	if l.lists {
 		got["toolsListChanged"] = true
 	}
-	if l.queues != nil {
+	if l.queues != nil || l.every {
 		got["claude/channel"] = map[string]any{"queues": l.queues}
 	}
 	writeEvent(w, l.notification(mcp.MethodNotificationSubscriptionsAcknowledged, map[string]any{"notifications": got}))
@@ -252,10 +253,10 @@ func send(l *listener, msg []byte) bool {
 }
 
 // ringListeners rings every listener whose doorbell covers c's queue, while its
-// credential still does.
+// credential still does (one that asked for every queue follows the credential's).
 func (a *Agent) ringListeners(c store.TodoChange, params map[string]any) {
 	for _, l := range a.listening.list() {
-		if slices.Contains(l.queues, c.Queue) && slices.Contains(l.endpoint().Queues, c.Queue) {
+		if (l.every || slices.Contains(l.queues, c.Queue)) && slices.Contains(l.endpoint().Queues, c.Queue) {
 			if send(l, l.notification(ChannelMethod, params)) {
 				a.bell.sent.Add(1)
 			} else {

@@ -1,10 +1,13 @@
 package agent
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // A credential that opens listen streams in a loop holds at most
@@ -36,5 +39,35 @@ func TestStatelessListenersBoundedPerCredential(t *testing.T) {
 		if m, _ := streams[i].next(t); m != ChannelMethod {
 			t.Fatalf("stream %d got %q, want the doorbell", i, m)
 		}
+	}
+}
+
+// A listener that asked for every queue of its credential hears a queue the
+// credential gains while it listens, as a session's GET stream does, and stops
+// hearing one the credential loses.
+func TestStatelessListenEveryQueueFollowsTheCredential(t *testing.T) {
+	e := newEnv(t)
+	ep, cred := e.endpoint("widened", []string{"inbox"}, nil)
+	s := e.listenStateless(cred, `{"claude/channel":{}}`)
+	if m, _ := s.next(t); m != mcp.MethodNotificationSubscriptionsAcknowledged {
+		t.Fatalf("first message %q, want the acknowledgement", m)
+	}
+	queues := []string{"later"}
+	if _, err := e.st.UpdateEndpoint(t.Context(), ep.ID, store.EndpointSpec{Queues: &queues}, "human:test"); err != nil {
+		t.Fatal(err)
+	}
+	e.ag.Revalidate(t.Context())
+	e.addTodo("inbox", `{}`) // no longer the credential's: no ring
+	todo := e.addTodo("later", `{}`)
+	for {
+		m, params := s.next(t)
+		if m == string(mcp.MethodNotificationToolsListChanged) {
+			continue
+		}
+		meta, _ := params["meta"].(map[string]any)
+		if m != ChannelMethod || meta["todo_id"] != fmt.Sprint(todo.ID) {
+			t.Fatalf("after the credential gained queue later: %q %v, want the ring of todo %d", m, params, todo.ID)
+		}
+		break
 	}
 }
