@@ -203,6 +203,11 @@ func (a *Agent) holdStream(ctx context.Context, w http.ResponseWriter, l *listen
 		case <-ctx.Done():
 			return
 		case m := <-l.out:
+			if ctx.Err() != nil {
+				// Ended (revoked) as the message came: select picks either at
+				// random, and an ended stream must carry nothing more.
+				return
+			}
 			err = writeEvent(w, m)
 		case <-ping.C:
 			_, err = w.Write([]byte(": ping\n\n"))

@@ -1,8 +1,11 @@
 package agent
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -69,5 +72,23 @@ func TestStatelessListenEveryQueueFollowsTheCredential(t *testing.T) {
 			t.Fatalf("after the credential gained queue later: %q %v, want the ring of todo %d", m, params, todo.ID)
 		}
 		break
+	}
+}
+
+// Once a listener is ended (its credential revoked), nothing more is written on
+// its stream, even a ring queued for it just before: a ring and the end arriving
+// together must not go the ring's way half of the time.
+func TestStatelessEndedListenerWritesNothingMore(t *testing.T) {
+	e := newEnv(t)
+	for range 64 {
+		l := &listener{id: json.RawMessage("7"), out: make(chan []byte, 1)}
+		ctx, cancel := context.WithCancel(t.Context())
+		l.out <- []byte(`{"ring":true}`)
+		cancel()
+		w := httptest.NewRecorder()
+		e.ag.holdStream(ctx, w, l)
+		if w.Body.Len() != 0 {
+			t.Fatalf("an ended listener's stream got %q", w.Body.String())
+		}
 	}
 }
