@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -192,31 +193,44 @@ func (a *Agent) writeStream(w http.ResponseWriter, l *listener, open bool) {
 }
 
 // holdStream writes l's messages until ctx ends, pinging an idle stream so that
-// proxies keep it open.
+// proxies keep it open. A client that stops reading blocks a write: each must go
+// out within a ping interval, and the end of ctx (a revocation) ends one in
+// progress at once, so a stalled stream holds neither its goroutine nor its
+// connection.
 func (a *Agent) holdStream(ctx context.Context, w http.ResponseWriter, l *listener) {
-	f, _ := w.(http.Flusher)
+	rc := http.NewResponseController(w)
+	defer rc.SetWriteDeadline(time.Time{}) // the connection may serve other requests
+	stop := context.AfterFunc(ctx, func() { rc.SetWriteDeadline(time.Now()) })
+	defer stop()
 	ping := time.NewTicker(a.opts.StreamPing)
 	defer ping.Stop()
 	for {
-		var err error
+		var msg []byte
 		select {
 		case <-ctx.Done():
 			return
-		case m := <-l.out:
-			if ctx.Err() != nil {
-				// Ended (revoked) as the message came: select picks either at
-				// random, and an ended stream must carry nothing more.
-				return
-			}
-			err = writeEvent(w, m)
+		case msg = <-l.out:
 		case <-ping.C:
+		}
+		rc.SetWriteDeadline(time.Now().Add(a.opts.StreamPing))
+		if ctx.Err() != nil {
+			// Ended (revoked) as the message came: select picks either at
+			// random, and an ended stream must carry nothing more.
+			return
+		}
+		var err error
+		if msg != nil {
+			err = writeEvent(w, msg)
+		} else {
 			_, err = w.Write([]byte(": ping\n\n"))
+		}
+		if err == nil {
+			if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
+				err = ferr
+			}
 		}
 		if err != nil {
 			return
-		}
-		if f != nil {
-			f.Flush()
 		}
 	}
 }

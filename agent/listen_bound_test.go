@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -90,5 +93,57 @@ func TestStatelessEndedListenerWritesNothingMore(t *testing.T) {
 		if w.Body.Len() != 0 {
 			t.Fatalf("an ended listener's stream got %q", w.Body.String())
 		}
+	}
+}
+
+// stalledWriter is a listen stream whose client stopped reading: a write blocks
+// until the write deadline set on it passes, and forever when none is set.
+type stalledWriter struct {
+	once, entered sync.Once
+	writing       chan struct{} // closed when a write begins
+	expired       chan struct{}
+}
+
+func (w *stalledWriter) Header() http.Header { return http.Header{} }
+func (w *stalledWriter) WriteHeader(int)     {}
+func (w *stalledWriter) Write([]byte) (int, error) {
+	w.entered.Do(func() { close(w.writing) })
+	<-w.expired
+	return 0, os.ErrDeadlineExceeded
+}
+func (w *stalledWriter) SetWriteDeadline(t time.Time) error {
+	time.AfterFunc(time.Until(t), func() { w.once.Do(func() { close(w.expired) }) })
+	return nil
+}
+
+// A listener whose client stopped reading ends when its credential is revoked,
+// and when a write cannot go out within a ping interval: it does not hold its
+// goroutine and connection for as long as the client keeps the socket open.
+func TestStatelessStalledListenerEnds(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		ping   time.Duration
+		revoke bool
+	}{{"revoked", time.Hour, true}, {"stalled past a ping interval", 50 * time.Millisecond, false}} {
+		e := newEnv(t, func(cfg *envConfig) { cfg.agent.StreamPing = c.ping })
+		l := &listener{id: json.RawMessage("7"), out: make(chan []byte, 1)}
+		ctx, cancel := context.WithCancel(t.Context())
+		l.out <- []byte(`{"ring":true}`)
+		done := make(chan struct{})
+		w := &stalledWriter{writing: make(chan struct{}), expired: make(chan struct{})}
+		go func() {
+			defer close(done)
+			e.ag.holdStream(ctx, w, l)
+		}()
+		<-w.writing
+		if c.revoke {
+			cancel()
+		}
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second): // a bound on a hang, not a timed assertion
+			t.Fatalf("%s: the stalled stream is still held", c.name)
+		}
+		cancel()
 	}
 }
