@@ -63,7 +63,8 @@ type Options struct {
 	// stream (default 30 minutes); Run sweeps for them every quarter of it.
 	SessionIdleTTL time.Duration
 	// MaxSessionsPerEndpoint bounds the live sessions of one endpoint: opening
-	// one more ends its least recently used (default 32).
+	// one more ends its least recently used (default 32). It bounds an
+	// endpoint's subscriptions/listen streams too: one more ends the oldest.
 	MaxSessionsPerEndpoint int
 	// StreamPing is how often an open GET stream is pinged, which keeps proxies
 	// from closing it and keeps its session from idling out (default 25 s).

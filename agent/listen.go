@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -30,10 +32,12 @@ import (
 // listener is one open subscriptions/listen stream.
 type listener struct {
 	id     json.RawMessage // the listen request's id, which tags every message on the stream
-	queues []string        // the doorbell's queues (nil: no doorbell)
+	queues []string        // the doorbell's queues (nil: no doorbell, unless every)
+	every  bool            // the doorbell of every queue the credential covers, as it changes
 	lists  bool            // tools/list_changed asked for
 	out    chan []byte     // messages to write; a full one drops a ring
 	cancel context.CancelFunc
+	seq    uint64 // order of opening, for ending a credential's oldest
 
 	mu      sync.Mutex
 	ep      store.Endpoint
@@ -48,17 +52,37 @@ func (l *listener) endpoint() store.Endpoint {
 
 // listeners are the open listen streams.
 type listeners struct {
-	mu  sync.Mutex
-	all map[*listener]struct{}
+	mu   sync.Mutex
+	all  map[*listener]struct{}
+	next uint64
 }
 
-func (s *listeners) add(l *listener) {
+// add registers l and ends the oldest streams of its endpoint beyond max: a
+// credential that listens in a loop holds at most max streams, as it holds at
+// most max sessions.
+func (s *listeners) add(l *listener, max int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.all == nil {
 		s.all = map[*listener]struct{}{}
 	}
+	s.next++
+	l.seq = s.next
 	s.all[l] = struct{}{}
+	var same []*listener
+	for o := range s.all {
+		if o.endpoint().ID == l.endpoint().ID {
+			same = append(same, o)
+		}
+	}
+	if len(same) <= max {
+		return
+	}
+	slices.SortFunc(same, func(x, y *listener) int { return cmp.Compare(x.seq, y.seq) })
+	for _, o := range same[:len(same)-max] {
+		delete(s.all, o)
+		o.cancel()
+	}
 }
 
 func (s *listeners) remove(l *listener) {
@@ -114,16 +138,16 @@ func (a *Agent) serveListen(ctx context.Context, w http.ResponseWriter, ep store
 		}
 		l.queues = slices.Clone(p.Notifications.Channel.Queues)
 	case p.Notifications.Channel != nil || declaresChannel(p.Meta):
-		l.queues = slices.Clone(ep.Queues)
+		l.queues, l.every = slices.Clone(ep.Queues), true
 	}
-	if l.queues == nil && !l.lists {
+	if l.queues == nil && !l.every && !l.lists {
 		// Nothing to deliver: acknowledged and ended at once, as the spec says.
 		a.writeStream(w, l, false)
 		return
 	}
 	ctx, l.cancel = context.WithCancel(ctx)
 	defer l.cancel()
-	a.listening.add(l)
+	a.listening.add(l, a.opts.MaxSessionsPerEndpoint)
 	defer a.listening.remove(l)
 	a.writeStream(w, l, true)
 	a.holdStream(ctx, w, l)
@@ -156,7 +180,7 @@ func (a *Agent) writeStream(w http.ResponseWriter, l *listener, open bool) {
 	if l.lists {
 		got["toolsListChanged"] = true
 	}
-	if l.queues != nil {
+	if l.queues != nil || l.every {
 		got["claude/channel"] = map[string]any{"queues": l.queues}
 	}
 	writeEvent(w, l.notification(mcp.MethodNotificationSubscriptionsAcknowledged, map[string]any{"notifications": got}))
@@ -169,26 +193,44 @@ func (a *Agent) writeStream(w http.ResponseWriter, l *listener, open bool) {
 }
 
 // holdStream writes l's messages until ctx ends, pinging an idle stream so that
-// proxies keep it open.
+// proxies keep it open. A client that stops reading blocks a write: each must go
+// out within a ping interval, and the end of ctx (a revocation) ends one in
+// progress at once, so a stalled stream holds neither its goroutine nor its
+// connection.
 func (a *Agent) holdStream(ctx context.Context, w http.ResponseWriter, l *listener) {
-	f, _ := w.(http.Flusher)
+	rc := http.NewResponseController(w)
+	defer rc.SetWriteDeadline(time.Time{}) // the connection may serve other requests
+	stop := context.AfterFunc(ctx, func() { rc.SetWriteDeadline(time.Now()) })
+	defer stop()
 	ping := time.NewTicker(a.opts.StreamPing)
 	defer ping.Stop()
 	for {
-		var err error
+		var msg []byte
 		select {
 		case <-ctx.Done():
 			return
-		case m := <-l.out:
-			err = writeEvent(w, m)
+		case msg = <-l.out:
 		case <-ping.C:
+		}
+		rc.SetWriteDeadline(time.Now().Add(a.opts.StreamPing))
+		if ctx.Err() != nil {
+			// Ended (revoked) as the message came: select picks either at
+			// random, and an ended stream must carry nothing more.
+			return
+		}
+		var err error
+		if msg != nil {
+			err = writeEvent(w, msg)
+		} else {
 			_, err = w.Write([]byte(": ping\n\n"))
+		}
+		if err == nil {
+			if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
+				err = ferr
+			}
 		}
 		if err != nil {
 			return
-		}
-		if f != nil {
-			f.Flush()
 		}
 	}
 }
@@ -230,10 +272,10 @@ func send(l *listener, msg []byte) bool {
 }
 
 // ringListeners rings every listener whose doorbell covers c's queue, while its
-// credential still does.
+// credential still does (one that asked for every queue follows the credential's).
 func (a *Agent) ringListeners(c store.TodoChange, params map[string]any) {
 	for _, l := range a.listening.list() {
-		if slices.Contains(l.queues, c.Queue) && slices.Contains(l.endpoint().Queues, c.Queue) {
+		if (l.every || slices.Contains(l.queues, c.Queue)) && slices.Contains(l.endpoint().Queues, c.Queue) {
 			if send(l, l.notification(ChannelMethod, params)) {
 				a.bell.sent.Add(1)
 			} else {

@@ -251,27 +251,33 @@ type builtTools struct {
 
 // toolCache keeps each endpoint's builtTools for its stateless requests, rebuilt
 // when the endpoint's tool inputs change and dropped when RefreshSessions runs.
+// gen counts the drops: tools built while one happened were read before it, and
+// are used by their request but not kept.
 type toolCache struct {
 	mu  sync.Mutex
 	all map[int64]*builtTools
+	gen uint64
 }
 
 // endpointTools returns ep's tools for a stateless request.
 func (a *Agent) endpointTools(ctx context.Context, ep store.Endpoint) *builtTools {
 	on := toolInputs(ep)
 	a.built.mu.Lock()
-	t := a.built.all[ep.ID]
+	t, gen := a.built.all[ep.ID], a.built.gen
 	a.built.mu.Unlock()
 	if t != nil && t.builtOn == on {
 		return t
 	}
 	t = &builtTools{builtOn: on, defs: a.verbDefs(ep), tools: a.sessionTools(ctx, ep)}
 	a.built.mu.Lock()
+	defer a.built.mu.Unlock()
+	if a.built.gen != gen {
+		return t
+	}
 	if a.built.all == nil {
 		a.built.all = map[int64]*builtTools{}
 	}
 	a.built.all[ep.ID] = t
-	a.built.mu.Unlock()
 	return t
 }
 
@@ -279,6 +285,7 @@ func (a *Agent) endpointTools(ctx context.Context, ep store.Endpoint) *builtTool
 func (a *Agent) forgetTools(id int64) {
 	a.built.mu.Lock()
 	defer a.built.mu.Unlock()
+	a.built.gen++
 	if id == 0 {
 		a.built.all = nil
 		return

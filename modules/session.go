@@ -77,7 +77,7 @@ type session struct {
 // must not block either.
 func openSession(ctx context.Context, stdout io.Reader, stdin io.WriteCloser, version string, onListChanged func(), onLog func(string)) (*session, error) {
 	frames := newFrameReader(stdout)
-	s := newSession(transport.NewIO(frames, stdin, nil), frames)
+	s := newSession(noElicitation{transport.NewIO(frames, stdin, nil)}, frames)
 	go func() {
 		<-frames.ended
 		s.kill()

@@ -34,7 +34,7 @@ func TestToolsAreListedWithPrefixesAndRawDefinitions(t *testing.T) {
 			t.Errorf("tool %+v: want available, not withheld, module testmod", tool)
 		}
 	}
-	want := []string{"testmod_add_tool", "testmod_crash", "testmod_echo", "testmod_emit_garbage",
+	want := []string{"testmod_add_tool", "testmod_crash", "testmod_echo", "testmod_elicit", "testmod_emit_garbage",
 		"testmod_freeze_stdin", "testmod_get_env", "testmod_sleep", "testmod_spawn_grandchild", "testmod_status"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools = %q, want %q", names, want)
@@ -263,8 +263,8 @@ func TestChangedDefinitionIsWithheldUntilApproved(t *testing.T) {
 	h := newHarness(t, []Manifest{testManifest("testmod")})
 	h.start()
 	before, _ := h.tool("testmod_echo")
-	if n := len(h.auditsOf("module.tool_pinned")); n != 9 {
-		t.Fatalf("first-sight pins audited = %d, want 9", n)
+	if n := len(h.auditsOf("module.tool_pinned")); n != 10 {
+		t.Fatalf("first-sight pins audited = %d, want 10", n)
 	}
 
 	// The module redefines echo at runtime (a "rug pull").

@@ -86,7 +86,7 @@ type gatewayRig struct {
 
 func gatewayGrants(t *testing.T, g *gatewayRig) {
 	granted, narrow, plain := g.granted, g.narrow, g.plain
-	want := []string{"testmod_add_tool", "testmod_echo", "testmod_emit_garbage", "testmod_freeze_stdin", "testmod_get_env",
+	want := []string{"testmod_add_tool", "testmod_echo", "testmod_elicit", "testmod_emit_garbage", "testmod_freeze_stdin", "testmod_get_env",
 		"testmod_sleep", "testmod_spawn_grandchild", "testmod_status"}
 	if got := granted.moduleTools(); !slices.Equal(got, want) {
 		t.Errorf("granted sees %v, want %v", got, want)
@@ -396,7 +396,7 @@ func gatewayListOffline(t *testing.T, g *gatewayRig) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	if len(views) != 2 || views[0].Name != "other" || views[1].Name != "testmod" || views[1].State != stateNotRunning ||
-		!views[1].Granted || len(views[1].Tools) != 10 { // 9, and "later" (withheld as new, then approved)
+		!views[1].Granted || len(views[1].Tools) != 11 { // 10, and "later" (withheld as new, then approved)
 		t.Fatalf("offline modules list = %+v", views)
 	}
 }

@@ -136,6 +136,15 @@ func addTools(s *server.MCPServer) {
 			cwd, _ := os.Getwd()
 			return mcp.NewToolResultStructured(map[string]any{"env": env, "cwd": cwd}, strings.Join(env, "\n")), nil
 		})
+	s.AddTool(mcp.NewTool("elicit", mcp.WithDescription("Ask the user a question through elicitation; report what came back.")),
+		func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			res, err := s.RequestElicitation(ctx, mcp.ElicitationRequest{Params: mcp.ElicitationParams{Message: "Which one?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"pick": map[string]any{"type": "string"}}}}})
+			if err != nil {
+				return mcp.NewToolResultError("elicitation failed: " + err.Error()), nil
+			}
+			return mcp.NewToolResultText(string(res.Action)), nil
+		})
 	s.AddTool(mcp.NewTool("sleep", mcp.WithDescription("Sleep for ms milliseconds or until cancelled."),
 		mcp.WithNumber("ms", mcp.Required())),
 		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
