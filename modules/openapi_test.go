@@ -179,3 +179,47 @@ func TestImportOpenAPISelectsOperations(t *testing.T) {
 		}
 	}
 }
+
+// TestImportOpenAPIPublishedPetstore imports the Swagger Petstore as published
+// (testdata/openapi/swagger-petstore-3.0.json, from the npm package
+// @readme/oas-examples 8.2.2, 3.0/json/petstore.json): what cannot be sent is
+// named with its reason, and the manifest written from the rest loads.
+func TestImportOpenAPIPublishedPetstore(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "openapi", "swagger-petstore-3.0.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, skipped, err := ImportOpenAPI(context.Background(), b, ImportOptions{Name: "petstore"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for _, s := range skipped {
+		reasons[s.Operation] = s.Reason
+	}
+	// A form, a file upload, two list bodies, and a body property named as a path parameter.
+	for _, op := range []string{"updatePetWithForm", "uploadFile", "createUsersWithArrayInput", "createUsersWithListInput", "updateUser"} {
+		if reasons[op] == "" {
+			t.Errorf("%s was not skipped with a reason: %+v", op, skipped)
+		}
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "petstore.json"), out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(name string) (string, bool) { return "key", name == "PETSTORE_API_KEY" }
+	ms, err := LoadDir(dir, LoadOptions{LookupEnv: env})
+	if err != nil {
+		t.Fatalf("the imported manifest does not load: %v\n%s", err, out)
+	}
+	m := ms[0]
+	if m.BaseURL != "http://petstore.swagger.io/v2" || len(m.Operations)+len(skipped) != 20 {
+		t.Errorf("base_url %s, %d operations and %d skipped, want the document's 20", m.BaseURL, len(m.Operations), len(skipped))
+	}
+	for _, op := range m.Operations {
+		if op.Name == "getPetById" && (op.Method != "GET" || op.Path != "/pet/{petId}" ||
+			!strings.Contains(string(compact(t, op.InputSchema)), `"in":"path"`) || !strings.Contains(string(op.InputSchema), `"petId"`)) {
+			t.Errorf("getPetById = %s %s %s", op.Method, op.Path, op.InputSchema)
+		}
+	}
+}
