@@ -120,19 +120,32 @@ func (w *wtx) pgClaimNext(owner string, queues []string, ttl time.Duration) (Tod
 		}
 	}
 	for _, q := range order {
-		var id int64
-		err := w.queryRow(pgHead+` FOR UPDATE SKIP LOCKED`, q, q, now).Scan(&id)
+		t, err := w.w.s.scanFull(w.queryRow(pgClaimHead, q, q, now,
+			owner, ms(w.now.Add(ttl)), now, now, owner))
 		if notFound(err) {
 			continue
 		}
 		if err != nil {
 			return Todo{}, false, fmt.Errorf("store: claim next in %s: %w", q, err)
 		}
-		t, err := w.claim(id, owner, ttl, "todo.claim_next")
-		return t, err == nil, err
+		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateClaimed, Source: t.Source.Type, Cause: "claim"})
+		return t, true, nil
 	}
 	return Todo{}, false, nil
 }
+
+// pgClaimHead claims a queue's head in one round trip: it locks the head
+// (pgHead, FOR UPDATE SKIP LOCKED), claims it as claim does, and writes the
+// audit row claim writes (same actor, action, target and detail). No row when
+// the queue has nothing claimable that is not locked by someone else.
+const pgClaimHead = `WITH head AS (` + pgHead + ` FOR UPDATE SKIP LOCKED),
+	claimed AS (UPDATE todos SET state = 'claimed', owner = ?, attempts = attempts + 1,
+			lease_seq = lease_seq + 1, lease_expires_at = ?, updated_at = ?
+		WHERE id = (SELECT id FROM head) AND state = 'pending' RETURNING ` + pgTodoColumnsFull + `),
+	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
+		SELECT ?, ?, 'todo.claim_next', 'todo:' || id, 'ok',
+			'attempt=' || attempts || ' lease_seq=' || lease_seq FROM claimed)
+	SELECT * FROM claimed`
 
 // Claim claims one pending todo by id.
 func (s *Store) Claim(ctx context.Context, a Ack, ttl time.Duration) (Todo, error) {

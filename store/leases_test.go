@@ -59,3 +59,44 @@ func TestAckWithoutLeaseSeqIsRefused(t *testing.T) {
 		t.Fatalf("the holder's complete: %v", err)
 	}
 }
+
+// TestClaimNextAuditRow: a claim by ClaimNext writes one audit row, its detail
+// the claim's attempt and lease (on PostgreSQL the claim and its audit row are
+// one statement), and the row answered is the claimed one with its payload.
+func TestClaimNextAuditRow(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	added, err := s.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: `{"n":1}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for attempt := 1; attempt <= 2; attempt++ {
+		got, ok, err := s.ClaimNext(ctx, "agent:a", []string{"inbox"}, time.Minute)
+		if err != nil || !ok || got.ID != added.ID || got.State != StateClaimed || got.Owner != "agent:a" ||
+			got.Attempts != 1 || got.LeaseSeq != int64(attempt) || got.Payload != `{"n":1}` {
+			t.Fatalf("claim %d: %+v, %v, %v", attempt, got, ok, err)
+		}
+		if attempt == 1 {
+			if _, err := s.Release(ctx, Ack{ID: got.ID, Owner: "agent:a", LeaseSeq: got.LeaseSeq}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rows, err := s.ListAudit(ctx, AuditFilter{Action: "todo.claim_next"})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("audit rows %+v, %v; want two", rows, err)
+	}
+	for _, r := range rows {
+		want := map[int64]string{1: "attempt=1 lease_seq=1", 2: "attempt=1 lease_seq=2"} // a release gives the attempt back
+		if r.Actor != "agent:a" || r.Target != todoTarget(added.ID) || r.Outcome != "ok" ||
+			(r.Detail != want[1] && r.Detail != want[2]) {
+			t.Fatalf("audit row %+v", r)
+		}
+	}
+	if rows[0].Detail == rows[1].Detail {
+		t.Fatalf("audit rows %+v: both claims have the same detail", rows)
+	}
+	if _, ok, err := s.ClaimNext(ctx, "agent:a", []string{"inbox"}, time.Minute); ok || err != nil {
+		t.Fatalf("claimed a claimed todo: %v, %v", ok, err)
+	}
+}
