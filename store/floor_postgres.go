@@ -30,9 +30,8 @@ func measurePostgresFloor(ctx context.Context, dbURL string, d time.Duration) (f
 	defer db.Close()
 	db.SetMaxOpenConns(1)
 	if err := db.PingContext(ctx); err != nil {
-		// The store's own one-line account of a refused connection (it reads
-		// nothing of the store but the configuration).
-		return 0, fmt.Errorf("measure floor: %w", (&Store{}).connectError(cfg, err))
+		// The store's own one-line account of a refused connection.
+		return 0, fmt.Errorf("measure floor: %w", connectError(cfg, err))
 	}
 	var b [6]byte
 	rand.Read(b[:])

@@ -180,7 +180,7 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, wake chan<- str
 	defer cancel()
 	conn, err := pgx.ConnectConfig(cctx, cfg.Copy())
 	if err != nil {
-		return nil, s.connectError(cfg, err)
+		return nil, connectError(cfg, err)
 	}
 	if _, err := conn.Exec(cctx, `LISTEN switchboard`); err != nil {
 		conn.Close(context.Background())

@@ -35,7 +35,7 @@ func (s *Store) openPostgres(ctx context.Context) error {
 		s.wdb.SetConnMaxIdleTime(0)
 		if err := s.wdb.PingContext(ctx); err != nil {
 			s.wdb.Close()
-			return s.connectError(cfg, err)
+			return connectError(cfg, err)
 		}
 		if err := s.migrate(ctx); err != nil {
 			s.wdb.Close()
@@ -50,7 +50,7 @@ func (s *Store) openPostgres(ctx context.Context) error {
 	s.rdb.SetMaxIdleConns(s.opts.ReadConns)
 	if err := s.rdb.PingContext(ctx); err != nil {
 		s.closeDBs()
-		return s.connectError(cfg, err)
+		return connectError(cfg, err)
 	}
 	if s.opts.ReadOnly {
 		check := s.checkSchema
@@ -67,7 +67,7 @@ func (s *Store) openPostgres(ctx context.Context) error {
 
 // connectError says, in one line, which server was tried and why it did not take
 // the connection, without the password.
-func (s *Store) connectError(cfg *pgx.ConnConfig, err error) error {
+func connectError(cfg *pgx.ConnConfig, err error) error {
 	where := net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port))
 	if strings.HasPrefix(cfg.Host, "/") {
 		where = cfg.Host

@@ -100,7 +100,7 @@ func (s *Store) unreachable(err error) error {
 	if perr != nil {
 		return fmt.Errorf("store: PostgreSQL %s: %w", s.path, ErrUnreachable)
 	}
-	return s.connectError(cfg, err)
+	return connectError(cfg, err)
 }
 
 // connectFailed reports whether err is a failure to open a connection to the
