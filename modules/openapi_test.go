@@ -24,6 +24,22 @@ func petstore(t *testing.T) []byte {
 	return b
 }
 
+// loadImported writes an imported manifest to a directory of its own and loads
+// it as serve would, with PETSTORE_API_KEY set.
+func loadImported(t *testing.T, manifest []byte) Manifest {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "petstore.json"), manifest, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(name string) (string, bool) { return "key", name == "PETSTORE_API_KEY" }
+	ms, err := LoadDir(dir, LoadOptions{LookupEnv: env})
+	if err != nil {
+		t.Fatalf("the imported manifest does not load: %v\n%s", err, manifest)
+	}
+	return ms[0]
+}
+
 // TestImportOpenAPIPetstore imports the Swagger Petstore 3 document: the
 // manifest loads, its operations are those that can be sent, and a call of one
 // reaches the API with its path, query and body.
@@ -41,16 +57,7 @@ func TestImportOpenAPIPetstore(t *testing.T) {
 	if !slices.Equal(skippedIDs, []string{"uploadFile", "createUsersWithListInput", "updateUser"}) {
 		t.Errorf("skipped %+v", skipped)
 	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "petstore.json"), out, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := func(name string) (string, bool) { return "key", name == "PETSTORE_API_KEY" }
-	ms, err := LoadDir(dir, LoadOptions{LookupEnv: env})
-	if err != nil {
-		t.Fatalf("the imported manifest does not load: %v\n%s", err, out)
-	}
-	m := ms[0]
+	m := loadImported(t, out)
 	if m.BaseURL != "https://petstore3.example.test/api/v3" || m.Auth == nil || m.Auth.Type != "header" || m.Auth.Header != "api_key" || m.Risk != "destructive" {
 		t.Errorf("manifest head = %s %+v %s", m.BaseURL, m.Auth, m.Risk)
 	}
@@ -203,16 +210,7 @@ func TestImportOpenAPIPublishedPetstore(t *testing.T) {
 			t.Errorf("%s was not skipped with a reason: %+v", op, skipped)
 		}
 	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "petstore.json"), out, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := func(name string) (string, bool) { return "key", name == "PETSTORE_API_KEY" }
-	ms, err := LoadDir(dir, LoadOptions{LookupEnv: env})
-	if err != nil {
-		t.Fatalf("the imported manifest does not load: %v\n%s", err, out)
-	}
-	m := ms[0]
+	m := loadImported(t, out)
 	if m.BaseURL != "http://petstore.swagger.io/v2" || len(m.Operations)+len(skipped) != 20 {
 		t.Errorf("base_url %s, %d operations and %d skipped, want the document's 20", m.BaseURL, len(m.Operations), len(skipped))
 	}
