@@ -141,7 +141,7 @@ func (c *remoteConn) open(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("url: %w", err)
 	}
-	s := newSession(tr, nil)
+	s := newSession(tr, nil, false)
 	if err := s.initialize(ctx, c.version, c.onListChanged, nil); err != nil {
 		return nil, err
 	}
