@@ -27,8 +27,8 @@ const picked = `accept {"pick":"b"}`
 
 // A module tool's elicitation reaches the agent's client and its answer the
 // module: under 2026-07-28 through input_required and the client's retry (the
-// official Go SDK, which retries by itself), under 2025-11-25 as elicitation/create
-// on the session (mcp-go's client).
+// official Go SDK, which retries by itself), under 2025-11-25 and 2025-06-18 as
+// elicitation/create on the session (mcp-go's client).
 func TestModuleElicitationRelayed(t *testing.T) {
 	_, manifests := testModuleDir(t)
 	ms := startModuleServer(t, server.Config{ModulesDir: manifests})
@@ -61,19 +61,23 @@ func TestModuleElicitationRelayed(t *testing.T) {
 		t.Errorf("the Go SDK did not speak 2026-07-28: %v", wire.versions)
 	}
 
-	session := dialLegacy(t, ms, cred, client.WithElicitationHandler(elicitFunc(func(req mcp.ElicitationRequest) *mcp.ElicitationResult {
+	handler := client.WithElicitationHandler(elicitFunc(func(req mcp.ElicitationRequest) *mcp.ElicitationResult {
 		return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: "accept", Content: answer(req.Params.Message)}}
-	})))
-	if text, isErr := callText(t, session, "testmod_elicit"); isErr || text != picked {
-		t.Errorf("2025-11-25: isError %v, %q; want %q", isErr, text, picked)
+	}))
+	for _, version := range []string{mcp.ProtocolVersion20251125, mcp.ProtocolVersion20250618} {
+		session := dialLegacy(t, ms, cred, version, handler)
+		if text, isErr := callText(t, session, "testmod_elicit"); isErr || text != picked {
+			t.Errorf("%s: isError %v, %q; want %q", version, isErr, text, picked)
+		}
 	}
-	if len(asked) != 2 || asked[0] != "Which one?" || asked[1] != "Which one?" {
-		t.Errorf("the clients were asked %q; want the module's question twice", asked)
+	if len(asked) != 3 || asked[0] != "Which one?" || asked[2] != "Which one?" {
+		t.Errorf("the clients were asked %q; want the module's question three times", asked)
 	}
 }
 
 // A client that declared no elicitation capability is not asked: the module is
-// told why, in words it passes on, under 2026-07-28 as under a session.
+// told why, in words it passes on, under 2026-07-28 as under a session; nor is
+// a 2025-03-26 session's, a revision without elicitation.
 func TestModuleElicitationRefusedWithoutCapability(t *testing.T) {
 	_, manifests := testModuleDir(t)
 	ms := startModuleServer(t, server.Config{ModulesDir: manifests})
@@ -92,11 +96,16 @@ func TestModuleElicitationRefusedWithoutCapability(t *testing.T) {
 	if err != nil || init.ProtocolVersion != mcp.ProtocolVersion20260728 {
 		t.Fatalf("stateless client settled on %v: %v", init, err)
 	}
-	for name, c := range map[string]*client.Client{"2026-07-28": modern, "session": dialLegacy(t, ms, cred)} {
+	for name, c := range map[string]*client.Client{"2026-07-28": modern, "session": dialLegacy(t, ms, cred, mcp.LATEST_LEGACY_PROTOCOL_VERSION)} {
 		text, isErr := callText(t, c, "testmod_elicit")
 		if !isErr || !strings.Contains(text, "declared no elicitation capability") {
 			t.Errorf("%s: isError %v, %q; want a tool error saying the client declared no elicitation", name, isErr, text)
 		}
+	}
+	// 2025-03-26 has no elicitation, whatever the client declares.
+	old := dialLegacy(t, ms, cred, mcp.ProtocolVersion20250326, client.WithElicitationHandler(failingElicitor{}))
+	if text, isErr := callText(t, old, "testmod_elicit"); !isErr || !strings.Contains(text, "speaks revision 2025-03-26, which has no elicitation") {
+		t.Errorf("2025-03-26: isError %v, %q; want a tool error saying the revision has no elicitation", isErr, text)
 	}
 }
 
@@ -219,21 +228,21 @@ func callText(t *testing.T, c *client.Client, tool string) (string, bool) {
 	return toolText(res), res.IsError
 }
 
-// dialLegacy opens a 2025-11-25 session with mcp-go's client.
-func dialLegacy(t *testing.T, ms *moduleServer, cred string, opts ...client.ClientOption) *client.Client {
+// dialLegacy opens a session of revision version with mcp-go's client.
+func dialLegacy(t *testing.T, ms *moduleServer, cred, version string, opts ...client.ClientOption) *client.Client {
 	t.Helper()
 	tr, err := transport.NewStreamableHTTP(ms.base+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + cred}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := client.NewClient(tr, append(opts, client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION))...)
+	c := client.NewClient(tr, append(opts, client.WithProtocolVersion(version))...)
 	t.Cleanup(func() { c.Close() })
 	if err := c.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	req := mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.LATEST_LEGACY_PROTOCOL_VERSION,
+	req := mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: version,
 		ClientInfo: mcp.Implementation{Name: "asker", Version: "1"}}}
-	if init, err := c.Initialize(t.Context(), req); err != nil || init.ProtocolVersion != mcp.LATEST_LEGACY_PROTOCOL_VERSION {
+	if init, err := c.Initialize(t.Context(), req); err != nil || init.ProtocolVersion != version {
 		t.Fatalf("session settled on %v: %v", init, err)
 	}
 	return c
@@ -288,7 +297,7 @@ func TestModuleElicitationSessionClientFails(t *testing.T) {
 	_, manifests := testModuleDir(t)
 	ms := startModuleServer(t, server.Config{ModulesDir: manifests})
 	cred := ms.endpoint("asker", "--capabilities", "testmod")
-	session := dialLegacy(t, ms, cred, client.WithElicitationHandler(failingElicitor{}))
+	session := dialLegacy(t, ms, cred, mcp.LATEST_LEGACY_PROTOCOL_VERSION, client.WithElicitationHandler(failingElicitor{}))
 	if res, err := session.CallTool(t.Context(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "testmod_elicit"}}); err == nil && !res.IsError {
 		t.Fatalf("call whose question failed: %s; want an error", toolText(res))
 	}
