@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -309,4 +310,74 @@ type failingElicitor struct{}
 
 func (failingElicitor) Elicit(context.Context, mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
 	return nil, errors.New("the user closed the window")
+}
+
+// Through `switchboard connect`, a stdio client that declared elicitation is
+// asked on stdout and its answer on stdin reaches the module.
+func TestConnectRelaysElicitation(t *testing.T) {
+	_, manifests := testModuleDir(t)
+	ms := startModuleServer(t, server.Config{ModulesDir: manifests})
+	cred := ms.endpoint("bridged", "--capabilities", "testmod")
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	env := &environ{stdin: inR, stdout: outW, stderr: io.Discard, getenv: func(k string) string {
+		if k == "SWITCHBOARD_CREDENTIAL" {
+			return cred
+		}
+		return ""
+	}}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, env, []string{"connect", "--url", ms.base + "/mcp"}) }()
+	lines := make(chan map[string]any, 64)
+	go func() {
+		defer close(lines)
+		for sc := bufio.NewScanner(outR); sc.Scan(); {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				lines <- m
+			}
+		}
+	}()
+	send := func(v string) {
+		if _, err := io.WriteString(inW, v+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	await := func(match func(map[string]any) bool, what string) map[string]any {
+		t.Helper()
+		limit := time.After(waitLimit) // against a hang, not a measure of speed
+		for {
+			select {
+			case m, ok := <-lines:
+				if !ok {
+					t.Fatalf("stdout closed waiting for %s", what)
+				}
+				if match(m) {
+					return m
+				}
+			case <-limit:
+				t.Fatalf("no %s on stdout", what)
+			}
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"stdio-agent","version":"1"}}}`)
+	await(func(m map[string]any) bool { return m["id"] == 1.0 }, "initialize result")
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"testmod_elicit","arguments":{}}}`)
+	ask := await(func(m map[string]any) bool { return m["method"] == "elicitation/create" || m["id"] == 2.0 }, "the module's question")
+	if ask["method"] != "elicitation/create" {
+		t.Fatalf("the call ended without asking: %v", ask)
+	}
+	id, _ := json.Marshal(ask["id"])
+	send(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"action":"accept","content":{"pick":"b"}}}`)
+	m := await(func(m map[string]any) bool { return m["id"] == 2.0 }, "the call's result")
+	b, _ := json.Marshal(m["result"])
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(b, &res); err != nil || res.IsError || toolText(&res) != picked {
+		t.Errorf("the call through the bridge: %s; want %q", b, picked)
+	}
+	inW.Close()
+	<-done
 }
