@@ -192,10 +192,7 @@ func (m *Modules) call(ctx context.Context, ep store.Endpoint, t modules.Tool, k
 	run.caps, run.noElicit = elicitationOf(ctx)
 	// The run outlives this request when the module asks a question: only
 	// await cancels it, while it waits on the run.
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	if dl, ok := ctx.Deadline(); ok {
-		runCtx, cancel = context.WithDeadline(runCtx, dl)
-	}
+	runCtx, cancel := runContext(ctx)
 	run.cancel = cancel
 	go func() {
 		defer cancel()
@@ -207,6 +204,15 @@ func (m *Modules) call(ctx context.Context, ep store.Endpoint, t modules.Tool, k
 		run.done <- runEnd{res}
 	}()
 	return nil, "", run
+}
+
+// runContext is the context of a run started by the request in ctx: its values
+// and deadline, not its cancellation.
+func runContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(context.WithoutCancel(ctx), dl)
+	}
+	return context.WithCancel(context.WithoutCancel(ctx))
 }
 
 // result maps the module's answer to the tool's result and its outcome.
