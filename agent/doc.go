@@ -51,6 +51,11 @@
 // calls too, a before-call hook notes the called name in the request's context,
 // and the filter lets exactly that tool through to its handler (modules.go).
 //
+// A module call runs apart from the request that started it, so that a module's
+// elicitation can be answered across requests: under 2026-07-28 the call answers
+// input_required and the client's retry carries the answer; under the session
+// revisions mcp-go asks the session's client itself (elicit.go).
+//
 // # Keeping live sessions current
 //
 // A session's tool list is built when it starts. set_default_lease rebuilds it on

@@ -62,6 +62,10 @@ type ModuleOptions struct {
 	Observe func(ModuleCall)
 	// Logger receives diagnostics. Default slog.Default().
 	Logger *slog.Logger
+	// MaxPendingInput bounds, per endpoint, the module calls waiting for the
+	// agent's answer to an elicitation (default 4). A question beyond it is
+	// refused to the module.
+	MaxPendingInput int
 }
 
 // Modules is the ToolSource of module tools. Give it to Options.ToolSources, hand
@@ -76,6 +80,8 @@ type Modules struct {
 	slots   map[string]chan struct{} // module → its concurrency semaphore
 	pending map[string]bool          // modules changed since Run last refreshed
 	wake    chan struct{}
+
+	waiting pendingRuns // calls waiting for their agent's answer to a module's question
 }
 
 // NewModules returns the module tool source over cat, auditing calls in st.
@@ -85,6 +91,9 @@ func NewModules(cat ModuleCatalog, st *store.Store, opts ModuleOptions) *Modules
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.MaxPendingInput <= 0 {
+		opts.MaxPendingInput = 4
 	}
 	return &Modules{cat: cat, st: st, opts: opts, log: opts.Logger,
 		slots: map[string]chan struct{}{}, pending: map[string]bool{}, wake: make(chan struct{}, 1)}
@@ -136,12 +145,19 @@ func (m *Modules) lookup(name string) (modules.Tool, bool) {
 
 // handler serves one module tool. The endpoint's rate limit has already been
 // applied around it (Agent.limit); the endpoint itself is fresh for this request.
+// A call that carries a requestState answers a module's question (see elicit.go).
 func (m *Modules) handler(name string) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		ep, _ := EndpointFromContext(ctx)
+		if req.Params.RequestState != "" || len(req.Params.InputResponses) > 0 {
+			return m.resume(ctx, ep, name, req), nil
+		}
 		start := time.Now()
 		t, known := m.lookup(name)
-		res, outcome := m.call(ctx, ep, t, known, req)
+		res, outcome, run := m.call(ctx, ep, t, known, req, start)
+		if run != nil {
+			return m.await(ctx, run), nil
+		}
 		m.record(ctx, ep, name, t.Module, outcome, time.Since(start))
 		// A refusal of a tool with an outputSchema loses its structuredContent
 		// in the wrapper every source's tool gets (refusalsAsText).
@@ -149,28 +165,58 @@ func (m *Modules) handler(name string) server.ToolHandlerFunc {
 	}
 }
 
-func (m *Modules) call(ctx context.Context, ep store.Endpoint, t modules.Tool, known bool, req mcp.CallToolRequest) (*mcp.CallToolResult, string) {
+// call refuses the call, or starts it as a run that ends (and is recorded) on
+// its own.
+func (m *Modules) call(ctx context.Context, ep store.Endpoint, t modules.Tool, known bool, req mcp.CallToolRequest,
+	start time.Time) (*mcp.CallToolResult, string, *moduleRun) {
 	switch {
 	case !known:
-		return errorf(CodeNotFound, "no module offers the tool %s any more", req.Params.Name).result(), OutcomeNotFound
+		return errorf(CodeNotFound, "no module offers the tool %s any more", req.Params.Name).result(), OutcomeNotFound, nil
 	case !mayUse(ep, t.Module, t.Name):
-		return errorf(CodeForbidden, "the tool %s is not granted to this endpoint", t.Name).result(), OutcomeForbidden
+		return errorf(CodeForbidden, "the tool %s is not granted to this endpoint", t.Name).result(), OutcomeForbidden, nil
 	}
 	args := req.Params.RawArguments
 	if args == nil && req.Params.Arguments != nil {
 		b, err := json.Marshal(req.Params.Arguments)
 		if err != nil {
-			return errorf(CodeInvalidArgument, "arguments: %v", err).result(), OutcomeError
+			return errorf(CodeInvalidArgument, "arguments: %v", err).result(), OutcomeError, nil
 		}
 		args = b
 	}
 	release, ok := m.acquire(t.Module)
 	if !ok {
 		return errorf(CodeRateLimited, "module %s already has %d calls in flight; retry shortly",
-			t.Module, m.opts.Concurrency).result(), OutcomeRateLimited
+			t.Module, m.opts.Concurrency).result(), OutcomeRateLimited, nil
 	}
-	defer release()
-	raw, err := m.cat.Call(ctx, t.Name, args)
+	run := &moduleRun{endpointID: ep.ID, tool: t.Name, asks: make(chan elicitAsk), done: make(chan runEnd, 1)}
+	run.caps, run.noElicit = elicitationOf(ctx)
+	// The run outlives this request when the module asks a question: only
+	// await cancels it, while it waits on the run.
+	runCtx, cancel := runContext(ctx)
+	run.cancel = cancel
+	go func() {
+		defer cancel()
+		raw, err := m.cat.Call(withElicitor(runCtx, run), t.Name, args)
+		release()
+		res, outcome := m.result(runCtx, t, raw, err)
+		m.waiting.drop(run)
+		m.record(runCtx, ep, t.Name, t.Module, outcome, time.Since(start))
+		run.done <- runEnd{res}
+	}()
+	return nil, "", run
+}
+
+// runContext is the context of a run started by the request in ctx: its values
+// and deadline, not its cancellation.
+func runContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(context.WithoutCancel(ctx), dl)
+	}
+	return context.WithCancel(context.WithoutCancel(ctx))
+}
+
+// result maps the module's answer to the tool's result and its outcome.
+func (m *Modules) result(ctx context.Context, t modules.Tool, raw json.RawMessage, err error) (*mcp.CallToolResult, string) {
 	if err != nil {
 		return m.callError(ctx, t, err)
 	}

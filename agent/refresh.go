@@ -3,7 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
+	"strconv"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -78,8 +78,33 @@ func (a *Agent) RefreshSessions(ctx context.Context, endpointID int64) {
 
 // toolInputs is everything about an endpoint that its sessions' tool list is
 // built from: when it changes, the tools are rebuilt.
-func toolInputs(ep store.Endpoint) string {
-	return fmt.Sprint(ep.Verbs, ep.Queues, ep.DefaultLeaseTTL, ep.Ceiling, ep.Capabilities, ep.ToolAllow, ep.ToolDeny)
+func toolInputs(ep store.Endpoint) string { return string(appendToolInputs(nil, ep)) }
+
+// appendToolInputs appends toolInputs(ep) to b. Every stateless request compares
+// it (endpointTools), so it is written out, where fmt.Sprint spent microseconds
+// reflecting on each request, and can be built in a buffer of the caller's.
+func appendToolInputs(b []byte, ep store.Endpoint) []byte {
+	b = appendList(b, ep.Verbs)
+	b = appendList(b, ep.Queues)
+	b = strconv.AppendInt(b, int64(ep.DefaultLeaseTTL), 10)
+	b = append(b, ';')
+	b = strconv.AppendInt(b, int64(ep.Ceiling.MaxWebhooks), 10)
+	b = append(b, ';')
+	b = appendList(b, ep.Ceiling.Sources)
+	b = appendList(b, ep.Ceiling.Queues)
+	b = appendList(b, ep.Capabilities)
+	b = appendList(b, ep.ToolAllow)
+	return appendList(b, ep.ToolDeny)
+}
+
+// appendList appends a list so that no two lists read alike: its length, then
+// each item quoted.
+func appendList(b []byte, xs []string) []byte {
+	b = strconv.AppendInt(b, int64(len(xs)), 10)
+	for _, x := range xs {
+		b = strconv.AppendQuote(b, x)
+	}
+	return append(b, ';')
 }
 
 // Revalidate re-reads the endpoint of every live session and listener. Sessions

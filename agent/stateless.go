@@ -261,14 +261,15 @@ type toolCache struct {
 
 // endpointTools returns ep's tools for a stateless request.
 func (a *Agent) endpointTools(ctx context.Context, ep store.Endpoint) *builtTools {
-	on := toolInputs(ep)
+	var buf [256]byte // compared without a string of its own, on the stack
+	on := appendToolInputs(buf[:0], ep)
 	a.built.mu.Lock()
 	t, gen := a.built.all[ep.ID], a.built.gen
 	a.built.mu.Unlock()
-	if t != nil && t.builtOn == on {
+	if t != nil && t.builtOn == string(on) {
 		return t
 	}
-	t = &builtTools{builtOn: on, defs: a.verbDefs(ep), tools: a.sessionTools(ctx, ep)}
+	t = &builtTools{builtOn: string(on), defs: a.verbDefs(ep), tools: a.sessionTools(ctx, ep)}
 	a.built.mu.Lock()
 	defer a.built.mu.Unlock()
 	if a.built.gen != gen {

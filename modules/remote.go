@@ -141,7 +141,7 @@ func (c *remoteConn) open(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("url: %w", err)
 	}
-	s := newSession(tr, nil)
+	s := newSession(tr, nil, false)
 	if err := s.initialize(ctx, c.version, c.onListChanged, nil); err != nil {
 		return nil, err
 	}
@@ -166,16 +166,20 @@ func (c *remoteConn) refusedSession(s *session) bool {
 // reopen replaces old with a new session, unless that was done already.
 func (c *remoteConn) reopen(ctx context.Context, old *session) (*session, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.sess != old {
+		defer c.mu.Unlock()
 		return c.sess, nil
 	}
 	s, err := c.open(ctx)
 	if err != nil {
+		c.mu.Unlock()
 		return nil, err
 	}
-	old.close()
 	c.sess = s
+	c.mu.Unlock()
+	// Closed without the lock: closing sends a DELETE of the old session, whose
+	// refusal (404) sessionWatch reports to lost, which takes the lock.
+	old.close()
 	c.log.Info("the remote server ended the session; a new one is open")
 	go c.onListChanged() // its tools may have changed with its restart
 	return s, nil

@@ -63,6 +63,7 @@ type session struct {
 	tr     transport.Interface
 	frames *frameReader // a module's stdout; nil for a remote server
 	ids    atomic.Int64
+	calls  callsInFlight // tools/call in flight, for elicitation (see elicitation.go)
 
 	// alive is cancelled when the session can no longer answer: the process
 	// exited, stdout broke, or the gateway closed it. Requests in flight then
@@ -77,7 +78,7 @@ type session struct {
 // must not block either.
 func openSession(ctx context.Context, stdout io.Reader, stdin io.WriteCloser, version string, onListChanged func(), onLog func(string)) (*session, error) {
 	frames := newFrameReader(stdout)
-	s := newSession(noElicitation{transport.NewIO(frames, stdin, nil)}, frames)
+	s := newSession(transport.NewIO(frames, stdin, nil), frames, true)
 	go func() {
 		<-frames.ended
 		s.kill()
@@ -88,15 +89,22 @@ func openSession(ctx context.Context, stdout io.Reader, stdin io.WriteCloser, ve
 	return s, nil
 }
 
-func newSession(tr transport.Interface, frames *frameReader) *session {
+// relay says whether the session relays the server's elicitation requests to
+// the caller of the call in flight (a stdio module's), declaring the capability.
+func newSession(tr transport.Interface, frames *frameReader, relay bool) *session {
 	// The legacy (initialize) protocol is pinned on purpose: in 2026-07-28
 	// notifications are opt-in per request stream, while a module's
 	// unsolicited notifications/tools/list_changed is what keeps our catalog
 	// current. It also skips a server/discover probe that costs older
 	// servers a timeout.
-	c := client.NewClient(tr, client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION))
-	alive, kill := context.WithCancel(context.Background())
-	return &session{client: c, tr: tr, frames: frames, alive: alive, kill: kill}
+	s := &session{tr: tr, frames: frames}
+	opts := []client.ClientOption{client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION)}
+	if relay {
+		opts = append(opts, client.WithElicitationHandler(elicitationRelay{&s.calls}))
+	}
+	s.client = client.NewClient(tr, opts...)
+	s.alive, s.kill = context.WithCancel(context.Background())
+	return s
 }
 
 // initialize starts the client and makes the initialize handshake; on failure
@@ -346,6 +354,7 @@ func (s *session) callTool(ctx context.Context, upstream string, args json.RawMe
 	if !noArguments(args) {
 		params.Arguments = args
 	}
+	defer s.calls.add(ctx)()
 	return s.request(ctx, string(mcp.MethodToolsCall), params)
 }
 

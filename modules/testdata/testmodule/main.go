@@ -143,7 +143,8 @@ func addTools(s *server.MCPServer) {
 			if err != nil {
 				return mcp.NewToolResultError("elicitation failed: " + err.Error()), nil
 			}
-			return mcp.NewToolResultText(string(res.Action)), nil
+			content, _ := json.Marshal(res.Content)
+			return mcp.NewToolResultText(string(res.Action) + " " + string(content)), nil
 		})
 	s.AddTool(mcp.NewTool("sleep", mcp.WithDescription("Sleep for ms milliseconds or until cancelled."),
 		mcp.WithNumber("ms", mcp.Required())),
