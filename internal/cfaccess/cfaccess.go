@@ -129,7 +129,9 @@ type accessClaims struct {
 }
 
 // Verify checks an assertion and says whose it is. Every refusal wraps
-// ErrRefused and says why in a few words (never the assertion itself).
+// ErrRefused and says why in a few words, from a short fixed list (nothing the
+// sender chose, so a caller may count refusals by message), never the
+// assertion itself.
 func (v *Verifier) Verify(ctx context.Context, assertion string) (Identity, error) {
 	if len(assertion) > maxAssertion {
 		return Identity{}, fmt.Errorf("%w: longer than %d bytes", ErrRefused, maxAssertion)

@@ -2,10 +2,6 @@ package cfaccess_test
 
 import (
 	"context"
-	"crypto/x509"
-	"encoding/base64"
-	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"strings"
@@ -28,7 +24,6 @@ func TestVerify(t *testing.T) {
 	clock := testkit.NewClock(start)
 	v := team.Verifier(t, clock.Now)
 	other := cfaccesstest.NewKey(t)
-	pubPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: must(x509.MarshalPKIXPublicKey(&key.Priv.PublicKey))})
 
 	with := func(change func(map[string]any)) map[string]any {
 		c := cfaccesstest.Claims("Ana@example.com", start)
@@ -55,8 +50,8 @@ func TestVerify(t *testing.T) {
 		{"no identity", key.Sign(t, with(func(c map[string]any) { delete(c, "email") })), cfaccess.Identity{}, "names no email"},
 		{"wrongly signed", cfaccesstest.SignWith(t, jose.RS256, other.Priv, key.ID, good), cfaccess.Identity{}, "bad signature"},
 		{"no key id", cfaccesstest.SignWith(t, jose.RS256, key.Priv, "", good), cfaccess.Identity{}, "no key (kid)"},
-		{"HS256 keyed with the public key", cfaccesstest.SignWith(t, jose.HS256, pubPEM, key.ID, good), cfaccess.Identity{}, "RS256"},
-		{"alg none", unsigned(t, key.ID, good), cfaccess.Identity{}, "RS256"},
+		{"HS256 keyed with the public key", key.ForgeHS256(t, good), cfaccess.Identity{}, "RS256"},
+		{"alg none", cfaccesstest.Unsigned(t, key.ID, good), cfaccess.Identity{}, "RS256"},
 		{"not a JWT", "not.a.jwt", cfaccess.Identity{}, "RS256"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -154,23 +149,4 @@ func TestTeamHost(t *testing.T) {
 	if _, err := cfaccess.New("myteam.cloudflareaccess.com", " ", cfaccess.Options{}); err == nil {
 		t.Error("an empty audience was accepted")
 	}
-}
-
-// unsigned is an assertion with "alg": "none" and no signature.
-func unsigned(t *testing.T, kid string, claims map[string]any) string {
-	enc := func(v any) string {
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return base64.RawURLEncoding.EncodeToString(b)
-	}
-	return enc(map[string]string{"alg": "none", "typ": "JWT", "kid": kid}) + "." + enc(claims) + "."
-}
-
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
 }

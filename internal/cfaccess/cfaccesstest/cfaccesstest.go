@@ -6,7 +6,10 @@ package cfaccesstest
 import (
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -136,4 +139,29 @@ func SignWith(tb testing.TB, alg jose.SignatureAlgorithm, key any, kid string, c
 		tb.Fatal(err)
 	}
 	return out
+}
+
+// ForgeHS256 signs claims with HS256 keyed by k's public key (PEM), which
+// anyone can fetch: a verifier that let the token choose its algorithm would
+// accept it.
+func (k *Key) ForgeHS256(tb testing.TB, claims map[string]any) string {
+	tb.Helper()
+	der, err := x509.MarshalPKIXPublicKey(&k.Priv.PublicKey)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return SignWith(tb, jose.HS256, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), k.ID, claims)
+}
+
+// Unsigned is an assertion with "alg": "none" and no signature.
+func Unsigned(tb testing.TB, kid string, claims map[string]any) string {
+	tb.Helper()
+	enc := func(v any) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	return enc(map[string]string{"alg": "none", "typ": "JWT", "kid": kid}) + "." + enc(claims) + "."
 }
