@@ -17,6 +17,7 @@ const endpointSynopsis = `endpoint create --agent NAME (--queues q1,q2 | --capab
                       [--capabilities cap1,…] [--tool-allow t1,…] [--tool-deny t1,…] [--rate N] [--burst N]
                       [--cf-access-identity EMAIL|CLIENT_ID] [--json] [--db FILE]
        switchboard endpoint list [--all] [--json] [--db FILE]
+       switchboard endpoint show ID [--json] [--db FILE]
        switchboard endpoint update ID [--queues …] [--verbs …] [--default-lease SECONDS] [--max-webhooks N]
                       [--webhook-sources …] [--webhook-queues …] [--capabilities …] [--tool-allow …]
                       [--tool-deny …] [--rate N] [--burst N] [--cf-access-identity …] [--json] [--db FILE]
@@ -24,7 +25,8 @@ const endpointSynopsis = `endpoint create --agent NAME (--queues q1,q2 | --capab
 
 func runEndpoint(ctx context.Context, env *environ, args []string) error {
 	return dispatch(ctx, env, args, endpointSynopsis, subcommand{"create", endpointCreate},
-		subcommand{"list", endpointList}, subcommand{"update", endpointUpdate}, subcommand{"revoke", endpointRevoke})
+		subcommand{"list", endpointList}, subcommand{"update", endpointUpdate}, subcommand{"revoke", endpointRevoke},
+		subcommand{"show", endpointShow})
 }
 
 // listValue is a comma-separated flag that remembers whether it was given.

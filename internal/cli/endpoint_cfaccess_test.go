@@ -14,7 +14,7 @@ import (
 )
 
 // An endpoint's --cf-access-identity is set at creation, shown by endpoint list
-// (and its JSON), refused when another live endpoint has it (nothing written),
+// and show (and their JSON), refused when another live endpoint has it (nothing written),
 // and cleared by "".
 func TestEndpointCFAccessIdentity(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "sb.db")
@@ -30,6 +30,10 @@ func TestEndpointCFAccessIdentity(t *testing.T) {
 	if code, out, _ := cli(t, "", "endpoint", "list", "--db", db); code != 0 || !strings.Contains(out, "CLOUDFLARE ACCESS") ||
 		!strings.Contains(out, "ana@example.com") {
 		t.Fatalf("list: exit %d, %q", code, out)
+	}
+	if code, out, _ := cli(t, "", "endpoint", "show", itoa(created.ID), "--db", db); code != 0 ||
+		!strings.Contains(out, "cloudflare access: ana@example.com") {
+		t.Fatalf("show: exit %d, %q", code, out)
 	}
 	code, _, errs = cli(t, "", "endpoint", "create", "--db", db, "--agent", "bob", "--queues", "inbox", "--cf-access-identity", "ana@example.com")
 	if code == 0 || !strings.Contains(errs, "another live endpoint") {
