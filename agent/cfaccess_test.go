@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -191,4 +192,43 @@ func TestCloudflareAccessRefusals(t *testing.T) {
 	if resp, _ := plain.raw(http.MethodPost, "", "", initializeBody, map[string]string{cfaccess.Header: a.assertion(a.key, ana)}); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("assertion to a server without Access: %d, want 401", resp.StatusCode)
 	}
+}
+
+// BenchmarkAccessAuth compares a stateless list_todos authenticated by a bearer
+// with the same authenticated by an Access assertion, over HTTP, the two
+// interleaved request by request; it reports each one's time and the ratio.
+//
+//	go test -run '^$' -bench AccessAuth -count 5 ./agent/
+func BenchmarkAccessAuth(b *testing.B) {
+	team, key := cfaccesstest.NewTeam(b)
+	vclock := testkit.NewClock(time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC))
+	e := newEnv(b, func(c *envConfig) { c.agent.CFAccess = team.Verifier(b, vclock.Now) })
+	ana := "ana@example.com"
+	_, cred := e.endpoint("ana", []string{"inbox"}, nil, func(s *store.EndpointSpec) { s.CFAccessIdentity = &ana })
+	list := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"list_todos","arguments":{},` +
+		`"_meta":{"` + mcp.MetaKeyProtocolVersion + `":"2026-07-28","` + mcp.MetaKeyClientCapabilities + `":{}}}}`
+	headers := func(more map[string]string) map[string]string {
+		h := map[string]string{mcp.HeaderProtocolVersion: "2026-07-28", mcp.HeaderMethod: "tools/call", mcp.HeaderName: "list_todos"}
+		maps.Copy(h, more)
+		return h
+	}
+	ways := []struct {
+		cred   string
+		header map[string]string
+		took   time.Duration
+	}{{cred, headers(nil), 0}, {"", headers(map[string]string{cfaccess.Header: key.Sign(b, cfaccesstest.Claims(ana, vclock.Now()))}), 0}}
+	for b.Loop() {
+		for i := range ways {
+			w := &ways[i]
+			start := time.Now()
+			if resp, body := e.raw(http.MethodPost, w.cred, "", list, w.header); resp.StatusCode != http.StatusOK {
+				b.Fatalf("%d %s", resp.StatusCode, body)
+			}
+			w.took += time.Since(start)
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(ways[0].took.Microseconds())/n, "bearer-µs/req")
+	b.ReportMetric(float64(ways[1].took.Microseconds())/n, "access-µs/req")
+	b.ReportMetric(float64(ways[1].took)/float64(ways[0].took), "access/bearer")
 }
