@@ -10,6 +10,10 @@ import (
 // maxCFAccessIdentity bounds an identity: an email address is at most 320 bytes.
 const maxCFAccessIdentity = 320
 
+// An endpoint's CFAccessIdentity is the Cloudflare Access identity whose
+// verified requests act as it: a person's email, or a service token's client
+// id (its common_name); "" = none.
+
 // NormalizeCFAccessIdentity is the stored spelling of a Cloudflare Access
 // identity (an email, or a service token's client id): trimmed, lower-cased.
 // Email providers treat addresses case-blind and Access passes on what the
@@ -18,10 +22,13 @@ func NormalizeCFAccessIdentity(s string) string {
 	return strings.ToLower(strings.TrimSpace(s))
 }
 
-// checkCFAccessIdentity refuses an identity no assertion could carry. ""
-// (clearing it) is fine.
-func checkCFAccessIdentity(s string) error {
-	s = NormalizeCFAccessIdentity(s)
+// checkCFAccessIdentity refuses an identity no assertion could carry. nil
+// (unchanged) and "" (cleared) are fine.
+func checkCFAccessIdentity(p *string) error {
+	if p == nil {
+		return nil
+	}
+	s := NormalizeCFAccessIdentity(*p)
 	if len(s) > maxCFAccessIdentity {
 		return fmt.Errorf("Cloudflare Access identity is longer than %d bytes: %w", maxCFAccessIdentity, ErrInvalid)
 	}

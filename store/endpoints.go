@@ -36,8 +36,7 @@ type Endpoint struct {
 	RateBurst       int            `json:"rate_burst,omitempty"`
 	CreatedAt       time.Time      `json:"created_at"`
 	RevokedAt       *time.Time     `json:"revoked_at,omitempty"`
-	// CFAccessIdentity is the Cloudflare Access identity (an email, or a service
-	// token's client id) whose verified requests act as this endpoint; "" = none.
+	// CFAccessIdentity acts as it through Cloudflare Access (see cfaccess.go).
 	CFAccessIdentity string `json:"cf_access_identity,omitempty"`
 }
 
@@ -136,8 +135,8 @@ func validateSpec(s EndpointSpec) error {
 	if s.RateBurst != nil && *s.RateBurst < 0 {
 		return fmt.Errorf("burst must not be negative: %w", ErrInvalid)
 	}
-	if s.CFAccessIdentity != nil {
-		return checkCFAccessIdentity(*s.CFAccessIdentity)
+	if err := checkCFAccessIdentity(s.CFAccessIdentity); err != nil {
+		return err
 	}
 	return nil
 }
