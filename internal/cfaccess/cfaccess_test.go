@@ -128,7 +128,8 @@ func TestDefaultClientRefusesLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v.Verify(context.Background(), key.Sign(t, cfaccesstest.Claims("ana@example.com", time.Now()))); !errors.Is(err, cfaccess.ErrRefused) {
+	if _, err := v.Verify(context.Background(), key.Sign(t, cfaccesstest.Claims("ana@example.com", time.Now()))); !errors.Is(err, cfaccess.ErrRefused) ||
+		!strings.Contains(err.Error(), "could not be fetched") {
 		t.Fatalf("with keys on loopback: %v, want refused", err)
 	}
 	if n := team.Fetches(); n != 0 {

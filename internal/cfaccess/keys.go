@@ -73,9 +73,13 @@ func (c *keyCache) get(ctx context.Context, kid string) (*rsa.PublicKey, error) 
 				return nil, ctx.Err()
 			}
 		case fetchedByUs || (!c.tried.IsZero() && now.Sub(c.tried) < refetchEvery):
+			none := c.keys == nil
 			c.mu.Unlock()
 			if known {
 				return key, nil // stale, but the fetch failed or ran just now
+			}
+			if none {
+				return nil, fmt.Errorf("%w: the team's signing keys could not be fetched (the log says why)", ErrRefused)
 			}
 			// The key id is left out: the message is a log key (agent's accessRefused).
 			return nil, fmt.Errorf("%w: signed with a key the team does not publish (kid)", ErrRefused)
