@@ -39,7 +39,9 @@ func (a *accessEnv) assertion(k *cfaccesstest.Key, identity string) string {
 }
 
 // accessClient connects a real MCP client that sends an assertion and no bearer.
-func (a *accessEnv) accessClient(assertion, version string) (*client.Client, error) {
+// Its results are not checked against the listed outputSchemas (that check
+// lists tools with a bearer); they are the endpoint's whichever way it came in.
+func (a *accessEnv) accessClient(assertion, version string) (*agentClient, error) {
 	tr, err := transport.NewStreamableHTTP(a.url, transport.WithHTTPHeaders(map[string]string{cfaccess.Header: assertion}))
 	if err != nil {
 		return nil, err
@@ -51,7 +53,7 @@ func (a *accessEnv) accessClient(assertion, version string) (*client.Client, err
 	a.t.Cleanup(func() { c.Close() })
 	_, err = c.Initialize(a.t.Context(), mcp.InitializeRequest{Params: mcp.InitializeParams{
 		ProtocolVersion: version, ClientInfo: mcp.Implementation{Name: "behind-access", Version: "1"}}})
-	return c, err
+	return &agentClient{Client: c, notes: make(chan mcp.JSONRPCNotification, 1), unchecked: true}, err
 }
 
 // A request through Cloudflare Access acts as the endpoint that answers for its
@@ -67,13 +69,10 @@ func TestCloudflareAccessDrainsWithItsEndpointsScope(t *testing.T) {
 	secret := a.addTodo("secret", `{"s":1}`)
 
 	for _, version := range []string{mcp.ProtocolVersion20260728, mcp.ProtocolVersion20251125} {
-		c, err := a.accessClient(a.assertion(a.key, "ana@example.com"), version)
+		ac, err := a.accessClient(a.assertion(a.key, "ana@example.com"), version)
 		if err != nil {
 			t.Fatalf("%s: connect through Access: %v", version, err)
 		}
-		// unchecked: the outputSchema check lists tools with a bearer; the
-		// schemas are the endpoint's whichever way it came in.
-		ac := &agentClient{Client: c, notes: make(chan mcp.JSONRPCNotification, 1), unchecked: true}
 		td := a.addTodo("inbox", `{"pr":42}`)
 		var claimed struct {
 			Todo struct {
@@ -97,7 +96,7 @@ func TestCloudflareAccessDrainsWithItsEndpointsScope(t *testing.T) {
 			t.Fatalf("%s: list of another endpoint's queue: %q, want forbidden", version, code)
 		}
 		if version == mcp.ProtocolVersion20251125 {
-			resp, _ := a.raw(http.MethodPost, otherCred, c.GetSessionId(), listToolsBody, nil)
+			resp, _ := a.raw(http.MethodPost, otherCred, ac.GetSessionId(), listToolsBody, nil)
 			if resp.StatusCode != http.StatusForbidden {
 				t.Fatalf("another endpoint's bearer on the Access session: %d, want 403", resp.StatusCode)
 			}
@@ -231,4 +230,23 @@ func BenchmarkAccessAuth(b *testing.B) {
 	b.ReportMetric(float64(ways[0].took.Microseconds())/n, "bearer-µs/req")
 	b.ReportMetric(float64(ways[1].took.Microseconds())/n, "access-µs/req")
 	b.ReportMetric(float64(ways[1].took)/float64(ways[0].took), "access/bearer")
+}
+
+// The endpoint's own rate limit holds for its requests through Access: with a
+// burst of one and a rate of one call in 1000 s, the second call is refused.
+func TestCloudflareAccessKeepsTheEndpointsRateLimit(t *testing.T) {
+	a := newAccessEnv(t)
+	ana := "ana@example.com"
+	rate, burst := 0.001, 1
+	a.endpoint("ana", []string{"inbox"}, nil, func(s *store.EndpointSpec) {
+		s.CFAccessIdentity, s.RatePerSecond, s.RateBurst = &ana, &rate, &burst
+	})
+	ac, err := a.accessClient(a.assertion(a.key, ana), mcp.ProtocolVersion20251125)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac.ok(t, VerbListTodos, nil, nil)
+	if code := ac.code(t, VerbListTodos, nil); code != CodeRateLimited {
+		t.Fatalf("second call at once: %q, want rate_limited", code)
+	}
 }
