@@ -12,6 +12,7 @@ package cfaccess
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,6 +64,7 @@ type Verifier struct {
 	aud    string
 	now    func() time.Time
 	keys   *keyCache
+	seen   verified
 }
 
 // New returns a Verifier for the application with audience tag aud under the
@@ -136,6 +138,13 @@ func (v *Verifier) Verify(ctx context.Context, assertion string) (Identity, erro
 	if len(assertion) > maxAssertion {
 		return Identity{}, fmt.Errorf("%w: longer than %d bytes", ErrRefused, maxAssertion)
 	}
+	sum := sha256.Sum256([]byte(assertion))
+	if e, ok := v.seen.get(sum, v.now()); ok {
+		if _, err := v.keys.get(ctx, e.kid); err != nil {
+			return Identity{}, err
+		}
+		return e.id, nil
+	}
 	tok, err := jwt.ParseSigned(assertion, []jose.SignatureAlgorithm{jose.RS256})
 	if err != nil {
 		return Identity{}, fmt.Errorf("%w: not a JWT signed with RS256", ErrRefused)
@@ -156,13 +165,15 @@ func (v *Verifier) Verify(ctx context.Context, assertion string) (Identity, erro
 	if err := v.checkClaims(std); err != nil {
 		return Identity{}, err
 	}
-	switch {
-	case acc.Email != "":
-		return Identity{Value: acc.Email}, nil
-	case acc.CommonName != "":
-		return Identity{Value: acc.CommonName, ServiceToken: true}, nil
+	id := Identity{Value: acc.Email}
+	if id.Value == "" {
+		id = Identity{Value: acc.CommonName, ServiceToken: true}
 	}
-	return Identity{}, fmt.Errorf("%w: it names no email and no service token (common_name)", ErrRefused)
+	if id.Value == "" {
+		return Identity{}, fmt.Errorf("%w: it names no email and no service token (common_name)", ErrRefused)
+	}
+	v.seen.put(sum, verifiedEntry{id: id, kid: kid, exp: std.Expiry.Time()})
+	return id, nil
 }
 
 // checkClaims checks the registered claims of a verified token: issuer,

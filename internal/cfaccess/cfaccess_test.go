@@ -120,6 +120,40 @@ func TestKeyRotation(t *testing.T) {
 	}
 }
 
+// An assertion that verified is remembered (Access sends the same one all
+// session), but no longer than a fresh check would pass it: not past its exp,
+// and not once the team has withdrawn its key.
+func TestRememberedAssertionFollowsExpiryAndKeys(t *testing.T) {
+	team, key := cfaccesstest.NewTeam(t)
+	clock := testkit.NewClock(start)
+	v := team.Verifier(t, clock.Now)
+	ctx := context.Background()
+	a := key.Sign(t, cfaccesstest.Claims("ana@example.com", start)) // exp: an hour on
+	for i := range 2 {
+		if _, err := v.Verify(ctx, a); err != nil {
+			t.Fatalf("verification %d: %v", i+1, err)
+		}
+	}
+	clock.Add(time.Hour + cfaccess.Leeway + time.Second)
+	if _, err := v.Verify(ctx, a); !errors.Is(err, cfaccess.ErrRefused) || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("a remembered assertion past its exp: %v, want refused as expired", err)
+	}
+
+	b := key.Sign(t, cfaccesstest.Claims("ana@example.com", clock.Now()))
+	if _, err := v.Verify(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	fresh := cfaccesstest.NewKey(t)
+	team.Serve(fresh)
+	clock.Add(11 * time.Second)
+	if _, err := v.Verify(ctx, fresh.Sign(t, cfaccesstest.Claims("ana@example.com", clock.Now()))); err != nil {
+		t.Fatalf("the new key: %v", err) // and the set without the old key is fetched
+	}
+	if _, err := v.Verify(ctx, b); !errors.Is(err, cfaccess.ErrRefused) {
+		t.Fatalf("a remembered assertion under a withdrawn key: %v, want refused", err)
+	}
+}
+
 // Without a client of its own, a Verifier fetches keys only from public
 // addresses: a certs URL on loopback is refused and verifies nothing.
 func TestDefaultClientRefusesLoopback(t *testing.T) {
@@ -152,16 +186,30 @@ func TestTeamHost(t *testing.T) {
 	}
 }
 
-// BenchmarkVerify is the cost Access adds to each /mcp request: parsing and
-// checking one assertion with its key cached (RS256, 2048 bits).
+// BenchmarkVerify is the cost Access adds to each /mcp request, key cached
+// (RS256, 2048 bits): "remembered" is an assertion seen before (Access sends
+// one per session), "first" one never seen (the memory holds 1024, and the
+// benchmark cycles through 2048), which is checked in full.
 func BenchmarkVerify(b *testing.B) {
 	team, key := cfaccesstest.NewTeam(b)
 	v := team.Verifier(b, func() time.Time { return start })
-	assertion := key.Sign(b, cfaccesstest.Claims("ana@example.com", start))
 	ctx := context.Background()
-	for b.Loop() {
-		if _, err := v.Verify(ctx, assertion); err != nil {
-			b.Fatal(err)
-		}
+	pool := make([]string, 2048)
+	for i := range pool {
+		pool[i] = key.Sign(b, cfaccesstest.Claims(fmt.Sprintf("agent%d@example.com", i), start))
+	}
+	for _, c := range []struct {
+		name string
+		next func(i int) string
+	}{{"remembered", func(int) string { return pool[0] }}, {"first", func(i int) string { return pool[i%len(pool)] }}} {
+		b.Run(c.name, func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				if _, err := v.Verify(ctx, c.next(i)); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
 	}
 }
