@@ -3,7 +3,9 @@
 // through to the origin. It checks the signature against the team's published
 // keys (fetched through the egress boundary, cached, refetched on rotation), the
 // application's audience, the issuer and the token's times, and says who the
-// request is: a person's email or a service token's client id.
+// request is: a person's email or a service token's client id. An assertion
+// that verified is remembered until it expires (verified.go), so the one Access
+// sends all session long is checked in full once.
 //
 // It never trusts a claim it has not verified, never accepts an algorithm other
 // than RS256 (no "none", no HMAC keyed with a public key), and never logs an
