@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/switchboardhq/switchboard/ingest"
+	"github.com/switchboardhq/switchboard/internal/cfaccess"
 	"github.com/switchboardhq/switchboard/internal/httpbody"
 	"github.com/switchboardhq/switchboard/internal/logevery"
 	"github.com/switchboardhq/switchboard/store"
@@ -77,6 +78,9 @@ type Options struct {
 	// Now is the clock of sessions' requests, for the idle sweep and Activity
 	// (default time.Now).
 	Now func() time.Time
+	// CFAccess, when set, lets a request without a bearer authenticate by its
+	// Cloudflare Access assertion (see accessEndpoint).
+	CFAccess *cfaccess.Verifier
 }
 
 func (o *Options) defaults() {
@@ -160,6 +164,9 @@ type Agent struct {
 	failures  logevery.Counter[string] // calls the server could not complete, per tool (a full disk fails them all)
 	seen      lastSeen                 // each endpoint's latest request, for Activity
 
+	// accessRefusals counts refused Cloudflare Access requests, per reason and identity.
+	accessRefusals logevery.Counter[string]
+
 	recheck chan struct{} // EndpointsMayHaveChanged's signal to Run
 }
 
@@ -184,6 +191,7 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 	a.head = newResultHead(mcp.Implementation{Name: "switchboard", Version: opts.Version})
 	a.evictions.Every = evictionLogEvery
 	a.failures.Every = 10 * time.Second
+	a.accessRefusals.Every = accessRefusedLogEvery
 	a.sessions = newSessions(opts.MaxSessionsPerEndpoint, opts.Now, a.evict)
 	a.sessions.idleNote = fmt.Sprintf("it was idle for %s", opts.SessionIdleTTL)
 	if opts.BaseURL != "" {

@@ -10,7 +10,8 @@
 //
 // An HTTP request passes, in order: the Host check (DNS rebinding), the Origin check,
 // the bearer credential (resolved to a live store.Endpoint on every request, so a
-// revocation or a scope edit applies to the next request), the body bounds (1 MiB
+// revocation or a scope edit applies to the next request; without one, a verified
+// Cloudflare Access assertion resolves the same way, see cfaccess.go), the body bounds (1 MiB
 // within 30 s; a request refused before them never has its body read), and the
 // session binding (a session id is usable only by the endpoint that opened it).
 // Only then does mcp-go see it. A tool call then passes the endpoint's rate limit and

@@ -181,8 +181,12 @@ func (a *Agent) sessionGone(w http.ResponseWriter, sid string) {
 	http.Error(w, msg, http.StatusNotFound)
 }
 
-// authenticate resolves the bearer credential to a live endpoint or answers 401.
+// authenticate resolves the bearer credential (or a Cloudflare Access
+// assertion, see accessEndpoint) to a live endpoint or answers 401.
 func (a *Agent) authenticate(w http.ResponseWriter, r *http.Request) (store.Endpoint, bool) {
+	if ep, ok, handled := a.accessEndpoint(w, r); handled {
+		return ep, ok
+	}
 	scheme, cred, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	cred = strings.TrimSpace(cred)
 	if !strings.EqualFold(scheme, "Bearer") || cred == "" {

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"sync"
 )
@@ -53,4 +55,28 @@ func (e Endpoint) clone() Endpoint {
 		e.RevokedAt = &t
 	}
 	return e
+}
+
+// liveEndpointBy finds the live endpoint whose column matches (where, with arg),
+// through the cache under key. It reads endpoint_epoch first: if the endpoint
+// changes in between, the entry carries the older epoch and is not used again.
+// what names the lookup in errors; none found is ErrNotFound.
+func (s *Store) liveEndpointBy(ctx context.Context, key []byte, what, where string, arg any) (Endpoint, error) {
+	epoch, err := s.endpointEpoch(ctx)
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("store: look up %s: read endpoint epoch: %w", what, err)
+	}
+	if e, ok := s.creds.get(key, epoch); ok {
+		return e, nil
+	}
+	e, err := scanEndpoint(s.queryRow(ctx, `SELECT `+endpointColumns+` FROM endpoints
+		WHERE `+where+` AND revoked_at IS NULL`, arg))
+	if notFound(err) {
+		return Endpoint{}, fmt.Errorf("store: %s: %w", what, ErrNotFound)
+	}
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("store: look up %s: %w", what, err)
+	}
+	s.creds.put(key, epoch, e)
+	return e, nil
 }

@@ -36,6 +36,8 @@ type Endpoint struct {
 	RateBurst       int            `json:"rate_burst,omitempty"`
 	CreatedAt       time.Time      `json:"created_at"`
 	RevokedAt       *time.Time     `json:"revoked_at,omitempty"`
+	// CFAccessIdentity acts as it through Cloudflare Access (see cfaccess.go).
+	CFAccessIdentity string `json:"cf_access_identity,omitempty"`
 }
 
 // WebhookCeiling bounds the webhooks an agent may create for itself.
@@ -60,6 +62,8 @@ type EndpointSpec struct {
 	ToolDeny        *[]string
 	RatePerSecond   *float64
 	RateBurst       *int
+	// CFAccessIdentity: "" clears it (see Endpoint.CFAccessIdentity).
+	CFAccessIdentity *string
 }
 
 // HashCredential is the stored form of a credential.
@@ -131,6 +135,9 @@ func validateSpec(s EndpointSpec) error {
 	if s.RateBurst != nil && *s.RateBurst < 0 {
 		return fmt.Errorf("burst must not be negative: %w", ErrInvalid)
 	}
+	if err := checkCFAccessIdentity(s.CFAccessIdentity); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -176,6 +183,9 @@ func (s *Store) CreateEndpoint(ctx context.Context, agentID string, spec Endpoin
 			ms(w.now)).Scan(&id)
 		if err != nil {
 			return fmt.Errorf("store: create endpoint for %s: %w", agentID, err)
+		}
+		if err := w.setCFAccessIdentity(id, spec.CFAccessIdentity); err != nil {
+			return err
 		}
 		return w.audit(actor, "endpoint.create", endpointTarget(id), "", "agent="+agentID)
 	})
@@ -261,12 +271,18 @@ func (s *Store) UpdateEndpoint(ctx context.Context, id int64, spec EndpointSpec,
 	if spec.RateBurst != nil {
 		set("rate_burst", nullInt(spec.RateBurst))
 	}
+	if spec.CFAccessIdentity != nil {
+		set("cf_access_identity", cfAccessValue(*spec.CFAccessIdentity))
+	}
 	if len(sets) == 0 {
 		return s.Endpoint(ctx, id)
 	}
 	err := s.write(ctx, func(w *wtx) error {
 		res, err := w.exec(`UPDATE endpoints SET `+strings.Join(sets, ", ")+` WHERE id = ? AND revoked_at IS NULL`,
 			append(args, id)...)
+		if isUnique(err) {
+			return cfAccessTaken(id, err) // the one unique column an update sets
+		}
 		if err != nil {
 			return fmt.Errorf("store: update endpoint %d: %w", id, err)
 		}
@@ -376,7 +392,8 @@ type Revocation struct {
 
 const endpointColumns = `id, agent_id, agent_name, coalesce(owner_human_id, 0), credential_hint, scope_verbs,
 	scope_queues, coalesce(default_lease_ttl_seconds, 0), max_webhooks, webhook_sources, webhook_queues,
-	capabilities, tool_allow, tool_deny, coalesce(rate_per_second, 0), coalesce(rate_burst, 0), created_at, revoked_at`
+	capabilities, tool_allow, tool_deny, coalesce(rate_per_second, 0), coalesce(rate_burst, 0), created_at, revoked_at,
+	coalesce(cf_access_identity, '')`
 
 func scanEndpoint(sc scanner) (Endpoint, error) {
 	var e Endpoint
@@ -385,7 +402,7 @@ func scanEndpoint(sc scanner) (Endpoint, error) {
 	var revoked sql.NullInt64
 	err := sc.Scan(&e.ID, &e.AgentID, &e.AgentName, &e.OwnerOperatorID, &e.CredentialHint, &verbs, &queues,
 		&e.DefaultLeaseTTL, &e.Ceiling.MaxWebhooks, &wsrc, &wq, &caps, &allow, &deny, &e.RatePerSecond,
-		&e.RateBurst, &created, &revoked)
+		&e.RateBurst, &created, &revoked, &e.CFAccessIdentity)
 	if err != nil {
 		return e, err
 	}
@@ -442,25 +459,7 @@ func (s *Store) endpointEpoch(ctx context.Context) (epoch int64, err error) {
 // on, made here or by another process.
 func (s *Store) EndpointByCredential(ctx context.Context, cred string) (Endpoint, error) {
 	hash := HashCredential(cred)
-	// The epoch is read before the row: if the endpoint changes in between, the
-	// entry carries the older epoch and is not used again.
-	epoch, err := s.endpointEpoch(ctx)
-	if err != nil {
-		return Endpoint{}, fmt.Errorf("store: look up credential: read endpoint epoch: %w", err)
-	}
-	if e, ok := s.creds.get(hash, epoch); ok {
-		return e, nil
-	}
-	e, err := scanEndpoint(s.queryRow(ctx, `SELECT `+endpointColumns+` FROM endpoints
-		WHERE credential_hash = ? AND revoked_at IS NULL`, hash))
-	if notFound(err) {
-		return Endpoint{}, fmt.Errorf("store: credential: %w", ErrNotFound)
-	}
-	if err != nil {
-		return Endpoint{}, fmt.Errorf("store: look up credential: %w", err)
-	}
-	s.creds.put(hash, epoch, e)
-	return e, nil
+	return s.liveEndpointBy(ctx, hash, "credential", `credential_hash = ?`, hash)
 }
 
 // ListEndpoints lists endpoints, newest first; revoked ones only when asked.

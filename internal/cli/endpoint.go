@@ -15,16 +15,18 @@ import (
 const endpointSynopsis = `endpoint create --agent NAME (--queues q1,q2 | --capabilities cap1,…) [--verbs v1,v2] [--default-lease SECONDS]
                       [--max-webhooks N] [--webhook-sources github,stripe,…] [--webhook-queues q1,…]
                       [--capabilities cap1,…] [--tool-allow t1,…] [--tool-deny t1,…] [--rate N] [--burst N]
-                      [--json] [--db FILE]
+                      [--cf-access-identity EMAIL|CLIENT_ID] [--json] [--db FILE]
        switchboard endpoint list [--all] [--json] [--db FILE]
+       switchboard endpoint show ID [--json] [--db FILE]
        switchboard endpoint update ID [--queues …] [--verbs …] [--default-lease SECONDS] [--max-webhooks N]
                       [--webhook-sources …] [--webhook-queues …] [--capabilities …] [--tool-allow …]
-                      [--tool-deny …] [--rate N] [--burst N] [--json] [--db FILE]
+                      [--tool-deny …] [--rate N] [--burst N] [--cf-access-identity …] [--json] [--db FILE]
        switchboard endpoint revoke ID [--db FILE]`
 
 func runEndpoint(ctx context.Context, env *environ, args []string) error {
 	return dispatch(ctx, env, args, endpointSynopsis, subcommand{"create", endpointCreate},
-		subcommand{"list", endpointList}, subcommand{"update", endpointUpdate}, subcommand{"revoke", endpointRevoke})
+		subcommand{"list", endpointList}, subcommand{"update", endpointUpdate}, subcommand{"revoke", endpointRevoke},
+		subcommand{"show", endpointShow})
 }
 
 // listValue is a comma-separated flag that remembers whether it was given.
@@ -101,6 +103,7 @@ type scopeFlags struct {
 	toolAllow, toolDeny                   listValue
 	lease, maxWebhooks, burst             intValue
 	rate                                  floatValue
+	cfAccess                              stringValue
 }
 
 func (f *scopeFlags) register(fs *flag.FlagSet) {
@@ -116,6 +119,7 @@ func (f *scopeFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.rate, "rate", "tool calls per second the agent may make, queue verbs included "+
 		"(0: the server's default, 50 a second for module tools and webhook verbs, none for queue verbs)")
 	fs.Var(&f.burst, "burst", "tool calls the agent may make at once above --rate (0: the server's default, 100)")
+	fs.Var(&f.cfAccess, "cf-access-identity", cfAccessIdentityUsage)
 }
 
 func (f *scopeFlags) spec() (store.EndpointSpec, error) {
@@ -138,7 +142,7 @@ func (f *scopeFlags) spec() (store.EndpointSpec, error) {
 		Verbs: f.verbs.ptr(), Queues: f.queues.ptr(), DefaultLeaseTTL: f.lease.ptr(),
 		MaxWebhooks: f.maxWebhooks.ptr(), WebhookSources: f.sources.ptr(), WebhookQueues: f.wqueues.ptr(),
 		Capabilities: f.caps.ptr(), ToolAllow: f.toolAllow.ptr(), ToolDeny: f.toolDeny.ptr(),
-		RatePerSecond: f.rate.ptr(), RateBurst: f.burst.ptr(),
+		RatePerSecond: f.rate.ptr(), RateBurst: f.burst.ptr(), CFAccessIdentity: f.cfAccess.ptr(),
 	}, nil
 }
 
@@ -244,6 +248,9 @@ func endpointCreate(ctx context.Context, env *environ, args []string) error {
 	fmt.Fprintf(env.stdout, "endpoint %d for agent %s\n", ep.ID, ep.AgentID)
 	fmt.Fprintf(env.stdout, "credential: %s\n", cred)
 	fmt.Fprintln(env.stdout, "This credential is shown once. Give it to the agent as 'Authorization: Bearer <credential>'.")
+	if ep.CFAccessIdentity != "" {
+		fmt.Fprintf(env.stdout, "Requests through Cloudflare Access as %s (without a bearer) act as this endpoint too.\n", printable(ep.CFAccessIdentity))
+	}
 	printClientSetup(env, cred)
 	return nil
 }
@@ -281,7 +288,7 @@ func endpointList(ctx context.Context, env *environ, args []string) error {
 		none = "no endpoints yet: switchboard endpoint create --agent NAME --queues Q makes one"
 	}
 	return printList(env, *asJSON, eps, table[store.Endpoint]{none: none, row: endpointRow,
-		header: "ID\tAGENT\tCREDENTIAL\tQUEUES\tLEASE\tWEBHOOKS IT MAY CREATE\tCAPABILITIES\tSTATUS"})
+		header: "ID\tAGENT\tCREDENTIAL\tQUEUES\tLEASE\tWEBHOOKS IT MAY CREATE\tCAPABILITIES\tSTATUS\tCLOUDFLARE ACCESS"})
 }
 
 // endpointRow is e's row in endpoint list.
@@ -294,8 +301,8 @@ func endpointRow(e store.Endpoint) string {
 	if e.DefaultLeaseTTL > 0 {
 		lease = strconv.Itoa(e.DefaultLeaseTTL)
 	}
-	return fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s", e.ID, e.AgentID, e.CredentialHint,
-		strings.Join(e.Queues, ","), lease, agent.WebhookGrant(e), strings.Join(e.Capabilities, ","), status)
+	return fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", e.ID, e.AgentID, e.CredentialHint,
+		strings.Join(e.Queues, ","), lease, agent.WebhookGrant(e), strings.Join(e.Capabilities, ","), status, accessColumn(e))
 }
 
 func endpointUpdate(ctx context.Context, env *environ, args []string) error {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard/ingest"
+	"github.com/switchboardhq/switchboard/internal/cfaccess"
 	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -63,6 +64,10 @@ func (c *serveConfig) register(fs interface {
 	fs.Int64Var(&c.MaxBody, "max-body", envInt64(env, "SWITCHBOARD_MAX_BODY", ingest.DefaultMaxBody, &c.envErrs), "largest webhook body accepted, in bytes; larger ones get 413 (env SWITCHBOARD_MAX_BODY)")
 	fs.IntVar(&c.MaxSessions, "max-sessions-per-endpoint", int(envInt64(env, "SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT", 32, &c.envErrs)),
 		"live MCP sessions one endpoint may hold; initializing one more ends its least recently used (env SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT)")
+	fs.StringVar(&c.CFAccessTeamDomain, "cf-access-team-domain", envOr(env, "SWITCHBOARD_CF_ACCESS_TEAM_DOMAIN", ""),
+		"Cloudflare Access team domain (myteam.cloudflareaccess.com): /mcp accepts its verified assertions, with --cf-access-aud (env SWITCHBOARD_CF_ACCESS_TEAM_DOMAIN)")
+	fs.StringVar(&c.CFAccessAUD, "cf-access-aud", envOr(env, "SWITCHBOARD_CF_ACCESS_AUD", ""),
+		"the Cloudflare Access application's audience (AUD) tag (env SWITCHBOARD_CF_ACCESS_AUD)")
 	secretKeyFlags(fs, env, &c.SecretKeys)
 }
 
@@ -135,6 +140,12 @@ func (c *serveConfig) validate() error {
 	}
 	if c.MaxSessions <= 0 {
 		return usageErr("--max-sessions-per-endpoint must be positive")
+	}
+	if (c.CFAccessTeamDomain == "") != (c.CFAccessAUD == "") {
+		return usageErr("--cf-access-team-domain and --cf-access-aud go together: give both, or neither")
+	}
+	if _, err := cfaccess.TeamHost(c.CFAccessTeamDomain); c.CFAccessTeamDomain != "" && err != nil {
+		return usageErr("--cf-access-team-domain: %v", err)
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return usageErr("--log-format must be text or json")

@@ -61,6 +61,11 @@ type Config struct {
 	ModuleCallTimeout time.Duration
 	TrustProxy        bool
 
+	// Cloudflare Access (see cfAccess): the team domain and the application's
+	// audience tag; both empty: off.
+	CFAccessTeamDomain string
+	CFAccessAUD        string
+
 	Version string       // the build's, as agents and modules are told it
 	Logger  *slog.Logger // nil: slog.Default()
 	// TweakModules lets tests shorten the supervisor's backoff and watch it.
@@ -181,9 +186,13 @@ func assemble(ctx context.Context, cfg Config, mans []modules.Manifest, st *stor
 				"to the address they use", "listen", cfg.Listen)
 		}
 	}
+	access, err := cfAccess(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
 	s.agent, err = agent.New(st, agent.Options{BaseURL: baseURL, AllowedOrigins: strings.Split(cfg.AllowedOrigins, ","),
 		MaxSessionsPerEndpoint: cfg.MaxSessions,
-		Version:                cfg.Version, Logger: logger, ToolSources: s.modules.sources()})
+		Version:                cfg.Version, Logger: logger, ToolSources: s.modules.sources(), CFAccess: access})
 	if err != nil {
 		return nil, err
 	}
