@@ -80,6 +80,7 @@ type Server struct {
 	reaper  *reaper.Reaper
 	charts  *store.ChartSampler
 	modules *gateway // nil without ModulesDir
+	fleet   *fleet
 
 	bg        sync.WaitGroup
 	bgCtx     context.Context
@@ -191,8 +192,13 @@ func assemble(ctx context.Context, cfg Config, mans []modules.Manifest, st *stor
 	// A revocation or scope edit, from the board or the CLI, reaches live sessions
 	// within the watch's half second (the watch sees this process's commits too).
 	st.OnForeignCommit(s.agent.EndpointsMayHaveChanged)
+	s.fleet = newFleet(st, cfg.Version, logger)
+	s.fleet.modules = s.modules.states
 	s.reaper = reaper.New(st, reaper.Options{Interval: cfg.ReaperInterval, Retention: cfg.Retention,
-		EventRetention: cfg.EventRetention, KeepEvents: cfg.EventRetention == 0, AuditRetention: cfg.AuditRetention, Logger: logger})
+		EventRetention: cfg.EventRetention, KeepEvents: cfg.EventRetention == 0, AuditRetention: cfg.AuditRetention, Logger: logger,
+		Leads: s.fleet.Leads})
+	s.fleet.onLead = s.reaper.Kick
+	s.metrics.WatchProcess(s.fleet.self.ID, s.fleet.self.Host, cfg.Version, s.fleet.Leads)
 	if err := s.routes(ctx, baseURL); err != nil {
 		return nil, err
 	}
