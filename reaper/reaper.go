@@ -38,6 +38,10 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives a line per pass that did something. Default slog.Default().
 	Logger *slog.Logger
+	// Leads, when set, says whether this process holds the reaper's role among
+	// several on one database (see store.RoleReaper); a pass is made only while
+	// it does. Nil: always.
+	Leads func() bool
 }
 
 // Reaper runs passes over a store.
@@ -45,6 +49,7 @@ type Reaper struct {
 	st   *store.Store
 	opts Options
 	log  *slog.Logger
+	kick chan struct{}
 }
 
 // Result is what one pass did.
@@ -73,23 +78,37 @@ func New(st *store.Store, opts Options) *Reaper {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Reaper{st: st, opts: opts, log: opts.Logger}
+	return &Reaper{st: st, opts: opts, log: opts.Logger, kick: make(chan struct{}, 1)}
 }
 
-// Run makes a pass at once and then every Interval until ctx ends. A failed pass
-// is logged and retried at the next tick.
+// Run makes a pass at once, then every Interval and at each Kick, until ctx
+// ends. A failed pass is logged and retried at the next tick. While Leads says
+// another process holds the role, only this process's own backoff doorbells are
+// rung (RingDue).
 func (r *Reaper) Run(ctx context.Context) error {
 	t := time.NewTicker(r.opts.Interval)
 	defer t.Stop()
 	for {
-		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+		if r.opts.Leads != nil && !r.opts.Leads() {
+			r.st.RingDue()
+		} else if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			r.log.Error("reaper pass failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-r.kick:
 		}
+	}
+}
+
+// Kick asks Run for a pass now: this process has just taken the reaper's role,
+// and the leases that expired while no one held it should not wait an Interval.
+func (r *Reaper) Kick() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -304,5 +305,37 @@ func TestChartHistoryStaysBounded(t *testing.T) {
 	}
 	if oldest := clk.Now().Add(-store.ChartHistory); qm[0].Minute.Before(oldest) || wm[0].Minute.Before(oldest) {
 		t.Fatalf("minutes from %s and %s kept, older than %s", qm[0].Minute, wm[0].Minute, oldest)
+	}
+}
+
+// Among several processes only the one holding the reaper's role reaps: while
+// Leads says no, an expired lease stays claimed; a Kick once it leads reaps it
+// without waiting an interval.
+func TestRunReapsOnlyWhileItLeads(t *testing.T) {
+	st, clk, _ := setup(t)
+	var leads atomic.Bool
+	passes := make(chan struct{}, 16)
+	r := New(st, Options{Interval: time.Hour, Now: clk.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Leads: func() bool { passes <- struct{}{}; return leads.Load() }})
+	td := add(t, st, 3)
+	claim(t, st, td.ID, time.Minute)
+	clk.Add(2 * time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	<-passes // the first pass, made at once, was not this process's to make
+	r.Kick()
+	<-passes // nor the kicked one
+	if got := state(t, st, td.ID); got.State != store.StateClaimed {
+		t.Fatalf("a process not leading reaped: %s", got.State)
+	}
+	leads.Store(true)
+	r.Kick()
+	<-passes
+	r.Kick()
+	<-passes // the pass after the kick has ended
+	if got := state(t, st, td.ID); got.State != store.StatePending {
+		t.Fatalf("after leading and a kick: %s, want pending", got.State)
 	}
 }

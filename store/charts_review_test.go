@@ -16,16 +16,7 @@ func TestChartsCountAForeignAddClaimedBeforeTheWatchLooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := serveSide.rdb.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	watch, err := serveSide.newForeignWatch(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer serveSide.own.stop()
+	watch := watchOn(t, serveSide)
 
 	if _, err := cli.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "{}", CreatedBy: "human:1"}); err != nil {
 		t.Fatal(err)

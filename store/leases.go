@@ -323,9 +323,12 @@ func (s *Store) Fail(ctx context.Context, a Ack, errText string, retry bool) (To
 				return fmt.Errorf("store: fail todo %d: %w", a.ID, err)
 			}
 			// Pending, but not claimable before available_at: the doorbell rings then.
+			// The audit row's id goes with the change, as a return's does (requeued):
+			// other processes time the backoff from the row, this one from the change.
+			auditID, err := w.auditRow(a.Owner, "todo.fail", todoTarget(a.ID), "retry", textcut.Bytes(errText, 200))
 			w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type,
-				ClaimableAt: t.AvailableAt, Cause: "retry_backoff"})
-			return w.audit(a.Owner, "todo.fail", todoTarget(a.ID), "retry", textcut.Bytes(errText, 200))
+				ClaimableAt: t.AvailableAt, Cause: "retry_backoff", auditID: auditID})
+			return err
 		}
 		t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'failed', owner = NULL, lease_expires_at = NULL,
 				last_error = ?, updated_at = ?, finished_at = ?

@@ -23,8 +23,13 @@ import (
 // has passed without seeing (gaps, see idMark) and reads them again at each scan.
 
 // pgNotify is the statement every write transaction on PostgreSQL runs before its
-// COMMIT. The payload stays empty: the scan reads what changed.
-const pgNotify = `SELECT pg_notify('switchboard', '')`
+// COMMIT. The payload is pgTodosChanged when the transaction changed todos, else
+// empty: the scan reads what changed, and the payload only tells a board's live
+// view (OnForeignTodoCommit) to redraw.
+const pgNotify = `SELECT pg_notify('switchboard', $1)`
+
+// pgTodosChanged is the notification payload of a transaction that changed todos.
+const pgTodosChanged = "todos"
 
 // gapLinger is how long an id the watch passed without seeing its row is looked
 // for again. A rolled-back insert burns its id for good; a transaction that holds
@@ -127,6 +132,7 @@ func (s *Store) watchPostgres(ctx context.Context, interval time.Duration) error
 	defer t.Stop()
 	fire, deaf := true, false
 	for {
+		redraw := deaf // no notification says what changed: a board redraws each interval
 		if l == nil || l.lost() {
 			l.close()
 			if l, err = s.listen(ctx, cfg, wake); err != nil && !deaf {
@@ -134,9 +140,13 @@ func (s *Store) watchPostgres(ctx context.Context, interval time.Duration) error
 			}
 			// Whatever was missed while not listening is caught up by this scan.
 			fire, deaf = fire || err == nil, err != nil
+			redraw = true // what changed while not listening is not known
 		}
 		if f.scan(ctx) && (fire || deaf) {
 			s.fireForeign()
+		}
+		if s.foreignTodoNotice.Swap(false) || redraw {
+			s.fireForeignTodos()
 		}
 		fire = false
 		// A lost listener is replaced at once; one that could not connect is
@@ -200,6 +210,9 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, wake chan<- str
 			}
 			if w := s.writer; w != nil && w.pid.Load() == int64(n.PID) {
 				continue // this process's own commit, announced as it committed
+			}
+			if n.Payload == pgTodosChanged {
+				s.foreignTodoNotice.Store(true)
 			}
 			select {
 			case wake <- struct{}{}:

@@ -129,3 +129,40 @@ func TestWatchForeignSeesATodoCommittedLate(t *testing.T) {
 		t.Fatalf("after the late commit rang %v, want [%d %d]", rang, early.ID, late)
 	}
 }
+
+// Claims and completions committed by another process are not announced as todo
+// changes here, but OnForeignTodoCommit hears that todos changed (for the
+// board's live view), after the first one that the (re)connection runs.
+func TestForeignClaimAndCompleteRunTheTodoCommitHooks(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	serveSide, cli := openPair(t, testkit.PostgresURL(t))
+	td, err := cli.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	redraw := make(chan struct{}, 10)
+	serveSide.OnForeignTodoCommit(func() { redraw <- struct{}{} })
+	done := make(chan struct{})
+	go func() { serveSide.WatchForeign(ctx, time.Hour); close(done) }()
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-redraw:
+		case <-time.After(30 * time.Second): // a guard against a hang, not a timing
+			t.Fatalf("no redraw after %s", what)
+		}
+	}
+	wait("the listener connected")
+	claimed, err := cli.Claim(ctx, Ack{ID: td.ID, Owner: "agent:a"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait("a foreign claim")
+	if _, err := cli.Complete(ctx, Ack{ID: td.ID, Owner: "agent:a", LeaseSeq: claimed.LeaseSeq}, ""); err != nil {
+		t.Fatal(err)
+	}
+	wait("a foreign complete")
+	cancel()
+	<-done
+}

@@ -17,6 +17,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite" // the pure-Go "sqlite" driver, and its fdatasync switch
@@ -80,11 +81,13 @@ type Store struct {
 
 	deliveryStats deliveryStats // WebhookDeliveryStats' running count
 
-	hooksMu sync.RWMutex
-	hooks   []func(TodoChange)
-	own     ownChanges // this process's adds and returns, while WatchForeign runs
-	foreign []func()   // OnForeignCommit hooks, under hooksMu
-	wakeups wakeups    // claimable-later changes (see RingDue)
+	hooksMu           sync.RWMutex
+	hooks             []func(TodoChange)
+	own               ownChanges  // this process's adds and returns, while WatchForeign runs
+	foreign           []func()    // OnForeignCommit hooks, under hooksMu
+	foreignTodos      []func()    // OnForeignTodoCommit hooks, under hooksMu
+	foreignTodoNotice atomic.Bool // a notification said another process changed todos (pgwatch.go)
+	wakeups           wakeups     // claimable-later changes (see RingDue)
 
 	closeOnce sync.Once
 }

@@ -194,3 +194,34 @@ func BenchmarkLoadBackoffs(b *testing.B) {
 		}
 	}
 }
+
+// A backoff set by another process is timed by this one's watch too: it rings
+// here when it ends, though the process that set it is gone by then.
+func TestAnotherProcesssBackoffRingsHereWhenItEnds(t *testing.T) {
+	ctx := context.Background()
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	db := testkit.DB(t)
+	var serveSide, other *Store
+	for _, s := range []**Store{&serveSide, &other} {
+		st, err := Open(ctx, db, Options{Now: clock.Now, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		*s = st
+	}
+	log := watchChanges(serveSide)
+	watch := watchOn(t, serveSide)
+	failed := failOnce(t, other)
+	other.Close()
+	watch.check(ctx)
+	serveSide.RingDue()
+	if got := log.claimable(failed.ID); len(got) != 1 || got[0].Cause != "add" {
+		t.Fatalf("during the backoff: %+v, want only the add", got)
+	}
+	clock.Add(RetryBackoff(1))
+	serveSide.RingDue()
+	if got := log.claimable(failed.ID); len(got) != 2 || got[1].Cause != "backoff_over" {
+		t.Fatalf("after the backoff: %+v, want the add then backoff_over", got)
+	}
+}

@@ -161,32 +161,38 @@ func (f *foreignWatch) announceAdded(ctx context.Context, next idMark) bool {
 }
 
 // returnCauses maps the audit actions of a return to the queue to their causes.
-var returnCauses = map[string]string{"todo.release": "release", "todo.retry": "retry", "todo.requeue": "lease_expired"}
+// A failure with a retry (todo.fail, outcome retry) returns its todo when its
+// backoff ends.
+var returnCauses = map[string]string{"todo.release": "release", "todo.retry": "retry", "todo.requeue": "lease_expired",
+	"todo.fail": "backoff_over"}
 
 // announceReturned announces the todos other processes returned to their queues
-// in audit rows up to next, those still pending and claimable: revoking an agent
+// in audit rows up to next, those still pending: the claimable ones now, those
+// backing off when their backoff ends (see wakeAt). Revoking an agent
 // from the CLI hands its todos back, and agents idle on their doorbells must hear
 // of it. False if they could not be read (the next check tries again).
 func (f *foreignWatch) announceReturned(ctx context.Context, next idMark) bool {
 	if !next.news(f.returned) {
 		return true
 	}
-	const sqlite = `SELECT a.id, a.action, t.id, t.queue, t.source_type
+	const sqlite = `SELECT a.id, a.action, t.id, t.queue, t.source_type, t.available_at
 		FROM audit a JOIN todos t ON t.id = CAST(substr(a.target, 6) AS INTEGER)
-		WHERE a.action IN ('todo.release', 'todo.retry', 'todo.requeue') AND a.id > ? AND a.id <= ?
-			AND a.target LIKE 'todo:%' AND t.state = 'pending' AND t.available_at <= ?
+		WHERE (a.action IN ('todo.release', 'todo.retry', 'todo.requeue') OR (a.action = 'todo.fail' AND a.outcome = 'retry'))
+			AND a.id > ? AND a.id <= ?
+			AND a.target LIKE 'todo:%' AND t.state = 'pending'
 		ORDER BY a.id`
-	const postgres = `SELECT a.id, a.action, t.id, t.queue, t.source_type
+	const postgres = `SELECT a.id, a.action, t.id, t.queue, t.source_type, t.available_at
 		FROM audit a JOIN todos t ON t.id = CAST(substr(a.target, 6) AS INTEGER)
-		WHERE a.action IN ('todo.release', 'todo.retry', 'todo.requeue') AND ((a.id > ? AND a.id <= ?) OR a.id = ANY(?))
-			AND a.target LIKE 'todo:%' AND t.state = 'pending' AND t.available_at <= ?
+		WHERE (a.action IN ('todo.release', 'todo.retry', 'todo.requeue') OR (a.action = 'todo.fail' AND a.outcome = 'retry'))
+			AND ((a.id > ? AND a.id <= ?) OR a.id = ANY(?))
+			AND a.target LIKE 'todo:%' AND t.state = 'pending'
 		ORDER BY a.id`
 	var rows *sql.Rows
 	var err error
 	if f.s.pg {
-		rows, err = f.conn.QueryContext(ctx, f.s.q(postgres), f.returned.last, next.last, next.filled, ms(f.s.now()))
+		rows, err = f.conn.QueryContext(ctx, f.s.q(postgres), f.returned.last, next.last, next.filled)
 	} else {
-		rows, err = f.conn.QueryContext(ctx, sqlite, f.returned.last, next.last, ms(f.s.now()))
+		rows, err = f.conn.QueryContext(ctx, sqlite, f.returned.last, next.last)
 	}
 	if err != nil {
 		f.warn(ctx, "list returned todos", "err", err)
@@ -195,10 +201,10 @@ func (f *foreignWatch) announceReturned(ctx context.Context, next idMark) bool {
 	var changes []TodoChange
 	seen := map[int64]bool{}
 	for rows.Next() {
-		var auditID int64
+		var auditID, at int64
 		var action string
 		var c TodoChange
-		if err := rows.Scan(&auditID, &action, &c.ID, &c.Queue, &c.Source); err != nil {
+		if err := rows.Scan(&auditID, &action, &c.ID, &c.Queue, &c.Source, &at); err != nil {
 			break
 		}
 		if f.s.own.returned(auditID) || seen[c.ID] {
@@ -206,6 +212,12 @@ func (f *foreignWatch) announceReturned(ctx context.Context, next idMark) bool {
 		}
 		seen[c.ID] = true
 		c.State, c.Claimable, c.Cause = StatePending, true, returnCauses[action]
+		if now := f.s.now(); fromMS(at).After(now) {
+			// Failed with a retry in another process: its backoff is timed here too,
+			// so that it rings even if that process is gone when it ends.
+			f.s.wakeAt(fromMS(at), c)
+			continue
+		}
 		changes = append(changes, c)
 	}
 	err = rows.Err()
@@ -333,15 +345,30 @@ func (o *ownChanges) forget(added, returned int64) {
 // a tool definition) reaches this one. data_version also moves for this process's
 // own commits, so fn runs at most once per watch interval for any write at all: it
 // must be cheap, idempotent and must not block for long.
-func (s *Store) OnForeignCommit(fn func()) {
+func (s *Store) OnForeignCommit(fn func()) { s.addHook(&s.foreign, fn) }
+
+func (s *Store) fireForeign() { s.runHooks(&s.foreign) }
+
+// OnForeignTodoCommit registers fn to run, on WatchForeign's goroutine, after
+// another process committed changes to todos (PostgreSQL only: its notification
+// says so), and after the watch reconnected, when what was missed is not known.
+// It is for views that show todos (the board's live updates): claims and
+// completions elsewhere are not announced as TodoChanges here. It must be cheap
+// and must not block.
+func (s *Store) OnForeignTodoCommit(fn func()) { s.addHook(&s.foreignTodos, fn) }
+
+func (s *Store) fireForeignTodos() { s.runHooks(&s.foreignTodos) }
+
+// addHook and runHooks keep and run a list of hooks under hooksMu.
+func (s *Store) addHook(list *[]func(), fn func()) {
 	s.hooksMu.Lock()
-	s.foreign = append(s.foreign, fn)
+	*list = append(*list, fn)
 	s.hooksMu.Unlock()
 }
 
-func (s *Store) fireForeign() {
+func (s *Store) runHooks(list *[]func()) {
 	s.hooksMu.RLock()
-	hooks := s.foreign
+	hooks := *list
 	s.hooksMu.RUnlock()
 	for _, h := range hooks {
 		h()

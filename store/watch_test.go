@@ -53,16 +53,7 @@ func TestWatchForeignAnnouncesAnotherProcesssReturns(t *testing.T) {
 		}
 		ids, seqs = append(ids, td.ID), append(seqs, td.LeaseSeq)
 	}
-	conn, err := serveSide.rdb.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	watch, err := serveSide.newForeignWatch(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer serveSide.own.stop()
+	watch := watchOn(t, serveSide)
 	took()
 
 	// Its own release rings at its commit, and the watch does not ring it again.
@@ -148,4 +139,22 @@ func TestOwnChangesDropsAFailedCommitsIDs(t *testing.T) {
 func twoProcesses(t *testing.T) (serveSide, cli *Store) {
 	t.Helper()
 	return openTwo(t, testkit.DB(t))
+}
+
+// watchOn starts a foreign watch on a connection of s's own, as WatchForeign
+// does, for a test to check by hand; it ends with the test.
+func watchOn(t *testing.T, s *Store) *foreignWatch {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := s.rdb.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	watch, err := s.newForeignWatch(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.own.stop)
+	return watch
 }

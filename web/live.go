@@ -262,7 +262,10 @@ func (u *UI) stream(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 				return
 			default:
 			}
-			data, _ := json.Marshal(newLiveEvent(c))
+			data := []byte("{}") // another process changed todos: which, the page does not know
+			if c.ID != 0 {
+				data, _ = json.Marshal(newLiveEvent(c))
+			}
 			if _, err := fmt.Fprintf(w, "event: todo\ndata: %s\n\n", data); err != nil {
 				return
 			}

@@ -225,7 +225,7 @@ func (t *throttle) wait(username, ip string) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
-	return max(t.waitLocked(throttleKey(username, ip), now), t.waitLocked(networkKey(ip), now))
+	return max(t.entries.wait(throttleKey(username, ip), now), t.entries.wait(networkKey(ip), now))
 }
 
 func TestThrottleBackoff(t *testing.T) {

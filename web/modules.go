@@ -24,6 +24,7 @@ type Modules interface {
 type modulesPage struct {
 	Configured bool
 	Modules    []modules.ModuleStatus
+	Fleet      map[string][]moduleElsewhere // each module's state in every live process, when several run
 }
 
 // modulesPage serves GET /modules.
@@ -31,6 +32,7 @@ func (u *UI) modulesPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	p := modulesPage{Configured: u.opts.Modules != nil}
 	if p.Configured {
 		p.Modules = u.opts.Modules.Status()
+		p.Fleet = u.modulesInFleet(r)
 	}
 	u.render(w, r, rc, http.StatusOK, "modules", view{Title: "Modules", Nav: "modules", Page: p})
 }

@@ -2,9 +2,12 @@ package web
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // Login throttling. Wrong passwords are counted against keys: from a browser not
@@ -20,8 +23,9 @@ import (
 // An attempt is counted when it starts, before the password hash is computed, and
 // given back only if it succeeds: attempts sent together cannot all pass the check
 // before the first of them has failed, and a refused one costs no bcrypt, so a
-// guesser can make the Pi burn neither guesses nor CPU. The state lives in memory:
-// a restart forgets it, which costs an attacker a restart they cannot cause.
+// guesser can make the Pi burn neither guesses nor CPU. On SQLite the state lives
+// in memory: a restart forgets it, which costs an attacker a restart they cannot
+// cause. On PostgreSQL it lives in the database, shared by every serve.
 const (
 	throttleFree        = 3
 	throttleNetworkFree = 10
@@ -37,14 +41,53 @@ type throttleEntry struct {
 	until    time.Time
 }
 
+// failures are the failed logins by key.
+type failures map[string]*throttleEntry
+
+// throttle counts failures in memory, or with shared set (several serves on one
+// PostgreSQL database) in the database, so that a guesser gains nothing by
+// spreading guesses over the processes.
 type throttle struct {
 	mu      sync.Mutex
 	now     func() time.Time
-	entries map[string]*throttleEntry
+	entries failures
+	shared  *store.Store
+	log     *slog.Logger
 }
 
 func newThrottle(now func() time.Time) *throttle {
-	return &throttle{now: now, entries: map[string]*throttleEntry{}}
+	return &throttle{now: now, entries: failures{}}
+}
+
+// with runs fn on the failures of keys: in memory under mu, or in the database in
+// one transaction with their rows locked. If the database fails, the attempt is
+// counted in memory: the password check that follows fails the same way.
+func (t *throttle) with(keys []limit, fn func(c failures, now time.Time)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.shared == nil {
+		fn(t.entries, t.now())
+		return
+	}
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = k.key
+	}
+	err := t.shared.UpdateLoginThrottle(context.Background(), names, throttleForget, func(m map[string]*store.ThrottleEntry) {
+		c := failures{}
+		for k, e := range m {
+			c[k] = &throttleEntry{failures: e.Failures, last: e.Last, until: e.Until}
+		}
+		fn(c, t.now())
+		clear(m)
+		for k, e := range c {
+			m[k] = &store.ThrottleEntry{Failures: e.failures, Last: e.last, Until: e.until}
+		}
+	})
+	if err != nil {
+		t.log.Warn("web: count failed logins in the database; counting in this process", "err", err)
+		fn(t.entries, t.now())
+	}
 }
 
 // throttleKey is the pair an attempt is counted against first.
@@ -90,70 +133,67 @@ type attempt struct {
 // it returns how long, and nothing is counted; else it counts the attempt as a
 // failure of each at once, and the caller reports how it went (succeeded, failed
 // or abandoned).
-func (t *throttle) begin(keys []limit) (time.Duration, *attempt) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := t.now()
-	var wait time.Duration
-	for _, k := range keys {
-		wait = max(wait, t.waitLocked(k.key, now))
-	}
-	if wait > 0 {
-		return wait, nil
-	}
-	for _, k := range keys {
-		t.failLocked(k.key, k.free, now)
-	}
-	return 0, &attempt{t: t, keys: keys}
+func (t *throttle) begin(keys []limit) (wait time.Duration, try *attempt) {
+	t.with(keys, func(c failures, now time.Time) {
+		for _, k := range keys {
+			wait = max(wait, c.wait(k.key, now))
+		}
+		if wait > 0 {
+			return
+		}
+		for _, k := range keys {
+			c.fail(k.key, k.free, now)
+		}
+		try = &attempt{t: t, keys: keys}
+	})
+	return wait, try
 }
 
 // succeeded forgets the failures of the attempt's own keys and gives a shared
 // one its attempt back.
 func (a *attempt) succeeded() {
-	a.t.mu.Lock()
-	defer a.t.mu.Unlock()
-	for _, k := range a.keys {
-		if k.forget {
-			delete(a.t.entries, k.key)
-		} else {
-			a.t.giveBack(k.key, k.free)
+	a.t.with(a.keys, func(c failures, _ time.Time) {
+		for _, k := range a.keys {
+			if k.forget {
+				delete(c, k.key)
+			} else {
+				c.giveBack(k.key, k.free)
+			}
 		}
-	}
+	})
 }
 
 // failed leaves the attempt counted and returns the wait it imposes (0: the next
 // attempt may go ahead).
-func (a *attempt) failed() time.Duration {
-	a.t.mu.Lock()
-	defer a.t.mu.Unlock()
-	now := a.t.now()
-	var wait time.Duration
-	for _, k := range a.keys {
-		wait = max(wait, a.t.waitLocked(k.key, now))
-	}
+func (a *attempt) failed() (wait time.Duration) {
+	a.t.with(a.keys, func(c failures, now time.Time) {
+		for _, k := range a.keys {
+			wait = max(wait, c.wait(k.key, now))
+		}
+	})
 	return wait
 }
 
-func (t *throttle) waitLocked(key string, now time.Time) time.Duration {
-	e := t.entries[key]
+func (c failures) wait(key string, now time.Time) time.Duration {
+	e := c[key]
 	if e == nil {
 		return 0
 	}
 	return max(e.until.Sub(now), 0)
 }
 
-// failLocked counts a failure of key, which may fail free times before it waits.
-func (t *throttle) failLocked(key string, free int, now time.Time) {
-	e := t.entries[key]
+// fail counts a failure of key, which may fail free times before it waits.
+func (c failures) fail(key string, free int, now time.Time) {
+	e := c[key]
 	if e != nil && now.Sub(e.last) > throttleForget {
 		e = nil
 	}
 	if e == nil {
-		if len(t.entries) >= throttleEntries {
-			t.evict(now)
+		if len(c) >= throttleEntries {
+			c.evict(now)
 		}
 		e = &throttleEntry{}
-		t.entries[key] = e
+		c[key] = e
 	}
 	e.failures++
 	e.last = now
@@ -168,38 +208,39 @@ func (t *throttle) failLocked(key string, free int, now time.Time) {
 }
 
 // evict makes room: first everything forgotten anyway, then, if an attacker is
-// spraying keys, the entry idle the longest. Called with mu held.
-func (t *throttle) evict(now time.Time) {
+// spraying keys, the entry idle the longest. (In the database, forgotten rows
+// go as the counts are updated; the table has no bound but the key space.)
+func (c failures) evict(now time.Time) {
 	var oldestKey string
 	var oldest time.Time
-	for k, e := range t.entries {
+	for k, e := range c {
 		if now.Sub(e.last) > throttleForget && now.After(e.until) {
-			delete(t.entries, k)
+			delete(c, k)
 			continue
 		}
 		if oldestKey == "" || e.last.Before(oldest) {
 			oldestKey, oldest = k, e.last
 		}
 	}
-	if len(t.entries) >= throttleEntries && oldestKey != "" {
-		delete(t.entries, oldestKey)
+	if len(c) >= throttleEntries && oldestKey != "" {
+		delete(c, oldestKey)
 	}
 }
 
 // abandoned gives the attempt back to every key: the password was not checked
 // (the server was busy, or the store failed).
 func (a *attempt) abandoned() {
-	a.t.mu.Lock()
-	defer a.t.mu.Unlock()
-	for _, k := range a.keys {
-		a.t.giveBack(k.key, k.free)
-	}
+	a.t.with(a.keys, func(c failures, _ time.Time) {
+		for _, k := range a.keys {
+			c.giveBack(k.key, k.free)
+		}
+	})
 }
 
 // giveBack uncounts one attempt of key, which may fail free times, and lifts its
-// wait when that leaves it within them. Called with mu held.
-func (t *throttle) giveBack(key string, free int) {
-	e := t.entries[key]
+// wait when that leaves it within them.
+func (c failures) giveBack(key string, free int) {
+	e := c[key]
 	if e == nil || e.failures == 0 {
 		return
 	}

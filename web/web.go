@@ -46,6 +46,9 @@ type Options struct {
 	// Agents reports each endpoint's live sessions and latest request (from the
 	// MCP endpoint); nil: the Endpoints page shows no activity.
 	Agents AgentActivity
+	// Heartbeat is how often serve processes write their heartbeat (default 30 s):
+	// the Processes page takes one silent for three of these as gone.
+	Heartbeat time.Duration
 	// BodyTimeout bounds how long a form body may take to arrive (default 30 s),
 	// so a client that sends one slowly, or never, does not hold a connection.
 	BodyTimeout time.Duration
@@ -91,6 +94,9 @@ func New(st *store.Store, opts Options) *UI {
 	if opts.Now == nil {
 		opts.Now = st.Now
 	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = defaultHeartbeat
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -106,8 +112,15 @@ func New(st *store.Store, opts Options) *UI {
 
 		sessionCheck: sessionCheck,
 	}
+	if st.OnPostgres() {
+		// Several serves may share the database: so do their counts of failed logins.
+		u.throttle.shared, u.throttle.log = st, opts.Logger
+	}
 	u.pages = loadPages(u.funcs())
 	st.OnTodoChange(u.live.publish)
+	// Claims and completions in other processes on the same database come without
+	// their todos: an event naming none, on which a page redraws what it shows.
+	st.OnForeignTodoCommit(func() { u.live.publish(store.TodoChange{}) })
 	return u
 }
 
@@ -156,6 +169,7 @@ func (u *UI) Register(r *httprouter.Router) {
 	r.GET("/audit", u.page(u.auditPage))
 
 	r.GET("/modules", u.page(u.modulesPage))
+	r.GET("/processes", u.page(u.processesPage))
 	r.POST("/modules/:module/approve", u.action(u.approveTool))
 	r.POST("/modules/:module/restart", u.action(u.restartModule))
 

@@ -4,7 +4,6 @@ package cli
 // end-to-end tests that drive the CLI, not in ingest/.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -16,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,12 +37,7 @@ func TestRealBinaryWithNPMSigners(t *testing.T) {
 	t.Cleanup(cancel)
 
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "switchboard")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/switchboardhq/switchboard")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildSwitchboard(t, ctx)
 	key := make([]byte, 32)
 	rand.Read(key)
 	keyFile := filepath.Join(dir, "secret-key")
@@ -156,41 +149,5 @@ func TestRealBinaryWithNPMSigners(t *testing.T) {
 // base URL once it says it is listening; it is stopped with SIGTERM at cleanup.
 func startIngestBinary(t *testing.T, ctx context.Context, bin string, env []string) string {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", "127.0.0.1:0")
-	cmd.Env = env
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if _, rest, ok := strings.Cut(sc.Text(), " listening on "); ok {
-				u, _, _ := strings.Cut(rest, " ")
-				addr <- u
-			}
-		}
-		exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		if err := <-exited; err != nil {
-			t.Errorf("serve exited with %v: %s", err, stderr.String())
-		}
-	})
-	select {
-	case u := <-addr:
-		return u
-	case err := <-exited:
-		exited <- err
-		t.Fatalf("serve exited before listening: %v: %s", err, stderr.String())
-	}
-	return ""
+	return startServeBinary(t, ctx, bin, env).url
 }

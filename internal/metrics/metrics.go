@@ -247,6 +247,24 @@ func (m *Metrics) WatchAgent(a *agent.Agent) {
 	)
 }
 
+// WatchProcess exports which process this is, for telling the processes of a
+// fleet apart (and their versions during an upgrade) beside the scrape's own
+// instance label, and whether it runs the reaper now.
+func (m *Metrics) WatchProcess(id, host, version string, leads func() bool) {
+	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_process_info",
+		Help:        "1, labelled with this serve process's instance id (new at each start), host and version.",
+		ConstLabels: prometheus.Labels{"instance_id": id, "host": host, "version": version}})
+	info.Set(1)
+	m.reg.MustRegister(info, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_reaper_leader",
+		Help: "1 while this process holds the reaper's role (one process of a fleet at a time)."},
+		func() float64 {
+			if leads() {
+				return 1
+			}
+			return 0
+		}))
+}
+
 // ObserveDelivery counts one webhook delivery; the receiver calls it.
 func (m *Metrics) ObserveDelivery(source, outcome string) {
 	m.deliveries.WithLabelValues(source, outcome).Inc()

@@ -100,6 +100,19 @@ func (g *gateway) run(ctx context.Context, a *agent.Agent) {
 	}
 }
 
+// states are the modules' states, for this process's row in the processes
+// table: the board shows each process's.
+func (g *gateway) states() []store.ProcessModule {
+	if g == nil {
+		return nil
+	}
+	var out []store.ProcessModule
+	for _, ms := range g.sup.Status() {
+		out = append(out, store.ProcessModule{Name: ms.Name, State: string(ms.State), Error: ms.LastError})
+	}
+	return out
+}
+
 // restartAll restarts every module at once (serve's SIGHUP, systemctl reload):
 // new executables and definitions are picked up without ending agents' sessions.
 func (g *gateway) restartAll() {

@@ -87,6 +87,8 @@ func TestMetricsExposeQueueAndTransitions(t *testing.T) {
 		`switchboard_doorbell_drops_total 0`,
 		`process_resident_memory_bytes`,
 		`switchboard_queue_head_wait_seconds{queue="later"} 0`,
+		`switchboard_process_info{host=`,
+		`switchboard_reaper_leader 1`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)

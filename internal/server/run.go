@@ -70,6 +70,8 @@ func (s *Server) restartOnHUP(hup <-chan os.Signal) {
 func (s *Server) startBackground(ctx context.Context) {
 	ctx, s.cancel = context.WithCancel(ctx)
 	s.bgCtx = ctx
+	s.fleet.join(ctx)
+	s.goBG(func() { s.fleet.run(ctx) })
 	s.goBG(func() {
 		if err := s.store.WatchForeign(ctx, 500*time.Millisecond); err != nil {
 			s.log.Error("foreign commit watcher stopped", "err", err)

@@ -85,6 +85,7 @@ type Server struct {
 	reaper  *reaper.Reaper
 	charts  *store.ChartSampler
 	modules *gateway // nil without ModulesDir
+	fleet   *fleet
 
 	bg        sync.WaitGroup
 	bgCtx     context.Context
@@ -104,8 +105,8 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// One serve per database: a second one would run a second reaper and module
-	// set against the same queue, and `restore` must not swap the file under us.
+	// One serve per SQLite file: `restore` must not swap the file under us, and
+	// the file's one writer is this process's.
 	unlock, err := lockForServe(cfg.DB)
 	if errors.Is(err, store.ErrInUse) {
 		return nil, fmt.Errorf("another switchboard serve is running on %s", cfg.DB)
@@ -131,9 +132,8 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	return s, nil
 }
 
-// lockForServe takes the one-serve-per-database lock of a SQLite file. A
-// PostgreSQL database has no file beside it to lock: a second serve on it is not
-// refused (several serves on one PostgreSQL database are the next issue's work).
+// lockForServe takes the one-serve-per-database lock of a SQLite file. Several
+// serves may share one PostgreSQL database (a fleet, see fleet.go).
 func lockForServe(db string) (unlock func(), err error) {
 	if store.IsPostgres(db) {
 		return func() {}, nil
@@ -200,8 +200,13 @@ func assemble(ctx context.Context, cfg Config, mans []modules.Manifest, st *stor
 	// A revocation or scope edit, from the board or the CLI, reaches live sessions
 	// within the watch's half second (the watch sees this process's commits too).
 	st.OnForeignCommit(s.agent.EndpointsMayHaveChanged)
+	s.fleet = newFleet(st, cfg.Version, logger)
+	s.fleet.modules = s.modules.states
 	s.reaper = reaper.New(st, reaper.Options{Interval: cfg.ReaperInterval, Retention: cfg.Retention,
-		EventRetention: cfg.EventRetention, KeepEvents: cfg.EventRetention == 0, AuditRetention: cfg.AuditRetention, Logger: logger})
+		EventRetention: cfg.EventRetention, KeepEvents: cfg.EventRetention == 0, AuditRetention: cfg.AuditRetention, Logger: logger,
+		Leads: s.fleet.Leads})
+	s.fleet.onLead = s.reaper.Kick
+	s.metrics.WatchProcess(s.fleet.self.ID, s.fleet.self.Host, cfg.Version, s.fleet.Leads)
 	if err := s.routes(ctx, baseURL); err != nil {
 		return nil, err
 	}
@@ -227,7 +232,7 @@ func (s *Server) routes(ctx context.Context, baseURL string) error {
 		return err
 	}
 	uiOpts := web.Options{BaseURL: s.cfg.BaseURL, TrustProxy: s.cfg.TrustProxy, Logger: s.log, Failures: receiver,
-		Agents: s.agent}
+		Agents: s.agent, Heartbeat: s.fleet.every}
 	if s.modules != nil {
 		uiOpts.Modules = s.modules.sup
 	}

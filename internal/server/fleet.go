@@ -1,0 +1,116 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"os"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// Several serves on one PostgreSQL database are a fleet: each keeps its row in
+// the processes table with a heartbeat, and one of them at a time holds the
+// reaper's role (store.RoleReaper). On SQLite the one serve does the same, alone,
+// on a slower heartbeat: it writes the row every beatSQLite, not every beatFleet.
+const (
+	beatFleet  = 2 * time.Second  // a dead leader's role moves within leaseBeats+1 of these
+	beatSQLite = 30 * time.Second // no one to hand over to: a write every half minute is enough
+	leaseBeats = 3                // a role's lease, in heartbeats
+)
+
+// fleet is this process's membership: its row, its heartbeat and its roles.
+type fleet struct {
+	st      *store.Store
+	self    store.Process
+	every   time.Duration
+	alone   bool
+	modules func() []store.ProcessModule // this process's module states
+	onLead  func()                       // called when this process takes the reaper's role
+	log     *slog.Logger
+	leads   atomic.Bool
+	failing bool // a heartbeat failed and said so; quiet until one succeeds
+}
+
+func newFleet(st *store.Store, version string, logger *slog.Logger) *fleet {
+	host, _ := os.Hostname()
+	var b [6]byte
+	rand.Read(b[:])
+	f := &fleet{st: st, every: beatFleet, alone: !st.OnPostgres(), log: logger,
+		self:    store.Process{ID: hex.EncodeToString(b[:]), Host: host, PID: os.Getpid(), Version: version},
+		modules: func() []store.ProcessModule { return nil }, onLead: func() {}}
+	if f.alone {
+		f.every = beatSQLite
+	}
+	return f
+}
+
+// Leads reports whether this process holds the reaper's role now.
+func (f *fleet) Leads() bool { return f.leads.Load() }
+
+// join registers this process and makes its first heartbeat, before the
+// background jobs start: the reaper then knows at once whether it leads.
+func (f *fleet) join(ctx context.Context) {
+	f.self.StartedAt = f.st.Now()
+	if err := f.st.RegisterProcess(ctx, f.self); err != nil {
+		f.log.Warn("register this process; trying again on the next heartbeat", "err", err)
+		return
+	}
+	f.beat(ctx)
+}
+
+// run beats every interval until ctx ends, then removes this process's row and
+// gives up its roles, so that another process takes them at once.
+func (f *fleet) run(ctx context.Context) {
+	t := time.NewTicker(f.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			f.leads.Store(false)
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := f.st.RemoveProcess(cctx, f.self.ID); err != nil {
+				f.log.Warn("remove this process's row; it ages out", "err", err)
+			}
+			return
+		case <-t.C:
+			f.beat(ctx)
+		}
+	}
+}
+
+// beat renews this process's row and its roles. A row that is gone (a heartbeat
+// so late that the others deleted it) is written again. While heartbeats fail,
+// this process does not lead: a missed reaper pass does no harm, two at once
+// none either, but the role's lease is no longer this process's to trust.
+func (f *fleet) beat(ctx context.Context) {
+	b := store.Beat{Modules: f.modules(), Roles: []string{store.RoleReaper}, LeaseFor: leaseBeats * f.every, Alone: f.alone}
+	held, err := f.st.ProcessBeat(ctx, f.self.ID, b)
+	if errors.Is(err, store.ErrNotFound) {
+		if err = f.st.RegisterProcess(ctx, f.self); err == nil {
+			held, err = f.st.ProcessBeat(ctx, f.self.ID, b)
+		}
+	}
+	if err != nil {
+		if ctx.Err() == nil && !f.failing {
+			f.log.Warn("heartbeat failed; this process leaves the reaper to others until one succeeds", "err", err)
+		}
+		f.failing = true
+		held = nil
+	} else {
+		f.failing = false
+	}
+	lead := slices.Contains(held, store.RoleReaper)
+	if was := f.leads.Swap(lead); lead && !was {
+		f.log.Info("this process runs the reaper", "process", f.self.ID)
+		f.onLead()
+	} else if was && !lead && !f.alone {
+		f.log.Info("another process runs the reaper now", "process", f.self.ID)
+	}
+}
