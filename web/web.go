@@ -20,6 +20,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/switchboardhq/switchboard/internal/httpbody"
+	"github.com/switchboardhq/switchboard/oauth"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -46,6 +47,9 @@ type Options struct {
 	// Agents reports each endpoint's live sessions and latest request (from the
 	// MCP endpoint); nil: the Endpoints page shows no activity.
 	Agents AgentActivity
+	// OAuth, when set, checks the authorization requests whose consent page
+	// is /oauth/authorize and issues their codes; nil: OAuth is off.
+	OAuth *oauth.Server
 	// BodyTimeout bounds how long a form body may take to arrive (default 30 s),
 	// so a client that sends one slowly, or never, does not hold a connection.
 	BodyTimeout time.Duration
@@ -154,6 +158,7 @@ func (u *UI) Register(r *httprouter.Router) {
 	r.POST("/events/:id/replay", u.action(u.replayEvent))
 
 	r.GET("/audit", u.page(u.auditPage))
+	u.registerOAuth(r)
 
 	r.GET("/modules", u.page(u.modulesPage))
 	r.POST("/modules/:module/approve", u.action(u.approveTool))

@@ -63,7 +63,19 @@ func (c *serveConfig) register(fs interface {
 	fs.Int64Var(&c.MaxBody, "max-body", envInt64(env, "SWITCHBOARD_MAX_BODY", ingest.DefaultMaxBody, &c.envErrs), "largest webhook body accepted, in bytes; larger ones get 413 (env SWITCHBOARD_MAX_BODY)")
 	fs.IntVar(&c.MaxSessions, "max-sessions-per-endpoint", int(envInt64(env, "SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT", 32, &c.envErrs)),
 		"live MCP sessions one endpoint may hold; initializing one more ends its least recently used (env SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT)")
+	fs.BoolVar(&c.OAuth, "oauth", envBoolOr(env, "SWITCHBOARD_OAUTH", true, &c.envErrs),
+		"be the OAuth authorization server of /mcp, for hosted agents that cannot send a bearer; consent on the board (env SWITCHBOARD_OAUTH)")
+	fs.BoolVar(&c.OAuthRegistration, "oauth-registration", envBoolOr(env, "SWITCHBOARD_OAUTH_REGISTRATION", true, &c.envErrs),
+		"let OAuth clients register themselves (RFC 7591) at /oauth/register (env SWITCHBOARD_OAUTH_REGISTRATION)")
 	secretKeyFlags(fs, env, &c.SecretKeys)
+}
+
+// envBoolOr is envBool with a default for an unset variable.
+func envBoolOr(env *environ, name string, def bool, bad *[]string) bool {
+	if strings.TrimSpace(env.getenv(name)) == "" {
+		return def
+	}
+	return envBool(env, name, bad)
 }
 
 // envDuration reads a duration setting from the environment; a value that is
