@@ -309,3 +309,39 @@ func TestRevocationEndpoint(t *testing.T) {
 		t.Fatalf("revoke of an unknown token: %d", res.StatusCode)
 	}
 }
+
+// TestEndpointsPageGrants: the board's Endpoints page lists a grant (client,
+// since, last used) and revokes it with its button; a grant of another
+// endpoint is not revoked through this one's address.
+func TestEndpointsPageGrants(t *testing.T) {
+	r := newRig(t, nil)
+	client := r.register(cb)
+	verifier, challenge := pkce("k")
+	toks := r.exchange(client, verifier, challenge)
+	r.mcpStatus(toks["access_token"].(string))
+	_, page := r.do(http.MethodGet, "/endpoints", nil, r.session)
+	for _, s := range []string{`data-grants-of="` + itoa(r.endpoint.ID) + `"`, "Test Agent", "127.0.0.1:9", "last used"} {
+		if !strings.Contains(page, s) {
+			t.Fatalf("the Endpoints page does not show %q", s)
+		}
+	}
+	grants, _ := r.st.OAuthGrants(context.Background(), r.endpoint.ID)
+	form := url.Values{}
+	for _, m := range hiddenField.FindAllStringSubmatch(page, 1) {
+		form.Set(m[1], m[2])
+	}
+	action := "/endpoints/" + itoa(r.endpoint.ID+1) + "/grants/" + itoa(grants[0].ID) + "/revoke"
+	if res, _ := r.do(http.MethodPost, action, form, r.session); res.StatusCode != http.StatusNotFound {
+		t.Fatalf("revoke through another endpoint's address: %d", res.StatusCode)
+	}
+	action = "/endpoints/" + itoa(r.endpoint.ID) + "/grants/" + itoa(grants[0].ID) + "/revoke"
+	if res, _ := r.do(http.MethodPost, action, form, r.session); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("revoke: %d", res.StatusCode)
+	}
+	if s, _ := r.mcpStatus(toks["access_token"].(string)); s != http.StatusUnauthorized {
+		t.Fatalf("token of a grant revoked on the board: %d", s)
+	}
+	if _, page = r.do(http.MethodGet, "/endpoints", nil, r.session); strings.Contains(page, "data-grants-of") {
+		t.Fatal("the revoked grant is still listed")
+	}
+}

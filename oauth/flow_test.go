@@ -3,8 +3,10 @@ package oauth_test
 import (
 	"context"
 	"encoding/json"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -139,5 +141,43 @@ func getJSON(t *testing.T, u string, v any) {
 	}
 	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
 		t.Fatal(err)
+	}
+}
+
+var newEndpointLink = regexp.MustCompile(`<a href="(/endpoints/new\?next=[^"]+)">Make a new endpoint`)
+
+// TestConsentNewEndpoint: from the consent page the operator makes a new
+// endpoint with the board's endpoint form and comes back to grant it.
+func TestConsentNewEndpoint(t *testing.T) {
+	r := newRig(t, nil)
+	client := r.register(cb)
+	_, challenge := pkce("n")
+	q := r.authorizeQuery(client, cb, challenge)
+	_, page := r.do(http.MethodGet, "/oauth/authorize?"+q.Encode(), nil, r.session)
+	m := newEndpointLink.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("the consent page has no link to make a new endpoint")
+	}
+	_, form := r.do(http.MethodGet, html.UnescapeString(m[1]), nil, r.session)
+	post := url.Values{"agent_id": {"claude-web"}, "queues": {"inbox"}, "verbs": {"claim_next", "complete"}, "max_webhooks": {"0"}}
+	for _, h := range hiddenField.FindAllStringSubmatch(form, -1) {
+		post.Set(h[1], html.UnescapeString(h[2]))
+	}
+	if !strings.HasPrefix(post.Get("next"), "/oauth/authorize?") {
+		t.Fatalf("the endpoint form does not carry the way back: %q", post.Get("next"))
+	}
+	res, created := r.do(http.MethodPost, "/endpoints", post, r.session)
+	back := regexp.MustCompile(`href="([^"]+)" id="back-to-consent"`).FindStringSubmatch(created)
+	if res.StatusCode != http.StatusOK || back == nil {
+		t.Fatalf("endpoint created: %d, no way back to the consent", res.StatusCode)
+	}
+	_, page = r.do(http.MethodGet, html.UnescapeString(back[1]), nil, r.session)
+	if !strings.Contains(page, "claude-web") || !strings.Contains(page, `id="consent-form"`) {
+		t.Fatal("back on the consent page, the new endpoint is not offered")
+	}
+	// A next that is not the consent page is dropped.
+	_, form = r.do(http.MethodGet, "/endpoints/new?next="+url.QueryEscape("/account"), nil, r.session)
+	if strings.Contains(form, `name="next"`) {
+		t.Fatal("the endpoint form carries a next that is not a consent page")
 	}
 }

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"html"
 	"net/http"
 	"net/url"
@@ -32,6 +33,7 @@ type consentPage struct {
 func (u *UI) registerOAuth(r *httprouter.Router) {
 	r.GET(oauth.AuthorizePath, u.consentEntry)
 	r.POST(oauth.AuthorizePath, u.action(u.consent))
+	r.POST("/endpoints/:id/grants/:grant/revoke", u.action(u.revokeGrant))
 }
 
 // consentEntry serves GET /oauth/authorize. The session cookie is SameSite
@@ -135,4 +137,45 @@ func (u *UI) consent(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		return
 	}
 	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// grantsByEndpoint lists the live OAuth grants by endpoint, for the Endpoints page.
+func (u *UI) grantsByEndpoint(r *http.Request) (map[int64][]store.OAuthGrant, error) {
+	all, err := u.store.OAuthGrants(r.Context(), 0)
+	if err != nil {
+		return nil, err
+	}
+	by := map[int64][]store.OAuthGrant{}
+	for _, g := range all {
+		by[g.EndpointID] = append(by[g.EndpointID], g)
+	}
+	return by, nil
+}
+
+// revokeGrant serves POST /endpoints/:id/grants/:grant/revoke.
+func (u *UI) revokeGrant(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
+	id, ok1 := pathID(rc, "id")
+	gid, ok2 := pathID(rc, "grant")
+	g, err := u.store.OAuthGrant(r.Context(), gid)
+	if !ok1 || !ok2 || errorsIs(err, store.ErrNotFound) || (err == nil && g.EndpointID != id) {
+		u.fail(w, r, rc, http.StatusNotFound, "There is no such grant on this endpoint.")
+		return
+	}
+	if err == nil {
+		err = u.store.RevokeOAuthGrant(r.Context(), gid, rc.actor())
+	}
+	if err != nil {
+		u.storeError(w, r, rc, fmt.Sprintf("Revoking grant %d", gid), err)
+		return
+	}
+	u.redirectFlash(w, r, rc, "/endpoints", "grant-revoked")
+}
+
+// consentReturn keeps next only when it is this board's consent page, which
+// the endpoint form leads back to.
+func consentReturn(next string) string {
+	if next = safeNext(next); !strings.HasPrefix(next, oauth.AuthorizePath+"?") {
+		return ""
+	}
+	return next
 }

@@ -1,0 +1,129 @@
+package oauth_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// TestTypeScriptSDKOAuth: an agent on the official TypeScript SDK's client
+// OAuth support (tsclient/oauth.mjs: auth() with an OAuthClientProvider)
+// discovers the authorization server from /mcp and registers; the operator
+// logs in and consents on the board in headless Chromium, which follows the
+// redirect to the agent's callback; the agent exchanges the code, drains a
+// todo with the token, refreshes it, and is refused once the grant is
+// revoked. Skips without Node.js, the npm registry or Chromium, unless
+// SWITCHBOARD_REQUIRE_EXTERNAL=1.
+func TestTypeScriptSDKOAuth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: an npm install, a Node.js client and Chromium")
+	}
+	dir, node := testkit.NPMInstall(t, "tsclient", "package.json", "package-lock.json", "oauth.mjs")
+	browser := testkit.Chromium(t)
+	r := newRig(t, nil)
+	if _, err := r.st.AddTodo(context.Background(), store.NewTodo{Queue: "jobs", Payload: `{"from":"the test"}`, CreatedBy: "system"}); err != nil {
+		t.Fatal(err)
+	}
+	// The agent's redirect URI: a page on loopback that records where the
+	// browser was sent, as a native client's local listener would.
+	callbacks := make(chan string, 1)
+	agentSite := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		select {
+		case callbacks <- "http://" + req.Host + req.URL.RequestURI():
+		default:
+		}
+		io.WriteString(w, "<!doctype html><title>callback</title><p id=done>You may close this window.</p>")
+	}))
+	t.Cleanup(agentSite.Close)
+
+	// A deadline, not a timed assertion: a hung client must not hang go test.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "oauth.mjs", r.base+"/mcp", agentSite.URL+"/callback")
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdin, _ := cmd.StdinPipe()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var report string
+	for lines := bufio.NewScanner(stdout); lines.Scan(); {
+		switch line := lines.Text(); {
+		case strings.HasPrefix(line, "authorize "):
+			consentInBrowser(t, browser, r, strings.TrimPrefix(line, "authorize "))
+			fmt.Fprintln(stdin, <-callbacks)
+		case line == "revoke":
+			grants, err := r.st.OAuthGrants(ctx, r.endpoint.ID)
+			if err != nil || len(grants) != 1 {
+				t.Fatalf("grants: %v %v", grants, err)
+			}
+			if err := r.st.RevokeOAuthGrant(ctx, grants[0].ID, "human:1"); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintln(stdin, "revoked")
+		default:
+			report = line
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("oauth.mjs: %v\n%s", err, stderr.String())
+	}
+	var seen struct {
+		Iss          string `json:"iss"`
+		Drained      int64  `json:"drained"`
+		Refreshed    bool   `json:"refreshed"`
+		AfterRefresh bool   `json:"afterRefresh"`
+		AfterRevoke  string `json:"afterRevoke"`
+	}
+	if err := json.Unmarshal([]byte(report), &seen); err != nil {
+		t.Fatalf("report %q: %v\n%s", report, err, stderr.String())
+	}
+	t.Logf("the TypeScript agent saw %+v", seen)
+	if seen.Iss != r.base || seen.Drained == 0 || !seen.Refreshed || !seen.AfterRefresh || seen.AfterRevoke == "served" {
+		t.Fatalf("the TypeScript agent saw %+v", seen)
+	}
+	if td, err := r.st.Todo(ctx, seen.Drained); err != nil || td.State != store.StateDone {
+		t.Fatalf("the drained todo: %+v %v", td, err)
+	}
+}
+
+// consentInBrowser opens the authorization URL in Chromium as the operator
+// would: the board asks for a login, then shows the consent page, where
+// Allow sends the browser on to the client's redirect URI.
+func consentInBrowser(t *testing.T, ctx context.Context, r *rig, authorizeURL string) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	defer cancel()
+	err := chromedp.Do(sctx,
+		chromedp.Navigate(authorizeURL),
+		chromedp.WaitVisible(chromedp.ID("login-form")),
+		chromedp.SendKeys(chromedp.CSS(`input[name="username"]`), "ana"),
+		chromedp.SendKeys(chromedp.CSS(`input[name="password"]`), "correct horse battery"),
+		chromedp.Submit(chromedp.ID("login-form")),
+		chromedp.WaitVisible(chromedp.ID("consent-form")),
+		chromedp.WaitVisible(chromedp.ID("consent-unverified")),
+		chromedp.Click(chromedp.CSS(`button[value="allow"]`)),
+		chromedp.WaitVisible(chromedp.ID("done")),
+	)
+	if err != nil {
+		t.Fatalf("consent in the browser: %v", err)
+	}
+}
