@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +122,19 @@ func consentInBrowser(t *testing.T, ctx context.Context, r *rig, authorizeURL st
 		chromedp.Submit(chromedp.ID("login-form")),
 		chromedp.WaitVisible(chromedp.ID("consent-form")),
 		chromedp.WaitVisible(chromedp.ID("consent-unverified")),
+	)
+	if err != nil {
+		t.Fatalf("consent in the browser: %v", err)
+	}
+	// Beside the board's screenshots (see web's screenshotDir), for a look.
+	png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+	if err == nil {
+		err = os.WriteFile(filepath.Join("..", "screenshots", "oauth-consent.png"), png, 0o644)
+	}
+	if err != nil {
+		t.Logf("no screenshot of the consent page: %v", err)
+	}
+	err = chromedp.Do(sctx,
 		chromedp.Click(chromedp.CSS(`button[value="allow"]`)),
 		chromedp.WaitVisible(chromedp.ID("done")),
 	)
