@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/switchboardhq/switchboard/internal/testkit"
+	"github.com/switchboardhq/switchboard/oauth"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -35,10 +36,14 @@ func TestTypeScriptSDKOAuth(t *testing.T) {
 	}
 	dir, node := testkit.NPMInstall(t, "tsclient", "package.json", "package-lock.json", "oauth.mjs")
 	browser := testkit.Chromium(t)
-	r := newRig(t, nil)
-	if _, err := r.st.AddTodo(context.Background(), store.NewTodo{Queue: "jobs", Payload: `{"from":"the test"}`, CreatedBy: "system"}); err != nil {
-		t.Fatal(err)
-	}
+	t.Run("registered", func(t *testing.T) { tsAgent(t, dir, node, browser, false) })
+	t.Run("metadata document", func(t *testing.T) { tsAgent(t, dir, node, browser, true) })
+}
+
+// tsAgent runs oauth.mjs once: a client that registers itself, or one named
+// by the URL of its metadata document (served by the test over TLS on
+// loopback, which the rig's egress rules let it fetch).
+func tsAgent(t *testing.T, dir, node string, browser context.Context, byDocument bool) {
 	// The agent's redirect URI: a page on loopback that records where the
 	// browser was sent, as a native client's local listener would.
 	callbacks := make(chan string, 1)
@@ -50,11 +55,28 @@ func TestTypeScriptSDKOAuth(t *testing.T) {
 		io.WriteString(w, "<!doctype html><title>callback</title><p id=done>You may close this window.</p>")
 	}))
 	t.Cleanup(agentSite.Close)
+	args := []string{"oauth.mjs", "", agentSite.URL + "/callback"}
+	var tweak func(*oauth.Options)
+	badge := "consent-unverified"
+	if byDocument {
+		var doc *httptest.Server
+		doc = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			json.NewEncoder(w).Encode(map[string]any{"client_id": doc.URL + "/client.json", "client_name": "TS SDK agent",
+				"redirect_uris": []string{agentSite.URL + "/callback"}, "token_endpoint_auth_method": "none"})
+		}))
+		t.Cleanup(doc.Close)
+		args, tweak, badge = append(args, doc.URL+"/client.json"), loopbackAllowed(doc), "consent-verified"
+	}
+	r := newRig(t, tweak)
+	args[1] = r.base + "/mcp"
+	if _, err := r.st.AddTodo(context.Background(), store.NewTodo{Queue: "jobs", Payload: `{"from":"the test"}`, CreatedBy: "system"}); err != nil {
+		t.Fatal(err)
+	}
 
 	// A deadline, not a timed assertion: a hung client must not hang go test.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "oauth.mjs", r.base+"/mcp", agentSite.URL+"/callback")
+	cmd := exec.CommandContext(ctx, node, args...)
 	cmd.Dir = dir
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -70,7 +92,7 @@ func TestTypeScriptSDKOAuth(t *testing.T) {
 	for lines := bufio.NewScanner(stdout); lines.Scan(); {
 		switch line := lines.Text(); {
 		case strings.HasPrefix(line, "authorize "):
-			consentInBrowser(t, browser, r, strings.TrimPrefix(line, "authorize "))
+			consentInBrowser(t, browser, strings.TrimPrefix(line, "authorize "), badge)
 			fmt.Fprintln(stdin, <-callbacks)
 		case line == "revoke":
 			grants, err := r.st.OAuthGrants(ctx, r.endpoint.ID)
@@ -89,6 +111,7 @@ func TestTypeScriptSDKOAuth(t *testing.T) {
 		t.Fatalf("oauth.mjs: %v\n%s", err, stderr.String())
 	}
 	var seen struct {
+		ClientID     string `json:"clientId"`
 		Iss          string `json:"iss"`
 		Drained      int64  `json:"drained"`
 		Refreshed    bool   `json:"refreshed"`
@@ -99,6 +122,9 @@ func TestTypeScriptSDKOAuth(t *testing.T) {
 		t.Fatalf("report %q: %v\n%s", report, err, stderr.String())
 	}
 	t.Logf("the TypeScript agent saw %+v", seen)
+	if byDocument != strings.HasPrefix(seen.ClientID, "https://") {
+		t.Fatalf("the agent's client_id %q (metadata document: %t)", seen.ClientID, byDocument)
+	}
 	if seen.Iss != r.base || seen.Drained == 0 || !seen.Refreshed || !seen.AfterRefresh || seen.AfterRevoke == "served" {
 		t.Fatalf("the TypeScript agent saw %+v", seen)
 	}
@@ -110,7 +136,7 @@ func TestTypeScriptSDKOAuth(t *testing.T) {
 // consentInBrowser opens the authorization URL in Chromium as the operator
 // would: the board asks for a login, then shows the consent page, where
 // Allow sends the browser on to the client's redirect URI.
-func consentInBrowser(t *testing.T, ctx context.Context, r *rig, authorizeURL string) {
+func consentInBrowser(t *testing.T, ctx context.Context, authorizeURL, badge string) {
 	t.Helper()
 	sctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 	defer cancel()
@@ -121,7 +147,7 @@ func consentInBrowser(t *testing.T, ctx context.Context, r *rig, authorizeURL st
 		chromedp.SendKeys(chromedp.CSS(`input[name="password"]`), "correct horse battery"),
 		chromedp.Submit(chromedp.ID("login-form")),
 		chromedp.WaitVisible(chromedp.ID("consent-form")),
-		chromedp.WaitVisible(chromedp.ID("consent-unverified")),
+		chromedp.WaitVisible(chromedp.ID(badge)),
 	)
 	if err != nil {
 		t.Fatalf("consent in the browser: %v", err)
@@ -129,7 +155,7 @@ func consentInBrowser(t *testing.T, ctx context.Context, r *rig, authorizeURL st
 	// Beside the board's screenshots (see web's screenshotDir), for a look.
 	png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
 	if err == nil {
-		err = os.WriteFile(filepath.Join("..", "screenshots", "oauth-consent.png"), png, 0o644)
+		err = os.WriteFile(filepath.Join("..", "screenshots", "oauth-"+badge+".png"), png, 0o644)
 	}
 	if err != nil {
 		t.Logf("no screenshot of the consent page: %v", err)

@@ -4,7 +4,9 @@
 // exchanges the code, drains a todo with the token, refreshes it, and is
 // refused once its grant is revoked.
 //
-// Usage: node oauth.mjs MCP_URL REDIRECT_URL. It talks to the test by lines:
+// Usage: node oauth.mjs MCP_URL REDIRECT_URL [CLIENT_METADATA_URL]: with the
+// third, the client is named by its metadata document's URL rather than
+// registering. It talks to the test by lines:
 // it prints "authorize <url>" and reads the callback URL the consent sent the
 // browser to; it prints "revoke" once refreshed and reads a line when the
 // grant is revoked; then it prints one JSON line with what it saw and exits 0.
@@ -13,12 +15,13 @@ import { auth, UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.j
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
-const [mcpUrl, redirectUrl] = process.argv.slice(2);
+const [mcpUrl, redirectUrl, clientMetadataUrl] = process.argv.slice(2);
 const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 const next = async () => (await lines.next()).value;
 
 class Provider {
   saved = {};
+  clientMetadataUrl = clientMetadataUrl;
   get redirectUrl() { return redirectUrl; }
   get clientMetadata() {
     return { client_name: "TS SDK agent", redirect_uris: [redirectUrl], grant_types: ["authorization_code", "refresh_token"],
@@ -37,6 +40,7 @@ class Provider {
 const provider = new Provider();
 const seen = {};
 if ((await auth(provider, { serverUrl: mcpUrl })) !== "REDIRECT") throw new Error("auth() did not ask for consent");
+seen.clientId = provider.saved.client.client_id;
 console.log(`authorize ${provider.saved.authorizeUrl}`);
 const callback = new URL(await next());
 if (callback.searchParams.get("state") !== "ts-state") throw new Error("the callback lost the state");
