@@ -47,3 +47,39 @@ func TestOAuthRedeemAndPrune(t *testing.T) {
 		t.Fatalf("pruned %d expired rows (%v), want the code and two tokens", n, err)
 	}
 }
+
+// BenchmarkAuthLookup compares what /mcp pays per request to resolve an
+// endpoint's bearer (epoch read, then the cache) and a grant's access token
+// (the token and grant row, then the endpoint row), interleaved in one run:
+// go test ./store -run - -bench AuthLookup -count 5
+func BenchmarkAuthLookup(b *testing.B) {
+	ctx := context.Background()
+	s := openTest(b, Options{})
+	ep, cred, err := s.CreateEndpoint(ctx, "web", EndpointSpec{Queues: &[]string{"q"}}, "human:1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, code, err := s.CreateOAuthGrant(ctx, NewOAuthGrant{EndpointID: ep.ID, ClientID: "c", ClientName: "C",
+		RedirectURI: "https://c.example/cb", CodeChallenge: "x", CodeTTL: time.Minute}, "human:1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	toks, err := s.RedeemOAuthCode(ctx, code, func(OAuthGrant, string) error { return nil },
+		OAuthTTLs{Access: time.Hour, Refresh: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lookups := map[string]func() error{
+		"bearer": func() error { _, err := s.EndpointByCredential(ctx, cred); return err },
+		"oauth":  func() error { _, err := s.EndpointByOAuthToken(ctx, toks.Access); return err },
+	}
+	for _, name := range []string{"bearer", "oauth"} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if err := lookups[name](); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
