@@ -76,6 +76,12 @@ func newRig(t *testing.T, tweak func(*oauth.Options)) *rig {
 		ag.CloseSessions()
 		ui.Close()
 		srv.Close()
+		// No code or token reaches a log line, whatever the test did.
+		for _, prefix := range []string{store.OAuthAccessPrefix, store.OAuthRefreshPrefix, store.OAuthCodePrefix} {
+			if strings.Contains(logs.String(), prefix) {
+				t.Errorf("a log line holds a %s… code or token", prefix)
+			}
+		}
 	})
 	h, err := st.CreateOperator(ctx, "ana", "correct horse battery", "test")
 	if err != nil {
