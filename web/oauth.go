@@ -34,6 +34,7 @@ func (u *UI) registerOAuth(r *httprouter.Router) {
 	r.GET(oauth.AuthorizePath, u.consentEntry)
 	r.POST(oauth.AuthorizePath, u.action(u.consent))
 	r.POST("/endpoints/:id/grants/:grant/revoke", u.action(u.revokeGrant))
+	r.GET("/endpoints/:id/grants/:grant/revoke", pageOf("/endpoints")) // as actionPages does
 }
 
 // consentEntry serves GET /oauth/authorize. The session cookie is SameSite

@@ -175,21 +175,20 @@ func (u *UI) Register(r *httprouter.Router) {
 // actionPages maps each action's address to the page its form is on; a :name in
 // both is the same parameter.
 var actionPages = map[string]string{
-	"/todos":                              "/",
-	"/logout":                             "/",
-	"/logout/everywhere":                  "/",
-	"/account/password":                   "/account",
-	"/account/sessions/end-others":        "/account",
-	"/todos/:id/release":                  "/todos/:id",
-	"/todos/:id/retry":                    "/todos/:id",
-	"/dead-letters/retry":                 "/?state=failed",
-	"/endpoints/:id/revoke":               "/endpoints/:id",
-	"/endpoints/:id/grants/:grant/revoke": "/endpoints",
-	"/webhook/:id/rotate":                 "/webhook/:id",
-	"/webhook/:id/delete":                 "/webhook/:id",
-	"/events/:id/replay":                  "/events/:id",
-	"/modules/:module/approve":            "/modules",
-	"/modules/:module/restart":            "/modules",
+	"/todos":                       "/",
+	"/logout":                      "/",
+	"/logout/everywhere":           "/",
+	"/account/password":            "/account",
+	"/account/sessions/end-others": "/account",
+	"/todos/:id/release":           "/todos/:id",
+	"/todos/:id/retry":             "/todos/:id",
+	"/dead-letters/retry":          "/?state=failed",
+	"/endpoints/:id/revoke":        "/endpoints/:id",
+	"/webhook/:id/rotate":          "/webhook/:id",
+	"/webhook/:id/delete":          "/webhook/:id",
+	"/events/:id/replay":           "/events/:id",
+	"/modules/:module/approve":     "/modules",
+	"/modules/:module/restart":     "/modules",
 }
 
 // pageOf redirects to page, its parameters filled in from the request's.

@@ -62,7 +62,7 @@ func (env *environ) buildVersion() string {
 func commands() []command {
 	return []command{
 		{"serve", "run the server (HTTP, MCP, webhooks, reaper, modules)", runServe},
-		{"endpoint", "create, list, update or revoke agent endpoints and their OAuth grants", runEndpoint},
+		{"endpoint", "create, list, update or revoke agent endpoints", runEndpoint},
 		{"operator", "create, list and log out board operators, or reset a password (on stdin)", runOperator},
 		{"admin", "the operator command's old name, kept for scripts", runAdmin},
 		{"todo", "add, list, show, release or retry todos", runTodo},
