@@ -75,6 +75,9 @@ type Options struct {
 	RevalidateEvery time.Duration
 	// ToolSources add tools that are not verbs (module tools).
 	ToolSources []ToolSource
+	// ResourceMetadata, when set, is the URL of the OAuth protected resource
+	// metadata a 401 names (package oauth); empty: OAuth is off.
+	ResourceMetadata string
 	// Now is the clock of sessions' requests, for the idle sweep and Activity
 	// (default time.Now).
 	Now func() time.Time

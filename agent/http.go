@@ -190,14 +190,18 @@ func (a *Agent) authenticate(w http.ResponseWriter, r *http.Request) (store.Endp
 	scheme, cred, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	cred = strings.TrimSpace(cred)
 	if !strings.EqualFold(scheme, "Bearer") || cred == "" {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
+		w.Header().Set("WWW-Authenticate", a.challenge(""))
 		http.Error(w, "unauthorized: send Authorization: Bearer <credential>", http.StatusUnauthorized)
 		return store.Endpoint{}, false
 	}
-	ep, err := a.st.EndpointByCredential(r.Context(), cred)
+	lookup := a.st.EndpointByCredential
+	if strings.HasPrefix(cred, store.OAuthAccessPrefix) {
+		lookup = a.st.EndpointByOAuthToken // a grant's token acts as its endpoint
+	}
+	ep, err := lookup(r.Context(), cred)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard", error="invalid_token"`)
+		w.Header().Set("WWW-Authenticate", a.challenge("invalid_token"))
 		http.Error(w, "unauthorized: unknown or revoked credential", http.StatusUnauthorized)
 		return store.Endpoint{}, false
 	case err != nil:
@@ -206,6 +210,19 @@ func (a *Agent) authenticate(w http.ResponseWriter, r *http.Request) (store.Endp
 		return store.Endpoint{}, false
 	}
 	return ep, true
+}
+
+// challenge is the WWW-Authenticate of a 401: with OAuth on, it names the
+// protected resource metadata, where a client learns how to get a token.
+func (a *Agent) challenge(errCode string) string {
+	c := `Bearer realm="switchboard"`
+	if a.opts.ResourceMetadata != "" {
+		c += `, resource_metadata="` + a.opts.ResourceMetadata + `"`
+	}
+	if errCode != "" {
+		c += `, error="` + errCode + `"`
+	}
+	return c
 }
 
 // needsSession reports whether a POST without a session is a call only a session

@@ -138,6 +138,9 @@ func (r *Reaper) RunOnce(ctx context.Context) (Result, error) {
 	if _, err := r.st.PruneCharts(ctx, r.opts.Now().Add(-store.ChartHistory)); err != nil {
 		return res, fmt.Errorf("reaper: prune chart history: %w", err)
 	}
+	if _, err := r.st.PruneOAuth(ctx, r.opts.Now().Add(-24*time.Hour)); err != nil {
+		return res, fmt.Errorf("reaper: prune expired oauth codes and tokens: %w", err)
+	}
 	if r.opts.AuditRetention > 0 {
 		res.AuditPruned, err = r.st.PruneAudit(ctx, r.opts.Now().Add(-r.opts.AuditRetention))
 		if err != nil {

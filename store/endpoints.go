@@ -324,6 +324,9 @@ func (s *Store) RevokeEndpointReleasing(ctx context.Context, id int64, actor str
 		if err != nil {
 			return fmt.Errorf("store: revoke endpoint %d: %w", id, err)
 		}
+		if err := w.revokeEndpointGrants(id); err != nil {
+			return err
+		}
 		var others int
 		if err := w.queryRow(`SELECT count(*) FROM endpoints WHERE agent_id = ? AND revoked_at IS NULL`, agentID).Scan(&others); err != nil {
 			return fmt.Errorf("store: revoke endpoint %d: %w", id, err)

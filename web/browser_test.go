@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,8 +19,6 @@ import (
 
 // Browser tests drive Debian's chromium through chromedp against a real board on a
 // real SQLite file. They also write screenshots (see screenshotDir).
-
-const chromiumPath = "/usr/bin/chromium"
 
 // screenshotDir is where the browser run leaves its screenshots: screenshots/ at the
 // repository root (git ignores it, so a test run leaves the tree clean), or
@@ -39,38 +36,7 @@ var screenshotDir = func() string {
 // browser starts a fresh headless chromium, or skips when there is none.
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	path := chromiumPath
-	if _, err := os.Stat(path); err != nil {
-		if p, lerr := exec.LookPath("chromium"); lerr == nil {
-			path = p
-		} else {
-			testkit.SkipOrFail(t, "chromium not installed at %s (apt-get install -y chromium); skipping browser tests", chromiumPath)
-		}
-	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(path),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("force-color-profile", "srgb"),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 800),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
-	// Start the browser on a context without a deadline: a deadline on the first
-	// run would bound the browser's whole life.
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	ctx := testkit.Chromium(t)
 	// Accept every confirm dialog, as a human clicking OK would.
 	go func() {
 		for ev, err := range chromedp.Events(ctx, page.JavascriptDialogOpening) {

@@ -36,6 +36,7 @@ type endpointRow struct {
 	Activity agent.Activity
 	Tracked  bool // Activity is known (the board was given Agents)
 	Holds    int
+	Grants   []store.OAuthGrant // OAuth clients that act as this endpoint
 }
 
 // endpointList serves GET /endpoints.
@@ -51,9 +52,15 @@ func (u *UI) endpointList(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		u.storeError(w, r, rc, "Counting the agents' claims", err)
 		return
 	}
+	grants, err := u.grantsByEndpoint(r)
+	if err != nil {
+		u.storeError(w, r, rc, "Listing OAuth grants", err)
+		return
+	}
 	p := endpointListPage{All: all, AllVerbs: len(store.AllVerbs())}
 	for _, ep := range eps {
-		row := endpointRow{Endpoint: ep, Holds: held["agent:"+ep.AgentID], Tracked: u.opts.Agents != nil}
+		row := endpointRow{Endpoint: ep, Holds: held["agent:"+ep.AgentID], Tracked: u.opts.Agents != nil,
+			Grants: grants[ep.ID]}
 		if u.opts.Agents != nil {
 			row.Activity = u.opts.Agents.Activity(ep.ID)
 		}
@@ -86,6 +93,7 @@ type endpointForm struct {
 	Revoked        bool
 	Endpoint       *store.Endpoint // the saved endpoint, when editing
 	Once           string          // the New endpoint form's one-time token
+	Next           string          // an OAuth consent page to go back to once created
 
 	TodoVerbs, WebhookVerbs, Sources []string
 	Modules                          []string // the capability modules this server runs, to grant
@@ -110,6 +118,7 @@ func (u *UI) endpointPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	if rc.Params.ByName("id") == "new" {
 		f := u.newForm()
 		f.New, f.Verbs, f.MaxWebhooks, f.Once = true, store.AllVerbs(), "0", randomToken()
+		f.Next = consentReturn(r.URL.Query().Get("next"))
 		u.showEndpointForm(w, r, rc, http.StatusOK, f, "")
 		return
 	}
@@ -154,7 +163,7 @@ func (u *UI) showEndpointForm(w http.ResponseWriter, r *http.Request, rc *reqCtx
 func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, store.EndpointSpec, string) {
 	pf := r.PostForm
 	f := u.newForm()
-	f.New, f.Once = creating, pf.Get("once")
+	f.New, f.Once, f.Next = creating, pf.Get("once"), consentReturn(pf.Get("next"))
 	f.AgentID, f.Name = strings.TrimSpace(pf.Get("agent_id")), strings.TrimSpace(pf.Get("name"))
 	f.Queues, f.Verbs = pf.Get("queues"), pf["verbs"]
 	f.DefaultLease, f.MaxWebhooks = strings.TrimSpace(pf.Get("default_lease")), strings.TrimSpace(pf.Get("max_webhooks"))
@@ -301,7 +310,7 @@ func (u *UI) createEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 			Export: agent.ExportLine(cred), Config: agent.ClientConfig(mcpURL, agent.FromEnv),
 			ConfigInline: agent.ClientConfig(mcpURL, cred), ClaudeCommand: agent.ClaudeAddCommand(mcpURL, agent.FromEnv),
 			UnknownCapabilities: u.unknownCapabilities(ep.Capabilities),
-			UnknownTools:        u.unknownTools(ep)}
+			UnknownTools:        u.unknownTools(ep), Next: f.Next}
 		return func(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 			u.render(w, r, rc, http.StatusOK, "endpoint_created", view{Title: "Endpoint created", Nav: "endpoints", Page: page})
 		}
@@ -324,6 +333,8 @@ type endpointCreatedPage struct {
 	UnknownCapabilities []string
 	// UnknownTools are those the tool lists name that no module here offers.
 	UnknownTools []string
+	// Next is the OAuth consent page the endpoint was made for.
+	Next string
 }
 
 // unknownTools returns the names in ep's tool lists that no module this server

@@ -34,7 +34,8 @@ var flashes = map[string]string{
 		"later is granted by it all the same).",
 	"updated-unknown-tools": "Endpoint updated. Its tool lists name a tool no module this server runs offers: tools " +
 		"are named as agents see them, module_tool (a deny list naming a module's own name for a tool denies nothing).",
-	"revoked": "Endpoint revoked. Its credential fails from the next request on; its agent held no todos.",
+	"grant-revoked": "OAuth grant revoked. Its client's tokens fail from the next request on.",
+	"revoked":       "Endpoint revoked. Its credential fails from the next request on; its agent held no todos.",
 	"revoked-kept": "Endpoint revoked. Its credential fails from the next request on; the todos its agent holds " +
 		"stay claimed, because another live endpoint speaks for that agent.",
 	"revoked-released": "Endpoint revoked. Its credential fails from the next request on, and the %s its agent held " +

@@ -20,6 +20,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/switchboardhq/switchboard/internal/httpbody"
+	"github.com/switchboardhq/switchboard/oauth"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -49,6 +50,9 @@ type Options struct {
 	// Heartbeat is how often serve processes write their heartbeat (default 30 s):
 	// the Processes page takes one silent for three of these as gone.
 	Heartbeat time.Duration
+	// OAuth, when set, checks the authorization requests whose consent page
+	// is /oauth/authorize and issues their codes; nil: OAuth is off.
+	OAuth *oauth.Server
 	// BodyTimeout bounds how long a form body may take to arrive (default 30 s),
 	// so a client that sends one slowly, or never, does not hold a connection.
 	BodyTimeout time.Duration
@@ -167,6 +171,7 @@ func (u *UI) Register(r *httprouter.Router) {
 	r.POST("/events/:id/replay", u.action(u.replayEvent))
 
 	r.GET("/audit", u.page(u.auditPage))
+	u.registerOAuth(r)
 
 	r.GET("/modules", u.page(u.modulesPage))
 	r.GET("/processes", u.page(u.processesPage))

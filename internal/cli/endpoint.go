@@ -21,12 +21,14 @@ const endpointSynopsis = `endpoint create --agent NAME (--queues q1,q2 | --capab
        switchboard endpoint update ID [--queues …] [--verbs …] [--default-lease SECONDS] [--max-webhooks N]
                       [--webhook-sources …] [--webhook-queues …] [--capabilities …] [--tool-allow …]
                       [--tool-deny …] [--rate N] [--burst N] [--cf-access-identity …] [--json] [--db FILE]
-       switchboard endpoint revoke ID [--db FILE]`
+       switchboard endpoint revoke ID [--db FILE]
+       switchboard endpoint grants [ID] [--json] [--db FILE]
+       switchboard endpoint revoke-grant GRANT_ID [--db FILE]`
 
 func runEndpoint(ctx context.Context, env *environ, args []string) error {
 	return dispatch(ctx, env, args, endpointSynopsis, subcommand{"create", endpointCreate},
 		subcommand{"list", endpointList}, subcommand{"update", endpointUpdate}, subcommand{"revoke", endpointRevoke},
-		subcommand{"show", endpointShow})
+		subcommand{"show", endpointShow}, subcommand{"grants", endpointGrants}, subcommand{"revoke-grant", endpointRevokeGrant})
 }
 
 // listValue is a comma-separated flag that remembers whether it was given.

@@ -68,7 +68,19 @@ func (c *serveConfig) register(fs interface {
 		"Cloudflare Access team domain (myteam.cloudflareaccess.com): /mcp accepts its verified assertions, with --cf-access-aud (env SWITCHBOARD_CF_ACCESS_TEAM_DOMAIN)")
 	fs.StringVar(&c.CFAccessAUD, "cf-access-aud", envOr(env, "SWITCHBOARD_CF_ACCESS_AUD", ""),
 		"the Cloudflare Access application's audience (AUD) tag (env SWITCHBOARD_CF_ACCESS_AUD)")
+	fs.BoolVar(&c.OAuth, "oauth", envBoolOr(env, "SWITCHBOARD_OAUTH", true, &c.envErrs),
+		"be the OAuth authorization server of /mcp, for hosted agents that cannot send a bearer; consent on the board (env SWITCHBOARD_OAUTH)")
+	fs.BoolVar(&c.OAuthRegistration, "oauth-registration", envBoolOr(env, "SWITCHBOARD_OAUTH_REGISTRATION", true, &c.envErrs),
+		"let OAuth clients register themselves (RFC 7591) at /oauth/register (env SWITCHBOARD_OAUTH_REGISTRATION)")
 	secretKeyFlags(fs, env, &c.SecretKeys)
+}
+
+// envBoolOr is envBool with a default for an unset variable.
+func envBoolOr(env *environ, name string, def bool, bad *[]string) bool {
+	if strings.TrimSpace(env.getenv(name)) == "" {
+		return def
+	}
+	return envBool(env, name, bad)
 }
 
 // envDuration reads a duration setting from the environment; a value that is

@@ -21,9 +21,11 @@ import (
 
 	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/ingest"
+	"github.com/switchboardhq/switchboard/internal/egress"
 	"github.com/switchboardhq/switchboard/internal/httpbody"
 	"github.com/switchboardhq/switchboard/internal/metrics"
 	"github.com/switchboardhq/switchboard/modules"
+	"github.com/switchboardhq/switchboard/oauth"
 	"github.com/switchboardhq/switchboard/reaper"
 	"github.com/switchboardhq/switchboard/store"
 	"github.com/switchboardhq/switchboard/web"
@@ -65,6 +67,8 @@ type Config struct {
 	// audience tag; both empty: off.
 	CFAccessTeamDomain string
 	CFAccessAUD        string
+	OAuth             bool // be the OAuth authorization server of /mcp (package oauth)
+	OAuthRegistration bool // with OAuth: dynamic client registration
 
 	Version string       // the build's, as agents and modules are told it
 	Logger  *slog.Logger // nil: slog.Default()
@@ -84,8 +88,9 @@ type Server struct {
 	agent   *agent.Agent
 	reaper  *reaper.Reaper
 	charts  *store.ChartSampler
-	modules *gateway // nil without ModulesDir
+	modules *gateway      // nil without ModulesDir
 	fleet   *fleet
+	oauth   *oauth.Server // nil without OAuth
 
 	bg        sync.WaitGroup
 	bgCtx     context.Context
@@ -190,9 +195,15 @@ func assemble(ctx context.Context, cfg Config, mans []modules.Manifest, st *stor
 	if err != nil {
 		return nil, err
 	}
+	resourceMetadata := ""
+	if s.oauth, err = newOAuth(cfg, st, baseURL, logger); err != nil {
+		return nil, err
+	} else if s.oauth != nil {
+		resourceMetadata = s.oauth.ResourceMetadataURL()
+	}
 	s.agent, err = agent.New(st, agent.Options{BaseURL: baseURL, AllowedOrigins: strings.Split(cfg.AllowedOrigins, ","),
-		MaxSessionsPerEndpoint: cfg.MaxSessions,
-		Version:                cfg.Version, Logger: logger, ToolSources: s.modules.sources(), CFAccess: access})
+		MaxSessionsPerEndpoint: cfg.MaxSessions, ResourceMetadata: resourceMetadata,
+		Version: cfg.Version, Logger: logger, ToolSources: s.modules.sources(), CFAccess: access})
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +243,10 @@ func (s *Server) routes(ctx context.Context, baseURL string) error {
 		return err
 	}
 	uiOpts := web.Options{BaseURL: s.cfg.BaseURL, TrustProxy: s.cfg.TrustProxy, Logger: s.log, Failures: receiver,
-		Agents: s.agent, Heartbeat: s.fleet.every}
+		Agents: s.agent, Heartbeat: s.fleet.every, OAuth: s.oauth}
+	if s.oauth != nil {
+		s.oauth.Mount(router)
+	}
 	if s.modules != nil {
 		uiOpts.Modules = s.modules.sup
 	}
@@ -293,4 +307,18 @@ func warnIfNoSecretKey(logger *slog.Logger, key []byte) {
 		"plaintext; give a 32-byte key (openssl rand -base64 32) in --secret-key-file, SWITCHBOARD_SECRET_KEY_FILE, " +
 		"SWITCHBOARD_SECRET_ENCRYPTION_KEY or the systemd credential " + SecretKeyCredential +
 		", then run switchboard secrets reencrypt")
+}
+
+// newOAuth builds the authorization server when OAuth is on: its issuer is the
+// public URL, and client metadata documents are fetched under the egress policy.
+func newOAuth(cfg Config, st *store.Store, baseURL string, logger *slog.Logger) (*oauth.Server, error) {
+	if !cfg.OAuth {
+		return nil, nil
+	}
+	policy, err := egress.Parse(cfg.EgressPolicy)
+	if err != nil {
+		return nil, err
+	}
+	return oauth.New(st, oauth.Options{BaseURL: baseURL, Registration: cfg.OAuthRegistration,
+		Metadata: oauth.MetadataClient(policy, nil), Logger: logger})
 }
