@@ -67,8 +67,8 @@ type Config struct {
 	// audience tag; both empty: off.
 	CFAccessTeamDomain string
 	CFAccessAUD        string
-	OAuth             bool // be the OAuth authorization server of /mcp (package oauth)
-	OAuthRegistration bool // with OAuth: dynamic client registration
+	OAuth              bool // be the OAuth authorization server of /mcp (package oauth)
+	OAuthRegistration  bool // with OAuth: dynamic client registration
 
 	Version string       // the build's, as agents and modules are told it
 	Logger  *slog.Logger // nil: slog.Default()
@@ -88,7 +88,7 @@ type Server struct {
 	agent   *agent.Agent
 	reaper  *reaper.Reaper
 	charts  *store.ChartSampler
-	modules *gateway      // nil without ModulesDir
+	modules *gateway // nil without ModulesDir
 	fleet   *fleet
 	oauth   *oauth.Server // nil without OAuth
 
