@@ -161,7 +161,9 @@ func (f *foreignWatch) announceAdded(ctx context.Context, next idMark) bool {
 }
 
 // returnCauses maps the audit actions of a return to the queue to their causes.
-var returnCauses = map[string]string{"todo.release": "release", "todo.retry": "retry", "todo.requeue": "lease_expired"}
+// A resumed queue's head is announced as a return (see ResumeQueue).
+var returnCauses = map[string]string{"todo.release": "release", "todo.retry": "retry", "todo.requeue": "lease_expired",
+	"queue.resume": "resume"}
 
 // announceReturned announces the todos other processes returned to their queues
 // in audit rows up to next, those still pending and claimable: revoking an agent
@@ -173,12 +175,12 @@ func (f *foreignWatch) announceReturned(ctx context.Context, next idMark) bool {
 	}
 	const sqlite = `SELECT a.id, a.action, t.id, t.queue, t.source_type
 		FROM audit a JOIN todos t ON t.id = CAST(substr(a.target, 6) AS INTEGER)
-		WHERE a.action IN ('todo.release', 'todo.retry', 'todo.requeue') AND a.id > ? AND a.id <= ?
+		WHERE a.action IN ('todo.release', 'todo.retry', 'todo.requeue', 'queue.resume') AND a.id > ? AND a.id <= ?
 			AND a.target LIKE 'todo:%' AND t.state = 'pending' AND t.available_at <= ?
 		ORDER BY a.id`
 	const postgres = `SELECT a.id, a.action, t.id, t.queue, t.source_type
 		FROM audit a JOIN todos t ON t.id = CAST(substr(a.target, 6) AS INTEGER)
-		WHERE a.action IN ('todo.release', 'todo.retry', 'todo.requeue') AND ((a.id > ? AND a.id <= ?) OR a.id = ANY(?))
+		WHERE a.action IN ('todo.release', 'todo.retry', 'todo.requeue', 'queue.resume') AND ((a.id > ? AND a.id <= ?) OR a.id = ANY(?))
 			AND a.target LIKE 'todo:%' AND t.state = 'pending' AND t.available_at <= ?
 		ORDER BY a.id`
 	var rows *sql.Rows
