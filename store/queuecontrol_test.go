@@ -228,3 +228,68 @@ func awaitingApproval(t *testing.T, s *Store, owner string) int64 {
 	}
 	return id
 }
+
+// A queue resumed by another process (the CLI) rings this process's doorbell:
+// the resume is announced as its head's return, through the audit row.
+func TestResumeFromAnotherProcessRings(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	path := testkit.DB(t)
+	serveSide, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer serveSide.Close()
+	head := addTodos(t, serveSide, "deploys", 1)[0]
+	if err := serveSide.PauseQueue(ctx, "deploys", "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	rang := make(chan TodoChange, 10)
+	serveSide.OnTodoChange(func(c TodoChange) {
+		if c.Cause == "resume" {
+			rang <- c
+		}
+	})
+	watching := make(chan struct{}, 1)
+	serveSide.OnForeignCommit(func() {
+		select {
+		case watching <- struct{}{}:
+		default:
+		}
+	})
+	done := make(chan struct{})
+	go func() { serveSide.WatchForeign(ctx, 5*time.Millisecond); close(done) }()
+	cli, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	// Pause and resume another queue until the watcher reports a foreign commit:
+	// it is surely watching before the resume that counts.
+	for i := 0; ; i++ {
+		cli.PauseQueue(ctx, "probe", "human:cli")
+		cli.ResumeQueue(ctx, "probe", "human:cli")
+		select {
+		case <-watching:
+		case <-time.After(50 * time.Millisecond):
+			if i == 200 {
+				t.Fatal("the watcher never reported a foreign commit")
+			}
+			continue
+		}
+		break
+	}
+	if err := cli.ResumeQueue(ctx, "deploys", "human:cli"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-rang:
+		if c.ID != head || !c.Claimable || c.Queue != "deploys" {
+			t.Fatalf("rang for %+v, want the head %d", c, head)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no ring for a queue resumed by another process")
+	}
+	cancel()
+	<-done
+}

@@ -74,6 +74,9 @@ type Trust struct {
 	Verified         bool   `json:"verified"`
 	Mode             string `json:"mode"` // signed, token, none
 	WebhookCreatedBy string `json:"webhook_created_by,omitempty"`
+	// AddedBy is the agent that made the todo with add_todo (mode agent):
+	// authenticated by its credential, its content not signed by anyone.
+	AddedBy string `json:"added_by,omitempty"`
 }
 
 // TodoChange is announced after the commit that made it. Claimable is true when the
@@ -290,6 +293,9 @@ func scanTodoAnd(sc scanner, more ...any) (Todo, error) {
 	}
 	if ap.State != "" {
 		t.Approval = &ap
+	}
+	if t.Trust.Mode == "agent" {
+		t.Trust.AddedBy = t.CreatedBy
 	}
 	if t.State == StateClaimed && !lease.Valid {
 		t.Waiting = WaitingApproval

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,5 +91,32 @@ func TestTodoCancel(t *testing.T) {
 	code, out, _ = cli(t, "", "todo", "list", "--db", db)
 	if code != 0 || !strings.Contains(out, "failed (cancelled)") {
 		t.Fatalf("todo list: exit %d, %q", code, out)
+	}
+}
+
+// endpoint create --add-queues grants add_todo with them; update changes them;
+// a bad queue name is a usage mistake that stores nothing.
+func TestEndpointAddQueues(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	code, out, errs := cli(t, "", "endpoint", "create", "--agent", "triager", "--queues", "inbox",
+		"--add-queues", "review,team/ops", "--json", "--db", db)
+	var ep store.Endpoint
+	if err := json.Unmarshal([]byte(out), &ep); code != 0 || err != nil {
+		t.Fatalf("create: exit %d, %q %q (%v)", code, out, errs, err)
+	}
+	if len(ep.AddQueues) != 2 || ep.AddQueues[1] != "team/ops" || !slices.Contains(ep.Verbs, "add_todo") {
+		t.Fatalf("created endpoint: add queues %v, verbs %v", ep.AddQueues, ep.Verbs)
+	}
+	code, _, errs = cli(t, "", "endpoint", "update", strconv.FormatInt(ep.ID, 10), "--add-queues", "bad name", "--db", db)
+	if code != 2 || !strings.Contains(errs, "not a valid queue name") {
+		t.Fatalf("update with a bad name: exit %d, %q", code, errs)
+	}
+	code, out, errs = cli(t, "", "endpoint", "update", strconv.FormatInt(ep.ID, 10), "--add-queues", "review", "--json", "--db", db)
+	if err := json.Unmarshal([]byte(out), &ep); code != 0 || err != nil || len(ep.AddQueues) != 1 {
+		t.Fatalf("update: exit %d, %q %q (%v)", code, out, errs, err)
+	}
+	_, out, _ = cli(t, "", "endpoint", "create", "--agent", "plain", "--queues", "inbox", "--json", "--db", db)
+	if err := json.Unmarshal([]byte(out), &ep); err != nil || slices.Contains(ep.Verbs, "add_todo") {
+		t.Fatalf("an endpoint created without --add-queues: verbs %v (%v)", ep.Verbs, err)
 	}
 }

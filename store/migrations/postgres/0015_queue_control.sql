@@ -13,3 +13,6 @@ CREATE TABLE paused_queues (
     paused_by TEXT   NOT NULL,
     paused_at BIGINT NOT NULL
 );
+
+ALTER TABLE endpoints ADD COLUMN add_queues TEXT NOT NULL DEFAULT '[]';
+CREATE INDEX todos_added_by_agent ON todos(created_by) WHERE state = 'pending' AND source_type = 'agent';

@@ -27,3 +27,8 @@ CREATE TABLE paused_queues (
     paused_by TEXT    NOT NULL,
     paused_at INTEGER NOT NULL
 ) STRICT;
+
+-- Agents hand work on (add_todo): the queues an endpoint may add to, and the
+-- count of the pending todos an agent added, which its cap bounds.
+ALTER TABLE endpoints ADD COLUMN add_queues TEXT NOT NULL DEFAULT '[]';
+CREATE INDEX todos_added_by_agent ON todos(created_by) WHERE state = 'pending' AND source_type = 'agent';
