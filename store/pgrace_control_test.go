@@ -78,3 +78,35 @@ func TestTwoDecisionsAtOnce(t *testing.T) {
 	}
 	countsAgree(t, one)
 }
+
+// Two processes add for one agent at its cap's edge at once: the cap holds.
+func TestAddsRacingTheCap(t *testing.T) {
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	stores := pgProcesses(t, clock, clock)
+	ctx := context.Background()
+	add := []string{"review"}
+	for range MaxAddedPending - 1 {
+		if _, err := stores[0].AddAgentTodo(ctx, "agent:bot", "review", "{}", add); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var errs [2]error
+	race(func() {
+		_, errs[0] = stores[0].AddAgentTodo(ctx, "agent:bot", "review", "{}", add)
+	}, func() {
+		_, errs[1] = stores[1].AddAgentTodo(ctx, "agent:bot", "review", "{}", add)
+	})
+	capped := 0
+	for _, err := range errs {
+		switch {
+		case errors.Is(err, ErrAddCap):
+			capped++
+		case err != nil:
+			t.Fatal(err)
+		}
+	}
+	counts, err := stores[1].QueueCounts(ctx)
+	if err != nil || capped != 1 || len(counts) != 1 || counts[0].Count != MaxAddedPending {
+		t.Fatalf("after the race: %d refused, counts %+v (%v); want one refused and %d pending", capped, counts, err, MaxAddedPending)
+	}
+}
