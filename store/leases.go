@@ -331,8 +331,9 @@ func (s *Store) Fail(ctx context.Context, a Ack, errText string, retry bool) (To
 			return err
 		}
 		if retry && c.attempts < c.maxAtt {
+			// reserved_for goes: a backoff is no one's hold (see Decide).
 			t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL,
-					last_error = ?, available_at = ?, updated_at = ?
+					reserved_for = NULL, last_error = ?, available_at = ?, updated_at = ?
 				WHERE id = ? RETURNING `+todoColumns,
 				errText, ms(w.now.Add(RetryBackoff(c.attempts))), ms(w.now), a.ID), false)
 			if err != nil {

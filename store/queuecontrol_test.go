@@ -212,6 +212,13 @@ func TestApprovalHoldEnds(t *testing.T) {
 	if err != nil || !ok || got.ID != id || got.Approval.State != ApprovalApproved {
 		t.Fatalf("claim after the hold = %+v, %v, %v", got, ok, err)
 	}
+	// Its retry's backoff is no hold for the worker that asked.
+	if _, err := s.Fail(ctx, Ack{ID: id, Owner: "agent:other", LeaseSeq: got.LeaseSeq}, "flaky", true); err != nil {
+		t.Fatal(err)
+	}
+	if td, ok, _ := s.ClaimNext(ctx, "agent:w", []string{"deploy"}, time.Minute); ok {
+		t.Fatalf("the asker claimed %d during another worker's retry backoff", td.ID)
+	}
 }
 
 // awaitingApproval adds a todo to queue deploy that owner claims and asks about.
