@@ -62,6 +62,8 @@ func (a *Agent) toolError(tool string, err error) *mcp.CallToolResult {
 		e = &Error{CodeConflict, store.Reason(err, store.ErrConflict, store.ErrAlreadyExists)}
 	case errors.Is(err, store.ErrInvalid):
 		e = &Error{CodeInvalidArgument, store.Reason(err, store.ErrInvalid)}
+	case errors.Is(err, store.ErrAddCap):
+		e = &Error{CodeCeilingExceeded, store.Reason(err, store.ErrAddCap)}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, store.ErrClosed):
 		e = &Error{CodeUnavailable, "the server is busy or shutting down; retry shortly"}
 	default:

@@ -38,7 +38,7 @@ const leaseSeqRule = "Without lease_seq, only the session that made the claim ma
 // agent of capability modules alone), what it may do instead.
 func sessionInstructions(ep store.Endpoint) string {
 	if len(ep.Queues) > 0 {
-		return instructions(ep.DefaultLeaseTTL) + "\n\n" + webhookInstructions(ep)
+		return instructions(ep.DefaultLeaseTTL) + approvalInstructions(ep) + "\n\n" + webhookInstructions(ep)
 	}
 	return "This endpoint works no queues of Switchboard's: its tools are those of the capability modules granted it (" +
 		strings.Join(ep.Capabilities, ", ") + "), named module_tool. Call them as any MCP tool. When Switchboard, not " +

@@ -103,7 +103,7 @@ type ToolSource interface {
 
 // table is every verb the agent serves. Add a verb here (see the package comment).
 func (a *Agent) table() []Tool {
-	return append(a.todoTools(), a.webhookTools()...)
+	return slices.Concat(a.todoTools(), a.webhookTools(), a.handOnTools())
 }
 
 // annotate sets every annotation hint explicitly: mcp.NewTool defaults

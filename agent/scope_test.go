@@ -107,7 +107,7 @@ func (e *env) scopeCase(t *testing.T, verb, q, owner string, endpointID int64) (
 	case VerbClaimNext:
 		td := e.addTodo(q, "p")
 		return map[string]any{"queue": q}, unchanged(td.ID)
-	case VerbHeartbeat, VerbComplete, VerbFail, VerbRelease:
+	case VerbHeartbeat, VerbComplete, VerbFail, VerbRelease, VerbRequestApproval:
 		// The agent holds the todo (say its scope was narrowed after it claimed).
 		td := e.addTodo(q, "p")
 		held, err := e.st.Claim(t.Context(), store.Ack{ID: td.ID, Owner: owner}, time.Hour)
@@ -117,6 +117,9 @@ func (e *env) scopeCase(t *testing.T, verb, q, owner string, endpointID int64) (
 		args := map[string]any{"todo_id": td.ID, "lease_seq": held.LeaseSeq}
 		if verb == VerbFail {
 			args["error"] = "e"
+		}
+		if verb == VerbRequestApproval {
+			args["question"] = "go?"
 		}
 		return args, unchanged(td.ID)
 	case VerbGetDefaultLease:

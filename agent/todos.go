@@ -21,6 +21,7 @@ func (a *Agent) todoTools() []Tool {
 		{Name: VerbRelease, Verb: VerbRelease, Define: defineRelease, Handle: a.release},
 		{Name: VerbGetDefaultLease, Verb: VerbGetDefaultLease, Define: defineGetDefaultLease, Handle: a.getDefaultLease},
 		{Name: VerbSetDefaultLease, Verb: VerbSetDefaultLease, Define: defineSetDefaultLease, Handle: a.setDefaultLease},
+		{Name: VerbRequestApproval, Verb: VerbRequestApproval, Define: defineRequestApproval, Handle: a.requestApproval},
 	}
 }
 

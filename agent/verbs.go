@@ -14,6 +14,7 @@ const (
 	VerbRelease         = "release"
 	VerbGetDefaultLease = "get_default_lease"
 	VerbSetDefaultLease = "set_default_lease"
+	VerbRequestApproval = "request_approval"
 
 	VerbCreateWebhook      = "create_webhook"
 	VerbListWebhooks       = "list_webhooks"

@@ -15,7 +15,8 @@ func TestVerbTableMatchesTheStoresVerbs(t *testing.T) {
 		name  string
 		tools []Tool
 		want  []string
-	}{{"todo", a.todoTools(), store.TodoVerbs()}, {"webhook", a.webhookTools(), store.WebhookVerbs()}} {
+	}{{"todo", a.todoTools(), store.TodoVerbs()}, {"webhook", a.webhookTools(), store.WebhookVerbs()},
+		{"opt-in", a.handOnTools(), store.OptInVerbs()}} {
 		var names []string
 		for _, tool := range table.tools {
 			if tool.Name != tool.Verb {

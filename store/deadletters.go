@@ -141,7 +141,7 @@ func (w *wtx) failedIDs(f Failed, after, before int64) ([]int64, error) {
 		lastError = *f.Error
 	}
 	query := `SELECT id FROM todos INDEXED BY todos_state_id
-		WHERE state = 'failed' AND id > ? AND updated_at <= ? AND (? = '' OR queue = ?) AND (? OR last_error = ?)
+		WHERE state = 'failed' AND cancelled_by = '' AND id > ? AND updated_at <= ? AND (? = '' OR queue = ?) AND (? OR last_error = ?)
 		ORDER BY id LIMIT ?`
 	if w.w.s.pg {
 		// Locked, so that another process's retry of the same dead letters

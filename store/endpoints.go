@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -36,6 +37,7 @@ type Endpoint struct {
 	RateBurst       int            `json:"rate_burst,omitempty"`
 	CreatedAt       time.Time      `json:"created_at"`
 	RevokedAt       *time.Time     `json:"revoked_at,omitempty"`
+	AddQueues       []string       `json:"add_queues"` // where add_todo may put todos
 	// CFAccessIdentity acts as it through Cloudflare Access (see cfaccess.go).
 	CFAccessIdentity string `json:"cf_access_identity,omitempty"`
 }
@@ -62,6 +64,7 @@ type EndpointSpec struct {
 	ToolDeny        *[]string
 	RatePerSecond   *float64
 	RateBurst       *int
+	AddQueues       *[]string
 	// CFAccessIdentity: "" clears it (see Endpoint.CFAccessIdentity).
 	CFAccessIdentity *string
 }
@@ -123,6 +126,9 @@ func validateSpec(s EndpointSpec) error {
 			}
 		}
 	}
+	if s.AddQueues != nil && slices.ContainsFunc(*s.AddQueues, func(q string) bool { return !ValidQueueName(q) }) {
+		return fmt.Errorf("an add queue is not a valid queue name: %w", ErrInvalid)
+	}
 	if s.DefaultLeaseTTL != nil && *s.DefaultLeaseTTL < 0 {
 		return fmt.Errorf("default lease must not be negative: %w", ErrInvalid)
 	}
@@ -174,13 +180,13 @@ func (s *Store) CreateEndpoint(ctx context.Context, agentID string, spec Endpoin
 		}
 		err := w.queryRow(`INSERT INTO endpoints (agent_id, agent_name, owner_human_id, credential_hash, credential_hint,
 				scope_verbs, scope_queues, default_lease_ttl_seconds, max_webhooks, webhook_sources, webhook_queues,
-				capabilities, tool_allow, tool_deny, rate_per_second, rate_burst, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+				capabilities, tool_allow, tool_deny, rate_per_second, rate_burst, created_at, add_queues)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 			agentID, spec.AgentName, nullID(spec.OwnerOperatorID), HashCredential(cred), hint,
 			jsonList(spec.Verbs), jsonList(spec.Queues), lease, deref(spec.MaxWebhooks),
 			jsonList(spec.WebhookSources), jsonList(spec.WebhookQueues), jsonList(spec.Capabilities),
 			jsonList(spec.ToolAllow), jsonList(spec.ToolDeny), nullFloat(spec.RatePerSecond), nullInt(spec.RateBurst),
-			ms(w.now)).Scan(&id)
+			ms(w.now), jsonList(spec.AddQueues)).Scan(&id)
 		if err != nil {
 			return fmt.Errorf("store: create endpoint for %s: %w", agentID, err)
 		}
@@ -267,6 +273,9 @@ func (s *Store) UpdateEndpoint(ctx context.Context, id int64, spec EndpointSpec,
 	}
 	if spec.RatePerSecond != nil {
 		set("rate_per_second", nullFloat(spec.RatePerSecond))
+	}
+	if spec.AddQueues != nil {
+		set("add_queues", jsonList(spec.AddQueues))
 	}
 	if spec.RateBurst != nil {
 		set("rate_burst", nullInt(spec.RateBurst))
@@ -395,17 +404,17 @@ type Revocation struct {
 
 const endpointColumns = `id, agent_id, agent_name, coalesce(owner_human_id, 0), credential_hint, scope_verbs,
 	scope_queues, coalesce(default_lease_ttl_seconds, 0), max_webhooks, webhook_sources, webhook_queues,
-	capabilities, tool_allow, tool_deny, coalesce(rate_per_second, 0), coalesce(rate_burst, 0), created_at, revoked_at,
+	capabilities, tool_allow, tool_deny, coalesce(rate_per_second, 0), coalesce(rate_burst, 0), created_at, revoked_at, add_queues,
 	coalesce(cf_access_identity, '')`
 
 func scanEndpoint(sc scanner) (Endpoint, error) {
 	var e Endpoint
-	var verbs, queues, wsrc, wq, caps, allow, deny string
+	var verbs, queues, wsrc, wq, caps, allow, deny, addq string
 	var created int64
 	var revoked sql.NullInt64
 	err := sc.Scan(&e.ID, &e.AgentID, &e.AgentName, &e.OwnerOperatorID, &e.CredentialHint, &verbs, &queues,
 		&e.DefaultLeaseTTL, &e.Ceiling.MaxWebhooks, &wsrc, &wq, &caps, &allow, &deny, &e.RatePerSecond,
-		&e.RateBurst, &created, &revoked, &e.CFAccessIdentity)
+		&e.RateBurst, &created, &revoked, &addq, &e.CFAccessIdentity)
 	if err != nil {
 		return e, err
 	}
@@ -413,7 +422,7 @@ func scanEndpoint(sc scanner) (Endpoint, error) {
 		raw string
 		dst *[]string
 	}{{verbs, &e.Verbs}, {queues, &e.Queues}, {wsrc, &e.Ceiling.Sources}, {wq, &e.Ceiling.Queues},
-		{caps, &e.Capabilities}, {allow, &e.ToolAllow}, {deny, &e.ToolDeny}} {
+		{caps, &e.Capabilities}, {allow, &e.ToolAllow}, {deny, &e.ToolDeny}, {addq, &e.AddQueues}} {
 		if err := json.Unmarshal([]byte(l.raw), l.dst); err != nil {
 			return e, fmt.Errorf("decode list column: %w", err)
 		}

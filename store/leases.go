@@ -31,6 +31,15 @@ type Ack struct {
 // when nothing is claimable.
 func (s *Store) ClaimNext(ctx context.Context, owner string, queues []string, ttl time.Duration) (t Todo, ok bool, err error) {
 	err = s.write(ctx, func(w *wtx) error {
+		queues, reserved, err := w.gate(owner, queues)
+		if err != nil {
+			return err
+		}
+		if reserved != 0 {
+			if t, ok, err = w.claimReserved(reserved, owner, queues, ttl); ok || err != nil {
+				return err
+			}
+		}
 		if w.w.s.pg {
 			t, ok, err = w.pgClaimNext(owner, queues, ttl)
 			return err
@@ -158,9 +167,8 @@ func (s *Store) Claim(ctx context.Context, a Ack, ttl time.Duration) (Todo, erro
 		if cur.state != StatePending {
 			return fmt.Errorf("store: claim todo %d: it is %s: %w", a.ID, cur.state, ErrConflict)
 		}
-		if cur.availableAt > ms(w.now) {
-			return fmt.Errorf("store: claim todo %d: it is backing off until %s: %w", a.ID,
-				fromMS(cur.availableAt).Format(time.RFC3339), ErrConflict)
+		if err := w.claimable(a, cur); err != nil {
+			return err
 		}
 		t, err = w.claim(a.ID, a.Owner, ttl, "todo.claim")
 		return err
@@ -189,6 +197,8 @@ func (w *wtx) claim(id int64, owner string, ttl time.Duration, action string) (T
 
 type curTodo struct {
 	queue, state, owner string
+	cancelledBy         string
+	reservedFor         string
 	leaseSeq            int64
 	leaseExpiry         int64
 	availableAt         int64
@@ -202,7 +212,7 @@ type curTodo struct {
 // transition that waited for the lock checks the row as the other left it).
 const (
 	currentTodo = `SELECT queue, state, coalesce(owner, ''), lease_seq, coalesce(lease_expires_at, 0),
-			available_at, attempts, max_attempts FROM todos WHERE id = ?`
+			available_at, attempts, max_attempts, cancelled_by, coalesce(reserved_for, '') FROM todos WHERE id = ?`
 	pgCurrentTodo = currentTodo + ` FOR UPDATE`
 )
 
@@ -215,7 +225,8 @@ func (w *wtx) current(a Ack) (curTodo, error) {
 		query = pgCurrentTodo
 	}
 	err := w.queryRow(query, a.ID).
-		Scan(&c.queue, &c.state, &c.owner, &c.leaseSeq, &c.leaseExpiry, &c.availableAt, &c.attempts, &c.maxAtt)
+		Scan(&c.queue, &c.state, &c.owner, &c.leaseSeq, &c.leaseExpiry, &c.availableAt, &c.attempts, &c.maxAtt,
+			&c.cancelledBy, &c.reservedFor)
 	if notFound(err) {
 		return c, fmt.Errorf("store: todo %d: %w", a.ID, ErrNotFound)
 	}
@@ -236,6 +247,8 @@ func (w *wtx) held(a Ack, verb string) (curTodo, error) {
 		return c, err
 	}
 	switch {
+	case c.cancelledBy != "":
+		return c, fmt.Errorf("store: %s todo %d: it was cancelled by %s: %w", verb, a.ID, c.cancelledBy, ErrConflict)
 	case c.state != StateClaimed:
 		return c, fmt.Errorf("store: %s todo %d: it is %s, not claimed: %w", verb, a.ID, c.state, ErrConflict)
 	case c.owner != a.Owner:
@@ -244,6 +257,9 @@ func (w *wtx) held(a Ack, verb string) (curTodo, error) {
 		return c, fmt.Errorf("store: %s todo %d: %w", verb, a.ID, ErrNoLeaseSeq)
 	case a.LeaseSeq != c.leaseSeq:
 		return c, fmt.Errorf("store: %s todo %d: lease %d was lost (current lease is %d): %w", verb, a.ID, a.LeaseSeq, c.leaseSeq, ErrConflict)
+	case c.leaseExpiry == 0:
+		return c, fmt.Errorf("store: %s todo %d: it is awaiting a human's approval; the answer comes with your next claim: %w",
+			verb, a.ID, ErrConflict)
 	case c.leaseExpiry <= ms(w.now):
 		return c, fmt.Errorf("store: %s todo %d: the lease expired at %s: %w", verb, a.ID,
 			fromMS(c.leaseExpiry).Format(time.RFC3339), ErrConflict)
@@ -315,8 +331,9 @@ func (s *Store) Fail(ctx context.Context, a Ack, errText string, retry bool) (To
 			return err
 		}
 		if retry && c.attempts < c.maxAtt {
+			// reserved_for goes: a backoff is no one's hold (see Decide).
 			t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL,
-					last_error = ?, available_at = ?, updated_at = ?
+					reserved_for = NULL, last_error = ?, available_at = ?, updated_at = ?
 				WHERE id = ? RETURNING `+todoColumns,
 				errText, ms(w.now.Add(RetryBackoff(c.attempts))), ms(w.now), a.ID), false)
 			if err != nil {
@@ -418,7 +435,7 @@ func (s *Store) Retry(ctx context.Context, id int64, actor string) (Todo, error)
 // attempts reset.
 func (w *wtx) retry(id int64, actor, detail string) (Todo, error) {
 	t, err := scanTodo(w.queryRow(`UPDATE todos SET state = 'pending', attempts = 0, available_at = ?,
-			updated_at = ?, finished_at = NULL
+			updated_at = ?, finished_at = NULL, cancelled_by = ''
 		WHERE id = ? RETURNING `+todoColumns, ms(w.now), ms(w.now), id), false)
 	if err != nil {
 		return Todo{}, fmt.Errorf("store: retry todo %d: %w", id, err)

@@ -41,6 +41,24 @@ type Todo struct {
 	CreatedAt   time.Time  `json:"created_at"`
 	UpdatedAt   time.Time  `json:"updated_at"`
 	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	// CancelledBy is the human who cancelled the todo: it is failed, but not a
+	// dead letter, and nothing retries it by itself.
+	CancelledBy string `json:"cancelled_by,omitempty"`
+	// Approval is the human gate's last question and its answer (see RequestApproval).
+	Approval *Approval `json:"approval,omitempty"`
+	// Waiting says what the todo waits for: "approval" (claimed, its lease stopped,
+	// until a human decides) or "paused" (pending on a paused queue; set by
+	// ListTodos).
+	Waiting string `json:"waiting,omitempty"`
+}
+
+// Approval is a question a worker asked a human before an irreversible step, and
+// the human's answer.
+type Approval struct {
+	State    string `json:"state"` // asked, approved, denied
+	Question string `json:"question"`
+	Comment  string `json:"comment,omitempty"`
+	By       string `json:"by,omitempty"` // the human who decided
 }
 
 // Source says where a todo came from.
@@ -56,6 +74,9 @@ type Trust struct {
 	Verified         bool   `json:"verified"`
 	Mode             string `json:"mode"` // signed, token, none
 	WebhookCreatedBy string `json:"webhook_created_by,omitempty"`
+	// AddedBy is the agent that made the todo with add_todo (mode agent):
+	// authenticated by its credential, its content not signed by anyone.
+	AddedBy string `json:"added_by,omitempty"`
 }
 
 // TodoChange is announced after the commit that made it. Claimable is true when the
@@ -239,7 +260,7 @@ func nullID(id int64) any {
 const todoColumns = `id, queue, state, payload_size, source_type, coalesce(source_webhook_id, 0),
 	coalesce(source_event_id, 0), source_event_type, verified, trust_mode, webhook_created_by, created_by,
 	coalesce(owner, ''), attempts, max_attempts, lease_seq, lease_expires_at, available_at, result, last_error,
-	created_at, updated_at, finished_at`
+	created_at, updated_at, finished_at, cancelled_by, approval, approval_question, approval_comment, approval_by`
 
 const todoColumnsFull = todoColumns + `, coalesce(
 	(SELECT payload FROM todo_payloads WHERE todo_id = todos.id),
@@ -262,12 +283,22 @@ func scanTodoAnd(sc scanner, more ...any) (Todo, error) {
 	var t Todo
 	var lease, finished sql.NullInt64
 	var avail, created, updated int64
+	var ap Approval
 	dest := []any{&t.ID, &t.Queue, &t.State, &t.PayloadSize, &t.Source.Type, &t.Source.WebhookID,
 		&t.Source.EventID, &t.Source.EventType, &t.Trust.Verified, &t.Trust.Mode, &t.Trust.WebhookCreatedBy,
 		&t.CreatedBy, &t.Owner, &t.Attempts, &t.MaxAttempts, &t.LeaseSeq, &lease, &avail, &t.Result, &t.LastError,
-		&created, &updated, &finished}
+		&created, &updated, &finished, &t.CancelledBy, &ap.State, &ap.Question, &ap.Comment, &ap.By}
 	if err := sc.Scan(append(dest, more...)...); err != nil {
 		return Todo{}, err
+	}
+	if ap.State != "" {
+		t.Approval = &ap
+	}
+	if t.Trust.Mode == "agent" {
+		t.Trust.AddedBy = t.CreatedBy
+	}
+	if t.State == StateClaimed && !lease.Valid {
+		t.Waiting = WaitingApproval
 	}
 	t.LeaseExpiry = fromNullMS(lease)
 	t.FinishedAt = fromNullMS(finished)
@@ -331,7 +362,7 @@ func (s *Store) ListTodos(ctx context.Context, f TodoFilter) ([]Todo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: list todos: %w", err)
 	}
-	return out, nil
+	return s.markPaused(ctx, out)
 }
 
 // compactTodos reads and closes rows of todoColumns.

@@ -17,10 +17,13 @@ var (
 	// todoVerbs work the queue, in the order the board shows them. Verb names
 	// are a contract with agents and with the endpoint scopes operators grant.
 	todoVerbs = []string{"list_todos", "claim", "claim_next", "heartbeat", "complete", "fail",
-		"release", "get_default_lease", "set_default_lease"}
+		"release", "get_default_lease", "set_default_lease", "request_approval"}
 	// webhookVerbs are the self-service webhook and event-history verbs.
 	webhookVerbs = []string{"create_webhook", "list_webhooks", "rotate_webhook", "delete_webhook",
 		"list_webhook_events", "get_webhook_event", "replay_webhook_event"}
+	// optInVerbs are never granted by default: an operator names them (add_todo
+	// lets an agent put work on queues, within Endpoint.AddQueues).
+	optInVerbs = []string{"add_todo"}
 	// sourceTypes are the webhook source types Switchboard verifies, in the
 	// order the UI and docs show them: a contract with agents and operators.
 	sourceTypes = []string{"github", "stripe", "slack", "standard", "gitlab", "generic"}
@@ -32,13 +35,19 @@ func TodoVerbs() []string { return slices.Clone(todoVerbs) }
 // WebhookVerbs are the self-service webhook and event-history verbs.
 func WebhookVerbs() []string { return slices.Clone(webhookVerbs) }
 
-// AllVerbs is every verb an endpoint may be granted, and the default grant of a
-// new endpoint. It is a fresh slice each call.
+// OptInVerbs are the verbs granted only when an operator names them.
+func OptInVerbs() []string { return slices.Clone(optInVerbs) }
+
+// AllVerbs is every verb an endpoint is granted by default: every verb but the
+// OptInVerbs. It is a fresh slice each call.
 func AllVerbs() []string { return slices.Concat(todoVerbs, webhookVerbs) }
+
+// EveryVerb is every verb, the opt-in ones too: names no module tool may take.
+func EveryVerb() []string { return slices.Concat(todoVerbs, webhookVerbs, optInVerbs) }
 
 // KnownVerb reports whether v names a verb.
 func KnownVerb(v string) bool {
-	return slices.Contains(todoVerbs, v) || slices.Contains(webhookVerbs, v)
+	return slices.Contains(todoVerbs, v) || slices.Contains(webhookVerbs, v) || slices.Contains(optInVerbs, v)
 }
 
 // SourceTypes lists the webhook source types.
@@ -71,7 +80,7 @@ func (e *UnknownWordError) Unwrap() error { return ErrInvalid }
 func CheckVerbs(verbs []string) error {
 	for _, v := range verbs {
 		if !KnownVerb(v) {
-			return &UnknownWordError{What: WordVerb, Value: v, Known: AllVerbs()}
+			return &UnknownWordError{What: WordVerb, Value: v, Known: EveryVerb()}
 		}
 	}
 	return nil

@@ -39,6 +39,8 @@ type boardPage struct {
 	CountsURL, RowsURL string
 	// Charts are the queue's history (all queues' without one), on the full page.
 	Charts *chartPanel
+	// Awaiting lists the oldest todos awaiting a human's approval (see control.go).
+	Awaiting []store.Todo
 }
 
 // Link is the URL of the board's queue and state with kv, and its error filter
@@ -132,7 +134,7 @@ func (u *UI) boardCounts(w http.ResponseWriter, r *http.Request, rc *reqCtx, p *
 		return false
 	}
 	p.Queues = summarise(counts)
-	if heads && !u.queueHeads(w, r, rc, p.Queues) {
+	if heads && (!u.queueHeads(w, r, rc, p.Queues) || !u.queueControl(w, r, rc, p)) {
 		return false
 	}
 	p.Totals = totals(p.Queues)

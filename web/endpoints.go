@@ -96,12 +96,14 @@ type endpointForm struct {
 	Next           string          // an OAuth consent page to go back to once created
 
 	TodoVerbs, WebhookVerbs, Sources []string
+	OptInVerbs                       []string // never granted by default (add_todo)
 	Modules                          []string // the capability modules this server runs, to grant
 	Tools                            []string // their tools, by the names agents see
 }
 
 func (u *UI) newForm() endpointForm {
-	f := endpointForm{TodoVerbs: store.TodoVerbs(), WebhookVerbs: store.WebhookVerbs(), Sources: store.SourceTypes()}
+	f := endpointForm{TodoVerbs: store.TodoVerbs(), WebhookVerbs: store.WebhookVerbs(), OptInVerbs: store.OptInVerbs(),
+		Sources: store.SourceTypes()}
 	if u.opts.Modules != nil {
 		for _, m := range u.opts.Modules.Status() {
 			f.Modules = append(f.Modules, m.Name)

@@ -23,8 +23,13 @@ const flashCookie = "sb_flash"
 // of todos unless flashUnits says otherwise ("revoked-released:3"), written there
 // as "3 todos".
 var flashes = map[string]string{
-	"released": "Released: the todo is pending again and its claim does not count as an attempt.",
-	"retried":  "Retried: the todo is back on its queue with its attempts reset.",
+	"released":        "Released: the todo is pending again and its claim does not count as an attempt.",
+	"retried":         "Retried: the todo is back on its queue with its attempts reset.",
+	"cancelled":       "Cancelled: the todo has ended and will not be claimed or retried by itself.",
+	"decided-approve": "Approved: the worker that asked gets the todo back first, with your answer.",
+	"decided-deny":    "Denied: the worker that asked gets the todo back first, with your answer.",
+	"paused":          "Paused: the queue's todos are not claimable until you resume it; deliveries still land.",
+	"resumed":         "Resumed: the queue's todos are claimable again and waiting agents are woken.",
 	"retried-all": "Retried %s that had failed: back on their queues with their attempts reset. Any that failed " +
 		"again meanwhile stay failed.",
 	"added":   "Todo added.",

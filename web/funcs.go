@@ -211,6 +211,10 @@ type queueSummary struct {
 	// HeadSince is when the todo claim_next takes next became claimable; zero
 	// when none is (see store.QueueHead).
 	HeadSince time.Time
+	// PausedBy is who paused the queue, "" when it runs; Awaiting counts its
+	// todos awaiting approval (see control.go).
+	PausedBy string
+	Awaiting int64
 }
 
 // headStuck is how long a queue's head may wait before its card says so in red:

@@ -147,6 +147,10 @@ func (u *UI) Register(r *httprouter.Router) {
 	r.GET("/todos/:id", u.page(u.todoPage))
 	r.POST("/todos/:id/release", u.action(u.releaseTodo))
 	r.POST("/todos/:id/retry", u.action(u.retryTodo))
+	r.POST("/todos/:id/cancel", u.action(u.cancelTodo))
+	r.POST("/todos/:id/decide", u.action(u.decideTodo))
+	r.POST("/queue/pause", u.action(u.pauseQueue))
+	r.POST("/queue/resume", u.action(u.resumeQueue))
 	r.POST("/dead-letters/retry", u.action(u.retryDeadLetters))
 
 	r.GET("/endpoints", u.page(u.endpointList))
@@ -196,6 +200,10 @@ var actionPages = map[string]string{
 	"/account/sessions/end-others": "/account",
 	"/todos/:id/release":           "/todos/:id",
 	"/todos/:id/retry":             "/todos/:id",
+	"/todos/:id/cancel":            "/todos/:id",
+	"/todos/:id/decide":            "/todos/:id",
+	"/queue/pause":                 "/",
+	"/queue/resume":                "/",
 	"/dead-letters/retry":          "/?state=failed",
 	"/endpoints/:id/revoke":        "/endpoints/:id",
 	"/webhook/:id/rotate":          "/webhook/:id",

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,12 +16,12 @@ import (
 const endpointSynopsis = `endpoint create --agent NAME (--queues q1,q2 | --capabilities cap1,…) [--verbs v1,v2] [--default-lease SECONDS]
                       [--max-webhooks N] [--webhook-sources github,stripe,…] [--webhook-queues q1,…]
                       [--capabilities cap1,…] [--tool-allow t1,…] [--tool-deny t1,…] [--rate N] [--burst N]
-                      [--cf-access-identity EMAIL|CLIENT_ID] [--json] [--db FILE]
+                      [--add-queues q1,…] [--cf-access-identity EMAIL|CLIENT_ID] [--json] [--db FILE]
        switchboard endpoint list [--all] [--json] [--db FILE]
        switchboard endpoint show ID [--json] [--db FILE]
        switchboard endpoint update ID [--queues …] [--verbs …] [--default-lease SECONDS] [--max-webhooks N]
                       [--webhook-sources …] [--webhook-queues …] [--capabilities …] [--tool-allow …]
-                      [--tool-deny …] [--rate N] [--burst N] [--cf-access-identity …] [--json] [--db FILE]
+                      [--tool-deny …] [--rate N] [--burst N] [--add-queues …] [--cf-access-identity …] [--json] [--db FILE]
        switchboard endpoint revoke ID [--db FILE]
        switchboard endpoint grants [ID] [--json] [--db FILE]
        switchboard endpoint revoke-grant GRANT_ID [--db FILE]`
@@ -102,7 +103,7 @@ func (o *numValue[T]) ptr() *T {
 // scopeFlags are the endpoint fields a human sets, shared by create and update.
 type scopeFlags struct {
 	queues, verbs, sources, wqueues, caps listValue
-	toolAllow, toolDeny                   listValue
+	toolAllow, toolDeny, addQueues        listValue
 	lease, maxWebhooks, burst             intValue
 	rate                                  floatValue
 	cfAccess                              stringValue
@@ -120,6 +121,8 @@ func (f *scopeFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.toolDeny, "tool-deny", "module tools (exact prefixed names) refused even if granted")
 	fs.Var(&f.rate, "rate", "tool calls per second the agent may make, queue verbs included "+
 		"(0: the server's default, 50 a second for module tools and webhook verbs, none for queue verbs)")
+	fs.Var(&f.addQueues, "add-queues", "queues the agent may add todos to with add_todo (granted with it on create; "+
+		"on update, name add_todo in --verbs)")
 	fs.Var(&f.burst, "burst", "tool calls the agent may make at once above --rate (0: the server's default, 100)")
 	fs.Var(&f.cfAccess, "cf-access-identity", cfAccessIdentityUsage)
 }
@@ -132,7 +135,7 @@ func (f *scopeFlags) spec() (store.EndpointSpec, error) {
 	if err := store.CheckSourceTypes(f.sources.list...); err != nil {
 		return store.EndpointSpec{}, usageErr("%v", err)
 	}
-	for _, q := range append(append([]string{}, f.queues.list...), f.wqueues.list...) {
+	for _, q := range slices.Concat(f.queues.list, f.wqueues.list, f.addQueues.list) {
 		if !store.ValidQueueName(q) {
 			return store.EndpointSpec{}, usageErr("%q is not a valid queue name (letters, digits and . _ - : /)", q)
 		}
@@ -144,7 +147,7 @@ func (f *scopeFlags) spec() (store.EndpointSpec, error) {
 		Verbs: f.verbs.ptr(), Queues: f.queues.ptr(), DefaultLeaseTTL: f.lease.ptr(),
 		MaxWebhooks: f.maxWebhooks.ptr(), WebhookSources: f.sources.ptr(), WebhookQueues: f.wqueues.ptr(),
 		Capabilities: f.caps.ptr(), ToolAllow: f.toolAllow.ptr(), ToolDeny: f.toolDeny.ptr(),
-		RatePerSecond: f.rate.ptr(), RateBurst: f.burst.ptr(), CFAccessIdentity: f.cfAccess.ptr(),
+		RatePerSecond: f.rate.ptr(), RateBurst: f.burst.ptr(), AddQueues: f.addQueues.ptr(), CFAccessIdentity: f.cfAccess.ptr(),
 	}, nil
 }
 
@@ -225,6 +228,10 @@ func endpointCreate(ctx context.Context, env *environ, args []string) error {
 	}
 	if spec.Verbs == nil {
 		all := store.AllVerbs()
+		if spec.AddQueues != nil && len(*spec.AddQueues) > 0 {
+			// add_todo is never granted by default; --add-queues asks for it.
+			all = append(all, store.OptInVerbs()...)
+		}
 		spec.Verbs = &all
 	}
 	if spec.WebhookQueues == nil {

@@ -173,7 +173,7 @@ func TestCLIRefusesUnknownWords(t *testing.T) {
 		want string
 	}{
 		{[]string{"endpoint", "create", "--agent", "bot", "--queues", "inbox", "--verbs", "claim,teleport"},
-			`switchboard endpoint: unknown verb "teleport" (known: ` + strings.Join(store.AllVerbs(), ",") + ")\n"},
+			`switchboard endpoint: unknown verb "teleport" (known: ` + strings.Join(store.EveryVerb(), ",") + ")\n"},
 		{[]string{"endpoint", "create", "--agent", "bot", "--queues", "inbox", "--webhook-sources", "github,pigeon"},
 			`switchboard endpoint: unknown webhook source type "pigeon" (known: github,stripe,slack,standard,gitlab,generic)` + "\n"},
 		{[]string{"webhook", "create", "--source", "pigeon", "--queue", "inbox", "--base-url", "https://sb.example"},

@@ -31,6 +31,7 @@ var helpCases = [][]string{
 	{"webhook", "create", "-h"}, {"webhook", "list", "-h"}, {"webhook", "rotate", "-h"}, {"webhook", "delete", "-h"}, {"webhook", "events", "-h"},
 	{"secrets"}, {"secrets", "-h"}, {"secrets", "reencrypt", "-h"},
 	{"modules"}, {"modules", "-h"}, {"modules", "list", "-h"}, {"modules", "approve", "-h"}, {"modules", "import-openapi", "-h"},
+	{"todo", "cancel", "-h"}, {"queue"}, {"queue", "-h"}, {"queue", "list", "-h"}, {"queue", "pause", "-h"}, {"queue", "resume", "-h"},
 	{"backup", "-h"}, {"restore", "-h"}, {"connect", "-h"}, {"bench", "-h"}, {"version", "-h"},
 }
 

@@ -256,7 +256,7 @@ func offlineModules(ctx context.Context, env *environ, dir, db string) ([]server
 		opts := modules.LoadOptions{
 			LookupEnv:     func(string) (string, bool) { return "set in serve's environment", true },
 			EgressPolicy:  envOr(env, "SWITCHBOARD_EGRESS_POLICY", ""),
-			ReservedTools: store.AllVerbs(),
+			ReservedTools: store.EveryVerb(),
 		}
 		for _, f := range files {
 			m, err := modules.LoadFile(f, opts)

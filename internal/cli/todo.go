@@ -18,14 +18,16 @@ const todoSynopsis = `todo add --queue Q (--payload TEXT | --payload-file F | -)
                              [--limit N] [--before ID] [--json] [--db FILE]
        switchboard todo show ID [--json] [--db FILE]
        switchboard todo release ID [--db FILE]   (a claimed todo back on its queue, whoever holds it)
-       switchboard todo retry (ID... | --all-failed [--queue Q] [--error TEXT]) [--json] [--db FILE]`
+       switchboard todo retry (ID... | --all-failed [--queue Q] [--error TEXT]) [--json] [--db FILE]
+       switchboard todo cancel ID [--db FILE]    (a pending or claimed todo ends; never retried by itself)`
 
 // maxPayload bounds a todo's payload, like the webhook body bound.
 const maxPayload = 1 << 20
 
 func runTodo(ctx context.Context, env *environ, args []string) error {
 	return dispatch(ctx, env, args, todoSynopsis, subcommand{"add", todoAdd}, subcommand{"list", todoList},
-		subcommand{"show", todoShow}, subcommand{"release", todoRelease}, subcommand{"retry", todoRetry})
+		subcommand{"show", todoShow}, subcommand{"release", todoRelease}, subcommand{"retry", todoRetry},
+		subcommand{"cancel", todoCancel})
 }
 
 func todoAdd(ctx context.Context, env *environ, args []string) error {
@@ -193,7 +195,7 @@ func noTodos(f store.TodoFilter, queue string) string {
 
 // todoRow is t's row in todo list.
 func todoRow(t store.Todo) string {
-	return fmt.Sprintf("%d\t%s\t%s\t%d\t%s\t%s\t%d/%d\t%s", t.ID, t.Queue, t.State, t.PayloadSize, t.Source.Type,
+	return fmt.Sprintf("%d\t%s\t%s\t%d\t%s\t%s\t%d/%d\t%s", t.ID, t.Queue, stateLabel(t), t.PayloadSize, t.Source.Type,
 		dash(t.Owner), t.Attempts, t.MaxAttempts, t.CreatedAt.Local().Format(time.DateTime))
 }
 

@@ -43,7 +43,7 @@ func New(st *store.Store, allow []*net.IPNet) *Metrics {
 	}, []string{"route", "method", "code"})
 	m.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchboard_todo_transitions_total",
-		Help: "Todo transitions by queue and cause (add, claim, complete, release, retry, retry_backoff, dead_letter, lease_expired; backoff_over: a retried todo became claimable).",
+		Help: "Todo transitions by queue and cause (add, claim, complete, release, retry, retry_backoff, dead_letter, lease_expired, cancel, resume, approval_asked, approval_decided; backoff_over: a retried todo became claimable).",
 	}, []string{"queue", "cause"})
 	m.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchboard_webhook_deliveries_total",
@@ -84,6 +84,8 @@ var (
 func (c *todoCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- todosDesc
 	ch <- headWaitDesc
+	ch <- pausedDesc
+	ch <- awaitingDesc
 }
 
 func (c *todoCollector) Collect(ch chan<- prometheus.Metric) {
@@ -111,6 +113,40 @@ func (c *todoCollector) Collect(ch chan<- prometheus.Metric) {
 		if q.State == store.StatePending {
 			ch <- prometheus.MustNewConstMetric(headWaitDesc, prometheus.GaugeValue, waits[q.Queue], q.Queue)
 		}
+	}
+	collectControl(ctx, c.st, counts, ch)
+}
+
+var (
+	pausedDesc = prometheus.NewDesc("switchboard_queue_paused",
+		"1 while a human has the queue paused: its todos are not claimable.", []string{"queue"}, nil)
+	awaitingDesc = prometheus.NewDesc("switchboard_queue_awaiting_approval",
+		"Todos on the queue whose worker waits for a human's approval.", []string{"queue"}, nil)
+)
+
+// collectControl reports, for every queue with todos or paused, whether it is
+// paused and how many of its todos await approval.
+func collectControl(ctx context.Context, st *store.Store, counts []store.QueueCount, ch chan<- prometheus.Metric) {
+	paused, err := st.PausedQueues(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(pausedDesc, err)
+		return
+	}
+	waits, err := st.QueueWaits(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(awaitingDesc, err)
+		return
+	}
+	queues := map[string]float64{}
+	for _, q := range counts {
+		queues[q.Queue] = 0
+	}
+	for _, p := range paused {
+		queues[p.Queue] = 1
+	}
+	for q, p := range queues {
+		ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, p, q)
+		ch <- prometheus.MustNewConstMetric(awaitingDesc, prometheus.GaugeValue, float64(waits[q]), q)
 	}
 }
 

@@ -34,7 +34,7 @@ func loadManifests(cfg Config) ([]modules.Manifest, error) {
 		return nil, fmt.Errorf("--egress-policy: %w (see docs/egress.md)", err)
 	}
 	return modules.LoadDir(cfg.ModulesDir, modules.LoadOptions{EgressPolicy: cfg.EgressPolicy,
-		ReservedTools: store.AllVerbs()})
+		ReservedTools: store.EveryVerb()})
 }
 
 // startGateway starts the modules of the manifests loadManifests returned. An

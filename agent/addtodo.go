@@ -1,0 +1,75 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// Agents hand work on: add_todo, never granted by default, puts a todo on one of
+// the queues the endpoint may add to (--add-queues). The todo says the agent made
+// it: source agent, trust mode agent, added_by agent:<id>.
+
+// VerbAddTodo is the opt-in verb (store.OptInVerbs).
+const VerbAddTodo = "add_todo"
+
+// MaxAddPayloadBytes bounds an added todo's payload, as the CLI and the board do.
+const MaxAddPayloadBytes = 1 << 20
+
+// handOnTools is the table of the opt-in verbs.
+func (a *Agent) handOnTools() []Tool {
+	return []Tool{{Name: VerbAddTodo, Verb: VerbAddTodo, Define: defineAddTodo, Handle: a.addTodo}}
+}
+
+type addedResult struct {
+	Todo store.Todo `json:"todo" jsonschema:"the new todo, without its payload"`
+}
+
+func defineAddTodo(ep store.Endpoint) mcp.Tool {
+	queue := []mcp.PropertyOption{mcp.Required(), mcp.Description("The queue to add to: one of this endpoint's add queues.")}
+	if len(ep.AddQueues) > 0 {
+		queue = append(queue, mcp.Enum(ep.AddQueues...))
+	}
+	return mcp.NewTool(VerbAddTodo,
+		mcp.WithDescription(fmt.Sprintf("Hand work on: add a todo to a queue this endpoint may add to, for whichever "+
+			"agent works that queue. The todo records that you made it (trust mode agent: authenticated, not signed). "+
+			"You may have at most %d pending todos you added; past that it answers ceiling_exceeded until some are "+
+			"claimed. Returns the new todo's compact row.", store.MaxAddedPending)),
+		mcp.WithString("queue", queue...),
+		mcp.WithString("payload", mcp.Required(), mcp.MaxLength(MaxAddPayloadBytes),
+			mcp.Description("The todo's content, JSON recommended; at most 1 MiB.")),
+		closed,
+		returns[addedResult](),
+		annotate("Add a todo", false, false, false, false),
+	)
+}
+
+func (a *Agent) addTodo(ctx context.Context, c *Call) (any, error) {
+	var in struct {
+		Queue   string  `json:"queue"`
+		Payload *string `json:"payload"`
+	}
+	if err := c.Decode(&in); err != nil {
+		return nil, err
+	}
+	switch {
+	case in.Payload == nil:
+		return nil, errorf(CodeInvalidArgument, "payload is required ('' adds an empty one)")
+	case len(*in.Payload) > MaxAddPayloadBytes:
+		return nil, errorf(CodeInvalidArgument, "payload is %d bytes; at most %d", len(*in.Payload), MaxAddPayloadBytes)
+	case !slices.Contains(c.Endpoint.AddQueues, in.Queue):
+		if len(c.Endpoint.AddQueues) == 0 {
+			return nil, errorf(CodeForbidden, "this endpoint may add to no queue: an operator sets them (endpoint update ID --add-queues q1,…)")
+		}
+		return nil, errorf(CodeForbidden, "this endpoint may add to %v only, not %q", c.Endpoint.AddQueues, in.Queue)
+	}
+	t, err := a.st.AddAgentTodo(ctx, c.Actor, in.Queue, *in.Payload, c.Endpoint.AddQueues)
+	if err != nil {
+		return nil, err
+	}
+	return addedResult{Todo: compact(t)}, nil
+}

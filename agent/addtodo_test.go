@@ -1,0 +1,40 @@
+package agent
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/switchboardhq/switchboard/store"
+)
+
+// add_todo over real MCP: not listed by default; granted, it adds only to the
+// endpoint's add queues, and the todo's trust envelope names the agent.
+func TestAddTodoHandsWorkOn(t *testing.T) {
+	e := newEnv(t)
+	_, plainCred := e.endpoint("plain", []string{"inbox"}, nil)
+	if names := e.dial(plainCred, false).toolNames(t); slices.Contains(names, VerbAddTodo) {
+		t.Fatalf("add_todo is listed for an endpoint that was not granted it: %v", names)
+	}
+	verbs := append(store.AllVerbs(), VerbAddTodo)
+	_, cred := e.endpoint("triager", []string{"inbox"}, verbs, func(s *store.EndpointSpec) {
+		s.AddQueues = &[]string{"review"}
+	})
+	c := e.dial(cred, false)
+	if code := c.code(t, VerbAddTodo, map[string]any{"queue": "inbox", "payload": "{}"}); code != CodeForbidden {
+		t.Fatalf("add_todo outside the add queues: %s, want forbidden", code)
+	}
+	if code := c.code(t, VerbAddTodo, map[string]any{"queue": "review"}); code != CodeInvalidArgument {
+		t.Fatalf("add_todo without a payload: %s, want invalid_argument", code)
+	}
+	if counts, _ := e.st.QueueCounts(context.Background()); len(counts) != 0 {
+		t.Fatalf("a refused add left todos: %+v", counts)
+	}
+	var added addedResult
+	c.ok(t, VerbAddTodo, map[string]any{"queue": "review", "payload": `{"pr": 9}`}, &added)
+	got := e.todo(added.Todo.ID)
+	if got.Queue != "review" || got.Payload != `{"pr": 9}` || got.Source.Type != "agent" ||
+		got.Trust.Mode != "agent" || got.Trust.Verified || got.Trust.AddedBy != "agent:triager" {
+		t.Fatalf("the added todo = %+v", got)
+	}
+}

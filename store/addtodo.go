@@ -1,0 +1,54 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Agents hand work on: add_todo puts a todo on one of the queues an endpoint may
+// add to (Endpoint.AddQueues). Such a todo's source type is "agent" and its
+// trust mode "agent": the agent that made it authenticated with its credential,
+// but nothing signed the content. A cap on the pending todos one agent has
+// added bounds what a runaway loop can pile up, as the webhook ceiling bounds
+// its webhooks.
+
+// MaxAddedPending is how many todos an agent may have added that are still
+// pending.
+const MaxAddedPending = 1000
+
+// ErrAddCap: the agent has MaxAddedPending pending todos it added.
+var ErrAddCap = errors.New("add cap reached")
+
+// AddAgentTodo adds a todo for agent actor (agent:<id>) to queue, if queue is one
+// of addQueues and the agent's pending adds are under MaxAddedPending.
+func (s *Store) AddAgentTodo(ctx context.Context, actor, queue, payload string, addQueues []string) (Todo, error) {
+	if !contains(addQueues, queue) {
+		return Todo{}, fmt.Errorf("store: add todo to %s: this endpoint may add to %v only: %w", queue, addQueues, ErrInvalid)
+	}
+	var t Todo
+	err := s.write(ctx, func(w *wtx) error {
+		if w.w.s.pg {
+			// Two adds of one agent in two processes would both count below the
+			// cap: they take turns on a lock of the agent's name.
+			if _, err := w.exec(`SELECT pg_advisory_xact_lock(hashtextextended(
+				'add_todo:' || current_schema() || ':' || CAST(? AS TEXT), 0))`, actor); err != nil {
+				return fmt.Errorf("store: add todo to %s: %w", queue, err)
+			}
+		}
+		var n int
+		err := w.queryRow(`SELECT count(*) FROM todos INDEXED BY todos_added_by_agent
+			WHERE created_by = ? AND state = 'pending' AND source_type = 'agent'`, actor).Scan(&n)
+		if err != nil {
+			return fmt.Errorf("store: add todo to %s: count the agent's adds: %w", queue, err)
+		}
+		if n >= MaxAddedPending {
+			return fmt.Errorf("store: add todo to %s: %s has %d pending todos it added, the most it may have: %w",
+				queue, actor, n, ErrAddCap)
+		}
+		t, err = w.addTodo(NewTodo{Queue: queue, Payload: payload, CreatedBy: actor,
+			Source: Source{Type: "agent"}, Trust: Trust{Mode: "agent", AddedBy: actor}})
+		return err
+	})
+	return t, err
+}
