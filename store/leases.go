@@ -365,6 +365,9 @@ func (s *Store) Fail(ctx context.Context, a Ack, errText string, retry bool) (To
 
 // Release hands a claimed todo back at once. The claim does not count as an attempt.
 func (s *Store) Release(ctx context.Context, a Ack) (Todo, error) {
+	if s.pg {
+		return s.pgRelease(ctx, a)
+	}
 	var t Todo
 	err := s.write(ctx, func(w *wtx) error {
 		if _, err := w.held(a, "release"); err != nil {

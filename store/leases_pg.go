@@ -21,11 +21,12 @@ import (
 const pgLeaseHeld = `id = ? AND state = 'claimed' AND owner = ? AND lease_seq = ? AND lease_expires_at > ?
 	AND (? OR queue = ANY(?))`
 
-// pgLeaseOutcome ends a transition whose UPDATE is the CTE changed: the updated
-// row and 1, or else the row as it is and 0, or no row if there is no such todo.
-// Its argument is the todo's id.
-const pgLeaseOutcome = `SELECT *, 1 FROM changed
-	UNION ALL SELECT ` + todoColumns + `, 0 FROM todos WHERE id = ? AND NOT EXISTS (SELECT 1 FROM changed)`
+// pgLeaseOutcome ends a transition whose UPDATE is the CTE changed and whose
+// audit row the CTE logged inserts: the updated row, 1 and the audit row's id, or
+// else the row as it is and 0, or no row if there is no such todo. Its argument
+// is the todo's id.
+const pgLeaseOutcome = `SELECT *, 1, (SELECT id FROM logged) FROM changed
+	UNION ALL SELECT ` + todoColumns + `, 0, 0 FROM todos WHERE id = ? AND NOT EXISTS (SELECT 1 FROM changed)`
 
 func pgLeaseArgs(a Ack, now int64) []any {
 	queues := a.Queues
@@ -38,30 +39,37 @@ func pgLeaseArgs(a Ack, now int64) []any {
 // leaseOutcome reads a row of pgLeaseOutcome: the updated todo, or why a did
 // not hold the lease.
 func (w *wtx) leaseOutcome(a Ack, verb string, row scanner) (Todo, error) {
+	t, _, err := w.leaseOutcomeAudited(a, verb, row)
+	return t, err
+}
+
+// leaseOutcomeAudited is leaseOutcome that also returns the audit row's id.
+func (w *wtx) leaseOutcomeAudited(a Ack, verb string, row scanner) (Todo, int64, error) {
 	var updated int
-	t, err := scanTodoAnd(row, &updated)
+	var auditID int64
+	t, err := scanTodoAnd(row, &updated, &auditID)
 	if notFound(err) {
-		return Todo{}, fmt.Errorf("store: todo %d: %w", a.ID, ErrNotFound)
+		return Todo{}, 0, fmt.Errorf("store: todo %d: %w", a.ID, ErrNotFound)
 	}
 	if err != nil {
-		return Todo{}, fmt.Errorf("store: %s todo %d: %w", verb, a.ID, err)
+		return Todo{}, 0, fmt.Errorf("store: %s todo %d: %w", verb, a.ID, err)
 	}
 	if updated == 1 {
-		return t, nil
+		return t, auditID, nil
 	}
 	if err := inScope(a, t.Queue); err != nil {
-		return Todo{}, err
+		return Todo{}, 0, err
 	}
 	c := curTodo{queue: t.Queue, state: t.State, owner: t.Owner, leaseSeq: t.LeaseSeq}
 	if t.LeaseExpiry != nil {
 		c.leaseExpiry = ms(*t.LeaseExpiry)
 	}
 	if err := w.leaseErr(a, c, verb); err != nil {
-		return Todo{}, err
+		return Todo{}, 0, err
 	}
 	// The row read was as it stood when the statement began; the UPDATE saw it
 	// after another transaction changed it.
-	return Todo{}, fmt.Errorf("store: %s todo %d: the lease changed meanwhile: %w", verb, a.ID, ErrConflict)
+	return Todo{}, 0, fmt.Errorf("store: %s todo %d: the lease changed meanwhile: %w", verb, a.ID, ErrConflict)
 }
 
 // pgComplete is Complete's statement.
@@ -69,7 +77,7 @@ const pgComplete = `WITH changed AS (UPDATE todos SET state = 'done', result = ?
 		updated_at = ?, finished_at = ?
 		WHERE ` + pgLeaseHeld + ` RETURNING ` + todoColumns + `),
 	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
-		SELECT ?, ?, 'todo.complete', 'todo:' || id, 'ok', '' FROM changed)
+		SELECT ?, ?, 'todo.complete', 'todo:' || id, 'ok', '' FROM changed RETURNING id)
 	` + pgLeaseOutcome
 
 func (s *Store) pgComplete(ctx context.Context, a Ack, result string) (t Todo, err error) {
@@ -115,7 +123,7 @@ func (s *Store) pgClaimOne(ctx context.Context, owner, queue string, ttl time.Du
 const pgHeartbeat = `WITH changed AS (UPDATE todos SET lease_expires_at = greatest(lease_expires_at, ?), updated_at = ?
 		WHERE ` + pgLeaseHeld + ` RETURNING ` + todoColumns + `),
 	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
-		SELECT ?, ?, 'todo.heartbeat', 'todo:' || id, 'ok', '' FROM changed)
+		SELECT ?, ?, 'todo.heartbeat', 'todo:' || id, 'ok', '' FROM changed RETURNING id)
 	` + pgLeaseOutcome
 
 func (s *Store) pgHeartbeat(ctx context.Context, a Ack, ttl time.Duration) (t Todo, err error) {
@@ -144,7 +152,7 @@ const pgFail = `WITH changed AS (UPDATE todos SET
 		WHERE ` + pgLeaseHeld + ` RETURNING ` + todoColumns + `),
 	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
 		SELECT ?, ?, CASE WHEN state = 'pending' THEN 'todo.fail' ELSE 'todo.dead_letter' END, 'todo:' || id,
-			CASE WHEN state = 'pending' THEN 'retry' ELSE 'ok' END, ? FROM changed)
+			CASE WHEN state = 'pending' THEN 'retry' ELSE 'ok' END, ? FROM changed RETURNING id)
 	` + pgLeaseOutcome
 
 // pgBackoffs is RetryBackoff in milliseconds for 0, 1, … attempts, up to the
@@ -179,5 +187,31 @@ func (s *Store) pgFail(ctx context.Context, a Ack, errText string, retry bool) (
 		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateFailed, Source: t.Source.Type, Cause: "dead_letter"})
 		return nil
 	}})
+	return t, err
+}
+
+// pgRelease is Release's statement.
+const pgRelease = `WITH changed AS (UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL,
+		attempts = greatest(attempts - 1, 0), available_at = ?, updated_at = ?
+		WHERE ` + pgLeaseHeld + ` RETURNING ` + todoColumns + `),
+	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
+		SELECT ?, ?, 'todo.release', 'todo:' || id, 'ok', '' FROM changed RETURNING id)
+	` + pgLeaseOutcome
+
+// pgRelease is Release in one statement. It is not pipelined: the watch of this
+// process's own returns must hold its audit row's id before the COMMIT is sent.
+func (s *Store) pgRelease(ctx context.Context, a Ack) (t Todo, err error) {
+	err = s.write(ctx, func(w *wtx) error {
+		at := ms(w.now)
+		args := append(append([]any{at, at}, pgLeaseArgs(a, at)...), at, a.Owner, a.ID)
+		released, auditID, err := w.leaseOutcomeAudited(a, "release", w.queryRow(pgRelease, args...))
+		if err != nil {
+			return err
+		}
+		t = released
+		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type,
+			Claimable: true, Cause: "release", auditID: auditID})
+		return nil
+	})
 	return t, err
 }

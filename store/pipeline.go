@@ -37,7 +37,15 @@ type pgOne struct {
 // writeOne runs one as a write: pipelined with its batch when the whole batch is
 // made of such writes, and otherwise as any other write, through the same read.
 func (s *Store) writeOne(ctx context.Context, one *pgOne) error {
-	fn := func(w *wtx) error { return one.read(w, w.queryRow(one.query, one.args(w.now)...)) }
+	fn := func(w *wtx) error {
+		err := one.read(w, w.queryRow(one.query, one.args(w.now)...))
+		if code := pgErrorCode(err); code == "40P01" || code == "40001" {
+			// Said plainly. A batch sent whole has met it once already: this is
+			// its one retry.
+			return fmt.Errorf("store: the write met another process's write in a deadlock and changed nothing; try it again: %w", err)
+		}
+		return err
+	}
 	return s.submit(ctx, &writeReq{ctx: ctx, fn: fn, one: one, done: make(chan struct{})})
 }
 
