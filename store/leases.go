@@ -278,10 +278,6 @@ func (s *Store) Heartbeat(ctx context.Context, a Ack, ttl time.Duration) (Todo, 
 		var err error
 		query := `UPDATE todos SET lease_expires_at = max(lease_expires_at, ?), updated_at = ?
 			WHERE id = ? RETURNING ` + todoColumns
-		if w.w.s.pg {
-			query = `UPDATE todos SET lease_expires_at = greatest(lease_expires_at, ?), updated_at = ?
-			WHERE id = ? RETURNING ` + todoColumns
-		}
 		t, err = scanTodo(w.queryRow(query, ms(w.now.Add(ttl)), ms(w.now), a.ID), false)
 		if err != nil {
 			return fmt.Errorf("store: heartbeat todo %d: %w", a.ID, err)

@@ -65,7 +65,8 @@ type writer struct {
 // bottleneck; Commit/Busy says how much of that is the durable commit itself rather
 // than the statements. Both are wall time on the writer goroutine, so they include
 // time it waited for a CPU. Pipelined counts the batches PostgreSQL committed in
-// one round trip.
+// one round trip; their statements' answers come back with the COMMIT's, so their
+// time counts in Busy and hardly in Commit.
 type WriterStats struct {
 	Batches   int64
 	Requests  int64
