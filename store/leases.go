@@ -30,6 +30,9 @@ type Ack struct {
 // ClaimNext claims the oldest claimable todo in any of queues for owner. ok is false
 // when nothing is claimable.
 func (s *Store) ClaimNext(ctx context.Context, owner string, queues []string, ttl time.Duration) (t Todo, ok bool, err error) {
+	if s.pg && len(queues) == 1 {
+		return s.pgClaimOne(ctx, owner, queues[0], ttl)
+	}
 	err = s.write(ctx, func(w *wtx) error {
 		queues, reserved, err := w.gate(owner, queues)
 		if err != nil {
@@ -233,11 +236,16 @@ func (w *wtx) current(a Ack) (curTodo, error) {
 	if err != nil {
 		return c, fmt.Errorf("store: load todo %d: %w", a.ID, err)
 	}
-	if a.Queues != nil && !contains(a.Queues, c.queue) {
-		// Out of scope looks the same as absent: nothing about it is revealed.
-		return c, fmt.Errorf("store: todo %d: %w", a.ID, ErrNotFound)
+	return c, inScope(a, c.queue)
+}
+
+// inScope checks the todo's queue against the caller's scope. Out of scope looks
+// the same as absent: nothing about it is revealed.
+func inScope(a Ack, queue string) error {
+	if a.Queues != nil && !contains(a.Queues, queue) {
+		return fmt.Errorf("store: todo %d: %w", a.ID, ErrNotFound)
 	}
-	return c, nil
+	return nil
 }
 
 // held checks that a holds the live lease on the todo.
@@ -246,30 +254,38 @@ func (w *wtx) held(a Ack, verb string) (curTodo, error) {
 	if err != nil {
 		return c, err
 	}
+	return c, w.leaseErr(a, c, verb)
+}
+
+// leaseErr says why a does not hold the live lease on c, or nil if it does.
+func (w *wtx) leaseErr(a Ack, c curTodo, verb string) error {
 	switch {
 	case c.cancelledBy != "":
-		return c, fmt.Errorf("store: %s todo %d: it was cancelled by %s: %w", verb, a.ID, c.cancelledBy, ErrConflict)
+		return fmt.Errorf("store: %s todo %d: it was cancelled by %s: %w", verb, a.ID, c.cancelledBy, ErrConflict)
 	case c.state != StateClaimed:
-		return c, fmt.Errorf("store: %s todo %d: it is %s, not claimed: %w", verb, a.ID, c.state, ErrConflict)
+		return fmt.Errorf("store: %s todo %d: it is %s, not claimed: %w", verb, a.ID, c.state, ErrConflict)
 	case c.owner != a.Owner:
-		return c, fmt.Errorf("store: %s todo %d: it is claimed by someone else: %w", verb, a.ID, ErrConflict)
+		return fmt.Errorf("store: %s todo %d: it is claimed by someone else: %w", verb, a.ID, ErrConflict)
 	case a.LeaseSeq == 0:
-		return c, fmt.Errorf("store: %s todo %d: %w", verb, a.ID, ErrNoLeaseSeq)
+		return fmt.Errorf("store: %s todo %d: %w", verb, a.ID, ErrNoLeaseSeq)
 	case a.LeaseSeq != c.leaseSeq:
-		return c, fmt.Errorf("store: %s todo %d: lease %d was lost (current lease is %d): %w", verb, a.ID, a.LeaseSeq, c.leaseSeq, ErrConflict)
+		return fmt.Errorf("store: %s todo %d: lease %d was lost (current lease is %d): %w", verb, a.ID, a.LeaseSeq, c.leaseSeq, ErrConflict)
 	case c.leaseExpiry == 0:
-		return c, fmt.Errorf("store: %s todo %d: it is awaiting a human's approval; the answer comes with your next claim: %w",
+		return fmt.Errorf("store: %s todo %d: it is awaiting a human's approval; the answer comes with your next claim: %w",
 			verb, a.ID, ErrConflict)
 	case c.leaseExpiry <= ms(w.now):
-		return c, fmt.Errorf("store: %s todo %d: the lease expired at %s: %w", verb, a.ID,
+		return fmt.Errorf("store: %s todo %d: the lease expired at %s: %w", verb, a.ID,
 			fromMS(c.leaseExpiry).Format(time.RFC3339), ErrConflict)
 	}
-	return c, nil
+	return nil
 }
 
 // Heartbeat extends a live lease to now+ttl. It never shortens a lease: a longer
 // expiry already granted is kept.
 func (s *Store) Heartbeat(ctx context.Context, a Ack, ttl time.Duration) (Todo, error) {
+	if s.pg {
+		return s.pgHeartbeat(ctx, a, ttl)
+	}
 	var t Todo
 	err := s.write(ctx, func(w *wtx) error {
 		if _, err := w.held(a, "heartbeat"); err != nil {
@@ -278,10 +294,6 @@ func (s *Store) Heartbeat(ctx context.Context, a Ack, ttl time.Duration) (Todo, 
 		var err error
 		query := `UPDATE todos SET lease_expires_at = max(lease_expires_at, ?), updated_at = ?
 			WHERE id = ? RETURNING ` + todoColumns
-		if w.w.s.pg {
-			query = `UPDATE todos SET lease_expires_at = greatest(lease_expires_at, ?), updated_at = ?
-			WHERE id = ? RETURNING ` + todoColumns
-		}
 		t, err = scanTodo(w.queryRow(query, ms(w.now.Add(ttl)), ms(w.now), a.ID), false)
 		if err != nil {
 			return fmt.Errorf("store: heartbeat todo %d: %w", a.ID, err)
@@ -293,6 +305,9 @@ func (s *Store) Heartbeat(ctx context.Context, a Ack, ttl time.Duration) (Todo, 
 
 // Complete marks a claimed todo done with an optional result.
 func (s *Store) Complete(ctx context.Context, a Ack, result string) (Todo, error) {
+	if s.pg {
+		return s.pgComplete(ctx, a, result)
+	}
 	var t Todo
 	err := s.write(ctx, func(w *wtx) error {
 		if _, err := w.held(a, "complete"); err != nil {
@@ -324,6 +339,9 @@ func RetryBackoff(attempts int) time.Duration {
 // Fail records an error on a claimed todo. With retry and attempts left it goes back
 // to pending after RetryBackoff; otherwise it is dead-lettered (state failed).
 func (s *Store) Fail(ctx context.Context, a Ack, errText string, retry bool) (Todo, error) {
+	if s.pg {
+		return s.pgFail(ctx, a, errText, retry)
+	}
 	var t Todo
 	err := s.write(ctx, func(w *wtx) error {
 		c, err := w.held(a, "fail")
@@ -363,6 +381,9 @@ func (s *Store) Fail(ctx context.Context, a Ack, errText string, retry bool) (To
 
 // Release hands a claimed todo back at once. The claim does not count as an attempt.
 func (s *Store) Release(ctx context.Context, a Ack) (Todo, error) {
+	if s.pg {
+		return s.pgRelease(ctx, a)
+	}
 	var t Todo
 	err := s.write(ctx, func(w *wtx) error {
 		if _, err := w.held(a, "release"); err != nil {

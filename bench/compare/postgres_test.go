@@ -158,6 +158,8 @@ func BenchmarkIngestPostgres(b *testing.B) {
 func reportWriter(b *testing.B, before, after store.WriterStats, seconds float64) {
 	batches := max(after.Batches-before.Batches, 1)
 	b.ReportMetric(float64(after.Requests-before.Requests)/float64(batches), "writes/commit")
+	// PostgreSQL's batches sent in one round trip (store/pipeline.go).
+	b.ReportMetric(float64(after.Pipelined-before.Pipelined)/float64(batches), "pipelined/commit")
 	b.ReportMetric((after.Busy-before.Busy).Seconds()/seconds, "writer-busy")
 	b.ReportMetric((after.Commit-before.Commit).Seconds()/seconds, "writer-committing")
 	// The writer's time outside COMMIT, per message: its statements' round trips.

@@ -1,0 +1,237 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/switchboardhq/switchboard/internal/textcut"
+)
+
+// Lease transitions on PostgreSQL as one statement each, so that the writer can
+// pipeline them (pipeline.go). The UPDATE checks the lease in its WHERE clause:
+// it locks the row, and a row another transaction changed meanwhile is checked
+// again as that transaction left it, so the check and the transition are one
+// step as with pgCurrentTodo's lock. The audit row is written by a CTE from the
+// updated row, and queue_counts follows by its trigger. When nothing was updated,
+// the statement returns the row as it was, and leaseErr says why as held does.
+
+// pgLeaseHeld is the lease check of held, for a WHERE clause. Its arguments are
+// pgLeaseArgs.
+const pgLeaseHeld = `id = ? AND state = 'claimed' AND owner = ? AND lease_seq = ? AND lease_expires_at > ?
+	AND (? OR queue = ANY(?))`
+
+// pgLeaseOutcome ends a transition whose UPDATE is the CTE changed and whose
+// audit row the CTE logged inserts: the updated row, 1 and the audit row's id, or
+// else the row as it is and 0, or no row if there is no such todo. Its argument
+// is the todo's id.
+const pgLeaseOutcome = `SELECT *, 1, (SELECT id FROM logged) FROM changed
+	UNION ALL SELECT ` + todoColumns + `, 0, 0 FROM todos WHERE id = ? AND NOT EXISTS (SELECT 1 FROM changed)`
+
+func pgLeaseArgs(a Ack, now int64) []any {
+	queues := a.Queues
+	if queues == nil {
+		queues = []string{}
+	}
+	return []any{a.ID, a.Owner, a.LeaseSeq, now, a.Queues == nil, queues}
+}
+
+// leaseOutcome reads a row of pgLeaseOutcome: the updated todo, or why a did
+// not hold the lease.
+func (w *wtx) leaseOutcome(a Ack, verb string, row scanner) (Todo, error) {
+	t, _, err := w.leaseOutcomeAudited(a, verb, row)
+	return t, err
+}
+
+// leaseOutcomeAudited is leaseOutcome that also returns the audit row's id.
+func (w *wtx) leaseOutcomeAudited(a Ack, verb string, row scanner) (Todo, int64, error) {
+	var updated int
+	var auditID int64
+	t, err := scanTodoAnd(row, &updated, &auditID)
+	if notFound(err) {
+		return Todo{}, 0, fmt.Errorf("store: todo %d: %w", a.ID, ErrNotFound)
+	}
+	if err != nil {
+		return Todo{}, 0, fmt.Errorf("store: %s todo %d: %w", verb, a.ID, err)
+	}
+	if updated == 1 {
+		return t, auditID, nil
+	}
+	if err := inScope(a, t.Queue); err != nil {
+		return Todo{}, 0, err
+	}
+	c := curTodo{queue: t.Queue, state: t.State, owner: t.Owner, leaseSeq: t.LeaseSeq}
+	if t.LeaseExpiry != nil {
+		c.leaseExpiry = ms(*t.LeaseExpiry)
+	}
+	if err := w.leaseErr(a, c, verb); err != nil {
+		return Todo{}, 0, err
+	}
+	// The row read was as it stood when the statement began; the UPDATE saw it
+	// after another transaction changed it.
+	return Todo{}, 0, fmt.Errorf("store: %s todo %d: the lease changed meanwhile: %w", verb, a.ID, ErrConflict)
+}
+
+// pgComplete is Complete's statement.
+const pgComplete = `WITH changed AS (UPDATE todos SET state = 'done', result = ?, lease_expires_at = NULL,
+		updated_at = ?, finished_at = ?
+		WHERE ` + pgLeaseHeld + ` RETURNING ` + todoColumns + `),
+	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
+		SELECT ?, ?, 'todo.complete', 'todo:' || id, 'ok', '' FROM changed RETURNING id)
+	` + pgLeaseOutcome
+
+func (s *Store) pgComplete(ctx context.Context, a Ack, result string) (t Todo, err error) {
+	args := func(now time.Time) []any {
+		at := ms(now)
+		return append(append([]any{result, at, at}, pgLeaseArgs(a, at)...), at, a.Owner, a.ID)
+	}
+	err = s.writeOne(ctx, &pgOne{query: pgComplete, args: args, read: func(w *wtx, row scanner) error {
+		done, err := w.leaseOutcome(a, "complete", row)
+		if err != nil {
+			return err
+		}
+		t = done
+		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateDone, Source: t.Source.Type, Cause: "complete"})
+		return nil
+	}})
+	return t, err
+}
+
+// pgClaimGated is pgClaimHead with the claim gate (see gate and claimReserved)
+// inside it, for a claim on one queue in one statement: nothing when the queue is
+// paused; the oldest todo of the queue still reserved for owner after a human's
+// decision, if there is one; else the queue's head. The reservation is cleared as
+// the todo is claimed.
+const pgClaimGated = `WITH open AS (SELECT NOT EXISTS (SELECT 1 FROM paused_queues WHERE queue = ?) AS ok),
+	mine AS (SELECT id FROM todos WHERE reserved_for = ? AND state = 'pending' AND queue = ? AND available_at > ?
+		AND (SELECT ok FROM open) ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED),
+	head AS (SELECT id FROM todos WHERE state = 'pending' AND queue >= ? AND queue <= ? AND available_at <= ?
+		AND (SELECT ok FROM open) AND NOT EXISTS (SELECT 1 FROM mine)
+		ORDER BY queue, id LIMIT 1 FOR UPDATE SKIP LOCKED),
+	claimed AS (UPDATE todos SET state = 'claimed', owner = ?, attempts = attempts + 1,
+			lease_seq = lease_seq + 1, lease_expires_at = ?, updated_at = ?, reserved_for = NULL
+		WHERE id = coalesce((SELECT id FROM mine), (SELECT id FROM head)) AND state = 'pending'
+		RETURNING ` + pgTodoColumnsFull + `),
+	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
+		SELECT ?, ?, 'todo.claim_next', 'todo:' || id, 'ok',
+			'attempt=' || attempts || ' lease_seq=' || lease_seq FROM claimed)
+	SELECT * FROM claimed`
+
+// pgClaimOne is ClaimNext on PostgreSQL for one queue: pgClaimGated alone.
+func (s *Store) pgClaimOne(ctx context.Context, owner, queue string, ttl time.Duration) (t Todo, ok bool, err error) {
+	args := func(now time.Time) []any {
+		at := ms(now)
+		return []any{queue, owner, queue, at, queue, queue, at, owner, ms(now.Add(ttl)), at, at, owner}
+	}
+	err = s.writeOne(ctx, &pgOne{query: pgClaimGated, args: args, read: func(w *wtx, row scanner) error {
+		t, ok = Todo{}, false // a batch that ran again runs read again
+		claimed, err := w.w.s.scanFull(row)
+		if notFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("store: claim next in %s: %w", queue, err)
+		}
+		t, ok = claimed, true
+		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateClaimed, Source: t.Source.Type, Cause: "claim"})
+		return nil
+	}})
+	return t, ok, err
+}
+
+// pgHeartbeat is Heartbeat's statement.
+const pgHeartbeat = `WITH changed AS (UPDATE todos SET lease_expires_at = greatest(lease_expires_at, ?), updated_at = ?
+		WHERE ` + pgLeaseHeld + ` RETURNING ` + todoColumns + `),
+	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
+		SELECT ?, ?, 'todo.heartbeat', 'todo:' || id, 'ok', '' FROM changed RETURNING id)
+	` + pgLeaseOutcome
+
+func (s *Store) pgHeartbeat(ctx context.Context, a Ack, ttl time.Duration) (t Todo, err error) {
+	args := func(now time.Time) []any {
+		at := ms(now)
+		return append(append([]any{ms(now.Add(ttl)), at}, pgLeaseArgs(a, at)...), at, a.Owner, a.ID)
+	}
+	err = s.writeOne(ctx, &pgOne{query: pgHeartbeat, args: args, read: func(w *wtx, row scanner) error {
+		extended, err := w.leaseOutcome(a, "heartbeat", row)
+		t = extended
+		return err
+	}})
+	return t, err
+}
+
+// pgFail is Fail's statement: back to pending after RetryBackoff when retry is
+// asked and attempts are left, else dead-lettered, audited as Fail does. The
+// backoffs come from RetryBackoff, one per attempt count up to the one where it
+// reaches its ceiling.
+const pgFail = `WITH changed AS (UPDATE todos SET
+		state = CASE WHEN ? AND attempts < max_attempts THEN 'pending' ELSE 'failed' END,
+		available_at = CASE WHEN ? AND attempts < max_attempts
+			THEN ? + (?::bigint[])[least(attempts, ?) + 1] ELSE available_at END,
+		finished_at = CASE WHEN ? AND attempts < max_attempts THEN finished_at ELSE ? END,
+		owner = NULL, lease_expires_at = NULL, last_error = ?, updated_at = ?
+		WHERE ` + pgLeaseHeld + ` RETURNING ` + todoColumns + `),
+	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
+		SELECT ?, ?, CASE WHEN state = 'pending' THEN 'todo.fail' ELSE 'todo.dead_letter' END, 'todo:' || id,
+			CASE WHEN state = 'pending' THEN 'retry' ELSE 'ok' END, ? FROM changed RETURNING id)
+	` + pgLeaseOutcome
+
+// pgBackoffs is RetryBackoff in milliseconds for 0, 1, … attempts, up to the
+// first count that gets the ceiling.
+var pgBackoffs = func() []int64 {
+	var out []int64
+	for n := 0; ; n++ {
+		out = append(out, RetryBackoff(n).Milliseconds())
+		if RetryBackoff(n) == RetryBackoff(n+1000) {
+			return out
+		}
+	}
+}()
+
+func (s *Store) pgFail(ctx context.Context, a Ack, errText string, retry bool) (t Todo, err error) {
+	args := func(now time.Time) []any {
+		at := ms(now)
+		set := []any{retry, retry, at, pgBackoffs, len(pgBackoffs) - 1, retry, at, errText, at}
+		return append(append(set, pgLeaseArgs(a, at)...), at, a.Owner, textcut.Bytes(errText, 200), a.ID)
+	}
+	err = s.writeOne(ctx, &pgOne{query: pgFail, args: args, read: func(w *wtx, row scanner) error {
+		failed, err := w.leaseOutcome(a, "fail", row)
+		if t = failed; err != nil {
+			return err
+		}
+		if t.State == StatePending {
+			// Pending, but not claimable before available_at: the doorbell rings then.
+			w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type,
+				ClaimableAt: t.AvailableAt, Cause: "retry_backoff"})
+			return nil
+		}
+		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateFailed, Source: t.Source.Type, Cause: "dead_letter"})
+		return nil
+	}})
+	return t, err
+}
+
+// pgRelease is Release's statement.
+const pgRelease = `WITH changed AS (UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL,
+		attempts = greatest(attempts - 1, 0), available_at = ?, updated_at = ?
+		WHERE ` + pgLeaseHeld + ` RETURNING ` + todoColumns + `),
+	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
+		SELECT ?, ?, 'todo.release', 'todo:' || id, 'ok', '' FROM changed RETURNING id)
+	` + pgLeaseOutcome
+
+// pgRelease is Release in one statement. It is not pipelined: the watch of this
+// process's own returns must hold its audit row's id before the COMMIT is sent.
+func (s *Store) pgRelease(ctx context.Context, a Ack) (t Todo, err error) {
+	err = s.write(ctx, func(w *wtx) error {
+		at := ms(w.now)
+		args := append(append([]any{at, at}, pgLeaseArgs(a, at)...), at, a.Owner, a.ID)
+		released, auditID, err := w.leaseOutcomeAudited(a, "release", w.queryRow(pgRelease, args...))
+		if err != nil {
+			return err
+		}
+		t = released
+		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type,
+			Claimable: true, Cause: "release", auditID: auditID})
+		return nil
+	})
+	return t, err
+}

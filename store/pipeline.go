@@ -1,0 +1,174 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// Pipelining on PostgreSQL. The writer's batch on PostgreSQL costs round trips,
+// not fsyncs: BEGIN, a SAVEPOINT and a RELEASE per request, the request's own
+// statements, the notification, COMMIT, each waited for in turn. The hottest
+// writes (claim_next on one queue, complete, heartbeat, fail) are one statement
+// each there (leases_pg.go), with their checks in the WHERE clause and their audit
+// row in a CTE, so a batch made only of such writes is sent whole, BEGIN to
+// COMMIT, through pgx's batch (one pipeline, one round trip) with no savepoints:
+// a write whose check fails changes nothing and answers its error, and the others
+// commit. If a statement fails (a lost connection, a deadlock with another
+// process), the transaction is rolled back and the batch runs again the usual
+// way, each request under its own savepoint: that is the batch's one retry.
+// Every answer still waits for the COMMIT's result.
+
+// pgOne is a write that is one statement on PostgreSQL, and what to make of its
+// row. It must not add a todo nor return one to its queue: the watch of this
+// process's own changes learns of those before the COMMIT is sent (see hold).
+type pgOne struct {
+	query string
+	args  func(now time.Time) []any // the statement's arguments at the batch's time
+	// read takes the statement's row (or its sql.ErrNoRows) and records the
+	// outcome: the caller's result, its error, the changes to announce.
+	read func(w *wtx, row scanner) error
+}
+
+// writeOne runs one as a write: pipelined with its batch when the whole batch is
+// made of such writes, and otherwise as any other write, through the same read.
+func (s *Store) writeOne(ctx context.Context, one *pgOne) error {
+	fn := func(w *wtx) error {
+		err := one.read(w, w.queryRow(one.query, one.args(w.now)...))
+		if code := pgErrorCode(err); code == "40P01" || code == "40001" {
+			// Said plainly. A batch sent whole has met it once already: this is
+			// its one retry.
+			return fmt.Errorf("store: the write met another process's write in a deadlock and changed nothing; try it again: %w", err)
+		}
+		return err
+	}
+	return s.submit(ctx, &writeReq{ctx: ctx, fn: fn, one: one, done: make(chan struct{})})
+}
+
+// pipelinable reports whether batch can be sent whole.
+func (w *writer) pipelinable(batch []*writeReq) bool {
+	if !w.s.pg {
+		return false
+	}
+	for _, r := range batch {
+		if r.one == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// errStatementFailed says a pipelined batch was rolled back because one of its
+// statements failed: the writer runs it again one request at a time.
+var errStatementFailed = errors.New("store: a statement of the pipelined batch failed")
+
+// pipeline runs batch in one round trip: BEGIN, each request's statement, the
+// notification and COMMIT. It returns errStatementFailed, with nothing
+// committed, when a statement failed; any other error is the commit's.
+func (w *writer) pipeline(batch []*writeReq, now time.Time) error {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	live := batch[:0:0]
+	for _, r := range batch {
+		r.wtx = wtx{w: w, ctx: context.WithoutCancel(r.ctx), now: now}
+		if r.err = r.ctx.Err(); r.err != nil {
+			continue
+		}
+		args := r.one.args(now)
+		pgText(args)
+		b.Queue(w.s.q(r.one.query), args...)
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	b.Queue(pgNotify)
+	b.Queue("COMMIT")
+	var committing time.Time
+	err := w.conn.Raw(func(dc any) error {
+		conn := dc.(*stdlib.Conn).Conn()
+		ctx := context.Background()
+		br := conn.SendBatch(ctx, b)
+		err := w.readPipeline(br, live)
+		committing = time.Now()
+		if err == nil {
+			var tag string
+			t, cerr := br.Exec()
+			if tag = t.String(); cerr == nil && tag != "COMMIT" {
+				cerr = fmt.Errorf("the server answered %q", tag)
+			}
+			if cerr != nil {
+				err = fmt.Errorf("store: commit: %w", cerr)
+			}
+		}
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("store: commit: %w", cerr)
+		}
+		if err != nil {
+			conn.Exec(ctx, "ROLLBACK")
+		}
+		return err
+	})
+	if !committing.IsZero() {
+		w.commit.Add(int64(time.Since(committing)))
+	}
+	if errors.Is(err, errStatementFailed) {
+		for _, r := range live {
+			r.err = nil
+		}
+	}
+	return err
+}
+
+// readPipeline reads BEGIN's, each request's and the notification's results.
+func (w *writer) readPipeline(br pgx.BatchResults, live []*writeReq) error {
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("%w: begin: %v", errStatementFailed, err)
+	}
+	for _, r := range live {
+		row := &pgxRow{row: br.QueryRow()}
+		r.err = r.one.read(&r.wtx, row)
+		if row.err != nil {
+			return fmt.Errorf("%w: %v", errStatementFailed, row.err)
+		}
+	}
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("%w: notify the commit: %v", errStatementFailed, err)
+	}
+	return nil
+}
+
+// pgxRow is a pgx row scanned as database/sql scans one, which the reads are
+// written for: pgx will not put an integer column into a bool. It keeps the
+// statement's error (no row is not one).
+type pgxRow struct {
+	row pgx.Row
+	err error
+}
+
+func (r *pgxRow) Scan(dest ...any) error {
+	var flags []*bool
+	var ints []*int64
+	for i, d := range dest {
+		if b, ok := d.(*bool); ok {
+			n := new(int64)
+			flags, ints = append(flags, b), append(ints, n)
+			dest[i] = n
+		}
+	}
+	err := r.row.Scan(dest...)
+	if err != nil {
+		if !notFound(err) {
+			r.err = err
+		}
+		return err
+	}
+	for i, b := range flags {
+		*b = *ints[i] != 0
+	}
+	return nil
+}
