@@ -60,7 +60,7 @@ func (w *wtx) leaseOutcomeAudited(a Ack, verb string, row scanner) (Todo, int64,
 	if err := inScope(a, t.Queue); err != nil {
 		return Todo{}, 0, err
 	}
-	c := curTodo{queue: t.Queue, state: t.State, owner: t.Owner, leaseSeq: t.LeaseSeq}
+	c := curTodo{queue: t.Queue, state: t.State, owner: t.Owner, leaseSeq: t.LeaseSeq, cancelledBy: t.CancelledBy}
 	if t.LeaseExpiry != nil {
 		c.leaseExpiry = ms(*t.LeaseExpiry)
 	}
@@ -151,7 +151,7 @@ func (s *Store) pgHeartbeat(ctx context.Context, a Ack, ttl time.Duration) (t To
 		at := ms(now)
 		return append(append([]any{ms(now.Add(ttl)), at}, pgLeaseArgs(a, at)...), at, a.Owner, a.ID)
 	}
-	err = s.writeOne(ctx, &pgOne{query: pgHeartbeat, args: args, read: func(w *wtx, row scanner) error {
+	err = s.writeOne(ctx, &pgOne{query: pgHeartbeat, args: args, quiet: true, read: func(w *wtx, row scanner) error {
 		extended, err := w.leaseOutcome(a, "heartbeat", row)
 		t = extended
 		return err

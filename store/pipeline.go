@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,6 +33,9 @@ type pgOne struct {
 	// read takes the statement's row (or its sql.ErrNoRows) and records the
 	// outcome: the caller's result, its error, the changes to announce.
 	read func(w *wtx, row scanner) error
+	// quiet: it changes no todo's state or queue (a heartbeat), so it alone does
+	// not make the commit's notification say todos changed (see notify).
+	quiet bool
 }
 
 // writeOne runs one as a write: pipelined with its batch when the whole batch is
@@ -86,7 +90,13 @@ func (w *writer) pipeline(batch []*writeReq, now time.Time) error {
 	if len(live) == 0 {
 		return nil
 	}
-	b.Queue(pgNotify)
+	// The payload is decided before the answers are read: a write that may change
+	// todos counts as changing them (a refused one only costs a redraw elsewhere).
+	payload := ""
+	if slices.ContainsFunc(live, func(r *writeReq) bool { return !r.one.quiet }) {
+		payload = pgTodosChanged
+	}
+	b.Queue(pgNotify, payload)
 	b.Queue("COMMIT")
 	var committing time.Time
 	err := w.conn.Raw(func(dc any) error {

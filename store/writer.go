@@ -437,9 +437,6 @@ func (w *writer) rollback() {
 	w.ctl("ROLLBACK")
 }
 
-// ctl runs a transaction-control statement (BEGIN, SAVEPOINT, RELEASE, COMMIT…),
-// prepared once: every request in a batch runs two of them, and parsing them
-// each time was a measurable share of the writer's time.
 // notify sends the commit's notification (pgwatch.go), saying whether the batch
 // changed todos.
 func (w *writer) notify(batch []*writeReq) error {
@@ -458,6 +455,9 @@ func (w *writer) notify(batch []*writeReq) error {
 	return err
 }
 
+// ctl runs a transaction-control statement (BEGIN, SAVEPOINT, RELEASE, COMMIT…),
+// prepared once: every request in a batch runs two of them, and parsing them
+// each time was a measurable share of the writer's time.
 func (w *writer) ctl(query string) (sql.Result, error) {
 	st, err := w.prepared(query)
 	if err != nil {
