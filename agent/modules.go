@@ -82,6 +82,7 @@ type Modules struct {
 	wake    chan struct{}
 
 	waiting pendingRuns // calls waiting for their agent's answer to a module's question
+	runs    runGroup    // calls running apart from their requests (moduleruns.go)
 }
 
 // NewModules returns the module tool source over cat, auditing calls in st.
@@ -190,7 +191,9 @@ func (m *Modules) call(ctx context.Context, ep store.Endpoint, t modules.Tool, k
 	// await cancels it, while it waits on the run.
 	runCtx, cancel := runContext(ctx)
 	run.cancel = cancel
+	m.runs.start()
 	go func() {
+		defer m.runs.end()
 		defer cancel()
 		raw, err := m.cat.Call(withElicitor(runCtx, run), t.Name, args)
 		release()
