@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -250,32 +251,39 @@ func (m *Modules) await(ctx context.Context, run *moduleRun) *mcp.CallToolResult
 }
 
 // resume answers a pending run's question with what the retried call carries,
-// and waits on the run again.
+// and waits on the run again. A refused retry is audited like a refused call.
 func (m *Modules) resume(ctx context.Context, ep store.Endpoint, name string, req mcp.CallToolRequest) *mcp.CallToolResult {
+	start := time.Now()
+	refuse := func(outcome string, e *Error) *mcp.CallToolResult {
+		t, _ := m.lookup(name)
+		m.record(ctx, ep, name, t.Module, outcome, time.Since(start))
+		return e.result()
+	}
 	// The answer is checked before the run is taken, so that a malformed retry
 	// leaves the question waiting for a good one.
 	answer := server.ElicitationResponse(req.Params.InputResponses, elicitKey)
 	if answer == nil || !slices.Contains([]mcp.ElicitationResponseAction{mcp.ElicitationResponseActionAccept,
 		mcp.ElicitationResponseActionDecline, mcp.ElicitationResponseActionCancel}, answer.Action) {
-		return errorf(CodeInvalidArgument, "inputResponses must answer %q with an elicitation result "+
-			"(action accept, decline or cancel) and requestState must be the one given with it", elicitKey).result()
+		return refuse(OutcomeError, errorf(CodeInvalidArgument, "inputResponses must answer %q with an elicitation result "+
+			"(action accept, decline or cancel) and requestState must be the one given with it", elicitKey))
 	}
 	args, err := callArguments(req)
 	if err != nil {
-		return errorf(CodeInvalidArgument, "arguments: %v", err).result()
+		return refuse(OutcomeError, errorf(CodeInvalidArgument, "arguments: %v", err))
 	}
 	pr, err := m.waiting.take(req.Params.RequestState, ep.ID, name, args)
 	switch {
 	case errors.Is(err, errOtherArguments):
-		return errorf(CodeInvalidArgument, "arguments differ from those of the call that requestState answers: "+
-			"retry %s with the same arguments", name).result()
+		return refuse(OutcomeError, errorf(CodeInvalidArgument, "arguments differ from those of the call that requestState answers: "+
+			"retry %s with the same arguments", name))
 	case err != nil:
-		return errorf(CodeNotFound, "requestState is unknown, expired, or not this credential's: call %s again without it", name).result()
+		return refuse(OutcomeNotFound, errorf(CodeNotFound, "requestState is unknown, expired, or not this credential's: "+
+			"call %s again without it", name))
 	}
 	if t, known := m.lookup(name); !known || !mayUse(ep, t.Module, t.Name) {
 		pr.run.cancel()
 		<-pr.run.done
-		return errorf(CodeForbidden, "the tool %s is not granted to this endpoint", name).result()
+		return refuse(OutcomeForbidden, errorf(CodeForbidden, "the tool %s is not granted to this endpoint", name))
 	}
 	pr.ask.answer <- elicitReply{res: answer}
 	return m.await(ctx, pr.run)
