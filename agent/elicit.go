@@ -283,6 +283,9 @@ func (m *Modules) resume(ctx context.Context, ep store.Endpoint, name string, re
 	if t, known := m.lookup(name); !known || !mayUse(ep, t.Module, t.Name) {
 		pr.run.cancel()
 		<-pr.run.done
+		if !known {
+			return refuse(OutcomeNotFound, errorf(CodeNotFound, "no module offers the tool %s any more", name))
+		}
 		return refuse(OutcomeForbidden, errorf(CodeForbidden, "the tool %s is not granted to this endpoint", name))
 	}
 	pr.ask.answer <- elicitReply{res: answer}

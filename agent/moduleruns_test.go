@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,5 +46,33 @@ func TestModulesWaitForRunsToBeAudited(t *testing.T) {
 	rows, err := e.st.ListAudit(context.Background(), store.AuditFilter{Action: "module.call"})
 	if err != nil || len(rows) != 1 || rows[0].Target != "alpha_slow" {
 		t.Fatalf("audit rows %+v, %v; want the call's", rows, err)
+	}
+}
+
+// A retry for a tool that has left the catalog since its module asked is told
+// so (not_found), not that the tool is not granted.
+func TestModuleRetryForAToolGoneSinceSaysSo(t *testing.T) {
+	e := newModuleEnv(t, ModuleOptions{}, fakeTool("alpha", "alpha_ask"))
+	ep, _ := e.endpoint("asker", []string{"q"}, nil, grant([]string{"alpha"}, nil, nil))
+	started := make(chan struct{})
+	e.cat.handle = func(ctx context.Context, _ string, _ json.RawMessage) (json.RawMessage, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	tool, known := e.mods.lookup("alpha_ask")
+	_, _, run := e.mods.call(context.Background(), ep, tool, known, mcp.CallToolRequest{}, time.Now())
+	<-started
+	state, _ := e.mods.waiting.add(run, elicitAsk{answer: make(chan elicitReply, 1)}, 4)
+	e.cat.mu.Lock()
+	e.cat.tools = nil
+	e.cat.mu.Unlock()
+	var req mcp.CallToolRequest
+	if err := json.Unmarshal([]byte(`{"name":"alpha_ask","requestState":"`+state+`","inputResponses":{"elicitation":{"action":"accept"}}}`), &req.Params); err != nil {
+		t.Fatal(err)
+	}
+	res := e.mods.resume(context.Background(), ep, "alpha_ask", req)
+	if got := text(res); !strings.HasPrefix(got, CodeNotFound+":") {
+		t.Errorf("retry for a tool gone: %s; want not_found", got)
 	}
 }
