@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -35,6 +38,7 @@ const elicitKey = "elicitation"
 type moduleRun struct {
 	endpointID int64
 	tool       string
+	args       json.RawMessage            // as the call gave them; a retry must carry the same
 	caps       *mcp.ElicitationCapability // the caller's; nil when noElicit says why
 	noElicit   string
 	asks       chan elicitAsk
@@ -136,17 +140,45 @@ func (p *pendingRuns) add(run *moduleRun, ask elicitAsk, max int) (string, bool)
 	return state, true
 }
 
+// Why take found no run to answer.
+var (
+	errNoRun          = errors.New("no such run")
+	errOtherArguments = errors.New("other arguments")
+)
+
 // take removes and returns the run waiting under state, if it belongs to the
-// endpoint and the tool; a run of another endpoint is not told apart from none.
-func (p *pendingRuns) take(state string, endpointID int64, tool string) (pendingRun, bool) {
+// endpoint and the tool (a run of another endpoint is not told apart from none,
+// errNoRun) and was called with args (errOtherArguments: it keeps waiting).
+func (p *pendingRuns) take(state string, endpointID int64, tool string, args json.RawMessage) (pendingRun, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pr, ok := p.byID[state]
-	if !ok || pr.run.endpointID != endpointID || pr.run.tool != tool {
-		return pendingRun{}, false
+	switch {
+	case !ok || pr.run.endpointID != endpointID || pr.run.tool != tool:
+		return pendingRun{}, errNoRun
+	case !sameArguments(pr.run.args, args):
+		return pendingRun{}, errOtherArguments
 	}
 	p.removeLocked(state, pr)
-	return pr, true
+	return pr, nil
+}
+
+// sameArguments says whether a and b are the same arguments, however written
+// (key order, spacing, number form; none and {} alike).
+func sameArguments(a, b json.RawMessage) bool {
+	return canonicalArguments(a) == canonicalArguments(b)
+}
+
+func canonicalArguments(raw json.RawMessage) string {
+	var v any
+	if len(raw) > 0 && json.Unmarshal(raw, &v) != nil {
+		return "invalid:" + string(raw)
+	}
+	if v == nil {
+		v = map[string]any{}
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // cancel ends the run still waiting under state, if any.
@@ -219,24 +251,42 @@ func (m *Modules) await(ctx context.Context, run *moduleRun) *mcp.CallToolResult
 }
 
 // resume answers a pending run's question with what the retried call carries,
-// and waits on the run again.
+// and waits on the run again. A refused retry is audited like a refused call.
 func (m *Modules) resume(ctx context.Context, ep store.Endpoint, name string, req mcp.CallToolRequest) *mcp.CallToolResult {
+	start := time.Now()
+	refuse := func(outcome string, e *Error) *mcp.CallToolResult {
+		t, _ := m.lookup(name)
+		m.record(ctx, ep, name, t.Module, outcome, time.Since(start))
+		return e.result()
+	}
 	// The answer is checked before the run is taken, so that a malformed retry
 	// leaves the question waiting for a good one.
 	answer := server.ElicitationResponse(req.Params.InputResponses, elicitKey)
 	if answer == nil || !slices.Contains([]mcp.ElicitationResponseAction{mcp.ElicitationResponseActionAccept,
 		mcp.ElicitationResponseActionDecline, mcp.ElicitationResponseActionCancel}, answer.Action) {
-		return errorf(CodeInvalidArgument, "inputResponses must answer %q with an elicitation result "+
-			"(action accept, decline or cancel) and requestState must be the one given with it", elicitKey).result()
+		return refuse(OutcomeError, errorf(CodeInvalidArgument, "inputResponses must answer %q with an elicitation result "+
+			"(action accept, decline or cancel) and requestState must be the one given with it", elicitKey))
 	}
-	pr, ok := m.waiting.take(req.Params.RequestState, ep.ID, name)
-	if !ok {
-		return errorf(CodeNotFound, "requestState is unknown, expired, or not this credential's: call %s again without it", name).result()
+	args, err := callArguments(req)
+	if err != nil {
+		return refuse(OutcomeError, errorf(CodeInvalidArgument, "arguments: %v", err))
+	}
+	pr, err := m.waiting.take(req.Params.RequestState, ep.ID, name, args)
+	switch {
+	case errors.Is(err, errOtherArguments):
+		return refuse(OutcomeError, errorf(CodeInvalidArgument, "arguments differ from those of the call that requestState answers: "+
+			"retry %s with the same arguments", name))
+	case err != nil:
+		return refuse(OutcomeNotFound, errorf(CodeNotFound, "requestState is unknown, expired, or not this credential's: "+
+			"call %s again without it", name))
 	}
 	if t, known := m.lookup(name); !known || !mayUse(ep, t.Module, t.Name) {
 		pr.run.cancel()
 		<-pr.run.done
-		return errorf(CodeForbidden, "the tool %s is not granted to this endpoint", name).result()
+		if !known {
+			return refuse(OutcomeNotFound, errorf(CodeNotFound, "no module offers the tool %s any more", name))
+		}
+		return refuse(OutcomeForbidden, errorf(CodeForbidden, "the tool %s is not granted to this endpoint", name))
 	}
 	pr.ask.answer <- elicitReply{res: answer}
 	return m.await(ctx, pr.run)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -23,10 +24,10 @@ func TestPendingRunsBoundToEndpoint(t *testing.T) {
 	if !ok || state == "" {
 		t.Fatal("first pending run refused")
 	}
-	if _, ok := p.take(state, 2, "mod_ask"); ok {
+	if _, err := p.take(state, 2, "mod_ask", nil); err == nil {
 		t.Error("another endpoint took the run")
 	}
-	if _, ok := p.take(state, 1, "mod_other"); ok {
+	if _, err := p.take(state, 1, "mod_other", nil); err == nil {
 		t.Error("a call of another tool took the run")
 	}
 	if !addRun(1) {
@@ -39,7 +40,7 @@ func TestPendingRunsBoundToEndpoint(t *testing.T) {
 		t.Error("another endpoint's run refused: the cap is per endpoint")
 	}
 	p.drop(run)
-	if _, ok := p.take(state, 1, "mod_ask"); ok {
+	if _, err := p.take(state, 1, "mod_ask", nil); err == nil {
 		t.Error("a dropped run was taken")
 	}
 	if _, open := <-ask.answer; open {
@@ -47,5 +48,24 @@ func TestPendingRunsBoundToEndpoint(t *testing.T) {
 	}
 	if !addRun(1) {
 		t.Error("dropping a run did not free its place under the cap")
+	}
+}
+
+// A pending run is answered only by a retry with its call's arguments, however
+// written; one with others leaves it waiting.
+func TestPendingRunsBoundToArguments(t *testing.T) {
+	var p pendingRuns
+	run := &moduleRun{endpointID: 1, tool: "mod_ask", args: []byte(`{"a":1,"b":["x"]}`)}
+	state, _ := p.add(run, elicitAsk{answer: make(chan elicitReply, 1)}, 4)
+	for _, other := range []string{`{"a":2,"b":["x"]}`, `{}`, ``, `{"a":1}`, `{"a":1,"b":["x"],"c":null}`} {
+		if _, err := p.take(state, 1, "mod_ask", []byte(other)); !errors.Is(err, errOtherArguments) {
+			t.Errorf("retry with %q: %v; want errOtherArguments", other, err)
+		}
+	}
+	if _, err := p.take(state, 1, "mod_ask", []byte(` { "b" : [ "x" ], "a" : 1.0 } `)); err != nil {
+		t.Errorf("retry with the same arguments rewritten: %v", err)
+	}
+	if !sameArguments(nil, []byte(`{}`)) || !sameArguments([]byte(`null`), nil) {
+		t.Error("no arguments and {} differ")
 	}
 }

@@ -82,6 +82,7 @@ type Modules struct {
 	wake    chan struct{}
 
 	waiting pendingRuns // calls waiting for their agent's answer to a module's question
+	runs    runGroup    // calls running apart from their requests (moduleruns.go)
 }
 
 // NewModules returns the module tool source over cat, auditing calls in st.
@@ -175,26 +176,24 @@ func (m *Modules) call(ctx context.Context, ep store.Endpoint, t modules.Tool, k
 	case !mayUse(ep, t.Module, t.Name):
 		return errorf(CodeForbidden, "the tool %s is not granted to this endpoint", t.Name).result(), OutcomeForbidden, nil
 	}
-	args := req.Params.RawArguments
-	if args == nil && req.Params.Arguments != nil {
-		b, err := json.Marshal(req.Params.Arguments)
-		if err != nil {
-			return errorf(CodeInvalidArgument, "arguments: %v", err).result(), OutcomeError, nil
-		}
-		args = b
+	args, err := callArguments(req)
+	if err != nil {
+		return errorf(CodeInvalidArgument, "arguments: %v", err).result(), OutcomeError, nil
 	}
 	release, ok := m.acquire(t.Module)
 	if !ok {
 		return errorf(CodeRateLimited, "module %s already has %d calls in flight; retry shortly",
 			t.Module, m.opts.Concurrency).result(), OutcomeRateLimited, nil
 	}
-	run := &moduleRun{endpointID: ep.ID, tool: t.Name, asks: make(chan elicitAsk), done: make(chan runEnd, 1)}
+	run := &moduleRun{endpointID: ep.ID, tool: t.Name, args: args, asks: make(chan elicitAsk), done: make(chan runEnd, 1)}
 	run.caps, run.noElicit = elicitationOf(ctx)
 	// The run outlives this request when the module asks a question: only
 	// await cancels it, while it waits on the run.
 	runCtx, cancel := runContext(ctx)
 	run.cancel = cancel
+	m.runs.start()
 	go func() {
+		defer m.runs.end()
 		defer cancel()
 		raw, err := m.cat.Call(withElicitor(runCtx, run), t.Name, args)
 		release()
@@ -204,6 +203,14 @@ func (m *Modules) call(ctx context.Context, ep store.Endpoint, t modules.Tool, k
 		run.done <- runEnd{res}
 	}()
 	return nil, "", run
+}
+
+// callArguments are the arguments of req as JSON (nil when it has none).
+func callArguments(req mcp.CallToolRequest) (json.RawMessage, error) {
+	if req.Params.RawArguments != nil || req.Params.Arguments == nil {
+		return req.Params.RawArguments, nil
+	}
+	return json.Marshal(req.Params.Arguments)
 }
 
 // runContext is the context of a run started by the request in ctx: its values

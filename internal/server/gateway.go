@@ -139,6 +139,11 @@ func (g *gateway) close(ctx context.Context) {
 	if err := g.sup.Close(ctx); err != nil {
 		g.log.Warn("modules did not stop politely in time; killed", "err", err)
 	}
+	// Calls waiting for their agent's answer end with their module; their
+	// audit must land before the store closes.
+	if err := g.src.Wait(ctx); err != nil {
+		g.log.Warn("module calls still running at shutdown; their audit may be lost", "err", err)
+	}
 }
 
 // readiness reports every module for /readyz, and whether all granted ones (a
