@@ -77,6 +77,11 @@ type Options struct {
 	// Now is the clock of sessions' requests, for the idle sweep and Activity
 	// (default time.Now).
 	Now func() time.Time
+	// SessionRoute, when set, goes into every session id this process mints
+	// ("sb-ROUTE.…"), so that a load balancer in front of several processes can
+	// send a session's requests to the process that holds it (see
+	// packaging/fleet). Lower-case letters, digits and '-', at most 32.
+	SessionRoute string
 }
 
 func (o *Options) defaults() {
@@ -185,6 +190,10 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 	a.evictions.Every = evictionLogEvery
 	a.failures.Every = 10 * time.Second
 	a.sessions = newSessions(opts.MaxSessionsPerEndpoint, opts.Now, a.evict)
+	if err := CheckSessionRoute(opts.SessionRoute); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	a.sessions.prefix = SessionIDPrefix(opts.SessionRoute)
 	a.sessions.idleNote = fmt.Sprintf("it was idle for %s", opts.SessionIdleTTL)
 	if opts.BaseURL != "" {
 		if err := ingest.CheckBaseURL(opts.BaseURL); err != nil {

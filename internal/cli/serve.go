@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/ingest"
 	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/store"
@@ -63,6 +64,9 @@ func (c *serveConfig) register(fs interface {
 	fs.Int64Var(&c.MaxBody, "max-body", envInt64(env, "SWITCHBOARD_MAX_BODY", ingest.DefaultMaxBody, &c.envErrs), "largest webhook body accepted, in bytes; larger ones get 413 (env SWITCHBOARD_MAX_BODY)")
 	fs.IntVar(&c.MaxSessions, "max-sessions-per-endpoint", int(envInt64(env, "SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT", 32, &c.envErrs)),
 		"live MCP sessions one endpoint may hold; initializing one more ends its least recently used (env SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT)")
+	fs.StringVar(&c.SessionRoute, "session-route", envOr(env, "SWITCHBOARD_SESSION_ROUTE", ""),
+		"in a fleet behind a load balancer: a name for this process that its MCP session ids carry, so the balancer "+
+			"sends a session to the process holding it (env SWITCHBOARD_SESSION_ROUTE; see docs/fleet.md)")
 	secretKeyFlags(fs, env, &c.SecretKeys)
 }
 
@@ -135,6 +139,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.MaxSessions <= 0 {
 		return usageErr("--max-sessions-per-endpoint must be positive")
+	}
+	if err := agent.CheckSessionRoute(c.SessionRoute); err != nil {
+		return usageErr("--session-route: %v", err)
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return usageErr("--log-format must be text or json")
