@@ -1,3 +1,5 @@
+//go:build linux
+
 package fleet
 
 import (
@@ -124,6 +126,8 @@ http {
 		}
 	}
 	cmd := exec.Command(bin, "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", filepath.Join(dir, "nginx.conf"))
+	// Should the test binary die before its cleanups (a timeout), nginx stops too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	// A file, not a pipe: nginx's workers would hold a pipe open after the
 	// master ended, and Wait with it.
 	out, err := os.Create(filepath.Join(dir, "output.log"))
