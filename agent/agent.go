@@ -84,6 +84,11 @@ type Options struct {
 	// CFAccess, when set, lets a request without a bearer authenticate by its
 	// Cloudflare Access assertion (see accessEndpoint).
 	CFAccess *cfaccess.Verifier
+	// SessionRoute, when set, goes into every session id this process mints
+	// ("sb-ROUTE.…"), so that a load balancer in front of several processes can
+	// send a session's requests to the process that holds it (see
+	// packaging/fleet). Lower-case letters, digits and '-', at most 32.
+	SessionRoute string
 }
 
 func (o *Options) defaults() {
@@ -196,6 +201,10 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 	a.failures.Every = 10 * time.Second
 	a.accessRefusals.Every = accessRefusedLogEvery
 	a.sessions = newSessions(opts.MaxSessionsPerEndpoint, opts.Now, a.evict)
+	if err := CheckSessionRoute(opts.SessionRoute); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	a.sessions.prefix = SessionIDPrefix(opts.SessionRoute)
 	a.sessions.idleNote = fmt.Sprintf("it was idle for %s", opts.SessionIdleTTL)
 	if opts.BaseURL != "" {
 		if err := ingest.CheckBaseURL(opts.BaseURL); err != nil {

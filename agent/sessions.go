@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +44,7 @@ type sessions struct {
 	ended      map[string]string
 	endedOrder []string // oldest first, at most maxRememberedEnds
 	idleNote   string   // why the idle sweep ends a session
+	prefix     string   // what every minted id starts with (SessionIDPrefix)
 }
 
 // maxRememberedEnds bounds the memory of why sessions ended.
@@ -110,7 +113,26 @@ func (x *session) noteDrained(notices int64) {
 }
 
 func newSessions(limit int, now func() time.Time, evict func(store.Endpoint, *session)) *sessions {
-	return &sessions{byID: map[string]*session{}, limit: limit, now: now, evict: evict}
+	return &sessions{byID: map[string]*session{}, limit: limit, now: now, evict: evict, prefix: SessionIDPrefix("")}
+}
+
+// SessionIDPrefix is what the ids of the sessions a process with session route
+// route mints start with: "sb-" alone without one, "sb-ROUTE." with one. The '.'
+// ends the route, as the random part never holds one.
+func SessionIDPrefix(route string) string {
+	if route == "" {
+		return "sb-"
+	}
+	return "sb-" + route + "."
+}
+
+// CheckSessionRoute refuses a session route a load balancer's pattern could not
+// match plainly.
+func CheckSessionRoute(route string) error {
+	if len(route) > 32 || strings.Trim(route, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+		return fmt.Errorf("session route %.40q: use at most 32 lower-case letters, digits and '-'", route)
+	}
+	return nil
 }
 
 // maxRememberedLeases bounds the per-session fencing memory: a session that claims
@@ -164,7 +186,7 @@ func (s *sessions) remove(id string) {
 func (s *sessions) add(ep store.Endpoint) (id string, evicted *session) {
 	b := make([]byte, 16)
 	rand.Read(b) // never fails: crypto/rand panics rather than return short
-	id = "sb-" + base64.RawURLEncoding.EncodeToString(b)
+	id = s.prefix + base64.RawURLEncoding.EncodeToString(b)
 	x := &session{id: id, endpointID: ep.ID, ep: ep}
 	s.touch(x)
 	s.mu.Lock()

@@ -17,8 +17,9 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// doorbell measures enqueue → notification: agents sit on their GET streams; one
-// delivery at a time, at random gaps, and the first session to hear of its todo
+// doorbell measures enqueue → notification: agents sit on their GET streams (on
+// the processes other than the first, when t names several); one delivery at a
+// time, to the first, at random gaps, and the first session to hear of its todo
 // stops the clock. The ring can arrive before the delivery's answer (it is sent
 // after the commit, before the response), so both orders are matched up.
 func doorbell(ctx context.Context, t Target, httpc *http.Client, h webhook, cfg Config, seq *atomic.Int64, r *Report) error {
@@ -48,7 +49,7 @@ func doorbell(ctx context.Context, t Target, httpc *http.Client, h webhook, cfg 
 		}
 	}
 	for i := 0; i < cfg.Agents; i++ {
-		c, err := connect(ctx, t, cfg.CallTimeout, onNote)
+		c, err := connect(ctx, t.bellSession(i), cfg.CallTimeout, onNote)
 		if err != nil {
 			return err
 		}
@@ -85,6 +86,7 @@ func doorbell(ctx context.Context, t Target, httpc *http.Client, h webhook, cfg 
 	mu.Lock()
 	defer mu.Unlock()
 	r.Doorbell.Sessions = cfg.Agents
+	r.Doorbell.AcrossProcesses = t.processes() > 1
 	r.Doorbell.Rung = rung
 	r.Doorbell.Missed = len(sent)
 	r.Doorbell.Errors = errs.n.Load()

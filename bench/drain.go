@@ -114,8 +114,8 @@ func drainQueue(ctx context.Context, t Target, agents int, timeout time.Duration
 		}
 		wg.Wait()
 	}()
-	for range agents {
-		c, err := dialLean(ctx, t, timeout)
+	for i := range agents {
+		c, err := dialLean(ctx, t.on(i), timeout)
 		if err != nil {
 			return drained{}, err
 		}

@@ -29,11 +29,12 @@ func ingestURL(base, advertised string) (string, error) {
 }
 
 // sendAll posts n signed deliveries from senders goroutines, each on a connection
-// of its own (see wire), each delivery bounded by timeout; with a gap, the
-// deliveries are spread so that one starts every gap (an open-loop pace). A failed
-// delivery is counted in errs; one that timed out stops every sender, and is
-// sendAll's error: the server has stopped answering. Every hook is on one server.
-func sendAll(ctx context.Context, timeout time.Duration, hooks []webhook, cfg Config, n, senders int, seq *atomic.Int64,
+// of its own (see wire) to one of bases (round robin), each delivery bounded by
+// timeout; with a gap, the deliveries are spread so that one starts every gap (an
+// open-loop pace). A failed delivery is counted in errs; one that timed out stops
+// every sender, and is sendAll's error: the server has stopped answering. Every
+// hook is on the first of bases, and the same path on every other.
+func sendAll(ctx context.Context, timeout time.Duration, hooks []webhook, bases []string, cfg Config, n, senders int, seq *atomic.Int64,
 	lat *Latencies, errs *failures, gap time.Duration) error {
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
@@ -52,7 +53,11 @@ func sendAll(ctx context.Context, timeout time.Duration, hooks []webhook, cfg Co
 	}
 	var wg sync.WaitGroup
 	for g := 0; g < senders; g++ {
-		w, err := newWire(hooks[0].url, timeout)
+		u, err := senderURL(hooks[0].url, bases, g)
+		if err != nil {
+			return err
+		}
+		w, err := newWire(u, timeout)
 		if err != nil {
 			return err
 		}

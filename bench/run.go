@@ -26,6 +26,9 @@ type Target struct {
 	Credential string // an endpoint credential with the webhook verbs and a ceiling of 2+ (generic, github)
 	Queue      string // the queue the bench's webhooks feed; in the endpoint's scope
 	PID        int    // the server's process id when it runs on this machine (0 = unknown)
+	// More are the base URLs of further processes on the same database (a
+	// fleet): agents and senders spread over all of them (see fleet.go).
+	More []string
 	// Protocol is the MCP revision the drain's agents speak: empty or
 	// agent.SessionProtocolVersion for sessions, 2026-07-28 for stateless requests.
 	Protocol string
@@ -53,6 +56,7 @@ const defaultCallTimeout = 30 * time.Second
 
 // Report is every figure bench prints.
 type Report struct {
+	Processes          int     `json:"processes"` // the target's, agents and senders spread over them
 	FloorCommitsPerSec float64 `json:"floor_commits_per_sec"`
 	// FloorRuns are the floor measured before the phases and after them; the
 	// floor is the higher, so a disk still busy writing back the phases' data
@@ -83,11 +87,14 @@ type Report struct {
 	} `json:"drain"`
 
 	Doorbell struct {
-		Sessions int     `json:"sessions"`
-		Rung     int     `json:"rung"`
-		Missed   int     `json:"missed"`
-		Errors   int64   `json:"errors"`  // enqueue POSTs that failed
-		Latency  Summary `json:"latency"` // enqueue POST sent → first session hears the ring
+		Sessions int `json:"sessions"`
+		// AcrossProcesses: the todos are added through the first process, the
+		// sessions listen on the others.
+		AcrossProcesses bool    `json:"across_processes"`
+		Rung            int     `json:"rung"`
+		Missed          int     `json:"missed"`
+		Errors          int64   `json:"errors"`  // enqueue POSTs that failed
+		Latency         Summary `json:"latency"` // enqueue POST sent → first session hears the ring
 		// Answered is the same POSTs' own latency, sent → 202 read: the ring and
 		// the answer leave the server together, so the two are comparable.
 		Answered Summary `json:"enqueue_answered"`
@@ -119,7 +126,7 @@ func Run(ctx context.Context, t Target, cfg Config) (_ *Report, err error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	r := &Report{}
+	r := &Report{Processes: t.processes()}
 	progress := progressTo(cfg.Progress)
 	var idle ProcUsage
 	if t.PID > 0 {
@@ -248,7 +255,7 @@ func ingestPhases(ctx context.Context, t Target, hooks []webhook, cfg Config, se
 	lat := &Latencies{}
 	var errs failures
 	start := time.Now()
-	if err := sendAll(ctx, cfg.CallTimeout, hooks, cfg, cfg.Deliveries, cfg.Senders, seq, lat, &errs, 0); err != nil {
+	if err := sendAll(ctx, cfg.CallTimeout, hooks, t.urls(), cfg, cfg.Deliveries, cfg.Senders, seq, lat, &errs, 0); err != nil {
 		return 0, fmt.Errorf("bench: ingest: %w", err)
 	}
 	el := time.Since(start)
@@ -278,7 +285,8 @@ func ingestPhases(ctx context.Context, t Target, hooks []webhook, cfg Config, se
 		plat := &Latencies{}
 		var perrs failures
 		start = time.Now()
-		if err := sendAll(ctx, cfg.CallTimeout, hooks, cfg, n, cfg.Senders, seq, plat, &perrs, time.Duration(float64(time.Second)/half)); err != nil {
+		if err := sendAll(ctx, cfg.CallTimeout, hooks, t.urls(), cfg, n, cfg.Senders, seq, plat, &perrs,
+			time.Duration(float64(time.Second)/half)); err != nil {
 			return 0, fmt.Errorf("bench: ingest at half rate: %w", err)
 		}
 		r.Ingest.HalfRateError = perrs.n.Load()

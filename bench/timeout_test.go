@@ -142,7 +142,7 @@ func TestSendAllStopsOnADeliveryThatTimesOut(t *testing.T) {
 	var seq atomic.Int64
 	var errs failures
 	err := within(t, "sendAll", func() error {
-		return sendAll(context.Background(), 200*time.Millisecond, hooks, Config{BodyBytes: 200}, 1<<30, 2, &seq, &Latencies{}, &errs, 0)
+		return sendAll(context.Background(), 200*time.Millisecond, hooks, nil, Config{BodyBytes: 200}, 1<<30, 2, &seq, &Latencies{}, &errs, 0)
 	})
 	if err == nil || !strings.Contains(err.Error(), "no answer within 200ms") {
 		t.Fatalf("sendAll: %v, want a timeout that stopped the run", err)

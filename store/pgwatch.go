@@ -131,6 +131,7 @@ func (s *Store) watchPostgres(ctx context.Context, interval time.Duration) error
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	fire, deaf := true, false
+	var woke time.Time // when the last scan a notification woke began
 	for {
 		redraw := deaf // no notification says what changed: a board redraws each interval
 		if l == nil || l.lost() {
@@ -166,15 +167,26 @@ func (s *Store) watchPostgres(ctx context.Context, interval time.Duration) error
 		case <-retry:
 		case <-wake:
 			fire = true
-			// Not at once: under a stream of commits, one scan per pause.
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(min(interval/10, 50*time.Millisecond)):
+			// At once after a quiet spell: this is another process's doorbell.
+			// Under a stream of commits, at most one scan per wakeGap (a
+			// notification during a scan wakes one more scan after it).
+			if wait := time.Until(woke.Add(min(interval/10, wakeGap))); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(wait):
+				}
 			}
+			woke = time.Now()
 		}
 	}
 }
+
+// wakeGap is the least time between two scans that notifications wake: short
+// enough for a doorbell across processes to ring within a few milliseconds while
+// commits stream in, long enough that a stream of them costs at most a hundred
+// scans a second.
+const wakeGap = 10 * time.Millisecond
 
 // pgListener is the watch's own connection, listening on the switchboard channel.
 type pgListener struct {

@@ -23,13 +23,15 @@ import (
 	"github.com/switchboardhq/switchboard/store"
 )
 
-const benchSynopsis = `bench [--url URL --credential-env VAR [--queue Q]] [--db POSTGRES-URL] [--deliveries N] [--senders C]
-                   [--agents A] [--protocol VERSION] [--doorbells N] [--duration D] [--json]`
+const benchSynopsis = `bench [--url URL ... --credential-env VAR [--queue Q]] [--db POSTGRES-URL [--processes N,...]] [--deliveries N]
+                   [--senders C] [--agents A] [--protocol VERSION] [--doorbells N] [--duration D] [--json]`
 
 func runBench(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "bench", benchSynopsis)
-	url := fs.String("url", "", "bench a running Switchboard at this base URL (default: start one on a temporary database); "+
-		"its endpoint needs the queue, --max-webhooks 2 and --webhook-sources generic,github (see docs/performance.md)")
+	var urls urlList
+	fs.Var(&urls, "url", "the base `url` of a running Switchboard to bench (default: start one on a temporary database); "+
+		"its endpoint needs the queue, --max-webhooks 2 and --webhook-sources generic,github (see docs/performance.md); "+
+		"repeat it (or give a comma list) for the processes of a fleet on one database: agents and senders spread over them")
 	credEnv := fs.String("credential-env", "", "with --url: the environment variable holding an endpoint credential (never argv)")
 	queue := fs.String("queue", "bench", "with --url: the queue the bench's webhooks feed (must be in the endpoint's scope and webhook ceiling)")
 	deliveries := fs.Int("deliveries", 20000, "signed deliveries in the ingest phase")
@@ -41,6 +43,8 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 	duration := fs.Duration("duration", 3*time.Second, "how long the half-rate ingest run and the floor measurement last")
 	db := fs.String("db", "", "a postgres:// URL: without --url, run the server on a fresh schema of that database "+
 		"(dropped after); with --url, the database that server uses; either way the floor is measured there")
+	processes := fs.String("processes", "1", "with --db and no --url: how many serve processes share the schema; "+
+		"a comma list (1,2,3) runs once per count, each on a fresh schema, and compares them to the first")
 	sync := fs.String("synchronous", store.SyncFull, "in-process server: FULL or NORMAL")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := parseFlags(fs, args); err != nil {
@@ -49,9 +53,11 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 	// The bench's own process is the load generator, on the machine it measures:
 	// its collector runs less often, to leave the CPU to the server.
 	setGCPercent(env, 400)
-	if u := strings.TrimSuffix(*url, "/"); strings.HasSuffix(u, "/mcp") {
-		return usageErr("--url is the server's base URL: drop the /mcp (bench adds it), as in --url %s",
-			strings.TrimSuffix(u, "/mcp"))
+	for _, u := range urls {
+		if u := strings.TrimSuffix(u, "/"); strings.HasSuffix(u, "/mcp") {
+			return usageErr("--url is the server's base URL: drop the /mcp (bench adds it), as in --url %s",
+				strings.TrimSuffix(u, "/mcp"))
+		}
 	}
 	if !slices.Contains(agent.SupportedProtocolVersions, *protocol) {
 		return usageErr("--protocol %q: want one of %s", *protocol, strings.Join(agent.SupportedProtocolVersions, ", "))
@@ -62,70 +68,104 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 	if *db != "" && !store.IsPostgres(*db) {
 		return usageErr("--db takes a postgres:// or postgresql:// URL; on SQLite bench uses a temporary file of its own")
 	}
-	cfg := bench.Config{Deliveries: *deliveries, Senders: *senders, Agents: *agents, Doorbells: *doorbells,
-		PacedFor: *duration, Progress: env.stderr}
-
-	dir, err := os.MkdirTemp("", "switchboard-bench-")
+	counts, err := processCounts(*processes, *db != "" && len(urls) == 0)
 	if err != nil {
 		return err
+	}
+	p := benchPlan{env: env, urls: urls, queue: *queue, db: *db, sync: *sync, protocol: *protocol,
+		cfg: bench.Config{Deliveries: *deliveries, Senders: *senders, Agents: *agents, Doorbells: *doorbells,
+			PacedFor: *duration, Progress: env.stderr}}
+	if len(urls) > 0 {
+		if *credEnv == "" || env.getenv(*credEnv) == "" {
+			return usageErr("--url needs --credential-env naming a set environment variable with an endpoint credential")
+		}
+		p.cred = env.getenv(*credEnv)
+	}
+	var runs []benchRun
+	for _, n := range counts {
+		run, err := p.run(ctx, n)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, run)
+	}
+	if err := printBenchRuns(env, runs, *asJSON); err != nil {
+		return err
+	}
+	for _, run := range runs {
+		if err := leftOnServer(run.Report); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// benchPlan is what one bench command asked for; run runs it once.
+type benchPlan struct {
+	env                             *environ
+	urls                            []string
+	cred, queue, db, sync, protocol string
+	cfg                             bench.Config
+}
+
+// benchRun is one run's figures and what they were measured on.
+type benchRun struct {
+	Machine string `json:"machine"`
+	Backend string `json:"backend"`
+	*bench.Report
+}
+
+// run runs the bench once: against the --url processes, or against processes
+// serve processes it starts on a fresh database.
+func (p benchPlan) run(ctx context.Context, processes int) (benchRun, error) {
+	dir, err := os.MkdirTemp("", "switchboard-bench-")
+	if err != nil {
+		return benchRun{}, err
 	}
 	defer os.RemoveAll(dir)
 	floorAt := filepath.Join(dir, "floor.db")
 	serverDB := filepath.Join(dir, "bench.db")
-	backend := "SQLite, synchronous=" + strings.ToUpper(*sync)
-	if *db != "" {
-		pg, err := inspectBenchPostgres(ctx, *db, *url == "")
+	backend := "SQLite, synchronous=" + strings.ToUpper(p.sync)
+	if p.db != "" {
+		pg, err := inspectBenchPostgres(ctx, p.db, len(p.urls) == 0)
 		if err != nil {
-			return err
+			return benchRun{}, err
 		}
 		defer pg.drop()
-		floorAt, serverDB, backend = *db, pg.url, pg.backend
+		floorAt, serverDB, backend = p.db, pg.url, pg.backend
 	}
+	cfg := p.cfg
 	cfg.Floor = func() (float64, error) {
-		return store.MeasureFloor(ctx, floorAt, store.Options{Synchronous: *sync}, *duration)
+		return store.MeasureFloor(ctx, floorAt, store.Options{Synchronous: p.sync}, cfg.PacedFor)
 	}
 
 	var target bench.Target
 	machine := fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
-	if *url != "" {
-		if *credEnv == "" || env.getenv(*credEnv) == "" {
-			return usageErr("--url needs --credential-env naming a set environment variable with an endpoint credential")
-		}
-		target = bench.Target{URL: *url, Credential: env.getenv(*credEnv), Queue: *queue}
-		if *db == "" {
+	if len(p.urls) > 0 {
+		target = bench.Target{URL: p.urls[0], More: p.urls[1:], Credential: p.cred, Queue: p.queue}
+		if p.db == "" {
 			machine += " (client side; the floor is this machine's temp disk)"
 			backend = "the server's (unknown to bench: name it with --db to measure the floor there)"
 		} else {
 			machine += " (client side; the floor is the --db server's)"
 		}
 	} else {
-		stop, t, err := startBenchServer(ctx, env, serverDB, *sync, *agents)
+		stop, t, err := startBenchServers(ctx, p.env, serverDB, p.sync, cfg.Agents, processes)
 		if err != nil {
-			return err
+			return benchRun{}, err
 		}
 		defer stop()
 		target = t
-		if *db == "" {
-			machine += ", temporary database in " + dir + ", synchronous=" + strings.ToUpper(*sync)
+		if p.db == "" {
+			machine += ", temporary database in " + dir + ", synchronous=" + strings.ToUpper(p.sync)
 		}
 	}
-	target.Protocol = *protocol
+	target.Protocol = p.protocol
 	report, err := bench.Run(ctx, target, cfg)
 	if err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), "bench: ")) // the command names itself
+		return benchRun{}, errors.New(strings.TrimPrefix(err.Error(), "bench: ")) // the command names itself
 	}
-	if *asJSON {
-		if err := writeJSON(env, struct {
-			Machine string `json:"machine"`
-			Backend string `json:"backend"`
-			*bench.Report
-		}{machine, backend, report}); err != nil {
-			return err
-		}
-	} else {
-		printBench(env.stdout, machine, backend, report)
-	}
-	return leftOnServer(report)
+	return benchRun{machine, backend, report}, nil
 }
 
 // leftOnServer is the error a run that printed its figures still ends with when
@@ -143,11 +183,11 @@ func leftOnServer(r *bench.Report) error {
 	return fmt.Errorf("the figures stand, but the run left things on the server: %s", strings.Join(left, "; "))
 }
 
-// startBenchServer creates an endpoint on a fresh database (a file, or an empty
-// PostgreSQL schema) and starts `switchboard serve` on it as a child process: the
-// same code path as serve, real HTTP on loopback, and a process of its own whose
-// memory and CPU can be read.
-func startBenchServer(ctx context.Context, env *environ, db, sync string, agents int) (stop func(), t bench.Target, err error) {
+// startBenchServers creates an endpoint on a fresh database (a file, or an empty
+// PostgreSQL schema) and starts n `switchboard serve` processes on it as child
+// processes: the same code path as serve, real HTTP on loopback, and processes
+// of their own whose memory and CPU can be read. Several share one PostgreSQL.
+func startBenchServers(ctx context.Context, env *environ, db, sync string, agents, n int) (stop func(), t bench.Target, err error) {
 	st, err := openStore(ctx, env, db)
 	if err != nil {
 		return nil, t, err
@@ -164,16 +204,45 @@ func startBenchServer(ctx context.Context, env *environ, db, sync string, agents
 	if err != nil {
 		return nil, t, err
 	}
+	var stops []func()
+	stop = func() {
+		for _, s := range stops {
+			s()
+		}
+	}
+	t = bench.Target{Credential: cred, Queue: "bench"}
+	for i := range n {
+		s, base, pid, err := startServe(ctx, db, sync, agents)
+		if err != nil {
+			stop()
+			return nil, t, err
+		}
+		stops = append(stops, s)
+		if i == 0 {
+			t.URL, t.PID = base, pid
+		} else {
+			t.More = append(t.More, base)
+		}
+	}
+	if n > 1 {
+		t.PID = 0 // one process's memory and CPU would say little of the fleet's
+	}
+	return stop, t, nil
+}
+
+// startServe starts one `switchboard serve` on db, on a free loopback port, and
+// returns its base URL and process id once it listens.
+func startServe(ctx context.Context, db, sync string, agents int) (stop func(), base string, pid int, err error) {
 	// Pick a free port so the base URL in ingest URLs is right from the start.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, t, err
+		return nil, "", 0, err
 	}
 	addr := ln.Addr().String()
 	ln.Close()
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, t, err
+		return nil, "", 0, err
 	}
 	// Every agent is a session of the one bench endpoint, plus the doorbell's
 	// enqueuer: more agents than serve's per-endpoint cap would evict each other.
@@ -184,13 +253,13 @@ func startBenchServer(ctx context.Context, env *environ, db, sync string, agents
 	cmd.Env = append(os.Environ(), "SWITCHBOARD_DB="+db)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, t, err
+		return nil, "", 0, err
 	}
 	// nil is /dev/null: an io.Writer here would make this process copy every log
 	// line the server writes, in the middle of what is being measured.
 	cmd.Stderr = nil
 	if err := cmd.Start(); err != nil {
-		return nil, t, fmt.Errorf("start serve: %w", err)
+		return nil, "", 0, fmt.Errorf("start serve: %w", err)
 	}
 	stop = func() {
 		cmd.Process.Signal(syscall.SIGTERM)
@@ -214,17 +283,23 @@ func startBenchServer(ctx context.Context, env *environ, db, sync string, agents
 	case ok := <-ready:
 		if !ok {
 			stop()
-			return nil, t, fmt.Errorf("serve exited before listening")
+			return nil, "", 0, fmt.Errorf("serve exited before listening")
 		}
 	case <-time.After(30 * time.Second):
 		stop()
-		return nil, t, fmt.Errorf("serve did not start listening within 30s")
+		return nil, "", 0, fmt.Errorf("serve did not start listening within 30s")
 	}
-	return stop, bench.Target{URL: "http://" + addr, Credential: cred, Queue: "bench", PID: cmd.Process.Pid}, nil
+	return stop, "http://" + addr, cmd.Process.Pid, nil
 }
 
 func printBench(w io.Writer, machine, backend string, r *bench.Report) {
-	fmt.Fprintf(w, "switchboard bench — %s\ndatabase: %s\n\n", machine, backend)
+	fmt.Fprintf(w, "switchboard bench — %s\ndatabase: %s\n", machine, backend)
+	bell := fmt.Sprintf("doorbell, %d sessions", r.Doorbell.Sessions)
+	if r.Processes > 1 {
+		fmt.Fprintf(w, "processes: %d on that database; agents and senders spread over them\n", r.Processes)
+		bell += " on the other processes"
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	ratio := func(v float64) string {
 		if r.FloorCommitsPerSec == 0 {
@@ -246,7 +321,7 @@ func printBench(w io.Writer, machine, backend string, r *bench.Report) {
 		r.Drain.PerSec, ratio(r.Drain.PerSec), r.Drain.Errors)
 	fmt.Fprintf(tw, "  claim_next\t\t\t%.2f\t%.2f\t%.2f\t\t\n", r.Drain.ClaimNext.P50, r.Drain.ClaimNext.P99, r.Drain.ClaimNext.Max)
 	fmt.Fprintf(tw, "  complete\t\t\t%.2f\t%.2f\t%.2f\t\t\n", r.Drain.Complete.P50, r.Drain.Complete.P99, r.Drain.Complete.Max)
-	fmt.Fprintf(tw, "doorbell, %d sessions\t\t\t%.2f\t%.2f\t%.2f\t%d missed\t\n", r.Doorbell.Sessions,
+	fmt.Fprintf(tw, "%s\t\t\t%.2f\t%.2f\t%.2f\t%d missed\t\n", bell,
 		r.Doorbell.Latency.P50, r.Doorbell.Latency.P99, r.Doorbell.Latency.Max, r.Doorbell.Missed)
 	fmt.Fprintf(tw, "  its enqueue POST, answered\t\t\t%.2f\t%.2f\t%.2f\t%d\t\n",
 		r.Doorbell.Answered.P50, r.Doorbell.Answered.P99, r.Doorbell.Answered.Max, r.Doorbell.Errors)

@@ -42,6 +42,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"bogus"},
 		{"serve", "--no-such-flag"},
 		{"serve", "--db", db, "--audit-retention", "-1h"},
+		{"serve", "--db", db, "--session-route", "A.1"}, // a load balancer's pattern would have to escape it
 		{"todo"},
 		{"todo", "add", "--db", db}, // no queue
 		{"todo", "add", "--db", db, "--queue", "bad name"}, // invalid queue

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/ingest"
 	"github.com/switchboardhq/switchboard/internal/cfaccess"
 	"github.com/switchboardhq/switchboard/internal/server"
@@ -72,6 +73,9 @@ func (c *serveConfig) register(fs interface {
 		"be the OAuth authorization server of /mcp, for hosted agents that cannot send a bearer; consent on the board (env SWITCHBOARD_OAUTH)")
 	fs.BoolVar(&c.OAuthRegistration, "oauth-registration", envBoolOr(env, "SWITCHBOARD_OAUTH_REGISTRATION", true, &c.envErrs),
 		"let OAuth clients register themselves (RFC 7591) at /oauth/register (env SWITCHBOARD_OAUTH_REGISTRATION)")
+	fs.StringVar(&c.SessionRoute, "session-route", envOr(env, "SWITCHBOARD_SESSION_ROUTE", ""),
+		"in a fleet behind a load balancer: a name for this process that its MCP session ids carry, so the balancer "+
+			"sends a session to the process holding it (env SWITCHBOARD_SESSION_ROUTE; see docs/fleet.md)")
 	secretKeyFlags(fs, env, &c.SecretKeys)
 }
 
@@ -158,6 +162,9 @@ func (c *serveConfig) validate() error {
 	}
 	if _, err := cfaccess.TeamHost(c.CFAccessTeamDomain); c.CFAccessTeamDomain != "" && err != nil {
 		return usageErr("--cf-access-team-domain: %v", err)
+	}
+	if err := agent.CheckSessionRoute(c.SessionRoute); err != nil {
+		return usageErr("--session-route: %v", err)
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return usageErr("--log-format must be text or json")

@@ -54,6 +54,7 @@ type Config struct {
 	AllowedOrigins  string
 	MaxBody         int64    // webhook body bound in bytes
 	MaxSessions     int      // live MCP sessions per endpoint
+	SessionRoute    string   // goes into this process's MCP session ids, for a load balancer (agent.Options)
 	SecretKey       []byte   // nil = secrets stored as plaintext
 	PreviousKeys    [][]byte // during a key rotation: keys that still open what they sealed
 
@@ -202,7 +203,7 @@ func assemble(ctx context.Context, cfg Config, mans []modules.Manifest, st *stor
 		resourceMetadata = s.oauth.ResourceMetadataURL()
 	}
 	s.agent, err = agent.New(st, agent.Options{BaseURL: baseURL, AllowedOrigins: strings.Split(cfg.AllowedOrigins, ","),
-		MaxSessionsPerEndpoint: cfg.MaxSessions, ResourceMetadata: resourceMetadata,
+		MaxSessionsPerEndpoint: cfg.MaxSessions, ResourceMetadata: resourceMetadata, SessionRoute: cfg.SessionRoute,
 		Version: cfg.Version, Logger: logger, ToolSources: s.modules.sources(), CFAccess: access})
 	if err != nil {
 		return nil, err
