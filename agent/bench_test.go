@@ -32,17 +32,23 @@ func benchEnv(b *testing.B, tweak ...func(*envConfig)) *env {
 }
 
 // claim_next + complete throughput with 1 and 8 agents working one queue.
-// Each in a session of 2025-11-25 and as stateless 2026-07-28 requests.
+// Each in a session of 2025-11-25 and as stateless 2026-07-28 requests; and, as
+// "one-call", 8 agents whose loop is complete with claim_next=true. cpu-µs/todo
+// is this process's CPU (server and clients both) per todo.
 func BenchmarkClaimComplete(b *testing.B) {
 	for _, c := range []struct {
-		agents    int
-		stateless bool
-	}{{1, false}, {8, false}, {1, true}, {8, true}} {
+		agents          int
+		stateless, once bool
+	}{{1, false, false}, {8, false, false}, {1, true, false}, {8, true, false}, {8, false, true}} {
 		rev := SessionProtocolVersion
 		if c.stateless {
 			rev = statelessVersion
 		}
-		b.Run(fmt.Sprintf("agents=%d/%s", c.agents, rev), func(b *testing.B) {
+		name := fmt.Sprintf("agents=%d/%s", c.agents, rev)
+		if c.once {
+			name += "/one-call"
+		}
+		b.Run(name, func(b *testing.B) {
 			e := benchEnv(b)
 			_, cred := e.endpoint("bench", []string{"inbox"}, nil)
 			if err := e.st.SeedTodosForBench(context.Background(), "inbox", b.N, `{"n":1}`); err != nil {
@@ -59,38 +65,20 @@ func BenchmarkClaimComplete(b *testing.B) {
 			}
 			var wg sync.WaitGroup
 			b.ResetTimer()
-			before := e.st.WriterStats()
+			before, cpu := e.st.WriterStats(), processCPU(b)
 			start := time.Now()
-			for _, c := range clients {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						res, err := c.call(VerbClaimNext, nil)
-						if err != nil || res.IsError {
-							b.Error(errFromResult("claim_next", res, err))
-							return
-						}
-						var claim claimResult
-						if err := decodeResult(res, &claim); err != nil {
-							b.Error(err)
-							return
-						}
-						if !claim.Claimed {
-							return
-						}
-						res, err = c.call(VerbComplete, map[string]any{"todo_id": claim.Todo.ID, "lease_seq": claim.LeaseSeq})
-						if err != nil || res.IsError {
-							b.Error(errFromResult("complete", res, err))
-							return
-						}
+			for _, cl := range clients {
+				wg.Go(func() {
+					if err := benchWorker(cl, c.once); err != nil {
+						b.Error(err)
 					}
-				}()
+				})
 			}
 			wg.Wait()
 			b.StopTimer()
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "todos/s")
 			elapsed := time.Since(start)
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "todos/s")
+			b.ReportMetric(float64((processCPU(b)-cpu).Microseconds())/float64(b.N), "cpu-µs/todo")
 			after := e.st.WriterStats()
 			b.ReportMetric(float64(after.Requests-before.Requests)/float64(max(1, after.Batches-before.Batches)), "writes/commit")
 			// writer-busy near 1: the writer goroutine is the bottleneck; commit-share
@@ -99,6 +87,48 @@ func BenchmarkClaimComplete(b *testing.B) {
 			b.ReportMetric(float64(after.Commit-before.Commit)/float64(elapsed), "commit-share")
 		})
 	}
+}
+
+// benchWorker drains until nothing is claimable: claim_next then complete, or with
+// once, claim_next then complete with claim_next=true for every later todo.
+func benchWorker(c *agentClient, once bool) error {
+	var claim claimResult
+	res, err := c.call(VerbClaimNext, nil)
+	if err != nil || res.IsError {
+		return errFromResult("claim_next", res, err)
+	}
+	if err := decodeResult(res, &claim); err != nil {
+		return err
+	}
+	for claim.Claimed {
+		args := map[string]any{"todo_id": claim.Todo.ID, "lease_seq": claim.LeaseSeq}
+		if once {
+			args["claim_next"] = true
+		}
+		res, err = c.call(VerbComplete, args)
+		if err != nil || res.IsError {
+			return errFromResult("complete", res, err)
+		}
+		if once {
+			var ack ackResult
+			if err := decodeResult(res, &ack); err != nil {
+				return err
+			}
+			if ack.Next == nil {
+				return fmt.Errorf("complete with claim_next=true answered no next")
+			}
+			claim = *ack.Next
+			continue
+		}
+		if res, err = c.call(VerbClaimNext, nil); err != nil || res.IsError {
+			return errFromResult("claim_next", res, err)
+		}
+		claim = claimResult{}
+		if err := decodeResult(res, &claim); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Enqueue → doorbell: from the start of AddTodo (which returns after the commit)

@@ -66,12 +66,14 @@ func instructions(endpointDefault int) string {
 	return "Switchboard hands you todos from the queues this endpoint may work. " +
 		"Loop: call claim_next (or claim a todo by id), do the work, then call complete with a short result, " +
 		"or fail with an error (retry=true puts it back after a backoff; retry=false, or the last attempt, dead-letters it). " +
-		"release hands a todo back at once.\n\n" +
+		"release hands a todo back at once. To save a call, pass claim_next=true to complete or fail: once that todo is " +
+		"stored, your next one is claimed as claim_next would claim it (under the default lease), and the answer's next " +
+		"holds what claim_next answers, its lease_seq included.\n\n" +
 		"Lease contract: " + leaseSentence(endpointDefault) + " " + leaseRules + " " +
 		"A heartbeat without lease_ttl_seconds extends the lease by the endpoint default and never shortens a longer lease. " +
 		"Pass the lease_seq from your claim to heartbeat, complete, fail and release, so that a lease you lost " +
 		"can never act on a todo another worker holds now. " + leaseSeqRule + "\n\n" +
-		"Only claim and claim_next return a todo's payload; list_todos and every acknowledgement return compact rows " +
+		"Only claim, claim_next and the next of a complete or fail return a todo's payload; list_todos and every acknowledgement return compact rows " +
 		"with payload_size instead. payload_encoding says how to read the payload: utf-8 as it is, or base64 for a " +
 		"payload that is not UTF-8 text (a binary webhook body). A notifications/claude/channel message (\"todo N ready on queue Q\") is only a " +
 		"wake-up: it may be missed, so call claim_next when you start and after each todo, until it says nothing is claimable."

@@ -64,6 +64,8 @@ type ackResult struct {
 	Todo store.Todo `json:"todo" jsonschema:"the todo as it is now, without its payload"`
 	// DeadLettered is set by fail: true when the todo went to the failed state.
 	DeadLettered *bool `json:"dead_lettered,omitempty" jsonschema:"fail only: true when the todo went to the failed state and will not be retried"`
+	// Next is set by complete and fail called with claim_next=true (claimafter.go).
+	Next *claimResult `json:"next,omitempty" jsonschema:"with claim_next=true: the next todo claimed in the same call, as claim_next answers"`
 }
 
 type leaseInfo struct {
@@ -261,12 +263,18 @@ func (a *Agent) claimNext(ctx context.Context, c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	return a.claimFrom(ctx, c, queues, ttl)
+}
+
+// claimFrom claims the oldest claimable todo in queues for the caller: claim_next's
+// claim, which complete and fail with claim_next=true make too (claimafter.go).
+func (a *Agent) claimFrom(ctx context.Context, c *Call, queues []string, ttl time.Duration) (claimResult, error) {
 	if len(queues) == 0 {
 		return claimResult{Message: "this endpoint has no queues to claim from"}, nil
 	}
 	t, ok, err := a.st.ClaimNext(ctx, c.Actor, queues, ttl)
 	if err != nil {
-		return nil, err
+		return claimResult{}, err
 	}
 	if !ok {
 		return claimResult{Message: "nothing is claimable right now; wait for a notification or call again later"}, nil
@@ -304,6 +312,7 @@ func (a *Agent) complete(ctx context.Context, c *Call) (any, error) {
 		TodoID   *int64 `json:"todo_id"`
 		LeaseSeq *int64 `json:"lease_seq"`
 		Result   string `json:"result"`
+		Next     bool   `json:"claim_next"`
 	}
 	if err := c.Decode(&in); err != nil {
 		return nil, err
@@ -316,12 +325,16 @@ func (a *Agent) complete(ctx context.Context, c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	next, err := nextLease(c, in.Next)
+	if err != nil {
+		return nil, err
+	}
 	t, err := a.st.Complete(ctx, ack, in.Result)
 	if err != nil {
 		return nil, c.unfenced(VerbComplete, ack.ID, err)
 	}
 	c.finished(ack.ID)
-	return ackResult{Todo: compact(t)}, nil
+	return ackResult{Todo: compact(t), Next: a.claimAfter(ctx, c, VerbComplete, next)}, nil
 }
 
 func (a *Agent) fail(ctx context.Context, c *Call) (any, error) {
@@ -330,6 +343,7 @@ func (a *Agent) fail(ctx context.Context, c *Call) (any, error) {
 		LeaseSeq *int64 `json:"lease_seq"`
 		Error    string `json:"error"`
 		Retry    *bool  `json:"retry"`
+		Next     bool   `json:"claim_next"`
 	}
 	if err := c.Decode(&in); err != nil {
 		return nil, err
@@ -344,6 +358,10 @@ func (a *Agent) fail(ctx context.Context, c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	next, err := nextLease(c, in.Next)
+	if err != nil {
+		return nil, err
+	}
 	retry := in.Retry == nil || *in.Retry
 	t, err := a.st.Fail(ctx, ack, in.Error, retry)
 	if err != nil {
@@ -351,7 +369,7 @@ func (a *Agent) fail(ctx context.Context, c *Call) (any, error) {
 	}
 	c.finished(ack.ID)
 	dead := t.State == store.StateFailed
-	return ackResult{Todo: compact(t), DeadLettered: &dead}, nil
+	return ackResult{Todo: compact(t), DeadLettered: &dead, Next: a.claimAfter(ctx, c, VerbFail, next)}, nil
 }
 
 func (a *Agent) release(ctx context.Context, c *Call) (any, error) {

@@ -37,6 +37,12 @@ func queueArg(ep store.Endpoint, what string) mcp.ToolOption {
 
 var closed = mcp.WithSchemaAdditionalProperties(false)
 
+// claimNextArg is complete's and fail's option to claim the next todo in the same call.
+func claimNextArg() mcp.ToolOption {
+	return mcp.WithBoolean("claim_next", mcp.DefaultBool(false), mcp.Description("After this todo is stored, claim your next "+
+		"one as claim_next does (every queue of this endpoint, the default lease); the answer's next holds what claim_next answers."))
+}
+
 func defineListTodos(ep store.Endpoint) mcp.Tool {
 	return mcp.NewTool(VerbListTodos,
 		mcp.WithDescription(fmt.Sprintf("List todos in your queues, newest first, as compact rows: payload_size "+
@@ -94,7 +100,7 @@ func defineComplete(store.Endpoint) mcp.Tool {
 		todoIDArg(), leaseSeqArg(),
 		mcp.WithString("result", mcp.MaxLength(MaxResultBytes),
 			mcp.Description(fmt.Sprintf("A short outcome for the record (not a copy of the payload); at most %d bytes.", MaxResultBytes))),
-		closed,
+		claimNextArg(), closed,
 		// Not destructive: the todo is finished, not deleted; its row stays in the history.
 		returns[ackResult](),
 		annotate("Complete a todo", false, false, false, false),
@@ -110,7 +116,7 @@ func defineFail(store.Endpoint) mcp.Tool {
 		mcp.WithString("error", mcp.Required(), mcp.MinLength(1), mcp.MaxLength(MaxErrorBytes),
 			mcp.Description(fmt.Sprintf("What went wrong; at most %d bytes.", MaxErrorBytes))),
 		mcp.WithBoolean("retry", mcp.DefaultBool(true), mcp.Description("Whether the todo may be tried again.")),
-		closed,
+		claimNextArg(), closed,
 		returns[ackResult](),
 		annotate("Fail a todo", false, false, false, false),
 	)

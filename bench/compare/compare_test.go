@@ -90,6 +90,7 @@ func (f *measuredFloor) report(b *testing.B, perSec float64) {
 	}
 	b.ReportMetric(perSec, "msgs/s")
 	b.ReportMetric(perSec/f.perSec, "×floor")
+	rates.add(b.Name(), b.N, perSec)
 }
 
 // BenchmarkDrain: b.N messages are queued, then 8 workers each loop receive →
@@ -313,5 +314,7 @@ func percentiles(d []time.Duration) (p50, p99 time.Duration) {
 // would sync with fsync or fdatasync depending on which benchmark ran first.
 func TestMain(m *testing.M) {
 	sqlite.Fdatasync(true)
-	os.Exit(m.Run())
+	code := m.Run()
+	rates.print(os.Stdout)
+	os.Exit(code)
 }
