@@ -76,6 +76,7 @@ var errStatementFailed = errors.New("store: a statement of the pipelined batch f
 func (w *writer) pipeline(batch []*writeReq, now time.Time) error {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
+	b.Queue(pgWriterLock)
 	live := batch[:0:0]
 	for _, r := range batch {
 		r.wtx = wtx{w: w, ctx: context.WithoutCancel(r.ctx), now: now}
@@ -134,10 +135,14 @@ func (w *writer) pipeline(batch []*writeReq, now time.Time) error {
 	return err
 }
 
-// readPipeline reads BEGIN's, each request's and the notification's results.
+// readPipeline reads BEGIN's, the writer lock's, each request's and the
+// notification's results.
 func (w *writer) readPipeline(br pgx.BatchResults, live []*writeReq) error {
 	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("%w: begin: %v", errStatementFailed, err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("%w: take the writer lock: %v", errStatementFailed, err)
 	}
 	for _, r := range live {
 		row := &pgxRow{row: br.QueryRow()}

@@ -28,7 +28,12 @@ func (s *Store) openPostgres(ctx context.Context) error {
 		return fmt.Errorf("store: %s is not a PostgreSQL URL pgx can read", s.path)
 	}
 	if !s.opts.ReadOnly {
-		s.wdb = stdlib.OpenDB(*cfg.Copy())
+		wcfg := cfg.Copy()
+		// A writer that stops between statements (its host frozen, its process
+		// stopped) must not hold the fleet's writer lock (pgWriterLock) for as long
+		// as TCP takes to notice: the server ends such a transaction after a minute.
+		wcfg.RuntimeParams["idle_in_transaction_session_timeout"] = "60000"
+		s.wdb = stdlib.OpenDB(*wcfg)
 		s.wdb.SetMaxOpenConns(1)
 		s.wdb.SetMaxIdleConns(1)
 		s.wdb.SetConnMaxLifetime(0)

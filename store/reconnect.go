@@ -121,11 +121,23 @@ func (w *writer) beginTx() error {
 		}
 		_, err = w.ctl(w.begin())
 	}
+	if err == nil && w.s.pg {
+		_, err = w.ctl(pgWriterLock)
+	}
 	if err != nil {
 		return fmt.Errorf("store: begin write: %w", err)
 	}
 	return nil
 }
+
+// pgWriterLock is the first statement of every write transaction on PostgreSQL:
+// the writers of all processes on one database schema take turns, as SQLite's
+// one writer does. Without it, two processes' batches update the same rows
+// (queue_counts above all, kept by triggers) in different orders and deadlock;
+// with it, a fleet adds availability rather than write throughput
+// (docs/fleet-state.md). The key is per schema, beside eventmark.go's
+// (1398227540).
+const pgWriterLock = `SELECT pg_advisory_xact_lock(1398227541, hashtext(current_schema()))`
 
 // dropIdleReads closes the read pool's idle connections: after the server came
 // back, each of them was cut and would fail its next query once.
