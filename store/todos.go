@@ -41,6 +41,14 @@ type Todo struct {
 	CreatedAt   time.Time  `json:"created_at"`
 	UpdatedAt   time.Time  `json:"updated_at"`
 	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	// Flow control (see TodoOptions). KeyWaiting: the todo waits behind an
+	// earlier todo of its key. Coalesced: how many later todos it absorbed.
+	Key        string `json:"key,omitempty"`
+	KeyWaiting bool   `json:"key_waiting,omitempty"`
+	Priority   int    `json:"priority"`
+	Coalesced  int    `json:"coalesced"`
+	// Folded: AddTodo folded the new todo into this one, pending already.
+	Folded bool `json:"folded,omitempty"`
 }
 
 // Source says where a todo came from.
@@ -123,6 +131,7 @@ type NewTodo struct {
 	Source      Source
 	Trust       Trust
 	CreatedBy   string // actor: human:<id>, agent:<id>, system
+	Options     TodoOptions
 
 	id int64 // a preassigned id (ingestion links event and todo without an UPDATE)
 	// size, when set, is the payload's size, given instead of Payload by a caller
@@ -160,10 +169,14 @@ func (s *Store) AddTodo(ctx context.Context, n NewTodo) (Todo, error) {
 }
 
 // addTodo inserts a todo inside a write; ingestion reuses it in the same transaction
-// as its event.
+// as its event. With a key and Coalesce it may fold into the key's pending todo
+// instead (the result's Folded says so).
 func (w *wtx) addTodo(n NewTodo) (Todo, error) {
 	if !ValidQueueName(n.Queue) {
 		return Todo{}, fmt.Errorf("store: add todo: queue %q: %w", n.Queue, ErrInvalid)
+	}
+	if err := n.Options.Validate(); err != nil {
+		return Todo{}, err
 	}
 	if n.MaxAttempts <= 0 {
 		n.MaxAttempts = DefaultMaxAttempts
@@ -177,54 +190,71 @@ func (w *wtx) addTodo(n NewTodo) (Todo, error) {
 	if n.CreatedBy == "" {
 		n.CreatedBy = "system"
 	}
-	now := ms(w.now)
 	size := len(n.Payload)
 	if n.size > 0 {
 		size = n.size
 	}
+	o := n.Options
+	waiting := false
+	if o.Key != "" {
+		if err := w.lockKey(n.Queue, o.Key); err != nil {
+			return Todo{}, err
+		}
+		if o.Coalesce {
+			t, ok, err := w.fold(n, size)
+			if err != nil || ok {
+				t.Folded = ok
+				return t, err
+			}
+		}
+		var err error
+		if waiting, err = w.keyHasFront(n.Queue, o.Key); err != nil {
+			return Todo{}, err
+		}
+	}
+	available := o.firstAvailable(w.now)
 	// Exec and the rowid SQLite reports, not RETURNING: on this, the ingest's
 	// hottest statement, RETURNING's result set cost a third as much again.
 	insertTodo := `INSERT INTO todos (id, queue, state, payload_size, source_type, source_webhook_id,
 			source_event_id, source_event_type, verified, trust_mode, webhook_created_by, created_by,
-			max_attempts, available_at, created_at, updated_at)
-		VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+			max_attempts, available_at, created_at, updated_at, key, key_waiting, priority)
+		VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	if w.w.s.pg {
 		// An identity column takes no NULL: an id not taken ahead comes from its sequence.
 		insertTodo = pgInsertTodo
 	}
+	now := ms(w.now)
 	id, err := w.insert(insertTodo,
 		nullID(n.id), n.Queue, size, n.Source.Type, nullID(n.Source.WebhookID), nullID(n.Source.EventID),
 		n.Source.EventType, boolInt(n.Trust.Verified), n.Trust.Mode, n.Trust.WebhookCreatedBy, n.CreatedBy,
-		n.MaxAttempts, now, now, now)
+		n.MaxAttempts, ms(available), now, now, nullString(o.Key), boolInt(waiting), o.Priority)
 	if err != nil {
 		return Todo{}, fmt.Errorf("store: add todo to %s: %w", n.Queue, err)
 	}
 	// A todo made from a webhook event reads its payload from the event's body.
-	if n.Source.EventID == 0 && n.Payload != "" {
-		payload := n.Payload
-		if w.w.s.pg {
-			payload = pgPayloadIn(payload)
-		}
-		if _, err := w.exec(`INSERT INTO todo_payloads (todo_id, payload) VALUES (?, ?)`, id, payload); err != nil {
-			return Todo{}, fmt.Errorf("store: add todo to %s: payload: %w", n.Queue, err)
-		}
-	}
-	target := todoTarget(id)
-	if err := w.audit(n.CreatedBy, "todo.add", target, "", "queue="+n.Queue); err != nil {
+	if err := w.insertPayload(id, n); err != nil {
 		return Todo{}, err
 	}
-	w.changed(TodoChange{ID: id, Queue: n.Queue, State: StatePending, Source: n.Source.Type, Claimable: true, Cause: "add"})
+	if err := w.audit(n.CreatedBy, "todo.add", todoTarget(id), "", "queue="+n.Queue); err != nil {
+		return Todo{}, err
+	}
+	if waiting {
+		w.changed(TodoChange{ID: id, Queue: n.Queue, State: StatePending, Source: n.Source.Type, Cause: "add"})
+	} else {
+		w.announcePending(id, n.Queue, n.Source.Type, available, "add")
+	}
 	return Todo{
 		ID: id, Queue: n.Queue, State: StatePending, PayloadSize: size, Source: n.Source, Trust: n.Trust,
-		CreatedBy: n.CreatedBy, MaxAttempts: n.MaxAttempts, AvailableAt: w.now, CreatedAt: w.now, UpdatedAt: w.now,
+		CreatedBy: n.CreatedBy, MaxAttempts: n.MaxAttempts, AvailableAt: available, CreatedAt: w.now, UpdatedAt: w.now,
+		Key: o.Key, KeyWaiting: waiting, Priority: o.Priority,
 	}, nil
 }
 
 // pgInsertTodo is addTodo's INSERT on PostgreSQL.
 const pgInsertTodo = `INSERT INTO todos (id, queue, state, payload_size, source_type, source_webhook_id,
 			source_event_id, source_event_type, verified, trust_mode, webhook_created_by, created_by,
-			max_attempts, available_at, created_at, updated_at)
-		VALUES (coalesce(?, nextval('todos_id_seq')), ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+			max_attempts, available_at, created_at, updated_at, key, key_waiting, priority)
+		VALUES (coalesce(?, nextval('todos_id_seq')), ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func todoTarget(id int64) string { return fmt.Sprintf("todo:%d", id) }
 
@@ -239,7 +269,7 @@ func nullID(id int64) any {
 const todoColumns = `id, queue, state, payload_size, source_type, coalesce(source_webhook_id, 0),
 	coalesce(source_event_id, 0), source_event_type, verified, trust_mode, webhook_created_by, created_by,
 	coalesce(owner, ''), attempts, max_attempts, lease_seq, lease_expires_at, available_at, result, last_error,
-	created_at, updated_at, finished_at`
+	created_at, updated_at, finished_at, coalesce(key, ''), key_waiting, priority, coalesced`
 
 const todoColumnsFull = todoColumns + `, coalesce(
 	(SELECT payload FROM todo_payloads WHERE todo_id = todos.id),
@@ -265,7 +295,7 @@ func scanTodoAnd(sc scanner, more ...any) (Todo, error) {
 	dest := []any{&t.ID, &t.Queue, &t.State, &t.PayloadSize, &t.Source.Type, &t.Source.WebhookID,
 		&t.Source.EventID, &t.Source.EventType, &t.Trust.Verified, &t.Trust.Mode, &t.Trust.WebhookCreatedBy,
 		&t.CreatedBy, &t.Owner, &t.Attempts, &t.MaxAttempts, &t.LeaseSeq, &lease, &avail, &t.Result, &t.LastError,
-		&created, &updated, &finished}
+		&created, &updated, &finished, &t.Key, &t.KeyWaiting, &t.Priority, &t.Coalesced}
 	if err := sc.Scan(append(dest, more...)...); err != nil {
 		return Todo{}, err
 	}
@@ -449,15 +479,16 @@ type QueueHead struct {
 // makes.
 func (s *Store) QueueHeads(ctx context.Context) ([]QueueHead, error) {
 	query := `SELECT c.queue, t.id, t.available_at FROM queue_counts c
-		JOIN todos t ON t.id = (SELECT id FROM todos INDEXED BY todos_claimable
-			WHERE state = 'pending' AND queue = c.queue AND available_at <= ? ORDER BY id LIMIT 1)
+		JOIN todos t ON t.id = (SELECT id FROM todos INDEXED BY todos_ready
+			WHERE state = 'pending' AND key_waiting = 0 AND queue = c.queue AND available_at <= ?
+			ORDER BY priority DESC, id LIMIT 1)
 		WHERE c.state = 'pending' AND c.n > 0 ORDER BY c.queue`
 	if s.pg {
-		// Each head read as pgHead reads it, through todos_claimable.
+		// Each head read as pgHead reads it, through todos_ready.
 		query = `SELECT c.queue, t.id, t.available_at FROM queue_counts c
 		JOIN todos t ON t.id = (SELECT id FROM todos
-			WHERE state = 'pending' AND queue >= c.queue AND queue <= c.queue AND available_at <= ?
-			ORDER BY queue, id LIMIT 1)
+			WHERE state = 'pending' AND key_waiting = 0 AND queue >= c.queue AND queue <= c.queue
+			AND available_at <= ? ORDER BY queue, priority DESC, id LIMIT 1)
 		WHERE c.state = 'pending' AND c.n > 0 ORDER BY c.queue`
 	}
 	rows, err := s.query(ctx, query, ms(s.now()))
