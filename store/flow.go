@@ -47,25 +47,34 @@ type TodoOptions struct {
 func (o TodoOptions) Validate() error {
 	switch {
 	case len(o.Key) > MaxKeyBytes:
-		return fmt.Errorf("store: key is %d bytes, at most %d: %w", len(o.Key), MaxKeyBytes, ErrInvalid)
+		return invalidOption("key is %d bytes, at most %d", len(o.Key), MaxKeyBytes)
 	case !validKey(o.Key):
-		return fmt.Errorf("store: key %q: must be UTF-8 text without control characters: %w", o.Key, ErrInvalid)
+		return invalidOption("key %q: must be UTF-8 text without control characters", o.Key)
 	case o.Priority < MinPriority || o.Priority > MaxPriority:
-		return fmt.Errorf("store: priority %d: must be from %d to %d: %w", o.Priority, MinPriority, MaxPriority, ErrInvalid)
+		return invalidOption("priority %d: must be from %d to %d", o.Priority, MinPriority, MaxPriority)
 	case o.Delay < 0 || o.Delay > MaxDelay:
-		return fmt.Errorf("store: delay %s: must be from 0 to %s: %w", o.Delay, MaxDelay, ErrInvalid)
+		return invalidOption("delay %s: must be from 0 to %s", o.Delay, MaxDelay)
 	case o.Debounce < 0 || o.Debounce > MaxDelay || o.DebounceMax < 0 || o.DebounceMax > MaxDelay:
-		return fmt.Errorf("store: debounce %s, debounce_max %s: each must be from 0 to %s: %w",
-			o.Debounce, o.DebounceMax, MaxDelay, ErrInvalid)
+		return invalidOption("debounce %s, debounce_max %s: each must be from 0 to %s",
+			o.Debounce, o.DebounceMax, MaxDelay)
 	case o.Coalesce && o.Key == "":
-		return fmt.Errorf("store: coalesce needs a key: %w", ErrInvalid)
+		return invalidOption("coalesce needs a key")
 	case (o.Debounce > 0 || o.DebounceMax > 0) && !o.Coalesce:
-		return fmt.Errorf("store: debounce needs coalesce: %w", ErrInvalid)
+		return invalidOption("debounce needs coalesce")
 	case o.DebounceMax > 0 && o.DebounceMax < o.Debounce:
-		return fmt.Errorf("store: debounce_max %s is shorter than debounce %s: %w", o.DebounceMax, o.Debounce, ErrInvalid)
+		return invalidOption("debounce_max %s is shorter than debounce %s", o.DebounceMax, o.Debounce)
 	}
 	return nil
 }
+
+// optionError is a TodoOptions mistake: its text is for the person who made it
+// (the edges print it as it is), and it is ErrInvalid.
+type optionError struct{ msg string }
+
+func (e optionError) Error() string { return e.msg }
+func (e optionError) Unwrap() error { return ErrInvalid }
+
+func invalidOption(format string, a ...any) error { return optionError{fmt.Sprintf(format, a...)} }
 
 func validKey(k string) bool {
 	if !utf8.ValidString(k) {
