@@ -276,7 +276,7 @@ func (rc *Receiver) record(w http.ResponseWriter, r *http.Request, token string,
 		res, err = rc.store.RecordDelivery(r.Context(), store.NewDelivery{
 			WebhookID: hook.ID, DeliveryID: d.ID, ReplayKey: d.replayKeyBytes(), EventType: d.EventType, TrustMode: d.TrustMode,
 			Headers: selectHeaders(r.Header), Body: body, VerifiedWith: hook.SecretsVersion(),
-			RulesApplied: hook.Rules, Filtered: decision.Filtered, Options: decision.Options,
+			RulesApplied: hook.RulesJSON(), Filtered: decision.Filtered, Options: decision.Options,
 		})
 		if errors.Is(err, store.ErrStale) && try+1 < tries {
 			continue

@@ -22,15 +22,16 @@ const ruleCacheMax = 1024
 // when set, so only a newer version's rules read by an older one) are logged and
 // ignored: the delivery makes a plain todo rather than being lost.
 func (c *ruleCache) decide(log *slog.Logger, hook store.Webhook, eventType string, body []byte) Decision {
-	if len(hook.Rules) == 0 {
+	text := hook.RulesJSON()
+	if len(text) == 0 {
 		return Decision{}
 	}
 	c.mu.Lock()
-	r, ok := c.parsed[string(hook.Rules)]
+	r, ok := c.parsed[string(text)]
 	c.mu.Unlock()
 	if !ok {
 		var err error
-		if r, err = ParseRules(hook.Rules); err != nil {
+		if r, err = ParseRules(text); err != nil {
 			log.Error("webhook rules do not parse; the delivery makes a plain todo", "webhook_id", hook.ID,
 				"err", RulesMessage(err))
 			return Decision{}
@@ -39,7 +40,7 @@ func (c *ruleCache) decide(log *slog.Logger, hook store.Webhook, eventType strin
 		if c.parsed == nil || len(c.parsed) >= ruleCacheMax {
 			c.parsed = map[string]*Rules{}
 		}
-		c.parsed[string(hook.Rules)] = r
+		c.parsed[string(text)] = r
 		c.mu.Unlock()
 	}
 	return r.Apply(eventType, body)

@@ -30,9 +30,21 @@ type Webhook struct {
 	PreviousExpiresAt *time.Time `json:"previous_secret_expires_at,omitempty"`
 	DeletedAt         *time.Time `json:"deleted_at,omitempty"`
 	// Rules: which deliveries make a todo and how (see ingest.Rules); empty: all, plainly.
-	Rules json.RawMessage `json:"rules,omitempty"`
+	Rules map[string]any `json:"rules,omitempty"`
 
-	secrets SecretsVersion // set by WebhookByToken
+	secrets   SecretsVersion // set by WebhookByToken
+	rulesText string         // Rules as stored
+}
+
+// RulesJSON is the webhook's rules as stored; empty when it has none.
+func (h Webhook) RulesJSON() []byte { return []byte(h.rulesText) }
+
+// setRules fills the webhook's rules from their stored text.
+func (h *Webhook) setRules(text string) {
+	h.rulesText, h.Rules = text, nil
+	if text != "" {
+		json.Unmarshal([]byte(text), &h.Rules) // written by SetWebhookRules or CreateWebhook: JSON
+	}
 }
 
 // SecretsVersion names a webhook's signing secrets as they were sealed when read:
@@ -218,9 +230,7 @@ func scanWebhook(sc scanner) (Webhook, error) {
 	if err != nil {
 		return Webhook{}, err
 	}
-	if rules != "" {
-		h.Rules = json.RawMessage(rules)
-	}
+	h.setRules(rules)
 	h.CreatedAt = fromMS(created)
 	h.RotatedAt, h.PreviousExpiresAt, h.DeletedAt = fromNullMS(rotated), fromNullMS(prevExp), fromNullMS(deleted)
 	return h, nil
@@ -300,9 +310,7 @@ func (s *Store) WebhookByToken(ctx context.Context, token string) (Webhook, []st
 	h.Token, h.SecretEncrypted, h.CreatedAt = token, Sealed(cur), fromMS(created)
 	h.RotatedAt, h.PreviousExpiresAt = fromNullMS(rotated), fromNullMS(prevExp)
 	h.secrets = SecretsVersion{current: cur, previous: prev.String}
-	if rules != "" {
-		h.Rules = json.RawMessage(rules)
-	}
+	h.setRules(rules)
 	secret, err := s.box.Open(cur, secretAD(h.ID))
 	if err != nil {
 		return Webhook{}, nil, err

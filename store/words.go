@@ -20,7 +20,7 @@ var (
 		"release", "get_default_lease", "set_default_lease"}
 	// webhookVerbs are the self-service webhook and event-history verbs.
 	webhookVerbs = []string{"create_webhook", "list_webhooks", "rotate_webhook", "delete_webhook",
-		"list_webhook_events", "get_webhook_event", "replay_webhook_event"}
+		"list_webhook_events", "get_webhook_event", "replay_webhook_event", "update_webhook"}
 	// sourceTypes are the webhook source types Switchboard verifies, in the
 	// order the UI and docs show them: a contract with agents and operators.
 	sourceTypes = []string{"github", "stripe", "slack", "standard", "gitlab", "generic"}
