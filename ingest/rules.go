@@ -209,19 +209,7 @@ func (r *Rules) Apply(eventType string, body []byte) Decision {
 	if r == nil {
 		return Decision{}
 	}
-	var doc any
-	parsed := false
-	get := func(p []string) (any, bool) {
-		if !parsed {
-			parsed = true
-			dec := json.NewDecoder(bytes.NewReader(body))
-			dec.UseNumber()
-			if dec.Decode(&doc) != nil {
-				doc = nil
-			}
-		}
-		return lookup(doc, p)
-	}
+	get := newLookup(body).get
 	if f := r.Filter; f != nil {
 		if len(f.Events) > 0 && !contains(f.Events, eventType) {
 			return Decision{Filtered: true}
@@ -282,28 +270,72 @@ func (r *Rules) keyOf(get func([]string) (any, bool)) (string, bool) {
 	return key, true
 }
 
-// lookup follows pointer tokens through a decoded JSON document.
-func lookup(doc any, p []string) (any, bool) {
-	cur := doc
+// bodyLookup reads values out of a JSON body by pointer, decoding only the
+// objects and arrays on the pointers' paths (a body's other parts are scanned,
+// never built: a large body costs its bytes, not a map per object), each once.
+type bodyLookup struct {
+	body    []byte
+	objects map[string]map[string]json.RawMessage // by the path that led to them
+	arrays  map[string][]json.RawMessage
+}
+
+func newLookup(body []byte) *bodyLookup {
+	return &bodyLookup{body: body, objects: map[string]map[string]json.RawMessage{}, arrays: map[string][]json.RawMessage{}}
+}
+
+// get is the value at pointer p (numbers as json.Number); ok is false when the
+// body has none there, or is not JSON.
+func (l *bodyLookup) get(p []string) (any, bool) {
+	cur := json.RawMessage(l.body)
+	path := ""
 	for _, tok := range p {
-		switch v := cur.(type) {
-		case map[string]any:
-			next, ok := v[tok]
-			if !ok {
-				return nil, false
-			}
-			cur = next
-		case []any:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(v) || (len(tok) > 1 && tok[0] == '0') {
-				return nil, false
-			}
-			cur = v[i]
-		default:
+		next, ok := l.child(path, cur, tok)
+		if !ok {
 			return nil, false
 		}
+		cur, path = next, path+"/"+tok
 	}
-	return cur, true
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(cur))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return nil, false
+	}
+	return v, true
+}
+
+// child is the member tok of the object or array raw, found at path.
+func (l *bodyLookup) child(path string, raw json.RawMessage, tok string) (json.RawMessage, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return nil, false
+	}
+	switch raw[0] {
+	case '{':
+		obj, seen := l.objects[path]
+		if !seen {
+			if json.Unmarshal(raw, &obj) != nil {
+				obj = nil
+			}
+			l.objects[path] = obj
+		}
+		v, ok := obj[tok]
+		return v, ok
+	case '[':
+		arr, seen := l.arrays[path]
+		if !seen {
+			if json.Unmarshal(raw, &arr) != nil {
+				arr = nil
+			}
+			l.arrays[path] = arr
+		}
+		i, err := strconv.Atoi(tok)
+		if err != nil || i < 0 || i >= len(arr) || (len(tok) > 1 && tok[0] == '0') {
+			return nil, false
+		}
+		return arr[i], true
+	}
+	return nil, false
 }
 
 // sameJSON compares a value from a body (numbers as json.Number) with one from
