@@ -228,3 +228,17 @@ func TestFlowOptionsBadInput(t *testing.T) {
 		t.Fatalf("bad input wrote %d todos", len(todos))
 	}
 }
+
+// The search's key finds a todo by its own key too, in any state.
+func TestSearchFindsTodosByTheirKey(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	a := addOpts(t, s, "q", "a", TodoOptions{Key: "octo/repo#42"})
+	addOpts(t, s, "q", "b", TodoOptions{Key: "octo/repo#43"})
+	c := addOpts(t, s, "q", "c", TodoOptions{Key: "octo/repo#42"})
+	complete(t, s, Todo{ID: claimIDs(t, s, "q")[0]})
+	got, err := s.ListTodos(ctx, TodoFilter{Search: TodoSearch{Key: "octo/repo#42"}})
+	if err != nil || len(got) != 2 || got[0].ID != c.ID || got[1].ID != a.ID || got[1].State != StateDone {
+		t.Fatalf("key search: %+v (%v), want c then a (done)", got, err)
+	}
+}

@@ -9,6 +9,7 @@ CREATE INDEX todos_ready ON todos(queue, priority DESC, id, available_at)
 CREATE UNIQUE INDEX todos_key_front ON todos(queue, key)
     WHERE key IS NOT NULL AND key_waiting = 0 AND state IN ('pending', 'claimed');
 CREATE INDEX todos_key_pending ON todos(queue, key, id) WHERE key IS NOT NULL AND state = 'pending';
+CREATE INDEX todos_key ON todos(key, id) WHERE key IS NOT NULL;
 
 CREATE TABLE queue_flow (
     queue     TEXT    PRIMARY KEY,

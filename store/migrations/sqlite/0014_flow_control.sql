@@ -23,6 +23,8 @@ CREATE UNIQUE INDEX todos_key_front ON todos(queue, key)
     WHERE key IS NOT NULL AND key_waiting = 0 AND state IN ('pending', 'claimed');
 -- A key's pending todos in order: the next front, the todo a new one folds into.
 CREATE INDEX todos_key_pending ON todos(queue, key, id) WHERE key IS NOT NULL AND state = 'pending';
+-- The board's and todo list's key: search, which finds a key's todos in any state.
+CREATE INDEX todos_key ON todos(key, id) WHERE key IS NOT NULL;
 
 -- Per queue: todos folded into a pending one, deliveries a webhook rule filtered
 -- out. Counters for /metrics, kept in the transaction that did it.
