@@ -29,7 +29,7 @@ func (w *wtx) lockKey(queue, key string) error {
 	}
 	var got bool
 	if err := w.queryRow(`SELECT pg_try_advisory_xact_lock(hashtextextended(CAST(? AS TEXT), 1))`,
-		"switchboard.key."+queue+"\x00"+key).Scan(&got); err != nil {
+		keyLockName(queue, key)).Scan(&got); err != nil {
 		return fmt.Errorf("store: lock key %q on %s: %w", key, queue, err)
 	}
 	if !got {
@@ -73,23 +73,49 @@ func (w *wtx) keyEnded(t Todo) error {
 	if t.Key == "" || t.KeyWaiting {
 		return nil
 	}
-	if err := w.lockKey(t.Queue, t.Key); err != nil {
-		return err
-	}
 	var next Todo
-	var avail int64
-	err := w.queryRow(`UPDATE todos SET key_waiting = 0 WHERE id = (SELECT id FROM todos
+	var avail sql.NullInt64
+	var err error
+	if w.w.s.pg {
+		// The key's lock and the move in one round trip (see pgKeyEnded).
+		var got bool
+		var id sql.NullInt64
+		var src sql.NullString
+		err = w.queryRow(pgKeyEnded, keyLockName(t.Queue, t.Key), t.Queue, t.Key).Scan(&got, &id, &src, &avail)
+		if err == nil && !got {
+			return fmt.Errorf("store: key %q on %s: %w", t.Key, t.Queue, errKeyBusy)
+		}
+		if err == nil && !id.Valid {
+			return nil
+		}
+		next.ID, next.Source.Type = id.Int64, src.String
+	} else {
+		err = w.queryRow(`UPDATE todos SET key_waiting = 0 WHERE id = (SELECT id FROM todos
 			WHERE queue = ? AND key = ? AND state = 'pending' AND key_waiting = 1 ORDER BY id LIMIT 1)
 		RETURNING id, source_type, available_at`, t.Queue, t.Key).Scan(&next.ID, &next.Source.Type, &avail)
-	if notFound(err) {
-		return nil
+		if notFound(err) {
+			return nil
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("store: free key %q on %s: %w", t.Key, t.Queue, err)
 	}
-	w.announcePending(next.ID, t.Queue, next.Source.Type, fromMS(avail), "key_free")
+	w.announcePending(next.ID, t.Queue, next.Source.Type, fromMS(avail.Int64), "key_free")
 	return nil
 }
+
+// pgKeyEnded is keyEnded on PostgreSQL: it tries the key's lock (lockKey) and,
+// when it got it, makes the key's next waiting todo its front; one row: whether
+// it got the lock, then the new front's id, source type and available_at (NULL
+// when the key has no todo waiting).
+const pgKeyEnded = `WITH lk AS (SELECT pg_try_advisory_xact_lock(hashtextextended(CAST(? AS TEXT), 1)) AS got),
+	nx AS (UPDATE todos SET key_waiting = 0 WHERE (SELECT got FROM lk) AND id = (SELECT id FROM todos
+			WHERE queue = ? AND key = ? AND state = 'pending' AND key_waiting = 1 ORDER BY id LIMIT 1)
+		RETURNING id, source_type, available_at)
+	SELECT (SELECT got FROM lk), nx.id, nx.source_type, nx.available_at FROM (SELECT 1) AS one LEFT JOIN nx ON true`
+
+// keyLockName names the advisory lock of (queue, key).
+func keyLockName(queue, key string) string { return "switchboard.key." + queue + " " + key } // no space in a queue name
 
 // announcePending announces a todo that is pending and at its key's front:
 // claimable now, or rung when available comes.
