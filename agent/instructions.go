@@ -76,8 +76,16 @@ func instructions(endpointDefault int) string {
 		"Only claim, claim_next and the next of a complete or fail return a todo's payload; list_todos and every acknowledgement return compact rows " +
 		"with payload_size instead. payload_encoding says how to read the payload: utf-8 as it is, or base64 for a " +
 		"payload that is not UTF-8 text (a binary webhook body). A notifications/claude/channel message (\"todo N ready on queue Q\") is only a " +
-		"wake-up: it may be missed, so call claim_next when you start and after each todo, until it says nothing is claimable."
+		"wake-up: it may be missed, so call claim_next when you start and after each todo, until it says nothing is claimable.\n\n" +
+		keyRule
 }
+
+// keyRule is what a worker needs to know of keys and priorities: nothing changes
+// in the loop, but a keyed todo held is a key held.
+const keyRule = "claim_next takes the highest priority first, then the oldest. Todos that share a key (a todo's key, " +
+	"such as octo/repo#42) are claimed one at a time, in order: the next one of its key waits until you complete " +
+	"or dead-letter the one you hold, so finish or release a keyed todo promptly. coalesced says how many later " +
+	"todos of its key were folded into this one: its payload is the newest."
 
 // leaseTTLSchemaText describes the lease_ttl_seconds argument.
 func leaseTTLSchemaText(endpointDefault int) string {
@@ -98,7 +106,8 @@ func claimDescription(endpointDefault int) string {
 }
 
 func claimNextDescription(endpointDefault int) string {
-	return "Claim the oldest claimable todo in your queues (or in one queue you name). Returns the full todo with " +
+	return "Claim the next claimable todo in your queues (or in one queue you name): the highest priority, then the " +
+		"oldest, skipping todos whose key another claim holds. Returns the full todo with " +
 		"its payload and lease_seq, or claimed=false when nothing is claimable (not an error). " + leaseSeqRule + " " +
 		leaseSentence(endpointDefault) + " " + leaseRules
 }

@@ -76,6 +76,8 @@ func TestEveryVerbAnswersWithinItsOutputSchema(t *testing.T) {
 	ok(VerbListWebhookEvents, map[string]any{"webhook_id": hook.WebhookID}, nil)
 	ok(VerbGetWebhookEvent, map[string]any{"event_id": ans["event_id"]}, nil)
 	ok(VerbReplayWebhookEvent, map[string]any{"event_id": ans["event_id"]}, nil)
+	ok(VerbUpdateWebhook, map[string]any{"webhook_id": hook.WebhookID, "rules": map[string]any{
+		"filter": map[string]any{"actions": []string{"opened"}}, "key": "{/repository/full_name}", "priority": 2}}, nil)
 	ok(VerbRotateWebhook, map[string]any{"webhook_id": hook.WebhookID}, nil)
 	ok(VerbDeleteWebhook, map[string]any{"webhook_id": hook.WebhookID}, nil)
 

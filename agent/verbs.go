@@ -23,4 +23,5 @@ const (
 	VerbListWebhookEvents  = "list_webhook_events"
 	VerbGetWebhookEvent    = "get_webhook_event"
 	VerbReplayWebhookEvent = "replay_webhook_event"
+	VerbUpdateWebhook      = "update_webhook"
 )

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -38,6 +39,7 @@ func (a *Agent) webhookTools() []Tool {
 		{Name: VerbListWebhookEvents, Verb: VerbListWebhookEvents, Define: defineListWebhookEvents, Handle: a.listWebhookEvents},
 		{Name: VerbGetWebhookEvent, Verb: VerbGetWebhookEvent, Define: defineGetWebhookEvent, Handle: a.getWebhookEvent},
 		{Name: VerbReplayWebhookEvent, Verb: VerbReplayWebhookEvent, Define: defineReplayWebhookEvent, Handle: a.replayWebhookEvent},
+		{Name: VerbUpdateWebhook, Verb: VerbUpdateWebhook, Define: defineUpdateWebhook, Handle: a.updateWebhook},
 	}
 }
 
@@ -165,6 +167,7 @@ func defineCreateWebhook(ep store.Endpoint) mcp.Tool {
 		mcp.WithString("queue", qOpts...),
 		mcp.WithString("description", mcp.MaxLength(1024), mcp.Description("What the webhook is for.")),
 		signingSecretArg(),
+		rulesArg(),
 		closed,
 		// Open world: the URL it returns is meant for a producer outside Switchboard.
 		returns[secretResult](),
@@ -298,12 +301,17 @@ func (a *Agent) ownEvent(ctx context.Context, c *Call) (store.WebhookEvent, erro
 
 func (a *Agent) createWebhook(ctx context.Context, c *Call) (any, error) {
 	var in struct {
-		SourceType  string  `json:"source_type"`
-		Queue       string  `json:"queue"`
-		Description string  `json:"description"`
-		Secret      *string `json:"signing_secret"`
+		SourceType  string          `json:"source_type"`
+		Queue       string          `json:"queue"`
+		Description string          `json:"description"`
+		Secret      *string         `json:"signing_secret"`
+		Rules       json.RawMessage `json:"rules"`
 	}
 	if err := c.Decode(&in); err != nil {
+		return nil, err
+	}
+	rules, err := checkRules(in.Rules)
+	if err != nil {
 		return nil, err
 	}
 	// Asked before a secret is minted for it; toolError words the refusal.
@@ -320,7 +328,8 @@ func (a *Agent) createWebhook(ctx context.Context, c *Call) (any, error) {
 	// The store checks the ceiling inside the insert's transaction, from the
 	// endpoint row as it is now.
 	h, err := a.st.CreateWebhook(ctx, store.NewWebhook{SourceType: in.SourceType, Queue: in.Queue,
-		Description: in.Description, Secret: secret, CreatedBy: c.Actor, EndpointID: c.Endpoint.ID, CheckCeiling: true})
+		Description: in.Description, Secret: secret, CreatedBy: c.Actor, EndpointID: c.Endpoint.ID, CheckCeiling: true,
+		Rules: rules})
 	var ce *store.CeilingError
 	if errors.As(err, &ce) {
 		return nil, errorf(CodeCeilingExceeded, "this endpoint's webhook ceiling refuses it: %s", ce.Limit)

@@ -55,6 +55,7 @@ const DefaultMaxBody = 1 << 20
 // Outcomes passed to ReceiverOptions.Observe, one per request.
 const (
 	OutcomeAccepted       = "accepted"        // new event and todo committed
+	OutcomeFiltered       = "filtered"        // new event committed; a webhook rule dropped it, no todo
 	OutcomeDuplicate      = "duplicate"       // known delivery id or replay of a kept one; nothing new
 	OutcomeChallenge      = "challenge"       // Slack url_verification answered
 	OutcomeUnauthorized   = "unauthorized"    // signature missing, wrong, stale or malformed
@@ -101,6 +102,7 @@ type Receiver struct {
 	failed      *failureLimiter
 
 	hooks *hookCache
+	rules ruleCache
 
 	failMu   sync.Mutex
 	failures map[int64]failureCount // refused deliveries per known webhook, since start
@@ -184,9 +186,15 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	outcome, status := OutcomeAccepted, http.StatusAccepted
 	answer := map[string]any{"event_id": res.EventID, "todo_id": res.TodoID}
-	if res.Duplicate {
+	switch {
+	case res.Duplicate:
 		outcome, status = OutcomeDuplicate, http.StatusOK
 		answer["duplicate"] = true
+	case res.Filtered:
+		outcome = OutcomeFiltered
+		answer = map[string]any{"event_id": res.EventID, "filtered": true}
+	case res.Folded:
+		answer["coalesced"] = true
 	}
 	rc.finish(w, hook.SourceType, outcome, status, answer)
 	// Sent before the log line is written: the producer is waiting for the answer,
@@ -264,9 +272,11 @@ func (rc *Receiver) record(w http.ResponseWriter, r *http.Request, token string,
 			rc.finish(w, hook.SourceType, OutcomeChallenge, http.StatusOK, map[string]any{"challenge": d.Challenge})
 			return
 		}
+		decision := rc.rules.decide(rc.log, hook, d.EventType, body)
 		res, err = rc.store.RecordDelivery(r.Context(), store.NewDelivery{
 			WebhookID: hook.ID, DeliveryID: d.ID, ReplayKey: d.replayKeyBytes(), EventType: d.EventType, TrustMode: d.TrustMode,
 			Headers: selectHeaders(r.Header), Body: body, VerifiedWith: hook.SecretsVersion(),
+			RulesApplied: hook.RulesJSON(), Filtered: decision.Filtered, Options: decision.Options,
 		})
 		if errors.Is(err, store.ErrStale) && try+1 < tries {
 			continue

@@ -59,7 +59,9 @@ func (s *Store) RetryFailed(ctx context.Context, f Failed, actor string) (int, e
 				if _, err := w.retry(id, actor, detail); err != nil {
 					return err
 				}
-				after = id
+			}
+			if len(ids) > 0 {
+				after = ids[len(ids)-1] // only once the chunk is done: a write may run again (see write)
 			}
 			n = len(ids)
 			return nil

@@ -23,8 +23,9 @@ type WebhookEvent struct {
 	PayloadSize int               `json:"payload_size"`
 	Verified    bool              `json:"verified"`
 	TrustMode   string            `json:"trust_mode"`
-	TodoID      int64             `json:"todo_id,omitempty"` // 0 once retention pruned the todo
-	EndpointID  int64             `json:"-"`                 // the webhook's endpoint, for scope checks
+	TodoID      int64             `json:"todo_id,omitempty"`  // 0 once retention pruned the todo
+	EndpointID  int64             `json:"-"`                  // the webhook's endpoint, for scope checks
+	Filtered    bool              `json:"filtered,omitempty"` // a webhook rule dropped it: no todo
 }
 
 // NewDelivery is a delivery whose signature the receiver has verified.
@@ -43,15 +44,26 @@ type NewDelivery struct {
 	// against (Webhook.SecretsVersion). When set and the webhook's secrets have
 	// changed since, RecordDelivery writes nothing and answers ErrStale.
 	VerifiedWith SecretsVersion
+	// RulesApplied is the webhook's rules (Webhook.Rules) as the receiver read
+	// them to decide Filtered and Options. With VerifiedWith set, a webhook whose
+	// rules changed since is ErrStale, as for its secrets.
+	RulesApplied []byte
+	// Filtered: a webhook rule dropped the delivery. It is recorded and
+	// deduplicated as any other, and makes no todo.
+	Filtered bool
+	// Options are the todo's flow control (key, priority, coalescing) from the rules.
+	Options TodoOptions
 }
 
 // DeliveryResult says what RecordDelivery did. Duplicate: the delivery id or the
 // replay key was seen before, and EventID/TodoID are the first delivery's.
 type DeliveryResult struct {
 	EventID   int64
-	TodoID    int64
+	TodoID    int64 // 0 when filtered
 	Queue     string
 	Duplicate bool
+	Filtered  bool // a rule dropped it: no todo
+	Folded    bool // coalesced into the pending todo TodoID
 }
 
 // RecordDelivery stores a verified delivery and creates its todo on the webhook's
@@ -76,7 +88,7 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 		// The ids are taken the way SQLite would take them (the writer holds the
 		// write lock, so nobody else can), so that the todo and its event, which
 		// point at each other, are both written once: no UPDATE rewrites the body.
-		var src, createdBy string
+		var src, createdBy, rules string
 		var firstEvent, firstTodo, replayOf sql.NullInt64
 		var todoID int64
 		var secrets SecretsVersion
@@ -90,7 +102,7 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 		}
 		err := w.queryRow(lookup, nullString(d.DeliveryID), nullBytes(d.ReplayKey), d.WebhookID).Scan(
 			&src, &res.Queue, &createdBy, &secrets.current, &secrets.previous, &firstEvent, &firstTodo,
-			&replayOf, &res.EventID, &todoID)
+			&replayOf, &res.EventID, &todoID, &rules)
 		if notFound(err) {
 			return fmt.Errorf("store: record delivery: webhook %d: %w", d.WebhookID, ErrNotFound)
 		}
@@ -99,6 +111,10 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 		}
 		if d.VerifiedWith != (SecretsVersion{}) && d.VerifiedWith != secrets {
 			return fmt.Errorf("store: record delivery for webhook %d: secrets rotated since it was verified: %w",
+				d.WebhookID, ErrStale)
+		}
+		if d.VerifiedWith != (SecretsVersion{}) && string(d.RulesApplied) != rules {
+			return fmt.Errorf("store: record delivery for webhook %d: rules changed since it was read: %w",
 				d.WebhookID, ErrStale)
 		}
 		if firstEvent.Valid && replayOf.Valid && replayOf.Int64 < ms(w.now.Add(-ReplayWindow)) {
@@ -116,10 +132,26 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 			res.EventID, res.TodoID, res.Duplicate = firstEvent.Int64, firstTodo.Int64, true
 			return nil
 		}
-		body := d.Body
-		if body == nil {
-			body = []byte{} // the column is NOT NULL; an empty body is still a delivery
+		return w.recordNewDelivery(d, &res, src, createdBy, todoID, headers)
+	})
+	return res, err
+}
+
+// recordNewDelivery stores a delivery seen for the first time and, unless a rule
+// filtered it, its todo (which may fold into the key's pending todo).
+func (w *wtx) recordNewDelivery(d NewDelivery, res *DeliveryResult, src, createdBy string, todoID int64, headers []byte) error {
+	body := d.Body
+	if body == nil {
+		body = []byte{} // the column is NOT NULL; an empty body is still a delivery
+	}
+	var todoRef any
+	if d.Filtered {
+		res.Filtered = true
+		if _, err := w.exec(`INSERT INTO queue_flow (queue, filtered) VALUES (?, 1)
+			ON CONFLICT (queue) DO UPDATE SET filtered = queue_flow.filtered + 1`, res.Queue); err != nil {
+			return fmt.Errorf("store: record delivery for webhook %d: count filtered: %w", d.WebhookID, err)
 		}
+	} else {
 		t, err := w.addTodo(NewTodo{
 			id:        todoID,
 			Queue:     res.Queue,
@@ -127,20 +159,20 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 			Source:    Source{Type: src, WebhookID: d.WebhookID, EventID: res.EventID, EventType: d.EventType},
 			Trust:     Trust{Verified: true, Mode: d.TrustMode, WebhookCreatedBy: createdBy},
 			CreatedBy: webhookTarget(d.WebhookID),
+			Options:   d.Options,
 		})
 		if err != nil {
 			return err
 		}
-		res.TodoID = t.ID
-		if _, err := w.exec(`INSERT INTO webhook_events (id, webhook_id, delivery_id, replay_key, event_type, received_at,
-				headers, body, size, verified, trust_mode, todo_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`,
-			res.EventID, d.WebhookID, nullString(d.DeliveryID), nullBytes(d.ReplayKey), d.EventType, ms(w.now),
-			string(headers), body, len(body), d.TrustMode, t.ID); err != nil {
-			return fmt.Errorf("store: record delivery for webhook %d: %w", d.WebhookID, err)
-		}
-		return nil
-	})
-	return res, err
+		res.TodoID, res.Folded, todoRef = t.ID, t.Folded, t.ID
+	}
+	if _, err := w.exec(`INSERT INTO webhook_events (id, webhook_id, delivery_id, replay_key, event_type, received_at,
+			headers, body, size, verified, trust_mode, todo_id, filtered) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)`,
+		res.EventID, d.WebhookID, nullString(d.DeliveryID), nullBytes(d.ReplayKey), d.EventType, ms(w.now),
+		string(headers), body, len(body), d.TrustMode, todoRef, boolInt(d.Filtered)); err != nil {
+		return fmt.Errorf("store: record delivery for webhook %d: %w", d.WebhookID, err)
+	}
+	return nil
 }
 
 // deliveryLookup reads what recording a delivery needs (see RecordDelivery);
@@ -156,7 +188,7 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 const deliveryLookup = `SELECT w.source_type, w.queue, w.created_by, w.signing_secret,
 		coalesce(w.previous_secret, ''), coalesce(e.id, r.id), CASE WHEN e.id IS NULL THEN r.todo_id ELSE e.todo_id END,
 		CASE WHEN e.id IS NULL THEN r.received_at END,
-		(SELECT coalesce(max(id), 0) + 1 FROM webhook_events), (SELECT coalesce(max(id), 0) + 1 FROM todos)
+		(SELECT coalesce(max(id), 0) + 1 FROM webhook_events), (SELECT coalesce(max(id), 0) + 1 FROM todos), w.rules
 	FROM webhooks w LEFT JOIN webhook_events e ON e.webhook_id = w.id AND e.delivery_id = ?
 		LEFT JOIN webhook_events r ON r.webhook_id = w.id AND r.replay_key = ?
 	WHERE w.id = CAST(? AS INTEGER) AND w.deleted_at IS NULL`
@@ -166,7 +198,7 @@ const deliveryLookup = `SELECT w.source_type, w.queue, w.created_by, w.signing_s
 const pgDeliveryLookup = `SELECT w.source_type, w.queue, w.created_by, w.signing_secret,
 		coalesce(w.previous_secret, ''), coalesce(e.id, r.id), CASE WHEN e.id IS NULL THEN r.todo_id ELSE e.todo_id END,
 		CASE WHEN e.id IS NULL THEN r.received_at END,
-		nextval('webhook_events_id_seq'), nextval('todos_id_seq')
+		nextval('webhook_events_id_seq'), nextval('todos_id_seq'), w.rules
 	FROM webhooks w LEFT JOIN webhook_events e ON e.webhook_id = w.id AND e.delivery_id = ?
 		LEFT JOIN webhook_events r ON r.webhook_id = w.id AND r.replay_key = ?
 	WHERE w.id = CAST(? AS INTEGER) AND w.deleted_at IS NULL`
@@ -215,13 +247,13 @@ type EventFilter struct {
 }
 
 const eventColumns = `e.id, e.webhook_id, w.source_type, coalesce(e.delivery_id, ''), e.event_type, e.received_at,
-	e.size, e.verified, e.trust_mode, coalesce(e.todo_id, 0), coalesce(w.endpoint_id, 0)`
+	e.size, e.verified, e.trust_mode, coalesce(e.todo_id, 0), coalesce(w.endpoint_id, 0), e.filtered`
 
 func scanEvent(sc scanner, extra ...any) (WebhookEvent, error) {
 	var e WebhookEvent
 	var received int64
 	dest := append([]any{&e.ID, &e.WebhookID, &e.SourceType, &e.DeliveryID, &e.EventType, &received,
-		&e.PayloadSize, &e.Verified, &e.TrustMode, &e.TodoID, &e.EndpointID}, extra...)
+		&e.PayloadSize, &e.Verified, &e.TrustMode, &e.TodoID, &e.EndpointID, &e.Filtered}, extra...)
 	if err := sc.Scan(dest...); err != nil {
 		return WebhookEvent{}, err
 	}

@@ -48,22 +48,22 @@ func (s *Store) ClaimNext(ctx context.Context, owner string, queues []string, tt
 			return err
 		}
 		now := ms(w.now)
-		var best int64
-		// One index probe per queue (todos_claimable): the cost does not grow with
-		// the depth of the queue.
+		var best queueHead
+		// One index probe per queue (todos_ready): the cost does not grow with
+		// the depth of the queue, nor with the todos waiting behind held keys.
 		for _, q := range queues {
-			id, found, err := w.queueHead(q, now)
+			h, found, err := w.queueHead(q, now)
 			if err != nil {
 				return err
 			}
-			if found && (best == 0 || id < best) {
-				best = id
+			if found && (best.id == 0 || h.before(best)) {
+				best = h
 			}
 		}
-		if best == 0 {
+		if best.id == 0 {
 			return nil
 		}
-		t, err = w.claim(best, owner, ttl, "todo.claim_next")
+		t, err = w.claim(best.id, owner, ttl, "todo.claim_next")
 		ok = err == nil
 		return err
 	})
@@ -74,29 +74,45 @@ func (s *Store) ClaimNext(ctx context.Context, owner string, queues []string, tt
 // itself, when most todos are pending (a deep queue), it walks the primary key
 // from the lowest id and filters, past every todo claimed or done since its
 // statistics were taken: after 500 claims at a million pending, 252 pages for
-// one head. Asked for the order (queue, id) of a queue named by a range, only
-// todos_claimable yields it without sorting the whole queue: one probe, as on
-// SQLite. (With "queue = ?" PostgreSQL drops queue from the order, and the
+// one head. Asked for the order (queue, priority DESC, id) of a queue named by a
+// range, only todos_ready yields it without sorting the whole queue: one probe,
+// as on SQLite. (With "queue = ?" PostgreSQL drops queue from the order, and the
 // primary key yields what is left.)
-const pgHead = `SELECT id FROM todos WHERE state = 'pending' AND queue >= ? AND queue <= ? AND available_at <= ?
-	ORDER BY queue, id LIMIT 1`
+const (
+	pgHead      = `SELECT id, priority FROM todos WHERE ` + pgHeadWhere + ` ` + pgHeadOrder
+	pgHeadWhere = `state = 'pending' AND key_waiting = 0 AND queue >= ? AND queue <= ? AND available_at <= ?`
+	pgHeadOrder = `ORDER BY queue, priority DESC, id LIMIT 1`
+)
 
-// queueHead is the oldest claimable todo on queue q at now (unix ms), read
-// without a lock: one probe of todos_claimable.
-func (w *wtx) queueHead(q string, now int64) (id int64, found bool, err error) {
+// queueHead is the todo claim_next takes next on a queue: the first by priority
+// (highest), then id (oldest).
+type queueHead struct {
+	id       int64
+	priority int
+}
+
+// before reports whether h is taken before o.
+func (h queueHead) before(o queueHead) bool {
+	return h.priority > o.priority || (h.priority == o.priority && h.id < o.id)
+}
+
+// queueHead is the head of queue q at now (unix ms), read without a lock: one
+// probe of todos_ready.
+func (w *wtx) queueHead(q string, now int64) (h queueHead, found bool, err error) {
 	if w.w.s.pg {
-		err = w.queryRow(pgHead, q, q, now).Scan(&id)
+		err = w.queryRow(pgHead, q, q, now).Scan(&h.id, &h.priority)
 	} else {
-		err = w.queryRow(`SELECT id FROM todos INDEXED BY todos_claimable
-		WHERE state = 'pending' AND queue = ? AND available_at <= ? ORDER BY id LIMIT 1`, q, now).Scan(&id)
+		err = w.queryRow(`SELECT id, priority FROM todos INDEXED BY todos_ready
+		WHERE state = 'pending' AND key_waiting = 0 AND queue = ? AND available_at <= ?
+		ORDER BY priority DESC, id LIMIT 1`, q, now).Scan(&h.id, &h.priority)
 	}
 	if notFound(err) {
-		return 0, false, nil
+		return h, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("store: claim next in %s: %w", q, err)
+		return h, false, fmt.Errorf("store: claim next in %s: %w", q, err)
 	}
-	return id, true, nil
+	return h, true, nil
 }
 
 // pgClaimNext is ClaimNext on PostgreSQL, where other processes claim from the
@@ -113,19 +129,21 @@ func (w *wtx) pgClaimNext(owner string, queues []string, ttl time.Duration) (Tod
 	if len(queues) > 1 {
 		type head struct {
 			queue string
-			id    int64
+			queueHead
 		}
 		var heads []head
 		for _, q := range queues {
-			id, found, err := w.queueHead(q, now)
+			h, found, err := w.queueHead(q, now)
 			if err != nil {
 				return Todo{}, false, err
 			}
 			if found {
-				heads = append(heads, head{q, id})
+				heads = append(heads, head{q, h})
 			}
 		}
-		slices.SortFunc(heads, func(a, b head) int { return cmp.Compare(a.id, b.id) })
+		slices.SortFunc(heads, func(a, b head) int {
+			return cmp.Or(cmp.Compare(b.priority, a.priority), cmp.Compare(a.id, b.id))
+		})
 		order = make([]string, len(heads))
 		for i, h := range heads {
 			order[i] = h.queue
@@ -321,6 +339,9 @@ func (s *Store) Complete(ctx context.Context, a Ack, result string) (Todo, error
 			return fmt.Errorf("store: complete todo %d: %w", a.ID, err)
 		}
 		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateDone, Source: t.Source.Type, Cause: "complete"})
+		if err := w.keyEnded(t); err != nil {
+			return err
+		}
 		return w.audit(a.Owner, "todo.complete", todoTarget(a.ID), "", "")
 	})
 	return t, err
@@ -372,6 +393,9 @@ func (s *Store) Fail(ctx context.Context, a Ack, errText string, retry bool) (To
 			return fmt.Errorf("store: fail todo %d: %w", a.ID, err)
 		}
 		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateFailed, Source: t.Source.Type, Cause: "dead_letter"})
+		if err := w.keyEnded(t); err != nil {
+			return err
+		}
 		// Audited as a dead letter, as the reaper's are, so that one action finds
 		// them all; the detail is the agent's error.
 		return w.audit(a.Owner, "todo.dead_letter", todoTarget(a.ID), "", textcut.Bytes(errText, 200))
@@ -455,14 +479,19 @@ func (s *Store) Retry(ctx context.Context, id int64, actor string) (Todo, error)
 // retry puts the failed todo id back on its queue, claimable at once, with its
 // attempts reset.
 func (w *wtx) retry(id int64, actor, detail string) (Todo, error) {
+	// A keyed todo whose key has a front again waits behind it.
+	waiting, err := w.keyWaitingOnReturn(id)
+	if err != nil {
+		return Todo{}, err
+	}
 	t, err := scanTodo(w.queryRow(`UPDATE todos SET state = 'pending', attempts = 0, available_at = ?,
-			updated_at = ?, finished_at = NULL, cancelled_by = ''
-		WHERE id = ? RETURNING `+todoColumns, ms(w.now), ms(w.now), id), false)
+			updated_at = ?, finished_at = NULL, cancelled_by = '', key_waiting = ?
+		WHERE id = ? RETURNING `+todoColumns, ms(w.now), ms(w.now), boolInt(waiting), id), false)
 	if err != nil {
 		return Todo{}, fmt.Errorf("store: retry todo %d: %w", id, err)
 	}
 	return t, w.requeued(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type,
-		Claimable: true, Cause: "retry"}, actor, "todo.retry", detail)
+		Claimable: !waiting, Cause: "retry"}, actor, "todo.retry", detail)
 }
 
 func contains(list []string, v string) bool {

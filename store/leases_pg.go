@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -44,10 +45,10 @@ func (w *wtx) leaseOutcome(a Ack, verb string, row scanner) (Todo, error) {
 }
 
 // leaseOutcomeAudited is leaseOutcome that also returns the audit row's id.
-func (w *wtx) leaseOutcomeAudited(a Ack, verb string, row scanner) (Todo, int64, error) {
+func (w *wtx) leaseOutcomeAudited(a Ack, verb string, row scanner, more ...any) (Todo, int64, error) {
 	var updated int
 	var auditID int64
-	t, err := scanTodoAnd(row, &updated, &auditID)
+	t, err := scanTodoAnd(row, append([]any{&updated, &auditID}, more...)...)
 	if notFound(err) {
 		return Todo{}, 0, fmt.Errorf("store: todo %d: %w", a.ID, ErrNotFound)
 	}
@@ -72,13 +73,45 @@ func (w *wtx) leaseOutcomeAudited(a Ack, verb string, row scanner) (Todo, int64,
 	return Todo{}, 0, fmt.Errorf("store: %s todo %d: the lease changed meanwhile: %w", verb, a.ID, ErrConflict)
 }
 
+// pgKeyNext is keyEnded inside a transition's statement (complete, fail): when
+// the todo the CTE changed left the queue for good (done or failed) and was its
+// key's front, the key's next waiting todo becomes the front. keyEnded's key
+// lock is not needed here: every write transaction on PostgreSQL holds the
+// writer lock (pgWriterLock). The UPDATE reads the changed todo's queue and key
+// from the snapshot, which the transition does not change.
+const pgKeyNext = `nx AS (UPDATE todos SET key_waiting = 0 WHERE id = (SELECT n.id FROM todos c
+			JOIN todos n ON n.queue = c.queue AND n.key = c.key
+		WHERE c.id = (SELECT id FROM changed WHERE state <> 'pending') AND c.key_waiting = 0
+			AND n.state = 'pending' AND n.key_waiting = 1 ORDER BY n.id LIMIT 1)
+		RETURNING id, source_type, available_at)
+	`
+
+// pgKeyedOutcome is pgLeaseOutcome with, after the audit row's id, the new key
+// front's id, source type and available_at (pgKeyNext), NULL when there is none.
+const pgKeyedOutcome = `SELECT *, 1, (SELECT id FROM logged), (SELECT id FROM nx), (SELECT source_type FROM nx),
+		(SELECT available_at FROM nx) FROM changed
+	UNION ALL SELECT ` + todoColumns + `, 0, 0, NULL, NULL, NULL FROM todos WHERE id = ? AND NOT EXISTS (SELECT 1 FROM changed)`
+
+// keyedOutcome is leaseOutcome for a statement ending in pgKeyedOutcome: a key
+// front moved by pgKeyNext is announced as keyEnded announces it.
+func (w *wtx) keyedOutcome(a Ack, verb string, row scanner) (Todo, error) {
+	var next sql.NullInt64
+	var src sql.NullString
+	var avail sql.NullInt64
+	t, _, err := w.leaseOutcomeAudited(a, verb, row, &next, &src, &avail)
+	if err == nil && next.Valid {
+		w.announcePending(next.Int64, t.Queue, src.String, fromMS(avail.Int64), "key_free")
+	}
+	return t, err
+}
+
 // pgComplete is Complete's statement.
 const pgComplete = `WITH changed AS (UPDATE todos SET state = 'done', result = ?, lease_expires_at = NULL,
 		updated_at = ?, finished_at = ?
 		WHERE ` + pgLeaseHeld + ` RETURNING ` + todoColumns + `),
 	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
-		SELECT ?, ?, 'todo.complete', 'todo:' || id, 'ok', '' FROM changed RETURNING id)
-	` + pgLeaseOutcome
+		SELECT ?, ?, 'todo.complete', 'todo:' || id, 'ok', '' FROM changed RETURNING id),
+	` + pgKeyNext + pgKeyedOutcome
 
 func (s *Store) pgComplete(ctx context.Context, a Ack, result string) (t Todo, err error) {
 	args := func(now time.Time) []any {
@@ -86,7 +119,7 @@ func (s *Store) pgComplete(ctx context.Context, a Ack, result string) (t Todo, e
 		return append(append([]any{result, at, at}, pgLeaseArgs(a, at)...), at, a.Owner, a.ID)
 	}
 	err = s.writeOne(ctx, &pgOne{query: pgComplete, args: args, read: func(w *wtx, row scanner) error {
-		done, err := w.leaseOutcome(a, "complete", row)
+		done, err := w.keyedOutcome(a, "complete", row)
 		if err != nil {
 			return err
 		}
@@ -105,9 +138,8 @@ func (s *Store) pgComplete(ctx context.Context, a Ack, result string) (t Todo, e
 const pgClaimGated = `WITH open AS (SELECT NOT EXISTS (SELECT 1 FROM paused_queues WHERE queue = ?) AS ok),
 	mine AS (SELECT id FROM todos WHERE reserved_for = ? AND state = 'pending' AND queue = ? AND available_at > ?
 		AND (SELECT ok FROM open) ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED),
-	head AS (SELECT id FROM todos WHERE state = 'pending' AND queue >= ? AND queue <= ? AND available_at <= ?
-		AND (SELECT ok FROM open) AND NOT EXISTS (SELECT 1 FROM mine)
-		ORDER BY queue, id LIMIT 1 FOR UPDATE SKIP LOCKED),
+	head AS (SELECT id FROM todos WHERE ` + pgHeadWhere + ` AND (SELECT ok FROM open) AND NOT EXISTS (SELECT 1 FROM mine)
+		` + pgHeadOrder + ` FOR UPDATE SKIP LOCKED),
 	claimed AS (UPDATE todos SET state = 'claimed', owner = ?, attempts = attempts + 1,
 			lease_seq = lease_seq + 1, lease_expires_at = ?, updated_at = ?, reserved_for = NULL
 		WHERE id = coalesce((SELECT id FROM mine), (SELECT id FROM head)) AND state = 'pending'
@@ -172,8 +204,8 @@ const pgFail = `WITH changed AS (UPDATE todos SET
 		WHERE ` + pgLeaseHeld + ` RETURNING ` + todoColumns + `),
 	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
 		SELECT ?, ?, CASE WHEN state = 'pending' THEN 'todo.fail' ELSE 'todo.dead_letter' END, 'todo:' || id,
-			CASE WHEN state = 'pending' THEN 'retry' ELSE 'ok' END, ? FROM changed RETURNING id)
-	` + pgLeaseOutcome
+			CASE WHEN state = 'pending' THEN 'retry' ELSE 'ok' END, ? FROM changed RETURNING id),
+	` + pgKeyNext + pgKeyedOutcome
 
 // pgBackoffs is RetryBackoff in milliseconds for 0, 1, … attempts, up to the
 // first count that gets the ceiling.
@@ -194,7 +226,7 @@ func (s *Store) pgFail(ctx context.Context, a Ack, errText string, retry bool) (
 		return append(append(set, pgLeaseArgs(a, at)...), at, a.Owner, textcut.Bytes(errText, 200), a.ID)
 	}
 	err = s.writeOne(ctx, &pgOne{query: pgFail, args: args, read: func(w *wtx, row scanner) error {
-		failed, err := w.leaseOutcome(a, "fail", row)
+		failed, err := w.keyedOutcome(a, "fail", row)
 		if t = failed; err != nil {
 			return err
 		}

@@ -52,7 +52,7 @@ func (s *Store) ResumeQueue(ctx context.Context, q, actor string) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("store: resume queue %s: it is not paused: %w", q, ErrConflict)
 		}
-		id, found, err := w.queueHead(q, ms(w.now))
+		head, found, err := w.queueHead(q, ms(w.now))
 		if err != nil {
 			return err
 		}
@@ -62,7 +62,7 @@ func (s *Store) ResumeQueue(ctx context.Context, q, actor string) error {
 		// Announced as the head's return to the queue: the doorbell rings here, and
 		// another process's serve hears of it through this audit row (see
 		// WatchForeign's returnCauses).
-		return w.requeued(TodoChange{ID: id, Queue: q, State: StatePending, Claimable: true, Cause: "resume"},
+		return w.requeued(TodoChange{ID: head.id, Queue: q, State: StatePending, Claimable: true, Cause: "resume"},
 			actor, "queue.resume", "queue="+q)
 	})
 }

@@ -26,6 +26,7 @@ func (s *Store) ReapExpired(ctx context.Context) (ReapResult, error) {
 		var r ReapResult
 		more := false
 		err := s.write(ctx, func(w *wtx) error {
+			r = ReapResult{} // a write may run again (see write)
 			query := `SELECT id, attempts, max_attempts FROM todos INDEXED BY todos_leases
 				WHERE state = 'claimed' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT 500`
 			if w.w.s.pg {
@@ -84,6 +85,9 @@ func (w *wtx) reapOne(e expiredLease, r *ReapResult) error {
 			r.DeadLettered++
 			w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateFailed, Source: t.Source.Type, Cause: "dead_letter"})
 			err = w.audit("system", "todo.dead_letter", todoTarget(id), "", "lease expired")
+		}
+		if err == nil {
+			err = w.keyEnded(t)
 		}
 	} else {
 		t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL,

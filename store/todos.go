@@ -50,6 +50,14 @@ type Todo struct {
 	// until a human decides) or "paused" (pending on a paused queue; set by
 	// ListTodos).
 	Waiting string `json:"waiting,omitempty"`
+	// Flow control (see TodoOptions). KeyWaiting: the todo waits behind an
+	// earlier todo of its key. Coalesced: how many later todos it absorbed.
+	Key        string `json:"key,omitempty"`
+	KeyWaiting bool   `json:"key_waiting,omitempty"`
+	Priority   int    `json:"priority"`
+	Coalesced  int    `json:"coalesced"`
+	// Folded: AddTodo folded the new todo into this one, pending already.
+	Folded bool `json:"folded,omitempty"`
 }
 
 // Approval is a question a worker asked a human before an irreversible step, and
@@ -144,6 +152,7 @@ type NewTodo struct {
 	Source      Source
 	Trust       Trust
 	CreatedBy   string // actor: human:<id>, agent:<id>, system
+	Options     TodoOptions
 
 	id int64 // a preassigned id (ingestion links event and todo without an UPDATE)
 	// size, when set, is the payload's size, given instead of Payload by a caller
@@ -169,84 +178,6 @@ func ValidQueueName(q string) bool {
 	return true
 }
 
-// AddTodo puts a todo on a queue.
-func (s *Store) AddTodo(ctx context.Context, n NewTodo) (Todo, error) {
-	var t Todo
-	err := s.write(ctx, func(w *wtx) error {
-		var err error
-		t, err = w.addTodo(n)
-		return err
-	})
-	return t, err
-}
-
-// addTodo inserts a todo inside a write; ingestion reuses it in the same transaction
-// as its event.
-func (w *wtx) addTodo(n NewTodo) (Todo, error) {
-	if !ValidQueueName(n.Queue) {
-		return Todo{}, fmt.Errorf("store: add todo: queue %q: %w", n.Queue, ErrInvalid)
-	}
-	if n.MaxAttempts <= 0 {
-		n.MaxAttempts = DefaultMaxAttempts
-	}
-	if n.Source.Type == "" {
-		n.Source.Type = "manual"
-	}
-	if n.Trust.Mode == "" {
-		n.Trust.Mode = "none"
-	}
-	if n.CreatedBy == "" {
-		n.CreatedBy = "system"
-	}
-	now := ms(w.now)
-	size := len(n.Payload)
-	if n.size > 0 {
-		size = n.size
-	}
-	// Exec and the rowid SQLite reports, not RETURNING: on this, the ingest's
-	// hottest statement, RETURNING's result set cost a third as much again.
-	insertTodo := `INSERT INTO todos (id, queue, state, payload_size, source_type, source_webhook_id,
-			source_event_id, source_event_type, verified, trust_mode, webhook_created_by, created_by,
-			max_attempts, available_at, created_at, updated_at)
-		VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	if w.w.s.pg {
-		// An identity column takes no NULL: an id not taken ahead comes from its sequence.
-		insertTodo = pgInsertTodo
-	}
-	id, err := w.insert(insertTodo,
-		nullID(n.id), n.Queue, size, n.Source.Type, nullID(n.Source.WebhookID), nullID(n.Source.EventID),
-		n.Source.EventType, boolInt(n.Trust.Verified), n.Trust.Mode, n.Trust.WebhookCreatedBy, n.CreatedBy,
-		n.MaxAttempts, now, now, now)
-	if err != nil {
-		return Todo{}, fmt.Errorf("store: add todo to %s: %w", n.Queue, err)
-	}
-	// A todo made from a webhook event reads its payload from the event's body.
-	if n.Source.EventID == 0 && n.Payload != "" {
-		payload := n.Payload
-		if w.w.s.pg {
-			payload = pgPayloadIn(payload)
-		}
-		if _, err := w.exec(`INSERT INTO todo_payloads (todo_id, payload) VALUES (?, ?)`, id, payload); err != nil {
-			return Todo{}, fmt.Errorf("store: add todo to %s: payload: %w", n.Queue, err)
-		}
-	}
-	target := todoTarget(id)
-	if err := w.audit(n.CreatedBy, "todo.add", target, "", "queue="+n.Queue); err != nil {
-		return Todo{}, err
-	}
-	w.changed(TodoChange{ID: id, Queue: n.Queue, State: StatePending, Source: n.Source.Type, Claimable: true, Cause: "add"})
-	return Todo{
-		ID: id, Queue: n.Queue, State: StatePending, PayloadSize: size, Source: n.Source, Trust: n.Trust,
-		CreatedBy: n.CreatedBy, MaxAttempts: n.MaxAttempts, AvailableAt: w.now, CreatedAt: w.now, UpdatedAt: w.now,
-	}, nil
-}
-
-// pgInsertTodo is addTodo's INSERT on PostgreSQL.
-const pgInsertTodo = `INSERT INTO todos (id, queue, state, payload_size, source_type, source_webhook_id,
-			source_event_id, source_event_type, verified, trust_mode, webhook_created_by, created_by,
-			max_attempts, available_at, created_at, updated_at)
-		VALUES (coalesce(?, nextval('todos_id_seq')), ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-
 func todoTarget(id int64) string { return fmt.Sprintf("todo:%d", id) }
 
 func nullID(id int64) any {
@@ -260,7 +191,8 @@ func nullID(id int64) any {
 const todoColumns = `id, queue, state, payload_size, source_type, coalesce(source_webhook_id, 0),
 	coalesce(source_event_id, 0), source_event_type, verified, trust_mode, webhook_created_by, created_by,
 	coalesce(owner, ''), attempts, max_attempts, lease_seq, lease_expires_at, available_at, result, last_error,
-	created_at, updated_at, finished_at, cancelled_by, approval, approval_question, approval_comment, approval_by`
+	created_at, updated_at, finished_at, cancelled_by, approval, approval_question, approval_comment, approval_by,
+	coalesce(key, ''), key_waiting, priority, coalesced`
 
 const todoColumnsFull = todoColumns + `, coalesce(
 	(SELECT payload FROM todo_payloads WHERE todo_id = todos.id),
@@ -287,7 +219,8 @@ func scanTodoAnd(sc scanner, more ...any) (Todo, error) {
 	dest := []any{&t.ID, &t.Queue, &t.State, &t.PayloadSize, &t.Source.Type, &t.Source.WebhookID,
 		&t.Source.EventID, &t.Source.EventType, &t.Trust.Verified, &t.Trust.Mode, &t.Trust.WebhookCreatedBy,
 		&t.CreatedBy, &t.Owner, &t.Attempts, &t.MaxAttempts, &t.LeaseSeq, &lease, &avail, &t.Result, &t.LastError,
-		&created, &updated, &finished, &t.CancelledBy, &ap.State, &ap.Question, &ap.Comment, &ap.By}
+		&created, &updated, &finished, &t.CancelledBy, &ap.State, &ap.Question, &ap.Comment, &ap.By,
+		&t.Key, &t.KeyWaiting, &t.Priority, &t.Coalesced}
 	if err := sc.Scan(append(dest, more...)...); err != nil {
 		return Todo{}, err
 	}
@@ -480,15 +413,16 @@ type QueueHead struct {
 // makes.
 func (s *Store) QueueHeads(ctx context.Context) ([]QueueHead, error) {
 	query := `SELECT c.queue, t.id, t.available_at FROM queue_counts c
-		JOIN todos t ON t.id = (SELECT id FROM todos INDEXED BY todos_claimable
-			WHERE state = 'pending' AND queue = c.queue AND available_at <= ? ORDER BY id LIMIT 1)
+		JOIN todos t ON t.id = (SELECT id FROM todos INDEXED BY todos_ready
+			WHERE state = 'pending' AND key_waiting = 0 AND queue = c.queue AND available_at <= ?
+			ORDER BY priority DESC, id LIMIT 1)
 		WHERE c.state = 'pending' AND c.n > 0 ORDER BY c.queue`
 	if s.pg {
-		// Each head read as pgHead reads it, through todos_claimable.
+		// Each head read as pgHead reads it, through todos_ready.
 		query = `SELECT c.queue, t.id, t.available_at FROM queue_counts c
 		JOIN todos t ON t.id = (SELECT id FROM todos
-			WHERE state = 'pending' AND queue >= c.queue AND queue <= c.queue AND available_at <= ?
-			ORDER BY queue, id LIMIT 1)
+			WHERE state = 'pending' AND key_waiting = 0 AND queue >= c.queue AND queue <= c.queue
+			AND available_at <= ? ORDER BY queue, priority DESC, id LIMIT 1)
 		WHERE c.state = 'pending' AND c.n > 0 ORDER BY c.queue`
 	}
 	rows, err := s.query(ctx, query, ms(s.now()))

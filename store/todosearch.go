@@ -9,8 +9,8 @@ import (
 // Every field set must match; the zero value matches every todo.
 type TodoSearch struct {
 	// Key is the provider's delivery id of the event the todo was made from (or
-	// replays): the idempotency key a provider's dashboard shows. When todos get
-	// a key of their own, a todo whose key this is matches too.
+	// replays): the idempotency key a provider's dashboard shows; a todo whose
+	// own key (TodoOptions.Key) this is matches too.
 	Key string
 	// Source is who made the todo, as its created_by says: webhook:N (or N alone)
 	// for the todos webhook N's deliveries made, human:… or agent:… for the ones
@@ -68,17 +68,19 @@ func (s TodoSearch) where(where []string, args []any, pg bool) ([]string, []any)
 		key := `id IN (SELECT e.todo_id FROM webhooks h
 			CROSS JOIN webhook_events e ON e.webhook_id = h.id AND e.delivery_id = ?
 			UNION ALL SELECT r.id FROM todos r INDEXED BY todos_replays
-			WHERE r.source_type = 'replay' AND r.source_event_id IN (` + events + `))`
+			WHERE r.source_type = 'replay' AND r.source_event_id IN (` + events + `)
+			UNION ALL SELECT k.id FROM todos k INDEXED BY todos_key WHERE k.key = ?)`
 		if pg {
 			// PostgreSQL's CROSS JOIN takes no ON, and its planner needs no push.
 			events = `SELECT e.id FROM webhooks h JOIN webhook_events e ON e.webhook_id = h.id AND e.delivery_id = ?`
 			key = `id IN (SELECT e.todo_id FROM webhooks h
 			JOIN webhook_events e ON e.webhook_id = h.id AND e.delivery_id = ?
 			UNION ALL SELECT r.id FROM todos r
-			WHERE r.source_type = 'replay' AND r.source_event_id IN (` + events + `))`
+			WHERE r.source_type = 'replay' AND r.source_event_id IN (` + events + `)
+			UNION ALL SELECT k.id FROM todos k WHERE k.key = ?)`
 		}
 		where = append(where, key)
-		args = append(args, s.Key, s.Key)
+		args = append(args, s.Key, s.Key, s.Key)
 	}
 	if s.Holder != "" {
 		holder := s.Holder

@@ -29,8 +29,22 @@ type Webhook struct {
 	RotatedAt         *time.Time `json:"rotated_at,omitempty"`
 	PreviousExpiresAt *time.Time `json:"previous_secret_expires_at,omitempty"`
 	DeletedAt         *time.Time `json:"deleted_at,omitempty"`
+	// Rules: which deliveries make a todo and how (see ingest.Rules); empty: all, plainly.
+	Rules map[string]any `json:"rules,omitempty"`
 
-	secrets SecretsVersion // set by WebhookByToken
+	secrets   SecretsVersion // set by WebhookByToken
+	rulesText string         // Rules as stored
+}
+
+// RulesJSON is the webhook's rules as stored; empty when it has none.
+func (h Webhook) RulesJSON() []byte { return []byte(h.rulesText) }
+
+// setRules fills the webhook's rules from their stored text.
+func (h *Webhook) setRules(text string) {
+	h.rulesText, h.Rules = text, nil
+	if text != "" {
+		json.Unmarshal([]byte(text), &h.Rules) // written by SetWebhookRules or CreateWebhook: JSON
+	}
 }
 
 // SecretsVersion names a webhook's signing secrets as they were sealed when read:
@@ -61,6 +75,8 @@ type NewWebhook struct {
 	// CheckCeiling enforces the endpoint's webhook ceiling inside the same
 	// transaction as the insert, so concurrent creates cannot overshoot it.
 	CheckCeiling bool
+	// Rules as JSON, checked by the caller (ingest.ParseRules); nil: none.
+	Rules []byte
 }
 
 // ErrCeilingExceeded: creating the webhook would exceed the endpoint's ceiling.
@@ -125,8 +141,9 @@ func (s *Store) CreateWebhook(ctx context.Context, n NewWebhook) (Webhook, error
 		// The row id is the sealing's additional data, so the row exists before its
 		// secret does.
 		err := w.queryRow(`INSERT INTO webhooks (token, source_type, queue, description, signing_secret, created_by,
-				endpoint_id, created_at) VALUES (?, ?, ?, ?, '', ?, ?, ?) RETURNING id`,
-			token, n.SourceType, n.Queue, n.Description, n.CreatedBy, nullID(n.EndpointID), ms(w.now)).Scan(&id)
+				endpoint_id, created_at, rules) VALUES (?, ?, ?, ?, '', ?, ?, ?, ?) RETURNING id`,
+			token, n.SourceType, n.Queue, n.Description, n.CreatedBy, nullID(n.EndpointID), ms(w.now),
+			string(n.Rules)).Scan(&id)
 		if err != nil {
 			return fmt.Errorf("store: create webhook: %w", err)
 		}
@@ -201,17 +218,19 @@ func listOrNone(l []string) string {
 }
 
 const webhookColumns = `id, token, source_type, queue, description, created_by, coalesce(endpoint_id, 0),
-	signing_secret LIKE 'enc:v1:%', created_at, rotated_at, previous_expires_at, deleted_at`
+	signing_secret LIKE 'enc:v1:%', created_at, rotated_at, previous_expires_at, deleted_at, rules`
 
 func scanWebhook(sc scanner) (Webhook, error) {
 	var h Webhook
 	var created int64
 	var rotated, prevExp, deleted sql.NullInt64
+	var rules string
 	err := sc.Scan(&h.ID, &h.Token, &h.SourceType, &h.Queue, &h.Description, &h.CreatedBy, &h.EndpointID,
-		&h.SecretEncrypted, &created, &rotated, &prevExp, &deleted)
+		&h.SecretEncrypted, &created, &rotated, &prevExp, &deleted, &rules)
 	if err != nil {
 		return Webhook{}, err
 	}
+	h.setRules(rules)
 	h.CreatedAt = fromMS(created)
 	h.RotatedAt, h.PreviousExpiresAt, h.DeletedAt = fromNullMS(rotated), fromNullMS(prevExp), fromNullMS(deleted)
 	return h, nil
@@ -277,10 +296,11 @@ func (s *Store) WebhookByToken(ctx context.Context, token string) (Webhook, []st
 	var h Webhook
 	var created int64
 	var rotated, prevExp sql.NullInt64
+	var rules string
 	err := s.queryRow(ctx, `SELECT id, source_type, queue, created_by, coalesce(endpoint_id, 0), created_at,
-			rotated_at, previous_expires_at, signing_secret, previous_secret
+			rotated_at, previous_expires_at, signing_secret, previous_secret, rules
 		FROM webhooks WHERE token = ? AND deleted_at IS NULL`, token).Scan(&h.ID, &h.SourceType, &h.Queue,
-		&h.CreatedBy, &h.EndpointID, &created, &rotated, &prevExp, &cur, &prev)
+		&h.CreatedBy, &h.EndpointID, &created, &rotated, &prevExp, &cur, &prev, &rules)
 	if notFound(err) {
 		return Webhook{}, nil, fmt.Errorf("store: webhook token: %w", ErrNotFound)
 	}
@@ -290,6 +310,7 @@ func (s *Store) WebhookByToken(ctx context.Context, token string) (Webhook, []st
 	h.Token, h.SecretEncrypted, h.CreatedAt = token, Sealed(cur), fromMS(created)
 	h.RotatedAt, h.PreviousExpiresAt = fromNullMS(rotated), fromNullMS(prevExp)
 	h.secrets = SecretsVersion{current: cur, previous: prev.String}
+	h.setRules(rules)
 	secret, err := s.box.Open(cur, secretAD(h.ID))
 	if err != nil {
 		return Webhook{}, nil, err

@@ -20,7 +20,7 @@ var (
 		"release", "get_default_lease", "set_default_lease", "request_approval"}
 	// webhookVerbs are the self-service webhook and event-history verbs.
 	webhookVerbs = []string{"create_webhook", "list_webhooks", "rotate_webhook", "delete_webhook",
-		"list_webhook_events", "get_webhook_event", "replay_webhook_event"}
+		"list_webhook_events", "get_webhook_event", "replay_webhook_event", "update_webhook"}
 	// optInVerbs are never granted by default: an operator names them (add_todo
 	// lets an agent put work on queues, within Endpoint.AddQueues).
 	optInVerbs = []string{"add_todo"}

@@ -67,7 +67,7 @@ func TestStoreRefusesUnknownWords(t *testing.T) {
 func TestUnknownWordMessage(t *testing.T) {
 	err := CheckVerbs([]string{"claim", "teleport"})
 	want := `unknown verb "teleport" (known: list_todos,claim,claim_next,heartbeat,complete,fail,release,get_default_lease,set_default_lease,request_approval,` +
-		`create_webhook,list_webhooks,rotate_webhook,delete_webhook,list_webhook_events,get_webhook_event,replay_webhook_event,add_todo)`
+		`create_webhook,list_webhooks,rotate_webhook,delete_webhook,list_webhook_events,get_webhook_event,replay_webhook_event,update_webhook,add_todo)`
 	if err == nil || err.Error() != want {
 		t.Errorf("CheckVerbs: %v\nwant %s", err, want)
 	}

@@ -61,7 +61,7 @@ func parseSearch(q string) (s store.TodoSearch, jump int64, err error) {
 	return s, 0, nil
 }
 
-var searchExample = map[string]string{"key": "key:d-1 (a delivery's id)", "source": "source:github, source:webhook:3 or source:human:1",
+var searchExample = map[string]string{"key": "key:d-1 (a delivery's id, or a todo's key such as octo/repo#42)", "source": "source:github, source:webhook:3 or source:human:1",
 	"type": "type:push", "error": `error:timeout or error:"connection refused"`, "holder": "holder:agent:bot"}
 
 // searchTerms splits q at spaces outside double quotes. A term is a field's only

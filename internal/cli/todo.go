@@ -13,7 +13,8 @@ import (
 	"github.com/switchboardhq/switchboard/store"
 )
 
-const todoSynopsis = `todo add --queue Q (--payload TEXT | --payload-file F | -) [--max-attempts N] [--json] [--db FILE]
+const todoSynopsis = `todo add --queue Q (--payload TEXT | --payload-file F | -) [--max-attempts N] [--key K] [--priority P]
+                            [--delay D] [--coalesce [--debounce D] [--debounce-max D]] [--json] [--db FILE]
        switchboard todo list [--queue Q] [--state S] [--key K] [--source S] [--type T] [--error TEXT] [--holder AGENT]
                              [--limit N] [--before ID] [--json] [--db FILE]
        switchboard todo show ID [--json] [--db FILE]
@@ -37,9 +38,14 @@ func todoAdd(ctx context.Context, env *environ, args []string) error {
 	payload := fs.String("payload", "", "payload text (JSON recommended)")
 	payloadFile := fs.String("payload-file", "", "read the payload from this file")
 	maxAttempts := fs.Int("max-attempts", store.DefaultMaxAttempts, "claims before the todo is dead-lettered")
+	var opts store.TodoOptions
+	todoOptionFlags(fs, &opts)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if err := opts.Validate(); err != nil {
+		return usageErr("%s", err)
 	}
 	fromStdin := false
 	switch {
@@ -95,15 +101,38 @@ func todoAdd(ctx context.Context, env *environ, args []string) error {
 		return err
 	}
 	defer s.Close()
-	t, err := s.AddTodo(ctx, store.NewTodo{Queue: *queue, Payload: body, MaxAttempts: *maxAttempts, CreatedBy: "human:cli"})
+	t, err := s.AddTodo(ctx, store.NewTodo{Queue: *queue, Payload: body, MaxAttempts: *maxAttempts,
+		CreatedBy: "human:cli", Options: opts})
 	if err != nil {
 		return err
 	}
 	if *asJSON {
 		return writeJSON(env, t)
 	}
-	fmt.Fprintf(env.stdout, "todo %d added to %s\n", t.ID, t.Queue)
+	printAdded(env, t)
 	return nil
+}
+
+// todoOptionFlags declares todo add's flow-control flags into o.
+func todoOptionFlags(fs *flag.FlagSet, o *store.TodoOptions) {
+	fs.StringVar(&o.Key, "key", "", "a key (e.g. octo/repo#42): one todo per key and queue is worked at a time, in order")
+	fs.IntVar(&o.Priority, "priority", 0, fmt.Sprintf("claimed before lower priorities (%d to %d)", store.MinPriority, store.MaxPriority))
+	fs.DurationVar(&o.Delay, "delay", 0, "not claimable before this long from now (e.g. 90s, 10m)")
+	fs.BoolVar(&o.Coalesce, "coalesce", false, "with --key: fold into the key's pending todo, if it has one")
+	fs.DurationVar(&o.Debounce, "debounce", 0, "with --coalesce: claimable only once no todo of the key came for this long")
+	fs.DurationVar(&o.DebounceMax, "debounce-max", 0, "with --debounce: claimable at the latest this long after the first (default 10 debounces)")
+}
+
+// printAdded says what todo add did.
+func printAdded(env *environ, t store.Todo) {
+	switch {
+	case t.Folded:
+		fmt.Fprintf(env.stdout, "folded into todo %d on %s (pending; coalesced %d)\n", t.ID, t.Queue, t.Coalesced)
+	case t.KeyWaiting:
+		fmt.Fprintf(env.stdout, "todo %d added to %s, waiting behind an earlier todo of key %s\n", t.ID, t.Queue, t.Key)
+	default:
+		fmt.Fprintf(env.stdout, "todo %d added to %s\n", t.ID, t.Queue)
+	}
 }
 
 func todoList(ctx context.Context, env *environ, args []string) error {

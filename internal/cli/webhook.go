@@ -16,6 +16,7 @@ const webhookSynopsis = `webhook create --source TYPE --queue Q [--description D
        switchboard webhook list [--all] [--endpoint ID] [--base-url URL] [--json] [--db FILE]
        switchboard webhook rotate ID [--grace DURATION] [--secret-stdin] [--base-url URL] [--json] [--db FILE]
        switchboard webhook delete ID [--db FILE]
+       switchboard webhook update ID --rules JSON [--json] [--db FILE]   (rules: docs/flow-control.md; '{}' removes them)
        switchboard webhook events [ID] [--limit N] [--before EVENT_ID] [--json] [--db FILE]
   (events lists stored deliveries, newest first: every webhook's, or webhook ID's;
    create and rotate seal the secret with SWITCHBOARD_SECRET_ENCRYPTION_KEY or --secret-key-file when set,
@@ -42,7 +43,7 @@ func baseURL(env *environ, flagValue string) (string, error) {
 func runWebhook(ctx context.Context, env *environ, args []string) error {
 	return dispatch(ctx, env, args, webhookSynopsis, subcommand{"create", webhookCreate},
 		subcommand{"list", webhookList}, subcommand{"rotate", webhookRotate}, subcommand{"delete", webhookDelete},
-		subcommand{"events", webhookEvents})
+		subcommand{"events", webhookEvents}, subcommand{"update", webhookUpdate})
 }
 
 // webhookView is a webhook as the CLI prints it.

@@ -63,6 +63,7 @@ func New(st *store.Store, allow []*net.IPNet) *Metrics {
 			Help: "Write requests committed or refused; writes/commits is the mean group-commit batch.",
 		}, func() float64 { return float64(st.WriterStats().Requests) }),
 	)
+	m.reg.MustRegister(&flowCollector{st: st})
 	st.OnTodoChange(func(c store.TodoChange) {
 		if c.Cause != "" {
 			m.transitions.WithLabelValues(c.Queue, c.Cause).Inc()

@@ -1,0 +1,172 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+)
+
+// Claims stay flat in depth with keys and priorities: at a million pending
+// todos over 10,000 keys, half of them held, with three priorities, a claim
+// costs what it costs at a thousand plain todos. Todos waiting behind a key are
+// outside the claim index, so a claim never walks past them. Per backend, the
+// two databases are seeded first; then claims alternate between them, so that
+// both see the same machine, and the ratio of their p50s is reported
+// (deep/shallow; 1 = flat). Both are topped up by b.N plain todos so that
+// neither runs dry.
+//
+//	go test -run '^$' -bench ClaimNextKeys -benchtime 2000x ./store
+func BenchmarkClaimNextKeys(b *testing.B) {
+	backends := []string{"sqlite"}
+	if os.Getenv("SWITCHBOARD_TEST_POSTGRES") != "" {
+		backends = append(backends, "postgres")
+	}
+	for _, backend := range backends {
+		if testing.Short() {
+			b.Logf("skipping a million todos under -short")
+			continue
+		}
+		var shallow, deep *Store
+		ctx := context.Background()
+		outer := b
+		b.Run(backend+"/pending=1000_vs_1000000_keys=10000_held=5000", func(b *testing.B) {
+			if deep == nil {
+				shallow, deep = openBenchStore(outer, backend), openBenchStore(outer, backend)
+				if err := seedKeyedDepth(ctx, shallow, 1_000, 0, 0); err != nil {
+					b.Fatal(err)
+				}
+				if err := seedKeyedDepth(ctx, deep, 1_000_000, 10_000, 5_000); err != nil {
+					b.Fatal(err)
+				}
+			}
+			lat := [2][]time.Duration{}
+			for i, s := range []*Store{shallow, deep} {
+				if err := s.SeedTodosForBench(ctx, "inbox", b.N, `{"n":1}`); err != nil {
+					b.Fatal(err)
+				}
+				lat[i] = make([]time.Duration, 0, b.N)
+			}
+			b.ResetTimer()
+			for range b.N {
+				for i, s := range []*Store{shallow, deep} {
+					t0 := time.Now()
+					if _, ok, err := s.ClaimNext(ctx, "agent:bench", []string{"inbox"}, time.Hour); err != nil || !ok {
+						b.Fatalf("claim: %v %v", ok, err)
+					}
+					lat[i] = append(lat[i], time.Since(t0))
+				}
+			}
+			b.StopTimer()
+			p50 := func(l []time.Duration) float64 {
+				slices.Sort(l)
+				return float64(l[len(l)/2].Microseconds())
+			}
+			a, d := p50(lat[0]), p50(lat[1])
+			b.ReportMetric(a, "p50-µs-1k")
+			b.ReportMetric(d, "p50-µs-1M-keyed")
+			b.ReportMetric(d/max(a, 1), "deep/shallow")
+		})
+	}
+}
+
+// seedKeyedDepth puts depth todos on inbox: plain ones without keys, else over
+// keys keys, of which held are then claimed (their fronts).
+func seedKeyedDepth(ctx context.Context, s *Store, depth, keys, held int) error {
+	if keys == 0 {
+		return s.SeedTodosForBench(ctx, "inbox", depth, `{"n":1}`)
+	}
+	if err := s.SeedKeyedTodosForBench(ctx, "inbox", depth, keys); err != nil {
+		return err
+	}
+	for i := 0; i < held; i++ {
+		if _, ok, err := s.ClaimNext(ctx, "agent:holder", []string{"inbox"}, time.Hour); err != nil || !ok {
+			return fmt.Errorf("hold key %d: %v %v", i, ok, err)
+		}
+	}
+	return nil
+}
+
+// The keyed seed leaves what keyed adds leave: one front per key, claims in
+// priority order, each key's next waiting until its front ends.
+func TestSeedKeyedTodosForBench(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	if err := s.SeedKeyedTodosForBench(ctx, "inbox", 12, 4); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		td, ok, err := s.ClaimNext(ctx, "agent:a", []string{"inbox"}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		got = append(got, fmt.Sprintf("%s/%d", td.Key, td.Priority))
+	}
+	if fmt.Sprint(got) != "[k2/2 k1/1 k0/0 k3/0]" {
+		t.Fatalf("claimed %v, want the four fronts by priority then age", got)
+	}
+}
+
+// BenchmarkDrainKeys compares, in one run, draining 2,000 plain todos with
+// draining 2,000 todos over 100 keys (four workers claiming and completing):
+// rounds alternate, and the ratio of the median rates is reported (keyed/plain;
+// 1 = as fast). Each round's queue is seeded outside the timing.
+//
+//	go test -run '^$' -bench DrainKeys -benchtime 1x ./store
+func BenchmarkDrainKeys(b *testing.B) {
+	const n, keys, workers, rounds = 2000, 100, 4, 6
+	backend := "sqlite"
+	if os.Getenv("SWITCHBOARD_TEST_BACKEND") == "postgres" {
+		backend = "postgres"
+	}
+	ctx := context.Background()
+	s := openBenchStore(b, backend)
+	drain := func(queue string) float64 {
+		start := time.Now()
+		done := make(chan error, workers)
+		for range workers {
+			go func() {
+				for {
+					td, ok, err := s.ClaimNext(ctx, "agent:bench", []string{queue}, time.Hour)
+					if err != nil || !ok {
+						done <- err
+						return
+					}
+					if _, err := s.Complete(ctx, Ack{ID: td.ID, Owner: "agent:bench", LeaseSeq: td.LeaseSeq}, ""); err != nil {
+						done <- err
+						return
+					}
+				}
+			}()
+		}
+		for range workers {
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		}
+		return n / time.Since(start).Seconds()
+	}
+	var plain, keyed []float64
+	for range b.N * rounds {
+		if err := s.SeedTodosForBench(ctx, "plain", n, ""); err != nil { // no payload, as the keyed seed
+			b.Fatal(err)
+		}
+		plain = append(plain, drain("plain"))
+		if err := s.SeedKeyedTodosForBench(ctx, "keyed", n, keys); err != nil {
+			b.Fatal(err)
+		}
+		keyed = append(keyed, drain("keyed"))
+	}
+	slices.Sort(plain)
+	slices.Sort(keyed)
+	p, k := plain[len(plain)/2], keyed[len(keyed)/2]
+	b.ReportMetric(p, "plain-todos/s")
+	b.ReportMetric(k, "keyed-todos/s")
+	b.ReportMetric(k/p, "keyed/plain")
+}

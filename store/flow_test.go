@@ -1,0 +1,261 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
+)
+
+func addOpts(t *testing.T, s *Store, queue, payload string, o TodoOptions) Todo {
+	t.Helper()
+	td, err := s.AddTodo(context.Background(), NewTodo{Queue: queue, Payload: payload, CreatedBy: "human:1", Options: o})
+	if err != nil {
+		t.Fatalf("add %q %+v: %v", payload, o, err)
+	}
+	return td
+}
+
+// claimIDs claims until nothing is claimable and returns the ids in claim order.
+func claimIDs(t *testing.T, s *Store, queues ...string) []int64 {
+	t.Helper()
+	var ids []int64
+	for {
+		td, ok, err := s.ClaimNext(context.Background(), "agent:a", queues, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return ids
+		}
+		ids = append(ids, td.ID)
+	}
+}
+
+func complete(t *testing.T, s *Store, td Todo) {
+	t.Helper()
+	cur, err := s.Todo(context.Background(), td.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Complete(context.Background(), Ack{ID: td.ID, Owner: cur.Owner, LeaseSeq: cur.LeaseSeq}, ""); err != nil {
+		t.Fatalf("complete %d: %v", td.ID, err)
+	}
+}
+
+func TestKeyedTodosOneAtATimeInOrder(t *testing.T) {
+	s := openTest(t, Options{})
+	a1 := addOpts(t, s, "q", "a1", TodoOptions{Key: "octo/repo#1"})
+	b1 := addOpts(t, s, "q", "b1", TodoOptions{Key: "octo/repo#2"})
+	a2 := addOpts(t, s, "q", "a2", TodoOptions{Key: "octo/repo#1"})
+	free := addOpts(t, s, "q", "free", TodoOptions{})
+	a3 := addOpts(t, s, "q", "a3", TodoOptions{Key: "octo/repo#1"})
+	if !a2.KeyWaiting || !a3.KeyWaiting || a1.KeyWaiting {
+		t.Fatalf("waiting: a1 %v a2 %v a3 %v, want false true true", a1.KeyWaiting, a2.KeyWaiting, a3.KeyWaiting)
+	}
+	// Held key #1 (a1) and #2 (b1): a2 and a3 are skipped, the keyless one is not.
+	if got := claimIDs(t, s, "q"); !equalIDs(got, a1.ID, b1.ID, free.ID) {
+		t.Fatalf("first claims %v, want %v", got, []int64{a1.ID, b1.ID, free.ID})
+	}
+	complete(t, s, a1)
+	if got := claimIDs(t, s, "q"); !equalIDs(got, a2.ID) {
+		t.Fatalf("after a1 done: %v, want [%d] (FIFO per key, one at a time)", got, a2.ID)
+	}
+	// A dead letter frees the key too.
+	cur, _ := s.Todo(context.Background(), a2.ID)
+	if _, err := s.Fail(context.Background(), Ack{ID: a2.ID, Owner: cur.Owner, LeaseSeq: cur.LeaseSeq}, "no", false); err != nil {
+		t.Fatal(err)
+	}
+	// Retried while a3 is the front, a2 waits behind it.
+	if _, err := s.Retry(context.Background(), a2.ID, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimIDs(t, s, "q"); !equalIDs(got, a3.ID) {
+		t.Fatalf("after a2 dead and retried: %v, want [%d]", got, a3.ID)
+	}
+	complete(t, s, a3)
+	if got := claimIDs(t, s, "q"); !equalIDs(got, a2.ID) {
+		t.Fatalf("after a3 done: %v, want the retried a2 %d", got, a2.ID)
+	}
+	// A release keeps the key's place: the todo is claimable again, nothing else of its key.
+	cur, _ = s.Todo(context.Background(), a2.ID)
+	addOpts(t, s, "q", "a4", TodoOptions{Key: "octo/repo#1"})
+	if _, err := s.Release(context.Background(), Ack{ID: a2.ID, Owner: cur.Owner, LeaseSeq: cur.LeaseSeq}); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimIDs(t, s, "q"); !equalIDs(got, a2.ID) {
+		t.Fatalf("after release: %v, want [%d]", got, a2.ID)
+	}
+}
+
+func equalIDs(got []int64, want ...int64) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestPriorityHighestFirstOldestWithin(t *testing.T) {
+	s := openTest(t, Options{})
+	low := addOpts(t, s, "q", "low", TodoOptions{Priority: -5})
+	mid1 := addOpts(t, s, "q", "mid1", TodoOptions{})
+	high := addOpts(t, s, "q", "high", TodoOptions{Priority: 10})
+	mid2 := addOpts(t, s, "q", "mid2", TodoOptions{})
+	other := addOpts(t, s, "r", "other", TodoOptions{Priority: 7})
+	heads, err := s.QueueHeads(context.Background())
+	if err != nil || len(heads) != 2 || heads[0].TodoID != high.ID {
+		t.Fatalf("heads %+v %v, want q's head %d", heads, err, high.ID)
+	}
+	// Across queues too: priority first, then age.
+	if got := claimIDs(t, s, "q", "r"); !equalIDs(got, high.ID, other.ID, mid1.ID, mid2.ID, low.ID) {
+		t.Fatalf("claim order %v", got)
+	}
+}
+
+func TestDelayedTodoWaits(t *testing.T) {
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s := openTest(t, Options{Now: clock.Now})
+	later := addOpts(t, s, "q", "later", TodoOptions{Delay: time.Minute})
+	if !later.AvailableAt.Equal(clock.Now().Add(time.Minute)) {
+		t.Fatalf("available_at %s", later.AvailableAt)
+	}
+	if got := claimIDs(t, s, "q"); len(got) != 0 {
+		t.Fatalf("claimed %v before the delay ended", got)
+	}
+	clock.Add(time.Minute)
+	if got := claimIDs(t, s, "q"); !equalIDs(got, later.ID) {
+		t.Fatalf("after the delay: %v", got)
+	}
+}
+
+func TestCoalesceFoldsIntoPendingNeverClaimed(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	o := TodoOptions{Key: "pr#7", Coalesce: true}
+	first := addOpts(t, s, "q", "v1", o)
+	second := addOpts(t, s, "q", "v2", o)
+	third := addOpts(t, s, "q", "v3", TodoOptions{Key: "pr#7", Coalesce: true, Priority: 3})
+	if !second.Folded || second.ID != first.ID || third.ID != first.ID || third.Coalesced != 2 || third.Priority != 3 {
+		t.Fatalf("folds: %+v %+v", second, third)
+	}
+	got, err := s.Todo(ctx, first.ID)
+	if err != nil || got.Payload != "v3" || got.Coalesced != 2 {
+		t.Fatalf("folded todo %+v %v: want payload v3, coalesced 2", got, err)
+	}
+	claimed, ok, err := s.ClaimNext(ctx, "agent:a", []string{"q"}, time.Minute)
+	if err != nil || !ok || claimed.Payload != "v3" {
+		t.Fatalf("claim %+v %v %v", claimed, ok, err)
+	}
+	// The claimed todo is never changed: a new one waits behind it, and the next folds into that.
+	behind := addOpts(t, s, "q", "v4", o)
+	again := addOpts(t, s, "q", "v5", o)
+	if behind.Folded || !behind.KeyWaiting || !again.Folded || again.ID != behind.ID {
+		t.Fatalf("behind %+v again %+v", behind, again)
+	}
+	if got, _ := s.Todo(ctx, first.ID); got.Payload != "v3" || got.Coalesced != 2 {
+		t.Fatalf("the claimed todo changed: %+v", got)
+	}
+	// A producer that does not coalesce still adds its own todo.
+	own := addOpts(t, s, "q", "v6", TodoOptions{Key: "pr#7"})
+	if own.Folded || own.ID == behind.ID {
+		t.Fatalf("non-coalescing add folded: %+v", own)
+	}
+	flows, err := s.QueueFlows(ctx)
+	if err != nil || len(flows) != 1 || flows[0].Coalesced != 3 {
+		t.Fatalf("flows %+v %v, want 3 coalesced on q", flows, err)
+	}
+	complete(t, s, claimed)
+	if got := claimIDs(t, s, "q"); !equalIDs(got, behind.ID) {
+		t.Fatalf("after done: %v, want %d", got, behind.ID)
+	}
+}
+
+func TestDebounceRestartsUpToItsCap(t *testing.T) {
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	start := clock.Now()
+	s := openTest(t, Options{Now: clock.Now})
+	o := TodoOptions{Key: "push", Coalesce: true, Debounce: 10 * time.Second, DebounceMax: 25 * time.Second}
+	td := addOpts(t, s, "q", "1", o)
+	if !td.AvailableAt.Equal(start.Add(10 * time.Second)) {
+		t.Fatalf("first available_at %s, want 10s", td.AvailableAt.Sub(start))
+	}
+	for i := 0; i < 3; i++ {
+		clock.Add(8 * time.Second)
+		if got := claimIDs(t, s, "q"); len(got) != 0 {
+			t.Fatalf("claimed during the burst at %s", clock.Now().Sub(start))
+		}
+		td = addOpts(t, s, "q", "more", o)
+	}
+	// Folds at 8, 16, 24 s: the window would end at 34 s; the cap ends it at 25 s.
+	if want := start.Add(25 * time.Second); !td.AvailableAt.Equal(want) || td.Coalesced != 3 {
+		t.Fatalf("available_at %s after the burst (coalesced %d), want the cap 25s", td.AvailableAt.Sub(start), td.Coalesced)
+	}
+	if got := claimIDs(t, s, "q"); len(got) != 0 {
+		t.Fatalf("claimed before the cap: %v", got)
+	}
+	clock.Add(time.Second)
+	if got := claimIDs(t, s, "q"); !equalIDs(got, td.ID) {
+		t.Fatalf("after the burst: %v", got)
+	}
+}
+
+func TestFlowOptionsBadInput(t *testing.T) {
+	s := openTest(t, Options{})
+	for _, o := range []TodoOptions{
+		{Key: strings.Repeat("k", MaxKeyBytes+1)},
+		{Key: "a\nb"},
+		{Priority: MaxPriority + 1},
+		{Priority: MinPriority - 1},
+		{Delay: -time.Second},
+		{Coalesce: true},
+		{Key: "k", Debounce: time.Second},
+		{Key: "k", Coalesce: true, Debounce: time.Minute, DebounceMax: time.Second},
+	} {
+		_, err := s.AddTodo(context.Background(), NewTodo{Queue: "q", Payload: "x", Options: o})
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: %v, want ErrInvalid", o, err)
+		}
+	}
+	if todos, _ := s.ListTodos(context.Background(), TodoFilter{}); len(todos) != 0 {
+		t.Fatalf("bad input wrote %d todos", len(todos))
+	}
+}
+
+// The search's key finds a todo by its own key too, in any state.
+func TestSearchFindsTodosByTheirKey(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	a := addOpts(t, s, "q", "a", TodoOptions{Key: "octo/repo#42"})
+	addOpts(t, s, "q", "b", TodoOptions{Key: "octo/repo#43"})
+	c := addOpts(t, s, "q", "c", TodoOptions{Key: "octo/repo#42"})
+	complete(t, s, Todo{ID: claimIDs(t, s, "q")[0]})
+	got, err := s.ListTodos(ctx, TodoFilter{Search: TodoSearch{Key: "octo/repo#42"}})
+	if err != nil || len(got) != 2 || got[0].ID != c.ID || got[1].ID != a.ID || got[1].State != StateDone {
+		t.Fatalf("key search: %+v (%v), want c then a (done)", got, err)
+	}
+}
+
+// A human's cancel of a key's front frees the key, as a completion does: the
+// next todo of the key is claimable.
+func TestCancelFreesTheKey(t *testing.T) {
+	s := openTest(t, Options{})
+	a1 := addOpts(t, s, "q", "a1", TodoOptions{Key: "octo/repo#1"})
+	a2 := addOpts(t, s, "q", "a2", TodoOptions{Key: "octo/repo#1"})
+	if got := claimIDs(t, s, "q"); !equalIDs(got, a1.ID) {
+		t.Fatalf("first claims %v, want [%d]", got, a1.ID)
+	}
+	if _, err := s.CancelTodo(context.Background(), a1.ID, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimIDs(t, s, "q"); !equalIDs(got, a2.ID) {
+		t.Fatalf("after a1 was cancelled: %v, want [%d]", got, a2.ID)
+	}
+}
