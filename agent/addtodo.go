@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -42,6 +43,10 @@ func defineAddTodo(ep store.Endpoint) mcp.Tool {
 		mcp.WithString("queue", queue...),
 		mcp.WithString("payload", mcp.Required(), mcp.MaxLength(MaxAddPayloadBytes),
 			mcp.Description("The todo's content, JSON recommended; at most 1 MiB.")),
+		mcp.WithString("key", mcp.MaxLength(store.MaxKeyBytes),
+			mcp.Description("Optional subject of the todo (e.g. octo/repo#42): todos of one key on a queue are worked one at a time, oldest first.")),
+		mcp.WithNumber("priority", mcp.Description("Optional priority: claim_next takes the highest first (default 0).")),
+		mcp.WithNumber("delay_seconds", mcp.Min(0), mcp.Description("Optional: the todo is not claimable for this many seconds.")),
 		closed,
 		returns[addedResult](),
 		annotate("Add a todo", false, false, false, false),
@@ -50,8 +55,11 @@ func defineAddTodo(ep store.Endpoint) mcp.Tool {
 
 func (a *Agent) addTodo(ctx context.Context, c *Call) (any, error) {
 	var in struct {
-		Queue   string  `json:"queue"`
-		Payload *string `json:"payload"`
+		Queue    string  `json:"queue"`
+		Payload  *string `json:"payload"`
+		Key      string  `json:"key"`
+		Priority int     `json:"priority"`
+		Delay    float64 `json:"delay_seconds"`
 	}
 	if err := c.Decode(&in); err != nil {
 		return nil, err
@@ -67,7 +75,11 @@ func (a *Agent) addTodo(ctx context.Context, c *Call) (any, error) {
 		}
 		return nil, errorf(CodeForbidden, "this endpoint may add to %v only, not %q", c.Endpoint.AddQueues, in.Queue)
 	}
-	t, err := a.st.AddAgentTodo(ctx, c.Actor, in.Queue, *in.Payload, c.Endpoint.AddQueues)
+	opts := store.TodoOptions{Key: in.Key, Priority: in.Priority, Delay: time.Duration(in.Delay * float64(time.Second))}
+	if err := opts.Validate(); err != nil {
+		return nil, errorf(CodeInvalidArgument, "%v", err)
+	}
+	t, err := a.st.AddAgentTodo(ctx, c.Actor, in.Queue, *in.Payload, c.Endpoint.AddQueues, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -36,5 +37,29 @@ func TestAddTodoHandsWorkOn(t *testing.T) {
 	if got.Queue != "review" || got.Payload != `{"pr": 9}` || got.Source.Type != "agent" ||
 		got.Trust.Mode != "agent" || got.Trust.Verified || got.Trust.AddedBy != "agent:triager" {
 		t.Fatalf("the added todo = %+v", got)
+	}
+}
+
+// add_todo takes a key, a priority and a delay, as todo add does; one out of
+// range is refused and adds nothing.
+func TestAddTodoFlowOptions(t *testing.T) {
+	e := newEnv(t)
+	verbs := append(store.AllVerbs(), VerbAddTodo)
+	_, cred := e.endpoint("triager", []string{"inbox"}, verbs, func(s *store.EndpointSpec) {
+		s.AddQueues = &[]string{"review"}
+	})
+	c := e.dial(cred, false)
+	if code := c.code(t, VerbAddTodo, map[string]any{"queue": "review", "payload": "{}", "priority": 5000}); code != CodeInvalidArgument {
+		t.Fatalf("add_todo with priority 5000: %s, want invalid_argument", code)
+	}
+	if counts, _ := e.st.QueueCounts(context.Background()); len(counts) != 0 {
+		t.Fatalf("a refused add left todos: %+v", counts)
+	}
+	var added addedResult
+	c.ok(t, VerbAddTodo, map[string]any{"queue": "review", "payload": "{}", "key": "octo/repo#7",
+		"priority": 3, "delay_seconds": 60}, &added)
+	got := e.todo(added.Todo.ID)
+	if got.Key != "octo/repo#7" || got.Priority != 3 || !got.AvailableAt.After(got.CreatedAt.Add(59*time.Second)) {
+		t.Fatalf("the added todo: key %q priority %d available %s created %s", got.Key, got.Priority, got.AvailableAt, got.CreatedAt)
 	}
 }

@@ -22,7 +22,10 @@ var ErrAddCap = errors.New("add cap reached")
 
 // AddAgentTodo adds a todo for agent actor (agent:<id>) to queue, if queue is one
 // of addQueues and the agent's pending adds are under MaxAddedPending.
-func (s *Store) AddAgentTodo(ctx context.Context, actor, queue, payload string, addQueues []string) (Todo, error) {
+func (s *Store) AddAgentTodo(ctx context.Context, actor, queue, payload string, addQueues []string, opts TodoOptions) (Todo, error) {
+	if err := opts.Validate(); err != nil {
+		return Todo{}, fmt.Errorf("store: add todo to %s: %w", queue, err)
+	}
 	if !contains(addQueues, queue) {
 		return Todo{}, fmt.Errorf("store: add todo to %s: this endpoint may add to %v only: %w", queue, addQueues, ErrInvalid)
 	}
@@ -47,7 +50,7 @@ func (s *Store) AddAgentTodo(ctx context.Context, actor, queue, payload string, 
 				queue, actor, n, ErrAddCap)
 		}
 		t, err = w.addTodo(NewTodo{Queue: queue, Payload: payload, CreatedBy: actor,
-			Source: Source{Type: "agent"}, Trust: Trust{Mode: "agent", AddedBy: actor}})
+			Source: Source{Type: "agent"}, Trust: Trust{Mode: "agent", AddedBy: actor}, Options: opts})
 		return err
 	})
 	return t, err

@@ -14,10 +14,10 @@ func TestAddAgentTodo(t *testing.T) {
 	s := openTest(t, Options{})
 	ctx := context.Background()
 	const bot = "agent:bot"
-	if _, err := s.AddAgentTodo(ctx, bot, "elsewhere", "{}", []string{"review"}); !errors.Is(err, ErrInvalid) {
+	if _, err := s.AddAgentTodo(ctx, bot, "elsewhere", "{}", []string{"review"}, TodoOptions{}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("add outside the add queues: %v, want invalid", err)
 	}
-	td, err := s.AddAgentTodo(ctx, bot, "review", `{"pr": 1}`, []string{"review"})
+	td, err := s.AddAgentTodo(ctx, bot, "review", `{"pr": 1}`, []string{"review"}, TodoOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,11 +27,11 @@ func TestAddAgentTodo(t *testing.T) {
 		t.Fatalf("the added todo = %+v, %v", got, err)
 	}
 	for range MaxAddedPending - 1 {
-		if _, err := s.AddAgentTodo(ctx, bot, "review", "{}", []string{"review"}); err != nil {
+		if _, err := s.AddAgentTodo(ctx, bot, "review", "{}", []string{"review"}, TodoOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.AddAgentTodo(ctx, bot, "review", "{}", []string{"review"}); !errors.Is(err, ErrAddCap) {
+	if _, err := s.AddAgentTodo(ctx, bot, "review", "{}", []string{"review"}, TodoOptions{}); !errors.Is(err, ErrAddCap) {
 		t.Fatalf("add over the cap: %v, want ErrAddCap", err)
 	}
 	counts, _ := s.QueueCounts(ctx)
@@ -39,13 +39,13 @@ func TestAddAgentTodo(t *testing.T) {
 		t.Fatalf("after the refused add: %+v, want %d pending", counts, MaxAddedPending)
 	}
 	// Another agent's adds are its own; a claimed add no longer counts.
-	if _, err := s.AddAgentTodo(ctx, "agent:other", "review", "{}", []string{"review"}); err != nil {
+	if _, err := s.AddAgentTodo(ctx, "agent:other", "review", "{}", []string{"review"}, TodoOptions{}); err != nil {
 		t.Fatalf("another agent's add: %v", err)
 	}
 	if _, ok, err := s.ClaimNext(ctx, "agent:worker", []string{"review"}, time.Minute); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	if _, err := s.AddAgentTodo(ctx, bot, "review", "{}", []string{"review"}); err != nil {
+	if _, err := s.AddAgentTodo(ctx, bot, "review", "{}", []string{"review"}, TodoOptions{}); err != nil {
 		t.Fatalf("add after one of the agent's todos was claimed: %v", err)
 	}
 }

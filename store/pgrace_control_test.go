@@ -86,15 +86,15 @@ func TestAddsRacingTheCap(t *testing.T) {
 	ctx := context.Background()
 	add := []string{"review"}
 	for range MaxAddedPending - 1 {
-		if _, err := stores[0].AddAgentTodo(ctx, "agent:bot", "review", "{}", add); err != nil {
+		if _, err := stores[0].AddAgentTodo(ctx, "agent:bot", "review", "{}", add, TodoOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var errs [2]error
 	race(func() {
-		_, errs[0] = stores[0].AddAgentTodo(ctx, "agent:bot", "review", "{}", add)
+		_, errs[0] = stores[0].AddAgentTodo(ctx, "agent:bot", "review", "{}", add, TodoOptions{})
 	}, func() {
-		_, errs[1] = stores[1].AddAgentTodo(ctx, "agent:bot", "review", "{}", add)
+		_, errs[1] = stores[1].AddAgentTodo(ctx, "agent:bot", "review", "{}", add, TodoOptions{})
 	})
 	capped := 0
 	for _, err := range errs {
