@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +45,7 @@ type fleet struct {
 
 func newFleet(st *store.Store, version string, logger *slog.Logger) *fleet {
 	host, _ := os.Hostname()
+	host = strings.ToValidUTF8(host, "\uFFFD") // PostgreSQL text holds UTF-8 only; a host name is bytes
 	var b [6]byte
 	rand.Read(b[:])
 	f := &fleet{st: st, every: beatFleet, alone: !st.OnPostgres(), log: logger,
