@@ -15,11 +15,25 @@ const maxCFAccessIdentity = 320
 // id (its common_name); "" = none.
 
 // NormalizeCFAccessIdentity is the stored spelling of a Cloudflare Access
-// identity (an email, or a service token's client id): trimmed, lower-cased.
+// identity as an operator gives it (an email, or a service token's client id):
+// trimmed, its ASCII letters lower-cased (foldIdentity).
+func NormalizeCFAccessIdentity(s string) string {
+	return foldIdentity(strings.TrimSpace(s))
+}
+
+// foldIdentity lower-cases the ASCII letters of an identity and nothing else.
 // Email providers treat addresses case-blind and Access passes on what the
 // identity provider said, so "Ana@Example.com" and "ana@example.com" are one.
-func NormalizeCFAccessIdentity(s string) string {
-	return strings.ToLower(strings.TrimSpace(s))
+// Unicode lower-casing would also map other letters onto ASCII ones (the
+// Kelvin sign U+212A onto k), making an address someone else could register
+// at their identity provider answer for another's endpoint.
+func foldIdentity(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'A' && r <= 'Z' {
+			return r + ('a' - 'A')
+		}
+		return r
+	}, s)
 }
 
 // checkCFAccessIdentity refuses an identity no assertion could carry. nil
@@ -73,7 +87,8 @@ func (w *wtx) setCFAccessIdentity(id int64, identity *string) error {
 // EndpointByCredential, it answers from the cache while endpoint_epoch stands
 // still, so a revocation or an edit applies from the next request on.
 func (s *Store) EndpointByCFAccessIdentity(ctx context.Context, identity string) (Endpoint, error) {
-	identity = NormalizeCFAccessIdentity(identity)
+	// Folded, not trimmed: a verified identity is matched as Access sent it.
+	identity = foldIdentity(identity)
 	if identity == "" {
 		return Endpoint{}, fmt.Errorf("store: Cloudflare Access identity: empty: %w", ErrNotFound)
 	}

@@ -67,3 +67,35 @@ func TestCFAccessIdentity(t *testing.T) {
 		t.Fatalf("cleared identity: %v, want ErrNotFound", err)
 	}
 }
+
+// Only ASCII letters fold: the identity comes from whatever the identity
+// provider let its user write, and Unicode lower-casing maps other letters onto
+// ASCII ones (the Kelvin sign K, U+212A, lower-cases to k). An assertion for
+// "\u212Aate@example.com" is not Kate's, nor is one whose email carries a space.
+func TestCFAccessIdentityFoldsOnlyASCII(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	q := []string{"inbox"}
+	kate := "Kate@Example.com"
+	k, _, err := s.CreateEndpoint(ctx, "kate", EndpointSpec{Queues: &q, CFAccessIdentity: &kate}, "human:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.EndpointByCFAccessIdentity(ctx, "KATE@example.COM"); err != nil || got.ID != k.ID {
+		t.Fatalf("ASCII case: %+v, %v; want endpoint %d", got, err, k.ID)
+	}
+	for _, other := range []string{"\u212Aate@example.com", " kate@example.com", "kate@example.com\n"} {
+		if got, err := s.EndpointByCFAccessIdentity(ctx, other); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("identity %+q found endpoint %d (%v), want ErrNotFound", other, got.ID, err)
+		}
+	}
+	// The two spellings are two identities: both may be given, to two endpoints.
+	kelvin := "\u212Aate@example.com"
+	o, _, err := s.CreateEndpoint(ctx, "other", EndpointSpec{Queues: &q, CFAccessIdentity: &kelvin}, "human:1")
+	if err != nil {
+		t.Fatalf("endpoint for %q: %v", kelvin, err)
+	}
+	if got, err := s.EndpointByCFAccessIdentity(ctx, kelvin); err != nil || got.ID != o.ID {
+		t.Fatalf("look up %q: %+v, %v; want endpoint %d", kelvin, got, err, o.ID)
+	}
+}

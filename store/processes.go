@@ -89,13 +89,26 @@ func (s *Store) ProcessBeat(ctx context.Context, id string, b Beat) (held []stri
 			return ErrNotFound
 		}
 		for _, role := range b.Roles {
+			// Another's standing lease is read without a lock and left alone: an
+			// upsert locks the row even when its WHERE refuses the update, and this
+			// beat shares its transaction with other requests (claims lock
+			// queue_counts rows), so every process locking the row every beat could
+			// deadlock against the holder's batch. Only a renewal or a take-over locks.
+			var holder string
+			var expires int64
+			err := w.queryRow(`SELECT process_id, expires_at FROM leaders WHERE role = ?`, role).Scan(&holder, &expires)
+			if err != nil && !notFound(err) {
+				return err
+			}
+			if err == nil && holder != id && expires > ms(w.now) && !b.Alone {
+				continue
+			}
 			if _, err := w.exec(`INSERT INTO leaders (role, process_id, expires_at) VALUES (?, ?, ?)
 				ON CONFLICT (role) DO UPDATE SET process_id = excluded.process_id, expires_at = excluded.expires_at
 				WHERE leaders.process_id = excluded.process_id OR leaders.expires_at <= ? OR ? = 1`,
 				role, id, ms(w.now.Add(b.LeaseFor)), ms(w.now), boolInt(b.Alone)); err != nil {
 				return err
 			}
-			var holder string
 			if err := w.queryRow(`SELECT process_id FROM leaders WHERE role = ?`, role).Scan(&holder); err != nil {
 				return err
 			}

@@ -289,8 +289,10 @@ func (m *Metrics) WatchAgent(a *agent.Agent) {
 // instance label, and whether it runs the reaper now.
 func (m *Metrics) WatchProcess(id, host, version string, leads func() bool) {
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchboard_process_info",
-		Help:        "1, labelled with this serve process's instance id (new at each start), host and version.",
-		ConstLabels: prometheus.Labels{"instance_id": id, "host": host, "version": version}})
+		Help: "1, labelled with this serve process's instance id (new at each start), host and version.",
+		// A label value must be UTF-8 (MustRegister panics otherwise); a host name is bytes.
+		ConstLabels: prometheus.Labels{"instance_id": strings.ToValidUTF8(id, "\uFFFD"),
+			"host": strings.ToValidUTF8(host, "\uFFFD"), "version": strings.ToValidUTF8(version, "\uFFFD")}})
 	info.Set(1)
 	m.reg.MustRegister(info, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_reaper_leader",
 		Help: "1 while this process holds the reaper's role (one process of a fleet at a time)."},

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -33,25 +34,37 @@ type fleet struct {
 	modules func() []store.ProcessModule // this process's module states
 	onLead  func()                       // called when this process takes the reaper's role
 	log     *slog.Logger
-	leads   atomic.Bool
-	failing bool // a heartbeat failed and said so; quiet until one succeeds
+	now     func() time.Time // this process's clock, for leadUntil (time.Now)
+	// leadUntil is when this process's hold on the reaper's role ends by its own
+	// clock: the lease of its last good heartbeat, counted from before that
+	// heartbeat was sent (so never later than the lease the database holds).
+	// nil: it does not lead.
+	leadUntil atomic.Pointer[time.Time]
+	failing   bool // a heartbeat failed and said so; quiet until one succeeds
 }
 
 func newFleet(st *store.Store, version string, logger *slog.Logger) *fleet {
 	host, _ := os.Hostname()
+	host = strings.ToValidUTF8(host, "\uFFFD") // PostgreSQL text holds UTF-8 only; a host name is bytes
 	var b [6]byte
 	rand.Read(b[:])
 	f := &fleet{st: st, every: beatFleet, alone: !st.OnPostgres(), log: logger,
 		self:    store.Process{ID: hex.EncodeToString(b[:]), Host: host, PID: os.Getpid(), Version: version},
-		modules: func() []store.ProcessModule { return nil }, onLead: func() {}}
+		modules: func() []store.ProcessModule { return nil }, onLead: func() {}, now: time.Now}
 	if f.alone {
 		f.every = beatSQLite
 	}
 	return f
 }
 
-// Leads reports whether this process holds the reaper's role now.
-func (f *fleet) Leads() bool { return f.leads.Load() }
+// Leads reports whether this process holds the reaper's role now: its last good
+// heartbeat took it and that heartbeat's lease has not run out meanwhile (a
+// process paused or with a hung heartbeat stops leading when its lease ends,
+// as the other processes see it).
+func (f *fleet) Leads() bool {
+	until := f.leadUntil.Load()
+	return until != nil && f.now().Before(*until)
+}
 
 // join registers this process and makes its first heartbeat, before the
 // background jobs start: the reaper then knows at once whether it leads.
@@ -72,7 +85,7 @@ func (f *fleet) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			f.leads.Store(false)
+			f.leadUntil.Store(nil)
 			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			if err := f.st.RemoveProcess(cctx, f.self.ID); err != nil {
@@ -91,6 +104,7 @@ func (f *fleet) run(ctx context.Context) {
 // none either, but the role's lease is no longer this process's to trust.
 func (f *fleet) beat(ctx context.Context) {
 	b := store.Beat{Modules: f.modules(), Roles: []string{store.RoleReaper}, LeaseFor: leaseBeats * f.every, Alone: f.alone}
+	until := f.now().Add(b.LeaseFor) // read before the beat: the lease is written after
 	held, err := f.st.ProcessBeat(ctx, f.self.ID, b)
 	if errors.Is(err, store.ErrNotFound) {
 		if err = f.st.RegisterProcess(ctx, f.self); err == nil {
@@ -107,7 +121,13 @@ func (f *fleet) beat(ctx context.Context) {
 		f.failing = false
 	}
 	lead := slices.Contains(held, store.RoleReaper)
-	if was := f.leads.Swap(lead); lead && !was {
+	was := f.Leads()
+	if lead {
+		f.leadUntil.Store(&until)
+	} else {
+		f.leadUntil.Store(nil)
+	}
+	if lead && !was {
 		f.log.Info("this process runs the reaper", "process", f.self.ID)
 		f.onLead()
 	} else if was && !lead && !f.alone {
