@@ -48,17 +48,23 @@ func churn(t *testing.T, f *fixture, queue string) (stop func()) {
 // enough for several live swaps), and lets go.
 func slowClick(t *testing.T, ctx context.Context, sel string, hold time.Duration) {
 	t.Helper()
-	xy := run(t, ctx, "find "+sel, chromedp.Evaluate[[]float64](fmt.Sprintf(`(() => {
-		const el = document.querySelector(%q);
-		el.scrollIntoView({block: "center"});
-		const r = el.getBoundingClientRect();
-		return [r.left + r.width / 2, r.top + r.height / 2];
-	})()`, sel)))
+	xy := pointAt(t, ctx, sel)
 	step(t, ctx, "press on "+sel,
 		chromedp.MouseEvent(chromedp.MousePressed, xy[0], xy[1], chromedp.ButtonLeft, chromedp.ClickCount(1)),
 		chromedp.Sleep(hold),
 		chromedp.MouseEvent(chromedp.MouseReleased, xy[0], xy[1], chromedp.ButtonLeft, chromedp.ClickCount(1)),
 	)
+}
+
+// pointAt scrolls the element sel into view and returns its centre.
+func pointAt(t *testing.T, ctx context.Context, sel string) []float64 {
+	t.Helper()
+	return run(t, ctx, "find "+sel, chromedp.Evaluate[[]float64](fmt.Sprintf(`(() => {
+		const el = document.querySelector(%q);
+		el.scrollIntoView({block: "center"});
+		const r = el.getBoundingClientRect();
+		return [r.left + r.width / 2, r.top + r.height / 2];
+	})()`, sel)))
 }
 
 // waitState waits (bounded, not timed) for todo id to reach state.
@@ -84,10 +90,21 @@ func TestBrowserClickSurvivesLiveUpdates(t *testing.T) {
 	browserLogin(t, ctx, f)
 	step(t, ctx, "open the board", chromedp.Navigate(f.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#live-status.on`)))
 	// Every new inbox todo is a new row of this (unfiltered) table.
-	churn(t, f, "inbox")
+	stop := churn(t, f, "inbox")
 	retry := fmt.Sprintf(`form[action="/todos/%d/retry"] button`, dead.ID)
 	step(t, ctx, "wait for the churn to show", chromedp.WaitVisible(chromedp.CSS(`tr.state-pending`)))
-	slowClick(t, ctx, retry, 1200*time.Millisecond)
+	// The button is found and pressed while nothing is added (on a loaded machine a
+	// swap between the two moved the row from under the pointer), then the churn
+	// goes on while the button is held: the swaps the test is about.
+	stop()
+	step(t, ctx, "let the last swaps land", chromedp.Sleep(500*time.Millisecond))
+	xy := pointAt(t, ctx, retry)
+	step(t, ctx, "press on "+retry,
+		chromedp.MouseEvent(chromedp.MousePressed, xy[0], xy[1], chromedp.ButtonLeft, chromedp.ClickCount(1)))
+	churn(t, f, "inbox")
+	step(t, ctx, "hold it, and let go",
+		chromedp.Sleep(1200*time.Millisecond),
+		chromedp.MouseEvent(chromedp.MouseReleased, xy[0], xy[1], chromedp.ButtonLeft, chromedp.ClickCount(1)))
 	waitState(t, f, dead.ID, store.StatePending)
 }
 
