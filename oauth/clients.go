@@ -74,8 +74,8 @@ func (s *Server) client(ctx context.Context, id string) (Client, error) {
 // fetchClient fetches and checks a client metadata document.
 func (s *Server) fetchClient(ctx context.Context, id string) (Client, error) {
 	u, err := url.Parse(id)
-	if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" || u.Path == "" || u.Path == "/" {
-		return Client{}, fmt.Errorf("client_id %.100q is not a usable metadata document URL (https, a path, no fragment)", id)
+	if err != nil || u.Host == "" || !asciiHost(u) || u.User != nil || u.Fragment != "" || u.Path == "" || u.Path == "/" {
+		return Client{}, fmt.Errorf("client_id %.100q is not a usable metadata document URL (https, an ASCII host, a path, no fragment)", id)
 	}
 	ctx, cancel := context.WithTimeout(ctx, metadataTimeout)
 	defer cancel()
@@ -162,6 +162,9 @@ func checkRedirectURI(raw string) error {
 	if err != nil || len(raw) > 2000 || u.Host == "" || u.User != nil || u.Fragment != "" || strings.ContainsAny(raw, " \\\t\r\n") {
 		return fmt.Errorf("redirect URI %.100q is not an absolute URI without a fragment", raw)
 	}
+	if !asciiHost(u) {
+		return fmt.Errorf("redirect URI %.100q: write its host in ASCII (an internationalized name in its xn-- form)", raw)
+	}
 	switch {
 	case u.Scheme == "https":
 		return nil
@@ -169,6 +172,13 @@ func checkRedirectURI(raw string) error {
 		return nil
 	}
 	return fmt.Errorf("redirect URI %.100q must be https, or http on localhost", raw)
+}
+
+// asciiHost reports whether u's host is ASCII. The consent page shows hosts
+// as they are written: a Unicode one could be a homograph of another site's
+// ("аpple.com" with a Cyrillic а), while its xn-- form cannot pass for one.
+func asciiHost(u *url.URL) bool {
+	return strings.IndexFunc(u.Host, func(r rune) bool { return r >= utf8.RuneSelf }) < 0
 }
 
 func isLoopback(host string) bool {

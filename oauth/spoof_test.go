@@ -1,0 +1,59 @@
+package oauth_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestRedirectHostSpoofRefused: a redirect URI's host must be ASCII (an IDN
+// in its punycode form), so the consent page's "Sends you back to" never
+// shows a homograph such as a Cyrillic "аpple.com".
+func TestRedirectHostSpoofRefused(t *testing.T) {
+	r := newRig(t, nil)
+	registerRefused(t, r, `{"client_name":"Agent","redirect_uris":["https://аpple.com/cb"]}`,
+		`{"client_name":"Agent","redirect_uris":["https://a.example/cb","https://exаmple.com/cb"]}`,
+		`{"client_name":"Agent","redirect_uris":["http://lоcalhost/cb"]}`)
+	registerAccepted(t, r, `{"client_name":"Agent","redirect_uris":["https://xn--pple-43d.com/cb"]}`)
+}
+
+func registerRefused(t *testing.T, r *rig, bodies ...string) {
+	t.Helper()
+	for _, body := range bodies {
+		if status := postRegistration(t, r, body); status != http.StatusBadRequest {
+			t.Errorf("register %s: %d, want 400", body, status)
+		}
+	}
+}
+
+func registerAccepted(t *testing.T, r *rig, bodies ...string) {
+	t.Helper()
+	for _, body := range bodies {
+		if status := postRegistration(t, r, body); status != http.StatusCreated {
+			t.Errorf("register %s: %d, want 201", body, status)
+		}
+	}
+}
+
+func postRegistration(t *testing.T, r *rig, body string) int {
+	t.Helper()
+	res, err := http.Post(r.base+"/oauth/register", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// TestMetadataURLSpoofRefused: a metadata document URL with a non-ASCII host
+// is refused before anything is fetched, since the consent page shows it as
+// the client's verified identity.
+func TestMetadataURLSpoofRefused(t *testing.T) {
+	r := newRig(t, nil)
+	_, challenge := pkce("m")
+	q := r.authorizeQuery("https://аpple.com/client.json", "https://аpple.com/cb", challenge)
+	_, oerr := r.oauth.ParseAuthorize(t.Context(), q)
+	if oerr == nil || !strings.Contains(oerr.Description, "not a usable metadata document URL") {
+		t.Fatalf("ParseAuthorize: %v, want the URL refused as unusable", oerr)
+	}
+}
