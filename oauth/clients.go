@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/internal/egress"
@@ -141,7 +142,7 @@ func (m clientMetadata) check() error {
 		}
 	}
 	if !utf8.ValidString(m.ClientName) || utf8.RuneCountInString(m.ClientName) > maxClientName ||
-		strings.IndexFunc(m.ClientName, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+		strings.IndexFunc(m.ClientName, unshowable) >= 0 {
 		return fmt.Errorf("client_name must be at most %d printable characters", maxClientName)
 	}
 	if len(m.RedirectURIs) == 0 || len(m.RedirectURIs) > maxRedirectURIs {
@@ -153,6 +154,13 @@ func (m clientMetadata) check() error {
 		}
 	}
 	return nil
+}
+
+// unshowable reports whether r may not appear in a client name the consent
+// page shows: a control character, or a format or separator one that is
+// invisible or reorders the text around it (U+200B, U+202E, U+2066, U+2028).
+func unshowable(r rune) bool {
+	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }
 
 // checkRedirectURI accepts an https URI, or an http one on the loopback

@@ -17,6 +17,19 @@ func TestRedirectHostSpoofRefused(t *testing.T) {
 	registerAccepted(t, r, `{"client_name":"Agent","redirect_uris":["https://xn--pple-43d.com/cb"]}`)
 }
 
+// TestClientNameSpoofRefused: a client name may not hold invisible or
+// direction-changing characters (U+202E, U+200B, U+2066 and the like) that
+// reorder or hide what the consent page's heading "Connect …?" reads; letters
+// of any script stay fine.
+func TestClientNameSpoofRefused(t *testing.T) {
+	r := newRig(t, nil)
+	registerRefused(t, r, `{"client_name":"Agent\u202egnp.exe","redirect_uris":["https://a.example/cb"]}`,
+		`{"client_name":"Cl\u200baude","redirect_uris":["https://a.example/cb"]}`,
+		`{"client_name":"Agent\u2066x","redirect_uris":["https://a.example/cb"]}`,
+		`{"client_name":"Agent\u2028x","redirect_uris":["https://a.example/cb"]}`)
+	registerAccepted(t, r, `{"client_name":"Агент 7","redirect_uris":["https://a.example/cb"]}`)
+}
+
 func registerRefused(t *testing.T, r *rig, bodies ...string) {
 	t.Helper()
 	for _, body := range bodies {
