@@ -1,6 +1,7 @@
 package oauth_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -68,5 +69,21 @@ func TestMetadataURLSpoofRefused(t *testing.T) {
 	_, oerr := r.oauth.ParseAuthorize(t.Context(), q)
 	if oerr == nil || !strings.Contains(oerr.Description, "not a usable metadata document URL") {
 		t.Fatalf("ParseAuthorize: %v, want the URL refused as unusable", oerr)
+	}
+}
+
+// TestRedirectSchemesRefused: a registration cannot name a redirect URI that
+// would run code or leave the web (javascript:, data:, a custom scheme), that
+// is plain http off the loopback interface, or that carries a user, a
+// fragment or a line break; the redirect is then compared exactly, so case
+// and trailing slashes do not match either (TestRedirectURINotRegistered).
+func TestRedirectSchemesRefused(t *testing.T) {
+	r := newRig(t, nil)
+	for _, uri := range []string{`javascript:alert(1)//https://a.example/cb`, `data:text/html,<script>alert(1)</script>`,
+		`myapp://cb`, `com.example.app:/cb`, `http://evil.example/cb`, `http://localhost.evil.example/cb`,
+		`https://a.example@evil.example/cb`, `https://a.example/cb#x`, `//a.example/cb`, "https://a.example/cb\n", `https://a.example/c\b`,
+		`https:///cb`, `file:///etc/passwd`} {
+		body, _ := json.Marshal(map[string]any{"client_name": "Agent", "redirect_uris": []string{uri}})
+		registerRefused(t, r, string(body))
 	}
 }
