@@ -20,14 +20,16 @@ func TestRedirectHostSpoofRefused(t *testing.T) {
 
 // TestClientNameSpoofRefused: a client name may not hold invisible or
 // direction-changing characters (U+202E, U+200B, U+2066 and the like) that
-// reorder or hide what the consent page's heading "Connect …?" reads; letters
-// of any script stay fine.
+// reorder or hide what the consent page's heading "Connect …?" reads, nor a
+// C1 control (U+009B is a terminal's CSI, and endpoint grants prints names);
+// letters of any script stay fine.
 func TestClientNameSpoofRefused(t *testing.T) {
 	r := newRig(t, nil)
 	registerRefused(t, r, `{"client_name":"Agent\u202egnp.exe","redirect_uris":["https://a.example/cb"]}`,
 		`{"client_name":"Cl\u200baude","redirect_uris":["https://a.example/cb"]}`,
 		`{"client_name":"Agent\u2066x","redirect_uris":["https://a.example/cb"]}`,
-		`{"client_name":"Agent\u2028x","redirect_uris":["https://a.example/cb"]}`)
+		`{"client_name":"Agent\u2028x","redirect_uris":["https://a.example/cb"]}`,
+		`{"client_name":"Agent\u009b31m","redirect_uris":["https://a.example/cb"]}`)
 	registerAccepted(t, r, `{"client_name":"Агент 7","redirect_uris":["https://a.example/cb"]}`)
 }
 
