@@ -62,7 +62,8 @@
 // A session's tool list is built when it starts. set_default_lease rebuilds it on
 // every live session of the endpoint at once; Revalidate (run by Run every
 // RevalidateEvery) rebuilds it when a human edited the endpoint, and ends the
-// sessions of a revoked one; RefreshSessions rebuilds on demand (say, when a
+// sessions of a revoked one (and those an OAuth grant opened, once the grant is
+// revoked: see grants.go); RefreshSessions rebuilds on demand (say, when a
 // module's tools changed). Each rebuild sends notifications/tools/list_changed. A
 // verb withdrawn from an endpoint is hidden and refused from the next request on,
 // without waiting for a rebuild.

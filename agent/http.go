@@ -123,7 +123,7 @@ func (a *Agent) sessionFor(w http.ResponseWriter, r *http.Request, ep store.Endp
 		// 404 tells a client its session is gone and it must initialize again.
 		a.sessionGone(w, sid)
 		return nil, false
-	case x.endpointID != ep.ID:
+	case !x.heldBy(ep):
 		a.log.Warn("request with another endpoint's session refused", "agent", ep.AgentID, "method", r.Method)
 		http.Error(w, "forbidden: this session belongs to another credential", http.StatusForbidden)
 		return nil, false

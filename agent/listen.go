@@ -38,6 +38,7 @@ type listener struct {
 	out    chan []byte     // messages to write; a full one drops a ring
 	cancel context.CancelFunc
 	seq    uint64 // order of opening, for ending a credential's oldest
+	grant  int64  // the OAuth grant whose token opened it; 0: the endpoint's bearer
 
 	mu      sync.Mutex
 	ep      store.Endpoint
@@ -125,7 +126,7 @@ func (a *Agent) serveListen(ctx context.Context, w http.ResponseWriter, ep store
 		return
 	}
 	p := msg.Params
-	l := &listener{id: id, lists: p.Notifications.ToolsListChanged, out: make(chan []byte, 64),
+	l := &listener{id: id, lists: p.Notifications.ToolsListChanged, out: make(chan []byte, 64), grant: ep.OAuthGrantID,
 		ep: ep, builtOn: toolInputs(ep)}
 	switch {
 	case p.Notifications.Channel != nil && p.Notifications.Channel.Queues != nil:

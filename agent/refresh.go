@@ -108,8 +108,8 @@ func appendList(b []byte, xs []string) []byte {
 }
 
 // Revalidate re-reads the endpoint of every live session and listener. Sessions
-// and listen streams of revoked or deleted endpoints end at once (their streams
-// close and session ids stop working); the others get the fresh scope the
+// and listen streams of revoked or deleted endpoints, or of revoked OAuth grants,
+// end at once (their streams close and session ids stop working); the others get the fresh scope the
 // doorbell filters on, and, when a human edited the endpoint (say from the CLI),
 // tools rebuilt from it with tools/list_changed. It reports whether every
 // endpoint could be read.
@@ -157,5 +157,5 @@ func (a *Agent) Revalidate(ctx context.Context) (ok bool) {
 		load(l.endpoint().ID)
 	}
 	a.revalidateListeners(eps)
-	return ok
+	return a.endRevokedGrants(ctx) && ok
 }

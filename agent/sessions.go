@@ -78,6 +78,7 @@ func (s *sessions) whyEnded(id string) string {
 type session struct {
 	id         string
 	endpointID int64
+	grantID    int64 // the OAuth grant whose token opened it; 0: the endpoint's bearer
 
 	mu      sync.Mutex
 	ep      store.Endpoint          // newest snapshot, refreshed by each request
@@ -187,7 +188,7 @@ func (s *sessions) add(ep store.Endpoint) (id string, evicted *session) {
 	b := make([]byte, 16)
 	rand.Read(b) // never fails: crypto/rand panics rather than return short
 	id = s.prefix + base64.RawURLEncoding.EncodeToString(b)
-	x := &session{id: id, endpointID: ep.ID, ep: ep}
+	x := &session{id: id, endpointID: ep.ID, grantID: ep.OAuthGrantID, ep: ep}
 	s.touch(x)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -375,7 +376,7 @@ func (m idManager) Generate() string {
 
 func (m idManager) Validate(id string) (bool, error) {
 	x := m.s.get(id)
-	if x == nil || (m.ep != nil && x.endpointID != m.ep.ID) {
+	if x == nil || (m.ep != nil && !x.heldBy(*m.ep)) {
 		return false, errUnknownSession
 	}
 	return false, nil

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/internal/egress"
@@ -74,8 +75,8 @@ func (s *Server) client(ctx context.Context, id string) (Client, error) {
 // fetchClient fetches and checks a client metadata document.
 func (s *Server) fetchClient(ctx context.Context, id string) (Client, error) {
 	u, err := url.Parse(id)
-	if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" || u.Path == "" || u.Path == "/" {
-		return Client{}, fmt.Errorf("client_id %.100q is not a usable metadata document URL (https, a path, no fragment)", id)
+	if err != nil || u.Host == "" || !asciiHost(u) || u.User != nil || u.Fragment != "" || u.Path == "" || u.Path == "/" {
+		return Client{}, fmt.Errorf("client_id %.100q is not a usable metadata document URL (https, an ASCII host, a path, no fragment)", id)
 	}
 	ctx, cancel := context.WithTimeout(ctx, metadataTimeout)
 	defer cancel()
@@ -141,7 +142,7 @@ func (m clientMetadata) check() error {
 		}
 	}
 	if !utf8.ValidString(m.ClientName) || utf8.RuneCountInString(m.ClientName) > maxClientName ||
-		strings.IndexFunc(m.ClientName, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+		strings.IndexFunc(m.ClientName, unshowable) >= 0 {
 		return fmt.Errorf("client_name must be at most %d printable characters", maxClientName)
 	}
 	if len(m.RedirectURIs) == 0 || len(m.RedirectURIs) > maxRedirectURIs {
@@ -155,12 +156,22 @@ func (m clientMetadata) check() error {
 	return nil
 }
 
+// unshowable reports whether r may not appear in a client name the consent
+// page shows: a control character, or a format or separator one that is
+// invisible or reorders the text around it (U+200B, U+202E, U+2066, U+2028).
+func unshowable(r rune) bool {
+	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
+}
+
 // checkRedirectURI accepts an https URI, or an http one on the loopback
 // interface (a native client's local listener), without a fragment or a user.
 func checkRedirectURI(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || len(raw) > 2000 || u.Host == "" || u.User != nil || u.Fragment != "" || strings.ContainsAny(raw, " \\\t\r\n") {
 		return fmt.Errorf("redirect URI %.100q is not an absolute URI without a fragment", raw)
+	}
+	if !asciiHost(u) {
+		return fmt.Errorf("redirect URI %.100q: write its host in ASCII (an internationalized name in its xn-- form)", raw)
 	}
 	switch {
 	case u.Scheme == "https":
@@ -169,6 +180,13 @@ func checkRedirectURI(raw string) error {
 		return nil
 	}
 	return fmt.Errorf("redirect URI %.100q must be https, or http on localhost", raw)
+}
+
+// asciiHost reports whether u's host is ASCII. The consent page shows hosts
+// as they are written: a Unicode one could be a homograph of another site's
+// ("аpple.com" with a Cyrillic а), while its xn-- form cannot pass for one.
+func asciiHost(u *url.URL) bool {
+	return strings.IndexFunc(u.Host, func(r rune) bool { return r >= utf8.RuneSelf }) < 0
 }
 
 func isLoopback(host string) bool {

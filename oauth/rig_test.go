@@ -36,6 +36,7 @@ type rig struct {
 	srv      *httptest.Server
 	base     string
 	oauth    *oauth.Server
+	agent    *agent.Agent
 	human    store.Operator
 	endpoint store.Endpoint
 	session  *http.Cookie
@@ -95,7 +96,7 @@ func newRig(t *testing.T, tweak func(*oauth.Options)) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rig{t: t, st: st, clock: clk, srv: srv, base: base, oauth: oa, human: h, endpoint: ep, logs: logs,
+	return &rig{t: t, st: st, clock: clk, srv: srv, base: base, oauth: oa, agent: ag, human: h, endpoint: ep, logs: logs,
 		session: &http.Cookie{Name: "sb_session", Value: tok}}
 }
 

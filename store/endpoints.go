@@ -40,6 +40,9 @@ type Endpoint struct {
 	AddQueues       []string       `json:"add_queues"` // where add_todo may put todos
 	// CFAccessIdentity acts as it through Cloudflare Access (see cfaccess.go).
 	CFAccessIdentity string `json:"cf_access_identity,omitempty"`
+	// OAuthGrantID is the grant whose access token authenticated this request
+	// (EndpointByOAuthToken); 0 for the endpoint's own bearer.
+	OAuthGrantID int64 `json:"-"`
 }
 
 // WebhookCeiling bounds the webhooks an agent may create for itself.

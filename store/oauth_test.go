@@ -19,11 +19,7 @@ func TestOAuthRedeemAndPrune(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, code, err := s.CreateOAuthGrant(ctx, NewOAuthGrant{EndpointID: ep.ID, ClientID: "c", ClientName: "C",
-		RedirectURI: "https://c.example/cb", CodeChallenge: "x", CodeTTL: time.Minute}, "human:1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	code := grantCode(t, s, ep.ID)
 	ttl := OAuthTTLs{Access: time.Hour, Refresh: 24 * time.Hour}
 	ok := func(OAuthGrant, string) error { return nil }
 	toks, err := s.RedeemOAuthCode(ctx, code, ok, ttl)
@@ -59,11 +55,7 @@ func BenchmarkAuthLookup(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	_, code, err := s.CreateOAuthGrant(ctx, NewOAuthGrant{EndpointID: ep.ID, ClientID: "c", ClientName: "C",
-		RedirectURI: "https://c.example/cb", CodeChallenge: "x", CodeTTL: time.Minute}, "human:1")
-	if err != nil {
-		b.Fatal(err)
-	}
+	code := grantCode(b, s, ep.ID)
 	toks, err := s.RedeemOAuthCode(ctx, code, func(OAuthGrant, string) error { return nil },
 		OAuthTTLs{Access: time.Hour, Refresh: time.Hour})
 	if err != nil {
@@ -82,4 +74,49 @@ func BenchmarkAuthLookup(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestOAuthTokenFollowsEndpoint: a grant's access token acts with its
+// endpoint's scope as it is now, not as it was at consent: a narrowed endpoint
+// narrows the token at once, and a revoked one stops it and its refresh token.
+func TestOAuthTokenFollowsEndpoint(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	ep, _, err := s.CreateEndpoint(ctx, "web", EndpointSpec{Queues: &[]string{"a", "b"}}, "human:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := grantCode(t, s, ep.ID)
+	ttl := OAuthTTLs{Access: time.Hour, Refresh: 24 * time.Hour}
+	toks, err := s.RedeemOAuthCode(ctx, code, func(OAuthGrant, string) error { return nil }, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateEndpoint(ctx, ep.ID, EndpointSpec{Queues: &[]string{"b"}}, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.EndpointByOAuthToken(ctx, toks.Access)
+	if err != nil || len(got.Queues) != 1 || got.Queues[0] != "b" || got.OAuthGrantID != toks.GrantID {
+		t.Fatalf("after narrowing the endpoint the token acts as %+v (%v), want queues [b] through grant %d", got, err, toks.GrantID)
+	}
+	if err := s.RevokeEndpoint(ctx, ep.ID, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.EndpointByOAuthToken(ctx, toks.Access); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the access token after its endpoint's revocation: %v", err)
+	}
+	if _, err := s.RefreshOAuth(ctx, toks.Refresh, func(OAuthGrant) error { return nil }, ttl); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the refresh token after its endpoint's revocation: %v", err)
+	}
+}
+
+// grantCode records a grant of endpoint epID to client "c" and returns its code.
+func grantCode(tb testing.TB, s *Store, epID int64) string {
+	tb.Helper()
+	_, code, err := s.CreateOAuthGrant(context.Background(), NewOAuthGrant{EndpointID: epID, ClientID: "c", ClientName: "C",
+		RedirectURI: "https://c.example/cb", CodeChallenge: "x", CodeTTL: time.Minute}, "human:1")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return code
 }

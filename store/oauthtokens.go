@@ -160,6 +160,7 @@ func (s *Store) EndpointByOAuthToken(ctx context.Context, access string) (Endpoi
 	if ep.RevokedAt != nil {
 		return Endpoint{}, fmt.Errorf("store: oauth token: endpoint revoked: %w", ErrNotFound)
 	}
+	ep.OAuthGrantID = grantID
 	if !lastUsed.Valid || now.Sub(fromMS(lastUsed.Int64)) >= oauthUseEvery {
 		err := s.write(ctx, func(w *wtx) error {
 			_, err := w.exec(`UPDATE oauth_grants SET last_used_at = ? WHERE id = ?`, ms(w.now), grantID)
