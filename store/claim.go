@@ -1,0 +1,163 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Claims: claim_next takes the head of a queue (highest priority, then oldest,
+// skipping todos that wait behind their key), gated by paused queues and by a
+// todo reserved for the worker after a human's decision (pause.go, approval.go).
+
+// ClaimNext claims the oldest claimable todo in any of queues for owner. ok is false
+// when nothing is claimable.
+func (s *Store) ClaimNext(ctx context.Context, owner string, queues []string, ttl time.Duration) (t Todo, ok bool, err error) {
+	if s.pg && len(queues) == 1 {
+		return s.pgClaimOne(ctx, owner, queues[0], ttl)
+	}
+	err = s.write(ctx, func(w *wtx) error {
+		queues, reserved, err := w.gate(owner, queues)
+		if err != nil {
+			return err
+		}
+		if reserved != 0 {
+			if t, ok, err = w.claimReserved(reserved, owner, queues, ttl); ok || err != nil {
+				return err
+			}
+		}
+		if w.w.s.pg {
+			t, ok, err = w.pgClaimNext(owner, queues, ttl)
+			return err
+		}
+		now := ms(w.now)
+		var best queueHead
+		// One index probe per queue (todos_ready): the cost does not grow with
+		// the depth of the queue, nor with the todos waiting behind held keys.
+		for _, q := range queues {
+			h, found, err := w.queueHead(q, now)
+			if err != nil {
+				return err
+			}
+			if found && (best.id == 0 || h.before(best)) {
+				best = h
+			}
+		}
+		if best.id == 0 {
+			return nil
+		}
+		t, err = w.claim(best.id, owner, ttl, "todo.claim_next")
+		ok = err == nil
+		return err
+	})
+	return t, ok, err
+}
+
+// pgHead is a queue's head on PostgreSQL, which has no INDEXED BY. Left to
+// itself, when most todos are pending (a deep queue), it walks the primary key
+// from the lowest id and filters, past every todo claimed or done since its
+// statistics were taken: after 500 claims at a million pending, 252 pages for
+// one head. Asked for the order (queue, priority DESC, id) of a queue named by a
+// range, only todos_ready yields it without sorting the whole queue: one probe,
+// as on SQLite. (With "queue = ?" PostgreSQL drops queue from the order, and the
+// primary key yields what is left.)
+const (
+	pgHead      = `SELECT id, priority FROM todos WHERE ` + pgHeadWhere + ` ` + pgHeadOrder
+	pgHeadWhere = `state = 'pending' AND key_waiting = 0 AND queue >= ? AND queue <= ? AND available_at <= ?`
+	pgHeadOrder = `ORDER BY queue, priority DESC, id LIMIT 1`
+)
+
+// queueHead is the todo claim_next takes next on a queue: the first by priority
+// (highest), then id (oldest).
+type queueHead struct {
+	id       int64
+	priority int
+}
+
+// before reports whether h is taken before o.
+func (h queueHead) before(o queueHead) bool {
+	return h.priority > o.priority || (h.priority == o.priority && h.id < o.id)
+}
+
+// queueHead is the head of queue q at now (unix ms), read without a lock: one
+// probe of todos_ready.
+func (w *wtx) queueHead(q string, now int64) (h queueHead, found bool, err error) {
+	if w.w.s.pg {
+		err = w.queryRow(pgHead, q, q, now).Scan(&h.id, &h.priority)
+	} else {
+		err = w.queryRow(`SELECT id, priority FROM todos INDEXED BY todos_ready
+		WHERE state = 'pending' AND key_waiting = 0 AND queue = ? AND available_at <= ?
+		ORDER BY priority DESC, id LIMIT 1`, q, now).Scan(&h.id, &h.priority)
+	}
+	if notFound(err) {
+		return h, false, nil
+	}
+	if err != nil {
+		return h, false, fmt.Errorf("store: claim next in %s: %w", q, err)
+	}
+	return h, true, nil
+}
+
+// pgClaimNext is ClaimNext on PostgreSQL, where other processes claim from the
+// same queues in transactions beside this one. The head is taken FOR UPDATE SKIP
+// LOCKED: a todo another transaction is claiming is passed over rather than
+// waited for, and one that transaction claimed meanwhile fails the re-check of
+// state and available_at that PostgreSQL makes under the lock, so no todo is
+// claimed twice. With several queues, their heads read without locks say which
+// queue to try first (the oldest head); a queue whose head went to someone else
+// in between gives way to the next.
+func (w *wtx) pgClaimNext(owner string, queues []string, ttl time.Duration) (Todo, bool, error) {
+	now := ms(w.now)
+	order := queues
+	if len(queues) > 1 {
+		type head struct {
+			queue string
+			queueHead
+		}
+		var heads []head
+		for _, q := range queues {
+			h, found, err := w.queueHead(q, now)
+			if err != nil {
+				return Todo{}, false, err
+			}
+			if found {
+				heads = append(heads, head{q, h})
+			}
+		}
+		slices.SortFunc(heads, func(a, b head) int {
+			return cmp.Or(cmp.Compare(b.priority, a.priority), cmp.Compare(a.id, b.id))
+		})
+		order = make([]string, len(heads))
+		for i, h := range heads {
+			order[i] = h.queue
+		}
+	}
+	for _, q := range order {
+		t, err := w.w.s.scanFull(w.queryRow(pgClaimHead, q, q, now,
+			owner, ms(w.now.Add(ttl)), now, now, owner))
+		if notFound(err) {
+			continue
+		}
+		if err != nil {
+			return Todo{}, false, fmt.Errorf("store: claim next in %s: %w", q, err)
+		}
+		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateClaimed, Source: t.Source.Type, Cause: "claim"})
+		return t, true, nil
+	}
+	return Todo{}, false, nil
+}
+
+// pgClaimHead claims a queue's head in one round trip: it locks the head
+// (pgHead, FOR UPDATE SKIP LOCKED), claims it as claim does, and writes the
+// audit row claim writes (same actor, action, target and detail). No row when
+// the queue has nothing claimable that is not locked by someone else.
+const pgClaimHead = `WITH head AS (` + pgHead + ` FOR UPDATE SKIP LOCKED),
+	claimed AS (UPDATE todos SET state = 'claimed', owner = ?, attempts = attempts + 1,
+			lease_seq = lease_seq + 1, lease_expires_at = ?, updated_at = ?
+		WHERE id = (SELECT id FROM head) AND state = 'pending' RETURNING ` + pgTodoColumnsFull + `),
+	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
+		SELECT ?, ?, 'todo.claim_next', 'todo:' || id, 'ok',
+			'attempt=' || attempts || ' lease_seq=' || lease_seq FROM claimed)
+	SELECT * FROM claimed`
