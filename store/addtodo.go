@@ -31,14 +31,8 @@ func (s *Store) AddAgentTodo(ctx context.Context, actor, queue, payload string, 
 	}
 	var t Todo
 	err := s.write(ctx, func(w *wtx) error {
-		if w.w.s.pg {
-			// Two adds of one agent in two processes would both count below the
-			// cap: they take turns on a lock of the agent's name.
-			if _, err := w.exec(`SELECT pg_advisory_xact_lock(hashtextextended(
-				'add_todo:' || current_schema() || ':' || CAST(? AS TEXT), 0))`, actor); err != nil {
-				return fmt.Errorf("store: add todo to %s: %w", queue, err)
-			}
-		}
+		// Two adds of one agent in two processes cannot both count below the cap:
+		// on PostgreSQL every write transaction holds the writer lock (pgWriterLock).
 		var n int
 		err := w.queryRow(`SELECT count(*) FROM todos INDEXED BY todos_added_by_agent
 			WHERE created_by = ? AND state = 'pending' AND source_type = 'agent'`, actor).Scan(&n)
