@@ -68,7 +68,9 @@ func instructions(endpointDefault int) string {
 		"or fail with an error (retry=true puts it back after a backoff; retry=false, or the last attempt, dead-letters it). " +
 		"release hands a todo back at once. To save a call, pass claim_next=true to complete or fail: once that todo is " +
 		"stored, your next one is claimed as claim_next would claim it (under the default lease), and the answer's next " +
-		"holds what claim_next answers, its lease_seq included.\n\n" +
+		"holds what claim_next answers, its lease_seq included. A script that works todos in batches may pass max to " +
+		"claim_next to claim several at once: the answer lists them in claims, each under a lease of its own, with its " +
+		"own lease_seq, that lapses alone; heartbeat each one you are still working on.\n\n" +
 		"Lease contract: " + leaseSentence(endpointDefault) + " " + leaseRules + " " +
 		"A heartbeat without lease_ttl_seconds extends the lease by the endpoint default and never shortens a longer lease. " +
 		"Pass the lease_seq from your claim to heartbeat, complete, fail and release, so that a lease you lost " +
@@ -108,7 +110,8 @@ func claimDescription(endpointDefault int) string {
 func claimNextDescription(endpointDefault int) string {
 	return "Claim the next claimable todo in your queues (or in one queue you name): the highest priority, then the " +
 		"oldest, skipping todos whose key another claim holds. Returns the full todo with " +
-		"its payload and lease_seq, or claimed=false when nothing is claimable (not an error). " + leaseSeqRule + " " +
+		"its payload and lease_seq, or claimed=false when nothing is claimable (not an error). With max, up to that " +
+		"many todos, listed in claims, each under its own lease with its own lease_seq. " + leaseSeqRule + " " +
 		leaseSentence(endpointDefault) + " " + leaseRules
 }
 

@@ -53,6 +53,10 @@ type claimResult struct {
 	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty" jsonschema:"when the lease lapses unless a heartbeat extends it"`
 	LeaseTTLSeconds int          `json:"lease_ttl_seconds,omitempty" jsonschema:"the lease's length in seconds"`
 	Message         string       `json:"message,omitempty" jsonschema:"why nothing was claimed"`
+	// Claims is set by claim_next called with max (claimmany.go), in place of
+	// the fields above but claimed and message.
+	// A pointer, so that an empty list is still there (and absent without max).
+	Claims *[]heldClaim `json:"claims,omitempty" jsonschema:"with max: every todo claimed, oldest first, each under its own lease"`
 }
 
 type listResult struct {
@@ -244,9 +248,13 @@ func (a *Agent) claimNext(ctx context.Context, c *Call) (any, error) {
 		Queue    string   `json:"queue"`
 		Queues   []string `json:"queues"`
 		LeaseTTL *float64 `json:"lease_ttl_seconds"`
+		Max      *int     `json:"max"`
 	}
 	if err := c.Decode(&in); err != nil {
 		return nil, err
+	}
+	if in.Max != nil && (*in.Max < 1 || *in.Max > MaxClaimsPerCall) {
+		return nil, errorf(CodeInvalidArgument, "max must be 1 to %d, not %d", MaxClaimsPerCall, *in.Max)
 	}
 	queues := c.Endpoint.Queues
 	if in.Queue != "" {
@@ -262,6 +270,9 @@ func (a *Agent) claimNext(ctx context.Context, c *Call) (any, error) {
 	ttl, err := lease(c.Endpoint, in.LeaseTTL)
 	if err != nil {
 		return nil, err
+	}
+	if in.Max != nil {
+		return a.claimSeveral(ctx, c, queues, ttl, *in.Max)
 	}
 	return a.claimFrom(ctx, c, queues, ttl)
 }

@@ -77,6 +77,8 @@ func defineClaimNext(ep store.Endpoint) mcp.Tool {
 		queueArg(ep, "Claim only from this queue (default: every queue this endpoint may work)."),
 		mcp.WithArray("queues", mcp.WithStringItems(items...), mcp.UniqueItems(true),
 			mcp.Description("Claim only from these queues, oldest todo first across them (with queue, from all named).")),
+		mcp.WithInteger("max", mcp.Min(1), mcp.Max(MaxClaimsPerCall), mcp.Description(fmt.Sprintf("Claim up to this many "+
+			"todos, 1 to %d, each under its own lease (default: one). With max the answer lists them in claims.", MaxClaimsPerCall))),
 		leaseTTLArg(ep), closed,
 		returns[claimResult](),
 		annotate("Claim the next todo", false, false, false, false),

@@ -16,26 +16,59 @@ import (
 // maxConsecutiveErrors is how many failed calls in a row stop a draining agent.
 const maxConsecutiveErrors = 20
 
+// The drain's loops. The lease contract (agent/instructions.go) tells workers to
+// call claim_next, then complete, and offers complete's claim_next: true to save a
+// call; a worker that stops after such a complete leaves the todo it was handed
+// claimed until its lease lapses. The bench drains with the contract's loop unless
+// told otherwise.
+const (
+	LoopTwoCall = "two-call" // claim_next, then complete: two calls a todo
+	LoopOneCall = "one-call" // complete with claim_next: true, which claims the next todo: one call a todo
+)
+
+// Loops lists the loops, the default first.
+var Loops = []string{LoopTwoCall, LoopOneCall}
+
+// loop is the drain's loop: t.Loop, or the default.
+func (t Target) loop() string { return cmp.Or(t.Loop, LoopTwoCall) }
+
+// loopSteps says what a loop's calls are.
+func loopSteps(loop string) string {
+	if loop == LoopOneCall {
+		return "complete with claim_next: true"
+	}
+	return "claim_next → complete"
+}
+
 // drain has agents loop claim_next → complete until the queue has nothing left to
 // claim, and reports the rate. The bench's own todos are all queued by then; any
 // that an earlier, failed run left on the queue are completed with them.
 func drain(ctx context.Context, t Target, agents int, timeout time.Duration, queued int64, r *Report) error {
+	var before ProcUsage
+	if t.PID > 0 && len(t.More) == 0 {
+		before, _ = ReadProc(t.PID)
+	}
 	d, err := drainQueue(ctx, t, agents, timeout)
 	if err != nil {
 		return err
 	}
-	r.Drain.Protocol = cmp.Or(t.Protocol, agent.SessionProtocolVersion)
+	if before.CPUSec > 0 && d.done > 0 {
+		if after, err := ReadProc(t.PID); err == nil {
+			r.Drain.ServerCPUPerTodoMS = (after.CPUSec - before.CPUSec) * 1000 / float64(d.done)
+		}
+	}
+	r.Drain.Protocol, r.Drain.Loop = cmp.Or(t.Protocol, agent.SessionProtocolVersion), t.loop()
 	r.Drain.Agents, r.Drain.Todos, r.Drain.Errors = agents, d.done, d.errs
 	r.Drain.PerSec = float64(d.done) / d.elapsed.Seconds()
 	r.Drain.ClaimNext, r.Drain.Complete = d.claimLat.Summary(), d.completeLat.Summary()
 	if d.stalled != nil {
 		// Its elapsed time includes the wait, and the server may be stuck.
-		return fmt.Errorf("bench: drain: %w (%s)", errNoAnswer("a call", timeout, d.stalled), leftBehind(t.Queue))
+		return fmt.Errorf("bench: drain: %w (%s)", errNoAnswer("a call", timeout, d.stalled), leftBehind(t))
 	}
 	if d.ended != nil {
 		return fmt.Errorf("bench: drain: the server ended an agent's session (%v): an endpoint holds at most "+
 			"serve's --max-sessions-per-endpoint sessions (32 by default), and bench opens --agents + 1 on it (%s)",
-			d.ended, leftBehind(t.Queue))
+			d.ended, leftBehind(t))
 	}
 	if d.done >= queued || ctx.Err() != nil {
 		return nil
@@ -44,7 +77,7 @@ func drain(ctx context.Context, t Target, agents int, timeout time.Duration, que
 	// bench's todos.
 	if f := d.failures(); f != "" {
 		return fmt.Errorf("bench: the drain completed %d todos, fewer than the %d this run queued: %s (%s)",
-			d.done, queued, f, leftBehind(t.Queue))
+			d.done, queued, f, leftBehind(t))
 	}
 	return fmt.Errorf("bench: the drain completed %d todos, fewer than the %d this run queued: the queue ran dry "+
 		"first (does another agent work queue %s?)", d.done, queued, t.Queue)
@@ -65,15 +98,19 @@ func sweep(ctx context.Context, t Target, agents int, timeout time.Duration, pro
 		return ""
 	}
 	msg := fmt.Sprintf("could not complete the doorbell's todos: %s (%s)", strings.TrimPrefix(err.Error(), "bench: "),
-		leftBehind(t.Queue))
+		leftBehind(t))
 	progress("bench: %s", msg)
 	return msg
 }
 
-// leftBehind says what becomes of the todos a failed drain left on queue.
-func leftBehind(queue string) string {
+// leftBehind says what becomes of the todos a failed drain left on t's queue.
+func leftBehind(t Target) string {
+	lease := fmt.Sprintf("%d-second lease", benchLeaseSeconds)
+	if t.loop() == LoopOneCall {
+		lease += " (the endpoint's default lease for those a complete claimed)"
+	}
 	return fmt.Sprintf("the next run's drain completes those left on queue %s; any left claimed, once their "+
-		"%d-second lease has ended and the reaper has returned them", queue, benchLeaseSeconds)
+		"%s has ended and the reaper has returned them", t.Queue, lease)
 }
 
 // benchLeaseSeconds is the lease the bench's agents claim with: short, so that a
@@ -122,12 +159,13 @@ func drainQueue(ctx context.Context, t Target, agents int, timeout time.Duration
 		clients = append(clients, c)
 	}
 	claim := drainClaimArgs{[]string{t.Queue}, benchLeaseSeconds}
+	oneCall := t.loop() == LoopOneCall
 	d := drained{claimLat: &Latencies{}, completeLat: &Latencies{}}
 	var tally drainTally
 	start := time.Now()
 	var wg sync.WaitGroup
 	for _, c := range clients {
-		wg.Go(func() { drainAgent(ctx, c, claim, &d, &tally) })
+		wg.Go(func() { drainAgent(ctx, c, claim, oneCall, &d, &tally) })
 	}
 	wg.Wait()
 	d.elapsed = time.Since(start)
@@ -157,14 +195,16 @@ type (
 		Todo struct {
 			State string `json:"state"`
 		} `json:"todo"`
+		Next *drainClaimed `json:"next"` // with claim_next: true
 	}
 	drainClaimArgs struct {
 		Queues   []string `json:"queues"`
 		LeaseTTL int      `json:"lease_ttl_seconds"`
 	}
 	drainCompleteArgs struct {
-		TodoID   int64 `json:"todo_id"`
-		LeaseSeq int64 `json:"lease_seq"`
+		TodoID    int64 `json:"todo_id"`
+		LeaseSeq  int64 `json:"lease_seq"`
+		ClaimNext bool  `json:"claim_next,omitempty"`
 	}
 )
 
@@ -175,8 +215,11 @@ type drainTally struct {
 }
 
 // drainAgent is one agent of the drain: claim_next → complete until the queue is
-// empty, ctx ends or its calls keep failing.
-func drainAgent(ctx context.Context, c *leanClient, claim drainClaimArgs, d *drained, tally *drainTally) {
+// empty, ctx ends or its calls keep failing. With oneCall each complete claims the
+// next todo; claim_next is called only for the first todo, and whenever a
+// complete did not hand one over (an empty queue, or a claim that failed: it says
+// so, and claim_next then tells which).
+func drainAgent(ctx context.Context, c *leanClient, claim drainClaimArgs, oneCall bool, d *drained, tally *drainTally) {
 	// An agent whose calls keep failing (say, its session was ended) stops
 	// rather than spin; every failure is counted.
 	failed := 0
@@ -194,21 +237,26 @@ func drainAgent(ctx context.Context, c *leanClient, claim drainClaimArgs, d *dra
 		}
 		return failed < maxConsecutiveErrors
 	}
+	var handed *drainClaimed // the todo the last complete claimed
 	for ctx.Err() == nil {
-		t0 := time.Now()
-		cl, err := leanCall[drainClaimed](ctx, c, "claim_next", claim)
-		if err != nil {
-			if !fail(err) {
-				return
+		cl := handed
+		if handed = nil; cl == nil {
+			t0 := time.Now()
+			got, err := leanCall[drainClaimed](ctx, c, "claim_next", claim)
+			if err != nil {
+				if !fail(err) {
+					return
+				}
+				continue
 			}
-			continue
+			d.claimLat.Add(time.Since(t0))
+			cl = got
 		}
-		d.claimLat.Add(time.Since(t0))
 		if !cl.Claimed || cl.Todo.ID == 0 {
 			return // nothing claimable: the queue is drained
 		}
 		t1 := time.Now()
-		co, err := leanCall[drainCompleted](ctx, c, "complete", drainCompleteArgs{cl.Todo.ID, cl.LeaseSeq})
+		co, err := leanCall[drainCompleted](ctx, c, "complete", drainCompleteArgs{cl.Todo.ID, cl.LeaseSeq, oneCall})
 		if err == nil && co.Todo.State != "done" {
 			err = fmt.Errorf("complete: todo %d is %q, not done", cl.Todo.ID, co.Todo.State)
 		}
@@ -221,5 +269,8 @@ func drainAgent(ctx context.Context, c *leanClient, claim drainClaimArgs, d *dra
 		d.completeLat.Add(time.Since(t1))
 		tally.done.Add(1)
 		failed = 0
+		if co.Next != nil && co.Next.Claimed {
+			handed = co.Next
+		}
 	}
 }

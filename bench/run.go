@@ -32,6 +32,9 @@ type Target struct {
 	// Protocol is the MCP revision the drain's agents speak: empty or
 	// agent.SessionProtocolVersion for sessions, 2026-07-28 for stateless requests.
 	Protocol string
+	// Loop is how the drain's agents work the queue: LoopTwoCall (the default)
+	// or LoopOneCall.
+	Loop string
 }
 
 // Config says how hard to push.
@@ -77,6 +80,7 @@ type Report struct {
 
 	Drain struct {
 		Protocol     string  `json:"protocol"`
+		Loop         string  `json:"loop"` // LoopTwoCall or LoopOneCall
 		Agents       int     `json:"agents"`
 		Todos        int64   `json:"todos"`
 		Errors       int64   `json:"errors"`
@@ -84,6 +88,9 @@ type Report struct {
 		RatioToFloor float64 `json:"ratio_to_floor"`
 		ClaimNext    Summary `json:"claim_next"`
 		Complete     Summary `json:"complete"`
+		// ServerCPUPerTodoMS is the server's CPU time during the drain ÷ its
+		// todos (a one-process server on this machine only; else 0).
+		ServerCPUPerTodoMS float64 `json:"server_cpu_ms_per_todo,omitempty"`
 	} `json:"drain"`
 
 	Doorbell struct {
@@ -331,7 +338,7 @@ func measureFloor(cfg Config, r *Report, progress func(string, ...any)) error {
 func agentPhases(ctx context.Context, t Target, hooks []webhook, cfg Config, seq *atomic.Int64, queued int64, r *Report,
 	progress func(string, ...any)) error {
 	// 2. drain over MCP.
-	progress("drain: %d agents over MCP, claim_next → complete…", cfg.Agents)
+	progress("drain: %d agents over MCP, %s…", cfg.Agents, loopSteps(t.loop()))
 	if err := drain(ctx, t, cfg.Agents, cfg.CallTimeout, queued, r); err != nil {
 		return err
 	}

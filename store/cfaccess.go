@@ -84,8 +84,8 @@ func (w *wtx) setCFAccessIdentity(id int64, identity *string) error {
 
 // EndpointByCFAccessIdentity resolves a verified Cloudflare Access identity to
 // the live endpoint that answers for it; none is ErrNotFound. Like
-// EndpointByCredential, it answers from the cache while endpoint_epoch stands
-// still, so a revocation or an edit applies from the next request on.
+// EndpointByCredential, it answers from the cache while no endpoint changed, so a
+// revocation or an edit applies as EndpointByCredential says.
 func (s *Store) EndpointByCFAccessIdentity(ctx context.Context, identity string) (Endpoint, error) {
 	// Folded, not trimmed: a verified identity is matched as Access sent it.
 	identity = foldIdentity(identity)

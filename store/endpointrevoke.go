@@ -18,6 +18,8 @@ func (s *Store) RevokeEndpoint(ctx context.Context, id int64, actor string) erro
 // another live credential (a rotation: new endpoint first, then the old one
 // revoked) keeps its work. It reports how many todos went back.
 func (s *Store) RevokeEndpointReleasing(ctx context.Context, id int64, actor string) (r Revocation, err error) {
+	// Once committed (or not): this process's next lookup reads the row again.
+	defer s.creds.changed()
 	err = s.write(ctx, func(w *wtx) error {
 		r = Revocation{}
 		if err := w.lockAgentEndpoints(id); err != nil {

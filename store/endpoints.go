@@ -198,6 +198,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, agentID string, spec Endpoin
 		}
 		return w.audit(actor, "endpoint.create", endpointTarget(id), "", "agent="+agentID)
 	})
+	s.creds.changed()
 	if err != nil {
 		return Endpoint{}, "", err
 	}
@@ -303,6 +304,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, id int64, spec EndpointSpec,
 		}
 		return w.audit(actor, "endpoint.update", endpointTarget(id), "", strings.Join(said, " "))
 	})
+	s.creds.changed() // committed (or not): this process's next lookup reads the row again
 	if err != nil {
 		return Endpoint{}, err
 	}
@@ -372,10 +374,10 @@ func (s *Store) endpointEpoch(ctx context.Context) (epoch int64, err error) {
 // EndpointByCredential resolves a presented credential to its live endpoint. Unknown
 // and revoked credentials are both ErrNotFound.
 //
-// Every call reads endpoint_epoch, which any change to an endpoint moves; while it
-// stands still, an endpoint this Store found before is answered without reading
-// its row again (see credCache). A revocation therefore applies from the next call
-// on, made here or by another process.
+// While no endpoint changed, an endpoint this Store found before is answered
+// without reading its row again (see credCache). A revocation or an edit made
+// through this Store applies from the next call on; one made by another process
+// within credWatchFresh while WatchForeign runs, else from the next call on too.
 func (s *Store) EndpointByCredential(ctx context.Context, cred string) (Endpoint, error) {
 	hash := HashCredential(cred)
 	return s.liveEndpointBy(ctx, hash, "credential", `credential_hash = ?`, hash)

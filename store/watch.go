@@ -69,30 +69,38 @@ func (s *Store) newForeignWatch(ctx context.Context, conn querier) (*foreignWatc
 	// Before the newest rows are read: a change committed after that must be known
 	// as this process's own.
 	s.own.start()
-	if err := conn.QueryRowContext(ctx, newestRows).Scan(&f.added.last, &f.returned.last); err != nil {
+	looked := time.Now()
+	var epoch int64
+	if err := conn.QueryRowContext(ctx, newestRows).Scan(&f.added.last, &f.returned.last, &epoch); err != nil {
 		s.own.stop()
 		return nil, fmt.Errorf("store: watch foreign commits: %w", err)
 	}
+	s.creds.seen(epoch)
+	s.creds.watched(looked)
 	return f, nil
 }
 
-// newestRows reads the newest todo id and the newest audit row id.
-const newestRows = `SELECT (SELECT coalesce(max(id), 0) FROM todos), (SELECT coalesce(max(id), 0) FROM audit)`
+// newestRows reads the newest todo id, the newest audit row id and the endpoints'
+// epoch (for the credential cache: see credCache).
+const newestRows = `SELECT (SELECT coalesce(max(id), 0) FROM todos), (SELECT coalesce(max(id), 0) FROM audit),
+	(SELECT epoch FROM endpoint_epoch WHERE id = 1)`
 
 // check announces what other processes committed since the last check, if anything.
 func (f *foreignWatch) check(ctx context.Context) {
+	looked := time.Now()
+	var v int64
 	if !f.s.pg {
-		var v int64
 		if err := f.conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v); err != nil {
 			f.warn(ctx, "read data_version", "err", err)
 			return
 		}
 		if v == f.version {
+			f.s.creds.watched(looked) // no commit from elsewhere since the last scan
 			return
 		}
-		f.version = v
 	}
 	if f.scan(ctx) {
+		f.version = v // after the scan: one that failed is tried again at the next check
 		f.s.fireForeign()
 	}
 }
@@ -100,11 +108,14 @@ func (f *foreignWatch) check(ctx context.Context) {
 // scan announces the todos added and returned since the last look; false if the
 // database could not be read.
 func (f *foreignWatch) scan(ctx context.Context) bool {
-	var added, returned int64
-	if err := f.conn.QueryRowContext(ctx, newestRows).Scan(&added, &returned); err != nil {
+	looked := time.Now()
+	var added, returned, epoch int64
+	if err := f.conn.QueryRowContext(ctx, newestRows).Scan(&added, &returned, &epoch); err != nil {
 		f.warn(ctx, "read the newest rows", "err", err)
 		return false
 	}
+	f.s.creds.seen(epoch)
+	f.s.creds.watched(looked)
 	if next, ok := f.advance(ctx, "todos", f.added, added); ok && f.announceAdded(ctx, next) {
 		f.added = next
 	}

@@ -105,6 +105,9 @@ func BenchmarkDrain(b *testing.B) {
 		}
 		sqliteFloor.report(b, drain(b, storeStep(st)))
 	})
+	// Over MCP, through `switchboard bench` (mcp_test.go).
+	b.Run("switchboard-mcp-two-call", func(b *testing.B) { mcpDrain(b, "two-call") })
+	b.Run("switchboard-mcp-one-call", func(b *testing.B) { mcpDrain(b, "one-call") })
 	for _, d := range drivers {
 		b.Run("goqite-"+d.name, func(b *testing.B) {
 			ctx := context.Background()

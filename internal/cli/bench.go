@@ -24,7 +24,7 @@ import (
 )
 
 const benchSynopsis = `bench [--url URL ... --credential-env VAR [--queue Q]] [--db POSTGRES-URL [--processes N,...]] [--deliveries N]
-                   [--senders C] [--agents A] [--protocol VERSION] [--doorbells N] [--duration D] [--json]`
+                   [--senders C] [--agents A] [--protocol VERSION] [--loop two-call|one-call] [--doorbells N] [--duration D] [--json]`
 
 func runBench(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "bench", benchSynopsis)
@@ -39,6 +39,8 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 	agents := fs.Int("agents", 8, "concurrent agents draining over MCP")
 	protocol := fs.String("protocol", agent.SessionProtocolVersion, "the MCP revision the drain's agents speak: "+
 		strings.Join(agent.SupportedProtocolVersions, ", ")+" (2026-07-28: stateless requests, no session)")
+	loop := fs.String("loop", bench.LoopTwoCall, "the drain's agent loop: two-call (claim_next, then complete, as the "+
+		"lease contract tells workers) or one-call (complete with claim_next: true claims the next todo)")
 	doorbells := fs.Int("doorbells", 300, "todos enqueued one at a time to measure the doorbell")
 	duration := fs.Duration("duration", 3*time.Second, "how long the half-rate ingest run and the floor measurement last")
 	db := fs.String("db", "", "a postgres:// URL: without --url, run the server on a fresh schema of that database "+
@@ -62,6 +64,9 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 	if !slices.Contains(agent.SupportedProtocolVersions, *protocol) {
 		return usageErr("--protocol %q: want one of %s", *protocol, strings.Join(agent.SupportedProtocolVersions, ", "))
 	}
+	if !slices.Contains(bench.Loops, *loop) {
+		return usageErr("--loop %q: want one of %s", *loop, strings.Join(bench.Loops, ", "))
+	}
 	if *deliveries < 1 || *senders < 1 || *agents < 1 || *doorbells < 1 || *duration <= 0 {
 		return usageErr("--deliveries, --senders, --agents, --doorbells and --duration must be positive")
 	}
@@ -72,7 +77,7 @@ func runBench(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
-	p := benchPlan{env: env, urls: urls, queue: *queue, db: *db, sync: *sync, protocol: *protocol,
+	p := benchPlan{env: env, urls: urls, queue: *queue, db: *db, sync: *sync, protocol: *protocol, loop: *loop,
 		cfg: bench.Config{Deliveries: *deliveries, Senders: *senders, Agents: *agents, Doorbells: *doorbells,
 			PacedFor: *duration, Progress: env.stderr}}
 	if len(urls) > 0 {
@@ -105,6 +110,7 @@ type benchPlan struct {
 	env                             *environ
 	urls                            []string
 	cred, queue, db, sync, protocol string
+	loop                            string
 	cfg                             bench.Config
 }
 
@@ -160,7 +166,7 @@ func (p benchPlan) run(ctx context.Context, processes int) (benchRun, error) {
 			machine += ", temporary database in " + dir + ", synchronous=" + strings.ToUpper(p.sync)
 		}
 	}
-	target.Protocol = p.protocol
+	target.Protocol, target.Loop = p.protocol, p.loop
 	report, err := bench.Run(ctx, target, cfg)
 	if err != nil {
 		return benchRun{}, errors.New(strings.TrimPrefix(err.Error(), "bench: ")) // the command names itself
@@ -317,10 +323,14 @@ func printBench(w io.Writer, machine, backend string, r *bench.Report) {
 	fmt.Fprintf(tw, "ingest at half rate\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%d\t\n", r.Ingest.HalfRatePerS,
 		ratio(r.Ingest.HalfRatePerS), r.Ingest.HalfRateLat.P50, r.Ingest.HalfRateLat.P99, r.Ingest.HalfRateLat.Max,
 		r.Ingest.HalfRateError)
-	fmt.Fprintf(tw, "drain, %d agents, MCP %s (todos)\t%.0f\t%s\t\t\t\t%d\t\n", r.Drain.Agents, r.Drain.Protocol,
-		r.Drain.PerSec, ratio(r.Drain.PerSec), r.Drain.Errors)
+	fmt.Fprintf(tw, "drain, %d agents, MCP %s, %s loop (todos)\t%.0f\t%s\t\t\t\t%d\t\n", r.Drain.Agents, r.Drain.Protocol,
+		r.Drain.Loop, r.Drain.PerSec, ratio(r.Drain.PerSec), r.Drain.Errors)
+	complete := "  complete"
+	if r.Drain.Loop == bench.LoopOneCall {
+		complete += " (claim_next: true)"
+	}
 	fmt.Fprintf(tw, "  claim_next\t\t\t%.2f\t%.2f\t%.2f\t\t\n", r.Drain.ClaimNext.P50, r.Drain.ClaimNext.P99, r.Drain.ClaimNext.Max)
-	fmt.Fprintf(tw, "  complete\t\t\t%.2f\t%.2f\t%.2f\t\t\n", r.Drain.Complete.P50, r.Drain.Complete.P99, r.Drain.Complete.Max)
+	fmt.Fprintf(tw, "%s\t\t\t%.2f\t%.2f\t%.2f\t\t\n", complete, r.Drain.Complete.P50, r.Drain.Complete.P99, r.Drain.Complete.Max)
 	fmt.Fprintf(tw, "%s\t\t\t%.2f\t%.2f\t%.2f\t%d missed\t\n", bell,
 		r.Doorbell.Latency.P50, r.Doorbell.Latency.P99, r.Doorbell.Latency.Max, r.Doorbell.Missed)
 	fmt.Fprintf(tw, "  its enqueue POST, answered\t\t\t%.2f\t%.2f\t%.2f\t%d\t\n",
@@ -329,5 +339,8 @@ func printBench(w io.Writer, machine, backend string, r *bench.Report) {
 	if p := r.Process; p != nil {
 		fmt.Fprintf(w, "\nserver process: idle RSS %.1f MB, RSS peak during ingest %.1f MB, peak RSS %.1f MB, CPU %.1f s\n",
 			p.IdleRSSMB, p.IngestRSSMB, p.PeakRSSMB, p.CPUSeconds)
+		if c := r.Drain.ServerCPUPerTodoMS; c > 0 {
+			fmt.Fprintf(w, "server CPU per todo drained: %.3f ms\n", c)
+		}
 	}
 }

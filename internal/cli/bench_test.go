@@ -37,9 +37,14 @@ func TestBenchRunsEndToEnd(t *testing.T) {
 			} `json:"latency"`
 		} `json:"ingest"`
 		Drain struct {
-			Todos  int     `json:"todos"`
-			Errors int     `json:"errors"`
-			PerSec float64 `json:"per_sec"`
+			Loop      string  `json:"loop"`
+			Todos     int     `json:"todos"`
+			Errors    int     `json:"errors"`
+			PerSec    float64 `json:"per_sec"`
+			CPU       float64 `json:"server_cpu_ms_per_todo"`
+			ClaimNext struct {
+				Count int `json:"count"`
+			} `json:"claim_next"`
 		} `json:"drain"`
 		Doorbell struct {
 			Rung    int `json:"rung"`
@@ -69,8 +74,13 @@ func TestBenchRunsEndToEnd(t *testing.T) {
 		t.Errorf("ingest: %d errors, %d latencies of 300", r.Ingest.Errors, r.Ingest.Latency.Count)
 	}
 	// Every delivery became a todo and the agents drained them all.
-	if r.Drain.Errors != 0 || r.Drain.Todos < 300 || r.Drain.PerSec <= 0 {
-		t.Errorf("drain: %d todos at %v/s, %d errors", r.Drain.Todos, r.Drain.PerSec, r.Drain.Errors)
+	if r.Drain.Errors != 0 || r.Drain.Todos < 300 || r.Drain.PerSec <= 0 || r.Drain.CPU <= 0 {
+		t.Errorf("drain: %d todos at %v/s, %v ms CPU each, %d errors", r.Drain.Todos, r.Drain.PerSec, r.Drain.CPU, r.Drain.Errors)
+	}
+	// The lease contract's loop by default: a claim_next for every todo, and one
+	// per agent to find the queue empty.
+	if r.Drain.Loop != bench.LoopTwoCall || r.Drain.ClaimNext.Count < r.Drain.Todos {
+		t.Errorf("drain: %s loop, %d claim_next calls for %d todos", r.Drain.Loop, r.Drain.ClaimNext.Count, r.Drain.Todos)
 	}
 	if r.Doorbell.Rung != 20 || r.Doorbell.Latency.Count == 0 || r.Doorbell.Answered.Count != 20 {
 		t.Errorf("doorbell: rang %d of 20, heard %d, answers timed %d", r.Doorbell.Rung, r.Doorbell.Latency.Count,
@@ -106,6 +116,42 @@ func TestBenchDrainsOverTheStatelessRevision(t *testing.T) {
 	}
 	if code, _, stderr := cli(t, "", "bench", "--protocol", "2099-01-01"); code != 2 || !strings.Contains(stderr, "--protocol") {
 		t.Fatalf("bench --protocol 2099-01-01: exit %d: %s", code, stderr)
+	}
+}
+
+// bench --loop one-call drains with complete's claim_next: true: claim_next is
+// called only to start, and once more per agent to find the queue empty.
+func TestBenchDrainsWithTheOneCallLoop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server process and drives it")
+	}
+	code, out, stderr := cli(t, "", "bench", "--deliveries", "200", "--senders", "4", "--agents", "3",
+		"--doorbells", "5", "--duration", "200ms", "--loop", "one-call", "--json")
+	if code != 0 {
+		t.Fatalf("bench exited %d: %s", code, stderr)
+	}
+	var r struct {
+		Drain struct {
+			Loop      string `json:"loop"`
+			Todos     int    `json:"todos"`
+			Errors    int    `json:"errors"`
+			ClaimNext struct {
+				Count int `json:"count"`
+			} `json:"claim_next"`
+			Complete struct {
+				Count int `json:"count"`
+			} `json:"complete"`
+		} `json:"drain"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, out)
+	}
+	d := r.Drain
+	if d.Loop != bench.LoopOneCall || d.Errors != 0 || d.Todos < 200 || d.Complete.Count != d.Todos || d.ClaimNext.Count > 2*3 {
+		t.Fatalf("drain: %+v", d)
+	}
+	if code, _, stderr := cli(t, "", "bench", "--loop", "three-call"); code != 2 || !strings.Contains(stderr, "--loop") {
+		t.Fatalf("bench --loop three-call: exit %d: %s", code, stderr)
 	}
 }
 
