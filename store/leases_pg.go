@@ -118,7 +118,8 @@ func (s *Store) pgComplete(ctx context.Context, a Ack, result string) (t Todo, e
 		at := ms(now)
 		return append(append([]any{result, at, at}, pgLeaseArgs(a, at)...), at, a.Owner, a.ID)
 	}
-	err = s.writeOne(ctx, &pgOne{query: pgComplete, args: args, read: func(w *wtx, row scanner) error {
+	set := &pgSetWrite{kind: pgCompleteSetKind, elem: []any{a.ID, a.Owner, a.LeaseSeq, result, a.Queues}}
+	err = s.writeOne(ctx, &pgOne{query: pgComplete, args: args, set: set, read: func(w *wtx, row scanner) error {
 		done, err := w.keyedOutcome(a, "complete", row)
 		if err != nil {
 			return err
@@ -160,7 +161,8 @@ func (s *Store) pgClaimOne(ctx context.Context, owner, queue string, ttl time.Du
 		at := ms(now)
 		return []any{queue, owner, queue, at, queue, queue, at, owner, ms(now.Add(ttl)), at, at, owner}
 	}
-	err = s.writeOne(ctx, &pgOne{query: pgClaimGated, args: args, read: func(w *wtx, row scanner) error {
+	set := &pgSetWrite{kind: pgClaimSetKind, key: queue, elem: []any{queue, owner, ttl.Milliseconds()}}
+	err = s.writeOne(ctx, &pgOne{query: pgClaimGated, args: args, set: set, read: func(w *wtx, row scanner) error {
 		t, ok = Todo{}, false // a batch that ran again runs read again
 		claimed, err := w.w.s.scanFull(row)
 		if notFound(err) {
