@@ -12,19 +12,12 @@ DROP TRIGGER todos_count_delete ON todos;
 DROP TRIGGER todos_count_update ON todos;
 DROP FUNCTION todos_count();
 
-CREATE FUNCTION todos_count_added() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Todos added (INSERT) or removed (DELETE): the trigger names its rows todos_in.
+CREATE FUNCTION todos_count_in_out() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO queue_counts (queue, state, n)
-        SELECT queue, state, count(*) FROM added GROUP BY queue, state ORDER BY queue, state
-        ON CONFLICT (queue, state) DO UPDATE SET n = queue_counts.n + excluded.n;
-    RETURN NULL;
-END;
-$$;
-
-CREATE FUNCTION todos_count_removed() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO queue_counts (queue, state, n)
-        SELECT queue, state, -count(*) FROM removed GROUP BY queue, state ORDER BY queue, state
+        SELECT queue, state, CASE WHEN TG_OP = 'INSERT' THEN count(*) ELSE -count(*) END
+        FROM todos_in GROUP BY queue, state ORDER BY queue, state
         ON CONFLICT (queue, state) DO UPDATE SET n = queue_counts.n + excluded.n;
     RETURN NULL;
 END;
@@ -42,9 +35,9 @@ BEGIN
 END;
 $$;
 
-CREATE TRIGGER todos_count_insert AFTER INSERT ON todos REFERENCING NEW TABLE AS added
-    FOR EACH STATEMENT EXECUTE FUNCTION todos_count_added();
-CREATE TRIGGER todos_count_delete AFTER DELETE ON todos REFERENCING OLD TABLE AS removed
-    FOR EACH STATEMENT EXECUTE FUNCTION todos_count_removed();
+CREATE TRIGGER todos_count_insert AFTER INSERT ON todos REFERENCING NEW TABLE AS todos_in
+    FOR EACH STATEMENT EXECUTE FUNCTION todos_count_in_out();
+CREATE TRIGGER todos_count_delete AFTER DELETE ON todos REFERENCING OLD TABLE AS todos_in
+    FOR EACH STATEMENT EXECUTE FUNCTION todos_count_in_out();
 CREATE TRIGGER todos_count_update AFTER UPDATE ON todos REFERENCING OLD TABLE AS before_rows NEW TABLE AS after_rows
     FOR EACH STATEMENT EXECUTE FUNCTION todos_count_moved();
