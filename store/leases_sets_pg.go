@@ -5,19 +5,22 @@ package store
 // made to take arrays: the same checks, the same audit rows, the same columns,
 // with the write's place in front.
 
-// pgClaimSet claims, for each of several workers on one queue, what
-// pgClaimGated would claim for it: nothing when the queue is paused; for the
-// first claim of each worker the oldest todo still reserved for that worker, if
-// any; for the others, the queue's heads in claim order (priority, then age),
-// locked FOR UPDATE SKIP LOCKED, one per claim, first to the earliest in the
-// batch. A claim left without a todo gets no row: nothing claimable.
+// pgClaimSet claims, for each of several claims on one queue, what
+// pgClaimGated would claim for it: nothing when the queue is paused; for a
+// worker's claims, the todos still reserved for that worker, oldest first to its
+// earliest claim in the batch; for the other claims, the queue's heads in claim
+// order (priority, then age), locked FOR UPDATE SKIP LOCKED, one per claim,
+// first to the earliest. A claim left without a todo gets no row: nothing
+// claimable.
 const pgClaimSet = `WITH req AS (SELECT * FROM unnest(?::text[], ?::bigint[]) WITH ORDINALITY AS r(r_owner, r_ttl, r_n)),
 	open AS (SELECT NOT EXISTS (SELECT 1 FROM paused_queues WHERE queue = ?) AS ok),
 	mine AS (SELECT id AS m_id, reserved_for AS m_owner FROM todos
 		WHERE reserved_for = ANY(?::text[]) AND state || '' = 'pending' AND queue || '' = ? AND available_at + 0 > ?
 			AND (SELECT ok FROM open) FOR UPDATE SKIP LOCKED),
-	firsts AS (SELECT r_owner, min(r_n) AS r_n FROM req GROUP BY r_owner),
-	reserved AS (SELECT r_n, min(m_id) AS a_id FROM mine JOIN firsts ON r_owner = m_owner GROUP BY r_n),
+	reserved AS (SELECT r_n, m_id AS a_id
+		FROM (SELECT *, row_number() OVER (PARTITION BY m_owner ORDER BY m_id) AS k FROM mine) m
+		JOIN (SELECT *, row_number() OVER (PARTITION BY r_owner ORDER BY r_n) AS k FROM req) r
+			ON r_owner = m_owner AND r.k = m.k),
 	rest AS (SELECT r_n, row_number() OVER (ORDER BY r_n) AS k FROM req WHERE r_n NOT IN (SELECT r_n FROM reserved)),
 	heads AS (SELECT id AS h_id, row_number() OVER (ORDER BY priority DESC, id) AS k FROM (SELECT id, priority FROM todos
 			WHERE ` + pgHeadWhere + ` AND (SELECT ok FROM open)

@@ -118,20 +118,26 @@ func TestClaimsInOneStatementEachGetTheirOwn(t *testing.T) {
 	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	s := pgProcesses(t, clock)[0]
 	ctx := context.Background()
-	ids := addTodos(t, s, "inbox", 4)
+	ids := addTodos(t, s, "inbox", 5)
 	queues := []string{"inbox"}
-	held, _, err := s.ClaimNext(ctx, "agent:r", queues, time.Minute)
-	if err != nil || held.ID != ids[0] {
-		t.Fatalf("claim = %d, %v", held.ID, err)
+	// Two todos reserved for agent:r after a human's decision.
+	var held []Ack
+	for _, want := range ids[:2] {
+		td, _, err := s.ClaimNext(ctx, "agent:r", queues, time.Minute)
+		if err != nil || td.ID != want {
+			t.Fatalf("claim = %d, %v; want %d", td.ID, err, want)
+		}
+		held = append(held, Ack{ID: td.ID, Owner: "agent:r", LeaseSeq: td.LeaseSeq, Queues: queues})
 	}
-	ack := Ack{ID: held.ID, Owner: "agent:r", LeaseSeq: held.LeaseSeq, Queues: queues}
-	if _, err := s.RequestApproval(ctx, ack, "ship it?"); err != nil {
-		t.Fatal(err)
+	for _, ack := range held {
+		if _, err := s.RequestApproval(ctx, ack, "ship it?"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Decide(ctx, ack.ID, true, "yes", "human:1"); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := s.Decide(ctx, held.ID, true, "yes", "human:1"); err != nil {
-		t.Fatal(err)
-	}
-	owners := []string{"agent:x", "agent:y", "agent:r", "agent:r", "agent:z"}
+	owners := []string{"agent:x", "agent:y", "agent:r", "agent:r", "agent:z", "agent:w"}
 	got := make([]Todo, len(owners))
 	oks := make([]bool, len(owners))
 	errs := make([]error, len(owners))
@@ -143,8 +149,9 @@ func TestClaimsInOneStatementEachGetTheirOwn(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	// The writes reach the writer in no set order: the reserved todo goes to one
-	// of agent:r's claims, the three others to three claims, and one finds nothing.
+	// The writes reach the writer in no set order: the reserved todos go to
+	// agent:r's two claims, the three others to three of the other four claims,
+	// and one finds nothing.
 	claimedBy := map[int64]string{}
 	for i, o := range owners {
 		if !oks[i] {
@@ -159,11 +166,11 @@ func TestClaimsInOneStatementEachGetTheirOwn(t *testing.T) {
 			t.Errorf("claim %d by %s = %+v", i, o, got[i])
 		}
 	}
-	if len(claimedBy) != 4 || claimedBy[ids[0]] != "agent:r" {
-		t.Errorf("claimed %v; want the four todos claimed, %d by agent:r", claimedBy, ids[0])
+	if len(claimedBy) != 5 || claimedBy[ids[0]] != "agent:r" || claimedBy[ids[1]] != "agent:r" {
+		t.Errorf("claimed %v; want the five todos claimed, %d and %d by agent:r", claimedBy, ids[0], ids[1])
 	}
-	if n := auditCount(t, s, "todo.claim_next"); n != 5 {
-		t.Errorf("%d claim audit rows, want 5 (one before, four in the batch)", n)
+	if n := auditCount(t, s, "todo.claim_next"); n != 7 {
+		t.Errorf("%d claim audit rows, want 7 (two before, five in the batch)", n)
 	}
 	countsAgree(t, s)
 
