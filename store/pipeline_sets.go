@@ -3,6 +3,7 @@ package store
 import (
 	"database/sql"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -82,8 +83,10 @@ func readSet(br pgx.BatchResults, unit []*writeReq) error {
 		return fmt.Errorf("%w: %v", errStatementFailed, err)
 	}
 	byPlace := make(map[int64]*pgRawRow, len(unit))
+	// pgx may reuse the descriptions' memory for a later result.
+	fields := slices.Clone(rows.FieldDescriptions())
 	for rows.Next() {
-		fields, values := rows.FieldDescriptions(), rows.RawValues()
+		values := rows.RawValues()
 		var place int64
 		if err := pgx.ScanRow(rows.Conn().TypeMap(), fields[:1], values[:1], &place); err != nil {
 			rows.Close()
