@@ -66,7 +66,9 @@ func (s *Store) ClaimNext(ctx context.Context, owner string, queues []string, tt
 const (
 	pgHead      = `SELECT id, priority FROM todos WHERE ` + pgHeadWhere + ` ` + pgHeadOrder
 	pgHeadWhere = `state = 'pending' AND key_waiting = 0 AND queue >= ? AND queue <= ? AND available_at <= ?`
-	pgHeadOrder = `ORDER BY queue, priority DESC, id LIMIT 1`
+	pgHeadOrder = pgHeadOrderBy + ` LIMIT 1`
+	// pgHeadOrderBy is the heads' order, for a claim of several (leases_sets_pg.go).
+	pgHeadOrderBy = `ORDER BY queue, priority DESC, id`
 )
 
 // queueHead is the todo claim_next takes next on a queue: the first by priority

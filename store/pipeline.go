@@ -36,6 +36,9 @@ type pgOne struct {
 	// quiet: it changes no todo's state or queue (a heartbeat), so it alone does
 	// not make the commit's notification say todos changed (see notify).
 	quiet bool
+	// set, if not nil, lets a batch send this write and others of its kind as
+	// one statement (pipeline_sets.go).
+	set *pgSetWrite
 }
 
 // writeOne runs one as a write: pipelined with its batch when the whole batch is
@@ -83,13 +86,22 @@ func (w *writer) pipeline(batch []*writeReq, now time.Time) error {
 		if r.err = r.ctx.Err(); r.err != nil {
 			continue
 		}
-		args := r.one.args(now)
-		pgText(args)
-		b.Queue(w.s.q(r.one.query), args...)
 		live = append(live, r)
 	}
 	if len(live) == 0 {
 		return nil
+	}
+	units := pgUnits(live)
+	inSets := 0
+	for _, unit := range units {
+		if len(unit) > 1 {
+			queueSet(b, w.s, unit, ms(now))
+			inSets += len(unit)
+			continue
+		}
+		args := unit[0].one.args(now)
+		pgText(args)
+		b.Queue(w.s.q(unit[0].one.query), args...)
 	}
 	// The payload is decided before the answers are read: a write that may change
 	// todos counts as changing them (a refused one only costs a redraw elsewhere).
@@ -104,7 +116,7 @@ func (w *writer) pipeline(batch []*writeReq, now time.Time) error {
 		conn := dc.(*stdlib.Conn).Conn()
 		ctx := context.Background()
 		br := conn.SendBatch(ctx, b)
-		err := w.readPipeline(br, live)
+		err := w.readPipeline(br, units)
 		committing = time.Now()
 		if err == nil {
 			var tag string
@@ -127,6 +139,9 @@ func (w *writer) pipeline(batch []*writeReq, now time.Time) error {
 	if !committing.IsZero() {
 		w.commit.Add(int64(time.Since(committing)))
 	}
+	if err == nil {
+		w.inSets.Add(int64(inSets))
+	}
 	if errors.Is(err, errStatementFailed) {
 		for _, r := range live {
 			r.err = nil
@@ -135,16 +150,23 @@ func (w *writer) pipeline(batch []*writeReq, now time.Time) error {
 	return err
 }
 
-// readPipeline reads BEGIN's, the writer lock's, each request's and the
+// readPipeline reads BEGIN's, the writer lock's, each unit's and the
 // notification's results.
-func (w *writer) readPipeline(br pgx.BatchResults, live []*writeReq) error {
+func (w *writer) readPipeline(br pgx.BatchResults, units [][]*writeReq) error {
 	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("%w: begin: %v", errStatementFailed, err)
 	}
 	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("%w: take the writer lock: %v", errStatementFailed, err)
 	}
-	for _, r := range live {
+	for _, unit := range units {
+		if len(unit) > 1 {
+			if err := readSet(br, unit); err != nil {
+				return err
+			}
+			continue
+		}
+		r := unit[0]
 		row := &pgxRow{row: br.QueryRow()}
 		r.err = r.one.read(&r.wtx, row)
 		if row.err != nil {
@@ -166,24 +188,9 @@ type pgxRow struct {
 }
 
 func (r *pgxRow) Scan(dest ...any) error {
-	var flags []*bool
-	var ints []*int64
-	for i, d := range dest {
-		if b, ok := d.(*bool); ok {
-			n := new(int64)
-			flags, ints = append(flags, b), append(ints, n)
-			dest[i] = n
-		}
+	err := scanIntBools(dest, r.row.Scan)
+	if err != nil && !notFound(err) {
+		r.err = err
 	}
-	err := r.row.Scan(dest...)
-	if err != nil {
-		if !notFound(err) {
-			r.err = err
-		}
-		return err
-	}
-	for i, b := range flags {
-		*b = *ints[i] != 0
-	}
-	return nil
+	return err
 }

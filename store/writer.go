@@ -58,6 +58,7 @@ type writer struct {
 	busy     atomic.Int64 // nanoseconds spent running transactions, COMMIT included
 	commit   atomic.Int64 // nanoseconds spent committing: COMMIT (WAL writes, autocheckpoint) and the WAL's sync
 	piped    atomic.Int64 // batches committed in one round trip (pipeline.go)
+	inSets   atomic.Int64 // writes committed in a statement shared with others (pipeline_sets.go)
 }
 
 // WriterStats says how well group commit is batching: Requests/Batches is the mean
@@ -73,6 +74,7 @@ type WriterStats struct {
 	Busy      time.Duration
 	Commit    time.Duration
 	Pipelined int64
+	InSets    int64 // writes committed in a set-based statement (pipeline_sets.go)
 }
 
 // WriterStats reports the writer's counters since Open.
@@ -82,7 +84,8 @@ func (s *Store) WriterStats() WriterStats {
 	}
 	w := s.writer
 	return WriterStats{Batches: w.batches.Load(), Requests: w.requests.Load(),
-		Busy: time.Duration(w.busy.Load()), Commit: time.Duration(w.commit.Load()), Pipelined: w.piped.Load()}
+		Busy: time.Duration(w.busy.Load()), Commit: time.Duration(w.commit.Load()), Pipelined: w.piped.Load(),
+		InSets: w.inSets.Load()}
 }
 
 // wtx is what a write function sees: statements on the writer's connection inside

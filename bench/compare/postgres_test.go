@@ -160,6 +160,8 @@ func reportWriter(b *testing.B, before, after store.WriterStats, seconds float64
 	b.ReportMetric(float64(after.Requests-before.Requests)/float64(batches), "writes/commit")
 	// PostgreSQL's batches sent in one round trip (store/pipeline.go).
 	b.ReportMetric(float64(after.Pipelined-before.Pipelined)/float64(batches), "pipelined/commit")
+	// Writes sent in a statement shared with others of their kind (store/pipeline_sets.go).
+	b.ReportMetric(float64(after.InSets-before.InSets)/float64(max(after.Requests-before.Requests, 1)), "in-sets")
 	b.ReportMetric((after.Busy-before.Busy).Seconds()/seconds, "writer-busy")
 	b.ReportMetric((after.Commit-before.Commit).Seconds()/seconds, "writer-committing")
 	// The writer's time outside COMMIT, per message: its statements' round trips.

@@ -1,0 +1,48 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
+)
+
+// On a queue filled faster than PostgreSQL's statistics follow (a burst of adds,
+// the table not analysed since), the one-statement claim still finds a worker's
+// reserved todo through todos_reserved, not by reading every pending todo of the
+// queue on each claim.
+func TestClaimFindsReservationsByTheirIndex(t *testing.T) {
+	s := pgProcesses(t, testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)))[0]
+	ctx := context.Background()
+	if err := s.SeedTodosForBench(ctx, "bench", 5000, "x"); err != nil {
+		t.Fatal(err)
+	}
+	at := ms(s.now())
+	rows, err := s.rdb.QueryContext(ctx, "EXPLAIN "+s.q(pgClaimGated),
+		"bench", "agent:a", "bench", at, "bench", "bench", at, "agent:a", at+60000, at, at, "agent:a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(plan, "\n")
+	start, end := strings.Index(text, "CTE mine"), strings.Index(text, "CTE head")
+	if start < 0 || end < start {
+		t.Fatalf("no CTE mine before CTE head in the plan:\n%s", text)
+	}
+	if mine := text[start:end]; !strings.Contains(mine, "todos_reserved") || strings.Contains(mine, "todos_claimable") {
+		t.Fatalf("the reservation lookup does not go by todos_reserved alone:\n%s", mine)
+	}
+}

@@ -1,0 +1,95 @@
+package store
+
+// Claims and completes for many in one statement, for a pipelined batch
+// (pipeline_sets.go). Each is the statement of one (pgClaimGated, pgComplete)
+// made to take arrays: the same checks, the same audit rows, the same columns,
+// with the write's place in front.
+
+// pgClaimSet claims, for each of several claims on one queue, what
+// pgClaimGated would claim for it: nothing when the queue is paused; for a
+// worker's claims, the todos still reserved for that worker, oldest first to its
+// earliest claim in the batch; for the other claims, the queue's heads in claim
+// order (priority, then age), locked FOR UPDATE SKIP LOCKED, one per claim,
+// first to the earliest. A claim left without a todo gets no row: nothing
+// claimable.
+const pgClaimSet = `WITH req AS (SELECT * FROM unnest(?::text[], ?::bigint[]) WITH ORDINALITY AS r(r_owner, r_ttl, r_n)),
+	open AS (SELECT NOT EXISTS (SELECT 1 FROM paused_queues WHERE queue = ?) AS ok),
+	mine AS (SELECT id AS m_id, reserved_for AS m_owner FROM todos
+		WHERE reserved_for = ANY(?::text[]) AND state || '' = 'pending' AND queue || '' = ? AND available_at + 0 > ?
+			AND (SELECT ok FROM open) FOR UPDATE SKIP LOCKED),
+	reserved AS (SELECT r_n, m_id AS a_id
+		FROM (SELECT *, row_number() OVER (PARTITION BY m_owner ORDER BY m_id) AS k FROM mine) m
+		JOIN (SELECT *, row_number() OVER (PARTITION BY r_owner ORDER BY r_n) AS k FROM req) r
+			ON r_owner = m_owner AND r.k = m.k),
+	rest AS (SELECT r_n, row_number() OVER (ORDER BY r_n) AS k FROM req WHERE r_n NOT IN (SELECT r_n FROM reserved)),
+	heads AS (SELECT id AS h_id, row_number() OVER (ORDER BY priority DESC, id) AS k FROM (SELECT id, priority FROM todos
+			WHERE ` + pgHeadWhere + ` AND (SELECT ok FROM open)
+			` + pgHeadOrderBy + ` LIMIT (SELECT count(*) FROM rest) FOR UPDATE SKIP LOCKED) h),
+	assigned AS (SELECT r_n, a_id FROM reserved UNION ALL SELECT r_n, h_id FROM rest JOIN heads USING (k)),
+	claimed AS (UPDATE todos SET state = 'claimed', owner = r_owner, attempts = attempts + 1,
+			lease_seq = lease_seq + 1, lease_expires_at = ? + r_ttl, updated_at = ?, reserved_for = NULL
+		FROM assigned JOIN req USING (r_n) WHERE todos.id = a_id AND todos.state = 'pending'
+		RETURNING r_n, ` + pgTodoColumnsFull + `),
+	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
+		SELECT ?, r_owner, 'todo.claim_next', 'todo:' || id, 'ok',
+			'attempt=' || attempts || ' lease_seq=' || lease_seq FROM claimed JOIN req USING (r_n))
+	SELECT * FROM claimed`
+
+// pgClaimSetKind takes elems of (queue, owner, ttl in ms); the queue is the
+// set's key, the same for each.
+var pgClaimSetKind = &pgSetKind{query: pgClaimSet, args: func(now int64, elems [][]any) []any {
+	queue := elems[0][0].(string)
+	owners, ttls := make([]string, len(elems)), make([]int64, len(elems))
+	for i, e := range elems {
+		owners[i], ttls[i] = e[1].(string), e[2].(int64)
+	}
+	return []any{owners, ttls, queue, owners, queue, now, queue, queue, now, now, now, now}
+}}
+
+// pgCompleteSet is pgComplete for several acks. A write's scope (its Ack's
+// Queues) is in the scope arrays, beside its place. The same todo twice is
+// completed once; the other ack finds the lease changed, as after another's
+// complete. The todos are found by id alone (the ids again as an array; state
+// and lease_expires_at written so that no index serves them): otherwise, with
+// statistics older than the queue's churn, PostgreSQL read todos_leases whole,
+// every lease since its last vacuum included (2,004 entries for 4 acks).
+const pgCompleteSet = `WITH req AS (SELECT * FROM unnest(?::bigint[], ?::text[], ?::bigint[], ?::text[], ?::boolean[])
+			WITH ORDINALITY AS r(r_id, r_owner, r_seq, r_result, r_all, r_n)),
+	scopes AS (SELECT * FROM unnest(?::bigint[], ?::text[]) AS s(s_n, s_queue)),
+	changed AS (UPDATE todos SET state = 'done', result = r_result, lease_expires_at = NULL, updated_at = ?, finished_at = ?
+		FROM req WHERE todos.id = ANY(?::bigint[]) AND todos.id = r_id AND todos.state || '' = 'claimed'
+			AND todos.owner = r_owner AND todos.lease_seq = r_seq AND todos.lease_expires_at + 0 > ?
+			AND (r_all OR EXISTS (SELECT 1 FROM scopes WHERE s_n = r_n AND s_queue = todos.queue))
+		RETURNING r_n, ` + todoColumns + `),
+	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
+		SELECT ?, r_owner, 'todo.complete', 'todo:' || id, 'ok', '' FROM changed JOIN req USING (r_n)),
+	fronts AS (SELECT c.id, c.queue, c.key FROM todos c WHERE c.id IN (SELECT id FROM changed)
+		AND c.key IS NOT NULL AND c.key_waiting = 0),
+	nx AS (UPDATE todos SET key_waiting = 0 WHERE id IN (SELECT (SELECT n.id FROM todos n
+				WHERE n.queue = f.queue AND n.key = f.key AND n.state = 'pending' AND n.key_waiting = 1
+				ORDER BY n.id LIMIT 1) FROM fronts f)
+		RETURNING id AS x_id, queue AS x_queue, key AS x_key, source_type AS x_source, available_at AS x_available)
+	SELECT changed.*, 1, 0, x_id, x_source, x_available FROM changed
+		LEFT JOIN fronts f ON f.id = changed.id LEFT JOIN nx ON x_queue = f.queue AND x_key = f.key
+	UNION ALL SELECT r_n, ` + todoColumns + `, 0, 0, NULL, NULL, NULL FROM req JOIN todos ON todos.id = r_id
+		WHERE r_n NOT IN (SELECT r_n FROM changed)`
+
+// pgCompleteSetKind takes elems of (id, owner, lease_seq, result, queues).
+var pgCompleteSetKind = &pgSetKind{query: pgCompleteSet, args: func(now int64, elems [][]any) []any {
+	n := len(elems)
+	ids, owners, seqs, results, all := make([]int64, n), make([]string, n), make([]int64, n), make([]string, n), make([]bool, n)
+	var scopeN []int64
+	scopeQ := []string{}
+	for i, e := range elems {
+		ids[i], owners[i], seqs[i], results[i] = e[0].(int64), e[1].(string), e[2].(int64), e[3].(string)
+		queues := e[4].([]string)
+		all[i] = queues == nil
+		for _, q := range queues {
+			scopeN, scopeQ = append(scopeN, int64(i+1)), append(scopeQ, q)
+		}
+	}
+	if scopeN == nil {
+		scopeN = []int64{}
+	}
+	return []any{ids, owners, seqs, results, all, scopeN, scopeQ, now, now, ids, now, now}
+}}

@@ -1,0 +1,156 @@
+package store
+
+import (
+	"database/sql"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Set-based statements in a pipelined batch. When a batch holds several writes
+// of one kind that a statement can do for many at once (claims on one queue,
+// completes), the batch sends that one statement for them all, with the writes'
+// arguments as arrays (unnest), as River does: the server plans and runs one
+// statement, not one per todo. The statement returns one row per write that it
+// changed or refused, led by the write's place in the arrays (1, 2, …), in the
+// columns the write's own statement returns; each write reads its row with its
+// own read, so each gets its own answer (a lapsed lease or a stale lease_seq is
+// that write's conflict, not the batch's). A write without a row reads "no row",
+// as it would from its own statement. If the statement fails, the batch runs
+// again one write at a time (pipeline.go).
+
+// pgSetWrite is a write's part in a set-based statement.
+type pgSetWrite struct {
+	kind *pgSetKind
+	key  string // writes of one kind with one key in a batch share a statement
+	elem []any  // the write's element of each array
+}
+
+// pgSetKind is a set-based statement and how to make its arguments from the
+// elems of its writes, in order, at the batch's time (unix ms).
+type pgSetKind struct {
+	query string
+	args  func(now int64, elems [][]any) []any
+}
+
+// pgUnits splits live into what the batch sends: each write alone, or the writes
+// that share a set-based statement together, in the order of their first write.
+func pgUnits(live []*writeReq) [][]*writeReq {
+	var units [][]*writeReq
+	at := map[pgSetKey]int{}
+	for _, r := range live {
+		set := r.one.set
+		if set == nil {
+			units = append(units, []*writeReq{r})
+			continue
+		}
+		k := pgSetKey{set.kind, set.key}
+		if i, ok := at[k]; ok {
+			units[i] = append(units[i], r)
+			continue
+		}
+		at[k] = len(units)
+		units = append(units, []*writeReq{r})
+	}
+	return units
+}
+
+type pgSetKey struct {
+	kind *pgSetKind
+	key  string
+}
+
+// queueSet queues unit's set-based statement on b.
+func queueSet(b *pgx.Batch, s *Store, unit []*writeReq, now int64) {
+	elems := make([][]any, len(unit))
+	for i, r := range unit {
+		elems[i] = r.one.set.elem
+		pgText(elems[i])
+	}
+	kind := unit[0].one.set.kind
+	b.Queue(s.q(kind.query), kind.args(now, elems)...)
+}
+
+// readSet reads the rows of unit's set-based statement and answers each write
+// through its own read.
+func readSet(br pgx.BatchResults, unit []*writeReq) error {
+	rows, err := br.Query()
+	if err != nil {
+		rows.Close()
+		return fmt.Errorf("%w: %v", errStatementFailed, err)
+	}
+	byPlace := make(map[int64]*pgRawRow, len(unit))
+	// pgx may reuse the descriptions' memory for a later result.
+	fields := slices.Clone(rows.FieldDescriptions())
+	for rows.Next() {
+		values := rows.RawValues()
+		var place int64
+		if err := pgx.ScanRow(rows.Conn().TypeMap(), fields[:1], values[:1], &place); err != nil {
+			rows.Close()
+			return fmt.Errorf("%w: %v", errStatementFailed, err)
+		}
+		row := &pgRawRow{typeMap: rows.Conn().TypeMap(), fields: fields[1:]}
+		for _, v := range values[1:] {
+			if v != nil {
+				v = append([]byte{}, v...) // the values' buffer is the next row's
+			}
+			row.values = append(row.values, v)
+		}
+		byPlace[place] = row
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%w: %v", errStatementFailed, err)
+	}
+	for i, r := range unit {
+		var row scanner = pgNoRow{}
+		if found, ok := byPlace[int64(i+1)]; ok {
+			row = found
+		}
+		r.err = r.one.read(&r.wtx, row)
+	}
+	return nil
+}
+
+// pgRawRow is one row of a set-based statement, after its place, scanned as
+// pgxRow scans.
+type pgRawRow struct {
+	typeMap *pgtype.Map
+	fields  []pgconn.FieldDescription
+	values  [][]byte
+}
+
+func (r *pgRawRow) Scan(dest ...any) error {
+	return scanIntBools(dest, func(dest ...any) error {
+		return pgx.ScanRow(r.typeMap, r.fields, r.values, dest...)
+	})
+}
+
+// pgNoRow is the row of a write that its set-based statement returned none for.
+type pgNoRow struct{}
+
+func (pgNoRow) Scan(...any) error { return sql.ErrNoRows }
+
+// scanIntBools runs scan with each *bool of dest scanned from an integer, as
+// database/sql does and pgx will not.
+func scanIntBools(dest []any, scan func(dest ...any) error) error {
+	var flags []*bool
+	var ints []*int64
+	for i, d := range dest {
+		if b, ok := d.(*bool); ok {
+			n := new(int64)
+			flags, ints = append(flags, b), append(ints, n)
+			dest[i] = n
+		}
+	}
+	if err := scan(dest...); err != nil {
+		return err
+	}
+	for i, b := range flags {
+		*b = *ints[i] != 0
+	}
+	return nil
+}
