@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -130,45 +131,52 @@ func (w *wtx) announcePending(id int64, queue, source string, available time.Tim
 }
 
 // foldTarget is the newest pending todo of (queue, key), which a coalescing add
-// folds into; found is false when the key has none.
-func (w *wtx) foldTarget(queue, key string) (id int64, available, created time.Time, found bool, err error) {
+// folds into (one probe of todos_key_pending); found is false when the key has
+// none.
+func (w *wtx) foldTarget(queue, key string) (t Todo, found bool, err error) {
 	var a, c int64
-	err = w.queryRow(`SELECT id, available_at, created_at FROM todos
-		WHERE queue = ? AND key = ? AND state = 'pending' ORDER BY id DESC LIMIT 1`, queue, key).Scan(&id, &a, &c)
+	err = w.queryRow(`SELECT id, available_at, created_at, coalesced, key_waiting, priority FROM todos
+		WHERE queue = ? AND key = ? AND state = 'pending' ORDER BY id DESC LIMIT 1`, queue, key).
+		Scan(&t.ID, &a, &c, &t.Coalesced, &t.KeyWaiting, &t.Priority)
 	if notFound(err) {
-		return 0, time.Time{}, time.Time{}, false, nil
+		return Todo{}, false, nil
 	}
 	if err != nil {
-		return 0, time.Time{}, time.Time{}, false, fmt.Errorf("store: read key %q on %s: %w", key, queue, err)
+		return Todo{}, false, fmt.Errorf("store: read key %q on %s: %w", key, queue, err)
 	}
-	return id, fromMS(a), fromMS(c), true, nil
+	t.AvailableAt, t.CreatedAt = fromMS(a), fromMS(c)
+	return t, true, nil
 }
 
 // fold folds n into the pending todo of its key, if there is one: that todo takes
 // n's payload, source and trust, counts one more coalesced, keeps the higher
 // priority, and restarts its debounce. ok is false when the key has no pending
 // todo (or it was claimed meanwhile): n is then added as a todo of its own.
+//
+// This is a coalesced delivery's hottest statement: the UPDATE returns nothing
+// (a RETURNING of the row cost as much again as the rest of the fold), and the
+// todo is read back whole only for callers that show it (not ingestion).
 func (w *wtx) fold(n NewTodo, size int) (t Todo, ok bool, err error) {
 	o := n.Options
-	id, available, created, found, err := w.foldTarget(n.Queue, o.Key)
+	t, found, err := w.foldTarget(n.Queue, o.Key)
 	if err != nil || !found {
 		return Todo{}, false, err
 	}
-	avail := o.debounced(available, created, w.now)
-	t, err = scanTodo(w.queryRow(`UPDATE todos SET payload_size = ?, source_type = ?, source_webhook_id = ?,
+	id := t.ID
+	t.AvailableAt, t.Priority = o.debounced(t.AvailableAt, t.CreatedAt, w.now), max(t.Priority, o.Priority)
+	res, err := w.exec(`UPDATE todos SET payload_size = ?, source_type = ?, source_webhook_id = ?,
 			source_event_id = ?, source_event_type = ?, verified = ?, trust_mode = ?, webhook_created_by = ?,
-			coalesced = coalesced + 1, priority = CASE WHEN priority > ? THEN priority ELSE ? END,
-			available_at = ?, updated_at = ?
-		WHERE id = ? AND state = 'pending' RETURNING `+todoColumns,
+			coalesced = coalesced + 1, priority = ?, available_at = ?, updated_at = ?
+		WHERE id = ? AND state = 'pending'`,
 		size, n.Source.Type, nullID(n.Source.WebhookID), nullID(n.Source.EventID), n.Source.EventType,
-		boolInt(n.Trust.Verified), n.Trust.Mode, n.Trust.WebhookCreatedBy, o.Priority, o.Priority,
-		ms(avail), ms(w.now), id), false)
-	if notFound(err) {
-		return Todo{}, false, nil // claimed since it was read (PostgreSQL): n waits behind it
-	}
+		boolInt(n.Trust.Verified), n.Trust.Mode, n.Trust.WebhookCreatedBy, t.Priority, ms(t.AvailableAt), ms(w.now), id)
 	if err != nil {
 		return Todo{}, false, fmt.Errorf("store: coalesce into todo %d: %w", id, err)
 	}
+	if rows, err := res.RowsAffected(); err != nil || rows == 0 {
+		return Todo{}, false, err // claimed since it was read (PostgreSQL): n waits behind it
+	}
+	t.Coalesced++
 	if err := w.foldPayload(id, n); err != nil {
 		return Todo{}, false, err
 	}
@@ -176,15 +184,22 @@ func (w *wtx) fold(n NewTodo, size int) (t Todo, ok bool, err error) {
 		ON CONFLICT (queue) DO UPDATE SET coalesced = queue_flow.coalesced + 1`, n.Queue); err != nil {
 		return Todo{}, false, fmt.Errorf("store: coalesce into todo %d: count: %w", id, err)
 	}
-	detail := fmt.Sprintf("coalesced=%d source=%s", t.Coalesced, n.Source.Type)
+	detail := "coalesced=" + strconv.Itoa(t.Coalesced) + " source=" + n.Source.Type
 	if n.Source.EventID != 0 {
-		detail += fmt.Sprintf(" event=%d", n.Source.EventID)
+		detail += " event=" + strconv.FormatInt(n.Source.EventID, 10)
 	}
 	if err := w.audit(n.CreatedBy, "todo.coalesce", todoTarget(id), "", detail); err != nil {
 		return Todo{}, false, err
 	}
 	if !t.KeyWaiting {
-		w.announcePending(id, t.Queue, t.Source.Type, t.AvailableAt, "coalesce")
+		w.announcePending(id, n.Queue, n.Source.Type, t.AvailableAt, "coalesce")
+	}
+	if n.idOnly {
+		return Todo{ID: id}, true, nil
+	}
+	t, err = scanTodo(w.queryRow(`SELECT `+todoColumns+` FROM todos WHERE id = ?`, id), false)
+	if err != nil {
+		return Todo{}, false, fmt.Errorf("store: coalesce into todo %d: read it back: %w", id, err)
 	}
 	return t, true, nil
 }
