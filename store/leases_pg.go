@@ -75,9 +75,9 @@ func (w *wtx) leaseOutcomeAudited(a Ack, verb string, row scanner, more ...any) 
 
 // pgKeyNext is keyEnded inside a transition's statement (complete, fail): when
 // the todo the CTE changed left the queue for good (done or failed) and was its
-// key's front, the key's next waiting todo becomes the front. keyEnded's key
-// lock is not needed here: every write transaction on PostgreSQL holds the
-// writer lock (pgWriterLock). The UPDATE reads the changed todo's queue and key
+// key's front, the key's next waiting todo becomes the front. As in keyEnded,
+// the writer lock every write transaction holds (pgWriterLock) keeps an add of
+// the same key from passing it. The UPDATE reads the changed todo's queue and key
 // from the snapshot, which the transition does not change.
 const pgKeyNext = `nx AS (UPDATE todos SET key_waiting = 0 WHERE id = (SELECT n.id FROM todos c
 			JOIN todos n ON n.queue = c.queue AND n.key = c.key

@@ -1,9 +1,7 @@
 package store
 
 import (
-	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -12,50 +10,11 @@ import (
 // Keys. Of the todos of one (queue, key) that are pending or claimed, only the
 // oldest, the key's front, has key_waiting = 0; the others wait behind it and
 // are not in the claim index (todos_ready). When the front ends (done or dead
-// letter), the next waiting todo becomes the front in the same transaction. On
-// PostgreSQL every step that reads or moves a key's front first takes the key's
-// advisory lock (lockKey), so that an add deciding to wait and a front ending
-// cannot pass each other in two transactions; the unique index todos_key_front
-// stands behind that.
-
-// lockKey takes, on PostgreSQL, the lock of (queue, key) until the transaction
-// ends; on SQLite the writer's transaction holds the database's one write lock.
-// It never waits: the writer's transaction holds the locks of every request in
-// its batch until it commits, so two processes waiting for each other's keys
-// would deadlock. A key another process holds fails the request with
-// errKeyBusy, and write submits it again once its batch is rolled back.
-func (w *wtx) lockKey(queue, key string) error {
-	if !w.w.s.pg || key == "" {
-		return nil
-	}
-	var got bool
-	if err := w.queryRow(`SELECT pg_try_advisory_xact_lock(hashtextextended(CAST(? AS TEXT), 1))`,
-		keyLockName(queue, key)).Scan(&got); err != nil {
-		return fmt.Errorf("store: lock key %q on %s: %w", key, queue, err)
-	}
-	if !got {
-		return fmt.Errorf("store: key %q on %s: %w", key, queue, errKeyBusy)
-	}
-	return nil
-}
-
-// errKeyBusy: another process holds the key's lock (see lockKey).
-var errKeyBusy = errors.New("the key is busy in another process")
-
-// keyBusyPause waits before a write that met a busy key runs again: at once the
-// first times (the other process commits within milliseconds), then a little
-// longer, so that a long-held key is not spun on.
-func keyBusyPause(ctx context.Context, try int) error {
-	if try < 3 {
-		return ctx.Err()
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(time.Duration(min(try, 50)) * 100 * time.Microsecond):
-		return nil
-	}
-}
+// letter), the next waiting todo becomes the front in the same transaction. An
+// add deciding to wait and a front ending cannot pass each other: SQLite has one
+// writer, and on PostgreSQL every write transaction of every process first
+// takes the writer lock (pgWriterLock), so they take turns there too. The unique
+// index todos_key_front stands behind that (TestTwoProcessesNeverHoldOneKeyTwice).
 
 // keyHasFront reports whether (queue, key) has a pending or claimed front.
 func (w *wtx) keyHasFront(queue, key string) (bool, error) {
@@ -76,27 +35,11 @@ func (w *wtx) keyEnded(t Todo) error {
 	}
 	var next Todo
 	var avail sql.NullInt64
-	var err error
-	if w.w.s.pg {
-		// The key's lock and the move in one round trip (see pgKeyEnded).
-		var got bool
-		var id sql.NullInt64
-		var src sql.NullString
-		err = w.queryRow(pgKeyEnded, keyLockName(t.Queue, t.Key), t.Queue, t.Key).Scan(&got, &id, &src, &avail)
-		if err == nil && !got {
-			return fmt.Errorf("store: key %q on %s: %w", t.Key, t.Queue, errKeyBusy)
-		}
-		if err == nil && !id.Valid {
-			return nil
-		}
-		next.ID, next.Source.Type = id.Int64, src.String
-	} else {
-		err = w.queryRow(`UPDATE todos SET key_waiting = 0 WHERE id = (SELECT id FROM todos
+	err := w.queryRow(`UPDATE todos SET key_waiting = 0 WHERE id = (SELECT id FROM todos
 			WHERE queue = ? AND key = ? AND state = 'pending' AND key_waiting = 1 ORDER BY id LIMIT 1)
 		RETURNING id, source_type, available_at`, t.Queue, t.Key).Scan(&next.ID, &next.Source.Type, &avail)
-		if notFound(err) {
-			return nil
-		}
+	if notFound(err) {
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("store: free key %q on %s: %w", t.Key, t.Queue, err)
@@ -104,19 +47,6 @@ func (w *wtx) keyEnded(t Todo) error {
 	w.announcePending(next.ID, t.Queue, next.Source.Type, fromMS(avail.Int64), "key_free")
 	return nil
 }
-
-// pgKeyEnded is keyEnded on PostgreSQL: it tries the key's lock (lockKey) and,
-// when it got it, makes the key's next waiting todo its front; one row: whether
-// it got the lock, then the new front's id, source type and available_at (NULL
-// when the key has no todo waiting).
-const pgKeyEnded = `WITH lk AS (SELECT pg_try_advisory_xact_lock(hashtextextended(CAST(? AS TEXT), 1)) AS got),
-	nx AS (UPDATE todos SET key_waiting = 0 WHERE (SELECT got FROM lk) AND id = (SELECT id FROM todos
-			WHERE queue = ? AND key = ? AND state = 'pending' AND key_waiting = 1 ORDER BY id LIMIT 1)
-		RETURNING id, source_type, available_at)
-	SELECT (SELECT got FROM lk), nx.id, nx.source_type, nx.available_at FROM (SELECT 1) AS one LEFT JOIN nx ON true`
-
-// keyLockName names the advisory lock of (queue, key).
-func keyLockName(queue, key string) string { return "switchboard.key." + queue + " " + key } // no space in a queue name
 
 // announcePending announces a todo that is pending and at its key's front:
 // claimable now, or rung when available comes.
@@ -239,9 +169,6 @@ func (w *wtx) keyWaitingOnReturn(id int64) (bool, error) {
 	}
 	if !key.Valid {
 		return false, nil
-	}
-	if err := w.lockKey(queue, key.String); err != nil {
-		return false, err
 	}
 	return w.keyHasFront(queue, key.String)
 }
