@@ -44,20 +44,38 @@ func (w *wtx) keyEnded(t Todo) error {
 	if err != nil {
 		return fmt.Errorf("store: free key %q on %s: %w", t.Key, t.Queue, err)
 	}
-	w.announcePending(next.ID, t.Queue, next.Source.Type, fromMS(avail.Int64), "key_free")
+	auditID, err := w.auditRow("system", "todo.key_free", todoTarget(next.ID), "", "")
+	if err != nil {
+		return err
+	}
+	w.keyFreed(next.ID, t.Queue, next.Source.Type, fromMS(avail.Int64), auditID)
 	return nil
+}
+
+// keyFreed announces todo id, its key's new front. The audit row of the move
+// (todo.key_free) is how other processes' watches hear of it, as of a todo
+// returned to its queue (see returnCauses), and its id tells this process's
+// own watch that it was announced here already.
+func (w *wtx) keyFreed(id int64, queue, source string, available time.Time, auditID int64) {
+	c := pendingChange(id, queue, source, available, "key_free", w.now)
+	c.auditID = auditID
+	w.changed(c)
 }
 
 // announcePending announces a todo that is pending and at its key's front:
 // claimable now, or rung when available comes.
 func (w *wtx) announcePending(id int64, queue, source string, available time.Time, cause string) {
+	w.changed(pendingChange(id, queue, source, available, cause, w.now))
+}
+
+func pendingChange(id int64, queue, source string, available time.Time, cause string, now time.Time) TodoChange {
 	c := TodoChange{ID: id, Queue: queue, State: StatePending, Source: source, Cause: cause}
-	if available.After(w.now) {
+	if available.After(now) {
 		c.ClaimableAt = available
 	} else {
 		c.Claimable = true
 	}
-	w.changed(c)
+	return c
 }
 
 // foldTarget is the newest pending todo of (queue, key), which a coalescing add
