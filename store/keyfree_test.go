@@ -2,9 +2,7 @@ package store
 
 import (
 	"context"
-	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 )
@@ -17,25 +15,7 @@ import (
 func TestAKeyFreedInAnotherProcessRingsHere(t *testing.T) {
 	ctx := context.Background()
 	serveSide, other := twoProcesses(t)
-	var mu sync.Mutex
-	var rang []string
-	serveSide.OnTodoChange(func(c TodoChange) {
-		if c.Claimable {
-			mu.Lock()
-			rang = append(rang, c.Cause+":"+strconv.FormatInt(c.ID, 10))
-			mu.Unlock()
-		}
-	})
-	expect := func(what string, want ...string) {
-		t.Helper()
-		mu.Lock()
-		got := rang
-		rang = nil
-		mu.Unlock()
-		if !slices.Equal(got, want) {
-			t.Fatalf("%s: rang %q, want %q", what, got, want)
-		}
-	}
+	_, expect := recordRings(t, serveSide, func(c TodoChange) string { return c.Cause + ":" + strconv.FormatInt(c.ID, 10) })
 	var ids []int64
 	for range 4 {
 		td, err := serveSide.AddTodo(ctx, NewTodo{Queue: "prs", Payload: "p", Options: TodoOptions{Key: "octo/repo#42"}})
