@@ -67,8 +67,22 @@ func (l *bodyLookup) get(p []string) (any, bool) {
 	return decodeValue(cur)
 }
 
-// decodeValue decodes one JSON value, numbers as json.Number.
+// decodeValue decodes one JSON value, numbers as json.Number. A key's parts
+// are mostly plain strings and numbers, which the scan checked already: those
+// are taken as they are, without a decoder.
 func decodeValue(raw []byte) (any, bool) {
+	if s := (jsonScan{b: raw}); len(raw) > 0 {
+		switch c := raw[0]; {
+		case c == '"':
+			if _, plain, ok := s.str(); ok && plain && s.i == len(raw) {
+				return string(raw[1 : len(raw)-1]), true
+			}
+		case c == '-' || (c >= '0' && c <= '9'):
+			if s.number() && s.i == len(raw) {
+				return json.Number(raw), true
+			}
+		}
+	}
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
