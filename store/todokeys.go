@@ -83,9 +83,10 @@ func pendingChange(id int64, queue, source string, available time.Time, cause st
 // none.
 func (w *wtx) foldTarget(queue, key string) (t Todo, found bool, err error) {
 	var a, c int64
-	err = w.queryRow(`SELECT id, available_at, created_at, coalesced, key_waiting, priority FROM todos
+	err = w.queryRow(`SELECT id, available_at, created_at, coalesced, key_waiting, priority,
+			coalesce(source_event_id, 0) FROM todos
 		WHERE queue = ? AND key = ? AND state = 'pending' ORDER BY id DESC LIMIT 1`, queue, key).
-		Scan(&t.ID, &a, &c, &t.Coalesced, &t.KeyWaiting, &t.Priority)
+		Scan(&t.ID, &a, &c, &t.Coalesced, &t.KeyWaiting, &t.Priority, &t.Source.EventID)
 	if notFound(err) {
 		return Todo{}, false, nil
 	}
@@ -110,7 +111,7 @@ func (w *wtx) fold(n NewTodo, size int) (t Todo, ok bool, err error) {
 	if err != nil || !found {
 		return Todo{}, false, err
 	}
-	id := t.ID
+	id, ownPayload := t.ID, t.Source.EventID == 0
 	t.AvailableAt, t.Priority = o.debounced(t.AvailableAt, t.CreatedAt, w.now), max(t.Priority, o.Priority)
 	res, err := w.exec(`UPDATE todos SET payload_size = ?, source_type = ?, source_webhook_id = ?,
 			source_event_id = ?, source_event_type = ?, verified = ?, trust_mode = ?, webhook_created_by = ?,
@@ -125,7 +126,7 @@ func (w *wtx) fold(n NewTodo, size int) (t Todo, ok bool, err error) {
 		return Todo{}, false, err // claimed since it was read (PostgreSQL): n waits behind it
 	}
 	t.Coalesced++
-	if err := w.foldPayload(id, n); err != nil {
+	if err := w.foldPayload(id, n, ownPayload); err != nil {
 		return Todo{}, false, err
 	}
 	if _, err := w.exec(`INSERT INTO queue_flow (queue, coalesced) VALUES (?, 1)
@@ -153,10 +154,14 @@ func (w *wtx) fold(n NewTodo, size int) (t Todo, ok bool, err error) {
 }
 
 // foldPayload gives todo id n's payload: its own row, or none when the payload
-// is n's event's body.
-func (w *wtx) foldPayload(id int64, n NewTodo) error {
-	if _, err := w.exec(`DELETE FROM todo_payloads WHERE todo_id = ?`, id); err != nil {
-		return fmt.Errorf("store: coalesce into todo %d: payload: %w", id, err)
+// is n's event's body. ownPayload says whether the todo may have a row of its
+// own now: one that read its payload from its event has none (insertPayload),
+// so in a burst of deliveries nothing is deleted.
+func (w *wtx) foldPayload(id int64, n NewTodo, ownPayload bool) error {
+	if ownPayload {
+		if _, err := w.exec(`DELETE FROM todo_payloads WHERE todo_id = ?`, id); err != nil {
+			return fmt.Errorf("store: coalesce into todo %d: payload: %w", id, err)
+		}
 	}
 	return w.insertPayload(id, n)
 }
