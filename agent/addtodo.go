@@ -23,14 +23,15 @@ const MaxAddPayloadBytes = 1 << 20
 
 // handOnTools is the table of the opt-in verbs.
 func (a *Agent) handOnTools() []Tool {
-	return []Tool{{Name: VerbAddTodo, Verb: VerbAddTodo, Define: defineAddTodo, Handle: a.addTodo}}
+	define := func(ep store.Endpoint) mcp.Tool { return defineAddTodo(ep, a.st.AddTodoCap()) }
+	return []Tool{{Name: VerbAddTodo, Verb: VerbAddTodo, Define: define, Handle: a.addTodo}}
 }
 
 type addedResult struct {
 	Todo store.Todo `json:"todo" jsonschema:"the new todo, without its payload"`
 }
 
-func defineAddTodo(ep store.Endpoint) mcp.Tool {
+func defineAddTodo(ep store.Endpoint, addCap int) mcp.Tool {
 	queue := []mcp.PropertyOption{mcp.Required(), mcp.Description("The queue to add to: one of this endpoint's add queues.")}
 	if len(ep.AddQueues) > 0 {
 		queue = append(queue, mcp.Enum(ep.AddQueues...))
@@ -39,7 +40,7 @@ func defineAddTodo(ep store.Endpoint) mcp.Tool {
 		mcp.WithDescription(fmt.Sprintf("Hand work on: add a todo to a queue this endpoint may add to, for whichever "+
 			"agent works that queue. The todo records that you made it (trust mode agent: authenticated, not signed). "+
 			"You may have at most %d pending todos you added; past that it answers ceiling_exceeded until some are "+
-			"claimed. Returns the new todo's compact row.", store.MaxAddedPending)),
+			"claimed. Returns the new todo's compact row.", addCap)),
 		mcp.WithString("queue", queue...),
 		mcp.WithString("payload", mcp.Required(), mcp.MaxLength(MaxAddPayloadBytes),
 			mcp.Description("The todo's content, JSON recommended; at most 1 MiB.")),

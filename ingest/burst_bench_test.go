@@ -15,6 +15,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/internal/testkit/teststore"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -23,8 +24,9 @@ import (
 // 1,000 GitHub-signed deliveries (32 senders, real HTTP) to a webhook without
 // rules and to one whose rules key them all to one pull request and coalesce:
 // rounds alternate between the two, and the ratio of the medians is reported
-// (coalesced/plain; 1 = as fast). Each coalesced burst must leave one pending
-// todo.
+// (coalesced/plain; 1 = as fast), and of the process's CPU per delivery
+// (senders and server together; on a busy machine it moves far less than the
+// rate). Each coalesced burst must leave one pending todo.
 //
 //	go test ./ingest -run '^$' -bench DeliveryBurst -benchtime 1x
 func BenchmarkDeliveryBurst(b *testing.B) {
@@ -47,9 +49,9 @@ func BenchmarkDeliveryBurst(b *testing.B) {
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: senders}}
 	padding := bytes.Repeat([]byte(`{"k":"v"},`), 4096/10)
-	send := func(url, tag string) float64 {
+	send := func(url, tag string) (rate, cpuPer float64) {
 		var wg sync.WaitGroup
-		start := time.Now()
+		start, cpu := time.Now(), testkit.ProcessCPU(b)
 		for g := 0; g < senders; g++ {
 			wg.Add(1)
 			go func() {
@@ -76,23 +78,32 @@ func BenchmarkDeliveryBurst(b *testing.B) {
 			}()
 		}
 		wg.Wait()
-		return burst / time.Since(start).Seconds()
+		return burst / time.Since(start).Seconds(), float64((testkit.ProcessCPU(b) - cpu).Microseconds()) / burst
 	}
-	var plainRates, keyedRates []float64
+	var plainRates, keyedRates, plainCPU, keyedCPU []float64
 	for n := 0; n < b.N; n++ {
 		for r := 0; r < rounds; r++ {
-			plainRates = append(plainRates, send(URL(srv.URL, plain.Token), fmt.Sprintf("p%d-%d", n, r)))
-			keyedRates = append(keyedRates, send(URL(srv.URL, keyed.Token), fmt.Sprintf("k%d-%d", n, r)))
+			rate, cpu := send(URL(srv.URL, plain.Token), fmt.Sprintf("p%d-%d", n, r))
+			plainRates, plainCPU = append(plainRates, rate), append(plainCPU, cpu)
+			rate, cpu = send(URL(srv.URL, keyed.Token), fmt.Sprintf("k%d-%d", n, r))
+			keyedRates, keyedCPU = append(keyedRates, rate), append(keyedCPU, cpu)
 			todos, err := st.ListTodos(ctx, store.TodoFilter{Queues: []string{"keyed"}})
 			if err != nil || len(todos) != 1 || todos[0].State != store.StatePending {
 				b.Fatalf("after a coalesced burst: %d todos (%v), want one pending", len(todos), err)
 			}
 		}
 	}
-	slices.Sort(plainRates)
-	slices.Sort(keyedRates)
-	p, k := plainRates[len(plainRates)/2], keyedRates[len(keyedRates)/2]
+	p, k := median(plainRates), median(keyedRates)
 	b.ReportMetric(p, "plain-deliveries/s")
 	b.ReportMetric(k, "coalesced-deliveries/s")
 	b.ReportMetric(k/p, "coalesced/plain")
+	pc, kc := median(plainCPU), median(keyedCPU)
+	b.ReportMetric(pc, "plain-cpu-µs/delivery")
+	b.ReportMetric(kc, "coalesced-cpu-µs/delivery")
+	b.ReportMetric(kc/pc, "coalesced/plain-cpu")
+}
+
+func median(v []float64) float64 {
+	slices.Sort(v)
+	return v[len(v)/2]
 }

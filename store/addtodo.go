@@ -13,15 +13,23 @@ import (
 // added bounds what a runaway loop can pile up, as the webhook ceiling bounds
 // its webhooks.
 
-// MaxAddedPending is how many todos an agent may have added that are still
-// pending.
+// MaxAddedPending is, by default (Options.AddTodoCap), how many todos an agent
+// may have added that are still pending.
 const MaxAddedPending = 1000
 
-// ErrAddCap: the agent has MaxAddedPending pending todos it added.
+// ErrAddCap: the agent has AddTodoCap pending todos it added.
 var ErrAddCap = errors.New("add cap reached")
 
+// AddTodoCap is how many pending todos one agent may have added.
+func (s *Store) AddTodoCap() int {
+	if s.opts.AddTodoCap > 0 {
+		return s.opts.AddTodoCap
+	}
+	return MaxAddedPending
+}
+
 // AddAgentTodo adds a todo for agent actor (agent:<id>) to queue, if queue is one
-// of addQueues and the agent's pending adds are under MaxAddedPending.
+// of addQueues and the agent's pending adds are under AddTodoCap.
 func (s *Store) AddAgentTodo(ctx context.Context, actor, queue, payload string, addQueues []string, opts TodoOptions) (Todo, error) {
 	if err := opts.Validate(); err != nil {
 		return Todo{}, fmt.Errorf("store: add todo to %s: %w", queue, err)
@@ -39,7 +47,7 @@ func (s *Store) AddAgentTodo(ctx context.Context, actor, queue, payload string, 
 		if err != nil {
 			return fmt.Errorf("store: add todo to %s: count the agent's adds: %w", queue, err)
 		}
-		if n >= MaxAddedPending {
+		if n >= s.AddTodoCap() {
 			return fmt.Errorf("store: add todo to %s: %s has %d pending todos it added, the most it may have: %w",
 				queue, actor, n, ErrAddCap)
 		}

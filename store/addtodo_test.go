@@ -68,3 +68,20 @@ func TestEndpointAddQueues(t *testing.T) {
 		t.Fatalf("a bad add queue: %v, want invalid", err)
 	}
 }
+
+// serve --add-todo-cap sets the cap of pending adds per agent.
+func TestAddTodoCapIsConfigured(t *testing.T) {
+	s := openTest(t, Options{AddTodoCap: 2})
+	ctx := context.Background()
+	if got := s.AddTodoCap(); got != 2 {
+		t.Fatalf("AddTodoCap() = %d, want 2", got)
+	}
+	for range 2 {
+		if _, err := s.AddAgentTodo(ctx, "agent:bot", "review", "{}", []string{"review"}, TodoOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.AddAgentTodo(ctx, "agent:bot", "review", "{}", []string{"review"}, TodoOptions{}); !errors.Is(err, ErrAddCap) {
+		t.Fatalf("a third add under a cap of 2: %v, want ErrAddCap", err)
+	}
+}

@@ -160,6 +160,7 @@ func (w *wtx) recordNewDelivery(d NewDelivery, res *DeliveryResult, src, created
 			Trust:     Trust{Verified: true, Mode: d.TrustMode, WebhookCreatedBy: createdBy},
 			CreatedBy: webhookTarget(d.WebhookID),
 			Options:   d.Options,
+			idOnly:    true,
 		})
 		if err != nil {
 			return err

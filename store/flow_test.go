@@ -259,3 +259,34 @@ func TestCancelFreesTheKey(t *testing.T) {
 		t.Fatalf("after a1 was cancelled: %v, want [%d]", got, a2.ID)
 	}
 }
+
+// A todo folded into by deliveries and by adds in turn always carries the
+// newest one's payload: the event's body, or a row of its own.
+func TestFoldTakesTheNewestPayloadWhereverItLives(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	hook, err := s.CreateWebhook(ctx, NewWebhook{SourceType: "generic", Queue: "prs", Secret: "s", CreatedBy: "human:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := TodoOptions{Key: "octo/repo#42", Coalesce: true}
+	first, err := s.AddTodo(ctx, NewTodo{Queue: "prs", Payload: "added-1", Options: o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, step := range []string{"event-1", "event-2", "added-2", "event-3", "added-3"} {
+		if step[:5] == "event" {
+			_, err = s.RecordDelivery(ctx, NewDelivery{WebhookID: hook.ID, DeliveryID: step, EventType: "push",
+				TrustMode: "signed", Body: []byte(step), Options: o})
+		} else {
+			_, err = s.AddTodo(ctx, NewTodo{Queue: "prs", Payload: step, Options: o})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Todo(ctx, first.ID)
+		if err != nil || got.Payload != step || got.PayloadSize != len(step) || got.Coalesced != i+1 {
+			t.Fatalf("after %s: payload %q (%d bytes), coalesced %d (%v)", step, got.Payload, got.PayloadSize, got.Coalesced, err)
+		}
+	}
+}

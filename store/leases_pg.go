@@ -75,32 +75,37 @@ func (w *wtx) leaseOutcomeAudited(a Ack, verb string, row scanner, more ...any) 
 
 // pgKeyNext is keyEnded inside a transition's statement (complete, fail): when
 // the todo the CTE changed left the queue for good (done or failed) and was its
-// key's front, the key's next waiting todo becomes the front. keyEnded's key
-// lock is not needed here: every write transaction on PostgreSQL holds the
-// writer lock (pgWriterLock). The UPDATE reads the changed todo's queue and key
+// key's front, the key's next waiting todo becomes the front, audited as
+// keyEnded audits it (todo.key_free, at the time of the statement's own audit
+// row, logged, which returns it). As in keyEnded,
+// the writer lock every write transaction holds (pgWriterLock) keeps an add of
+// the same key from passing it. The UPDATE reads the changed todo's queue and key
 // from the snapshot, which the transition does not change.
 const pgKeyNext = `nx AS (UPDATE todos SET key_waiting = 0 WHERE id = (SELECT n.id FROM todos c
 			JOIN todos n ON n.queue = c.queue AND n.key = c.key
 		WHERE c.id = (SELECT id FROM changed WHERE state <> 'pending') AND c.key_waiting = 0
 			AND n.state = 'pending' AND n.key_waiting = 1 ORDER BY n.id LIMIT 1)
-		RETURNING id, source_type, available_at)
+		RETURNING id, source_type, available_at),
+	freed AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
+		SELECT l.at, 'system', 'todo.key_free', 'todo:' || nx.id, 'ok', '' FROM nx, logged l RETURNING id)
 	`
 
 // pgKeyedOutcome is pgLeaseOutcome with, after the audit row's id, the new key
-// front's id, source type and available_at (pgKeyNext), NULL when there is none.
+// front's id, source type, available_at and audit row (pgKeyNext), NULL when
+// there is none.
 const pgKeyedOutcome = `SELECT *, 1, (SELECT id FROM logged), (SELECT id FROM nx), (SELECT source_type FROM nx),
-		(SELECT available_at FROM nx) FROM changed
-	UNION ALL SELECT ` + todoColumns + `, 0, 0, NULL, NULL, NULL FROM todos WHERE id = ? AND NOT EXISTS (SELECT 1 FROM changed)`
+		(SELECT available_at FROM nx), (SELECT id FROM freed) FROM changed
+	UNION ALL SELECT ` + todoColumns + `, 0, 0, NULL, NULL, NULL, NULL FROM todos WHERE id = ? AND NOT EXISTS (SELECT 1 FROM changed)`
 
 // keyedOutcome is leaseOutcome for a statement ending in pgKeyedOutcome: a key
 // front moved by pgKeyNext is announced as keyEnded announces it.
 func (w *wtx) keyedOutcome(a Ack, verb string, row scanner) (Todo, error) {
 	var next sql.NullInt64
 	var src sql.NullString
-	var avail sql.NullInt64
-	t, _, err := w.leaseOutcomeAudited(a, verb, row, &next, &src, &avail)
+	var avail, freed sql.NullInt64
+	t, _, err := w.leaseOutcomeAudited(a, verb, row, &next, &src, &avail, &freed)
 	if err == nil && next.Valid {
-		w.announcePending(next.Int64, t.Queue, src.String, fromMS(avail.Int64), "key_free")
+		w.keyFreed(next.Int64, t.Queue, src.String, fromMS(avail.Int64), freed.Int64)
 	}
 	return t, err
 }
@@ -110,7 +115,7 @@ const pgComplete = `WITH changed AS (UPDATE todos SET state = 'done', result = ?
 		updated_at = ?, finished_at = ?
 		WHERE ` + pgLeaseHeld + ` RETURNING ` + todoColumns + `),
 	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
-		SELECT ?, ?, 'todo.complete', 'todo:' || id, 'ok', '' FROM changed RETURNING id),
+		SELECT ?, ?, 'todo.complete', 'todo:' || id, 'ok', '' FROM changed RETURNING id, at),
 	` + pgKeyNext + pgKeyedOutcome
 
 func (s *Store) pgComplete(ctx context.Context, a Ack, result string) (t Todo, err error) {
@@ -211,7 +216,7 @@ const pgFail = `WITH changed AS (UPDATE todos SET
 		WHERE ` + pgLeaseHeld + ` RETURNING ` + todoColumns + `),
 	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
 		SELECT ?, ?, CASE WHEN state = 'pending' THEN 'todo.fail' ELSE 'todo.dead_letter' END, 'todo:' || id,
-			CASE WHEN state = 'pending' THEN 'retry' ELSE 'ok' END, ? FROM changed RETURNING id),
+			CASE WHEN state = 'pending' THEN 'retry' ELSE 'ok' END, ? FROM changed RETURNING id, at),
 	` + pgKeyNext + pgKeyedOutcome
 
 // pgBackoffs is RetryBackoff in milliseconds for 0, 1, … attempts, up to the

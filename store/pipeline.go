@@ -27,6 +27,8 @@ import (
 // pgOne is a write that is one statement on PostgreSQL, and what to make of its
 // row. It must not add a todo nor return one to its queue: the watch of this
 // process's own changes learns of those before the COMMIT is sent (see hold).
+// A key's next todo, freed by a complete or a fail, is held as soon as the
+// statements' answers are read, before the COMMIT's (see pipeline).
 type pgOne struct {
 	query string
 	args  func(now time.Time) []any // the statement's arguments at the batch's time
@@ -118,7 +120,11 @@ func (w *writer) pipeline(batch []*writeReq, now time.Time) error {
 		br := conn.SendBatch(ctx, b)
 		err := w.readPipeline(br, units)
 		committing = time.Now()
+		var held heldIDs
 		if err == nil {
+			// Before the COMMIT's answer is read, as soon as the statements' are:
+			// the audit row of a key freed here (keyFreed) is this process's own.
+			held = w.s.own.hold(live)
 			var tag string
 			t, cerr := br.Exec()
 			if tag = t.String(); cerr == nil && tag != "COMMIT" {
@@ -132,6 +138,7 @@ func (w *writer) pipeline(batch []*writeReq, now time.Time) error {
 			err = fmt.Errorf("store: commit: %w", cerr)
 		}
 		if err != nil {
+			w.s.own.drop(held)
 			conn.Exec(ctx, "ROLLBACK")
 		}
 		return err

@@ -59,6 +59,9 @@ type Options struct {
 	// PreviousSecretKeys, during a key rotation, still open the secrets they
 	// sealed; ReencryptSecrets reseals those with SecretKey.
 	PreviousSecretKeys [][]byte
+	// AddTodoCap is how many pending todos one agent may have added with
+	// add_todo (default MaxAddedPending).
+	AddTodoCap int
 }
 
 // Store is an open Switchboard database.

@@ -45,9 +45,6 @@ func (w *wtx) addTodo(n NewTodo) (Todo, error) {
 	o := n.Options
 	waiting := false
 	if o.Key != "" {
-		if err := w.lockKey(n.Queue, o.Key); err != nil {
-			return Todo{}, err
-		}
 		if o.Coalesce {
 			t, ok, err := w.fold(n, size)
 			if err != nil || ok {

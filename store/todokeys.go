@@ -1,60 +1,20 @@
 package store
 
 import (
-	"context"
 	"database/sql"
-	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
 // Keys. Of the todos of one (queue, key) that are pending or claimed, only the
 // oldest, the key's front, has key_waiting = 0; the others wait behind it and
 // are not in the claim index (todos_ready). When the front ends (done or dead
-// letter), the next waiting todo becomes the front in the same transaction. On
-// PostgreSQL every step that reads or moves a key's front first takes the key's
-// advisory lock (lockKey), so that an add deciding to wait and a front ending
-// cannot pass each other in two transactions; the unique index todos_key_front
-// stands behind that.
-
-// lockKey takes, on PostgreSQL, the lock of (queue, key) until the transaction
-// ends; on SQLite the writer's transaction holds the database's one write lock.
-// It never waits: the writer's transaction holds the locks of every request in
-// its batch until it commits, so two processes waiting for each other's keys
-// would deadlock. A key another process holds fails the request with
-// errKeyBusy, and write submits it again once its batch is rolled back.
-func (w *wtx) lockKey(queue, key string) error {
-	if !w.w.s.pg || key == "" {
-		return nil
-	}
-	var got bool
-	if err := w.queryRow(`SELECT pg_try_advisory_xact_lock(hashtextextended(CAST(? AS TEXT), 1))`,
-		keyLockName(queue, key)).Scan(&got); err != nil {
-		return fmt.Errorf("store: lock key %q on %s: %w", key, queue, err)
-	}
-	if !got {
-		return fmt.Errorf("store: key %q on %s: %w", key, queue, errKeyBusy)
-	}
-	return nil
-}
-
-// errKeyBusy: another process holds the key's lock (see lockKey).
-var errKeyBusy = errors.New("the key is busy in another process")
-
-// keyBusyPause waits before a write that met a busy key runs again: at once the
-// first times (the other process commits within milliseconds), then a little
-// longer, so that a long-held key is not spun on.
-func keyBusyPause(ctx context.Context, try int) error {
-	if try < 3 {
-		return ctx.Err()
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(time.Duration(min(try, 50)) * 100 * time.Microsecond):
-		return nil
-	}
-}
+// letter), the next waiting todo becomes the front in the same transaction. An
+// add deciding to wait and a front ending cannot pass each other: SQLite has one
+// writer, and on PostgreSQL every write transaction of every process first
+// takes the writer lock (pgWriterLock), so they take turns there too. The unique
+// index todos_key_front stands behind that (TestTwoProcessesNeverHoldOneKeyTwice).
 
 // keyHasFront reports whether (queue, key) has a pending or claimed front.
 func (w *wtx) keyHasFront(queue, key string) (bool, error) {
@@ -75,125 +35,133 @@ func (w *wtx) keyEnded(t Todo) error {
 	}
 	var next Todo
 	var avail sql.NullInt64
-	var err error
-	if w.w.s.pg {
-		// The key's lock and the move in one round trip (see pgKeyEnded).
-		var got bool
-		var id sql.NullInt64
-		var src sql.NullString
-		err = w.queryRow(pgKeyEnded, keyLockName(t.Queue, t.Key), t.Queue, t.Key).Scan(&got, &id, &src, &avail)
-		if err == nil && !got {
-			return fmt.Errorf("store: key %q on %s: %w", t.Key, t.Queue, errKeyBusy)
-		}
-		if err == nil && !id.Valid {
-			return nil
-		}
-		next.ID, next.Source.Type = id.Int64, src.String
-	} else {
-		err = w.queryRow(`UPDATE todos SET key_waiting = 0 WHERE id = (SELECT id FROM todos
+	err := w.queryRow(`UPDATE todos SET key_waiting = 0 WHERE id = (SELECT id FROM todos
 			WHERE queue = ? AND key = ? AND state = 'pending' AND key_waiting = 1 ORDER BY id LIMIT 1)
 		RETURNING id, source_type, available_at`, t.Queue, t.Key).Scan(&next.ID, &next.Source.Type, &avail)
-		if notFound(err) {
-			return nil
-		}
+	if notFound(err) {
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("store: free key %q on %s: %w", t.Key, t.Queue, err)
 	}
-	w.announcePending(next.ID, t.Queue, next.Source.Type, fromMS(avail.Int64), "key_free")
+	auditID, err := w.auditRow("system", "todo.key_free", todoTarget(next.ID), "", "")
+	if err != nil {
+		return err
+	}
+	w.keyFreed(next.ID, t.Queue, next.Source.Type, fromMS(avail.Int64), auditID)
 	return nil
 }
 
-// pgKeyEnded is keyEnded on PostgreSQL: it tries the key's lock (lockKey) and,
-// when it got it, makes the key's next waiting todo its front; one row: whether
-// it got the lock, then the new front's id, source type and available_at (NULL
-// when the key has no todo waiting).
-const pgKeyEnded = `WITH lk AS (SELECT pg_try_advisory_xact_lock(hashtextextended(CAST(? AS TEXT), 1)) AS got),
-	nx AS (UPDATE todos SET key_waiting = 0 WHERE (SELECT got FROM lk) AND id = (SELECT id FROM todos
-			WHERE queue = ? AND key = ? AND state = 'pending' AND key_waiting = 1 ORDER BY id LIMIT 1)
-		RETURNING id, source_type, available_at)
-	SELECT (SELECT got FROM lk), nx.id, nx.source_type, nx.available_at FROM (SELECT 1) AS one LEFT JOIN nx ON true`
-
-// keyLockName names the advisory lock of (queue, key).
-func keyLockName(queue, key string) string { return "switchboard.key." + queue + " " + key } // no space in a queue name
+// keyFreed announces todo id, its key's new front. The audit row of the move
+// (todo.key_free) is how other processes' watches hear of it, as of a todo
+// returned to its queue (see returnCauses), and its id tells this process's
+// own watch that it was announced here already.
+func (w *wtx) keyFreed(id int64, queue, source string, available time.Time, auditID int64) {
+	c := pendingChange(id, queue, source, available, "key_free", w.now)
+	c.auditID = auditID
+	w.changed(c)
+}
 
 // announcePending announces a todo that is pending and at its key's front:
 // claimable now, or rung when available comes.
 func (w *wtx) announcePending(id int64, queue, source string, available time.Time, cause string) {
+	w.changed(pendingChange(id, queue, source, available, cause, w.now))
+}
+
+func pendingChange(id int64, queue, source string, available time.Time, cause string, now time.Time) TodoChange {
 	c := TodoChange{ID: id, Queue: queue, State: StatePending, Source: source, Cause: cause}
-	if available.After(w.now) {
+	if available.After(now) {
 		c.ClaimableAt = available
 	} else {
 		c.Claimable = true
 	}
-	w.changed(c)
+	return c
 }
 
 // foldTarget is the newest pending todo of (queue, key), which a coalescing add
-// folds into; found is false when the key has none.
-func (w *wtx) foldTarget(queue, key string) (id int64, available, created time.Time, found bool, err error) {
+// folds into (one probe of todos_key_pending); found is false when the key has
+// none.
+func (w *wtx) foldTarget(queue, key string) (t Todo, found bool, err error) {
 	var a, c int64
-	err = w.queryRow(`SELECT id, available_at, created_at FROM todos
-		WHERE queue = ? AND key = ? AND state = 'pending' ORDER BY id DESC LIMIT 1`, queue, key).Scan(&id, &a, &c)
+	err = w.queryRow(`SELECT id, available_at, created_at, coalesced, key_waiting, priority,
+			coalesce(source_event_id, 0) FROM todos
+		WHERE queue = ? AND key = ? AND state = 'pending' ORDER BY id DESC LIMIT 1`, queue, key).
+		Scan(&t.ID, &a, &c, &t.Coalesced, &t.KeyWaiting, &t.Priority, &t.Source.EventID)
 	if notFound(err) {
-		return 0, time.Time{}, time.Time{}, false, nil
+		return Todo{}, false, nil
 	}
 	if err != nil {
-		return 0, time.Time{}, time.Time{}, false, fmt.Errorf("store: read key %q on %s: %w", key, queue, err)
+		return Todo{}, false, fmt.Errorf("store: read key %q on %s: %w", key, queue, err)
 	}
-	return id, fromMS(a), fromMS(c), true, nil
+	t.AvailableAt, t.CreatedAt = fromMS(a), fromMS(c)
+	return t, true, nil
 }
 
 // fold folds n into the pending todo of its key, if there is one: that todo takes
 // n's payload, source and trust, counts one more coalesced, keeps the higher
 // priority, and restarts its debounce. ok is false when the key has no pending
 // todo (or it was claimed meanwhile): n is then added as a todo of its own.
+//
+// This is a coalesced delivery's hottest statement: the UPDATE returns nothing
+// (a RETURNING of the row cost as much again as the rest of the fold), and the
+// todo is read back whole only for callers that show it (not ingestion).
 func (w *wtx) fold(n NewTodo, size int) (t Todo, ok bool, err error) {
 	o := n.Options
-	id, available, created, found, err := w.foldTarget(n.Queue, o.Key)
+	t, found, err := w.foldTarget(n.Queue, o.Key)
 	if err != nil || !found {
 		return Todo{}, false, err
 	}
-	avail := o.debounced(available, created, w.now)
-	t, err = scanTodo(w.queryRow(`UPDATE todos SET payload_size = ?, source_type = ?, source_webhook_id = ?,
+	id, ownPayload := t.ID, t.Source.EventID == 0
+	t.AvailableAt, t.Priority = o.debounced(t.AvailableAt, t.CreatedAt, w.now), max(t.Priority, o.Priority)
+	res, err := w.exec(`UPDATE todos SET payload_size = ?, source_type = ?, source_webhook_id = ?,
 			source_event_id = ?, source_event_type = ?, verified = ?, trust_mode = ?, webhook_created_by = ?,
-			coalesced = coalesced + 1, priority = CASE WHEN priority > ? THEN priority ELSE ? END,
-			available_at = ?, updated_at = ?
-		WHERE id = ? AND state = 'pending' RETURNING `+todoColumns,
+			coalesced = coalesced + 1, priority = ?, available_at = ?, updated_at = ?
+		WHERE id = ? AND state = 'pending'`,
 		size, n.Source.Type, nullID(n.Source.WebhookID), nullID(n.Source.EventID), n.Source.EventType,
-		boolInt(n.Trust.Verified), n.Trust.Mode, n.Trust.WebhookCreatedBy, o.Priority, o.Priority,
-		ms(avail), ms(w.now), id), false)
-	if notFound(err) {
-		return Todo{}, false, nil // claimed since it was read (PostgreSQL): n waits behind it
-	}
+		boolInt(n.Trust.Verified), n.Trust.Mode, n.Trust.WebhookCreatedBy, t.Priority, ms(t.AvailableAt), ms(w.now), id)
 	if err != nil {
 		return Todo{}, false, fmt.Errorf("store: coalesce into todo %d: %w", id, err)
 	}
-	if err := w.foldPayload(id, n); err != nil {
+	if rows, err := res.RowsAffected(); err != nil || rows == 0 {
+		return Todo{}, false, err // claimed since it was read (PostgreSQL): n waits behind it
+	}
+	t.Coalesced++
+	if err := w.foldPayload(id, n, ownPayload); err != nil {
 		return Todo{}, false, err
 	}
 	if _, err := w.exec(`INSERT INTO queue_flow (queue, coalesced) VALUES (?, 1)
 		ON CONFLICT (queue) DO UPDATE SET coalesced = queue_flow.coalesced + 1`, n.Queue); err != nil {
 		return Todo{}, false, fmt.Errorf("store: coalesce into todo %d: count: %w", id, err)
 	}
-	detail := fmt.Sprintf("coalesced=%d source=%s", t.Coalesced, n.Source.Type)
+	detail := "coalesced=" + strconv.Itoa(t.Coalesced) + " source=" + n.Source.Type
 	if n.Source.EventID != 0 {
-		detail += fmt.Sprintf(" event=%d", n.Source.EventID)
+		detail += " event=" + strconv.FormatInt(n.Source.EventID, 10)
 	}
 	if err := w.audit(n.CreatedBy, "todo.coalesce", todoTarget(id), "", detail); err != nil {
 		return Todo{}, false, err
 	}
 	if !t.KeyWaiting {
-		w.announcePending(id, t.Queue, t.Source.Type, t.AvailableAt, "coalesce")
+		w.announcePending(id, n.Queue, n.Source.Type, t.AvailableAt, "coalesce")
+	}
+	if n.idOnly {
+		return Todo{ID: id}, true, nil
+	}
+	t, err = scanTodo(w.queryRow(`SELECT `+todoColumns+` FROM todos WHERE id = ?`, id), false)
+	if err != nil {
+		return Todo{}, false, fmt.Errorf("store: coalesce into todo %d: read it back: %w", id, err)
 	}
 	return t, true, nil
 }
 
 // foldPayload gives todo id n's payload: its own row, or none when the payload
-// is n's event's body.
-func (w *wtx) foldPayload(id int64, n NewTodo) error {
-	if _, err := w.exec(`DELETE FROM todo_payloads WHERE todo_id = ?`, id); err != nil {
-		return fmt.Errorf("store: coalesce into todo %d: payload: %w", id, err)
+// is n's event's body. ownPayload says whether the todo may have a row of its
+// own now: one that read its payload from its event has none (insertPayload),
+// so in a burst of deliveries nothing is deleted.
+func (w *wtx) foldPayload(id int64, n NewTodo, ownPayload bool) error {
+	if ownPayload {
+		if _, err := w.exec(`DELETE FROM todo_payloads WHERE todo_id = ?`, id); err != nil {
+			return fmt.Errorf("store: coalesce into todo %d: payload: %w", id, err)
+		}
 	}
 	return w.insertPayload(id, n)
 }
@@ -224,9 +192,6 @@ func (w *wtx) keyWaitingOnReturn(id int64) (bool, error) {
 	}
 	if !key.Valid {
 		return false, nil
-	}
-	if err := w.lockKey(queue, key.String); err != nil {
-		return false, err
 	}
 	return w.keyHasFront(queue, key.String)
 }

@@ -159,6 +159,9 @@ type NewTodo struct {
 	// whose event holds it (ingestion: the body is not copied into a string only
 	// to be measured).
 	size int
+	// idOnly: the caller needs only the todo's id (ingestion), so a fold does
+	// not read the whole todo back.
+	idOnly bool
 }
 
 // ValidQueueName reports whether q is a usable queue name: 1–128 characters of

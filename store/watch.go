@@ -173,9 +173,10 @@ func (f *foreignWatch) announceAdded(ctx context.Context, next idMark) bool {
 
 // returnCauses maps the audit actions of a return to the queue to their causes.
 // A failure with a retry (todo.fail, outcome retry) returns its todo when its
-// backoff ends. A resumed queue's head is announced as a return (see ResumeQueue).
+// backoff ends. A resumed queue's head is announced as a return (see ResumeQueue),
+// and so is a key's next todo when the one ahead of it ended (see keyEnded).
 var returnCauses = map[string]string{"todo.release": "release", "todo.retry": "retry", "todo.requeue": "lease_expired",
-	"todo.fail": "backoff_over", "queue.resume": "resume"}
+	"todo.fail": "backoff_over", "queue.resume": "resume", "todo.key_free": "key_free"}
 
 // announceReturned announces the todos other processes returned to their queues
 // in audit rows up to next, those still pending: the claimable ones now, those
@@ -188,13 +189,13 @@ func (f *foreignWatch) announceReturned(ctx context.Context, next idMark) bool {
 	}
 	const sqlite = `SELECT a.id, a.action, t.id, t.queue, t.source_type, t.available_at
 		FROM audit a JOIN todos t ON t.id = CAST(substr(a.target, 6) AS INTEGER)
-		WHERE (a.action IN ('todo.release', 'todo.retry', 'todo.requeue', 'queue.resume') OR (a.action = 'todo.fail' AND a.outcome = 'retry'))
+		WHERE (a.action IN ('todo.release', 'todo.retry', 'todo.requeue', 'queue.resume', 'todo.key_free') OR (a.action = 'todo.fail' AND a.outcome = 'retry'))
 			AND a.id > ? AND a.id <= ?
 			AND a.target LIKE 'todo:%' AND t.state = 'pending'
 		ORDER BY a.id`
 	const postgres = `SELECT a.id, a.action, t.id, t.queue, t.source_type, t.available_at
 		FROM audit a JOIN todos t ON t.id = CAST(substr(a.target, 6) AS INTEGER)
-		WHERE (a.action IN ('todo.release', 'todo.retry', 'todo.requeue', 'queue.resume') OR (a.action = 'todo.fail' AND a.outcome = 'retry'))
+		WHERE (a.action IN ('todo.release', 'todo.retry', 'todo.requeue', 'queue.resume', 'todo.key_free') OR (a.action = 'todo.fail' AND a.outcome = 'retry'))
 			AND ((a.id > ? AND a.id <= ?) OR a.id = ANY(?))
 			AND a.target LIKE 'todo:%' AND t.state = 'pending'
 		ORDER BY a.id`

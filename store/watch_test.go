@@ -18,29 +18,9 @@ import (
 func TestWatchForeignAnnouncesAnotherProcesssReturns(t *testing.T) {
 	ctx := context.Background()
 	serveSide, cli := twoProcesses(t)
-
-	var mu sync.Mutex
-	var rang []string
-	serveSide.OnTodoChange(func(c TodoChange) {
-		if c.Claimable {
-			mu.Lock()
-			rang = append(rang, c.Cause+":"+c.Queue+":"+strconv.FormatInt(c.ID, 10))
-			mu.Unlock()
-		}
+	took, expect := recordRings(t, serveSide, func(c TodoChange) string {
+		return c.Cause + ":" + c.Queue + ":" + strconv.FormatInt(c.ID, 10)
 	})
-	took := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		got := rang
-		rang = nil
-		return got
-	}
-	expect := func(what string, want ...string) {
-		t.Helper()
-		if got := took(); !slices.Equal(got, want) {
-			t.Fatalf("%s: rang %q, want %q", what, got, want)
-		}
-	}
 
 	var ids, seqs []int64
 	for range 4 {
@@ -112,6 +92,34 @@ func TestWatchForeignAnnouncesAnotherProcesssReturns(t *testing.T) {
 	expect("an own add after a foreign one", "add:inbox:"+strconv.FormatInt(own.ID, 10))
 	watch.check(ctx)
 	expect("the watch after a foreign then an own add", "add:inbox:"+strconv.FormatInt(foreign.ID, 10))
+}
+
+// recordRings records what s announces as claimable, each as name makes it:
+// took hands over what was rung since it was last called, expect checks it.
+func recordRings(t *testing.T, s *Store, name func(TodoChange) string) (took func() []string, expect func(what string, want ...string)) {
+	var mu sync.Mutex
+	var rang []string
+	s.OnTodoChange(func(c TodoChange) {
+		if c.Claimable {
+			mu.Lock()
+			rang = append(rang, name(c))
+			mu.Unlock()
+		}
+	})
+	took = func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		got := rang
+		rang = nil
+		return got
+	}
+	expect = func(what string, want ...string) {
+		t.Helper()
+		if got := took(); !slices.Equal(got, want) {
+			t.Fatalf("%s: rang %q, want %q", what, got, want)
+		}
+	}
+	return took, expect
 }
 
 // A commit that fails leaves none of its adds or returns held as this process's

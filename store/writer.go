@@ -136,19 +136,8 @@ func newWriter(ctx context.Context, s *Store) (*writer, error) {
 // write runs fn in the next group commit and returns fn's error, or the commit's.
 // Once a request is accepted the caller waits for its commit even if ctx ends, so
 // that an answer never says "failed" about work that was committed.
-//
-// fn may run more than once: a write that met a key another process holds
-// (errKeyBusy, PostgreSQL only) was rolled back and is submitted again.
 func (s *Store) write(ctx context.Context, fn func(*wtx) error) error {
-	for try := 0; ; try++ {
-		err := s.submit(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan struct{})})
-		if !errors.Is(err, errKeyBusy) {
-			return err
-		}
-		if err := keyBusyPause(ctx, try); err != nil {
-			return err
-		}
-	}
+	return s.submit(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan struct{})})
 }
 
 // exclusive runs fn on the writer's connection between batches, outside any

@@ -65,6 +65,8 @@ func (c *serveConfig) register(fs interface {
 	fs.Int64Var(&c.MaxBody, "max-body", envInt64(env, "SWITCHBOARD_MAX_BODY", ingest.DefaultMaxBody, &c.envErrs), "largest webhook body accepted, in bytes; larger ones get 413 (env SWITCHBOARD_MAX_BODY)")
 	fs.IntVar(&c.MaxSessions, "max-sessions-per-endpoint", int(envInt64(env, "SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT", 32, &c.envErrs)),
 		"live MCP sessions one endpoint may hold; initializing one more ends its least recently used (env SWITCHBOARD_MAX_SESSIONS_PER_ENDPOINT)")
+	fs.IntVar(&c.AddTodoCap, "add-todo-cap", int(envInt64(env, "SWITCHBOARD_ADD_TODO_CAP", store.MaxAddedPending, &c.envErrs)),
+		"pending todos one agent may have added with add_todo; past it add_todo answers ceiling_exceeded (env SWITCHBOARD_ADD_TODO_CAP)")
 	fs.StringVar(&c.CFAccessTeamDomain, "cf-access-team-domain", envOr(env, "SWITCHBOARD_CF_ACCESS_TEAM_DOMAIN", ""),
 		"Cloudflare Access team domain (myteam.cloudflareaccess.com): /mcp accepts its verified assertions, with --cf-access-aud (env SWITCHBOARD_CF_ACCESS_TEAM_DOMAIN)")
 	fs.StringVar(&c.CFAccessAUD, "cf-access-aud", envOr(env, "SWITCHBOARD_CF_ACCESS_AUD", ""),
@@ -156,6 +158,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.MaxSessions <= 0 {
 		return usageErr("--max-sessions-per-endpoint must be positive")
+	}
+	if c.AddTodoCap <= 0 {
+		return usageErr("--add-todo-cap must be positive")
 	}
 	if (c.CFAccessTeamDomain == "") != (c.CFAccessAUD == "") {
 		return usageErr("--cf-access-team-domain and --cf-access-aud go together: give both, or neither")

@@ -2,11 +2,14 @@ package cli
 
 import (
 	"bytes"
-	"github.com/switchboardhq/switchboard/internal/server"
+	"flag"
 	"log/slog"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/switchboardhq/switchboard/internal/server"
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // serve and bench set the collector's percentage, unless GOGC is set: the
@@ -42,6 +45,46 @@ func TestServeWarnsWithoutASecretKey(t *testing.T) {
 			t.Fatalf("without a key, %d warnings naming the fix:\n%s", n, logs.String())
 		case key != nil && n != 0:
 			t.Fatalf("warned with a key configured:\n%s", logs.String())
+		}
+	}
+}
+
+// --add-todo-cap and SWITCHBOARD_ADD_TODO_CAP set the cap of add_todo; a cap
+// that is not a positive whole number stops serve with the reason.
+func TestServeAddTodoCap(t *testing.T) {
+	for _, tc := range []struct {
+		env, flag string
+		want      int
+		bad       string
+	}{
+		{want: store.MaxAddedPending},
+		{env: "25", want: 25},
+		{env: "25", flag: "7", want: 7},
+		{env: "lots", bad: "SWITCHBOARD_ADD_TODO_CAP=\"lots\" is not a whole number"},
+		{flag: "0", bad: "--add-todo-cap must be positive"},
+	} {
+		var c serveConfig
+		env := &environ{getenv: func(k string) string {
+			if k == "SWITCHBOARD_ADD_TODO_CAP" {
+				return tc.env
+			}
+			return ""
+		}}
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		c.register(fs, env)
+		var args []string
+		if tc.flag != "" {
+			args = []string{"--add-todo-cap", tc.flag}
+		}
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		err := c.validate()
+		switch {
+		case tc.bad == "" && (err != nil || c.AddTodoCap != tc.want):
+			t.Errorf("env %q, flag %q: cap %d (%v), want %d", tc.env, tc.flag, c.AddTodoCap, err, tc.want)
+		case tc.bad != "" && (err == nil || !strings.Contains(err.Error(), tc.bad)):
+			t.Errorf("env %q, flag %q: %v, want %q", tc.env, tc.flag, err, tc.bad)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard/internal/opfile"
+	"github.com/switchboardhq/switchboard/internal/textcut"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -178,7 +179,7 @@ func todoList(ctx context.Context, env *environ, args []string) error {
 		fmt.Fprintf(env.stderr, "showing the newest %d; older ones: --before %d (or a larger --limit, up to 1000)\n", len(todos), next)
 	}
 	return printList(env, *asJSON, todos, table[store.Todo]{none: noTodos(f, *queue), row: todoRow,
-		header: "ID\tQUEUE\tSTATE\tSIZE\tSOURCE\tOWNER\tATTEMPTS\tCREATED"})
+		header: "ID\tQUEUE\tSTATE\tKEY\tPRI\tSIZE\tSOURCE\tOWNER\tATTEMPTS\tCREATED"})
 }
 
 // todoPage lists up to limit todos of f (whose Limit is limit+1), and the
@@ -222,11 +223,19 @@ func noTodos(f store.TodoFilter, queue string) string {
 	return "no " + what
 }
 
-// todoRow is t's row in todo list.
+// todoRow is t's row in todo list. A key comes from a webhook's body: it is
+// shown printable, and cut to keyColumn characters (--json has it whole).
 func todoRow(t store.Todo) string {
-	return fmt.Sprintf("%d\t%s\t%s\t%d\t%s\t%s\t%d/%d\t%s", t.ID, t.Queue, stateLabel(t), t.PayloadSize, t.Source.Type,
-		dash(t.Owner), t.Attempts, t.MaxAttempts, t.CreatedAt.Local().Format(time.DateTime))
+	key := dash(textcut.Runes(printable(t.Key), keyColumn))
+	if t.KeyWaiting {
+		key += " (waits)"
+	}
+	return fmt.Sprintf("%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%d/%d\t%s", t.ID, t.Queue, stateLabel(t), key, t.Priority,
+		t.PayloadSize, t.Source.Type, dash(t.Owner), t.Attempts, t.MaxAttempts, t.CreatedAt.Local().Format(time.DateTime))
 }
+
+// keyColumn is the widest a key is shown in todo list.
+const keyColumn = 32
 
 // todoRelease hands a claimed todo back to its queue on an operator's word,
 // whoever holds it (an agent that died with a long lease), as the board's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,5 +50,45 @@ func TestTodoAddFlowControl(t *testing.T) {
 	todos, err := st.ListTodos(context.Background(), store.TodoFilter{})
 	if err != nil || len(todos) != 2 {
 		t.Fatalf("%d todos (%v), want the folded one and the delayed one", len(todos), err)
+	}
+}
+
+// todo list shows each todo's key (cut when long, marked when it waits behind
+// its key) and priority; --key lists one key's todos.
+func TestTodoListShowsKeysAndPriorities(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	long := "octo/" + strings.Repeat("r", 60) + "#7"
+	for _, add := range [][]string{
+		{"--key", "octo/repo#42", "--priority", "7"},
+		{"--key", "octo/repo#42"},
+		{"--key", long, "--priority", "-3"},
+		{},
+	} {
+		args := append([]string{"todo", "add", "--queue", "prs", "--payload", "x", "--db", db}, add...)
+		if code, out, errs := cli(t, "", args...); code != 0 {
+			t.Fatalf("todo add %v: exit %d, %q %q", add, code, out, errs)
+		}
+	}
+	code, out, errs := cli(t, "", "todo", "list", "--queue", "prs", "--db", db)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 5 {
+		t.Fatalf("todo list: exit %d, %q %q, want a header and 4 rows", code, out, errs)
+	}
+	if f := strings.Fields(lines[0]); len(f) < 5 || f[3] != "KEY" || f[4] != "PRI" {
+		t.Errorf("header %q: want KEY and PRI after STATE", lines[0])
+	}
+	for i, want := range [][]string{ // newest first
+		{"pending", "-", "0"},
+		{"pending", "octo/" + strings.Repeat("r", 26) + "…", "-3"},
+		{"pending", "octo/repo#42", "(waits)", "0"},
+		{"pending", "octo/repo#42", "7"},
+	} {
+		if f := strings.Fields(lines[i+1]); len(f) < 2+len(want) || !slices.Equal(f[2:2+len(want)], want) {
+			t.Errorf("row %d: %q, want %q after the id and queue", i, lines[i+1], want)
+		}
+	}
+	code, out, errs = cli(t, "", "todo", "list", "--key", "octo/repo#42", "--db", db)
+	if n := strings.Count(out, "octo/repo#42"); code != 0 || n != 2 {
+		t.Errorf("todo list --key: exit %d, %q %q, want the key's 2 todos", code, out, errs)
 	}
 }

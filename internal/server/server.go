@@ -54,6 +54,7 @@ type Config struct {
 	AllowedOrigins  string
 	MaxBody         int64    // webhook body bound in bytes
 	MaxSessions     int      // live MCP sessions per endpoint
+	AddTodoCap      int      // pending todos one agent may have added (store.Options)
 	SessionRoute    string   // goes into this process's MCP session ids, for a load balancer (agent.Options)
 	SecretKey       []byte   // nil = secrets stored as plaintext
 	PreviousKeys    [][]byte // during a key rotation: keys that still open what they sealed
@@ -151,7 +152,7 @@ func lockForServe(db string) (unlock func(), err error) {
 // delivery 401: sealed secrets need the key they were sealed with.
 func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (*store.Store, error) {
 	st, err := store.Open(ctx, cfg.DB, store.Options{Synchronous: cfg.Synchronous, Logger: logger, SecretKey: cfg.SecretKey,
-		PreviousSecretKeys: cfg.PreviousKeys})
+		PreviousSecretKeys: cfg.PreviousKeys, AddTodoCap: cfg.AddTodoCap})
 	if err != nil {
 		return nil, err
 	}
