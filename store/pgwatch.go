@@ -223,6 +223,9 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, wake chan<- str
 			if w := s.writer; w != nil && w.pid.Load() == int64(n.PID) {
 				continue // this process's own commit, announced as it committed
 			}
+			if s.ringFrom(n.Payload) {
+				continue // its companion notification (pgNotifyRing) wakes the scan
+			}
 			if n.Payload == pgTodosChanged {
 				s.foreignTodoNotice.Store(true)
 			}
