@@ -21,17 +21,19 @@ import (
 // A pipelined batch (pipeline.go) neither adds nor returns todos, and sends no ring.
 
 // pgNotifyRing is pgNotify with the ring's notification first, so that a listener
-// rings before the scan it wakes starts.
-const pgNotifyRing = `SELECT pg_notify('switchboard', $2), pg_notify('switchboard', $1)`
+// rings before the scan it wakes starts. The channel is the database's, shared
+// by every schema in it: the payload names the schema its todos are in.
+const pgNotifyRing = `SELECT pg_notify('switchboard', 'ring ' || current_schema() || chr(10) || $2),
+	pg_notify('switchboard', $1)`
 
-// ringPrefix starts a ring's payload; the rest is a JSON array of ringEntry. Any
-// other payload (a process of an older version sends only "todos" or "") is a
-// plain wake-up.
+// ringPrefix starts a ring's payload: then the schema, a newline and a JSON
+// array of ringEntry. Any other payload (a process of an older version sends
+// only "todos" or "") is a plain wake-up.
 const ringPrefix = "ring "
 
-// maxRingPayload keeps a ring under PostgreSQL's limit on a notification's payload
-// (8,000 bytes).
-const maxRingPayload = 7900
+// maxRingPayload keeps a ring's JSON, with its prefix and a schema's name (63
+// bytes at most), under PostgreSQL's limit on a payload (8,000 bytes).
+const maxRingPayload = 7800
 
 // ringEntry is one TodoChange in a ring's payload: an add or a return to the queue.
 type ringEntry struct {
@@ -45,8 +47,8 @@ type ringEntry struct {
 	AuditID     int64  `json:"a,omitempty"` // a return's audit row
 }
 
-// ringPayload is the ring for a batch about to commit: its requests' adds and
-// returns; "" when it has none or they do not fit.
+// ringPayload is the ring's JSON for a batch about to commit: its requests' adds
+// and returns; "" when it has none or they do not fit.
 func ringPayload(batch []*writeReq) string {
 	var entries []ringEntry
 	for _, r := range batch {
@@ -69,19 +71,23 @@ func ringPayload(batch []*writeReq) string {
 		return ""
 	}
 	b, err := json.Marshal(entries)
-	if err != nil || len(ringPrefix)+len(b) > maxRingPayload {
+	if err != nil || len(b) > maxRingPayload {
 		return ""
 	}
-	return ringPrefix + string(b)
+	return string(b)
 }
 
 // ringFrom rings for a ring's payload from another process: the changes that
-// neither this process made nor the scan announced already. It reports whether
-// payload was a ring at all.
-func (s *Store) ringFrom(payload string) bool {
-	body, ok := strings.CutPrefix(payload, ringPrefix)
+// neither this process made nor the scan announced already, if they are in
+// schema, this store's. It reports whether payload was a ring at all.
+func (s *Store) ringFrom(payload, schema string) bool {
+	rest, ok := strings.CutPrefix(payload, ringPrefix)
 	if !ok {
 		return false
+	}
+	in, body, _ := strings.Cut(rest, "\n")
+	if in != schema || schema == "" {
+		return true // another schema's todos, in the same database
 	}
 	var entries []ringEntry
 	if err := json.Unmarshal([]byte(body), &entries); err != nil {

@@ -12,8 +12,9 @@ import (
 )
 
 // listenRing listens on the switchboard channel as another process does, and
-// returns the next ring's payload each time it is called.
-func listenRing(t *testing.T, url string) func() string {
+// returns the schema at url and a function giving the next ring's payload for
+// it each time it is called (other tests' schemas share the channel).
+func listenRing(t *testing.T, url string) (schema string, next func() string) {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, url)
@@ -24,7 +25,10 @@ func listenRing(t *testing.T, url string) func() string {
 	if _, err := conn.Exec(ctx, `LISTEN switchboard`); err != nil {
 		t.Fatal(err)
 	}
-	return func() string {
+	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	return schema, func() string {
 		t.Helper()
 		for {
 			wctx, cancel := context.WithTimeout(ctx, 30*time.Second) // a guard against a hang, not a timing
@@ -33,7 +37,7 @@ func listenRing(t *testing.T, url string) func() string {
 			if err != nil {
 				t.Fatalf("no ring: %v", err)
 			}
-			if strings.HasPrefix(n.Payload, ringPrefix) {
+			if strings.HasPrefix(n.Payload, ringPrefix+schema+"\n") {
 				return n.Payload
 			}
 		}
@@ -46,7 +50,7 @@ func TestRingAndScanAnnounceEachChangeOnce(t *testing.T) {
 	ctx := context.Background()
 	url := testkit.PostgresURL(t)
 	serveSide, cli := openPair(t, url)
-	nextRing := listenRing(t, url)
+	schema, nextRing := listenRing(t, url)
 	var rang []string
 	serveSide.OnTodoChange(func(c TodoChange) { rang = append(rang, fmt.Sprintf("%s:%d", c.Cause, c.ID)) })
 	watch, err := serveSide.newForeignWatch(ctx, serveSide.rdb)
@@ -67,7 +71,7 @@ func TestRingAndScanAnnounceEachChangeOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !serveSide.ringFrom(nextRing()) {
+	if !serveSide.ringFrom(nextRing(), schema) {
 		t.Fatal("the add's payload is not a ring")
 	}
 	expect("the add's ring", fmt.Sprintf("add:%d", a.ID))
@@ -82,7 +86,7 @@ func TestRingAndScanAnnounceEachChangeOnce(t *testing.T) {
 	ringB := nextRing()
 	watch.check(ctx)
 	expect("the scan before the ring", fmt.Sprintf("add:%d", b.ID))
-	serveSide.ringFrom(ringB)
+	serveSide.ringFrom(ringB, schema)
 	expect("the ring after the scan")
 
 	// A return to the queue rings from its payload too, once.
@@ -93,14 +97,15 @@ func TestRingAndScanAnnounceEachChangeOnce(t *testing.T) {
 	if _, err := cli.Release(ctx, Ack{ID: a.ID, Owner: "agent:x", LeaseSeq: claimed.LeaseSeq}); err != nil {
 		t.Fatal(err)
 	}
-	serveSide.ringFrom(nextRing())
+	serveSide.ringFrom(nextRing(), schema)
 	expect("the release's ring", fmt.Sprintf("release:%d", a.ID))
 	watch.check(ctx)
 	expect("the scan after the release's ring")
 }
 
 // A ring needs no round trip: it rings for the todo its payload names, though
-// the scan would not find it, while the watch runs (and not when it does not).
+// the scan would not find it, while the watch runs (and not when it does not);
+// one naming another schema of the database (another Switchboard) does not ring.
 func TestRingRingsFromThePayloadAlone(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -108,18 +113,27 @@ func TestRingRingsFromThePayloadAlone(t *testing.T) {
 	serveSide, _ := openPair(t, url)
 	rang := make(chan TodoChange, 10)
 	serveSide.OnTodoChange(func(c TodoChange) { rang <- c })
-	ring := ringPrefix + `[{"i":987654,"q":"inbox","s":"cli","st":"pending","c":true,"w":"add"}]`
-	if serveSide.ringFrom(ring); len(rang) != 0 {
-		t.Fatal("a ring rang with no watch running")
-	}
-	done := watchListening(ctx, t, serveSide)
 	other, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close(context.Background())
-	if _, err := other.Exec(ctx, `SELECT pg_notify('switchboard', $1)`, ring); err != nil {
+	var schema string
+	if err := other.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 		t.Fatal(err)
+	}
+	ring := func(in string, id int) string {
+		return fmt.Sprintf(`%s%s`+"\n"+`[{"i":%d,"q":"inbox","s":"cli","st":"pending","c":true,"w":"add"}]`, ringPrefix, in, id)
+	}
+	if serveSide.ringFrom(ring(schema, 987654), schema); len(rang) != 0 {
+		t.Fatal("a ring rang with no watch running")
+	}
+	done := watchListening(ctx, t, serveSide)
+	// In order on one connection: another schema's ring first.
+	for _, r := range []string{ring(schema+"_other", 123456), ring(schema, 987654)} {
+		if _, err := other.Exec(ctx, `SELECT pg_notify('switchboard', $1)`, r); err != nil {
+			t.Fatal(err)
+		}
 	}
 	select {
 	case c := <-rang:
@@ -146,7 +160,7 @@ func TestRingPayloadFitsOrIsLeftOut(t *testing.T) {
 		return []*writeReq{r}
 	}
 	small := ringPayload(batch(3))
-	if !strings.HasPrefix(small, ringPrefix) || strings.Contains(small, `"claim"`) || strings.Count(small, `"add"`) != 3 {
+	if !strings.HasPrefix(small, "[") || strings.Contains(small, `"claim"`) || strings.Count(small, `"add"`) != 3 {
 		t.Fatalf("three adds and a claim: %q", small)
 	}
 	if big := ringPayload(batch(500)); big != "" {
