@@ -114,7 +114,8 @@ func (r *Reaper) Kick() {
 
 // RunOnce makes one pass: requeue or dead-letter expired leases, prune done todos
 // finished before now minus Retention, then prune events no todo needs that were
-// received before now minus EventRetention, and the charts' old minutes.
+// received before now minus EventRetention, the charts' old minutes, expired
+// OAuth codes and tokens, and the login throttle's old keys.
 func (r *Reaper) RunOnce(ctx context.Context) (Result, error) {
 	var res Result
 	// Doorbells for backoffs that ended, should their timer have been late.
@@ -140,6 +141,9 @@ func (r *Reaper) RunOnce(ctx context.Context) (Result, error) {
 	}
 	if _, err := r.st.PruneOAuth(ctx, r.opts.Now().Add(-24*time.Hour)); err != nil {
 		return res, fmt.Errorf("reaper: prune expired oauth codes and tokens: %w", err)
+	}
+	if _, err := r.st.PruneLoginThrottle(ctx); err != nil {
+		return res, fmt.Errorf("reaper: prune the login throttle: %w", err)
 	}
 	if r.opts.AuditRetention > 0 {
 		res.AuditPruned, err = r.st.PruneAudit(ctx, r.opts.Now().Add(-r.opts.AuditRetention))

@@ -15,6 +15,14 @@ import (
 // their SHA-256: they hold usernames and addresses, and bytes PostgreSQL text
 // cannot hold.
 
+// LoginThrottleForget is how long a key with no failure and no wait left is
+// remembered; LoginThrottleRows bounds how many keys are (a guesser spraying
+// usernames or addresses evicts the keys idle the longest).
+const (
+	LoginThrottleForget = time.Hour
+	LoginThrottleRows   = 10000
+)
+
 // ThrottleEntry is one key's failed logins: how many, the last one, and until
 // when the key must wait.
 type ThrottleEntry struct {
@@ -27,8 +35,8 @@ type ThrottleEntry struct {
 // their rows locked on PostgreSQL so that processes counting the same key at
 // once each see the other's count. fn finds the keys that have an entry in the
 // map; what it leaves there is written back, what it deleted is deleted. Rows
-// with no failure for forget and no wait left are deleted on the way.
-func (s *Store) UpdateLoginThrottle(ctx context.Context, keys []string, forget time.Duration, fn func(map[string]*ThrottleEntry)) error {
+// with no failure for LoginThrottleForget and no wait left are deleted on the way.
+func (s *Store) UpdateLoginThrottle(ctx context.Context, keys []string, fn func(map[string]*ThrottleEntry)) error {
 	keys = slices.Sorted(slices.Values(keys)) // one lock order for every process
 	keys = slices.Compact(keys)
 	err := s.write(ctx, func(w *wtx) error {
@@ -67,13 +75,44 @@ func (s *Store) UpdateLoginThrottle(ctx context.Context, keys []string, forget t
 				return err
 			}
 		}
-		_, err := w.exec(`DELETE FROM login_throttle WHERE last_at < ? AND until_at < ?`, ms(w.now.Add(-forget)), ms(w.now))
+		_, err := w.exec(forgetThrottled, ms(w.now.Add(-LoginThrottleForget)), ms(w.now))
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("store: count failed logins: %w", err)
 	}
 	return nil
+}
+
+// forgetThrottled deletes the keys with no failure since ? and no wait left at ?.
+const forgetThrottled = `DELETE FROM login_throttle WHERE last_at < ? AND until_at < ?`
+
+// PruneLoginThrottle deletes the forgotten keys and, past LoginThrottleRows,
+// those idle the longest, whether they still wait or not, as the in-memory count
+// does (web/throttle.go): between two passes the table grows by at most what
+// the logins refused meanwhile wrote. It returns how many rows went.
+func (s *Store) PruneLoginThrottle(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.write(ctx, func(w *wtx) error {
+		res, err := w.exec(forgetThrottled, ms(w.now.Add(-LoginThrottleForget)), ms(w.now))
+		if err != nil {
+			return err
+		}
+		n, _ = res.RowsAffected()
+		// Older than the LoginThrottleRows-th newest (NULL, nothing, when fewer).
+		res, err = w.exec(`DELETE FROM login_throttle WHERE last_at <
+			(SELECT last_at FROM login_throttle ORDER BY last_at DESC LIMIT 1 OFFSET ?)`, LoginThrottleRows-1)
+		if err != nil {
+			return err
+		}
+		d, _ := res.RowsAffected()
+		n += d
+		return nil
+	})
+	if err != nil {
+		return n, fmt.Errorf("store: prune the login throttle: %w", err)
+	}
+	return n, nil
 }
 
 func throttleHash(key string) string {

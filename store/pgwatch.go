@@ -208,6 +208,12 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, wake chan<- str
 		conn.Close(context.Background())
 		return nil, fmt.Errorf("store: listen for notifications: %w", err)
 	}
+	// The schema this store's todos are in: rings name theirs (pgring.go).
+	var schema string
+	if err := conn.QueryRow(cctx, `SELECT coalesce(current_schema(), '')`).Scan(&schema); err != nil {
+		conn.Close(context.Background())
+		return nil, fmt.Errorf("store: listen for notifications: %w", err)
+	}
 	lctx, stop := context.WithCancel(ctx)
 	l := &pgListener{conn: conn, cancel: stop, done: make(chan struct{})}
 	go func() {
@@ -222,6 +228,9 @@ func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, wake chan<- str
 			}
 			if w := s.writer; w != nil && w.pid.Load() == int64(n.PID) {
 				continue // this process's own commit, announced as it committed
+			}
+			if s.ringFrom(n.Payload, schema) {
+				continue // its companion notification (pgNotifyRing) wakes the scan
 			}
 			if n.Payload == pgTodosChanged {
 				s.foreignTodoNotice.Store(true)

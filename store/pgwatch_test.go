@@ -27,6 +27,28 @@ func openPair(t *testing.T, url string) (serveSide, cli *Store) {
 	return serveSide, cli
 }
 
+// watchListening runs s's WatchForeign, with an interval of an hour, until ctx
+// ends, and returns once its listener is connected; done closes when it stops.
+func watchListening(ctx context.Context, t *testing.T, s *Store) (done <-chan struct{}) {
+	t.Helper()
+	// The first scan after the listener connects runs the OnForeignCommit hooks.
+	listening := make(chan struct{}, 1)
+	s.OnForeignCommit(func() {
+		select {
+		case listening <- struct{}{}:
+		default:
+		}
+	})
+	stopped := make(chan struct{})
+	go func() { s.WatchForeign(ctx, time.Hour); close(stopped) }()
+	select {
+	case <-listening:
+	case <-time.After(30 * time.Second): // a guard against a hang, not a timing
+		t.Fatal("the watch never listened")
+	}
+	return stopped
+}
+
 // `switchboard todo add` in another process rings serve's hooks through the
 // notification its commit sends: the watch's interval is an hour, so nothing
 // else could wake it within the test.
@@ -43,21 +65,7 @@ func TestWatchForeignWakesOnAnotherStoresNotification(t *testing.T) {
 	if c := <-rang; c.ID != own.ID {
 		t.Fatalf("own add rang %+v", c)
 	}
-	// The first scan after the listener connects runs the OnForeignCommit hooks.
-	listening := make(chan struct{}, 1)
-	serveSide.OnForeignCommit(func() {
-		select {
-		case listening <- struct{}{}:
-		default:
-		}
-	})
-	done := make(chan struct{})
-	go func() { serveSide.WatchForeign(ctx, time.Hour); close(done) }()
-	select {
-	case <-listening:
-	case <-time.After(30 * time.Second): // a guard against a hang, not a timing
-		t.Fatal("the watch never listened")
-	}
+	done := watchListening(ctx, t, serveSide)
 
 	foreign, err := cli.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "from the CLI"})
 	if err != nil {

@@ -88,6 +88,10 @@ func (s *Store) ProcessBeat(ctx context.Context, id string, b Beat) (held []stri
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return ErrNotFound
 		}
+		now, err := w.leaseClock()
+		if err != nil {
+			return err
+		}
 		for _, role := range b.Roles {
 			// Another's standing lease is read without a lock and left alone: an
 			// upsert locks the row even when its WHERE refuses the update, and this
@@ -100,13 +104,13 @@ func (s *Store) ProcessBeat(ctx context.Context, id string, b Beat) (held []stri
 			if err != nil && !notFound(err) {
 				return err
 			}
-			if err == nil && holder != id && expires > ms(w.now) && !b.Alone {
+			if err == nil && holder != id && expires > now && !b.Alone {
 				continue
 			}
 			if _, err := w.exec(`INSERT INTO leaders (role, process_id, expires_at) VALUES (?, ?, ?)
 				ON CONFLICT (role) DO UPDATE SET process_id = excluded.process_id, expires_at = excluded.expires_at
 				WHERE leaders.process_id = excluded.process_id OR leaders.expires_at <= ? OR ? = 1`,
-				role, id, ms(w.now.Add(b.LeaseFor)), ms(w.now), boolInt(b.Alone)); err != nil {
+				role, id, now+b.LeaseFor.Milliseconds(), now, boolInt(b.Alone)); err != nil {
 				return err
 			}
 			if err := w.queryRow(`SELECT process_id FROM leaders WHERE role = ?`, role).Scan(&holder); err != nil {
@@ -123,6 +127,24 @@ func (s *Store) ProcessBeat(ctx context.Context, id string, b Beat) (held []stri
 		return nil, fmt.Errorf("store: heartbeat of process %s: %w", id, err)
 	}
 	return held, nil
+}
+
+// pgClockMS is the database's clock in milliseconds, as a PostgreSQL expression.
+const pgClockMS = `CAST(extract(epoch FROM clock_timestamp()) * 1000 AS BIGINT)`
+
+// leaseClock is the time, in ms, that roles' leases are taken, renewed and
+// checked by. On PostgreSQL it is the database's clock: processes on hosts whose
+// clocks disagree still agree on whose lease is live, so two never both lead. On
+// SQLite, the one serve's clock.
+func (w *wtx) leaseClock() (int64, error) {
+	if !w.w.s.pg {
+		return ms(w.now), nil
+	}
+	var now int64
+	if err := w.queryRow(`SELECT ` + pgClockMS).Scan(&now); err != nil {
+		return 0, fmt.Errorf("read the database's clock: %w", err)
+	}
+	return now, nil
 }
 
 // RemoveProcess deletes process id's row and gives up its roles, as it stops:
@@ -144,10 +166,15 @@ func (s *Store) RemoveProcess(ctx context.Context, id string) error {
 // ListProcesses returns the processes' rows, the most recently started first,
 // each with the roles it holds.
 func (s *Store) ListProcesses(ctx context.Context) ([]Process, error) {
+	// A lease is live by the clock it was taken by (see leaseClock).
+	leaseNow, args := "?", []any{ms(s.now())}
+	if s.pg {
+		leaseNow, args = pgClockMS, nil
+	}
 	rows, err := s.query(ctx, `SELECT p.id, p.host, p.pid, p.version, p.started_at, p.heartbeat_at, p.modules,
 			coalesce(l.role, '')
-		FROM processes p LEFT JOIN leaders l ON l.process_id = p.id AND l.expires_at > ?
-		ORDER BY p.started_at DESC, p.id, l.role`, ms(s.now()))
+		FROM processes p LEFT JOIN leaders l ON l.process_id = p.id AND l.expires_at > `+leaseNow+`
+		ORDER BY p.started_at DESC, p.id, l.role`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list processes: %w", err)
 	}

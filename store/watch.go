@@ -77,6 +77,8 @@ func (s *Store) newForeignWatch(ctx context.Context, conn querier) (*foreignWatc
 	}
 	s.creds.seen(epoch)
 	s.creds.watched(looked)
+	s.own.passAdds(f.added, nil)
+	s.own.passReturns(f.returned, nil)
 	return f, nil
 }
 
@@ -149,23 +151,27 @@ func (f *foreignWatch) announceAdded(ctx context.Context, next idMark) bool {
 		f.warn(ctx, "list new todos", "err", err)
 		return false
 	}
-	var changes []TodoChange
+	var found []TodoChange
+	var ids []int64
 	for rows.Next() {
 		var c TodoChange
 		if err := rows.Scan(&c.ID, &c.Queue, &c.Source, &c.State); err != nil {
 			break
 		}
-		if f.s.own.added(c.ID) {
-			continue
-		}
 		c.Claimable, c.Cause = c.State == StatePending, "add"
-		changes = append(changes, c)
+		found, ids = append(found, c), append(ids, c.ID)
 	}
 	err = rows.Err()
 	rows.Close()
 	if err != nil {
 		f.warn(ctx, "list new todos", "err", err)
 		return false
+	}
+	var changes []TodoChange
+	for i, keep := range f.s.own.passAdds(next, ids) {
+		if keep {
+			changes = append(changes, found[i])
+		}
 	}
 	f.s.fire(changes)
 	return true
@@ -210,8 +216,12 @@ func (f *foreignWatch) announceReturned(ctx context.Context, next idMark) bool {
 		f.warn(ctx, "list returned todos", "err", err)
 		return false
 	}
-	var changes []TodoChange
-	seen := map[int64]bool{}
+	type returned struct {
+		c  TodoChange
+		at int64
+	}
+	var found []returned
+	var auditIDs []int64
 	for rows.Next() {
 		var auditID, at int64
 		var action string
@@ -219,24 +229,30 @@ func (f *foreignWatch) announceReturned(ctx context.Context, next idMark) bool {
 		if err := rows.Scan(&auditID, &action, &c.ID, &c.Queue, &c.Source, &at); err != nil {
 			break
 		}
-		if f.s.own.returned(auditID) || seen[c.ID] {
-			continue
-		}
-		seen[c.ID] = true
 		c.State, c.Claimable, c.Cause = StatePending, true, returnCauses[action]
-		if now := f.s.now(); fromMS(at).After(now) {
-			// Failed with a retry in another process: its backoff is timed here too,
-			// so that it rings even if that process is gone when it ends.
-			f.s.wakeAt(fromMS(at), c)
-			continue
-		}
-		changes = append(changes, c)
+		found, auditIDs = append(found, returned{c, at}), append(auditIDs, auditID)
 	}
 	err = rows.Err()
 	rows.Close()
 	if err != nil {
 		f.warn(ctx, "list returned todos", "err", err)
 		return false
+	}
+	var changes []TodoChange
+	seen := map[int64]bool{}
+	for i, keep := range f.s.own.passReturns(next, auditIDs) {
+		c, at := found[i].c, fromMS(found[i].at)
+		if !keep || seen[c.ID] {
+			continue
+		}
+		seen[c.ID] = true
+		if at.After(f.s.now()) {
+			// Failed with a retry in another process: its backoff is timed here too,
+			// so that it rings even if that process is gone when it ends.
+			f.s.wakeAt(at, c)
+			continue
+		}
+		changes = append(changes, c)
 	}
 	f.s.fire(changes)
 	return true
@@ -246,12 +262,15 @@ func (f *foreignWatch) announceReturned(ctx context.Context, next idMark) bool {
 // (todo ids) and returns to the queue (their audit row ids), from just before their
 // commit until the watch has looked past them. They are held before COMMIT,
 // because the watch may read a row the instant it is committed, and dropped if the
-// commit fails (the ids would be handed out again).
+// commit fails (the ids would be handed out again). On PostgreSQL it also holds
+// the ids another process's ring announced (pgring.go), and how far the scan
+// has looked (addsMark, returnsMark), for rings to skip what it announced.
 type ownChanges struct {
-	on      atomic.Bool
-	mu      sync.Mutex
-	adds    map[int64]struct{}
-	returns map[int64]struct{}
+	on                    atomic.Bool
+	mu                    sync.Mutex
+	adds                  map[int64]struct{}
+	returns               map[int64]struct{}
+	addsMark, returnsMark idMark
 }
 
 // heldIDs is what one batch holds: its adds and its returns.
@@ -260,6 +279,7 @@ type heldIDs struct{ adds, returns []int64 }
 func (o *ownChanges) start() {
 	o.mu.Lock()
 	o.adds, o.returns = map[int64]struct{}{}, map[int64]struct{}{}
+	o.addsMark, o.returnsMark = idMark{}, idMark{}
 	o.mu.Unlock()
 	o.on.Store(true)
 }

@@ -441,7 +441,7 @@ func (w *writer) rollback() {
 }
 
 // notify sends the commit's notification (pgwatch.go), saying whether the batch
-// changed todos.
+// changed todos, and its ring when it added or returned todos (pgring.go).
 func (w *writer) notify(batch []*writeReq) error {
 	payload := ""
 	for _, r := range batch {
@@ -450,11 +450,15 @@ func (w *writer) notify(batch []*writeReq) error {
 			break
 		}
 	}
-	st, err := w.prepared(pgNotify)
+	query, args := pgNotify, []any{payload}
+	if ring := ringPayload(batch); ring != "" {
+		query, args = pgNotifyRing, append(args, ring)
+	}
+	st, err := w.prepared(query)
 	if err != nil {
 		return err
 	}
-	_, err = st.ExecContext(context.Background(), payload)
+	_, err = st.ExecContext(context.Background(), args...)
 	return err
 }
 

@@ -17,21 +17,23 @@ func TestProcessesPageShowsTheFleet(t *testing.T) {
 	fm := &fakeModules{status: sampleModules()}
 	f := newFixture(t, Options{Modules: fm, Heartbeat: 2 * time.Second})
 	ctx := context.Background()
-	beat := func(id, version, state string) {
+	beat := func(id, version, state string, lease time.Duration) {
 		t.Helper()
 		err := f.st.RegisterProcess(ctx, store.Process{ID: id, Host: "host-" + id, PID: 100, Version: version, StartedAt: f.clock.Now()})
 		if err == nil {
 			_, err = f.st.ProcessBeat(ctx, id, store.Beat{Modules: []store.ProcessModule{{Name: "everything", State: state}},
-				Roles: []string{store.RoleReaper}, LeaseFor: 6 * time.Second})
+				Roles: []string{store.RoleReaper}, LeaseFor: lease})
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	beat("dead1", "v0.9.0", "up")
+	// dead1's lease has lapsed: on PostgreSQL leases follow the database's
+	// clock, which the test's clock does not move.
+	beat("dead1", "v0.9.0", "up", -time.Second)
 	f.clock.Add(time.Minute)
-	beat("old1", "v1.0.0", "up")
-	beat("new1", "v1.1.0", "backoff")
+	beat("old1", "v1.0.0", "up", 6*time.Second)
+	beat("new1", "v1.1.0", "backoff", 6*time.Second)
 	cookie, _ := f.login()
 	res, body := f.get("/processes", cookie)
 	if res.StatusCode != http.StatusOK {

@@ -31,8 +31,8 @@ const (
 	throttleNetworkFree = 10
 	throttleBase        = 2 * time.Second
 	throttleMax         = 15 * time.Minute
-	throttleForget      = time.Hour // a key with no failure for this long starts afresh
-	throttleEntries     = 10000     // bound on remembered keys
+	throttleForget      = store.LoginThrottleForget // a key with no failure for this long starts afresh
+	throttleEntries     = store.LoginThrottleRows   // bound on remembered keys
 )
 
 type throttleEntry struct {
@@ -73,7 +73,7 @@ func (t *throttle) with(keys []limit, fn func(c failures, now time.Time)) {
 	for i, k := range keys {
 		names[i] = k.key
 	}
-	err := t.shared.UpdateLoginThrottle(context.Background(), names, throttleForget, func(m map[string]*store.ThrottleEntry) {
+	err := t.shared.UpdateLoginThrottle(context.Background(), names, func(m map[string]*store.ThrottleEntry) {
 		c := failures{}
 		for k, e := range m {
 			c[k] = &throttleEntry{failures: e.Failures, last: e.Last, until: e.Until}
@@ -209,7 +209,8 @@ func (c failures) fail(key string, free int, now time.Time) {
 
 // evict makes room: first everything forgotten anyway, then, if an attacker is
 // spraying keys, the entry idle the longest. (In the database, forgotten rows
-// go as the counts are updated; the table has no bound but the key space.)
+// go as the counts are updated, and the reaper's pass bounds the table the same
+// way: store.PruneLoginThrottle.)
 func (c failures) evict(now time.Time) {
 	var oldestKey string
 	var oldest time.Time

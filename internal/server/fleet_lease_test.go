@@ -49,3 +49,33 @@ func TestFleetLeadsOnlyWithinItsLease(t *testing.T) {
 		t.Fatal("after a new heartbeat took the role again: does not lead")
 	}
 }
+
+// Two processes on hosts whose clocks are two minutes apart, on one PostgreSQL:
+// only one leads, however often both beat. Each counts its own hold on the role
+// from its own heartbeat; whose lease is live, the database's clock says.
+func TestFleetOnSkewedClocksHasOneLeader(t *testing.T) {
+	ctx := context.Background()
+	url := testkit.PostgresURL(t)
+	member := func(skew time.Duration) *fleet {
+		now := func() time.Time { return time.Now().Add(skew) }
+		st, err := store.Open(ctx, url, store.Options{Now: now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		f := newFleet(st, "v-test", slog.New(slog.NewTextHandler(io.Discard, nil)))
+		f.now = now
+		return f
+	}
+	behind, ahead := member(-time.Minute), member(time.Minute)
+	behind.join(ctx)
+	ahead.join(ctx)
+	for i := range 3 {
+		behind.beat(ctx)
+		ahead.beat(ctx)
+		if !behind.Leads() || ahead.Leads() {
+			t.Fatalf("after %d beats each: the first to join leads %v, the one whose clock runs ahead leads %v; want only the first",
+				i+1, behind.Leads(), ahead.Leads())
+		}
+	}
+}
