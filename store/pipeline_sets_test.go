@@ -108,6 +108,10 @@ func TestCompletesInOneStatementAnswerEachAck(t *testing.T) {
 	if n := auditCount(t, s, "todo.complete"); n != 2 {
 		t.Errorf("%d complete audit rows, want 2", n)
 	}
+	// Other processes hear of the key's next todo by this row (see keyFreed).
+	if n := auditCount(t, s, "todo.key_free"); n != 1 {
+		t.Errorf("%d key_free audit rows, want 1", n)
+	}
 	countsAgree(t, s)
 }
 
