@@ -52,6 +52,9 @@ func TestWebhookRulesFromTheBoard(t *testing.T) {
 		!strings.Contains(page, "{/repository/full_name}#{/pull_request/number}</span>, coalesced, debounce 30s (at most 5m)") {
 		t.Fatalf("the page after saving:\n%s", page)
 	}
+	if _, page := f.get("/webhooks", cookie); !strings.Contains(page, `href="/webhook/`+fmt.Sprint(h.ID)+`#rules"`) {
+		t.Fatal("the webhook list does not say the webhook has rules")
+	}
 	got, err := f.st.Webhook(t.Context(), h.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -151,11 +154,20 @@ func TestFilteredEventSaysSo(t *testing.T) {
 	f := newFixture(t, Options{})
 	cookie, _ := f.login()
 	h, _ := f.webhookWithEvents()
-	if _, err := f.st.RecordDelivery(t.Context(), store.NewDelivery{WebhookID: h.ID, DeliveryID: "d-f", EventType: "push",
-		TrustMode: "signed", Body: []byte(`{}`), Filtered: true}); err != nil {
+	res, err := f.st.RecordDelivery(t.Context(), store.NewDelivery{WebhookID: h.ID, DeliveryID: "d-f", EventType: "push",
+		TrustMode: "signed", Body: []byte(`{}`), Filtered: true})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, page := f.get(fmt.Sprintf("/webhook/%d", h.ID), cookie); !strings.Contains(page, "filtered by rule") || strings.Contains(page, ">pruned<") {
-		t.Fatal("a filtered event does not say so")
+		t.Fatal("a filtered event does not say so in the webhook's list")
+	}
+	if _, page := f.get(fmt.Sprintf("/events/%d", res.EventID), cookie); !strings.Contains(page, "a rule of the webhook filtered it") {
+		t.Fatal("a filtered event's page does not say so")
+	}
+	// A replay, an operator's word, makes the todo the rule did not.
+	rp, err := f.st.ReplayWebhookEvent(t.Context(), res.EventID, 0, "test")
+	if err != nil || rp.Source.EventID != res.EventID {
+		t.Fatalf("replay of a filtered event: %+v, %v", rp, err)
 	}
 }
