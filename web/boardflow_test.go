@@ -67,7 +67,8 @@ func TestBoardShowsKeysAndFiltersByKey(t *testing.T) {
 	if got := rowIDs(page); !slices.Equal(got, idsOf(other, behind, head)) {
 		t.Fatalf("the board of key %s lists %v", key, got)
 	}
-	if !strings.Contains(page, `id="by-key"`) || !strings.Contains(page, `key=`+url.QueryEscape(key)+`&amp;state=pending`) {
+	if !strings.Contains(page, `id="by-key"`) || !strings.Contains(page, `key=`+url.QueryEscape(key)+`&amp;state=pending`) ||
+		!strings.Contains(page, `name="key" value="`+key+`"`) {
 		t.Fatal("the board of one key does not say so, or its tabs drop the key")
 	}
 	_, rows := f.get("/?fragment=rows&queue=prs&state=pending&key="+url.QueryEscape(key), cookie)
