@@ -71,12 +71,21 @@ func TestBoardShowsKeysAndFiltersByKey(t *testing.T) {
 		!strings.Contains(page, `name="key" value="`+key+`"`) {
 		t.Fatal("the board of one key does not say so, or its tabs drop the key")
 	}
+	// "Retry all" retries every dead letter of the queue: not offered on a list
+	// of one key's, where it would seem to retry those alone.
+	f.failed("prs")
+	if _, page := f.get("/?state=failed", cookie); !strings.Contains(page, `action="/dead-letters/retry" class="retry-all"`) {
+		t.Fatal("the Failed tab offers no Retry all")
+	}
+	if _, page := f.get("/?state=failed&key="+url.QueryEscape(key), cookie); strings.Contains(page, `action="/dead-letters/retry" class="retry-all"`) {
+		t.Error("the Failed tab of one key offers to retry every dead letter")
+	}
 	_, rows := f.get("/?fragment=rows&queue=prs&state=pending&key="+url.QueryEscape(key), cookie)
 	if got := rowIDs(rows); !slices.Equal(got, idsOf(behind)) {
 		t.Fatalf("the live rows of key %s, pending on prs: %v", key, got)
 	}
 	_, page = f.get("/?key="+strings.Repeat("k", store.MaxKeyBytes+1), cookie)
-	if !strings.Contains(page, "No todo has that key") || len(rowIDs(page)) != 5 {
+	if !strings.Contains(page, "No todo has that key") || len(rowIDs(page)) != 6 {
 		t.Fatal("a key too long to be one is not said, or the board does not list every todo")
 	}
 
