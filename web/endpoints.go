@@ -39,6 +39,18 @@ type endpointRow struct {
 	Grants   []store.OAuthGrant // OAuth clients that act as this endpoint
 }
 
+// DefaultVerbs is how many of the verbs granted by default the endpoint has;
+// the opt-in ones (add_todo) are shown apart.
+func (e endpointRow) DefaultVerbs() int {
+	n := 0
+	for _, v := range store.AllVerbs() {
+		if slices.Contains(e.Verbs, v) {
+			n++
+		}
+	}
+	return n
+}
+
 // endpointList serves GET /endpoints.
 func (u *UI) endpointList(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	all := r.URL.Query().Get("all") == "1"

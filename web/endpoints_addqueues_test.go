@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // The endpoint form sets the queues add_todo may put todos on, at creation and
@@ -46,6 +48,11 @@ func TestEndpointFormSetsAddQueues(t *testing.T) {
 	f.post(path, cookie, url.Values{csrfField: {csrf}, "queues": {"inbox"}, "verbs": {"claim_next", "add_todo"}})
 	if got, _ := f.st.Endpoint(t.Context(), ep.ID); !slices.Contains(got.Verbs, "add_todo") || len(got.AddQueues) != 2 {
 		t.Fatalf("edit without the field: verbs %q, add queues %q", got.Verbs, got.AddQueues)
+	}
+	// The list counts the default verbs and names add_todo apart, with its queues.
+	f.post(path, cookie, url.Values{csrfField: {csrf}, "queues": {"inbox"}, "verbs": append(store.AllVerbs(), "add_todo")})
+	if _, page := f.get("/endpoints", cookie); !strings.Contains(page, `all + <span class="mono">add_todo</span> to <span class="tag">review</span><span class="tag">triage</span>`) {
+		t.Fatal("the endpoint list does not show add_todo and its queues")
 	}
 	res, body := f.post(path, cookie, url.Values{csrfField: {csrf}, "queues": {"inbox"}, "verbs": {"claim_next"}, "default_lease": {"x"}})
 	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, `name="add_queues" value="review, triage"`) {
