@@ -95,6 +95,7 @@ func readRulesForm(pf map[string][]string) (f rulesForm, rules []byte, msg strin
 		raw.Priority = p
 	}
 	fl := filter{Events: splitList(f.Events), Actions: splitList(f.Actions)}
+	var seen map[string]int // a match pointer's line
 	for i, line := range strings.Split(f.Match, "\n") {
 		if line = strings.TrimSpace(line); line == "" {
 			continue
@@ -105,9 +106,12 @@ func readRulesForm(pf map[string][]string) (f rulesForm, rules []byte, msg strin
 			return f, nil, fmt.Sprintf("Match line %d: write /json/pointer = value, as in /pull_request/draft = false.", i+1)
 		}
 		if fl.Match == nil {
-			fl.Match = map[string]json.RawMessage{}
+			fl.Match, seen = map[string]json.RawMessage{}, map[string]int{}
 		}
-		fl.Match[pointer] = matchValue(value)
+		if at, dup := seen[pointer]; dup {
+			return f, nil, fmt.Sprintf("Match line %d: %s is on line %d already; a pointer is compared with one value.", i+1, pointer, at)
+		}
+		fl.Match[pointer], seen[pointer] = matchValue(value), i+1
 	}
 	if len(fl.Events)+len(fl.Actions)+len(fl.Match) > 0 {
 		raw.Filter = &fl

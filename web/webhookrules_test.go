@@ -171,3 +171,20 @@ func TestFilteredEventSaysSo(t *testing.T) {
 		t.Fatalf("replay of a filtered event: %+v, %v", rp, err)
 	}
 }
+
+// The same pointer on two match lines is refused, not half-kept: the rules
+// compare a pointer with one value, and the form would silently drop a line.
+func TestWebhookRulesFormOnePointerOnce(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+	h, _ := f.webhookWithEvents()
+	path := fmt.Sprintf("/webhook/%d", h.ID)
+	res, body := f.post(path+"/rules", cookie, url.Values{csrfField: {csrf},
+		"match": {"/base/ref = main\n/action = opened\n/base/ref = develop"}})
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "Match line 3: /base/ref is on line 1 already") {
+		t.Fatalf("one pointer on two lines: %d", res.StatusCode)
+	}
+	if got, _ := f.st.Webhook(t.Context(), h.ID); len(got.RulesJSON()) != 0 {
+		t.Fatalf("a refused form set rules: %s", got.RulesJSON())
+	}
+}
