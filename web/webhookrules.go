@@ -100,7 +100,11 @@ func readRulesForm(pf map[string][]string) (f rulesForm, rules []byte, msg strin
 		if line = strings.TrimSpace(line); line == "" {
 			continue
 		}
-		pointer, value, ok := strings.Cut(line, "=")
+		// " = " first, as the page writes a line: a pointer may hold "=".
+		pointer, value, ok := strings.Cut(line, " = ")
+		if !ok {
+			pointer, value, ok = strings.Cut(line, "=")
+		}
 		pointer, value = strings.TrimSpace(pointer), strings.TrimSpace(value)
 		if !ok || value == "" {
 			return f, nil, fmt.Sprintf("Match line %d: write /json/pointer = value, as in /pull_request/draft = false.", i+1)

@@ -3,8 +3,10 @@ package web
 import (
 	"encoding/json"
 	"fmt"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -186,5 +188,31 @@ func TestWebhookRulesFormOnePointerOnce(t *testing.T) {
 	}
 	if got, _ := f.st.Webhook(t.Context(), h.ID); len(got.RulesJSON()) != 0 {
 		t.Fatalf("a refused form set rules: %s", got.RulesJSON())
+	}
+}
+
+// Rules an agent set, shown in the form and saved back unchanged, stay the
+// same rules: a pointer may hold "=" (a label such as env=prod) and a value
+// " = "; the form writes "pointer = value", and reads it back so.
+func TestWebhookRulesFormKeepsWhatItShows(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+	h, _ := f.webhookWithEvents()
+	stored := rulesCLI(t, `{"filter": {"match": {"/labels/env=prod": true, "/title": "a = b", "/ref": "refs/heads/main"}}, "priority": 2}`)
+	if _, err := f.st.SetWebhookRules(t.Context(), h.ID, 0, []byte(stored), "agent:triage"); err != nil {
+		t.Fatal(err)
+	}
+	path := fmt.Sprintf("/webhook/%d", h.ID)
+	_, page := f.get(path, cookie)
+	m := regexp.MustCompile(`(?s)<textarea name="match"[^>]*>(.*?)</textarea>`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no match field on the page")
+	}
+	res, _ := f.post(path+"/rules", cookie, url.Values{csrfField: {csrf}, "match": {html.UnescapeString(m[1])}, "priority": {"2"}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("saving the rules as shown: %d", res.StatusCode)
+	}
+	if got, _ := f.st.Webhook(t.Context(), h.ID); string(got.RulesJSON()) != stored {
+		t.Fatalf("saved as shown, the rules became\n%s\nwere\n%s", got.RulesJSON(), stored)
 	}
 }
