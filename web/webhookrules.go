@@ -94,7 +94,7 @@ func readRulesForm(pf map[string][]string) (f rulesForm, rules []byte, msg strin
 		}
 		raw.Priority = p
 	}
-	fl := filter{Events: splitList(f.Events), Actions: splitList(f.Actions)}
+	fl := filter{Events: splitCommas(f.Events), Actions: splitCommas(f.Actions)}
 	var seen map[string]int // a match pointer's line
 	for i, line := range strings.Split(f.Match, "\n") {
 		if line = strings.TrimSpace(line); line == "" {
@@ -135,6 +135,18 @@ func readRulesForm(pf map[string][]string) (f rulesForm, rules []byte, msg strin
 		return f, nil, err.Error()
 	}
 	return f, rules, ""
+}
+
+// splitCommas splits a list at its commas alone, unlike splitList: an event
+// type may hold spaces (GitLab's Merge Request Hook).
+func splitCommas(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" && !contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // matchValue is a match line's value: JSON (false, 42, "text", null) as

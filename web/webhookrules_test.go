@@ -216,3 +216,27 @@ func TestWebhookRulesFormKeepsWhatItShows(t *testing.T) {
 		t.Fatalf("saved as shown, the rules became\n%s\nwere\n%s", got.RulesJSON(), stored)
 	}
 }
+
+// GitLab's event types hold spaces (Merge Request Hook): the form's lists are
+// split at commas, so such a filter can be set on the board, and one an agent
+// set is kept when the form is saved back.
+func TestWebhookRulesFormEventsWithSpaces(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+	h, _ := f.webhookWithEvents()
+	path := fmt.Sprintf("/webhook/%d", h.ID)
+	res, _ := f.post(path+"/rules", cookie, url.Values{csrfField: {csrf}, "events": {"Merge Request Hook, Push Hook"}})
+	want := rulesCLI(t, `{"filter": {"events": ["Merge Request Hook", "Push Hook"]}}`)
+	if got, _ := f.st.Webhook(t.Context(), h.ID); res.StatusCode != http.StatusSeeOther || string(got.RulesJSON()) != want {
+		t.Fatalf("GitLab event types from the form: %d, stored %s, want %s", res.StatusCode, got.RulesJSON(), want)
+	}
+	_, page := f.get(path, cookie)
+	m := regexp.MustCompile(`name="events" value="([^"]*)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no events field on the page")
+	}
+	f.post(path+"/rules", cookie, url.Values{csrfField: {csrf}, "events": {html.UnescapeString(m[1])}})
+	if got, _ := f.st.Webhook(t.Context(), h.ID); string(got.RulesJSON()) != want {
+		t.Fatalf("saved back as shown, the rules became %s, want %s", got.RulesJSON(), want)
+	}
+}
