@@ -122,6 +122,10 @@ func (r *Rules) compile() error {
 		if err := json.Unmarshal(want, &v); err != nil {
 			return rulesErr("match %s: the value is not JSON", text)
 		}
+		switch v.(type) {
+		case map[string]any, []any: // sameJSON never matches one: every delivery would be filtered
+			return rulesErr("match %s: compare with a string, number, true, false or null, not an object or array", text)
+		}
 		r.match = append(r.match, pointerMatch{pointer: p, text: text, want: v})
 	}
 	return nil

@@ -12,6 +12,9 @@ type TodoSearch struct {
 	// replays): the idempotency key a provider's dashboard shows; a todo whose
 	// own key (TodoOptions.Key) this is matches too.
 	Key string
+	// TodoKey is a todo's own key (TodoOptions.Key), exactly: the todos of one
+	// subject, such as octo/repo#42, and no delivery's.
+	TodoKey string
 	// Source is who made the todo, as its created_by says: webhook:N (or N alone)
 	// for the todos webhook N's deliveries made, human:… or agent:… for the ones
 	// they added or replayed, system; or else its source type (github, stripe, …,
@@ -51,6 +54,8 @@ func (s TodoSearch) exact() (index string, ok bool) {
 	switch {
 	case s.Key != "":
 		return "", true // NOT INDEXED: its few rowids, not a walk of an index
+	case s.TodoKey != "":
+		return "todos_key", true // the key's todos, newest first
 	case s.Holder != "":
 		return "todos_state_id", true // only claimed todos have a holder: a short walk
 	}
@@ -81,6 +86,10 @@ func (s TodoSearch) where(where []string, args []any, pg bool) ([]string, []any)
 		}
 		where = append(where, key)
 		args = append(args, s.Key, s.Key, s.Key)
+	}
+	if s.TodoKey != "" {
+		where = append(where, "key = ?")
+		args = append(args, s.TodoKey)
 	}
 	if s.Holder != "" {
 		holder := s.Holder

@@ -169,6 +169,7 @@ func TestSearchTodosWalksAnIndex(t *testing.T) {
 	}{
 		{TodoSearch{Key: "d-1"}, "SEARCH todos USING INTEGER PRIMARY KEY (rowid=?)"},
 		{TodoSearch{Holder: "agent:a"}, "SEARCH todos USING INDEX todos_state_id (state=?"},
+		{TodoSearch{TodoKey: "octo/repo#42"}, "SEARCH todos USING INDEX todos_key (key=?"},
 		{TodoSearch{Source: "webhook:1"}, ""},
 		{TodoSearch{Source: "github"}, ""},
 		{TodoSearch{Type: "push"}, ""},

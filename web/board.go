@@ -33,6 +33,9 @@ type boardPage struct {
 	// Query is the search box's text as typed, Search what it asks for.
 	Query  string
 	Search store.TodoSearch
+	// Key lists only the todos of this key (the todos' own, exactly), as a
+	// todo's Key cell links to it.
+	Key string
 	// The page's two live parts: the counts (queue cards and state tabs), which any
 	// change of state may move, and the rows, which only a change on this page's
 	// queue and state can (see app.js).
@@ -46,7 +49,7 @@ type boardPage struct {
 // Link is the URL of the board's queue and state with kv, and its error filter
 // when on, even for an error "" or "0", which link leaves out as unset.
 func (p boardPage) Link(kv ...any) string {
-	kv = append([]any{"queue", p.Queue, "state", p.State, "q", p.Query}, kv...)
+	kv = append([]any{"queue", p.Queue, "state", p.State, "q", p.Query, "key", p.Key}, kv...)
 	if p.ByError {
 		return errorLink(p.Error, "/", kv...)
 	}
@@ -91,10 +94,11 @@ func (u *UI) board(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	if jumped {
 		return
 	}
+	badKey := boardKey(q.Get("key"), &p)
 	fragment := q.Get("fragment")
-	p.CountsURL = link("/", "queue", p.Queue, "state", p.State, "q", p.Query, "fragment", "counts")
+	p.CountsURL = link("/", "queue", p.Queue, "state", p.State, "q", p.Query, "key", p.Key, "fragment", "counts")
 	p.RowsURL = p.Link("before", p.Before, "at", p.At, "fragment", "rows")
-	v := view{Title: "Board", Nav: "board", Error: cmp.Or(notATodo, badSearch)}
+	v := view{Title: "Board", Nav: "board", Error: cmp.Or(notATodo, badSearch, badKey)}
 	if fragment == "charts" {
 		if u.boardCharts(w, r, rc, &p) {
 			u.renderFragment(w, rc, "board", "charts-fragment", view{Page: p})
@@ -209,6 +213,19 @@ func (u *UI) glance(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		return
 	}
 	u.execute(w, http.StatusOK, "board", "glance", view{Operator: &rc.Operator, Glance: summarise(counts)})
+}
+
+// boardKey reads the board's key filter (?key=) into p; one no todo could
+// have is said in words (bad), and the board lists as if none were given.
+func boardKey(key string, p *boardPage) (bad string) {
+	if key == "" {
+		return ""
+	}
+	if err := (store.TodoOptions{Key: key}).Validate(); err != nil {
+		return fmt.Sprintf("No todo has that key: %s.", plainError(err))
+	}
+	p.Key, p.Search.TodoKey = key, key
+	return ""
 }
 
 func validState(s string) bool {

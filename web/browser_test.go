@@ -260,6 +260,20 @@ func TestBrowserBoard(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#rotate-webhook select[name="grace"]`)),
 	)
 	screenshot(t, ctx, "webhook-rotate-desktop", 1280, 800, 1, false)
+	step(t, ctx, "fill in the Rules form",
+		chromedp.Navigate(fmt.Sprintf("%s/webhook/%d", f.srv.URL, hook.ID)),
+		chromedp.Click(chromedp.CSS(`#webhook-rules > summary`)),
+		chromedp.WaitVisible(chromedp.CSS(`#webhook-rules input[name="key"]`)),
+		chromedp.SendKeys(chromedp.CSS(`#webhook-rules input[name="events"]`), "invoice.paid, invoice.updated"),
+		chromedp.SendKeys(chromedp.CSS(`#webhook-rules input[name="key"]`), "invoice:{/data/object/customer}"),
+		chromedp.Click(chromedp.CSS(`#webhook-rules input[name="coalesce"]`)),
+		chromedp.SendKeys(chromedp.CSS(`#webhook-rules input[name="debounce"]`), "30s"),
+	)
+	screenshot(t, ctx, "webhook-rules-desktop", 1280, 800, 1, false)
+	step(t, ctx, "save the rules", chromedp.Click(chromedp.CSS(`#webhook-rules button.primary`)), chromedp.WaitVisible(chromedp.CSS(`.flash.ok`)))
+	if h, err := f.st.Webhook(t.Context(), hook.ID); err != nil || h.Rules["key"] != "invoice:{/data/object/customer}" || h.Rules["coalesce"] != true {
+		t.Fatalf("rules saved from the page: %v (%v)", h.Rules, err)
+	}
 	events, err := f.st.ListWebhookEvents(t.Context(), store.EventFilter{WebhookID: demo.webhook, Limit: 1})
 	if err != nil || len(events) == 0 {
 		t.Fatalf("demo events: %v", err)
@@ -427,6 +441,10 @@ func TestBrowserPagesFitTheWindow(t *testing.T) {
 	long := "a-very-long-queue-name-for-the-nightly-customer-export-jobs"
 	td := f.addTodo(long, `{"n":1}`)
 	if _, err := f.st.Claim(t.Context(), store.Ack{ID: td.ID, Owner: "agent:the-nightly-export-builder-bot"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.AddTodo(t.Context(), store.NewTodo{Queue: long, Payload: "{}", CreatedBy: "test",
+		Options: store.TodoOptions{Key: "acme/a-very-long-repository-name-for-the-nightly-exports#123456", Priority: 5}}); err != nil {
 		t.Fatal(err)
 	}
 	q := []string{long, "inbox"}

@@ -39,6 +39,18 @@ type endpointRow struct {
 	Grants   []store.OAuthGrant // OAuth clients that act as this endpoint
 }
 
+// DefaultVerbs is how many of the verbs granted by default the endpoint has;
+// the opt-in ones (add_todo) are shown apart.
+func (e endpointRow) DefaultVerbs() int {
+	n := 0
+	for _, v := range store.AllVerbs() {
+		if slices.Contains(e.Verbs, v) {
+			n++
+		}
+	}
+	return n
+}
+
 // endpointList serves GET /endpoints.
 func (u *UI) endpointList(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	all := r.URL.Query().Get("all") == "1"
@@ -90,6 +102,8 @@ type endpointForm struct {
 	ToolDeny       string
 	allowGiven     bool // the submitted form had the field
 	denyGiven      bool
+	AddQueues      string // comma-separated: the queues add_todo may put todos on
+	addGiven       bool
 	Revoked        bool
 	Endpoint       *store.Endpoint // the saved endpoint, when editing
 	Once           string          // the New endpoint form's one-time token
@@ -150,6 +164,7 @@ func (u *UI) endpointPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	f.WebhookSources, f.WebhookQueues = ep.Ceiling.Sources, strings.Join(ep.Ceiling.Queues, ", ")
 	f.Capabilities = strings.Join(ep.Capabilities, ", ")
 	f.ToolAllow, f.ToolDeny = strings.Join(ep.ToolAllow, ", "), strings.Join(ep.ToolDeny, ", ")
+	f.AddQueues = strings.Join(ep.AddQueues, ", ")
 	u.showEndpointForm(w, r, rc, http.StatusOK, f, "")
 }
 
@@ -176,15 +191,18 @@ func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, sto
 	_, f.allowGiven = pf["tool_allow"]
 	_, f.denyGiven = pf["tool_deny"]
 	f.ToolAllow, f.ToolDeny = pf.Get("tool_allow"), pf.Get("tool_deny")
+	_, f.addGiven = pf["add_queues"]
+	f.AddQueues = pf.Get("add_queues")
 
 	queues, wqueues, caps := splitList(f.Queues), splitList(f.WebhookQueues), splitList(f.Capabilities)
+	addQueues := splitList(f.AddQueues)
 	if creating && !store.ValidAgentID(f.AgentID) {
 		return f, store.EndpointSpec{}, "The agent id must be 1-64 of a-z 0-9 _ . - and start with a letter or digit."
 	}
 	if len(queues) == 0 && len(caps) == 0 {
 		return f, store.EndpointSpec{}, "Give at least one queue the agent may work, or grant it capability modules alone."
 	}
-	for _, q := range append(append([]string{}, queues...), wqueues...) {
+	for _, q := range slices.Concat(queues, wqueues, addQueues) {
 		if !store.ValidQueueName(q) {
 			return f, store.EndpointSpec{}, fmt.Sprintf("%q is not a valid queue name (letters, digits and . _ - : /).", q)
 		}
@@ -226,6 +244,9 @@ func (u *UI) readEndpointForm(r *http.Request, creating bool) (endpointForm, sto
 	spec := store.EndpointSpec{AgentName: f.Name, Verbs: &verbs, Queues: &queues, DefaultLeaseTTL: &lease,
 		MaxWebhooks: &maxHooks, WebhookSources: &sources, WebhookQueues: &wqueues, Capabilities: &caps,
 		RatePerSecond: &rate, RateBurst: &burst}
+	if f.addGiven {
+		spec.AddQueues = &addQueues // add_todo itself is granted by its box alone
+	}
 	if msg := readToolLists(f, &spec); msg != "" {
 		return f, store.EndpointSpec{}, msg
 	}
@@ -410,6 +431,9 @@ func (u *UI) updateEndpoint(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 			}
 			if !f.denyGiven {
 				f.ToolDeny = strings.Join(ep.ToolDeny, ", ")
+			}
+			if !f.addGiven {
+				f.AddQueues = strings.Join(ep.AddQueues, ", ")
 			}
 		}
 		u.showEndpointForm(w, r, rc, http.StatusBadRequest, f, msg)

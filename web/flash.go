@@ -49,8 +49,10 @@ var flashes = map[string]string{
 	"approved-new": "New tool approved: agents granted its module can call it.",
 	"restarted": "Module restarting: it is stopped and started again at once. Its state below shows how the start went; " +
 		"reload the page in a moment.",
-	"deleted":  "Webhook deleted. Deliveries to its URL are refused from now on.",
-	"replayed": "Event replayed: a new todo was created from it.",
+	"deleted":       "Webhook deleted. Deliveries to its URL are refused from now on.",
+	"replayed":      "Event replayed: a new todo was created from it.",
+	"rules-set":     "Rules saved: they apply from the webhook's next delivery.",
+	"rules-removed": "Rules removed: from the next delivery on, every delivery makes a todo.",
 	"password": "Password changed. Every other browser where you were logged in is logged out (%s); " +
 		"this one stays logged in.",
 	"others-ended": "Logged out of %s; this browser stays logged in.",

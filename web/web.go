@@ -171,6 +171,7 @@ func (u *UI) Register(r *httprouter.Router) {
 	})
 	r.POST("/webhook/:id/rotate", u.action(u.rotateWebhook))
 	r.POST("/webhook/:id/delete", u.action(u.deleteWebhook))
+	r.POST("/webhook/:id/rules", u.action(u.setWebhookRules))
 	r.GET("/events/:id", u.page(u.eventPage))
 	r.POST("/events/:id/replay", u.action(u.replayEvent))
 
@@ -208,6 +209,7 @@ var actionPages = map[string]string{
 	"/endpoints/:id/revoke":        "/endpoints/:id",
 	"/webhook/:id/rotate":          "/webhook/:id",
 	"/webhook/:id/delete":          "/webhook/:id",
+	"/webhook/:id/rules":           "/webhook/:id",
 	"/events/:id/replay":           "/events/:id",
 	"/modules/:module/approve":     "/modules",
 	"/modules/:module/restart":     "/modules",

@@ -49,6 +49,7 @@ func (u *UI) webhookList(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 type webhookForm struct {
 	Open                              bool
 	Source, Queue, Description, Grace string
+	Rules                             *rulesForm // the rules form as sent; nil: as stored
 }
 
 func (u *UI) showWebhooks(w http.ResponseWriter, r *http.Request, rc *reqCtx, status int, f webhookForm, msg string) {
@@ -85,6 +86,8 @@ type webhookPage struct {
 	Graces        []struct{ Value, Label string } // for the Rotate form
 	Once          string                          // its one-time token
 	Form          webhookForm
+	Rules         rulesForm // as stored
+	RulesForm     rulesForm // as the form shows them: stored, or as sent and refused
 	Events        []store.WebhookEvent
 	Before, Older int64
 	TrackFailures bool
@@ -109,6 +112,10 @@ func (u *UI) showWebhook(w http.ResponseWriter, r *http.Request, rc *reqCtx, id 
 		return
 	}
 	p := webhookPage{Hook: u.webhookRow(r, h), Graces: graces, Once: randomToken(), Form: f, TrackFailures: u.opts.Failures != nil}
+	p.Rules = rulesFormOf(h.RulesJSON())
+	if p.RulesForm = p.Rules; f.Rules != nil {
+		p.RulesForm = *f.Rules
+	}
 	var ok bool
 	if p.Charts, ok = u.webhookCharts(w, r, rc, id); !ok {
 		return
