@@ -167,11 +167,11 @@ func (w *writer) readPipeline(br pgx.BatchResults, units [][]*writeReq) error {
 			continue
 		}
 		r := unit[0]
-		row := &pgxRow{row: br.QueryRow()}
-		r.err = r.one.read(&r.wtx, row)
-		if row.err != nil {
-			return fmt.Errorf("%w: %v", errStatementFailed, row.err)
+		row, err := readRow(br)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errStatementFailed, err)
 		}
+		readOne(r, row)
 	}
 	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("%w: notify the commit: %v", errStatementFailed, err)
@@ -179,18 +179,29 @@ func (w *writer) readPipeline(br pgx.BatchResults, units [][]*writeReq) error {
 	return nil
 }
 
-// pgxRow is a pgx row scanned as database/sql scans one, which the reads are
-// written for: pgx will not put an integer column into a bool. It keeps the
-// statement's error (no row is not one).
-type pgxRow struct {
-	row pgx.Row
-	err error
+// readRow reads a statement's first row, if any, as a pgRawRow. It is read
+// whole before it is scanned: pgx fails the whole batch, and so the reading of
+// its COMMIT's result, when a row it is scanning cannot be scanned.
+func readRow(br pgx.BatchResults) (scanner, error) {
+	rows, err := br.Query()
+	if err != nil {
+		rows.Close()
+		return nil, err
+	}
+	var row scanner = pgNoRow{}
+	if rows.Next() {
+		row = rawRow(rows, slices.Clone(rows.FieldDescriptions()), rows.RawValues())
+	}
+	rows.Close()
+	return row, rows.Err()
 }
 
-func (r *pgxRow) Scan(dest ...any) error {
-	err := scanIntBools(dest, r.row.Scan)
-	if err != nil && !notFound(err) {
-		r.err = err
+// readOne answers r from its row. A row that its read could not scan is no
+// failed statement: the statement ran, and the batch's COMMIT, sent with it,
+// runs as well; running the batch again would run each of its writes twice.
+func readOne(r *writeReq, row scanner) {
+	r.err = r.one.read(&r.wtx, row)
+	if raw, ok := row.(*pgRawRow); ok && raw.err != nil && !notFound(raw.err) {
+		r.err = fmt.Errorf("store: the write was committed, but its row could not be read: %w", raw.err)
 	}
-	return err
 }
