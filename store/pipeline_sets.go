@@ -80,7 +80,7 @@ func readSet(br pgx.BatchResults, unit []*writeReq) error {
 	rows, err := br.Query()
 	if err != nil {
 		rows.Close()
-		return fmt.Errorf("%w: %v", errStatementFailed, err)
+		return fmt.Errorf("%w: %w", errStatementFailed, err)
 	}
 	byPlace := make(map[int64]*pgRawRow, len(unit))
 	// pgx may reuse the descriptions' memory for a later result.
@@ -90,13 +90,13 @@ func readSet(br pgx.BatchResults, unit []*writeReq) error {
 		var place int64
 		if err := pgx.ScanRow(rows.Conn().TypeMap(), fields[:1], values[:1], &place); err != nil {
 			rows.Close()
-			return fmt.Errorf("%w: %v", errStatementFailed, err)
+			return fmt.Errorf("%w: %w", errStatementFailed, err)
 		}
 		byPlace[place] = rawRow(rows, fields[1:], values[1:])
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("%w: %v", errStatementFailed, err)
+		return fmt.Errorf("%w: %w", errStatementFailed, err)
 	}
 	for i, r := range unit {
 		var row scanner = pgNoRow{}
