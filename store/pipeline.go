@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -19,10 +20,13 @@ import (
 // row in a CTE, so a batch made only of such writes is sent whole, BEGIN to
 // COMMIT, through pgx's batch (one pipeline, one round trip) with no savepoints:
 // a write whose check fails changes nothing and answers its error, and the others
-// commit. If a statement fails (a lost connection, a deadlock with another
-// process), the transaction is rolled back and the batch runs again the usual
-// way, each request under its own savepoint: that is the batch's one retry.
-// Every answer still waits for the COMMIT's result.
+// commit. If the server refuses a statement (a deadlock with another process),
+// the transaction is rolled back and the batch runs again the usual way, each
+// request under its own savepoint: that is the batch's one retry. A connection
+// lost once the batch was sent fails the batch as a whole (its COMMIT may have
+// run: see mayRunAgain); a row a write cannot scan answers that write alone (the
+// batch was committed: see readOne). Every answer still waits for the COMMIT's
+// result.
 
 // pgOne is a write that is one statement on PostgreSQL, and what to make of its
 // row. It must not add a todo nor return one to its queue: the watch of this
@@ -149,6 +153,10 @@ func (w *writer) pipeline(batch []*writeReq, now time.Time) error {
 	if err == nil {
 		w.inSets.Add(int64(inSets))
 	}
+	if errors.Is(err, errStatementFailed) && !mayRunAgain(err) {
+		// The COMMIT was sent with the batch: the server may have run it.
+		err = fmt.Errorf("store: commit: the connection failed after the batch was sent, so it may have been committed: %v", err)
+	}
 	if errors.Is(err, errStatementFailed) {
 		for _, r := range live {
 			r.err = nil
@@ -157,14 +165,24 @@ func (w *writer) pipeline(batch []*writeReq, now time.Time) error {
 	return err
 }
 
+// mayRunAgain reports whether a batch that failed with err (errStatementFailed)
+// surely committed nothing, so that it may run again: the server refused one of
+// its statements (and so rolls the transaction back at its COMMIT), or nothing of
+// it reached the server. A connection cut while the answers were read leaves the
+// batch's outcome unknown: running it again could run each write twice.
+func mayRunAgain(err error) bool {
+	var refused *pgconn.PgError
+	return errors.As(err, &refused) || pgconn.SafeToRetry(err)
+}
+
 // readPipeline reads BEGIN's, the writer lock's, each unit's and the
 // notification's results.
 func (w *writer) readPipeline(br pgx.BatchResults, units [][]*writeReq) error {
 	if _, err := br.Exec(); err != nil {
-		return fmt.Errorf("%w: begin: %v", errStatementFailed, err)
+		return fmt.Errorf("%w: begin: %w", errStatementFailed, err)
 	}
 	if _, err := br.Exec(); err != nil {
-		return fmt.Errorf("%w: take the writer lock: %v", errStatementFailed, err)
+		return fmt.Errorf("%w: take the writer lock: %w", errStatementFailed, err)
 	}
 	for _, unit := range units {
 		if len(unit) > 1 {
@@ -174,30 +192,41 @@ func (w *writer) readPipeline(br pgx.BatchResults, units [][]*writeReq) error {
 			continue
 		}
 		r := unit[0]
-		row := &pgxRow{row: br.QueryRow()}
-		r.err = r.one.read(&r.wtx, row)
-		if row.err != nil {
-			return fmt.Errorf("%w: %v", errStatementFailed, row.err)
+		row, err := readRow(br)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errStatementFailed, err)
 		}
+		readOne(r, row)
 	}
 	if _, err := br.Exec(); err != nil {
-		return fmt.Errorf("%w: notify the commit: %v", errStatementFailed, err)
+		return fmt.Errorf("%w: notify the commit: %w", errStatementFailed, err)
 	}
 	return nil
 }
 
-// pgxRow is a pgx row scanned as database/sql scans one, which the reads are
-// written for: pgx will not put an integer column into a bool. It keeps the
-// statement's error (no row is not one).
-type pgxRow struct {
-	row pgx.Row
-	err error
+// readRow reads a statement's first row, if any, as a pgRawRow. It is read
+// whole before it is scanned: pgx fails the whole batch, and so the reading of
+// its COMMIT's result, when a row it is scanning cannot be scanned.
+func readRow(br pgx.BatchResults) (scanner, error) {
+	rows, err := br.Query()
+	if err != nil {
+		rows.Close()
+		return nil, err
+	}
+	var row scanner = pgNoRow{}
+	if rows.Next() {
+		row = rawRow(rows, slices.Clone(rows.FieldDescriptions()), rows.RawValues())
+	}
+	rows.Close()
+	return row, rows.Err()
 }
 
-func (r *pgxRow) Scan(dest ...any) error {
-	err := scanIntBools(dest, r.row.Scan)
-	if err != nil && !notFound(err) {
-		r.err = err
+// readOne answers r from its row. A row that its read could not scan is no
+// failed statement: the statement ran, and the batch's COMMIT, sent with it,
+// runs as well; running the batch again would run each of its writes twice.
+func readOne(r *writeReq, row scanner) {
+	r.err = r.one.read(&r.wtx, row)
+	if raw, ok := row.(*pgRawRow); ok && raw.err != nil && !notFound(raw.err) {
+		r.err = fmt.Errorf("store: the write was committed, but its row could not be read: %w", raw.err)
 	}
-	return err
 }

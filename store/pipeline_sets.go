@@ -80,7 +80,7 @@ func readSet(br pgx.BatchResults, unit []*writeReq) error {
 	rows, err := br.Query()
 	if err != nil {
 		rows.Close()
-		return fmt.Errorf("%w: %v", errStatementFailed, err)
+		return fmt.Errorf("%w: %w", errStatementFailed, err)
 	}
 	byPlace := make(map[int64]*pgRawRow, len(unit))
 	// pgx may reuse the descriptions' memory for a later result.
@@ -90,43 +90,52 @@ func readSet(br pgx.BatchResults, unit []*writeReq) error {
 		var place int64
 		if err := pgx.ScanRow(rows.Conn().TypeMap(), fields[:1], values[:1], &place); err != nil {
 			rows.Close()
-			return fmt.Errorf("%w: %v", errStatementFailed, err)
+			return fmt.Errorf("%w: %w", errStatementFailed, err)
 		}
-		row := &pgRawRow{typeMap: rows.Conn().TypeMap(), fields: fields[1:]}
-		for _, v := range values[1:] {
-			if v != nil {
-				v = append([]byte{}, v...) // the values' buffer is the next row's
-			}
-			row.values = append(row.values, v)
-		}
-		byPlace[place] = row
+		byPlace[place] = rawRow(rows, fields[1:], values[1:])
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("%w: %v", errStatementFailed, err)
+		return fmt.Errorf("%w: %w", errStatementFailed, err)
 	}
 	for i, r := range unit {
 		var row scanner = pgNoRow{}
 		if found, ok := byPlace[int64(i+1)]; ok {
 			row = found
 		}
-		r.err = r.one.read(&r.wtx, row)
+		readOne(r, row)
 	}
 	return nil
 }
 
-// pgRawRow is one row of a set-based statement, after its place, scanned as
-// pgxRow scans.
+// rawRow copies a row's values (fields from the place on, for a set-based
+// statement): the values' buffer is the next row's.
+func rawRow(rows pgx.Rows, fields []pgconn.FieldDescription, values [][]byte) *pgRawRow {
+	row := &pgRawRow{typeMap: rows.Conn().TypeMap(), fields: fields}
+	for _, v := range values {
+		if v != nil {
+			v = append([]byte{}, v...)
+		}
+		row.values = append(row.values, v)
+	}
+	return row
+}
+
+// pgRawRow is one row of a pipelined statement (of a set-based statement, after
+// its place), scanned as database/sql scans one, which the reads are written
+// for: pgx will not put an integer column into a bool.
 type pgRawRow struct {
 	typeMap *pgtype.Map
 	fields  []pgconn.FieldDescription
 	values  [][]byte
+	err     error // the scan's error
 }
 
 func (r *pgRawRow) Scan(dest ...any) error {
-	return scanIntBools(dest, func(dest ...any) error {
+	r.err = scanIntBools(dest, func(dest ...any) error {
 		return pgx.ScanRow(r.typeMap, r.fields, r.values, dest...)
 	})
+	return r.err
 }
 
 // pgNoRow is the row of a write that its set-based statement returned none for.
