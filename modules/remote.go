@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/client/transport"
 
@@ -97,6 +98,12 @@ type remoteConn struct {
 	mu       sync.Mutex // held while a new session opens
 	sess     *session
 	rejected string // the session ID the server last refused
+	reopened string // the session ID reopen opened last
+
+	// proven is the ID of a session the server has served since it opened
+	// (a call answered, or its listening stream open): a server that refuses
+	// the session it has just opened gets no other at once (see reopen).
+	proven atomic.Value
 
 	dead     chan struct{}
 	deadOnce sync.Once
@@ -170,12 +177,23 @@ func (c *remoteConn) reopen(ctx context.Context, old *session) (*session, error)
 		defer c.mu.Unlock()
 		return c.sess, nil
 	}
+	if err := c.brokenReason(); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	if id := sessionID(old); id != "" && id == c.reopened && c.proven.Load() != id {
+		// Opening sessions that the server refuses at once would go on for
+		// as long as it does: the capability waits out a backoff instead.
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: the server refused the session it had just opened", ErrUnavailable)
+	}
 	s, err := c.open(ctx)
 	if err != nil {
 		c.mu.Unlock()
 		return nil, err
 	}
 	c.sess = s
+	c.reopened = sessionID(s)
 	c.mu.Unlock()
 	// Closed without the lock: closing sends a DELETE of the old session, whose
 	// refusal (404) sessionWatch reports to lost, which takes the lock.
@@ -225,7 +243,11 @@ func (c *remoteConn) do(ctx context.Context, fn func(*session) error) error {
 			c.fail(rerr)
 			return fmt.Errorf("%w: a new session: %v", ErrUnavailable, rerr)
 		}
-		err = fn(ns)
+		s = ns
+		err = fn(s)
+	}
+	if err == nil {
+		c.proven.Store(sessionID(s))
 	}
 	if errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
 		c.fail(err)
@@ -307,6 +329,9 @@ func (w *sessionWatch) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if id == "" {
 		return resp, nil
+	}
+	if req.Method == http.MethodGet && resp.StatusCode/100 == 2 {
+		w.c.proven.Store(id) // the session's listening stream is open
 	}
 	switch resp.StatusCode {
 	case http.StatusNotFound:
