@@ -448,7 +448,18 @@ func (s *Store) QueueHeads(ctx context.Context) ([]QueueHead, error) {
 
 // QueueCounts counts todos by queue and state.
 func (s *Store) QueueCounts(ctx context.Context) ([]QueueCount, error) {
-	rows, err := s.query(ctx, `SELECT queue, state, n FROM queue_counts WHERE n > 0 ORDER BY queue, state`)
+	return s.counts(ctx, `SELECT queue, state, n FROM queue_counts WHERE n > 0 ORDER BY queue, state`)
+}
+
+// KeyCounts is QueueCounts for the todos of one key (TodoOptions.Key) alone,
+// counted from the todos themselves (through the todos_key index).
+func (s *Store) KeyCounts(ctx context.Context, key string) ([]QueueCount, error) {
+	return s.counts(ctx, `SELECT queue, state, count(*) FROM todos WHERE key = ? GROUP BY queue, state ORDER BY queue, state`, key)
+}
+
+// counts reads rows of (queue, state, count).
+func (s *Store) counts(ctx context.Context, query string, args ...any) ([]QueueCount, error) {
+	rows, err := s.query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: count todos: %w", err)
 	}

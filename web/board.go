@@ -16,7 +16,8 @@ type boardPage struct {
 	Before       int64
 	Queues       []queueSummary
 	Totals       queueSummary
-	Selected     queueSummary // counts of the selected queue (or all), for the state tabs
+	Selected     queueSummary // counts of the selected queue (or all)
+	Tabs         queueSummary // what the state tabs count: Selected, or one key's todos (?key=)
 	Todos        []store.Todo
 	Older        int64 // cursor of the next page; 0 when this is the last
 	// The Failed tab lists todos by when they failed, newest first: its cursor
@@ -146,6 +147,22 @@ func (u *UI) boardCounts(w http.ResponseWriter, r *http.Request, rc *reqCtx, p *
 	for _, qs := range p.Queues {
 		if qs.Queue == p.Queue {
 			p.Selected = qs
+		}
+	}
+	p.Tabs = p.Selected
+	if p.Key != "" {
+		// The tabs count what they list: the todos of that key alone.
+		counts, err := u.store.KeyCounts(r.Context(), p.Key)
+		if err != nil {
+			u.storeError(w, r, rc, "Counting the key's todos", err)
+			return false
+		}
+		p.Tabs = queueSummary{}
+		for _, qs := range summarise(counts) {
+			if p.Queue == "" || qs.Queue == p.Queue {
+				p.Tabs.Pending, p.Tabs.Claimed = p.Tabs.Pending+qs.Pending, p.Tabs.Claimed+qs.Claimed
+				p.Tabs.Done, p.Tabs.Failed = p.Tabs.Done+qs.Done, p.Tabs.Failed+qs.Failed
+			}
 		}
 	}
 	return true

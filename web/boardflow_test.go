@@ -71,6 +71,17 @@ func TestBoardShowsKeysAndFiltersByKey(t *testing.T) {
 		!strings.Contains(page, `name="key" value="`+key+`"`) {
 		t.Fatal("the board of one key does not say so, or its tabs drop the key")
 	}
+	// Its tabs count what they list: that key's todos, not the queue's.
+	if !strings.Contains(page, `>All <span class="count">3</span>`) {
+		t.Error("the All tab of one key does not count its 3 todos")
+	}
+	_, counts := f.get("/?fragment=counts&queue=prs&key="+url.QueryEscape(key), cookie)
+	for _, s := range []string{`>All <span class="count">2</span>`, `>pending <span class="count">1</span>`,
+		`>claimed <span class="count">1</span>`, `>failed <span class="count">0</span>`} {
+		if !strings.Contains(counts, s) {
+			t.Errorf("the live tabs of key %s on prs do not say %s", key, s)
+		}
+	}
 	// "Retry all" retries every dead letter of the queue: not offered on a list
 	// of one key's, where it would seem to retry those alone.
 	f.failed("prs")
