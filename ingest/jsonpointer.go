@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 )
 
 // bodyLookup reads values out of a JSON body by pointer, for the rules. It
@@ -62,10 +63,14 @@ func (l *bodyLookup) get(p []string) (any, bool) {
 		if cur, ok = parts.child(cur[0], tok); !ok {
 			return nil, false
 		}
-		path += "/" + tok
+		path += "/" + pointerEscape.Replace(tok) // a/b stays apart from a, b
 	}
 	return decodeValue(cur)
 }
+
+// pointerEscape writes a token as a JSON pointer does (RFC 6901), so that
+// the cache's paths name one container each.
+var pointerEscape = strings.NewReplacer("~", "~0", "/", "~1")
 
 // decodeValue decodes one JSON value, numbers as json.Number. A key's parts
 // are mostly plain strings and numbers, which the scan checked already: those

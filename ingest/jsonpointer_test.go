@@ -15,8 +15,9 @@ import (
 // are not JSON at all.
 func TestBodyLookupAgreesWithEncodingJSON(t *testing.T) {
 	for _, body := range lookupBodies() {
+		l := newLookup([]byte(body)) // one per body, for every pointer, as Rules.Apply
 		for _, p := range lookupPointers {
-			got, gotOK := newLookup([]byte(body)).get(p)
+			got, gotOK := l.get(p)
 			want, wantOK := refGet([]byte(body), p)
 			if gotOK != wantOK || !reflect.DeepEqual(got, want) {
 				t.Errorf("body %.60q, pointer %q: got %#v, %v; encoding/json finds %#v, %v", body, p, got, gotOK, want, wantOK)
@@ -32,8 +33,9 @@ func FuzzBodyLookup(f *testing.F) {
 		f.Add(body)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
+		l := newLookup([]byte(body))
 		for _, p := range lookupPointers {
-			got, gotOK := newLookup([]byte(body)).get(p)
+			got, gotOK := l.get(p)
 			want, wantOK := refGet([]byte(body), p)
 			if gotOK != wantOK || !reflect.DeepEqual(got, want) {
 				t.Errorf("body %q, pointer %q: got %#v, %v; encoding/json finds %#v, %v", body, p, got, gotOK, want, wantOK)
@@ -45,6 +47,7 @@ func FuzzBodyLookup(f *testing.F) {
 var lookupPointers = [][]string{
 	{"a"}, {"a", "b"}, {"a", "0"}, {"a", "1"}, {"a", "01"}, {"a", "-1"}, {"0"}, {"1", "a"},
 	{"number"}, {"repository", "full_name"}, {"é"}, {"a/b"}, {"~"}, {""}, {"\ufffd"},
+	{"a", "b", "x"}, {"a/b", "x"}, {"a", "b/x"}, {"a/b/x"},
 } // no empty pointer: a rule's never is (parsePointer)
 
 func lookupBodies() []string {
@@ -60,6 +63,7 @@ func lookupBodies() []string {
 		`{"a":-0}`, `{"a":"x"}`, `{"a":"x\"y"}`, `{"a":"é"}`, `{"a":-1.5e-3}`, `{"a":12345678901234567890}`, `{"a":01}`, `{"a":1.}`, `{"a":1.5e}`, `{"a":1.5E+3}`, `{"a":-}`, `{"a":.5}`,
 		`{"a":tru}`, `{"a":true}`, `{"a":false}`, `{"a":nul}`, `{"a":"\q"}`, `{"a":"\u12"}`,
 		`[{"a":1},[2]]`, `["x"]`, `"a"`, `42`, ``, `   `, `{`, `[`, `{"a"}`, `{"a":}`, `{,}`, `[1,]`,
+		`{"a":{"b":{"x":1}},"a/b":{"x":2},"a/b/x":3}`, `{"a/b":{"x":2},"a":{"b":{"x":1},"b/x":4}}`,
 		`{"a":[1,2,3,4,5,6,7,8,9,10,11]}`, deep, deeper, deepObj, `not json`, "\x00\x01",
 	}
 }
