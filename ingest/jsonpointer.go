@@ -41,15 +41,21 @@ const maxJSONDepth = 10000
 // get is the value at pointer p (numbers as json.Number); ok is false when the
 // body has none there, or is not JSON.
 func (l *bodyLookup) get(p []string) (any, bool) {
-	cur := bytes.TrimSpace(l.body)
 	if !l.checked {
-		s := jsonScan{b: cur}
-		l.valid = s.value(0) && s.i == len(cur)
+		s := jsonScan{b: l.body}
+		s.ws() // JSON's whitespace only: not \f, \v or U+00A0, as bytes.TrimSpace would
+		l.body = l.body[s.i:]
+		s = jsonScan{b: l.body}
+		l.valid = s.value(0)
+		l.body = l.body[:s.i]
+		s.ws()
+		l.valid = l.valid && s.i == len(s.b)
 		l.checked, l.parts = true, map[string]jsonParts{"": s.parts}
 	}
 	if !l.valid {
 		return nil, false
 	}
+	cur := l.body // the value, without the whitespace around it
 	path := ""
 	for _, tok := range p {
 		parts, seen := l.parts[path]

@@ -64,6 +64,9 @@ func lookupBodies() []string {
 		`{"a":tru}`, `{"a":true}`, `{"a":false}`, `{"a":nul}`, `{"a":"\q"}`, `{"a":"\u12"}`,
 		`[{"a":1},[2]]`, `["x"]`, `"a"`, `42`, ``, `   `, `{`, `[`, `{"a"}`, `{"a":}`, `{,}`, `[1,]`,
 		`{"a":{"b":{"x":1}},"a/b":{"x":2},"a/b/x":3}`, `{"a/b":{"x":2},"a":{"b":{"x":1},"b/x":4}}`,
+		"\f{\"a\":1}", "{\"a\":1}\v", "\u00a0{\"a\":1}", "{\"a\":1}\u0085", " \t\r\n{\"a\":1}\n",
+		`{"\u00e9":1,"é":2}`, `{"a":"\ud83d\ude00"}`, `{"\ud83d\ude00":1}`, `{"\ud83d":1}`, "{\"\xed\xa0\x80\":1}",
+		`{"a":1e3}`, `{"a":1.0}`, `{"a":-0.0e-0}`, `{"a":"\u0000"}`, `{"\u007e":1}`, `{"\/":1}`,
 		`{"a":[1,2,3,4,5,6,7,8,9,10,11]}`, deep, deeper, deepObj, `not json`, "\x00\x01",
 	}
 }
@@ -71,6 +74,9 @@ func lookupBodies() []string {
 // refGet is the lookup the rules used before bodyLookup: encoding/json
 // decoding each object and array on the pointer's path.
 func refGet(body []byte, p []string) (any, bool) {
+	if !json.Valid(body) { // a body that is not one JSON value has nothing in it
+		return nil, false
+	}
 	cur := json.RawMessage(body)
 	for _, tok := range p {
 		cur = bytes.TrimSpace(cur)
