@@ -31,6 +31,7 @@ type jsonParts struct {
 type jsonMember struct {
 	name, value []byte // the name with its quotes
 	plain       bool   // the name needs no unescaping (see str)
+	unescaped   string // a name that is not plain, unescaped once (as encoding/json would)
 }
 
 func newLookup(body []byte) *bodyLookup { return &bodyLookup{body: body} }
@@ -110,7 +111,7 @@ func (c jsonParts) child(kind byte, tok string) ([]byte, bool) {
 	switch kind {
 	case '{':
 		for i := len(c.members) - 1; i >= 0; i-- {
-			if m := c.members[i]; sameName(m.name, m.plain, tok) {
+			if m := c.members[i]; m.is(tok) {
 				return m.value, true
 			}
 		}
@@ -208,7 +209,11 @@ func (s *jsonScan) object(depth int) bool {
 			return false
 		}
 		if depth == 1 {
-			s.parts.members = append(s.parts.members, jsonMember{name: name, value: s.b[start:s.i], plain: plain})
+			m := jsonMember{name: name, value: s.b[start:s.i], plain: plain}
+			if !plain {
+				json.Unmarshal(name, &m.unescaped) // a string the scan checked: mends bad UTF-8, never fails
+			}
+			s.parts.members = append(s.parts.members, m)
 		}
 		s.ws()
 		if s.next(',') {
@@ -291,14 +296,13 @@ func isHex4(b []byte) bool {
 	return true
 }
 
-// sameName compares a member's quoted name with tok as encoding/json would,
-// unescaping (and mending bad UTF-8) only names that need it.
-func sameName(raw []byte, plain bool, tok string) bool {
-	if plain {
-		return string(raw[1:len(raw)-1]) == tok
+// is compares the member's name with tok as encoding/json would: unescaped,
+// bad UTF-8 mended.
+func (m jsonMember) is(tok string) bool {
+	if m.plain {
+		return string(m.name[1:len(m.name)-1]) == tok
 	}
-	var name string
-	return json.Unmarshal(raw, &name) == nil && name == tok
+	return m.unescaped == tok
 }
 
 func (s *jsonScan) literal(word string) bool {
