@@ -2,9 +2,13 @@ package store
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // A key freed in another process (its front completed, cancelled) rings this
@@ -57,4 +61,33 @@ func TestAKeyFreedInAnotherProcessRingsHere(t *testing.T) {
 	watch.check(ctx)
 	expect("the watch after a foreign cancel", "key_free:"+strconv.FormatInt(ids[3], 10))
 	claim(other, ids[3])
+}
+
+// A key's next todo whose available_at came (a debounce) by the time another
+// process's ring arrives rings as a freed key, as the scan announces it, not
+// as the end of a retry's backoff (the ring's timing of a retry is for those).
+func TestAKeyFreedRingsAsAKeyFreeWhenItsTimeCame(t *testing.T) {
+	ctx := context.Background()
+	url := testkit.PostgresURL(t)
+	serveSide, _ := openPair(t, url)
+	var rang []string
+	serveSide.OnTodoChange(func(c TodoChange) { rang = append(rang, c.Cause+":"+strconv.FormatInt(c.ID, 10)) })
+	if _, err := serveSide.newForeignWatch(ctx, serveSide.rdb); err != nil {
+		t.Fatal(err)
+	}
+	defer serveSide.own.stop()
+	var schema string
+	if err := serveSide.rdb.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	entry := ringEntry{ID: 987654, Queue: "prs", Source: "github", State: StatePending, Cause: "key_free",
+		AuditID: 876543, ClaimableAt: ms(time.Now().Add(-time.Second))}
+	b, err := json.Marshal([]ringEntry{entry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveSide.ringFrom(ringPrefix+schema+"\n"+string(b), schema)
+	if want := []string{"key_free:987654"}; !slices.Equal(rang, want) {
+		t.Fatalf("rang %q, want %q", rang, want)
+	}
 }

@@ -103,10 +103,14 @@ func (s *Store) ringFrom(payload, schema string) bool {
 			c.ClaimableAt = fromMS(e.ClaimableAt)
 		}
 		if e.AuditID != 0 && !c.ClaimableAt.IsZero() {
-			// A failure with a retry: as the scan does (announceReturned), its
-			// backoff is timed here too, and it rings when that ends.
+			// A failure with a retry, or a key's next todo not yet available: as
+			// the scan does (announceReturned), its wait is timed here too, and it
+			// rings when that ends, with the scan's cause (returnCauses).
 			at := c.ClaimableAt
-			c.ClaimableAt, c.Claimable, c.Cause = time.Time{}, true, "backoff_over"
+			c.ClaimableAt, c.Claimable = time.Time{}, true
+			if c.Cause == "retry_backoff" {
+				c.Cause = "backoff_over"
+			}
 			if at.After(s.now()) {
 				s.wakeAt(at, c)
 				continue
