@@ -137,8 +137,9 @@ func (f *foreignWatch) announceAdded(ctx context.Context, next idMark) bool {
 	if !next.news(f.added) {
 		return true
 	}
-	const sqlite = `SELECT id, queue, source_type, state FROM todos WHERE id > ? AND id <= ? ORDER BY id`
-	const postgres = `SELECT id, queue, source_type, state FROM todos
+	const sqlite = `SELECT id, queue, source_type, state, available_at, key_waiting FROM todos
+		WHERE id > ? AND id <= ? ORDER BY id`
+	const postgres = `SELECT id, queue, source_type, state, available_at, key_waiting FROM todos
 		WHERE (id > ? AND id <= ?) OR id = ANY(?) ORDER BY id`
 	var rows *sql.Rows
 	var err error
@@ -153,12 +154,23 @@ func (f *foreignWatch) announceAdded(ctx context.Context, next idMark) bool {
 	}
 	var found []TodoChange
 	var ids []int64
+	now := f.s.now()
 	for rows.Next() {
 		var c TodoChange
-		if err := rows.Scan(&c.ID, &c.Queue, &c.Source, &c.State); err != nil {
+		var available, waiting int64
+		if err := rows.Scan(&c.ID, &c.Queue, &c.Source, &c.State, &available, &waiting); err != nil {
 			break
 		}
-		c.Claimable, c.Cause = c.State == StatePending, "add"
+		c.Cause = "add"
+		if c.State == StatePending && waiting == 0 {
+			// A delayed add rings when its delay ends (fire times it), as it does
+			// in the process that added it; one behind its key, when the key frees.
+			if at := fromMS(available); at.After(now) {
+				c.ClaimableAt = at
+			} else {
+				c.Claimable = true
+			}
+		}
 		found, ids = append(found, c), append(ids, c.ID)
 	}
 	err = rows.Err()

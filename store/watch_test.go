@@ -166,3 +166,26 @@ func watchOn(t *testing.T, s *Store) *foreignWatch {
 	t.Cleanup(s.own.stop)
 	return watch
 }
+
+// Another process's delayed add, found by the watch's scan (no ring: SQLite, or a
+// ring left out for its size), is not claimable yet: it rings when its delay ends.
+func TestWatchForeignTimesAnotherProcesssDelayedAdd(t *testing.T) {
+	ctx := context.Background()
+	serveSide, cli := twoProcesses(t)
+	_, expect := recordRings(t, serveSide, func(c TodoChange) string {
+		return c.Cause + ":" + strconv.FormatInt(c.ID, 10)
+	})
+	watch := watchOn(t, serveSide)
+	td, err := cli.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "later", Options: TodoOptions{Delay: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch.check(ctx)
+	expect("the watch after a foreign delayed add")
+	serveSide.wakeups.mu.Lock()
+	at, timed := serveSide.wakeups.latest[td.ID]
+	serveSide.wakeups.mu.Unlock()
+	if !timed || ms(at) != ms(td.AvailableAt) {
+		t.Fatalf("the delayed todo's wake-up: %v (timed %v), want %v", at, timed, td.AvailableAt)
+	}
+}
