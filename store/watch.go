@@ -194,7 +194,8 @@ func (f *foreignWatch) announceAdded(ctx context.Context, next idMark) bool {
 // backoff ends. A resumed queue's head is announced as a return (see ResumeQueue),
 // and so is a key's next todo when the one ahead of it ended (see keyEnded).
 var returnCauses = map[string]string{"todo.release": "release", "todo.retry": "retry", "todo.requeue": "lease_expired",
-	"todo.fail": "backoff_over", "queue.resume": "resume", "todo.key_free": "key_free"}
+	"todo.fail": "backoff_over", "queue.resume": "resume", "todo.key_free": "key_free",
+	"todo.approve": "approval_decided", "todo.deny": "approval_decided"}
 
 // announceReturned announces the todos other processes returned to their queues
 // in audit rows up to next, those still pending: the claimable ones now, those
@@ -207,13 +208,15 @@ func (f *foreignWatch) announceReturned(ctx context.Context, next idMark) bool {
 	}
 	const sqlite = `SELECT a.id, a.action, t.id, t.queue, t.source_type, t.available_at
 		FROM audit a JOIN todos t ON t.id = CAST(substr(a.target, 6) AS INTEGER)
-		WHERE (a.action IN ('todo.release', 'todo.retry', 'todo.requeue', 'queue.resume', 'todo.key_free') OR (a.action = 'todo.fail' AND a.outcome = 'retry'))
+		WHERE (a.action IN ('todo.release', 'todo.retry', 'todo.requeue', 'queue.resume', 'todo.key_free',
+			'todo.approve', 'todo.deny') OR (a.action = 'todo.fail' AND a.outcome = 'retry'))
 			AND a.id > ? AND a.id <= ?
 			AND a.target LIKE 'todo:%' AND t.state = 'pending'
 		ORDER BY a.id`
 	const postgres = `SELECT a.id, a.action, t.id, t.queue, t.source_type, t.available_at
 		FROM audit a JOIN todos t ON t.id = CAST(substr(a.target, 6) AS INTEGER)
-		WHERE (a.action IN ('todo.release', 'todo.retry', 'todo.requeue', 'queue.resume', 'todo.key_free') OR (a.action = 'todo.fail' AND a.outcome = 'retry'))
+		WHERE (a.action IN ('todo.release', 'todo.retry', 'todo.requeue', 'queue.resume', 'todo.key_free',
+			'todo.approve', 'todo.deny') OR (a.action = 'todo.fail' AND a.outcome = 'retry'))
 			AND ((a.id > ? AND a.id <= ?) OR a.id = ANY(?))
 			AND a.target LIKE 'todo:%' AND t.state = 'pending'
 		ORDER BY a.id`
@@ -258,7 +261,11 @@ func (f *foreignWatch) announceReturned(ctx context.Context, next idMark) bool {
 			continue
 		}
 		seen[c.ID] = true
-		if at.After(f.s.now()) {
+		if c.Cause == "approval_decided" && at.After(f.s.now()) {
+			// As where it was decided (Decide): claimable now by the worker that
+			// asked, and rung for everyone when the hold ends.
+			c.ClaimableAt = at
+		} else if at.After(f.s.now()) {
 			// Failed with a retry in another process: its backoff is timed here too,
 			// so that it rings even if that process is gone when it ends.
 			f.s.wakeAt(at, c)
