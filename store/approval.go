@@ -89,9 +89,12 @@ func (s *Store) Decide(ctx context.Context, id int64, approve bool, comment, act
 		}
 		// Claimable at once by the worker that asked: the doorbell rings now, and
 		// again for everyone when the hold is over.
+		// The audit row's id goes with the change, as a return's does: other
+		// processes' watches find the decision by its row (see returnCauses).
+		auditID, err := w.auditRow(actor, action, todoTarget(id), "", textcut.Bytes(comment, 200))
 		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StatePending, Source: t.Source.Type,
-			Claimable: true, ClaimableAt: hold, Cause: "approval_decided"})
-		return w.audit(actor, action, todoTarget(id), "", textcut.Bytes(comment, 200))
+			Claimable: true, ClaimableAt: hold, Cause: "approval_decided", auditID: auditID})
+		return err
 	})
 	return t, err
 }

@@ -102,7 +102,7 @@ func (s *Store) ringFrom(payload, schema string) bool {
 		if e.ClaimableAt != 0 {
 			c.ClaimableAt = fromMS(e.ClaimableAt)
 		}
-		if e.AuditID != 0 && !c.ClaimableAt.IsZero() {
+		if e.AuditID != 0 && !c.ClaimableAt.IsZero() && e.Cause != "approval_decided" {
 			// A failure with a retry, or a key's next todo not yet available: as
 			// the scan does (announceReturned), its wait is timed here too, and it
 			// rings when that ends, with the scan's cause (returnCauses).

@@ -170,3 +170,26 @@ func TestRingPayloadFitsOrIsLeftOut(t *testing.T) {
 		t.Fatalf("a claim alone gave %q", none)
 	}
 }
+
+// A ring for a decision on a todo awaiting approval rings as the decision did
+// where it was made: now for the worker that asked, and again when the hold ends
+// (not only then, as a retry's backoff does).
+func TestRingOfAnApprovalRingsNowAndAtTheHoldsEnd(t *testing.T) {
+	s := openTest(t, Options{})
+	s.own.start()
+	defer s.own.stop()
+	_, expect := recordRings(t, s, func(c TodoChange) string { return fmt.Sprint(c.Cause, ":", c.ID) })
+	hold := s.now().Add(ApprovalHold)
+	payload := fmt.Sprintf(`%sits_schema`+"\n"+`[{"i":7,"q":"inbox","st":"pending","c":true,"at":%d,"w":"approval_decided","a":40}]`,
+		ringPrefix, ms(hold))
+	if !s.ringFrom(payload, "its_schema") {
+		t.Fatal("the payload was not read as a ring")
+	}
+	expect("the ring of an approval", "approval_decided:7")
+	s.wakeups.mu.Lock()
+	at, timed := s.wakeups.latest[7]
+	s.wakeups.mu.Unlock()
+	if !timed || ms(at) != ms(hold) {
+		t.Fatalf("the hold's end: %v (timed %v), want %v", at, timed, hold)
+	}
+}

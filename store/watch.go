@@ -137,8 +137,9 @@ func (f *foreignWatch) announceAdded(ctx context.Context, next idMark) bool {
 	if !next.news(f.added) {
 		return true
 	}
-	const sqlite = `SELECT id, queue, source_type, state FROM todos WHERE id > ? AND id <= ? ORDER BY id`
-	const postgres = `SELECT id, queue, source_type, state FROM todos
+	const sqlite = `SELECT id, queue, source_type, state, available_at, key_waiting FROM todos
+		WHERE id > ? AND id <= ? ORDER BY id`
+	const postgres = `SELECT id, queue, source_type, state, available_at, key_waiting FROM todos
 		WHERE (id > ? AND id <= ?) OR id = ANY(?) ORDER BY id`
 	var rows *sql.Rows
 	var err error
@@ -153,12 +154,23 @@ func (f *foreignWatch) announceAdded(ctx context.Context, next idMark) bool {
 	}
 	var found []TodoChange
 	var ids []int64
+	now := f.s.now()
 	for rows.Next() {
 		var c TodoChange
-		if err := rows.Scan(&c.ID, &c.Queue, &c.Source, &c.State); err != nil {
+		var available, waiting int64
+		if err := rows.Scan(&c.ID, &c.Queue, &c.Source, &c.State, &available, &waiting); err != nil {
 			break
 		}
-		c.Claimable, c.Cause = c.State == StatePending, "add"
+		c.Cause = "add"
+		if c.State == StatePending && waiting == 0 {
+			// A delayed add rings when its delay ends (fire times it), as it does
+			// in the process that added it; one behind its key, when the key frees.
+			if at := fromMS(available); at.After(now) {
+				c.ClaimableAt = at
+			} else {
+				c.Claimable = true
+			}
+		}
 		found, ids = append(found, c), append(ids, c.ID)
 	}
 	err = rows.Err()
@@ -182,7 +194,8 @@ func (f *foreignWatch) announceAdded(ctx context.Context, next idMark) bool {
 // backoff ends. A resumed queue's head is announced as a return (see ResumeQueue),
 // and so is a key's next todo when the one ahead of it ended (see keyEnded).
 var returnCauses = map[string]string{"todo.release": "release", "todo.retry": "retry", "todo.requeue": "lease_expired",
-	"todo.fail": "backoff_over", "queue.resume": "resume", "todo.key_free": "key_free"}
+	"todo.fail": "backoff_over", "queue.resume": "resume", "todo.key_free": "key_free",
+	"todo.approve": "approval_decided", "todo.deny": "approval_decided"}
 
 // announceReturned announces the todos other processes returned to their queues
 // in audit rows up to next, those still pending: the claimable ones now, those
@@ -195,13 +208,15 @@ func (f *foreignWatch) announceReturned(ctx context.Context, next idMark) bool {
 	}
 	const sqlite = `SELECT a.id, a.action, t.id, t.queue, t.source_type, t.available_at
 		FROM audit a JOIN todos t ON t.id = CAST(substr(a.target, 6) AS INTEGER)
-		WHERE (a.action IN ('todo.release', 'todo.retry', 'todo.requeue', 'queue.resume', 'todo.key_free') OR (a.action = 'todo.fail' AND a.outcome = 'retry'))
+		WHERE (a.action IN ('todo.release', 'todo.retry', 'todo.requeue', 'queue.resume', 'todo.key_free',
+			'todo.approve', 'todo.deny') OR (a.action = 'todo.fail' AND a.outcome = 'retry'))
 			AND a.id > ? AND a.id <= ?
 			AND a.target LIKE 'todo:%' AND t.state = 'pending'
 		ORDER BY a.id`
 	const postgres = `SELECT a.id, a.action, t.id, t.queue, t.source_type, t.available_at
 		FROM audit a JOIN todos t ON t.id = CAST(substr(a.target, 6) AS INTEGER)
-		WHERE (a.action IN ('todo.release', 'todo.retry', 'todo.requeue', 'queue.resume', 'todo.key_free') OR (a.action = 'todo.fail' AND a.outcome = 'retry'))
+		WHERE (a.action IN ('todo.release', 'todo.retry', 'todo.requeue', 'queue.resume', 'todo.key_free',
+			'todo.approve', 'todo.deny') OR (a.action = 'todo.fail' AND a.outcome = 'retry'))
 			AND ((a.id > ? AND a.id <= ?) OR a.id = ANY(?))
 			AND a.target LIKE 'todo:%' AND t.state = 'pending'
 		ORDER BY a.id`
@@ -246,7 +261,11 @@ func (f *foreignWatch) announceReturned(ctx context.Context, next idMark) bool {
 			continue
 		}
 		seen[c.ID] = true
-		if at.After(f.s.now()) {
+		if c.Cause == "approval_decided" && at.After(f.s.now()) {
+			// As where it was decided (Decide): claimable now by the worker that
+			// asked, and rung for everyone when the hold ends.
+			c.ClaimableAt = at
+		} else if at.After(f.s.now()) {
 			// Failed with a retry in another process: its backoff is timed here too,
 			// so that it rings even if that process is gone when it ends.
 			f.s.wakeAt(at, c)

@@ -166,3 +166,61 @@ func watchOn(t *testing.T, s *Store) *foreignWatch {
 	t.Cleanup(s.own.stop)
 	return watch
 }
+
+// Another process's delayed add, found by the watch's scan (no ring: SQLite, or a
+// ring left out for its size), is not claimable yet: it rings when its delay ends.
+func TestWatchForeignTimesAnotherProcesssDelayedAdd(t *testing.T) {
+	ctx := context.Background()
+	serveSide, cli := twoProcesses(t)
+	_, expect := recordRings(t, serveSide, func(c TodoChange) string {
+		return c.Cause + ":" + strconv.FormatInt(c.ID, 10)
+	})
+	watch := watchOn(t, serveSide)
+	td, err := cli.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "later", Options: TodoOptions{Delay: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch.check(ctx)
+	expect("the watch after a foreign delayed add")
+	serveSide.wakeups.mu.Lock()
+	at, timed := serveSide.wakeups.latest[td.ID]
+	serveSide.wakeups.mu.Unlock()
+	if !timed || ms(at) != ms(td.AvailableAt) {
+		t.Fatalf("the delayed todo's wake-up: %v (timed %v), want %v", at, timed, td.AvailableAt)
+	}
+}
+
+// A human's decision on a todo awaiting approval, made in another process (the
+// board behind a balancer, the CLI), rings here as it does where it was made:
+// now for the worker that asked, and for everyone when the hold ends.
+func TestWatchForeignRingsAnotherProcesssApproval(t *testing.T) {
+	ctx := context.Background()
+	serveSide, cli := twoProcesses(t)
+	_, expect := recordRings(t, serveSide, func(c TodoChange) string {
+		return c.Cause + ":" + strconv.FormatInt(c.ID, 10)
+	})
+	td, err := serveSide.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if td, err = serveSide.Claim(ctx, Ack{ID: td.ID, Owner: "agent:1"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := serveSide.RequestApproval(ctx, Ack{ID: td.ID, Owner: "agent:1", LeaseSeq: td.LeaseSeq}, "ship it?"); err != nil {
+		t.Fatal(err)
+	}
+	expect("own add", "add:"+strconv.FormatInt(td.ID, 10))
+	watch := watchOn(t, serveSide)
+	decided, err := cli.Decide(ctx, td.ID, true, "yes", "human:cli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch.check(ctx)
+	expect("the watch after a foreign approval", "approval_decided:"+strconv.FormatInt(td.ID, 10))
+	serveSide.wakeups.mu.Lock()
+	at, timed := serveSide.wakeups.latest[td.ID]
+	serveSide.wakeups.mu.Unlock()
+	if !timed || ms(at) != ms(decided.AvailableAt) {
+		t.Fatalf("the hold's end: %v (timed %v), want %v", at, timed, decided.AvailableAt)
+	}
+}
