@@ -94,7 +94,8 @@ func (o TodoOptions) firstAvailable(now time.Time) time.Time {
 }
 
 // debounced is when a pending todo first added at created becomes claimable
-// after a todo with o folded into it at now: the window restarts, up to the cap.
+// after a todo with o folded into it at now: the window restarts, up to the cap,
+// but never ends before available (a longer delay, or a retry's backoff, holds).
 // Without a debounce the todo keeps available.
 func (o TodoOptions) debounced(available, created, now time.Time) time.Time {
 	if o.Debounce <= 0 {
@@ -104,7 +105,7 @@ func (o TodoOptions) debounced(available, created, now time.Time) time.Time {
 	if limit <= 0 {
 		limit = DefaultDebounceMaxFactor * o.Debounce
 	}
-	return minTime(now.Add(o.Debounce), maxTime(created.Add(limit), now))
+	return maxTime(available, minTime(now.Add(o.Debounce), maxTime(created.Add(limit), now)))
 }
 
 func minTime(a, b time.Time) time.Time {

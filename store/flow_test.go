@@ -207,6 +207,25 @@ func TestDebounceRestartsUpToItsCap(t *testing.T) {
 	}
 }
 
+// A fold never makes a todo claimable sooner than it already was: a delay
+// longer than the debounce window, set when the todo was added, holds.
+func TestDebounceKeepsALongerDelay(t *testing.T) {
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	start := clock.Now()
+	s := openTest(t, Options{Now: clock.Now})
+	o := TodoOptions{Key: "push", Coalesce: true, Debounce: 10 * time.Second, Delay: 10 * time.Minute}
+	td := addOpts(t, s, "q", "1", o)
+	clock.Add(5 * time.Second)
+	td = addOpts(t, s, "q", "more", o)
+	if want := start.Add(10 * time.Minute); td.Coalesced != 1 || !td.AvailableAt.Equal(want) {
+		t.Fatalf("available_at %s after a fold (coalesced %d), want the delay's 10m", td.AvailableAt.Sub(start), td.Coalesced)
+	}
+	clock.Add(time.Minute)
+	if got := claimIDs(t, s, "q"); len(got) != 0 {
+		t.Fatalf("claimed during its delay: %v", got)
+	}
+}
+
 func TestFlowOptionsBadInput(t *testing.T) {
 	s := openTest(t, Options{})
 	for _, o := range []TodoOptions{
