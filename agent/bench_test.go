@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -65,7 +66,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 			}
 			var wg sync.WaitGroup
 			b.ResetTimer()
-			before, cpu := e.st.WriterStats(), processCPU(b)
+			before, cpu := e.st.WriterStats(), testkit.ProcessCPU(b)
 			start := time.Now()
 			for _, cl := range clients {
 				wg.Go(func() {
@@ -78,7 +79,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 			b.StopTimer()
 			elapsed := time.Since(start)
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "todos/s")
-			b.ReportMetric(float64((processCPU(b)-cpu).Microseconds())/float64(b.N), "cpu-µs/todo")
+			b.ReportMetric(float64((testkit.ProcessCPU(b)-cpu).Microseconds())/float64(b.N), "cpu-µs/todo")
 			after := e.st.WriterStats()
 			b.ReportMetric(float64(after.Requests-before.Requests)/float64(max(1, after.Batches-before.Batches)), "writes/commit")
 			// writer-busy near 1: the writer goroutine is the bottleneck; commit-share

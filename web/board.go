@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -157,13 +158,11 @@ func (u *UI) boardCounts(w http.ResponseWriter, r *http.Request, rc *reqCtx, p *
 			u.storeError(w, r, rc, "Counting the key's todos", err)
 			return false
 		}
-		p.Tabs = queueSummary{}
-		for _, qs := range summarise(counts) {
-			if p.Queue == "" || qs.Queue == p.Queue {
-				p.Tabs.Pending, p.Tabs.Claimed = p.Tabs.Pending+qs.Pending, p.Tabs.Claimed+qs.Claimed
-				p.Tabs.Done, p.Tabs.Failed = p.Tabs.Done+qs.Done, p.Tabs.Failed+qs.Failed
-			}
+		qs := summarise(counts)
+		if p.Queue != "" {
+			qs = slices.DeleteFunc(qs, func(q queueSummary) bool { return q.Queue != p.Queue })
 		}
+		p.Tabs = totals(qs)
 	}
 	return true
 }
