@@ -1,8 +1,9 @@
 package agent
 
 import (
-	"context"
 	"time"
+
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // complete and fail take claim_next=true to claim the caller's next todo in the
@@ -29,18 +30,35 @@ func nextLease(c *Call, want bool) (*time.Duration, error) {
 	return &ttl, nil
 }
 
-// claimAfter claims the next todo for a complete or fail that asked for it (ttl
-// set) and has been stored. The named todo's outcome stands whatever happens
-// here, so a failed claim is answered as nothing claimed, with why, not as an
-// error the worker could take for a failed complete.
-func (a *Agent) claimAfter(ctx context.Context, c *Call, verb string, ttl *time.Duration) *claimResult {
-	if ttl == nil {
-		return nil
+// ackThen stores a complete or fail of ack: through alone without claim_next
+// (ttl nil), or through then, which claims the caller's next todo in the same
+// write (one durable commit for both: store.CompleteThenClaim). The ack's
+// session lease is forgotten before the next one's is remembered. The named
+// todo's outcome stands whatever becomes of the claim, so a failed claim is
+// answered as nothing claimed, with why, not as an error the worker could take
+// for a failed complete.
+func (a *Agent) ackThen(c *Call, verb string, ack store.Ack, ttl *time.Duration, alone func() (store.Todo, error),
+	then func(queues []string, ttl time.Duration) (store.Todo, store.Next, error)) (store.Todo, *claimResult, error) {
+	if ttl == nil || len(c.Endpoint.Queues) == 0 {
+		t, err := alone()
+		if err != nil {
+			return t, nil, c.unfenced(verb, ack.ID, err)
+		}
+		c.finished(ack.ID)
+		if ttl == nil {
+			return t, nil, nil
+		}
+		return t, &claimResult{Message: noQueues}, nil
 	}
-	next, err := a.claimFrom(ctx, c, c.Endpoint.Queues, *ttl)
+	t, next, err := then(c.Endpoint.Queues, *ttl)
 	if err != nil {
-		a.log.Warn("claim_next after "+verb+" failed", "endpoint", c.Endpoint.ID, "err", err)
-		return &claimResult{Message: "the todo above is stored, but claiming the next one failed; call claim_next"}
+		return t, nil, c.unfenced(verb, ack.ID, err)
 	}
-	return &next
+	c.finished(ack.ID)
+	if next.Err != nil {
+		a.log.Warn("claim_next after "+verb+" failed", "endpoint", c.Endpoint.ID, "err", next.Err)
+		return t, &claimResult{Message: "the todo above is stored, but claiming the next one failed; call claim_next"}, nil
+	}
+	r := claimResultOf(c, next.Todo, next.OK, *ttl)
+	return t, &r, nil
 }

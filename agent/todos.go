@@ -281,17 +281,25 @@ func (a *Agent) claimNext(ctx context.Context, c *Call) (any, error) {
 // claim, which complete and fail with claim_next=true make too (claimafter.go).
 func (a *Agent) claimFrom(ctx context.Context, c *Call, queues []string, ttl time.Duration) (claimResult, error) {
 	if len(queues) == 0 {
-		return claimResult{Message: "this endpoint has no queues to claim from"}, nil
+		return claimResult{Message: noQueues}, nil
 	}
 	t, ok, err := a.st.ClaimNext(ctx, c.Actor, queues, ttl)
 	if err != nil {
 		return claimResult{}, err
 	}
+	return claimResultOf(c, t, ok, ttl), nil
+}
+
+// noQueues is a claim's answer on an endpoint that works no queue.
+const noQueues = "this endpoint has no queues to claim from"
+
+// claimResultOf answers a claim that claimed t (ok), or found nothing (!ok).
+func claimResultOf(c *Call, t store.Todo, ok bool, ttl time.Duration) claimResult {
 	if !ok {
-		return claimResult{Message: "nothing is claimable right now; wait for a notification or call again later"}, nil
+		return claimResult{Message: "nothing is claimable right now; wait for a notification or call again later"}
 	}
 	c.claimed(t)
-	return claimedResult(t, ttl), nil
+	return claimedResult(t, ttl)
 }
 
 func (a *Agent) heartbeat(ctx context.Context, c *Call) (any, error) {
@@ -340,12 +348,15 @@ func (a *Agent) complete(ctx context.Context, c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := a.st.Complete(ctx, ack, in.Result)
+	t, claimed, err := a.ackThen(c, VerbComplete, ack, next,
+		func() (store.Todo, error) { return a.st.Complete(ctx, ack, in.Result) },
+		func(queues []string, ttl time.Duration) (store.Todo, store.Next, error) {
+			return a.st.CompleteThenClaim(ctx, ack, in.Result, queues, ttl)
+		})
 	if err != nil {
-		return nil, c.unfenced(VerbComplete, ack.ID, err)
+		return nil, err
 	}
-	c.finished(ack.ID)
-	return ackResult{Todo: compact(t), Next: a.claimAfter(ctx, c, VerbComplete, next)}, nil
+	return ackResult{Todo: compact(t), Next: claimed}, nil
 }
 
 func (a *Agent) fail(ctx context.Context, c *Call) (any, error) {
@@ -374,13 +385,16 @@ func (a *Agent) fail(ctx context.Context, c *Call) (any, error) {
 		return nil, err
 	}
 	retry := in.Retry == nil || *in.Retry
-	t, err := a.st.Fail(ctx, ack, in.Error, retry)
+	t, claimed, err := a.ackThen(c, VerbFail, ack, next,
+		func() (store.Todo, error) { return a.st.Fail(ctx, ack, in.Error, retry) },
+		func(queues []string, ttl time.Duration) (store.Todo, store.Next, error) {
+			return a.st.FailThenClaim(ctx, ack, in.Error, retry, queues, ttl)
+		})
 	if err != nil {
-		return nil, c.unfenced(VerbFail, ack.ID, err)
+		return nil, err
 	}
-	c.finished(ack.ID)
 	dead := t.State == store.StateFailed
-	return ackResult{Todo: compact(t), DeadLettered: &dead, Next: a.claimAfter(ctx, c, VerbFail, next)}, nil
+	return ackResult{Todo: compact(t), DeadLettered: &dead, Next: claimed}, nil
 }
 
 func (a *Agent) release(ctx context.Context, c *Call) (any, error) {

@@ -15,44 +15,66 @@ import (
 // ClaimNext claims the oldest claimable todo in any of queues for owner. ok is false
 // when nothing is claimable.
 func (s *Store) ClaimNext(ctx context.Context, owner string, queues []string, ttl time.Duration) (t Todo, ok bool, err error) {
+	var out claimed
+	err = s.submit(ctx, s.claimReq(ctx, owner, queues, ttl, nil, &out))
+	return out.t, out.ok, err
+}
+
+// claimed is what a claim found: ok is false when nothing was claimable.
+type claimed struct {
+	t  Todo
+	ok bool
+}
+
+// claimReq is ClaimNext's write. after, when set, is the ack of the write this
+// claim follows in its transaction (submitThen), which a claim pipelined on
+// PostgreSQL checks for itself (pgClaimAfter).
+func (s *Store) claimReq(ctx context.Context, owner string, queues []string, ttl time.Duration, after *Ack, out *claimed) *writeReq {
 	if s.pg && len(queues) == 1 {
-		return s.pgClaimOne(ctx, owner, queues[0], ttl)
+		return s.pgClaimOneReq(ctx, owner, queues[0], ttl, after, out)
 	}
-	err = s.write(ctx, func(w *wtx) error {
-		queues, reserved, err := w.gate(owner, queues)
-		if err != nil {
-			return err
+	return fnReq(ctx, func(w *wtx) error {
+		*out = claimed{} // a batch that runs again runs this again
+		t, ok, err := w.claimNext(owner, queues, ttl)
+		if err == nil {
+			*out = claimed{t, ok}
 		}
-		if reserved != 0 {
-			if t, ok, err = w.claimReserved(reserved, owner, queues, ttl); ok || err != nil {
-				return err
-			}
-		}
-		if w.w.s.pg {
-			t, ok, err = w.pgClaimNext(owner, queues, ttl)
-			return err
-		}
-		now := ms(w.now)
-		var best queueHead
-		// One index probe per queue (todos_ready): the cost does not grow with
-		// the depth of the queue, nor with the todos waiting behind held keys.
-		for _, q := range queues {
-			h, found, err := w.queueHead(q, now)
-			if err != nil {
-				return err
-			}
-			if found && (best.id == 0 || h.before(best)) {
-				best = h
-			}
-		}
-		if best.id == 0 {
-			return nil
-		}
-		t, err = w.claim(best.id, owner, ttl, "todo.claim_next")
-		ok = err == nil
 		return err
 	})
-	return t, ok, err
+}
+
+// claimNext is ClaimNext inside the writer's transaction.
+func (w *wtx) claimNext(owner string, queues []string, ttl time.Duration) (t Todo, ok bool, err error) {
+	queues, reserved, err := w.gate(owner, queues)
+	if err != nil {
+		return t, false, err
+	}
+	if reserved != 0 {
+		if t, ok, err = w.claimReserved(reserved, owner, queues, ttl); ok || err != nil {
+			return t, ok, err
+		}
+	}
+	if w.w.s.pg {
+		return w.pgClaimNext(owner, queues, ttl)
+	}
+	now := ms(w.now)
+	var best queueHead
+	// One index probe per queue (todos_ready): the cost does not grow with
+	// the depth of the queue, nor with the todos waiting behind held keys.
+	for _, q := range queues {
+		h, found, err := w.queueHead(q, now)
+		if err != nil {
+			return t, false, err
+		}
+		if found && (best.id == 0 || h.before(best)) {
+			best = h
+		}
+	}
+	if best.id == 0 {
+		return t, false, nil
+	}
+	t, err = w.claim(best.id, owner, ttl, "todo.claim_next")
+	return t, err == nil, err
 }
 
 // pgHead is a queue's head on PostgreSQL, which has no INDEXED BY. Left to

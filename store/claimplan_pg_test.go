@@ -21,7 +21,7 @@ func TestClaimFindsReservationsByTheirIndex(t *testing.T) {
 	}
 	at := ms(s.now())
 	rows, err := s.rdb.QueryContext(ctx, "EXPLAIN "+s.q(pgClaimGated),
-		"bench", "agent:a", "bench", at, "bench", "bench", at, "agent:a", at+60000, at, at, "agent:a")
+		"bench", 0, 0, 0, "agent:a", "bench", at, "bench", "bench", at, "agent:a", at+60000, at, at, "agent:a")
 	if err != nil {
 		t.Fatal(err)
 	}

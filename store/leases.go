@@ -171,28 +171,33 @@ func (s *Store) Heartbeat(ctx context.Context, a Ack, ttl time.Duration) (Todo, 
 
 // Complete marks a claimed todo done with an optional result.
 func (s *Store) Complete(ctx context.Context, a Ack, result string) (Todo, error) {
-	if s.pg {
-		return s.pgComplete(ctx, a, result)
-	}
 	var t Todo
-	err := s.write(ctx, func(w *wtx) error {
+	err := s.submit(ctx, s.completeReq(ctx, a, result, &t))
+	return t, err
+}
+
+// completeReq is Complete's write; it leaves the completed todo in t.
+func (s *Store) completeReq(ctx context.Context, a Ack, result string, t *Todo) *writeReq {
+	if s.pg {
+		return s.pgCompleteReq(ctx, a, result, t)
+	}
+	return fnReq(ctx, func(w *wtx) error {
 		if _, err := w.held(a, "complete"); err != nil {
 			return err
 		}
 		var err error
-		t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'done', result = ?, lease_expires_at = NULL,
+		*t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'done', result = ?, lease_expires_at = NULL,
 				updated_at = ?, finished_at = ?
 			WHERE id = ? RETURNING `+todoColumns, result, ms(w.now), ms(w.now), a.ID), false)
 		if err != nil {
 			return fmt.Errorf("store: complete todo %d: %w", a.ID, err)
 		}
 		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateDone, Source: t.Source.Type, Cause: "complete"})
-		if err := w.keyEnded(t); err != nil {
+		if err := w.keyEnded(*t); err != nil {
 			return err
 		}
 		return w.audit(a.Owner, "todo.complete", todoTarget(a.ID), "", "")
 	})
-	return t, err
 }
 
 // RetryBackoff is how long a failed todo waits before it is claimable again:
@@ -208,18 +213,24 @@ func RetryBackoff(attempts int) time.Duration {
 // Fail records an error on a claimed todo. With retry and attempts left it goes back
 // to pending after RetryBackoff; otherwise it is dead-lettered (state failed).
 func (s *Store) Fail(ctx context.Context, a Ack, errText string, retry bool) (Todo, error) {
-	if s.pg {
-		return s.pgFail(ctx, a, errText, retry)
-	}
 	var t Todo
-	err := s.write(ctx, func(w *wtx) error {
+	err := s.submit(ctx, s.failReq(ctx, a, errText, retry, &t))
+	return t, err
+}
+
+// failReq is Fail's write; it leaves the failed todo in t.
+func (s *Store) failReq(ctx context.Context, a Ack, errText string, retry bool, t *Todo) *writeReq {
+	if s.pg {
+		return s.pgFailReq(ctx, a, errText, retry, t)
+	}
+	return fnReq(ctx, func(w *wtx) error {
 		c, err := w.held(a, "fail")
 		if err != nil {
 			return err
 		}
 		if retry && c.attempts < c.maxAtt {
 			// reserved_for goes: a backoff is no one's hold (see Decide).
-			t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL,
+			*t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL,
 					reserved_for = NULL, last_error = ?, available_at = ?, updated_at = ?
 				WHERE id = ? RETURNING `+todoColumns,
 				errText, ms(w.now.Add(RetryBackoff(c.attempts))), ms(w.now), a.ID), false)
@@ -234,21 +245,20 @@ func (s *Store) Fail(ctx context.Context, a Ack, errText string, retry bool) (To
 				ClaimableAt: t.AvailableAt, Cause: "retry_backoff", auditID: auditID})
 			return err
 		}
-		t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'failed', owner = NULL, lease_expires_at = NULL,
+		*t, err = scanTodo(w.queryRow(`UPDATE todos SET state = 'failed', owner = NULL, lease_expires_at = NULL,
 				last_error = ?, updated_at = ?, finished_at = ?
 			WHERE id = ? RETURNING `+todoColumns, errText, ms(w.now), ms(w.now), a.ID), false)
 		if err != nil {
 			return fmt.Errorf("store: fail todo %d: %w", a.ID, err)
 		}
 		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateFailed, Source: t.Source.Type, Cause: "dead_letter"})
-		if err := w.keyEnded(t); err != nil {
+		if err := w.keyEnded(*t); err != nil {
 			return err
 		}
 		// Audited as a dead letter, as the reaper's are, so that one action finds
 		// them all; the detail is the agent's error.
 		return w.audit(a.Owner, "todo.dead_letter", todoTarget(a.ID), "", textcut.Bytes(errText, 200))
 	})
-	return t, err
 }
 
 // Release hands a claimed todo back at once. The claim does not count as an attempt.

@@ -118,22 +118,21 @@ const pgComplete = `WITH changed AS (UPDATE todos SET state = 'done', result = ?
 		SELECT ?, ?, 'todo.complete', 'todo:' || id, 'ok', '' FROM changed RETURNING id, at),
 	` + pgKeyNext + pgKeyedOutcome
 
-func (s *Store) pgComplete(ctx context.Context, a Ack, result string) (t Todo, err error) {
+func (s *Store) pgCompleteReq(ctx context.Context, a Ack, result string, t *Todo) *writeReq {
 	args := func(now time.Time) []any {
 		at := ms(now)
 		return append(append([]any{result, at, at}, pgLeaseArgs(a, at)...), at, a.Owner, a.ID)
 	}
 	set := &pgSetWrite{kind: pgCompleteSetKind, elem: []any{a.ID, a.Owner, a.LeaseSeq, result, a.Queues}}
-	err = s.writeOne(ctx, &pgOne{query: pgComplete, args: args, set: set, read: func(w *wtx, row scanner) error {
+	return s.oneReq(ctx, &pgOne{query: pgComplete, args: args, set: set, read: func(w *wtx, row scanner) error {
 		done, err := w.keyedOutcome(a, "complete", row)
 		if err != nil {
 			return err
 		}
-		t = done
+		*t = done
 		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateDone, Source: t.Source.Type, Cause: "complete"})
 		return nil
 	}})
-	return t, err
 }
 
 // pgClaimGated is pgClaimHead with the claim gate (see gate and claimReserved)
@@ -145,7 +144,8 @@ func (s *Store) pgComplete(ctx context.Context, a Ack, result string) (t Todo, e
 // appended to state and queue, 0 added to available_at). Otherwise, on a table whose statistics are
 // older than its last burst of adds, PostgreSQL chose todos_claimable and read
 // every pending todo of the queue on each claim (0.6 ms at 8,000 pending).
-const pgClaimGated = `WITH open AS (SELECT NOT EXISTS (SELECT 1 FROM paused_queues WHERE queue = ?) AS ok),
+const pgClaimGated = `WITH open AS (SELECT NOT EXISTS (SELECT 1 FROM paused_queues WHERE queue = ?)
+		AND (?::bigint = 0 OR EXISTS (SELECT 1 FROM todos g WHERE g.id = ? AND ` + pgClaimAfter + `)) AS ok),
 	mine AS (SELECT id FROM todos WHERE reserved_for = ? AND state || '' = 'pending' AND queue || '' = ?
 		AND available_at + 0 > ?
 		AND (SELECT ok FROM open) ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED),
@@ -160,27 +160,42 @@ const pgClaimGated = `WITH open AS (SELECT NOT EXISTS (SELECT 1 FROM paused_queu
 			'attempt=' || attempts || ' lease_seq=' || lease_seq FROM claimed)
 	SELECT * FROM claimed`
 
-// pgClaimOne is ClaimNext on PostgreSQL for one queue: pgClaimGated alone.
-func (s *Store) pgClaimOne(ctx context.Context, owner, queue string, ttl time.Duration) (t Todo, ok bool, err error) {
+// pgClaimAfter is true of the todo g that a claim follows (submitThen) when the
+// complete or fail it follows changed g in this very transaction: g's row is
+// this transaction's (xmin), with the lease the ack named, no longer claimed.
+// A follow-up claim runs after every other write of a pipelined batch
+// (pgUnits), and claims nothing when the write it follows changed nothing.
+const (
+	pgClaimAfter  = `g.lease_seq = ? AND ` + pgChangedHere
+	pgChangedHere = `g.state <> 'claimed' AND g.xmin = pg_current_xact_id()::xid`
+)
+
+// pgClaimOneReq is ClaimNext on PostgreSQL for one queue: pgClaimGated alone,
+// after the write that acked after, if set.
+func (s *Store) pgClaimOneReq(ctx context.Context, owner, queue string, ttl time.Duration, after *Ack, out *claimed) *writeReq {
+	var afterID, afterSeq int64
+	key := queue
+	if after != nil {
+		afterID, afterSeq, key = after.ID, after.LeaseSeq, queue+"\x00after"
+	}
 	args := func(now time.Time) []any {
 		at := ms(now)
-		return []any{queue, owner, queue, at, queue, queue, at, owner, ms(now.Add(ttl)), at, at, owner}
+		return []any{queue, afterID, afterID, afterSeq, owner, queue, at, queue, queue, at, owner, ms(now.Add(ttl)), at, at, owner}
 	}
-	set := &pgSetWrite{kind: pgClaimSetKind, key: queue, elem: []any{queue, owner, ttl.Milliseconds()}}
-	err = s.writeOne(ctx, &pgOne{query: pgClaimGated, args: args, set: set, read: func(w *wtx, row scanner) error {
-		t, ok = Todo{}, false // a batch that ran again runs read again
-		claimed, err := w.w.s.scanFull(row)
+	set := &pgSetWrite{kind: pgClaimSetKind, key: key, elem: []any{queue, owner, ttl.Milliseconds(), afterID, afterSeq}}
+	return s.oneReq(ctx, &pgOne{query: pgClaimGated, args: args, set: set, read: func(w *wtx, row scanner) error {
+		*out = claimed{} // a batch that ran again runs read again
+		t, err := w.w.s.scanFull(row)
 		if notFound(err) {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("store: claim next in %s: %w", queue, err)
 		}
-		t, ok = claimed, true
+		*out = claimed{t, true}
 		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateClaimed, Source: t.Source.Type, Cause: "claim"})
 		return nil
 	}})
-	return t, ok, err
 }
 
 // pgHeartbeat is Heartbeat's statement.
@@ -231,15 +246,15 @@ var pgBackoffs = func() []int64 {
 	}
 }()
 
-func (s *Store) pgFail(ctx context.Context, a Ack, errText string, retry bool) (t Todo, err error) {
+func (s *Store) pgFailReq(ctx context.Context, a Ack, errText string, retry bool, t *Todo) *writeReq {
 	args := func(now time.Time) []any {
 		at := ms(now)
 		set := []any{retry, retry, at, pgBackoffs, len(pgBackoffs) - 1, retry, at, errText, at}
 		return append(append(set, pgLeaseArgs(a, at)...), at, a.Owner, textcut.Bytes(errText, 200), a.ID)
 	}
-	err = s.writeOne(ctx, &pgOne{query: pgFail, args: args, read: func(w *wtx, row scanner) error {
+	return s.oneReq(ctx, &pgOne{query: pgFail, args: args, read: func(w *wtx, row scanner) error {
 		failed, err := w.keyedOutcome(a, "fail", row)
-		if t = failed; err != nil {
+		if *t = failed; err != nil {
 			return err
 		}
 		if t.State == StatePending {
@@ -251,7 +266,6 @@ func (s *Store) pgFail(ctx context.Context, a Ack, errText string, retry bool) (
 		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateFailed, Source: t.Source.Type, Cause: "dead_letter"})
 		return nil
 	}})
-	return t, err
 }
 
 // pgRelease is Release's statement.

@@ -12,7 +12,9 @@ package store
 // order (priority, then age), locked FOR UPDATE SKIP LOCKED, one per claim,
 // first to the earliest. A claim left without a todo gets no row: nothing
 // claimable.
-const pgClaimSet = `WITH req AS (SELECT * FROM unnest(?::text[], ?::bigint[]) WITH ORDINALITY AS r(r_owner, r_ttl, r_n)),
+const pgClaimSet = `WITH req AS (SELECT * FROM unnest(?::text[], ?::bigint[], ?::bigint[], ?::bigint[])
+		WITH ORDINALITY AS r(r_owner, r_ttl, r_after, r_after_seq, r_n)
+		WHERE r_after = 0 OR EXISTS (SELECT 1 FROM todos g WHERE g.id = r_after AND ` + pgClaimAfterSet + `)),
 	open AS (SELECT NOT EXISTS (SELECT 1 FROM paused_queues WHERE queue = ?) AS ok),
 	mine AS (SELECT id AS m_id, reserved_for AS m_owner FROM todos
 		WHERE reserved_for = ANY(?::text[]) AND state || '' = 'pending' AND queue || '' = ? AND available_at + 0 > ?
@@ -35,15 +37,20 @@ const pgClaimSet = `WITH req AS (SELECT * FROM unnest(?::text[], ?::bigint[]) WI
 			'attempt=' || attempts || ' lease_seq=' || lease_seq FROM claimed JOIN req USING (r_n))
 	SELECT * FROM claimed`
 
-// pgClaimSetKind takes elems of (queue, owner, ttl in ms); the queue is the
-// set's key, the same for each.
+// pgClaimAfterSet is pgClaimAfter for a claim of the set, whose write it follows
+// is r_after (0: it follows none).
+const pgClaimAfterSet = `g.lease_seq = r_after_seq AND ` + pgChangedHere
+
+// pgClaimSetKind takes elems of (queue, owner, ttl in ms, the id and lease_seq
+// of the ack it follows or 0, 0); the queue is the set's key, the same for each.
 var pgClaimSetKind = &pgSetKind{query: pgClaimSet, args: func(now int64, elems [][]any) []any {
 	queue := elems[0][0].(string)
-	owners, ttls := make([]string, len(elems)), make([]int64, len(elems))
+	n := len(elems)
+	owners, ttls, after, afterSeq := make([]string, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	for i, e := range elems {
-		owners[i], ttls[i] = e[1].(string), e[2].(int64)
+		owners[i], ttls[i], after[i], afterSeq[i] = e[1].(string), e[2].(int64), e[3].(int64), e[4].(int64)
 	}
-	return []any{owners, ttls, queue, owners, queue, now, queue, queue, now, now, now, now}
+	return []any{owners, ttls, after, afterSeq, queue, owners, queue, now, queue, queue, now, now, now, now}
 }}
 
 // pgCompleteSet is pgComplete for several acks. A write's scope (its Ack's

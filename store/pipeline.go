@@ -50,6 +50,11 @@ type pgOne struct {
 // writeOne runs one as a write: pipelined with its batch when the whole batch is
 // made of such writes, and otherwise as any other write, through the same read.
 func (s *Store) writeOne(ctx context.Context, one *pgOne) error {
+	return s.submit(ctx, s.oneReq(ctx, one))
+}
+
+// oneReq is one's write request, for writeOne or submitThen.
+func (s *Store) oneReq(ctx context.Context, one *pgOne) *writeReq {
 	fn := func(w *wtx) error {
 		err := one.read(w, w.queryRow(one.query, one.args(w.now)...))
 		if code := pgErrorCode(err); code == "40P01" || code == "40001" {
@@ -59,7 +64,7 @@ func (s *Store) writeOne(ctx context.Context, one *pgOne) error {
 		}
 		return err
 	}
-	return s.submit(ctx, &writeReq{ctx: ctx, fn: fn, one: one, done: make(chan struct{})})
+	return &writeReq{ctx: ctx, fn: fn, one: one, done: make(chan struct{})}
 }
 
 // pipelinable reports whether batch can be sent whole.

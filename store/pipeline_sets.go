@@ -38,10 +38,25 @@ type pgSetKind struct {
 
 // pgUnits splits live into what the batch sends: each write alone, or the writes
 // that share a set-based statement together, in the order of their first write.
+// Follow-ups (submitThen) come after every other write, so that each runs after
+// the write it follows; their statements check that it succeeded (see
+// pgClaimAfter), and they share no statement with writes that are not
+// follow-ups.
 func pgUnits(live []*writeReq) [][]*writeReq {
 	var units [][]*writeReq
 	at := map[pgSetKey]int{}
+	ordered := make([]*writeReq, 0, len(live))
 	for _, r := range live {
+		if r.lead == nil {
+			ordered = append(ordered, r)
+		}
+	}
+	for _, r := range live {
+		if r.lead != nil {
+			ordered = append(ordered, r)
+		}
+	}
+	for _, r := range ordered {
 		set := r.one.set
 		if set == nil {
 			units = append(units, []*writeReq{r})

@@ -13,8 +13,9 @@ import (
 )
 
 // inOneBatch runs the writes at once and returns when each is answered, all of
-// them in one batch of the writer: it is held on an exclusive request until
-// every write waits in its queue.
+// them in one batch of the writer, in the order given: it is held on an
+// exclusive request until every write waits in its queue, each queued before
+// the next is started.
 func inOneBatch(t *testing.T, s *Store, writes ...func()) {
 	t.Helper()
 	gate := make(chan struct{})
@@ -26,12 +27,11 @@ func inOneBatch(t *testing.T, s *Store, writes ...func()) {
 	})
 	<-held
 	var wg sync.WaitGroup
-	for _, write := range writes {
-		wg.Add(1)
-		go func() { defer wg.Done(); write() }()
-	}
-	for len(s.writer.reqs) < len(writes) {
-		time.Sleep(time.Millisecond) // waiting for the writes to queue, not for time to pass
+	for i, write := range writes {
+		wg.Go(write)
+		for len(s.writer.reqs) < i+1 {
+			time.Sleep(time.Millisecond) // waiting for the write to queue, not for time to pass
+		}
 	}
 	close(gate)
 	wg.Wait()

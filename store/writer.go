@@ -23,13 +23,16 @@ import (
 // sync, and its callers are answered after the sync.
 
 type writeReq struct {
-	ctx  context.Context
-	fn   func(*wtx) error
-	raw  func(*sql.Conn) error // runs alone, outside any transaction (checkpoints, VACUUM INTO)
-	one  *pgOne                // on PostgreSQL, fn as one statement that can be pipelined (pipeline.go)
-	err  error
-	wtx  wtx
-	done chan struct{}
+	ctx context.Context
+	fn  func(*wtx) error
+	raw func(*sql.Conn) error // runs alone, outside any transaction (checkpoints, VACUUM INTO)
+	one *pgOne                // on PostgreSQL, fn as one statement that can be pipelined (pipeline.go)
+	// follow runs right after this request, in the same transaction, and only
+	// if this one succeeded (lead is its way back); see submitThen.
+	follow, lead *writeReq
+	err          error
+	wtx          wtx
+	done         chan struct{}
 }
 
 type writer struct {
@@ -137,7 +140,12 @@ func newWriter(ctx context.Context, s *Store) (*writer, error) {
 // Once a request is accepted the caller waits for its commit even if ctx ends, so
 // that an answer never says "failed" about work that was committed.
 func (s *Store) write(ctx context.Context, fn func(*wtx) error) error {
-	return s.submit(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan struct{})})
+	return s.submit(ctx, fnReq(ctx, fn))
+}
+
+// fnReq is fn's write request, for write or submitThen.
+func fnReq(ctx context.Context, fn func(*wtx) error) *writeReq {
+	return &writeReq{ctx: ctx, fn: fn, done: make(chan struct{})}
 }
 
 // exclusive runs fn on the writer's connection between batches, outside any
@@ -147,6 +155,15 @@ func (s *Store) exclusive(ctx context.Context, fn func(*sql.Conn) error) error {
 }
 
 func (s *Store) submit(ctx context.Context, req *writeReq) error {
+	if err := s.send(ctx, req); err != nil {
+		return err
+	}
+	<-req.done
+	return req.err
+}
+
+// send hands req (and its follow-up) to the writer without waiting for it.
+func (s *Store) send(ctx context.Context, req *writeReq) error {
 	if s.writer == nil {
 		return fmt.Errorf("store: %s was opened read-only", s.path)
 	}
@@ -165,8 +182,35 @@ func (s *Store) submit(ctx context.Context, req *writeReq) error {
 		return ctx.Err()
 	}
 	w.mu.Unlock()
-	<-req.done
-	return req.err
+	return nil
+}
+
+// submitThen submits lead and, in the same transaction right after it, follow,
+// which runs only if lead succeeded; a follow that did not run fails with
+// errLeadFailed. It returns lead's error; follow's is follow.err. Both are
+// answered after the one commit that holds them: a worker's complete and the
+// claim of its next todo cost one durable write, not two.
+func (s *Store) submitThen(ctx context.Context, lead, follow *writeReq) error {
+	lead.follow, follow.lead = follow, lead
+	if err := s.send(ctx, lead); err != nil {
+		follow.err = errLeadFailed
+		return err
+	}
+	<-lead.done
+	<-follow.done
+	return lead.err
+}
+
+// errLeadFailed is a follow-up's error when the write it followed failed.
+var errLeadFailed = errors.New("store: not run: the write it followed failed")
+
+// withFollow appends r, and its follow-up if it has one, to batch.
+func (r *writeReq) withFollow(batch []*writeReq) []*writeReq {
+	batch = append(batch, r)
+	if r.follow != nil {
+		batch = append(batch, r.follow)
+	}
+	return batch
 }
 
 func (w *writer) close() {
@@ -200,19 +244,19 @@ func (w *writer) loop() {
 			for {
 				select {
 				case r := <-w.reqs:
-					w.run([]*writeReq{r})
+					w.run(r.withFollow(nil))
 
 				default:
 					return
 				}
 			}
 		}
-		batch = append(batch[:0], first)
+		batch = first.withFollow(batch[:0])
 	drain:
-		for len(batch) < cap(batch) {
+		for len(batch) < w.s.opts.MaxBatch {
 			select {
 			case r := <-w.reqs:
-				batch = append(batch, r)
+				batch = r.withFollow(batch)
 			default:
 				break drain
 			}
@@ -356,6 +400,10 @@ func (w *writer) runEach(batch []*writeReq, now time.Time) (ran int, over bool, 
 		r.wtx = wtx{w: w, ctx: context.WithoutCancel(r.ctx), now: now}
 		if err := r.ctx.Err(); err != nil {
 			r.err = err
+			continue
+		}
+		if r.lead != nil && r.lead.err != nil {
+			r.err = errLeadFailed
 			continue
 		}
 		if single {

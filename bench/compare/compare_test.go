@@ -97,14 +97,15 @@ func (f *measuredFloor) report(b *testing.B, perSec float64) {
 // delete (goqite) or claim_next → complete (Switchboard) until the queue is empty.
 // Every step is its own durable write, as when each is an agent's call.
 func BenchmarkDrain(b *testing.B) {
-	b.Run("switchboard-store", func(b *testing.B) {
-		ctx := context.Background()
-		st := openSwitchboard(b)
-		if err := st.SeedTodosForBench(ctx, "bench", b.N, payload); err != nil {
-			b.Fatal(err)
-		}
-		sqliteFloor.report(b, drain(b, storeStep(st)))
-	})
+	for _, loop := range storeLoops {
+		b.Run(loop.name, func(b *testing.B) {
+			st := openSwitchboard(b)
+			if err := st.SeedTodosForBench(context.Background(), "bench", b.N, payload); err != nil {
+				b.Fatal(err)
+			}
+			sqliteFloor.report(b, drain(b, loop.step(st)))
+		})
+	}
 	// Over MCP, through `switchboard bench` (mcp_test.go).
 	b.Run("switchboard-mcp-two-call", func(b *testing.B) { mcpDrain(b, "two-call") })
 	b.Run("switchboard-mcp-one-call", func(b *testing.B) { mcpDrain(b, "one-call") })
@@ -128,6 +129,14 @@ func BenchmarkDrain(b *testing.B) {
 	}
 }
 
+// storeLoops are the drain's loops on the store in process: claim_next then
+// complete, two writes a todo, as the lease contract teaches; or complete with
+// the claim of the next todo, one write a todo.
+var storeLoops = []struct {
+	name string
+	step func(*store.Store) func(worker int) (bool, error)
+}{{"switchboard-store", storeStep}, {"switchboard-store-one-call", storeStepOneCall}}
+
 // storeStep is one worker's step on Switchboard's store: claim_next, check the
 // payload, complete; each its own durable write, as when each is an agent's call.
 func storeStep(st *store.Store) func(worker int) (bool, error) {
@@ -144,6 +153,42 @@ func storeStep(st *store.Store) func(worker int) (bool, error) {
 		}
 		_, err = st.Complete(ctx, store.Ack{ID: t.ID, Owner: owner, LeaseSeq: t.LeaseSeq, Queues: queues}, "")
 		return err == nil, err
+	}
+}
+
+// storeStepOneCall is storeStep with the one-call loop: each step completes the
+// todo the worker holds and claims its next in the same write
+// (CompleteThenClaim); a worker holding none claims first.
+func storeStepOneCall(st *store.Store) func(worker int) (bool, error) {
+	ctx := context.Background()
+	queues := []string{"bench"}
+	held := make([]*store.Todo, workers) // each worker's, touched by that worker alone
+	return func(w int) (bool, error) {
+		owner := fmt.Sprintf("agent:bench-%d", w)
+		if held[w] == nil {
+			t, ok, err := st.ClaimNext(ctx, owner, queues, time.Minute)
+			if err != nil || !ok {
+				return false, err
+			}
+			held[w] = &t
+		}
+		t := held[w]
+		if len(t.Payload) != len(payload) {
+			return false, fmt.Errorf("claimed todo %d has a %d-byte payload, want %d", t.ID, len(t.Payload), len(payload))
+		}
+		ack := store.Ack{ID: t.ID, Owner: owner, LeaseSeq: t.LeaseSeq, Queues: queues}
+		_, next, err := st.CompleteThenClaim(ctx, ack, "", queues, time.Minute)
+		if err == nil {
+			err = next.Err
+		}
+		if err != nil {
+			return false, err
+		}
+		held[w] = nil
+		if next.OK {
+			held[w] = &next.Todo
+		}
+		return true, nil
 	}
 }
 

@@ -93,16 +93,18 @@ func openRiverPostgres(b *testing.B) *pgxpool.Pool {
 // BenchmarkDrainPostgres is BenchmarkDrain and BenchmarkDrainRiver on PostgreSQL:
 // b.N todos (jobs) filled in one transaction, then 8 workers until all are done.
 func BenchmarkDrainPostgres(b *testing.B) {
-	b.Run("switchboard-store", func(b *testing.B) {
-		st := openSwitchboardPostgres(b)
-		if err := st.SeedTodosForBench(context.Background(), "bench", b.N, payload); err != nil {
-			b.Fatal(err)
-		}
-		before := st.WriterStats()
-		perSec := drain(b, storeStep(st))
-		postgresFloor.report(b, perSec)
-		reportWriter(b, before, st.WriterStats(), float64(b.N)/perSec)
-	})
+	for _, loop := range storeLoops {
+		b.Run(loop.name, func(b *testing.B) {
+			st := openSwitchboardPostgres(b)
+			if err := st.SeedTodosForBench(context.Background(), "bench", b.N, payload); err != nil {
+				b.Fatal(err)
+			}
+			before := st.WriterStats()
+			perSec := drain(b, loop.step(st))
+			postgresFloor.report(b, perSec)
+			reportWriter(b, before, st.WriterStats(), float64(b.N)/perSec)
+		})
+	}
 	for _, s := range riverSettings {
 		b.Run("river-pgx-"+s.name, func(b *testing.B) {
 			pool := openRiverPostgres(b)

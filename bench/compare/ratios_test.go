@@ -61,10 +61,12 @@ type family struct {
 
 var families = []family{
 	{"drain", "BenchmarkDrain/switchboard-store", []string{"BenchmarkDrain/goqite-", "BenchmarkDrainRiver/"}},
+	{"drain", "BenchmarkDrain/switchboard-store-one-call", []string{"BenchmarkDrain/goqite-", "BenchmarkDrainRiver/"}},
 	{"drain over MCP", "BenchmarkDrain/switchboard-mcp-two-call", []string{"BenchmarkDrain/goqite-"}},
 	{"drain over MCP", "BenchmarkDrain/switchboard-mcp-one-call", []string{"BenchmarkDrain/goqite-"}},
 	{"ingest", "BenchmarkIngest/switchboard", []string{"BenchmarkIngest/goqite-", "BenchmarkIngestRiver/"}},
 	{"drain on PostgreSQL", "BenchmarkDrainPostgres/switchboard-store", []string{"BenchmarkDrainPostgres/river-"}},
+	{"drain on PostgreSQL", "BenchmarkDrainPostgres/switchboard-store-one-call", []string{"BenchmarkDrainPostgres/river-"}},
 	{"ingest on PostgreSQL", "BenchmarkIngestPostgres/switchboard", []string{"BenchmarkIngestPostgres/river-"}},
 }
 
