@@ -33,7 +33,7 @@ func (s *Store) claimReq(ctx context.Context, owner string, queues []string, ttl
 	if s.pg && len(queues) == 1 {
 		return s.pgClaimOneReq(ctx, owner, queues[0], ttl, after, out)
 	}
-	return fnReq(ctx, func(w *wtx) error {
+	return againReq(ctx, func(w *wtx) error {
 		*out = claimed{} // a batch that runs again runs this again
 		t, ok, err := w.claimNext(owner, queues, ttl)
 		if err == nil {

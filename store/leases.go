@@ -181,7 +181,7 @@ func (s *Store) completeReq(ctx context.Context, a Ack, result string, t *Todo) 
 	if s.pg {
 		return s.pgCompleteReq(ctx, a, result, t)
 	}
-	return fnReq(ctx, func(w *wtx) error {
+	return againReq(ctx, func(w *wtx) error {
 		if _, err := w.held(a, "complete"); err != nil {
 			return err
 		}
@@ -223,7 +223,7 @@ func (s *Store) failReq(ctx context.Context, a Ack, errText string, retry bool, 
 	if s.pg {
 		return s.pgFailReq(ctx, a, errText, retry, t)
 	}
-	return fnReq(ctx, func(w *wtx) error {
+	return againReq(ctx, func(w *wtx) error {
 		c, err := w.held(a, "fail")
 		if err != nil {
 			return err

@@ -27,6 +27,11 @@ type writeReq struct {
 	fn  func(*wtx) error
 	raw func(*sql.Conn) error // runs alone, outside any transaction (checkpoints, VACUUM INTO)
 	one *pgOne                // on PostgreSQL, fn as one statement that can be pipelined (pipeline.go)
+	// again: fn may run again in a later transaction of the same batch (at the
+	// same time), and leaves the same outcome: it writes only through its wtx
+	// and sets its results afresh on each run. Such writes share a transaction
+	// without savepoints (see bare).
+	again bool
 	// follow runs right after this request, in the same transaction, and only
 	// if this one succeeded (lead is its way back); see submitThen.
 	follow, lead *writeReq
@@ -62,6 +67,7 @@ type writer struct {
 	commit   atomic.Int64 // nanoseconds spent committing: COMMIT (WAL writes, autocheckpoint) and the WAL's sync
 	piped    atomic.Int64 // batches committed in one round trip (pipeline.go)
 	inSets   atomic.Int64 // writes committed in a statement shared with others (pipeline_sets.go)
+	reruns   atomic.Int64 // batches run bare that ran again with savepoints (see bare)
 }
 
 // WriterStats says how well group commit is batching: Requests/Batches is the mean
@@ -78,6 +84,7 @@ type WriterStats struct {
 	Commit    time.Duration
 	Pipelined int64
 	InSets    int64 // writes committed in a set-based statement (pipeline_sets.go)
+	Reruns    int64 // batches run without savepoints that ran again with them after a write failed
 }
 
 // WriterStats reports the writer's counters since Open.
@@ -88,7 +95,7 @@ func (s *Store) WriterStats() WriterStats {
 	w := s.writer
 	return WriterStats{Batches: w.batches.Load(), Requests: w.requests.Load(),
 		Busy: time.Duration(w.busy.Load()), Commit: time.Duration(w.commit.Load()), Pipelined: w.piped.Load(),
-		InSets: w.inSets.Load()}
+		InSets: w.inSets.Load(), Reruns: w.reruns.Load()}
 }
 
 // wtx is what a write function sees: statements on the writer's connection inside
@@ -146,6 +153,13 @@ func (s *Store) write(ctx context.Context, fn func(*wtx) error) error {
 // fnReq is fn's write request, for write or submitThen.
 func fnReq(ctx context.Context, fn func(*wtx) error) *writeReq {
 	return &writeReq{ctx: ctx, fn: fn, done: make(chan struct{})}
+}
+
+// againReq is fnReq for an fn that may run again (writeReq.again).
+func againReq(ctx context.Context, fn func(*wtx) error) *writeReq {
+	r := fnReq(ctx, fn)
+	r.again = true
+	return r
 }
 
 // exclusive runs fn on the writer's connection between batches, outside any
@@ -345,7 +359,21 @@ func (w *writer) runTx(batch []*writeReq) {
 		finish(err)
 		return
 	}
-	ran, over, err := w.runEach(batch, now)
+	bare := w.bare(batch)
+	ran, over, err := w.runEach(batch, now, bare)
+	if bare && errors.Is(err, errRunAgain) {
+		// A write failed where the others may have written: the batch runs
+		// again, each write under its savepoint.
+		w.reruns.Add(1)
+		for _, r := range batch {
+			r.err = nil
+		}
+		if err := w.beginTx(); err != nil {
+			finish(err)
+			return
+		}
+		ran, over, err = w.runEach(batch, now, false)
+	}
 	if over {
 		finish(err)
 		return
@@ -387,10 +415,32 @@ func (w *writer) runTx(batch []*writeReq) {
 	finish(nil)
 }
 
+// bare reports whether batch may run without savepoints on SQLite: each of its
+// writes may run again (writeReq.again), so that if one fails the transaction
+// is rolled back and the batch runs again with them (errRunAgain). The
+// savepoints cost two statements a write, and SQLite copies every page a write
+// changes under one into its statement journal.
+func (w *writer) bare(batch []*writeReq) bool {
+	if w.s.pg || len(batch) < 2 {
+		return false
+	}
+	for _, r := range batch {
+		if !r.again {
+			return false
+		}
+	}
+	return true
+}
+
+// errRunAgain says a batch run bare (see bare) was rolled back because one of
+// its writes failed.
+var errRunAgain = errors.New("store: a write of a batch without savepoints failed")
+
 // runEach runs each request of batch in the open transaction, under a savepoint
-// of its own unless it is alone, and says how many ran. over means the
-// transaction was rolled back: err, when set, fails the whole batch.
-func (w *writer) runEach(batch []*writeReq, now time.Time) (ran int, over bool, err error) {
+// of its own unless it is alone or bare, and says how many ran. over means the
+// transaction was rolled back: err, when set, fails the whole batch, or, bare,
+// is errRunAgain.
+func (w *writer) runEach(batch []*writeReq, now time.Time, bare bool) (ran int, over bool, err error) {
 	single := len(batch) == 1
 	for _, r := range batch {
 		// A caller that gives up is skipped if it has not started, but once its
@@ -406,10 +456,13 @@ func (w *writer) runEach(batch []*writeReq, now time.Time) (ran int, over bool, 
 			r.err = errLeadFailed
 			continue
 		}
-		if single {
+		if single || bare {
 			r.err = r.fn(&r.wtx)
 			if r.err != nil {
 				w.rollback()
+				if bare {
+					return ran, true, errRunAgain
+				}
 				return ran, true, nil
 			}
 			ran++

@@ -453,3 +453,51 @@ func TestWriterStatsTimes(t *testing.T) {
 		t.Errorf("Commit %v exceeds Busy %v", rolledBack.Commit, rolledBack.Busy)
 	}
 }
+
+// A batch of writes that may run again runs without savepoints; when one of
+// them fails after writing, the batch runs again with them: the failed write
+// leaves nothing, the others commit once.
+func TestBareBatchRunsAgainWhenAWriteFails(t *testing.T) {
+	s := openTest(t, Options{})
+	if s.pg {
+		t.Skip("PostgreSQL pipelines such batches instead (pipeline.go)")
+	}
+	ctx := context.Background()
+	runs := map[string]int{}
+	write := func(name string, fail bool) func() error {
+		return func() error {
+			return s.submit(ctx, againReq(ctx, func(w *wtx) error {
+				runs[name]++ // the writer goroutine alone runs fns
+				if err := w.audit("test", "test."+name, "", "", ""); err != nil {
+					return err
+				}
+				if fail {
+					return errors.New("refused after writing")
+				}
+				return nil
+			}))
+		}
+	}
+	errs := make([]error, 3)
+	before := s.WriterStats()
+	inOneBatch(t, s,
+		func() { errs[0] = write("a", false)() },
+		func() { errs[1] = write("b", true)() },
+		func() { errs[2] = write("c", false)() })
+	after := s.WriterStats()
+	if errs[0] != nil || errs[2] != nil || errs[1] == nil || !strings.Contains(errs[1].Error(), "refused") {
+		t.Fatalf("answers %v; want a and c stored, b refused", errs)
+	}
+	if after.Reruns-before.Reruns != 1 || after.Batches-before.Batches != 1 {
+		t.Errorf("%d reruns in %d batches; want the batch run bare, then once again", after.Reruns-before.Reruns,
+			after.Batches-before.Batches)
+	}
+	for name, want := range map[string]int{"a": 1, "b": 0, "c": 1} {
+		if n := auditCount(t, s, "test."+name); n != want {
+			t.Errorf("%d audit rows of %s, want %d", n, name, want)
+		}
+	}
+	if runs["a"] != 2 || runs["b"] != 2 || runs["c"] != 1 {
+		t.Errorf("runs %v; want a and b run twice (bare, then under savepoints), c once (after b failed bare)", runs)
+	}
+}
