@@ -73,28 +73,29 @@ func (w *wtx) leaseOutcomeAudited(a Ack, verb string, row scanner, more ...any) 
 	return Todo{}, 0, fmt.Errorf("store: %s todo %d: the lease changed meanwhile: %w", verb, a.ID, ErrConflict)
 }
 
-// pgKeyNext is keyEnded inside a transition's statement (complete, fail): when
-// the todo the CTE changed left the queue for good (done or failed) and was its
-// key's front, the key's next waiting todo becomes the front, audited as
-// keyEnded audits it (todo.key_free, at the time of the statement's own audit
-// row, logged, which returns it). As in keyEnded,
+// pgKeyNext is keyEnded inside a transition's statement (complete, fail; one
+// todo or several, pgCompleteSet): for each todo the CTE changed that left the
+// queue for good (done or failed) and was its key's front, the key's next
+// waiting todo becomes the front (nx), audited as keyEnded audits it
+// (todo.key_free, freed, at the time its one argument gives). As in keyEnded,
 // the writer lock every write transaction holds (pgWriterLock) keeps an add of
-// the same key from passing it. The UPDATE reads the changed todo's queue and key
-// from the snapshot, which the transition does not change.
-const pgKeyNext = `nx AS (UPDATE todos SET key_waiting = 0 WHERE id = (SELECT n.id FROM todos c
-			JOIN todos n ON n.queue = c.queue AND n.key = c.key
-		WHERE c.id = (SELECT id FROM changed WHERE state <> 'pending') AND c.key_waiting = 0
-			AND n.state = 'pending' AND n.key_waiting = 1 ORDER BY n.id LIMIT 1)
-		RETURNING id, source_type, available_at),
+// the same key from passing it. It reads the changed todos' queues and keys from
+// the snapshot, which the transition does not change.
+const pgKeyNext = `fronts AS (SELECT c.id, c.queue, c.key FROM todos c
+		WHERE c.id IN (SELECT id FROM changed WHERE state <> 'pending') AND c.key IS NOT NULL AND c.key_waiting = 0),
+	nx AS (UPDATE todos SET key_waiting = 0 WHERE id IN (SELECT (SELECT n.id FROM todos n
+				WHERE n.queue = f.queue AND n.key = f.key AND n.state = 'pending' AND n.key_waiting = 1
+				ORDER BY n.id LIMIT 1) FROM fronts f)
+		RETURNING id AS x_id, queue AS x_queue, key AS x_key, source_type AS x_source, available_at AS x_available),
 	freed AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
-		SELECT l.at, 'system', 'todo.key_free', 'todo:' || nx.id, 'ok', '' FROM nx, logged l RETURNING id)
+		SELECT ?, 'system', 'todo.key_free', 'todo:' || x_id, 'ok', '' FROM nx RETURNING id AS f_id, target AS f_target)
 	`
 
 // pgKeyedOutcome is pgLeaseOutcome with, after the audit row's id, the new key
 // front's id, source type, available_at and audit row (pgKeyNext), NULL when
 // there is none.
-const pgKeyedOutcome = `SELECT *, 1, (SELECT id FROM logged), (SELECT id FROM nx), (SELECT source_type FROM nx),
-		(SELECT available_at FROM nx), (SELECT id FROM freed) FROM changed
+const pgKeyedOutcome = `SELECT *, 1, (SELECT id FROM logged), (SELECT x_id FROM nx), (SELECT x_source FROM nx),
+		(SELECT x_available FROM nx), (SELECT f_id FROM freed) FROM changed
 	UNION ALL SELECT ` + todoColumns + `, 0, 0, NULL, NULL, NULL, NULL FROM todos WHERE id = ? AND NOT EXISTS (SELECT 1 FROM changed)`
 
 // keyedOutcome is leaseOutcome for a statement ending in pgKeyedOutcome: a key
@@ -121,7 +122,7 @@ const pgComplete = `WITH changed AS (UPDATE todos SET state = 'done', result = ?
 func (s *Store) pgCompleteReq(ctx context.Context, a Ack, result string, t *Todo) *writeReq {
 	args := func(now time.Time) []any {
 		at := ms(now)
-		return append(append([]any{result, at, at}, pgLeaseArgs(a, at)...), at, a.Owner, a.ID)
+		return append(append([]any{result, at, at}, pgLeaseArgs(a, at)...), at, a.Owner, at, a.ID)
 	}
 	set := &pgSetWrite{kind: pgCompleteSetKind, elem: []any{a.ID, a.Owner, a.LeaseSeq, result, a.Queues}}
 	return s.oneReq(ctx, &pgOne{query: pgComplete, args: args, set: set, read: func(w *wtx, row scanner) error {
@@ -250,7 +251,7 @@ func (s *Store) pgFailReq(ctx context.Context, a Ack, errText string, retry bool
 	args := func(now time.Time) []any {
 		at := ms(now)
 		set := []any{retry, retry, at, pgBackoffs, len(pgBackoffs) - 1, retry, at, errText, at}
-		return append(append(set, pgLeaseArgs(a, at)...), at, a.Owner, textcut.Bytes(errText, 200), a.ID)
+		return append(append(set, pgLeaseArgs(a, at)...), at, a.Owner, textcut.Bytes(errText, 200), at, a.ID)
 	}
 	return s.oneReq(ctx, &pgOne{query: pgFail, args: args, read: func(w *wtx, row scanner) error {
 		failed, err := w.keyedOutcome(a, "fail", row)

@@ -70,15 +70,7 @@ const pgCompleteSet = `WITH req AS (SELECT * FROM unnest(?::bigint[], ?::text[],
 		RETURNING r_n, ` + todoColumns + `),
 	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
 		SELECT ?, r_owner, 'todo.complete', 'todo:' || id, 'ok', '' FROM changed JOIN req USING (r_n)),
-	fronts AS (SELECT c.id, c.queue, c.key FROM todos c WHERE c.id IN (SELECT id FROM changed)
-		AND c.key IS NOT NULL AND c.key_waiting = 0),
-	nx AS (UPDATE todos SET key_waiting = 0 WHERE id IN (SELECT (SELECT n.id FROM todos n
-				WHERE n.queue = f.queue AND n.key = f.key AND n.state = 'pending' AND n.key_waiting = 1
-				ORDER BY n.id LIMIT 1) FROM fronts f)
-		RETURNING id AS x_id, queue AS x_queue, key AS x_key, source_type AS x_source, available_at AS x_available),
-	freed AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
-		SELECT ?, 'system', 'todo.key_free', 'todo:' || x_id, 'ok', '' FROM nx RETURNING id AS f_id, target AS f_target)
-	SELECT changed.*, 1, 0, x_id, x_source, x_available, f_id FROM changed
+	` + pgKeyNext + `	SELECT changed.*, 1, 0, x_id, x_source, x_available, f_id FROM changed
 		LEFT JOIN fronts f ON f.id = changed.id LEFT JOIN nx ON x_queue = f.queue AND x_key = f.key
 		LEFT JOIN freed ON f_target = 'todo:' || x_id
 	UNION ALL SELECT r_n, ` + todoColumns + `, 0, 0, NULL, NULL, NULL, NULL FROM req JOIN todos ON todos.id = r_id
