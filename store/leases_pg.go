@@ -166,6 +166,9 @@ const pgClaimGated = `WITH open AS (SELECT NOT EXISTS (SELECT 1 FROM paused_queu
 // this transaction's (xmin), with the lease the ack named, no longer claimed.
 // A follow-up claim runs after every other write of a pipelined batch
 // (pgUnits), and claims nothing when the write it follows changed nothing.
+// Only a pipelined batch needs it, and only there does it hold: under a
+// savepoint a row's xmin is the savepoint's own xid, and the writer checks the
+// write followed before it runs the claim (runEach).
 const (
 	pgClaimAfter  = `g.lease_seq = ? AND ` + pgChangedHere
 	pgChangedHere = `g.state <> 'claimed' AND g.xmin = pg_current_xact_id()::xid`
@@ -179,24 +182,27 @@ func (s *Store) pgClaimOneReq(ctx context.Context, owner, queue string, ttl time
 	if after != nil {
 		afterID, afterSeq, key = after.ID, after.LeaseSeq, queue+"\x00after"
 	}
-	args := func(now time.Time) []any {
-		at := ms(now)
-		return []any{queue, afterID, afterID, afterSeq, owner, queue, at, queue, queue, at, owner, ms(now.Add(ttl)), at, at, owner}
+	argsAfter := func(id, seq int64) func(now time.Time) []any {
+		return func(now time.Time) []any {
+			at := ms(now)
+			return []any{queue, id, id, seq, owner, queue, at, queue, queue, at, owner, ms(now.Add(ttl)), at, at, owner}
+		}
 	}
 	set := &pgSetWrite{kind: pgClaimSetKind, key: key, elem: []any{queue, owner, ttl.Milliseconds(), afterID, afterSeq}}
-	return s.oneReq(ctx, &pgOne{query: pgClaimGated, args: args, set: set, read: func(w *wtx, row scanner) error {
-		*out = claimed{} // a batch that ran again runs read again
-		t, err := w.w.s.scanFull(row)
-		if notFound(err) {
+	return s.oneReq(ctx, &pgOne{query: pgClaimGated, args: argsAfter(afterID, afterSeq), fnArgs: argsAfter(0, 0), set: set,
+		read: func(w *wtx, row scanner) error {
+			*out = claimed{} // a batch that ran again runs read again
+			t, err := w.w.s.scanFull(row)
+			if notFound(err) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("store: claim next in %s: %w", queue, err)
+			}
+			*out = claimed{t, true}
+			w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateClaimed, Source: t.Source.Type, Cause: "claim"})
 			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("store: claim next in %s: %w", queue, err)
-		}
-		*out = claimed{t, true}
-		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateClaimed, Source: t.Source.Type, Cause: "claim"})
-		return nil
-	}})
+		}})
 }
 
 // pgHeartbeat is Heartbeat's statement.

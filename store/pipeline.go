@@ -36,6 +36,10 @@ import (
 type pgOne struct {
 	query string
 	args  func(now time.Time) []any // the statement's arguments at the batch's time
+	// fnArgs, if set, are the arguments when the write runs as any other write
+	// (under a savepoint, after the write it follows has been checked in Go):
+	// a follow-up's claim drops its own check there (see pgClaimAfter).
+	fnArgs func(now time.Time) []any
 	// read takes the statement's row (or its sql.ErrNoRows) and records the
 	// outcome: the caller's result, its error, the changes to announce.
 	read func(w *wtx, row scanner) error
@@ -56,7 +60,11 @@ func (s *Store) writeOne(ctx context.Context, one *pgOne) error {
 // oneReq is one's write request, for writeOne or submitThen.
 func (s *Store) oneReq(ctx context.Context, one *pgOne) *writeReq {
 	fn := func(w *wtx) error {
-		err := one.read(w, w.queryRow(one.query, one.args(w.now)...))
+		args := one.args
+		if one.fnArgs != nil {
+			args = one.fnArgs
+		}
+		err := one.read(w, w.queryRow(one.query, args(w.now)...))
 		if code := pgErrorCode(err); code == "40P01" || code == "40001" {
 			// Said plainly. A batch sent whole has met it once already: this is
 			// its one retry.

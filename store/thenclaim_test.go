@@ -219,3 +219,28 @@ func TestThenClaimsInOnePipelinedBatch(t *testing.T) {
 	}
 	countsAgree(t, s)
 }
+
+// Beside a write that cannot be pipelined, a batch on PostgreSQL runs each write
+// under a savepoint: the claim after a complete still claims (its statement's
+// check of the complete holds under a savepoint too).
+func TestThenClaimUnderSavepoints(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	ids := addTodos(t, s, "inbox", 3)
+	queues := []string{"inbox"}
+	ack := claimOne(t, s, "agent:a", queues)
+	var next Next
+	var errPair, errAdd error
+	before := s.WriterStats()
+	inOneBatch(t, s,
+		func() { _, errAdd = s.AddTodo(ctx, NewTodo{Queue: "other", Payload: "x"}) },
+		func() { _, next, errPair = s.CompleteThenClaim(ctx, ack, "", queues, time.Minute) })
+	after := s.WriterStats()
+	if after.Batches-before.Batches != 1 || after.Pipelined != before.Pipelined {
+		t.Fatalf("%d batches, %d pipelined; want one batch, not pipelined", after.Batches-before.Batches,
+			after.Pipelined-before.Pipelined)
+	}
+	if errAdd != nil || errPair != nil || next.Err != nil || !next.OK || next.Todo.ID != ids[1] {
+		t.Errorf("add %v; complete then claim %v, %+v; want todo %d claimed", errAdd, errPair, next, ids[1])
+	}
+}
