@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"reflect"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -42,17 +41,13 @@ func (a *Agent) fastCall(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if a.fastOff.Load() || env == nil || x.noticesWaiting() || !fastVersion(r.Header) {
 		return false
 	}
+	p := &env.Params.call
 	if env.JSONRPC != mcp.JSONRPC_VERSION || env.Method != string(mcp.MethodToolsCall) || !plainID(env.ID) ||
-		!absent(env.Result) || !absent(env.Params.Meta) || !absent(env.Params.Task) {
+		!absent(env.Result) || !absent(env.Params.Meta) || !absent(env.Params.Task) ||
+		!absent(p.Meta) || !absent(p.Task) || !absent(p.InputResponses) || !absent(p.RequestState) {
 		return false
 	}
-	// The request as mcp-go makes it: its CallToolParams reads a second params
-	// member afresh, where the envelope merges the two.
-	var req mcp.CallToolRequest
-	if json.Unmarshal(body, &req) != nil || req.Params.Meta != nil || req.Params.Task != nil ||
-		!reflect.ValueOf(req.Params.MultiRoundTripParams).IsZero() {
-		return false
-	}
+	req := p.request(r.Header)
 	handler, isVerb := a.fast[req.Params.Name]
 	if !isVerb {
 		return false
@@ -67,7 +62,6 @@ func (a *Agent) fastCall(ctx context.Context, w http.ResponseWriter, r *http.Req
 		return false
 	}
 
-	req.Header = r.Header
 	a.runFast(a.mcp.WithContext(ctx, cs), w, env.ID, handler, req, nil)
 	return true
 }
@@ -104,12 +98,56 @@ type envelope struct {
 	ID      json.RawMessage `json:"id"`
 	Method  string          `json:"method"`
 	Result  json.RawMessage `json:"result"` // mcp-go takes a message with one for a response
-	Params  struct {
-		Meta json.RawMessage `json:"_meta"`
-		Task json.RawMessage `json:"task"`
-		Name string          `json:"name"` // for the stateless revision's Mcp-Name (standardHeaders)
-		URI  string          `json:"uri"`
-	} `json:"params"`
+	Params  envParams       `json:"params"`
+}
+
+// envParams is what the envelope reads of params: the members given in any
+// params member of the message, merged, and, in call, what mcp-go's
+// CallToolParams reads: each params member afresh, but for arguments, which a
+// member without them leaves as they were.
+type envParams struct {
+	Meta json.RawMessage `json:"_meta"`
+	Task json.RawMessage `json:"task"`
+	Name string          `json:"name"` // for the stateless revision's Mcp-Name (standardHeaders)
+	URI  string          `json:"uri"`
+	call callParams
+}
+
+// callParams is what a verb's call reads of params: its arguments left as they
+// came (a verb decodes them into its own struct), and the members that send a
+// call to mcp-go when present. mcp-go's own decoder would also read arguments
+// and _meta into maps that no verb looks at.
+type callParams struct {
+	Name           string          `json:"name"`
+	Arguments      json.RawMessage `json:"arguments"`
+	Meta           json.RawMessage `json:"_meta"`
+	Task           json.RawMessage `json:"task"`
+	InputResponses json.RawMessage `json:"inputResponses"`
+	RequestState   json.RawMessage `json:"requestState"`
+}
+
+func (p *envParams) UnmarshalJSON(b []byte) error {
+	type merged envParams // the plain struct, without this method
+	if err := json.Unmarshal(b, (*merged)(p)); err != nil {
+		return err
+	}
+	args := p.call.Arguments
+	p.call = callParams{}
+	err := json.Unmarshal(b, &p.call)
+	if len(p.call.Arguments) == 0 {
+		p.call.Arguments = args
+	}
+	return err
+}
+
+// request is the call as a verb's handler reads it: its name, its arguments as
+// raw JSON, and the HTTP headers it came with.
+func (p *callParams) request(h http.Header) mcp.CallToolRequest {
+	var req mcp.CallToolRequest
+	req.Method = string(mcp.MethodToolsCall)
+	req.Params.Name, req.Params.RawArguments = p.Name, p.Arguments
+	req.Header = h
+	return req
 }
 
 // readEnvelope parses a POST's message when it is JSON by its Content-Type and by

@@ -59,28 +59,42 @@ func TestFastCallAnswersAsMCPGoDoes(t *testing.T) {
 	e.addTodo("inbox", payload)
 	sid := e.rawSession(cred)
 
-	call := func(fast bool, id, tool string, args any) (map[string]any, int64) {
+	send := func(fast bool, body string) (map[string]any, int64) {
 		e.ag.fastOff.Store(!fast)
 		defer e.ag.fastOff.Store(false)
 		before := e.ag.fastAnswered.Load()
-		resp, body := e.raw(http.MethodPost, cred, sid, callBody(id, tool, args), nil)
-		return answerOf(t, resp, body), e.ag.fastAnswered.Load() - before
+		resp, answer := e.raw(http.MethodPost, cred, sid, body, nil)
+		return answerOf(t, resp, answer), e.ag.fastAnswered.Load() - before
+	}
+	call := func(fast bool, id, tool string, args any) (map[string]any, int64) {
+		return send(fast, callBody(id, tool, args))
 	}
 	for _, c := range []struct {
 		id, tool string
 		args     any
 		isError  bool
+		body     string // the request as sent, when not callBody's
 	}{
-		{`7`, VerbListTodos, map[string]any{"queue": "inbox"}, false},
-		{`"req-8"`, VerbListTodos, map[string]any{"state": "pending"}, false},
-		{`9`, VerbComplete, map[string]any{"todo_id": 12345, "lease_seq": 1}, true},
-		{`10`, VerbGetDefaultLease, map[string]any{}, false},
+		{`7`, VerbListTodos, map[string]any{"queue": "inbox"}, false, ""},
+		{`"req-8"`, VerbListTodos, map[string]any{"state": "pending"}, false, ""},
+		{`9`, VerbComplete, map[string]any{"todo_id": 12345, "lease_seq": 1}, true, ""},
+		{`10`, VerbGetDefaultLease, map[string]any{}, false, ""},
+		// mcp-go reads a second params member afresh, but for arguments: the
+		// first one's stay when the second has none (a queue out of scope,
+		// refused), and go when it has some.
+		{`12`, VerbListTodos, nil, true, `{"jsonrpc":"2.0","id":12,"method":"tools/call",` +
+			`"params":{"name":"list_todos","arguments":{"queue":"elsewhere"}},"params":{"name":"list_todos"}}`},
+		{`13`, VerbListTodos, nil, false, `{"jsonrpc":"2.0","id":13,"method":"tools/call",` +
+			`"params":{"name":"list_todos","arguments":{"queue":"elsewhere"}},"params":{"name":"list_todos","arguments":{}}}`},
 	} {
-		viaMCP, n := call(false, c.id, c.tool, c.args)
+		if c.body == "" {
+			c.body = callBody(c.id, c.tool, c.args)
+		}
+		viaMCP, n := send(false, c.body)
 		if n != 0 {
 			t.Fatalf("%s: answered by the fast path while it was off", c.tool)
 		}
-		viaFast, n := call(true, c.id, c.tool, c.args)
+		viaFast, n := send(true, c.body)
 		if n != 1 {
 			t.Fatalf("%s: not answered by the fast path", c.tool)
 		}
