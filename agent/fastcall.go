@@ -126,17 +126,32 @@ type callParams struct {
 	RequestState   json.RawMessage `json:"requestState"`
 }
 
+// UnmarshalJSON reads one params member in one pass, for both readings: the
+// merged one takes each member given (name and uri unless null, as a plain
+// struct does).
 func (p *envParams) UnmarshalJSON(b []byte) error {
-	type merged envParams // the plain struct, without this method
-	if err := json.Unmarshal(b, (*merged)(p)); err != nil {
-		return err
+	var m struct {
+		Name *string `json:"name"`
+		URI  *string `json:"uri"`
+		callParams
 	}
-	args := p.call.Arguments
-	p.call = callParams{}
-	err := json.Unmarshal(b, &p.call)
-	if len(p.call.Arguments) == 0 {
-		p.call.Arguments = args
+	err := json.Unmarshal(b, &m)
+	if m.Name != nil {
+		p.Name, m.callParams.Name = *m.Name, *m.Name
 	}
+	if m.URI != nil {
+		p.URI = *m.URI
+	}
+	if len(m.Meta) > 0 {
+		p.Meta = m.Meta
+	}
+	if len(m.Task) > 0 {
+		p.Task = m.Task
+	}
+	if len(m.Arguments) == 0 {
+		m.Arguments = p.call.Arguments
+	}
+	p.call = m.callParams
 	return err
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // rawSession opens a session over raw HTTP and returns its id.
@@ -257,5 +259,53 @@ func TestIdleSweepHearsFastCalls(t *testing.T) {
 	resp, body := e.raw(http.MethodPost, cred, alone, list, nil)
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "idle for 400ms") {
 		t.Fatalf("the swept session answered %d %q", resp.StatusCode, body)
+	}
+}
+
+// The envelope reads params in one pass as the two decoders it stands for read
+// them: its merged members as a plain struct does, and the call as mcp-go's
+// CallToolRequest does, whatever the order and repetition of members.
+func TestEnvelopeReadsParamsAsItsDecodersDo(t *testing.T) {
+	for _, body := range []string{
+		`{"params":{"name":"claim_next","arguments":{"queue":"a"}}}`,
+		`{"params":{"name":"claim_next","arguments":{"queue":"a"}},"params":{"name":"complete"}}`,
+		`{"params":{"name":"claim_next","arguments":{"queue":"a"}},"params":{"arguments":null}}`,
+		`{"params":{"name":"claim_next","uri":"u","_meta":{"k":1}},"params":{"name":null,"uri":null,"task":{"ttl":1}}}`,
+		`{"params":{"name":"a","_meta":{"k":1}},"params":{"_meta":null,"name":""}}`,
+		`{"params":{"name":"a","arguments":[1,2]},"params":null}`,
+		`{"params":{"NAME":"a","Arguments":{"x":1},"requestState":"s","inputResponses":{}}}`,
+		`{"params":{}}`,
+		`{}`,
+	} {
+		env := readEnvelope(http.Header{"Content-Type": {"application/json"}}, []byte(body))
+		if env == nil {
+			t.Fatalf("%s: not read", body)
+		}
+		var plain struct {
+			Params struct {
+				Meta json.RawMessage `json:"_meta"`
+				Task json.RawMessage `json:"task"`
+				Name string          `json:"name"`
+				URI  string          `json:"uri"`
+			} `json:"params"`
+		}
+		var req mcp.CallToolRequest
+		if err := json.Unmarshal([]byte(body), &plain); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(body), &req); err != nil {
+			t.Fatal(err)
+		}
+		got, p := env.Params, plain.Params
+		if string(got.Meta) != string(p.Meta) || string(got.Task) != string(p.Task) || got.Name != p.Name || got.URI != p.URI {
+			t.Fatalf("%s: merged members %+v, a plain struct reads %+v", body, got, p)
+		}
+		c := got.call
+		mrt := !absent(c.InputResponses) || !absent(c.RequestState)
+		if c.Name != req.Params.Name || string(c.Arguments) != string(req.Params.RawArguments) ||
+			absent(c.Meta) != (req.Params.Meta == nil) || absent(c.Task) != (req.Params.Task == nil) ||
+			mrt != !reflect.ValueOf(req.Params.MultiRoundTripParams).IsZero() {
+			t.Fatalf("%s: the call read as %+v, mcp-go reads %+v", body, c, req.Params)
+		}
 	}
 }
