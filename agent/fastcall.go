@@ -250,16 +250,12 @@ func appendResponse(b []byte, id json.RawMessage, res *mcp.CallToolResult, head 
 	b = append(b, id...)
 	b = append(b, `,"result":`...)
 	if text, ok := verbResultText(res); ok {
-		enc, err := json.Marshal(text)
-		if err != nil {
-			return nil, err
-		}
 		b = append(b, '{')
 		if head != nil {
 			b = append(b, head.text...)
 		}
 		b = append(b, `"content":[{"type":"text","text":`...)
-		b = append(b, enc...)
+		b = appendJSONString(b, text)
 		b = append(b, `}],"structuredContent":`...)
 		b = append(b, res.RawStructuredContent...)
 		b = append(b, '}')
@@ -305,4 +301,42 @@ func appendError(b []byte, id json.RawMessage, code int, msg string) []byte {
 	b = append(b, `,"message":`...)
 	b = append(b, enc...)
 	return append(b, "}}\n"...)
+}
+
+// appendJSONString appends s as a JSON string, byte for byte as json.Marshal
+// writes it. A verb's text is JSON that json.Marshal wrote, in which only quotes
+// and backslashes need escaping again; this writes those itself, in place, and
+// leaves a string with anything else to escape (a control character, <, > or &,
+// U+2028, U+2029, bytes that are not UTF-8) to json.Marshal.
+func appendJSONString(b []byte, s string) []byte {
+	n := len(b)
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', c)
+			i++
+			start = i
+		case c >= 0x20 && c < utf8.RuneSelf && c != '<' && c != '>' && c != '&':
+			i++
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+				return appendMarshaled(b[:n], s)
+			}
+			i += size
+		default:
+			return appendMarshaled(b[:n], s)
+		}
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+func appendMarshaled(b []byte, s string) []byte {
+	enc, _ := json.Marshal(s) // a string always encodes
+	return append(b, enc...)
 }

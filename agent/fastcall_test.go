@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"math/rand/v2"
 	"net/http"
 	"reflect"
 	"strings"
@@ -306,6 +307,34 @@ func TestEnvelopeReadsParamsAsItsDecodersDo(t *testing.T) {
 			absent(c.Meta) != (req.Params.Meta == nil) || absent(c.Task) != (req.Params.Task == nil) ||
 			mrt != !reflect.ValueOf(req.Params.MultiRoundTripParams).IsZero() {
 			t.Fatalf("%s: the call read as %+v, mcp-go reads %+v", body, c, req.Params)
+		}
+	}
+}
+
+// A verb's text goes out escaped byte for byte as json.Marshal escapes it,
+// whatever it holds: strings built from the characters JSON encoders treat
+// differently, and random bytes.
+func TestAppendJSONStringIsJSONMarshal(t *testing.T) {
+	parts := []string{`{"a":`, `"`, `\`, `\"`, "<", ">", "&", "\u2028", "\u2029", "\x00", "\x1f", "\x7f", "é", "🦀",
+		"\xff", "\xe2\x80", "plain text ", `\u003c`, "\t", "\n"}
+	rng := rand.New(rand.NewPCG(34, 1))
+	var cases []string
+	for range 2000 {
+		var sb strings.Builder
+		for range rng.IntN(12) {
+			sb.WriteString(parts[rng.IntN(len(parts))])
+		}
+		cases = append(cases, sb.String())
+		raw := make([]byte, rng.IntN(16))
+		for i := range raw {
+			raw[i] = byte(rng.IntN(256))
+		}
+		cases = append(cases, string(raw))
+	}
+	for _, s := range cases {
+		want, _ := json.Marshal(s)
+		if got := appendJSONString([]byte("prefix:"), s); string(got) != "prefix:"+string(want) {
+			t.Fatalf("%q: wrote %s, json.Marshal writes %s", s, got, want)
 		}
 	}
 }
