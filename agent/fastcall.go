@@ -72,22 +72,37 @@ func (a *Agent) runFast(ctx context.Context, w http.ResponseWriter, id json.RawM
 	req mcp.CallToolRequest, head *resultHead) {
 	noteCall(ctx, nil, &req)
 	res, err := runRecovered(ctx, handler, req)
+	buf, _ := a.answers.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
 	var out []byte
 	if err == nil && res == nil {
 		err = fmt.Errorf("tool %s returned no result", req.Params.Name)
 	}
 	if err == nil {
-		out, err = appendResponse(make([]byte, 0, 512+2*len(res.RawStructuredContent)), id, res, head)
+		out, err = appendResponse((*buf)[:0], id, res, head)
 	}
 	if err != nil {
-		out = appendError(nil, id, mcp.INTERNAL_ERROR, err.Error())
+		out = appendError((*buf)[:0], id, mcp.INTERNAL_ERROR, err.Error())
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	w.WriteHeader(http.StatusOK)
 	w.Write(out)
 	a.fastAnswered.Add(1)
+	// A Write keeps none of its bytes (io.Writer's contract): the buffer takes
+	// the next answer, unless it grew past what answers usually need.
+	if cap(out) <= maxPooledAnswer {
+		*buf = out[:0]
+		a.answers.Put(buf)
+	}
 }
+
+// maxPooledAnswer is the largest answer buffer runFast keeps for the next: a
+// claimed todo's answer is its payload twice and some, and a list's can be
+// larger, rarely.
+const maxPooledAnswer = 64 << 10
 
 // envelope is what fastCall and mcpAnswers read of a POST's JSON-RPC message,
 // parsed once for both (readEnvelope). A member given twice keeps what the first
