@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -160,6 +161,7 @@ type Agent struct {
 	fast         map[string]server.ToolHandlerFunc
 	fastOff      atomic.Bool
 	fastAnswered atomic.Int64
+	answers      sync.Pool   // *[]byte: the buffers runFast writes answers in
 	head         *resultHead // what a stateless answer carries (fastStateless)
 
 	origins   map[string]bool // allowed Origin values

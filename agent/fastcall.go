@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"reflect"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -42,17 +41,13 @@ func (a *Agent) fastCall(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if a.fastOff.Load() || env == nil || x.noticesWaiting() || !fastVersion(r.Header) {
 		return false
 	}
+	p := &env.Params.call
 	if env.JSONRPC != mcp.JSONRPC_VERSION || env.Method != string(mcp.MethodToolsCall) || !plainID(env.ID) ||
-		!absent(env.Result) || !absent(env.Params.Meta) || !absent(env.Params.Task) {
+		!absent(env.Result) || !absent(env.Params.Meta) || !absent(env.Params.Task) ||
+		!absent(p.Meta) || !absent(p.Task) || !absent(p.InputResponses) || !absent(p.RequestState) {
 		return false
 	}
-	// The request as mcp-go makes it: its CallToolParams reads a second params
-	// member afresh, where the envelope merges the two.
-	var req mcp.CallToolRequest
-	if json.Unmarshal(body, &req) != nil || req.Params.Meta != nil || req.Params.Task != nil ||
-		!reflect.ValueOf(req.Params.MultiRoundTripParams).IsZero() {
-		return false
-	}
+	req := p.request(r.Header)
 	handler, isVerb := a.fast[req.Params.Name]
 	if !isVerb {
 		return false
@@ -67,7 +62,6 @@ func (a *Agent) fastCall(ctx context.Context, w http.ResponseWriter, r *http.Req
 		return false
 	}
 
-	req.Header = r.Header
 	a.runFast(a.mcp.WithContext(ctx, cs), w, env.ID, handler, req, nil)
 	return true
 }
@@ -78,22 +72,37 @@ func (a *Agent) runFast(ctx context.Context, w http.ResponseWriter, id json.RawM
 	req mcp.CallToolRequest, head *resultHead) {
 	noteCall(ctx, nil, &req)
 	res, err := runRecovered(ctx, handler, req)
+	buf, _ := a.answers.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
 	var out []byte
 	if err == nil && res == nil {
 		err = fmt.Errorf("tool %s returned no result", req.Params.Name)
 	}
 	if err == nil {
-		out, err = appendResponse(make([]byte, 0, 512+2*len(res.RawStructuredContent)), id, res, head)
+		out, err = appendResponse((*buf)[:0], id, res, head)
 	}
 	if err != nil {
-		out = appendError(nil, id, mcp.INTERNAL_ERROR, err.Error())
+		out = appendError((*buf)[:0], id, mcp.INTERNAL_ERROR, err.Error())
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	w.WriteHeader(http.StatusOK)
 	w.Write(out)
 	a.fastAnswered.Add(1)
+	// A Write keeps none of its bytes (io.Writer's contract): the buffer takes
+	// the next answer, unless it grew past what answers usually need.
+	if cap(out) <= maxPooledAnswer {
+		*buf = out[:0]
+		a.answers.Put(buf)
+	}
 }
+
+// maxPooledAnswer is the largest answer buffer runFast keeps for the next: a
+// claimed todo's answer is its payload twice and some, and a list's can be
+// larger, rarely.
+const maxPooledAnswer = 64 << 10
 
 // envelope is what fastCall and mcpAnswers read of a POST's JSON-RPC message,
 // parsed once for both (readEnvelope). A member given twice keeps what the first
@@ -104,12 +113,71 @@ type envelope struct {
 	ID      json.RawMessage `json:"id"`
 	Method  string          `json:"method"`
 	Result  json.RawMessage `json:"result"` // mcp-go takes a message with one for a response
-	Params  struct {
-		Meta json.RawMessage `json:"_meta"`
-		Task json.RawMessage `json:"task"`
-		Name string          `json:"name"` // for the stateless revision's Mcp-Name (standardHeaders)
-		URI  string          `json:"uri"`
-	} `json:"params"`
+	Params  envParams       `json:"params"`
+}
+
+// envParams is what the envelope reads of params: the members given in any
+// params member of the message, merged, and, in call, what mcp-go's
+// CallToolParams reads: each params member afresh, but for arguments, which a
+// member without them leaves as they were.
+type envParams struct {
+	Meta json.RawMessage `json:"_meta"`
+	Task json.RawMessage `json:"task"`
+	Name string          `json:"name"` // for the stateless revision's Mcp-Name (standardHeaders)
+	URI  string          `json:"uri"`
+	call callParams
+}
+
+// callParams is what a verb's call reads of params: its arguments left as they
+// came (a verb decodes them into its own struct), and the members that send a
+// call to mcp-go when present. mcp-go's own decoder would also read arguments
+// and _meta into maps that no verb looks at.
+type callParams struct {
+	Name           string          `json:"name"`
+	Arguments      json.RawMessage `json:"arguments"`
+	Meta           json.RawMessage `json:"_meta"`
+	Task           json.RawMessage `json:"task"`
+	InputResponses json.RawMessage `json:"inputResponses"`
+	RequestState   json.RawMessage `json:"requestState"`
+}
+
+// UnmarshalJSON reads one params member in one pass, for both readings: the
+// merged one takes each member given (name and uri unless null, as a plain
+// struct does).
+func (p *envParams) UnmarshalJSON(b []byte) error {
+	var m struct {
+		Name *string `json:"name"`
+		URI  *string `json:"uri"`
+		callParams
+	}
+	err := json.Unmarshal(b, &m)
+	if m.Name != nil {
+		p.Name, m.callParams.Name = *m.Name, *m.Name
+	}
+	if m.URI != nil {
+		p.URI = *m.URI
+	}
+	if len(m.Meta) > 0 {
+		p.Meta = m.Meta
+	}
+	if len(m.Task) > 0 {
+		p.Task = m.Task
+	}
+	if len(m.Arguments) == 0 {
+		m.Arguments = p.call.Arguments
+	}
+	p.call = m.callParams
+	return err
+}
+
+// request is the call as a verb's handler reads it: its name, its arguments as
+// raw JSON, and the HTTP headers it came with.
+func (p *callParams) request(h http.Header) mcp.CallToolRequest {
+	var req mcp.CallToolRequest
+	req.Method = string(mcp.MethodToolsCall)
+	req.Params.Name, req.Params.RawArguments = p.Name, p.Arguments
+	req.Header = h
+	return req
 }
 
 // readEnvelope parses a POST's message when it is JSON by its Content-Type and by
@@ -197,16 +265,12 @@ func appendResponse(b []byte, id json.RawMessage, res *mcp.CallToolResult, head 
 	b = append(b, id...)
 	b = append(b, `,"result":`...)
 	if text, ok := verbResultText(res); ok {
-		enc, err := json.Marshal(text)
-		if err != nil {
-			return nil, err
-		}
 		b = append(b, '{')
 		if head != nil {
 			b = append(b, head.text...)
 		}
 		b = append(b, `"content":[{"type":"text","text":`...)
-		b = append(b, enc...)
+		b = appendJSONString(b, text)
 		b = append(b, `}],"structuredContent":`...)
 		b = append(b, res.RawStructuredContent...)
 		b = append(b, '}')
@@ -252,4 +316,42 @@ func appendError(b []byte, id json.RawMessage, code int, msg string) []byte {
 	b = append(b, `,"message":`...)
 	b = append(b, enc...)
 	return append(b, "}}\n"...)
+}
+
+// appendJSONString appends s as a JSON string, byte for byte as json.Marshal
+// writes it. A verb's text is JSON that json.Marshal wrote, in which only quotes
+// and backslashes need escaping again; this writes those itself, in place, and
+// leaves a string with anything else to escape (a control character, <, > or &,
+// U+2028, U+2029, bytes that are not UTF-8) to json.Marshal.
+func appendJSONString(b []byte, s string) []byte {
+	n := len(b)
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', c)
+			i++
+			start = i
+		case c >= 0x20 && c < utf8.RuneSelf && c != '<' && c != '>' && c != '&':
+			i++
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+				return appendMarshaled(b[:n], s)
+			}
+			i += size
+		default:
+			return appendMarshaled(b[:n], s)
+		}
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+func appendMarshaled(b []byte, s string) []byte {
+	enc, _ := json.Marshal(s) // a string always encodes
+	return append(b, enc...)
 }

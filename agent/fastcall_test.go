@@ -3,11 +3,14 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"math/rand/v2"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // rawSession opens a session over raw HTTP and returns its id.
@@ -59,28 +62,42 @@ func TestFastCallAnswersAsMCPGoDoes(t *testing.T) {
 	e.addTodo("inbox", payload)
 	sid := e.rawSession(cred)
 
-	call := func(fast bool, id, tool string, args any) (map[string]any, int64) {
+	send := func(fast bool, body string) (map[string]any, int64) {
 		e.ag.fastOff.Store(!fast)
 		defer e.ag.fastOff.Store(false)
 		before := e.ag.fastAnswered.Load()
-		resp, body := e.raw(http.MethodPost, cred, sid, callBody(id, tool, args), nil)
-		return answerOf(t, resp, body), e.ag.fastAnswered.Load() - before
+		resp, answer := e.raw(http.MethodPost, cred, sid, body, nil)
+		return answerOf(t, resp, answer), e.ag.fastAnswered.Load() - before
+	}
+	call := func(fast bool, id, tool string, args any) (map[string]any, int64) {
+		return send(fast, callBody(id, tool, args))
 	}
 	for _, c := range []struct {
 		id, tool string
 		args     any
 		isError  bool
+		body     string // the request as sent, when not callBody's
 	}{
-		{`7`, VerbListTodos, map[string]any{"queue": "inbox"}, false},
-		{`"req-8"`, VerbListTodos, map[string]any{"state": "pending"}, false},
-		{`9`, VerbComplete, map[string]any{"todo_id": 12345, "lease_seq": 1}, true},
-		{`10`, VerbGetDefaultLease, map[string]any{}, false},
+		{`7`, VerbListTodos, map[string]any{"queue": "inbox"}, false, ""},
+		{`"req-8"`, VerbListTodos, map[string]any{"state": "pending"}, false, ""},
+		{`9`, VerbComplete, map[string]any{"todo_id": 12345, "lease_seq": 1}, true, ""},
+		{`10`, VerbGetDefaultLease, map[string]any{}, false, ""},
+		// mcp-go reads a second params member afresh, but for arguments: the
+		// first one's stay when the second has none (a queue out of scope,
+		// refused), and go when it has some.
+		{`12`, VerbListTodos, nil, true, `{"jsonrpc":"2.0","id":12,"method":"tools/call",` +
+			`"params":{"name":"list_todos","arguments":{"queue":"elsewhere"}},"params":{"name":"list_todos"}}`},
+		{`13`, VerbListTodos, nil, false, `{"jsonrpc":"2.0","id":13,"method":"tools/call",` +
+			`"params":{"name":"list_todos","arguments":{"queue":"elsewhere"}},"params":{"name":"list_todos","arguments":{}}}`},
 	} {
-		viaMCP, n := call(false, c.id, c.tool, c.args)
+		if c.body == "" {
+			c.body = callBody(c.id, c.tool, c.args)
+		}
+		viaMCP, n := send(false, c.body)
 		if n != 0 {
 			t.Fatalf("%s: answered by the fast path while it was off", c.tool)
 		}
-		viaFast, n := call(true, c.id, c.tool, c.args)
+		viaFast, n := send(true, c.body)
 		if n != 1 {
 			t.Fatalf("%s: not answered by the fast path", c.tool)
 		}
@@ -243,5 +260,81 @@ func TestIdleSweepHearsFastCalls(t *testing.T) {
 	resp, body := e.raw(http.MethodPost, cred, alone, list, nil)
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "idle for 400ms") {
 		t.Fatalf("the swept session answered %d %q", resp.StatusCode, body)
+	}
+}
+
+// The envelope reads params in one pass as the two decoders it stands for read
+// them: its merged members as a plain struct does, and the call as mcp-go's
+// CallToolRequest does, whatever the order and repetition of members.
+func TestEnvelopeReadsParamsAsItsDecodersDo(t *testing.T) {
+	for _, body := range []string{
+		`{"params":{"name":"claim_next","arguments":{"queue":"a"}}}`,
+		`{"params":{"name":"claim_next","arguments":{"queue":"a"}},"params":{"name":"complete"}}`,
+		`{"params":{"name":"claim_next","arguments":{"queue":"a"}},"params":{"arguments":null}}`,
+		`{"params":{"name":"claim_next","uri":"u","_meta":{"k":1}},"params":{"name":null,"uri":null,"task":{"ttl":1}}}`,
+		`{"params":{"name":"a","_meta":{"k":1}},"params":{"_meta":null,"name":""}}`,
+		`{"params":{"name":"a","arguments":[1,2]},"params":null}`,
+		`{"params":{"NAME":"a","Arguments":{"x":1},"requestState":"s","inputResponses":{}}}`,
+		`{"params":{}}`,
+		`{}`,
+	} {
+		env := readEnvelope(http.Header{"Content-Type": {"application/json"}}, []byte(body))
+		if env == nil {
+			t.Fatalf("%s: not read", body)
+		}
+		var plain struct {
+			Params struct {
+				Meta json.RawMessage `json:"_meta"`
+				Task json.RawMessage `json:"task"`
+				Name string          `json:"name"`
+				URI  string          `json:"uri"`
+			} `json:"params"`
+		}
+		var req mcp.CallToolRequest
+		if err := json.Unmarshal([]byte(body), &plain); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(body), &req); err != nil {
+			t.Fatal(err)
+		}
+		got, p := env.Params, plain.Params
+		if string(got.Meta) != string(p.Meta) || string(got.Task) != string(p.Task) || got.Name != p.Name || got.URI != p.URI {
+			t.Fatalf("%s: merged members %+v, a plain struct reads %+v", body, got, p)
+		}
+		c := got.call
+		mrt := !absent(c.InputResponses) || !absent(c.RequestState)
+		if c.Name != req.Params.Name || string(c.Arguments) != string(req.Params.RawArguments) ||
+			absent(c.Meta) != (req.Params.Meta == nil) || absent(c.Task) != (req.Params.Task == nil) ||
+			mrt != !reflect.ValueOf(req.Params.MultiRoundTripParams).IsZero() {
+			t.Fatalf("%s: the call read as %+v, mcp-go reads %+v", body, c, req.Params)
+		}
+	}
+}
+
+// A verb's text goes out escaped byte for byte as json.Marshal escapes it,
+// whatever it holds: strings built from the characters JSON encoders treat
+// differently, and random bytes.
+func TestAppendJSONStringIsJSONMarshal(t *testing.T) {
+	parts := []string{`{"a":`, `"`, `\`, `\"`, "<", ">", "&", "\u2028", "\u2029", "\x00", "\x1f", "\x7f", "é", "🦀",
+		"\xff", "\xe2\x80", "plain text ", `\u003c`, "\t", "\n"}
+	rng := rand.New(rand.NewPCG(34, 1))
+	var cases []string
+	for range 2000 {
+		var sb strings.Builder
+		for range rng.IntN(12) {
+			sb.WriteString(parts[rng.IntN(len(parts))])
+		}
+		cases = append(cases, sb.String())
+		raw := make([]byte, rng.IntN(16))
+		for i := range raw {
+			raw[i] = byte(rng.IntN(256))
+		}
+		cases = append(cases, string(raw))
+	}
+	for _, s := range cases {
+		want, _ := json.Marshal(s)
+		if got := appendJSONString([]byte("prefix:"), s); string(got) != "prefix:"+string(want) {
+			t.Fatalf("%q: wrote %s, json.Marshal writes %s", s, got, want)
+		}
 	}
 }

@@ -180,29 +180,15 @@ func (a *Agent) fastStateless(ctx context.Context, w http.ResponseWriter, r *htt
 		!plainID(env.ID) || !absent(env.Result) {
 		return false
 	}
-	// Only what a verb reads: mcp-go's decoder of the request reads its _meta
-	// and arguments into maps, which the verb never looks at.
-	var msg struct {
-		Params struct {
-			Name           string          `json:"name"`
-			Arguments      json.RawMessage `json:"arguments"`
-			Task           json.RawMessage `json:"task"`
-			InputResponses json.RawMessage `json:"inputResponses"`
-			RequestState   json.RawMessage `json:"requestState"`
-		} `json:"params"`
-	}
-	p := &msg.Params
-	if json.Unmarshal(body, &msg) != nil || !absent(p.Task) || !absent(p.InputResponses) || !absent(p.RequestState) {
+	p := &env.Params.call
+	if !absent(p.Task) || !absent(p.InputResponses) || !absent(p.RequestState) {
 		return false
 	}
 	handler, isVerb := a.fast[p.Name]
 	if _, listed := t.defs[p.Name]; !isVerb || !listed || !slices.Contains(ep.Verbs, a.verbOf[p.Name]) {
 		return false
 	}
-	var call mcp.CallToolRequest
-	call.Method = string(mcp.MethodToolsCall)
-	call.Params.Name, call.Params.RawArguments = p.Name, p.Arguments
-	call.Header = r.Header
+	call := p.request(r.Header)
 	a.runFast(a.mcp.WithContext(ctx, &requestSession{ClientSession: noSession{}, built: t}), w, env.ID, handler, call, a.head)
 	return true
 }
