@@ -124,14 +124,25 @@ func readSet(br pgx.BatchResults, unit []*writeReq) error {
 }
 
 // rawRow copies a row's values (fields from the place on, for a set-based
-// statement): the values' buffer is the next row's.
+// statement): the values' buffer is the next row's. The copies share one
+// buffer, and the list is made at its length: a todo's row is some 35 values,
+// which appended one by one cost a dozen allocations (a third of the bytes a
+// drain on PostgreSQL allocated), where these cost two.
 func rawRow(rows pgx.Rows, fields []pgconn.FieldDescription, values [][]byte) *pgRawRow {
-	row := &pgRawRow{typeMap: rows.Conn().TypeMap(), fields: fields}
+	size := 0
 	for _, v := range values {
+		size += len(v)
+	}
+	buf := make([]byte, 0, size)
+	row := &pgRawRow{typeMap: rows.Conn().TypeMap(), fields: fields, values: make([][]byte, len(values))}
+	for i, v := range values {
 		if v != nil {
-			v = append([]byte{}, v...)
+			// A full slice expression: a value never runs into the next one.
+			start := len(buf)
+			buf = append(buf, v...)
+			v = buf[start:len(buf):len(buf)]
 		}
-		row.values = append(row.values, v)
+		row.values[i] = v
 	}
 	return row
 }

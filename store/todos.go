@@ -219,11 +219,13 @@ func scanTodoAnd(sc scanner, more ...any) (Todo, error) {
 	var lease, finished sql.NullInt64
 	var avail, created, updated int64
 	var ap Approval
-	dest := []any{&t.ID, &t.Queue, &t.State, &t.PayloadSize, &t.Source.Type, &t.Source.WebhookID,
-		&t.Source.EventID, &t.Source.EventType, &t.Trust.Verified, &t.Trust.Mode, &t.Trust.WebhookCreatedBy,
-		&t.CreatedBy, &t.Owner, &t.Attempts, &t.MaxAttempts, &t.LeaseSeq, &lease, &avail, &t.Result, &t.LastError,
-		&created, &updated, &finished, &t.CancelledBy, &ap.State, &ap.Question, &ap.Comment, &ap.By,
-		&t.Key, &t.KeyWaiting, &t.Priority, &t.Coalesced}
+	// Made with room for more (todoColumns are 32): appending them to a full
+	// list would copy it.
+	dest := append(make([]any, 0, 32+len(more)), &t.ID, &t.Queue, &t.State, &t.PayloadSize,
+		&t.Source.Type, &t.Source.WebhookID, &t.Source.EventID, &t.Source.EventType, &t.Trust.Verified,
+		&t.Trust.Mode, &t.Trust.WebhookCreatedBy, &t.CreatedBy, &t.Owner, &t.Attempts, &t.MaxAttempts,
+		&t.LeaseSeq, &lease, &avail, &t.Result, &t.LastError, &created, &updated, &finished, &t.CancelledBy,
+		&ap.State, &ap.Question, &ap.Comment, &ap.By, &t.Key, &t.KeyWaiting, &t.Priority, &t.Coalesced)
 	if err := sc.Scan(append(dest, more...)...); err != nil {
 		return Todo{}, err
 	}
