@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -40,4 +41,27 @@ func (s *Store) thenClaim(ctx context.Context, a Ack, lead *writeReq, queues []s
 		return *t, Next{}, err
 	}
 	return *t, Next{Todo: out.t, OK: out.ok, Err: follow.err}, nil
+}
+
+// ackedTwice reports whether a follow-up's lead in batch acks a todo that
+// another write of batch acks too (a complete sent twice, a fail beside it).
+// Pipelined, the follow-up's claim could not tell its lead's change of the todo
+// from the other write's (pgClaimAfter): such a batch runs under savepoints,
+// where the writer checks the lead itself before the claim runs.
+func ackedTwice(batch []*writeReq) bool {
+	if !slices.ContainsFunc(batch, func(r *writeReq) bool { return r.lead != nil }) {
+		return false // no map for a batch without follow-ups
+	}
+	acks := map[int64]int{}
+	for _, r := range batch {
+		if r.one != nil && r.one.ack != 0 {
+			acks[r.one.ack]++
+		}
+	}
+	for _, r := range batch {
+		if r.lead != nil && r.lead.one != nil && acks[r.lead.one.ack] > 1 {
+			return true
+		}
+	}
+	return false
 }
