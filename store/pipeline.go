@@ -47,8 +47,8 @@ type pgOne struct {
 	// not make the commit's notification say todos changed (see notify).
 	quiet bool
 	// ack is the todo a complete or a fail acks (0 for other writes): a batch
-	// where a follow-up's lead shares it with another write is not pipelined
-	// (see ackedTwice).
+	// with a follow-up where two writes ack one todo is not pipelined (see
+	// ackedTwice).
 	ack int64
 	// set, if not nil, lets a batch send this write and others of its kind as
 	// one statement (pipeline_sets.go).

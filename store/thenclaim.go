@@ -43,25 +43,21 @@ func (s *Store) thenClaim(ctx context.Context, a Ack, lead *writeReq, queues []s
 	return *t, Next{Todo: out.t, OK: out.ok, Err: follow.err}, nil
 }
 
-// ackedTwice reports whether a follow-up's lead in batch acks a todo that
-// another write of batch acks too (a complete sent twice, a fail beside it).
-// Pipelined, the follow-up's claim could not tell its lead's change of the todo
-// from the other write's (pgClaimAfter): such a batch runs under savepoints,
-// where the writer checks the lead itself before the claim runs.
+// ackedTwice reports whether batch holds a follow-up and two writes that ack
+// one todo (a complete sent twice, a fail beside it). Pipelined, the
+// follow-up's claim could not tell its lead's change of the todo from the
+// other write's (pgClaimAfter): such a batch runs under savepoints, where the
+// writer checks the lead itself before the claim runs.
 func ackedTwice(batch []*writeReq) bool {
 	if !slices.ContainsFunc(batch, func(r *writeReq) bool { return r.lead != nil }) {
-		return false // no map for a batch without follow-ups
+		return false
 	}
-	acks := map[int64]int{}
+	acks := make([]int64, 0, len(batch))
 	for _, r := range batch {
 		if r.one != nil && r.one.ack != 0 {
-			acks[r.one.ack]++
+			acks = append(acks, r.one.ack)
 		}
 	}
-	for _, r := range batch {
-		if r.lead != nil && r.lead.one != nil && acks[r.lead.one.ack] > 1 {
-			return true
-		}
-	}
-	return false
+	slices.Sort(acks)
+	return len(slices.Compact(acks)) < len(acks)
 }
