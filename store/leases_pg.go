@@ -125,7 +125,7 @@ func (s *Store) pgCompleteReq(ctx context.Context, a Ack, result string, t *Todo
 		return append(append([]any{result, at, at}, pgLeaseArgs(a, at)...), at, a.Owner, at, a.ID)
 	}
 	set := &pgSetWrite{kind: pgCompleteSetKind, elem: []any{a.ID, a.Owner, a.LeaseSeq, result, a.Queues}}
-	return s.oneReq(ctx, &pgOne{query: pgComplete, args: args, set: set, read: func(w *wtx, row scanner) error {
+	return s.oneReq(ctx, &pgOne{query: pgComplete, args: args, set: set, ack: a.ID, read: func(w *wtx, row scanner) error {
 		done, err := w.keyedOutcome(a, "complete", row)
 		if err != nil {
 			return err
@@ -259,7 +259,7 @@ func (s *Store) pgFailReq(ctx context.Context, a Ack, errText string, retry bool
 		set := []any{retry, retry, at, pgBackoffs, len(pgBackoffs) - 1, retry, at, errText, at}
 		return append(append(set, pgLeaseArgs(a, at)...), at, a.Owner, textcut.Bytes(errText, 200), at, a.ID)
 	}
-	return s.oneReq(ctx, &pgOne{query: pgFail, args: args, read: func(w *wtx, row scanner) error {
+	return s.oneReq(ctx, &pgOne{query: pgFail, args: args, ack: a.ID, read: func(w *wtx, row scanner) error {
 		failed, err := w.keyedOutcome(a, "fail", row)
 		if *t = failed; err != nil {
 			return err

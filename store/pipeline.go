@@ -46,6 +46,10 @@ type pgOne struct {
 	// quiet: it changes no todo's state or queue (a heartbeat), so it alone does
 	// not make the commit's notification say todos changed (see notify).
 	quiet bool
+	// ack is the todo a complete or a fail acks (0 for other writes): a batch
+	// with a follow-up where two writes ack one todo is not pipelined (see
+	// ackedTwice).
+	ack int64
 	// set, if not nil, lets a batch send this write and others of its kind as
 	// one statement (pipeline_sets.go).
 	set *pgSetWrite
@@ -85,7 +89,7 @@ func (w *writer) pipelinable(batch []*writeReq) bool {
 			return false
 		}
 	}
-	return true
+	return !ackedTwice(batch)
 }
 
 // errStatementFailed says a pipelined batch was rolled back because one of its

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -40,4 +41,23 @@ func (s *Store) thenClaim(ctx context.Context, a Ack, lead *writeReq, queues []s
 		return *t, Next{}, err
 	}
 	return *t, Next{Todo: out.t, OK: out.ok, Err: follow.err}, nil
+}
+
+// ackedTwice reports whether batch holds a follow-up and two writes that ack
+// one todo (a complete sent twice, a fail beside it). Pipelined, the
+// follow-up's claim could not tell its lead's change of the todo from the
+// other write's (pgClaimAfter): such a batch runs under savepoints, where the
+// writer checks the lead itself before the claim runs.
+func ackedTwice(batch []*writeReq) bool {
+	if !slices.ContainsFunc(batch, func(r *writeReq) bool { return r.lead != nil }) {
+		return false
+	}
+	acks := make([]int64, 0, len(batch))
+	for _, r := range batch {
+		if r.one != nil && r.one.ack != 0 {
+			acks = append(acks, r.one.ack)
+		}
+	}
+	slices.Sort(acks)
+	return len(slices.Compact(acks)) < len(acks)
 }

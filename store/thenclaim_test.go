@@ -244,3 +244,49 @@ func TestThenClaimUnderSavepoints(t *testing.T) {
 		t.Errorf("add %v; complete then claim %v, %+v; want todo %d claimed", errAdd, errPair, next, ids[1])
 	}
 }
+
+// Two acks of one todo in one batch (a worker's complete sent twice, or a fail
+// beside it): one of them is made, and only its claim runs; the other's claim
+// claims nothing, though the todo it acked was changed in this transaction with
+// the lease it named (by the other ack). Pipelined on PostgreSQL.
+func TestThenClaimAfterAnAckMadeByAnotherWriteClaimsNothing(t *testing.T) {
+	for _, second := range []string{"complete", "fail"} {
+		t.Run(second, func(t *testing.T) {
+			s := openTest(t, Options{})
+			ctx := context.Background()
+			addTodos(t, s, "inbox", 4)
+			queues := []string{"inbox"}
+			ack := claimOne(t, s, "agent:a", queues)
+			var nexts [2]Next
+			var errs [2]error
+			pair := func(i int) func() {
+				return func() {
+					if i == 1 && second == "fail" {
+						_, nexts[i], errs[i] = s.FailThenClaim(ctx, ack, "boom", true, queues, time.Minute)
+						return
+					}
+					_, nexts[i], errs[i] = s.CompleteThenClaim(ctx, ack, "", queues, time.Minute)
+				}
+			}
+			inOneBatch(t, s, pair(0), pair(1))
+			made := 0
+			for i := range 2 {
+				switch {
+				case errs[i] == nil && nexts[i].OK && nexts[i].Err == nil:
+					made++
+				case errors.Is(errs[i], ErrConflict) && !nexts[i].OK:
+				default:
+					t.Errorf("pair %d: %v, %+v; want its ack and claim made, or a conflict and nothing claimed", i, errs[i], nexts[i])
+				}
+			}
+			var held int
+			if err := s.rdb.QueryRow(s.q(`SELECT count(*) FROM todos WHERE owner = ? AND state = 'claimed'`), "agent:a").Scan(&held); err != nil {
+				t.Fatal(err)
+			}
+			if made != 1 || held != 1 {
+				t.Errorf("%d pairs made, agent:a holds %d todos; want one pair made and its one claim", made, held)
+			}
+			countsAgree(t, s)
+		})
+	}
+}
