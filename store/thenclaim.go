@@ -40,7 +40,10 @@ func (s *Store) thenClaim(ctx context.Context, a Ack, lead *writeReq, queues []s
 	if err := s.submitThen(ctx, lead, follow); err != nil {
 		return *t, Next{}, err
 	}
-	return *t, Next{Todo: out.t, OK: out.ok, Err: follow.err}, nil
+	if follow.err != nil {
+		return *t, Next{Err: follow.err}, nil // whatever a run rolled back left in out
+	}
+	return *t, Next{Todo: out.t, OK: out.ok}, nil
 }
 
 // ackedTwice reports whether batch holds a follow-up and two writes that ack
