@@ -43,6 +43,13 @@ var switchboardBinary = sync.OnceValues(func() (string, error) {
 // reports its drain. The testing package's first call (b.N = 1) only probes: it
 // runs nothing.
 func mcpDrain(b *testing.B, loop string) {
+	mcpDrainOn(b, loop, "", sqliteFloor)
+}
+
+// mcpDrainOn is mcpDrain with the server on the PostgreSQL database dbURL
+// (`switchboard bench --db`), or on SQLite when dbURL is empty; floor is the one
+// its rate is reported against.
+func mcpDrainOn(b *testing.B, loop, dbURL string, floor *measuredFloor) {
 	if b.N == 1 {
 		return
 	}
@@ -50,9 +57,13 @@ func mcpDrain(b *testing.B, loop string) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	args := []string{"bench", "--deliveries", strconv.Itoa(b.N),
+		"--agents", strconv.Itoa(workers), "--loop", loop, "--doorbells", "20", "--duration", "1s", "--json"}
+	if dbURL != "" {
+		args = append(args, "--db", dbURL)
+	}
 	b.ResetTimer()
-	cmd := exec.CommandContext(context.Background(), bin, "bench", "--deliveries", strconv.Itoa(b.N),
-		"--agents", strconv.Itoa(workers), "--loop", loop, "--doorbells", "20", "--duration", "1s", "--json")
+	cmd := exec.CommandContext(context.Background(), bin, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -77,6 +88,6 @@ func mcpDrain(b *testing.B, loop string) {
 	if d.Loop != loop || d.Errors != 0 || d.Todos < b.N || d.Agents != workers {
 		b.Fatalf("switchboard bench drained %+v, want %d todos by %d agents with the %s loop, no errors", d, b.N, workers, loop)
 	}
-	sqliteFloor.report(b, d.PerSec)
+	floor.report(b, d.PerSec)
 	b.ReportMetric(d.CPUms*1000, "server-cpu-µs/todo")
 }

@@ -105,6 +105,14 @@ func BenchmarkDrainPostgres(b *testing.B) {
 			reportWriter(b, before, st.WriterStats(), float64(b.N)/perSec)
 		})
 	}
+	// Over MCP, through `switchboard bench --db` (mcp_test.go), on a schema of
+	// its own that it drops.
+	for _, loop := range []string{"two-call", "one-call"} {
+		b.Run("switchboard-mcp-"+loop, func(b *testing.B) {
+			pgSchema(b) // the same check of the server, and the skip without one
+			mcpDrainOn(b, loop, os.Getenv("SWITCHBOARD_TEST_POSTGRES"), postgresFloor)
+		})
+	}
 	for _, s := range riverSettings {
 		b.Run("river-pgx-"+s.name, func(b *testing.B) {
 			pool := openRiverPostgres(b)

@@ -67,6 +67,8 @@ var families = []family{
 	{"ingest", "BenchmarkIngest/switchboard", []string{"BenchmarkIngest/goqite-", "BenchmarkIngestRiver/"}},
 	{"drain on PostgreSQL", "BenchmarkDrainPostgres/switchboard-store", []string{"BenchmarkDrainPostgres/river-"}},
 	{"drain on PostgreSQL", "BenchmarkDrainPostgres/switchboard-store-one-call", []string{"BenchmarkDrainPostgres/river-"}},
+	{"drain over MCP on PostgreSQL", "BenchmarkDrainPostgres/switchboard-mcp-two-call", []string{"BenchmarkDrainPostgres/river-"}},
+	{"drain over MCP on PostgreSQL", "BenchmarkDrainPostgres/switchboard-mcp-one-call", []string{"BenchmarkDrainPostgres/river-"}},
 	{"ingest on PostgreSQL", "BenchmarkIngestPostgres/switchboard", []string{"BenchmarkIngestPostgres/river-"}},
 }
 
