@@ -16,8 +16,10 @@ import (
 // when nothing is claimable.
 func (s *Store) ClaimNext(ctx context.Context, owner string, queues []string, ttl time.Duration) (t Todo, ok bool, err error) {
 	var out claimed
-	err = s.submit(ctx, s.claimReq(ctx, owner, queues, ttl, nil, &out))
-	return out.t, out.ok, err
+	if err = s.submit(ctx, s.claimReq(ctx, owner, queues, ttl, nil, &out)); err != nil {
+		return Todo{}, false, err // whatever a run rolled back left in out
+	}
+	return out.t, out.ok, nil
 }
 
 // claimed is what a claim found: ok is false when nothing was claimable.

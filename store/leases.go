@@ -172,8 +172,10 @@ func (s *Store) Heartbeat(ctx context.Context, a Ack, ttl time.Duration) (Todo, 
 // Complete marks a claimed todo done with an optional result.
 func (s *Store) Complete(ctx context.Context, a Ack, result string) (Todo, error) {
 	var t Todo
-	err := s.submit(ctx, s.completeReq(ctx, a, result, &t))
-	return t, err
+	if err := s.submit(ctx, s.completeReq(ctx, a, result, &t)); err != nil {
+		return Todo{}, err // whatever a run rolled back left in t
+	}
+	return t, nil
 }
 
 // completeReq is Complete's write; it leaves the completed todo in t.
@@ -214,8 +216,10 @@ func RetryBackoff(attempts int) time.Duration {
 // to pending after RetryBackoff; otherwise it is dead-lettered (state failed).
 func (s *Store) Fail(ctx context.Context, a Ack, errText string, retry bool) (Todo, error) {
 	var t Todo
-	err := s.submit(ctx, s.failReq(ctx, a, errText, retry, &t))
-	return t, err
+	if err := s.submit(ctx, s.failReq(ctx, a, errText, retry, &t)); err != nil {
+		return Todo{}, err // whatever a run rolled back left in t
+	}
+	return t, nil
 }
 
 // failReq is Fail's write; it leaves the failed todo in t.

@@ -38,7 +38,7 @@ func (s *Store) thenClaim(ctx context.Context, a Ack, lead *writeReq, queues []s
 	var out claimed
 	follow := s.claimReq(ctx, a.Owner, queues, ttl, &a, &out)
 	if err := s.submitThen(ctx, lead, follow); err != nil {
-		return *t, Next{}, err
+		return Todo{}, Next{}, err // whatever a run rolled back left in t
 	}
 	if follow.err != nil {
 		return *t, Next{Err: follow.err}, nil // whatever a run rolled back left in out

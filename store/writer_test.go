@@ -501,3 +501,50 @@ func TestBareBatchRunsAgainWhenAWriteFails(t *testing.T) {
 		t.Errorf("runs %v; want a and b run twice (bare, then under savepoints), c once (after b failed bare)", runs)
 	}
 }
+
+// A write whose caller gives up after its bare run, when another write of the
+// batch failed there, is skipped when the batch runs again: it is answered with
+// its caller's error, and with nothing the rolled-back run left behind (a todo
+// "claimed" beside ok, a todo "done" beside the error).
+func TestSkippedOnTheRerunAnswersNoResultOfTheBareRun(t *testing.T) {
+	s := openTest(t, Options{})
+	if s.pg {
+		t.Skip("PostgreSQL pipelines such batches instead (pipeline.go)")
+	}
+	queues := []string{"inbox"}
+	addTodos(t, s, "inbox", 4)
+	ack := claimOne(t, s, "agent:a", queues)
+	claimCtx, cancelClaim := context.WithCancel(context.Background())
+	defer cancelClaim()
+	ackCtx, cancelAck := context.WithCancel(context.Background())
+	defer cancelAck()
+	var claimedTodo, done Todo
+	var ok bool
+	var next Next
+	var claimErr, ackErr error
+	before := s.WriterStats()
+	inOneBatch(t, s,
+		func() { claimedTodo, ok, claimErr = s.ClaimNext(claimCtx, "agent:b", queues, time.Minute) },
+		func() { done, next, ackErr = s.CompleteThenClaim(ackCtx, ack, "ok", queues, time.Minute) },
+		func() {
+			// Both callers give up while the batch runs bare, and it runs again.
+			s.submit(context.Background(), againReq(context.Background(), func(w *wtx) error {
+				cancelClaim()
+				cancelAck()
+				return errors.New("refused")
+			}))
+		})
+	if s.WriterStats().Reruns-before.Reruns != 1 {
+		t.Fatalf("the batch did not run again")
+	}
+	if !errors.Is(claimErr, context.Canceled) || ok || claimedTodo.ID != 0 {
+		t.Errorf("claim answered todo %d, ok %v, %v; want nothing beside context.Canceled", claimedTodo.ID, ok, claimErr)
+	}
+	if !errors.Is(ackErr, context.Canceled) || done.ID != 0 || next.OK {
+		t.Errorf("complete answered todo %d (%s), next %+v, %v; want nothing beside context.Canceled",
+			done.ID, done.State, next, ackErr)
+	}
+	if cur, err := s.Todo(context.Background(), ack.ID); err != nil || cur.State != StateClaimed {
+		t.Errorf("todo %d is %s (%v); want it still claimed", ack.ID, cur.State, err)
+	}
+}
