@@ -277,10 +277,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer t.Stop()
 	idle := time.NewTicker(max(a.opts.SessionIdleTTL/4, 10*time.Millisecond))
 	defer idle.Stop()
-	epoch, err := a.st.EndpointEpoch(ctx)
-	if err != nil {
-		a.log.Warn("read the endpoints' epoch", "err", err)
-	}
+	// No epoch is taken as seen when Run starts: sessions may have opened before
+	// it, and their endpoints changed since; the first signal re-checks them.
+	epoch := int64(-1)
 	for {
 		select {
 		case <-ctx.Done():

@@ -219,6 +219,29 @@ func TestRevocationFromAnotherProcessEndsStreamsAtOnce(t *testing.T) {
 	}
 }
 
+// Run may start after sessions opened and after another process revoked their
+// endpoint (serve starts it beside the HTTP server): the first signal of a
+// foreign commit still re-checks them, rather than taking the endpoints as they
+// were when Run started for what it has already seen.
+func TestRevocationBeforeRunStartsEndsSessionsAtTheFirstSignal(t *testing.T) {
+	e := newEnv(t, func(c *envConfig) { c.runLater = true; c.agent.RevalidateEvery = time.Hour })
+	ep, cred := e.endpoint("revoked", []string{"inbox"}, nil)
+	c := e.dial(cred, true)
+	cli := teststore.OpenPath(t, e.st.Path(), store.Options{Now: e.clock.Now})
+	if err := cli.RevokeEndpoint(t.Context(), ep.ID, "human:cli"); err != nil {
+		t.Fatal(err)
+	}
+	e.run()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.ag.sessions.get(c.GetSessionId()) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the session of an endpoint revoked before Run started outlived the foreign-commit signals")
+		}
+		e.ag.EndpointsMayHaveChanged() // as the foreign-commit watch does
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // Revoking an agent from another process (the CLI while serve runs) hands the
 // todos it held back to their queue, and the agents idle on their doorbells hear
 // of them through the foreign-commit watch: nothing else would wake them.

@@ -37,14 +37,17 @@ type env struct {
 
 	attachMu sync.Mutex
 	attached map[string]chan struct{} // session id → closed when its GET stream attaches
+
+	run func() // starts the agent's Run (newEnv does, unless runLater)
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // envConfig is what a test may change about its env.
 type envConfig struct {
-	agent Options
-	sync  string // store.SyncNormal unless set: tests need no power-loss safety
+	agent    Options
+	sync     string // store.SyncNormal unless set: tests need no power-loss safety
+	runLater bool   // Run starts when the test calls env.run, not in newEnv
 }
 
 func newEnv(t testing.TB, tweak ...func(*envConfig)) *env {
@@ -72,10 +75,18 @@ func newEnv(t testing.TB, tweak ...func(*envConfig)) *env {
 	e.url = e.srv.URL + "/mcp"
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { ag.Run(runCtx); close(done) }()
+	var once sync.Once
+	e.run = func() { once.Do(func() { go func() { ag.Run(runCtx); close(done) }() }) }
+	if !cfg.runLater {
+		e.run()
+	}
 	// Cleanups run last-registered first: end the streams, then stop Run, then
 	// the HTTP server (which waits for handlers) and the store.
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		e.run() // a Run never started ends at once
+		<-done
+	})
 	t.Cleanup(ag.CloseSessions)
 	return e
 }
