@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -36,7 +35,7 @@ func (s *Store) CreateOperator(ctx context.Context, username, password, actor st
 	if username == "" || len(username) > 64 || !utf8.ValidString(username) {
 		return Operator{}, fmt.Errorf("store: create operator: username must be 1-64 characters: %w", ErrInvalid)
 	}
-	hash, err := hashPassword(password)
+	hash, err := s.hashPassword(password)
 	if err != nil {
 		return Operator{}, fmt.Errorf("store: create operator: %w", err)
 	}
@@ -56,8 +55,9 @@ func (s *Store) CreateOperator(ctx context.Context, username, password, actor st
 	return h, err
 }
 
-// hashPassword checks that password is one bcrypt takes whole, and hashes it.
-func hashPassword(password string) (string, error) {
+// hashPassword checks that password is one bcrypt takes whole, and hashes it
+// at the store's PasswordCost.
+func (s *Store) hashPassword(password string) (string, error) {
 	if len(password) < 8 {
 		return "", fmt.Errorf("password must be at least 8 characters: %w", ErrInvalid)
 	}
@@ -65,7 +65,7 @@ func hashPassword(password string) (string, error) {
 		// bcrypt ignores what follows byte 72; refuse rather than silently truncate.
 		return "", fmt.Errorf("password must be at most 72 bytes: %w", ErrInvalid)
 	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcryptCost)
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.opts.PasswordCost)
 	if err != nil {
 		return "", fmt.Errorf("hash password: %w", err)
 	}
@@ -76,7 +76,7 @@ func hashPassword(password string) (string, error) {
 // they have, on every browser: whoever knew the old password, or holds a session
 // made with it, is out. It returns the operator and how many sessions it ended.
 func (s *Store) SetPassword(ctx context.Context, username, password, actor string) (Operator, int64, error) {
-	hash, err := hashPassword(password)
+	hash, err := s.hashPassword(password)
 	if err != nil {
 		return Operator{}, 0, fmt.Errorf("store: set the password of %q: %w", username, err)
 	}
@@ -110,7 +110,7 @@ func (s *Store) ChangePassword(ctx context.Context, username, current, password,
 	if err != nil {
 		return PasswordChange{}, err
 	}
-	hash, err := hashPassword(password)
+	hash, err := s.hashPassword(password)
 	if err != nil {
 		return PasswordChange{}, fmt.Errorf("store: change the password of %q: %w", username, err)
 	}
@@ -285,7 +285,7 @@ func (s *Store) checkPassword(ctx context.Context, username, password string) (O
 		Scan(&h.ID, &h.Username, &hash, &created)
 	if notFound(err) {
 		// Spend the same time as a real check so timing does not reveal usernames.
-		bcrypt.CompareHashAndPassword(dummyHash(), []byte(password))
+		bcrypt.CompareHashAndPassword(s.dummyHash(), []byte(password))
 		return Operator{}, "", ErrBadPassword
 	}
 	if err != nil {
@@ -313,12 +313,6 @@ func (s *Store) PasswordStamp(ctx context.Context, username string) (string, err
 	sum := sha256.Sum256([]byte(hash))
 	return hex.EncodeToString(sum[:16]), nil
 }
-
-// dummyHash is computed on first use, not at start-up, so CLI commands stay fast.
-var dummyHash = sync.OnceValue(func() []byte {
-	h, _ := bcrypt.GenerateFromPassword([]byte("switchboard-timing-equaliser"), bcryptCost)
-	return h
-})
 
 // Operator loads one operator.
 func (s *Store) Operator(ctx context.Context, id int64) (Operator, error) {

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
 	"modernc.org/sqlite" // the pure-Go "sqlite" driver, and its fdatasync switch
 )
 
@@ -62,6 +63,10 @@ type Options struct {
 	// AddTodoCap is how many pending todos one agent may have added with
 	// add_todo (default MaxAddedPending).
 	AddTodoCap int
+	// PasswordCost is the bcrypt cost of the password hashes this store makes
+	// (default 11). Only tests lower it, to bcrypt.MinCost (4): a check at 11
+	// takes a second or more under the race detector.
+	PasswordCost int
 }
 
 // Store is an open Switchboard database.
@@ -76,6 +81,8 @@ type Store struct {
 	wdb    *sql.DB // one connection, owned by the writer goroutine
 	writer *writer
 	box    *SecretBox // nil: secrets are stored as plaintext
+
+	dummyHash func() []byte // a hash at the store's PasswordCost, made on first use (see checkPassword)
 
 	migrations []string // applied by Open to a database that existed (Migrated)
 
@@ -104,6 +111,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{path: path, dsn: path, pg: pg, opts: opts, now: opts.Now, log: opts.Logger}
+	// Made on first use, not at start-up, so CLI commands stay fast.
+	s.dummyHash = sync.OnceValue(func() []byte {
+		h, _ := bcrypt.GenerateFromPassword([]byte("switchboard-timing-equaliser"), opts.PasswordCost)
+		return h
+	})
 	if pg {
 		s.path = redactURL(path)
 	} else {
@@ -166,6 +178,12 @@ func (o *Options) defaults(path string, pg bool) error {
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 256
+	}
+	if o.PasswordCost == 0 {
+		o.PasswordCost = bcryptCost
+	}
+	if o.PasswordCost < bcrypt.MinCost || o.PasswordCost > bcrypt.MaxCost {
+		return fmt.Errorf("store: password cost %d is outside bcrypt's %d-%d", o.PasswordCost, bcrypt.MinCost, bcrypt.MaxCost)
 	}
 	if o.Now == nil {
 		o.Now = time.Now

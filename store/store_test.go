@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/switchboardhq/switchboard/internal/testkit"
+	"golang.org/x/crypto/bcrypt"
 	"modernc.org/sqlite"
 )
 
@@ -26,6 +27,9 @@ func openTest(t testing.TB, opts Options) *Store {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.PasswordCost == 0 {
+		opts.PasswordCost = bcrypt.MinCost // checks in milliseconds, under the race detector too
 	}
 	s, err := Open(context.Background(), testkit.DB(t), opts)
 	if err != nil {

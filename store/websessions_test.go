@@ -3,10 +3,12 @@ package store
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/switchboardhq/switchboard/internal/testkit"
+	"golang.org/x/crypto/bcrypt"
 )
 
 func openWebSessionStore(t *testing.T) (*Store, *testkit.Clock) {
@@ -223,7 +225,7 @@ func TestChangePasswordLosesToAChangeMeanwhile(t *testing.T) {
 	if _, _, err := s.CreateWebSession(ctx, h.ID, time.Hour, "", ""); err != nil {
 		t.Fatal(err)
 	}
-	newHash, err := hashPassword("changed on the board")
+	newHash, err := s.hashPassword("changed on the board")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +263,7 @@ func TestChangePasswordSentTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := hashPassword("new password!")
+	second, err := s.hashPassword("new password!")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,5 +299,41 @@ func TestWebSessionKeepsAUserAgentThatIsNotText(t *testing.T) {
 	live, err := s.WebSessions(ctx, h.ID, token)
 	if err != nil || len(live) != 1 || live[0].UserAgent != "curl/8\uFFFD" {
 		t.Fatalf("sessions = %+v, %v; want one with the user agent curl/8\uFFFD", live, err)
+	}
+}
+
+// Password hashes are made at the store's PasswordCost: 11 unless set (tests set
+// bcrypt's least), and a cost bcrypt does not take is refused at Open.
+func TestPasswordCost(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct{ set, want int }{{0, 11}, {bcrypt.MinCost, bcrypt.MinCost}} {
+		s, err := Open(ctx, testkit.DB(t), Options{PasswordCost: c.set, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		h, err := s.CreateOperator(ctx, "ana", "correct horse", "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hash string
+		if err := s.rdb.QueryRowContext(ctx, s.q(`SELECT password_hash FROM humans WHERE id = ?`), h.ID).Scan(&hash); err != nil {
+			t.Fatal(err)
+		}
+		if cost, err := bcrypt.Cost([]byte(hash)); err != nil || cost != c.want {
+			t.Errorf("PasswordCost %d: the hash's cost is %d (%v), want %d", c.set, cost, err, c.want)
+		}
+		if _, err := s.CheckPassword(ctx, "ana", "correct horse"); err != nil {
+			t.Errorf("PasswordCost %d: the password does not check: %v", c.set, err)
+		}
+		if _, err := s.CheckPassword(ctx, "nobody", "correct horse"); !errors.Is(err, ErrBadPassword) {
+			t.Errorf("PasswordCost %d: an unknown operator answered %v", c.set, err)
+		}
+	}
+	for _, cost := range []int{bcrypt.MinCost - 1, bcrypt.MaxCost + 1} {
+		if s, err := Open(ctx, testkit.DB(t), Options{PasswordCost: cost}); err == nil {
+			s.Close()
+			t.Errorf("Open took PasswordCost %d", cost)
+		}
 	}
 }

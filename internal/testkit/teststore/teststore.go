@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"testing"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -27,6 +29,9 @@ func OpenPath(t testing.TB, path string, opts store.Options) *store.Store {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.PasswordCost == 0 {
+		opts.PasswordCost = bcrypt.MinCost // checks in milliseconds, under the race detector too
 	}
 	st, err := store.Open(context.Background(), path, opts)
 	if err != nil {
