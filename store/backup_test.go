@@ -30,6 +30,21 @@ func addTodos(t *testing.T, s *Store, queue string, n int) []int64 {
 	return ids
 }
 
+// addKeyedTodos adds n todos of key to queue, in order, and returns their ids.
+func addKeyedTodos(t *testing.T, s *Store, queue, key string, n int) []int64 {
+	t.Helper()
+	ids := make([]int64, 0, n)
+	for i := range n {
+		td, err := s.AddTodo(context.Background(), NewTodo{Queue: queue, Payload: fmt.Sprintf("%s-%d", key, i),
+			Options: TodoOptions{Key: key}})
+		if err != nil {
+			t.Fatalf("add todo: %v", err)
+		}
+		ids = append(ids, td.ID)
+	}
+	return ids
+}
+
 // integrityOK runs PRAGMA integrity_check on an open store.
 func integrityOK(t *testing.T, s *Store) {
 	t.Helper()

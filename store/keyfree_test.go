@@ -20,14 +20,7 @@ func TestAKeyFreedInAnotherProcessRingsHere(t *testing.T) {
 	ctx := context.Background()
 	serveSide, other := twoProcesses(t)
 	_, expect := recordRings(t, serveSide, func(c TodoChange) string { return c.Cause + ":" + strconv.FormatInt(c.ID, 10) })
-	var ids []int64
-	for range 4 {
-		td, err := serveSide.AddTodo(ctx, NewTodo{Queue: "prs", Payload: "p", Options: TodoOptions{Key: "octo/repo#42"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, td.ID)
-	}
+	ids := addKeyedTodos(t, serveSide, "prs", "octo/repo#42", 4)
 	claim := func(s *Store, want int64) Todo {
 		t.Helper()
 		td, ok, err := s.ClaimNext(ctx, "agent:1", []string{"prs"}, time.Minute)

@@ -85,11 +85,7 @@ func TestThenClaimAfterAFailedCompleteClaimsNothing(t *testing.T) {
 		t.Errorf("lapsed ack = %v, %+v; want an error and nothing claimed", err, next)
 	}
 	for _, owner := range []string{"agent:a", "agent:b"} {
-		var n int
-		if err := s.rdb.QueryRow(s.q(`SELECT count(*) FROM todos WHERE owner = ? AND state = 'claimed'`), owner).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n != 1 {
+		if n := claimedBy(t, s, owner); n != 1 {
 			t.Errorf("%s holds %d claimed todos, want only the one it acked", owner, n)
 		}
 	}
@@ -118,14 +114,7 @@ func TestFailThenClaimTakesAnotherTodo(t *testing.T) {
 func TestThenClaimSeesTheKeyItFreed(t *testing.T) {
 	s := openTest(t, Options{})
 	ctx := context.Background()
-	var ids []int64
-	for range 2 {
-		td, err := s.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "k", Options: TodoOptions{Key: "k1"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, td.ID)
-	}
+	ids := addKeyedTodos(t, s, "inbox", "k1", 2)
 	queues := []string{"inbox"}
 	ack := claimOne(t, s, "agent:a", queues)
 	_, next, err := s.CompleteThenClaim(ctx, ack, "", queues, time.Minute)
@@ -209,11 +198,7 @@ func TestThenClaimsInOnePipelinedBatch(t *testing.T) {
 		seen[g.next.Todo.ID] = o
 	}
 	for owner, want := range map[string]int{"agent:b": 1, "agent:f": 0} {
-		var held int
-		if err := s.rdb.QueryRow(`SELECT count(*) FROM todos WHERE owner = $1 AND state = 'claimed'`, owner).Scan(&held); err != nil {
-			t.Fatal(err)
-		}
-		if held != want {
+		if held := claimedBy(t, s, owner); held != want {
 			t.Errorf("%s holds %d todos, want %d", owner, held, want)
 		}
 	}
@@ -279,14 +264,20 @@ func TestThenClaimAfterAnAckMadeByAnotherWriteClaimsNothing(t *testing.T) {
 					t.Errorf("pair %d: %v, %+v; want its ack and claim made, or a conflict and nothing claimed", i, errs[i], nexts[i])
 				}
 			}
-			var held int
-			if err := s.rdb.QueryRow(s.q(`SELECT count(*) FROM todos WHERE owner = ? AND state = 'claimed'`), "agent:a").Scan(&held); err != nil {
-				t.Fatal(err)
-			}
-			if made != 1 || held != 1 {
+			if held := claimedBy(t, s, "agent:a"); made != 1 || held != 1 {
 				t.Errorf("%d pairs made, agent:a holds %d todos; want one pair made and its one claim", made, held)
 			}
 			countsAgree(t, s)
 		})
 	}
+}
+
+// claimedBy counts the todos owner holds claimed.
+func claimedBy(t *testing.T, s *Store, owner string) int {
+	t.Helper()
+	var n int
+	if err := s.rdb.QueryRow(s.q(`SELECT count(*) FROM todos WHERE owner = ? AND state = 'claimed'`), owner).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
