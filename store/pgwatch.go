@@ -111,20 +111,26 @@ func (f *foreignWatch) advance(ctx context.Context, table string, cur idMark, ne
 	return next, true
 }
 
-// watchPostgres is WatchForeign on PostgreSQL: a scan on each notification from
-// another process, after each (re)connection of the listener, and every interval.
-// The OnForeignCommit hooks run after a notification or a reconnection, and on
-// every interval while no listener is connected.
-func (s *Store) watchPostgres(ctx context.Context, interval time.Duration) error {
+// beginWatchPostgres is BeginWatchForeign on PostgreSQL.
+func (s *Store) beginWatchPostgres(ctx context.Context) (func(time.Duration) error, error) {
 	cfg, err := pgx.ParseConfig(s.dsn)
 	if err != nil {
-		return fmt.Errorf("store: watch foreign commits: %s is not a PostgreSQL URL pgx can read", s.path)
+		return nil, fmt.Errorf("store: watch foreign commits: %s is not a PostgreSQL URL pgx can read", s.path)
 	}
 	f, err := s.newForeignWatch(ctx, s.rdb)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	return func(interval time.Duration) error { return s.watchPostgres(ctx, cfg, f, interval) }, nil
+}
+
+// watchPostgres is the watch on PostgreSQL: a scan on each notification from
+// another process, after each (re)connection of the listener, and every interval.
+// The OnForeignCommit hooks run after a notification or a reconnection, and on
+// every interval while no listener is connected.
+func (s *Store) watchPostgres(ctx context.Context, cfg *pgx.ConnConfig, f *foreignWatch, interval time.Duration) error {
 	defer s.own.stop()
+	var err error
 	wake := make(chan struct{}, 1)
 	var l *pgListener
 	defer func() { l.close() }()

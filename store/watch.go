@@ -23,29 +23,46 @@ import (
 // returned to their queues, then the OnForeignCommit hooks. On PostgreSQL it is
 // woken by notifications as well (see watchPostgres).
 func (s *Store) WatchForeign(ctx context.Context, interval time.Duration) error {
-	if s.pg {
-		return s.watchPostgres(ctx, interval)
-	}
-	conn, err := s.rdb.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("store: watch foreign commits: %w", err)
-	}
-	defer conn.Close()
-	f, err := s.newForeignWatch(ctx, conn)
+	watch, err := s.BeginWatchForeign(ctx)
 	if err != nil {
 		return err
 	}
-	defer s.own.stop()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		f.check(ctx)
+	return watch(interval)
+}
+
+// BeginWatchForeign takes what the database holds now as announced, and returns
+// the watch that runs from there (WatchForeign's loop) until ctx ends: what
+// another process commits after BeginWatchForeign returns is announced, however
+// late the watch starts. serve takes it before it answers a request, so that no
+// agent waits through a commit the watch took as already seen. The watch must be
+// run: it holds a connection until it ends.
+func (s *Store) BeginWatchForeign(ctx context.Context) (watch func(interval time.Duration) error, err error) {
+	if s.pg {
+		return s.beginWatchPostgres(ctx)
 	}
+	conn, err := s.rdb.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: watch foreign commits: %w", err)
+	}
+	f, err := s.newForeignWatch(ctx, conn)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return func(interval time.Duration) error {
+		defer conn.Close()
+		defer s.own.stop()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+			f.check(ctx)
+		}
+	}, nil
 }
 
 // foreignWatch is WatchForeign's state between checks.

@@ -224,3 +224,39 @@ func TestWatchForeignRingsAnotherProcesssApproval(t *testing.T) {
 		t.Fatalf("the hold's end: %v (timed %v), want %v", at, timed, decided.AvailableAt)
 	}
 }
+
+// What another process commits after BeginWatchForeign returns is announced,
+// however late the watch it returned starts: serve takes the baseline before it
+// answers a request, and runs the watch beside the server.
+func TestWatchAnnouncesWhatCommitsBetweenBeginAndRun(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	serveSide, cli := twoProcesses(t)
+	rang := make(chan TodoChange, 10)
+	serveSide.OnTodoChange(func(c TodoChange) { rang <- c })
+	if _, err := cli.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "before"}); err != nil {
+		t.Fatal(err)
+	}
+	watch, err := serveSide.BeginWatchForeign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	td, err := cli.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "between"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { done <- watch(5 * time.Millisecond) }()
+	select {
+	case c := <-rang:
+		if c.ID != td.ID || c.Cause != "add" || !c.Claimable {
+			t.Fatalf("rang %+v, want the add of todo %d (the one before the baseline is not announced)", c, td.ID)
+		}
+	case <-time.After(30 * time.Second): // a guard against a hang, not a timing
+		t.Fatal("the add committed between the baseline and the watch never rang")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("the watch ended with %v", err)
+	}
+}

@@ -72,11 +72,18 @@ func (s *Server) startBackground(ctx context.Context) {
 	s.bgCtx = ctx
 	s.fleet.join(ctx)
 	s.goBG(func() { s.fleet.run(ctx) })
-	s.goBG(func() {
-		if err := s.store.WatchForeign(ctx, 500*time.Millisecond); err != nil {
-			s.log.Error("foreign commit watcher stopped", "err", err)
-		}
-	})
+	// The watch's baseline is taken here, before the first request is answered:
+	// taken later, a todo another process added meanwhile would count as seen
+	// and ring no agent already waiting.
+	if watch, err := s.store.BeginWatchForeign(ctx); err != nil {
+		s.log.Error("foreign commit watcher not started", "err", err)
+	} else {
+		s.goBG(func() {
+			if err := watch(500 * time.Millisecond); err != nil {
+				s.log.Error("foreign commit watcher stopped", "err", err)
+			}
+		})
+	}
 	s.goBG(func() { s.agent.Run(ctx) })
 	s.goBG(func() {
 		// Backoffs a restart left untimed still ring when they end.
