@@ -326,14 +326,32 @@ func TestThrottleCountsTheNetwork(t *testing.T) {
 	}
 }
 
+// A guesser spraying keys cannot grow the count past its bound; what goes to make
+// room are the entries idle the longest, not a key that failed recently.
 func TestThrottleIsBounded(t *testing.T) {
 	clk := testkit.NewClock(time.Unix(1e9, 0))
 	th := newThrottle(clk.Now)
 	for i := range throttleEntries + 50 {
+		clk.Add(time.Millisecond)
 		th.fail("u"+strconv.Itoa(i), "10.0."+strconv.Itoa(i/250)+"."+strconv.Itoa(i%250))
+		if i == throttleEntries-10 { // spraying, 40 keys before its end
+			for range throttleFree + 1 {
+				th.fail("ana", "192.0.2.8") // waits from now on
+			}
+		}
 	}
 	if n := len(th.entries); n > throttleEntries {
 		t.Fatalf("%d entries, bound %d", n, throttleEntries)
+	}
+	if _, ok := th.entries[throttleKey("u0", "10.0.0.0")]; ok {
+		t.Fatal("the key idle the longest was kept")
+	}
+	newest := throttleEntries + 49
+	if _, ok := th.entries[throttleKey("u"+strconv.Itoa(newest), "10.0."+strconv.Itoa(newest/250)+"."+strconv.Itoa(newest%250))]; !ok {
+		t.Fatal("the newest key was evicted")
+	}
+	if th.wait("ana", "192.0.2.8") == 0 {
+		t.Fatal("a key that failed while the spraying went on was evicted: its wait is gone")
 	}
 }
 

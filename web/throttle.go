@@ -3,7 +3,9 @@ package web
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -208,25 +210,28 @@ func (c failures) fail(key string, free int, now time.Time) {
 }
 
 // evict makes room: first everything forgotten anyway, then, if an attacker is
-// spraying keys, the entry idle the longest. (In the database, forgotten rows
-// go as the counts are updated, and the reaper's pass bounds the table the same
-// way: store.PruneLoginThrottle.)
+// spraying keys, the evictBatch entries idle the longest. (In the database,
+// forgotten rows go as the counts are updated, and the reaper's pass bounds the
+// table the same way: store.PruneLoginThrottle.)
 func (c failures) evict(now time.Time) {
-	var oldestKey string
-	var oldest time.Time
 	for k, e := range c {
 		if now.Sub(e.last) > throttleForget && now.After(e.until) {
 			delete(c, k)
-			continue
-		}
-		if oldestKey == "" || e.last.Before(oldest) {
-			oldestKey, oldest = k, e.last
 		}
 	}
-	if len(c) >= throttleEntries && oldestKey != "" {
-		delete(c, oldestKey)
+	if len(c) < throttleEntries {
+		return
+	}
+	idle := slices.SortedFunc(maps.Keys(c), func(a, b string) int { return c[a].last.Compare(c[b].last) })
+	for _, k := range idle[:min(evictBatch, len(idle))] {
+		delete(c, k)
 	}
 }
+
+// evictBatch is how many entries go at once when the bound is reached: a
+// guesser spraying keys costs one pass over the entries per evictBatch new keys,
+// not one per key, and needs 1% fewer keys to push an entry out.
+const evictBatch = throttleEntries / 100
 
 // abandoned gives the attempt back to every key: the password was not checked
 // (the server was busy, or the store failed).
