@@ -49,7 +49,9 @@ type writer struct {
 	stmts map[string]*sql.Stmt
 	lost  bool         // PostgreSQL dropped conn and no new one is open yet (reconnect.go)
 	pid   atomic.Int64 // PostgreSQL's process serving conn: its notifications are our own
+	life  int64        // when the server serving conn started (pgServerPIDAndLife)
 
+	flusher *pgFlusher            // PostgreSQL: makes the commits durable and answers them (pgflush.go)
 	wal     *walFile              // nil when SQLite syncs its own commits (NORMAL)
 	syncWAL func() error          // wal.sync; tests replace it
 	broken  atomic.Pointer[error] // set when a WAL sync failed; every later write fails
@@ -137,6 +139,12 @@ func newWriter(ctx context.Context, s *Store) (*writer, error) {
 	if err := w.notePID(ctx); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("store: set up the write connection: %w", err)
+	}
+	if s.pg {
+		if w.flusher, err = newPGFlusher(s); err != nil {
+			conn.Close()
+			return nil, err
+		}
 	}
 	w.wg.Add(1)
 	go w.loop()
@@ -237,6 +245,9 @@ func (w *writer) close() {
 	close(w.stop)
 	w.mu.Unlock()
 	w.wg.Wait()
+	if w.flusher != nil {
+		w.flusher.close()
+	}
 	if w.wal != nil {
 		w.wal.close()
 	}
@@ -322,22 +333,17 @@ func (w *writer) runTx(batch []*writeReq) {
 	// Times are stored to the millisecond: a write's answer carries them as a
 	// later read of the row will.
 	now := w.s.now().Truncate(time.Millisecond)
+	// committed says whether the transaction committed: on PostgreSQL its
+	// callers are answered once the flusher has the commit on disk (pgflush.go).
+	committed := false
 	finish := func(err error) {
-		// Counted before anyone is answered, so a caller that reads WriterStats
-		// after its write sees the write in them.
 		w.busy.Add(int64(time.Since(start)))
 		w.batches.Add(1)
-		w.requests.Add(int64(len(batch)))
-		for _, r := range batch {
-			if err != nil && r.err == nil {
-				r.err = err
-				r.wtx.changes = nil
-			}
+		if committed && err == nil && w.flusher != nil {
+			w.flusher.after(w.life, func(err error) { w.answer(batch, err) })
+			return
 		}
-		w.noteRefusals(batch)
-		for _, r := range batch {
-			close(r.done)
-		}
+		w.answer(batch, err)
 	}
 	if err := w.brokenErr(); err != nil {
 		finish(err)
@@ -350,6 +356,7 @@ func (w *writer) runTx(batch []*writeReq) {
 				w.piped.Add(1)
 				w.noteCommitted()
 				w.announce(batch)
+				committed = true
 			}
 			finish(err)
 			return
@@ -403,6 +410,7 @@ func (w *writer) runTx(batch []*writeReq) {
 	}
 	w.noteCommitted()
 	w.announce(batch)
+	committed = true
 	if w.wal != nil {
 		err = w.syncWAL()
 	}
@@ -413,6 +421,23 @@ func (w *writer) runTx(batch []*writeReq) {
 		return
 	}
 	finish(nil)
+}
+
+// answer answers batch's callers, each with its own error or else err. They are
+// counted before anyone is answered, so a caller that reads WriterStats after
+// its write sees the write in them.
+func (w *writer) answer(batch []*writeReq, err error) {
+	w.requests.Add(int64(len(batch)))
+	for _, r := range batch {
+		if err != nil && r.err == nil {
+			r.err = err
+			r.wtx.changes = nil
+		}
+	}
+	w.noteRefusals(batch)
+	for _, r := range batch {
+		close(r.done)
+	}
 }
 
 // bare reports whether batch may run without savepoints on SQLite: each of its
