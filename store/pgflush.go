@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -11,41 +12,51 @@ import (
 
 // On PostgreSQL the writer does not wait for its commits to reach the disk: its
 // session commits with synchronous_commit off, and it goes on to the next batch
-// while the flusher, on a connection of its own, commits a transaction of its
-// own with the server's synchronous_commit. PostgreSQL writes its log in order,
-// so that commit on disk means every commit before it is too; then the flusher
-// answers the callers of every batch committed before it began. A batch's
-// statements thus run while the previous batch's commit is being flushed, as
-// two writers would, and nobody is told a write is stored before it is on disk.
-// As on SQLite (see announce), other readers may see a batch for the instant
+// while the flusher, on a connection of its own, commits a transaction that
+// writes to the log, at the server's synchronous_commit. PostgreSQL writes its
+// log in order, so that commit on disk means every commit before it is too;
+// then the flusher answers the callers of every batch committed before it
+// began. A batch's statements thus run while the previous batch's commit is
+// being flushed, and nobody is told a write is stored before it is on disk. As
+// on SQLite (see announce), other readers may see a batch for the instant
 // before that: what they do with it is a later write, flushed after it.
 //
-// If the flush fails because its connection was lost, it connects again and
-// flushes once more; that answers for the batches committed while the server
-// that is there now was running (it notes when the server started, as the
-// writer does). A batch committed before the server restarted, or any batch
-// when the server cannot be reached, is answered with the error: its commit may
-// or may not have reached the disk, as when a COMMIT's answer is lost.
+// A crash of any server process makes PostgreSQL end every session and drop
+// what its log had not written out, then carry on (restart_after_crash): a
+// flush after that proves nothing about a commit made before it. So the flush
+// also checks that the writer's session that committed each batch is still
+// there: a crash would have ended it. If the flush fails, or that session is
+// gone, the batch is answered with an error, as when a COMMIT's answer is lost:
+// the write may or may not be there. A flush whose connection was lost is tried
+// once more on a new one.
 
 // pgFlusher makes the writer's commits durable and answers their callers.
 type pgFlusher struct {
-	s       *Store
-	cfg     *pgx.ConnConfig
-	conn    *pgx.Conn // nil until the first flush, and after one failed
-	life    int64     // when the server conn is on started (pgServerPIDAndLife)
+	s    *Store
+	cfg  *pgx.ConnConfig
+	conn *pgx.Conn // nil until the first flush, and after one failed
+
 	mu      sync.Mutex
-	flushOn func(ctx context.Context, conn *pgx.Conn) error // pgFlush; tests replace it
-	waiting []flushWait                                     // batches committed since the flush under way began
+	flushOn func(ctx context.Context, conn *pgx.Conn, sessions []pgSession) (alive []pgSession, err error) // pgFlush; tests replace it
+	waiting []flushWait                                                                                    // batches committed since the flush under way began
 	kick    chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
 }
 
-// flushWait is a committed batch's answer, and when the server it was
-// committed on started.
+// pgSession names a server session: its process id and when it started (unix
+// µs), which a new session with a reused pid does not share.
+type pgSession struct{ pid, started int64 }
+
+// pgSessionQuery reads the connection's own session.
+const pgSessionQuery = `SELECT pid, (extract(epoch FROM backend_start) * 1e6)::bigint FROM pg_stat_activity
+	WHERE pid = pg_backend_pid()`
+
+// flushWait is a committed batch's answer, and the writer's session that
+// committed it.
 type flushWait struct {
-	life   int64
-	answer func(error)
+	session pgSession
+	answer  func(error)
 }
 
 func newPGFlusher(s *Store) (*pgFlusher, error) {
@@ -59,11 +70,11 @@ func newPGFlusher(s *Store) (*pgFlusher, error) {
 	return f, nil
 }
 
-// after has answer called once the commit just made, on the server that started
-// at life, is on disk, or with the error that left that unknown.
-func (f *pgFlusher) after(life int64, answer func(error)) {
+// after has answer called once the commit session just made is on disk, or
+// with the error that left that unknown.
+func (f *pgFlusher) after(session pgSession, answer func(error)) {
 	f.mu.Lock()
-	f.waiting = append(f.waiting, flushWait{life, answer})
+	f.waiting = append(f.waiting, flushWait{session, answer})
 	f.mu.Unlock()
 	select {
 	case f.kick <- struct{}{}:
@@ -94,17 +105,24 @@ func (f *pgFlusher) flushWaiting() {
 	if len(waiting) == 0 {
 		return
 	}
+	var sessions []pgSession
+	for _, w := range waiting {
+		if !slices.Contains(sessions, w.session) {
+			sessions = append(sessions, w.session)
+		}
+	}
 	had := f.conn != nil
-	err := f.flush(flushOn)
+	alive, err := f.flush(flushOn, sessions)
 	if err != nil && had {
-		err = f.flush(flushOn) // the connection was lost since the last flush: once more on a new one
+		// The connection was lost since the last flush: once more on a new one.
+		alive, err = f.flush(flushOn, sessions)
 	}
 	for _, w := range waiting {
 		switch {
 		case err != nil:
 			w.answer(err)
-		case w.life != f.life:
-			w.answer(errors.New("store: commit: the server restarted after it, so it may not be on disk"))
+		case !slices.Contains(alive, w.session):
+			w.answer(errors.New("store: commit: the session that made it ended before it was known to be on disk (the server may have restarted), so it may not be there"))
 		default:
 			w.answer(nil)
 		}
@@ -113,35 +131,52 @@ func (f *pgFlusher) flushWaiting() {
 
 // flush connects if need be and runs the flush; a failure closes the
 // connection.
-func (f *pgFlusher) flush(flushOn func(context.Context, *pgx.Conn) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), redialTimeout)
-	defer cancel()
+func (f *pgFlusher) flush(flushOn func(context.Context, *pgx.Conn, []pgSession) ([]pgSession, error), sessions []pgSession) ([]pgSession, error) {
 	if f.conn == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), redialTimeout)
 		conn, err := pgx.ConnectConfig(ctx, f.cfg.Copy())
+		cancel()
 		if err != nil {
-			return fmt.Errorf("store: commit: make it durable: %w", f.s.unreachable(err))
-		}
-		var pid int64
-		if err := conn.QueryRow(ctx, pgServerPIDAndLife).Scan(&pid, &f.life); err != nil {
-			conn.Close(context.Background())
-			return fmt.Errorf("store: commit: make it durable: %w", err)
+			return nil, fmt.Errorf("store: commit: make it durable: %w", f.s.unreachable(err))
 		}
 		f.conn = conn
 	}
-	if err := flushOn(ctx, f.conn); err != nil {
+	// No deadline, as for the writer's COMMIT: a slow disk or a lagging
+	// synchronous standby makes the callers wait, not fail.
+	alive, err := flushOn(context.Background(), f.conn, sessions)
+	if err != nil {
 		f.disconnect()
-		return fmt.Errorf("store: commit: the server may not have it on disk: %w", err)
+		return nil, fmt.Errorf("store: commit: the server may not have it on disk: %w", err)
 	}
-	return nil
+	return alive, nil
 }
 
-// pgFlush commits a transaction that holds a transaction id, and so a commit
-// record that the server flushes (and, with synchronous standbys, replicates)
-// before it answers, at the server's synchronous_commit; every commit written
-// before it is then durable too.
-func pgFlush(ctx context.Context, conn *pgx.Conn) error {
-	_, err := conn.Exec(ctx, `SELECT pg_current_xact_id()`)
-	return err
+// pgFlush commits a transaction that writes a record to the log (a logical
+// decoding message, which needs no table and no privilege), so that its commit
+// is flushed (and, with synchronous standbys, replicated) before the server
+// answers, at the server's synchronous_commit; every commit written before it
+// is then durable too. A transaction that only took an id would commit without
+// waiting. In the same transaction it reads which of sessions are still there:
+// a crash after that would fail the flush.
+func pgFlush(ctx context.Context, conn *pgx.Conn, sessions []pgSession) ([]pgSession, error) {
+	pids, started := make([]int64, len(sessions)), make([]int64, len(sessions))
+	for i, s := range sessions {
+		pids[i], started[i] = s.pid, s.started
+	}
+	var alivePIDs, aliveStarted []int64
+	err := conn.QueryRow(ctx, `SELECT pg_logical_emit_message(true, 'switchboard', '') IS NOT NULL,
+		coalesce(array_agg(w.pid), '{}'), coalesce(array_agg(w.started), '{}')
+		FROM unnest($1::bigint[], $2::bigint[]) AS w(pid, started)
+		JOIN pg_stat_activity a ON a.pid = w.pid AND (extract(epoch FROM a.backend_start) * 1e6)::bigint = w.started`,
+		pids, started).Scan(new(bool), &alivePIDs, &aliveStarted)
+	if err != nil {
+		return nil, err
+	}
+	alive := make([]pgSession, len(alivePIDs))
+	for i := range alivePIDs {
+		alive[i] = pgSession{alivePIDs[i], aliveStarted[i]}
+	}
+	return alive, nil
 }
 
 func (f *pgFlusher) disconnect() {

@@ -3,10 +3,12 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,7 +17,7 @@ import (
 )
 
 // flushWith makes s's flusher run flush in place of its own.
-func flushWith(s *Store, flush func(context.Context, *pgx.Conn) error) {
+func flushWith(s *Store, flush func(context.Context, *pgx.Conn, []pgSession) ([]pgSession, error)) {
 	f := s.writer.flusher
 	f.mu.Lock()
 	f.flushOn = flush
@@ -51,10 +53,10 @@ func TestWriteIsAnsweredOnlyAfterItsFlush(t *testing.T) {
 		t.Skip("PostgreSQL only: SQLite's writer syncs the WAL itself (TestWriterSyncsWALBeforeAnswering)")
 	}
 	entered, release := make(chan struct{}), make(chan struct{})
-	flushWith(s, func(ctx context.Context, conn *pgx.Conn) error {
+	flushWith(s, func(ctx context.Context, conn *pgx.Conn, sessions []pgSession) ([]pgSession, error) {
 		entered <- struct{}{}
 		<-release
-		return pgFlush(ctx, conn)
+		return pgFlush(ctx, conn, sessions)
 	})
 	answered := addAsync(s, "waits for the flush")
 	<-entered
@@ -80,7 +82,7 @@ func TestAFailedFlushFailsItsWrites(t *testing.T) {
 		t.Skip("PostgreSQL only: the flusher is PostgreSQL's")
 	}
 	broke := errors.New("the flush's connection broke")
-	flushWith(s, func(context.Context, *pgx.Conn) error { return broke })
+	flushWith(s, func(context.Context, *pgx.Conn, []pgSession) ([]pgSession, error) { return nil, broke })
 	if err := <-addAsync(s, "unconfirmed"); !errors.Is(err, broke) || !strings.Contains(err.Error(), "may not have it on disk") {
 		t.Fatalf("a write whose flush failed answered %v", err)
 	}
@@ -109,12 +111,12 @@ func TestAFlushAfterARestartConfirmsNoEarlierCommit(t *testing.T) {
 	}
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	flushWith(s, func(ctx context.Context, conn *pgx.Conn) error {
+	flushWith(s, func(ctx context.Context, conn *pgx.Conn, sessions []pgSession) ([]pgSession, error) {
 		once.Do(func() { // the retry, on a new connection, does not wait
 			entered <- struct{}{}
 			<-release
 		})
-		return pgFlush(ctx, conn)
+		return pgFlush(ctx, conn, sessions)
 	})
 	answered := addAsync(s, "committed before the restart")
 	<-entered
@@ -122,7 +124,7 @@ func TestAFlushAfterARestartConfirmsNoEarlierCommit(t *testing.T) {
 	c.Start()
 	close(release)
 	err = <-answered
-	if err == nil || !strings.Contains(err.Error(), "the server restarted after it") {
+	if err == nil || !strings.Contains(err.Error(), "ended before it was known to be on disk") {
 		t.Fatalf("a write committed before the restart answered %v", err)
 	}
 	deadline := time.Now().Add(2 * time.Minute) // a guard against a hang, not a timing
@@ -136,5 +138,116 @@ func TestAFlushAfterARestartConfirmsNoEarlierCommit(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no write succeeded after the restart: %v", err)
 		}
+	}
+}
+
+// openOn opens a store on the cluster c, as serve would.
+func openOn(t *testing.T, c *testkit.Cluster) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), c.URL("postgres", c.Password, "postgres"),
+		Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// Every write answered is on disk: n writes one after another, each answered
+// before the next is sent, cost the server at least n syncs of its log (a
+// flush that wrote nothing to the log committed without one: 24 syncs for 200
+// writes, the log writer's own).
+func TestEachAnsweredWriteWasSynced(t *testing.T) {
+	c := testkit.StartCluster(t)
+	s := openOn(t, c)
+	admin, err := pgx.Connect(context.Background(), c.URL("postgres", c.Password, "postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	// The server's own count: each process adds its syncs at the latest as it
+	// exits.
+	syncs := func() int64 {
+		t.Helper()
+		var n int64
+		if err := admin.QueryRow(context.Background(), `SELECT wal_sync FROM pg_stat_wal`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if err := <-addAsync(s, "warm"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	before := syncs()
+	for i := range n {
+		if err := <-addAsync(s, fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writer, flusher := s.writer.session.pid, int64(0)
+	if err := admin.QueryRow(context.Background(), `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
+		WHERE datname = 'postgres' AND pid NOT IN ($1, pg_backend_pid()) AND query LIKE '%pg_logical_emit_message%'`,
+		writer).Scan(&flusher); err != nil {
+		t.Fatal(err)
+	}
+	s.Close() // its server processes report their counts as they exit
+	for gone := false; !gone; {
+		if err := admin.QueryRow(context.Background(), `SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE pid IN ($1, $2))`, writer, flusher).Scan(&gone); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := syncs() - before; got < n {
+		t.Fatalf("%d writes answered one after another, %d syncs of the log", n, got)
+	}
+}
+
+// A crash of any server process makes PostgreSQL end every session and drop the
+// log it had not written out, keeping its start time: a write committed before
+// such a crash is not confirmed by a flush after it.
+func TestAFlushAfterACrashConfirmsNoEarlierCommit(t *testing.T) {
+	c := testkit.StartCluster(t)
+	s := openOn(t, c)
+	url := c.URL("postgres", c.Password, "postgres")
+	if err := <-addAsync(s, "confirmed before"); err != nil {
+		t.Fatal(err) // the flusher is connected
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	flushWith(s, func(ctx context.Context, conn *pgx.Conn, sessions []pgSession) ([]pgSession, error) {
+		once.Do(func() {
+			entered <- struct{}{}
+			<-release
+		})
+		return pgFlush(ctx, conn, sessions)
+	})
+	answered := addAsync(s, "committed before the crash")
+	<-entered
+	victim, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if err := victim.QueryRow(context.Background(), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil { // as the kernel's OOM killer would
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute) // a guard against a hang, not a timing
+	for {
+		probe, err := pgx.Connect(context.Background(), url)
+		if err == nil {
+			probe.Close(context.Background())
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not come back after the crash: %v", err)
+		}
+	}
+	close(release)
+	if err := <-answered; err == nil || !strings.Contains(err.Error(), "ended before it was known to be on disk") {
+		t.Fatalf("a write committed before the crash answered %v", err)
 	}
 }

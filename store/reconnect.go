@@ -79,29 +79,26 @@ func (w *writer) redial() error {
 	return nil
 }
 
-// notePID records the server process that serves the writer (notifications it
-// sends are this process's own: see listen) and when that server started, and
-// leaves the flusher to make the writer's commits durable (pgflush.go).
+// notePID records the server session that serves the writer (notifications its
+// process sends are this process's own: see listen; the flusher checks the
+// session is still there), and leaves the flusher to make the writer's commits
+// durable (pgflush.go).
 func (w *writer) notePID(ctx context.Context) error {
 	if !w.s.pg {
 		return nil
 	}
-	var pid, life int64
-	if err := w.conn.QueryRowContext(ctx, pgServerPIDAndLife).Scan(&pid, &life); err != nil {
+	var sess pgSession
+	if err := w.conn.QueryRowContext(ctx, pgSessionQuery).Scan(&sess.pid, &sess.started); err != nil {
 		return err
 	}
 	// The flusher makes the writer's commits durable (pgflush.go).
 	if _, err := w.conn.ExecContext(ctx, `SET synchronous_commit = off`); err != nil {
 		return err
 	}
-	w.pid.Store(pid)
-	w.life = life
+	w.pid.Store(sess.pid)
+	w.session = sess
 	return nil
 }
-
-// pgServerPIDAndLife reads the server process serving the connection, and when
-// the server started (unix µs): a server that restarted has a new one.
-const pgServerPIDAndLife = `SELECT pg_backend_pid(), (extract(epoch FROM pg_postmaster_start_time()) * 1e6)::bigint`
 
 // unreachable is err, a failure to reach the server, as one line that names it
 // (never its password).

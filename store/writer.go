@@ -41,15 +41,15 @@ type writeReq struct {
 }
 
 type writer struct {
-	s     *Store
-	reqs  chan *writeReq
-	stop  chan struct{}
-	wg    sync.WaitGroup
-	conn  *sql.Conn
-	stmts map[string]*sql.Stmt
-	lost  bool         // PostgreSQL dropped conn and no new one is open yet (reconnect.go)
-	pid   atomic.Int64 // PostgreSQL's process serving conn: its notifications are our own
-	life  int64        // when the server serving conn started (pgServerPIDAndLife)
+	s       *Store
+	reqs    chan *writeReq
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	conn    *sql.Conn
+	stmts   map[string]*sql.Stmt
+	lost    bool         // PostgreSQL dropped conn and no new one is open yet (reconnect.go)
+	pid     atomic.Int64 // PostgreSQL's process serving conn: its notifications are our own
+	session pgSession    // PostgreSQL's session on conn (pgflush.go)
 
 	flusher *pgFlusher            // PostgreSQL: makes the commits durable and answers them (pgflush.go)
 	wal     *walFile              // nil when SQLite syncs its own commits (NORMAL)
@@ -340,7 +340,7 @@ func (w *writer) runTx(batch []*writeReq) {
 		w.busy.Add(int64(time.Since(start)))
 		w.batches.Add(1)
 		if committed && err == nil && w.flusher != nil {
-			w.flusher.after(w.life, func(err error) { w.answer(batch, err) })
+			w.flusher.after(w.session, func(err error) { w.answer(batch, err) })
 			return
 		}
 		w.answer(batch, err)
