@@ -78,7 +78,9 @@ type writer struct {
 // than the statements. Both are wall time on the writer goroutine, so they include
 // time it waited for a CPU. Pipelined counts the batches PostgreSQL committed in
 // one round trip; their statements' answers come back with the COMMIT's, so their
-// time counts in Busy and hardly in Commit.
+// time counts in Busy and hardly in Commit. On PostgreSQL the flusher makes the
+// commits durable (pgflush.go), several batches a flush, off the writer: neither
+// Busy nor Commit holds that time.
 type WriterStats struct {
 	Batches   int64
 	Requests  int64
