@@ -137,7 +137,7 @@ func (f *pgFlusher) flush(flushOn func(context.Context, *pgx.Conn, []pgSession) 
 		conn, err := pgx.ConnectConfig(ctx, f.cfg.Copy())
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("store: commit: make it durable: %w", f.s.unreachable(err))
+			return nil, fmt.Errorf("store: commit: make it durable: %w", connectError(f.cfg, err))
 		}
 		f.conn = conn
 	}

@@ -35,14 +35,20 @@ func addAsync(s *Store, payload string) <-chan error {
 	return answered
 }
 
-// countTodos counts the todos another connection sees committed.
-func countTodos(t *testing.T, s *Store) int {
-	t.Helper()
-	var n int
-	if err := s.rdb.QueryRow(`SELECT count(*) FROM todos`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+// holdFirstFlush makes s's next flush wait, once its flush has begun (entered),
+// until release is closed; later flushes (a retry on a new connection) run at
+// once.
+func holdFirstFlush(s *Store) (entered, release chan struct{}) {
+	entered, release = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	flushWith(s, func(ctx context.Context, conn *pgx.Conn, sessions []pgSession) ([]pgSession, error) {
+		once.Do(func() {
+			entered <- struct{}{}
+			<-release
+		})
+		return pgFlush(ctx, conn, sessions)
+	})
+	return entered, release
 }
 
 // On PostgreSQL a write is committed without waiting for the disk, and
@@ -52,15 +58,10 @@ func TestWriteIsAnsweredOnlyAfterItsFlush(t *testing.T) {
 	if !s.pg {
 		t.Skip("PostgreSQL only: SQLite's writer syncs the WAL itself (TestWriterSyncsWALBeforeAnswering)")
 	}
-	entered, release := make(chan struct{}), make(chan struct{})
-	flushWith(s, func(ctx context.Context, conn *pgx.Conn, sessions []pgSession) ([]pgSession, error) {
-		entered <- struct{}{}
-		<-release
-		return pgFlush(ctx, conn, sessions)
-	})
+	entered, release := holdFirstFlush(s)
 	answered := addAsync(s, "waits for the flush")
 	<-entered
-	if n := countTodos(t, s); n != 1 {
+	if n := countRows(t, s, "todos"); n != 1 {
 		t.Fatalf("while the flush runs, readers see %d todos, want the one committed", n)
 	}
 	select {
@@ -90,7 +91,7 @@ func TestAFailedFlushFailsItsWrites(t *testing.T) {
 	if err := <-addAsync(s, "confirmed"); err != nil {
 		t.Fatalf("the next write answered %v", err)
 	}
-	if n := countTodos(t, s); n != 2 {
+	if n := countRows(t, s, "todos"); n != 2 {
 		t.Fatalf("%d todos, want both (the first committed, unconfirmed)", n)
 	}
 }
@@ -100,31 +101,17 @@ func TestAFailedFlushFailsItsWrites(t *testing.T) {
 // the restart is.
 func TestAFlushAfterARestartConfirmsNoEarlierCommit(t *testing.T) {
 	c := testkit.StartCluster(t)
-	s, err := Open(context.Background(), c.URL("postgres", c.Password, "postgres"),
-		Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openOn(t, c)
 	if err := <-addAsync(s, "confirmed before"); err != nil {
 		t.Fatal(err) // the flusher is connected
 	}
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	flushWith(s, func(ctx context.Context, conn *pgx.Conn, sessions []pgSession) ([]pgSession, error) {
-		once.Do(func() { // the retry, on a new connection, does not wait
-			entered <- struct{}{}
-			<-release
-		})
-		return pgFlush(ctx, conn, sessions)
-	})
+	entered, release := holdFirstFlush(s)
 	answered := addAsync(s, "committed before the restart")
 	<-entered
 	c.Stop()
 	c.Start()
 	close(release)
-	err = <-answered
-	if err == nil || !strings.Contains(err.Error(), "ended before it was known to be on disk") {
+	if err := <-answered; err == nil || !strings.Contains(err.Error(), "ended before it was known to be on disk") {
 		t.Fatalf("a write committed before the restart answered %v", err)
 	}
 	deadline := time.Now().Add(2 * time.Minute) // a guard against a hang, not a timing
@@ -213,15 +200,7 @@ func TestAFlushAfterACrashConfirmsNoEarlierCommit(t *testing.T) {
 	if err := <-addAsync(s, "confirmed before"); err != nil {
 		t.Fatal(err) // the flusher is connected
 	}
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	flushWith(s, func(ctx context.Context, conn *pgx.Conn, sessions []pgSession) ([]pgSession, error) {
-		once.Do(func() {
-			entered <- struct{}{}
-			<-release
-		})
-		return pgFlush(ctx, conn, sessions)
-	})
+	entered, release := holdFirstFlush(s)
 	answered := addAsync(s, "committed before the crash")
 	<-entered
 	victim, err := pgx.Connect(context.Background(), url)

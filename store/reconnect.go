@@ -68,7 +68,7 @@ func (w *writer) redial() error {
 	conn, err := w.s.wdb.Conn(ctx)
 	if err == nil {
 		w.conn = conn
-		err = w.notePID(ctx)
+		err = w.noteSession(ctx)
 	}
 	if err != nil {
 		return w.s.unreachable(err)
@@ -79,11 +79,11 @@ func (w *writer) redial() error {
 	return nil
 }
 
-// notePID records the server session that serves the writer (notifications its
-// process sends are this process's own: see listen; the flusher checks the
+// noteSession records the server session that serves the writer (notifications
+// its process sends are this process's own: see listen; the flusher checks the
 // session is still there), and leaves the flusher to make the writer's commits
 // durable (pgflush.go).
-func (w *writer) notePID(ctx context.Context) error {
+func (w *writer) noteSession(ctx context.Context) error {
 	if !w.s.pg {
 		return nil
 	}
@@ -91,7 +91,6 @@ func (w *writer) notePID(ctx context.Context) error {
 	if err := w.conn.QueryRowContext(ctx, pgSessionQuery).Scan(&sess.pid, &sess.started); err != nil {
 		return err
 	}
-	// The flusher makes the writer's commits durable (pgflush.go).
 	if _, err := w.conn.ExecContext(ctx, `SET synchronous_commit = off`); err != nil {
 		return err
 	}

@@ -138,7 +138,7 @@ func newWriter(ctx context.Context, s *Store) (*writer, error) {
 			return nil, fmt.Errorf("store: set up the write connection: %w", err)
 		}
 	}
-	if err := w.notePID(ctx); err != nil {
+	if err := w.noteSession(ctx); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("store: set up the write connection: %w", err)
 	}
