@@ -79,21 +79,17 @@ func (w *wtx) claimNext(owner string, queues []string, ttl time.Duration) (t Tod
 	return t, err == nil, err
 }
 
-// pgHead is a queue's head on PostgreSQL, which has no INDEXED BY. Left to
-// itself, when most todos are pending (a deep queue), it walks the primary key
-// from the lowest id and filters, past every todo claimed or done since its
-// statistics were taken: after 500 claims at a million pending, 252 pages for
-// one head. Asked for the order (queue, priority DESC, id) of a queue named by a
-// range, only todos_ready yields it without sorting the whole queue: one probe,
-// as on SQLite. (With "queue = ?" PostgreSQL drops queue from the order, and the
-// primary key yields what is left.)
-const (
-	pgHead      = `SELECT id, priority FROM todos WHERE ` + pgHeadWhere + ` ` + pgHeadOrder
-	pgHeadWhere = `state = 'pending' AND key_waiting = 0 AND queue >= ? AND queue <= ? AND available_at <= ?`
-	pgHeadOrder = pgHeadOrderBy + ` LIMIT 1`
-	// pgHeadOrderBy is the heads' order, for a claim of several (leases_sets_pg.go).
-	pgHeadOrderBy = `ORDER BY queue, priority DESC, id`
-)
+// pgHead is a queue's head on PostgreSQL, which has no INDEXED BY: read by
+// todos_heads (migration 0021), which only todos_ready can serve, one probe as
+// on SQLite. Left to its estimates, PostgreSQL walked the primary key past every
+// todo claimed or done since its statistics were taken, or read and sorted every
+// pending todo of the queue (TestEachHeadIsAProbeWhateverTheStatistics).
+// pgClaimHead, pgClaimGated and pgClaimSet lock their heads by todos_lock_heads.
+const pgHead = `SELECT id, priority FROM todos_heads(?, ?, 1)`
+
+// pgHeadArgs are the arguments of todos_heads and todos_lock_heads before their
+// count: queue q at now (unix ms).
+func pgHeadArgs(q string, now int64) []any { return []any{q, now} }
 
 // queueHead is the todo claim_next takes next on a queue: the first by priority
 // (highest), then id (oldest).
@@ -111,7 +107,7 @@ func (h queueHead) before(o queueHead) bool {
 // probe of todos_ready.
 func (w *wtx) queueHead(q string, now int64) (h queueHead, found bool, err error) {
 	if w.w.s.pg {
-		err = w.queryRow(pgHead, q, q, now).Scan(&h.id, &h.priority)
+		err = w.queryRow(pgHead, pgHeadArgs(q, now)...).Scan(&h.id, &h.priority)
 	} else {
 		err = w.queryRow(`SELECT id, priority FROM todos INDEXED BY todos_ready
 		WHERE state = 'pending' AND key_waiting = 0 AND queue = ? AND available_at <= ?
@@ -161,8 +157,8 @@ func (w *wtx) pgClaimNext(owner string, queues []string, ttl time.Duration) (Tod
 		}
 	}
 	for _, q := range order {
-		t, err := w.w.s.scanFull(w.queryRow(pgClaimHead, q, q, now,
-			owner, ms(w.now.Add(ttl)), now, now, owner))
+		t, err := w.w.s.scanFull(w.queryRow(pgClaimHead, append(pgHeadArgs(q, now),
+			owner, ms(w.now.Add(ttl)), now, now, owner)...))
 		if notFound(err) {
 			continue
 		}
@@ -176,10 +172,10 @@ func (w *wtx) pgClaimNext(owner string, queues []string, ttl time.Duration) (Tod
 }
 
 // pgClaimHead claims a queue's head in one round trip: it locks the head
-// (pgHead, FOR UPDATE SKIP LOCKED), claims it as claim does, and writes the
+// (todos_lock_heads, FOR UPDATE SKIP LOCKED), claims it as claim does, and writes the
 // audit row claim writes (same actor, action, target and detail). No row when
 // the queue has nothing claimable that is not locked by someone else.
-const pgClaimHead = `WITH head AS (` + pgHead + ` FOR UPDATE SKIP LOCKED),
+const pgClaimHead = `WITH head AS (SELECT id FROM todos_lock_heads(?, ?, 1)),
 	claimed AS (UPDATE todos SET state = 'claimed', owner = ?, attempts = attempts + 1,
 			lease_seq = lease_seq + 1, lease_expires_at = ?, updated_at = ?
 		WHERE id = (SELECT id FROM head) AND state = 'pending' RETURNING ` + pgTodoColumnsFull + `),

@@ -14,14 +14,10 @@ import (
 // reserved todo through todos_reserved, not by reading every pending todo of the
 // queue on each claim.
 func TestClaimFindsReservationsByTheirIndex(t *testing.T) {
-	s := pgProcesses(t, testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)))[0]
+	s := pgSeeded(t, "bench", 5000)
 	ctx := context.Background()
-	if err := s.SeedTodosForBench(ctx, "bench", 5000, "x"); err != nil {
-		t.Fatal(err)
-	}
 	at := ms(s.now())
-	rows, err := s.rdb.QueryContext(ctx, "EXPLAIN "+s.q(pgClaimGated),
-		"bench", 0, 0, 0, "agent:a", "bench", at, "bench", "bench", at, "agent:a", at+60000, at, at, "agent:a")
+	rows, err := s.rdb.QueryContext(ctx, "EXPLAIN "+s.q(pgClaimGated), pgClaimGatedArgs("bench", "agent:a", time.Minute, 0, 0, at)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,4 +41,15 @@ func TestClaimFindsReservationsByTheirIndex(t *testing.T) {
 	if mine := text[start:end]; !strings.Contains(mine, "todos_reserved") || strings.Contains(mine, "todos_claimable") {
 		t.Fatalf("the reservation lookup does not go by todos_reserved alone:\n%s", mine)
 	}
+}
+
+// pgSeeded opens a store on a new PostgreSQL schema and fills queue with n
+// pending todos (SeedTodosForBench).
+func pgSeeded(t *testing.T, queue string, n int) *Store {
+	t.Helper()
+	s := pgProcesses(t, testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)))[0]
+	if err := s.SeedTodosForBench(context.Background(), queue, n, "x"); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -150,8 +150,7 @@ const pgClaimGated = `WITH open AS (SELECT NOT EXISTS (SELECT 1 FROM paused_queu
 	mine AS (SELECT id FROM todos WHERE reserved_for = ? AND state || '' = 'pending' AND queue || '' = ?
 		AND available_at + 0 > ?
 		AND (SELECT ok FROM open) ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED),
-	head AS (SELECT id FROM todos WHERE ` + pgHeadWhere + ` AND (SELECT ok FROM open) AND NOT EXISTS (SELECT 1 FROM mine)
-		` + pgHeadOrder + ` FOR UPDATE SKIP LOCKED),
+	head AS (SELECT id FROM todos_lock_heads(?, ?, CASE WHEN (SELECT ok FROM open) AND NOT EXISTS (SELECT 1 FROM mine) THEN 1 ELSE 0 END)),
 	claimed AS (UPDATE todos SET state = 'claimed', owner = ?, attempts = attempts + 1,
 			lease_seq = lease_seq + 1, lease_expires_at = ?, updated_at = ?, reserved_for = NULL
 		WHERE id = coalesce((SELECT id FROM mine), (SELECT id FROM head)) AND state = 'pending'
@@ -183,10 +182,7 @@ func (s *Store) pgClaimOneReq(ctx context.Context, owner, queue string, ttl time
 		afterID, afterSeq, key = after.ID, after.LeaseSeq, queue+"\x00after"
 	}
 	argsAfter := func(id, seq int64) func(now time.Time) []any {
-		return func(now time.Time) []any {
-			at := ms(now)
-			return []any{queue, id, id, seq, owner, queue, at, queue, queue, at, owner, ms(now.Add(ttl)), at, at, owner}
-		}
+		return func(now time.Time) []any { return pgClaimGatedArgs(queue, owner, ttl, id, seq, ms(now)) }
 	}
 	set := &pgSetWrite{kind: pgClaimSetKind, key: key, elem: []any{queue, owner, ttl.Milliseconds(), afterID, afterSeq}}
 	return s.oneReq(ctx, &pgOne{query: pgClaimGated, args: argsAfter(afterID, afterSeq), fnArgs: argsAfter(0, 0), set: set,
@@ -203,6 +199,12 @@ func (s *Store) pgClaimOneReq(ctx context.Context, owner, queue string, ttl time
 			w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateClaimed, Source: t.Source.Type, Cause: "claim"})
 			return nil
 		}})
+}
+
+// pgClaimGatedArgs are pgClaimGated's arguments: a claim by owner on queue at
+// now (unix ms), after the write that acked afterID at lease afterSeq (0: none).
+func pgClaimGatedArgs(queue, owner string, ttl time.Duration, afterID, afterSeq, now int64) []any {
+	return []any{queue, afterID, afterID, afterSeq, owner, queue, now, queue, now, owner, now + ttl.Milliseconds(), now, now, owner}
 }
 
 // pgHeartbeat is Heartbeat's statement.

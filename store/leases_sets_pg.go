@@ -24,9 +24,8 @@ const pgClaimSet = `WITH req AS (SELECT * FROM unnest(?::text[], ?::bigint[], ?:
 		JOIN (SELECT *, row_number() OVER (PARTITION BY r_owner ORDER BY r_n) AS k FROM req) r
 			ON r_owner = m_owner AND r.k = m.k),
 	rest AS (SELECT r_n, row_number() OVER (ORDER BY r_n) AS k FROM req WHERE r_n NOT IN (SELECT r_n FROM reserved)),
-	heads AS (SELECT id AS h_id, row_number() OVER (ORDER BY priority DESC, id) AS k FROM (SELECT id, priority FROM todos
-			WHERE ` + pgHeadWhere + ` AND (SELECT ok FROM open)
-			` + pgHeadOrderBy + ` LIMIT (SELECT count(*) FROM rest) FOR UPDATE SKIP LOCKED) h),
+	heads AS (SELECT id AS h_id, row_number() OVER (ORDER BY priority DESC, id) AS k
+		FROM todos_lock_heads(?, ?, CASE WHEN (SELECT ok FROM open) THEN (SELECT count(*) FROM rest) ELSE 0 END)),
 	assigned AS (SELECT r_n, a_id FROM reserved UNION ALL SELECT r_n, h_id FROM rest JOIN heads USING (k)),
 	claimed AS (UPDATE todos SET state = 'claimed', owner = r_owner, attempts = attempts + 1,
 			lease_seq = lease_seq + 1, lease_expires_at = ? + r_ttl, updated_at = ?, reserved_for = NULL
@@ -50,7 +49,7 @@ var pgClaimSetKind = &pgSetKind{query: pgClaimSet, args: func(now int64, elems [
 	for i, e := range elems {
 		owners[i], ttls[i], after[i], afterSeq[i] = e[1].(string), e[2].(int64), e[3].(int64), e[4].(int64)
 	}
-	return []any{owners, ttls, after, afterSeq, queue, owners, queue, now, queue, queue, now, now, now, now}
+	return []any{owners, ttls, after, afterSeq, queue, owners, queue, now, queue, now, now, now, now}
 }}
 
 // pgCompleteSet is pgComplete for several acks. A write's scope (its Ack's

@@ -102,7 +102,7 @@ var errStatementFailed = errors.New("store: a statement of the pipelined batch f
 func (w *writer) pipeline(batch []*writeReq, now time.Time) error {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(pgWriterLock)
+	b.Queue(pgPipelineLock)
 	live := batch[:0:0]
 	for _, r := range batch {
 		r.wtx = wtx{w: w, ctx: context.WithoutCancel(r.ctx), now: now}

@@ -413,6 +413,11 @@ type QueueHead struct {
 	Since  time.Time `json:"since"`
 }
 
+// pgQueueHeads is QueueHeads on PostgreSQL: each head read as pgHead reads it.
+const pgQueueHeads = `SELECT c.queue, t.id, t.available_at FROM queue_counts c
+		JOIN todos t ON t.id = (SELECT id FROM todos_heads(c.queue, ?, 1))
+		WHERE c.state = 'pending' AND c.n > 0 ORDER BY c.queue`
+
 // QueueHeads returns the head of every queue that has a claimable todo: one
 // statement, each queue's head one probe of the claim index, the one claim_next
 // makes.
@@ -423,12 +428,7 @@ func (s *Store) QueueHeads(ctx context.Context) ([]QueueHead, error) {
 			ORDER BY priority DESC, id LIMIT 1)
 		WHERE c.state = 'pending' AND c.n > 0 ORDER BY c.queue`
 	if s.pg {
-		// Each head read as pgHead reads it, through todos_ready.
-		query = `SELECT c.queue, t.id, t.available_at FROM queue_counts c
-		JOIN todos t ON t.id = (SELECT id FROM todos
-			WHERE state = 'pending' AND key_waiting = 0 AND queue >= c.queue AND queue <= c.queue
-			AND available_at <= ? ORDER BY queue, priority DESC, id LIMIT 1)
-		WHERE c.state = 'pending' AND c.n > 0 ORDER BY c.queue`
+		query = pgQueueHeads
 	}
 	rows, err := s.query(ctx, query, ms(s.now()))
 	if err != nil {
