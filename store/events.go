@@ -195,13 +195,17 @@ const deliveryLookup = `SELECT w.source_type, w.queue, w.created_by, w.signing_s
 	WHERE w.id = CAST(? AS INTEGER) AND w.deleted_at IS NULL`
 
 // pgDeliveryLookup is deliveryLookup on PostgreSQL, where several writers may take
-// ids at once: the event's and the todo's come from their sequences.
+// ids at once: the event's and the todo's come from their sequences. The first
+// events are found by webhook_delivery_event and webhook_replay_event (migration
+// 0022), each one probe of its key's unique index: asked in the join, PostgreSQL
+// kept a plan made while the webhook had no events, which read all of them on
+// each delivery (TestADeliveryFindsItsFirstByAProbeWhateverTheStatistics).
 const pgDeliveryLookup = `SELECT w.source_type, w.queue, w.created_by, w.signing_secret,
 		coalesce(w.previous_secret, ''), coalesce(e.id, r.id), CASE WHEN e.id IS NULL THEN r.todo_id ELSE e.todo_id END,
 		CASE WHEN e.id IS NULL THEN r.received_at END,
 		nextval('webhook_events_id_seq'), nextval('todos_id_seq'), w.rules
-	FROM webhooks w LEFT JOIN webhook_events e ON e.webhook_id = w.id AND e.delivery_id = ?
-		LEFT JOIN webhook_events r ON r.webhook_id = w.id AND r.replay_key = ?
+	FROM webhooks w LEFT JOIN LATERAL webhook_delivery_event(w.id, ?) e ON true
+		LEFT JOIN LATERAL webhook_replay_event(w.id, ?) r ON true
 	WHERE w.id = CAST(? AS INTEGER) AND w.deleted_at IS NULL`
 
 // pgLockDeliveryKeys takes, until the transaction ends, a lock on the delivery id

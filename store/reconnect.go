@@ -146,14 +146,19 @@ func (w *writer) beginTx() error {
 const pgWriterLock = `SELECT pg_advisory_xact_lock(1398227541, hashtext(current_schema()))`
 
 // pgPipelineLock is pgWriterLock for a pipelined batch (pipeline.go), which
-// also has the batch's statements run by their generic plans (plan_cache_mode,
-// for this transaction only). Those are the writes of pgOne, each a fixed shape
-// that finds its todos by id, or its heads by todos_lock_heads: a plan made for
-// the arguments gains nothing. Left to choose, PostgreSQL planned the claim of
-// several (pgClaimSet) anew on each run once its queue was deep, for longer than
-// it took to run it: 0.86 ms a batch at 40,000 pending.
-const pgPipelineLock = `SELECT pg_advisory_xact_lock(1398227541, hashtext(current_schema())),
-	set_config('plan_cache_mode', 'force_generic_plan', true)`
+// also sets how the batch's statements are planned (pgPipelinePlanning).
+const pgPipelineLock = `SELECT pg_advisory_xact_lock(1398227541, hashtext(current_schema())), ` + pgPipelinePlanning
+
+// pgPipelinePlanning has a pipelined batch's statements, for its transaction
+// only, run by their generic plans, without sequential scans. Those are the
+// writes of pgOne, each a fixed shape that finds its few todos by an index (by
+// id, by todos_reserved, or its heads by todos_lock_heads): a plan made for the
+// arguments gains nothing, and a scan of the table is never the way (a generic
+// plan chose one for the reservations of several owners, where one owner held a
+// quarter of the todos). Left to choose, PostgreSQL planned the
+// claim of several (pgClaimSet) anew on each run once its queue was deep, for
+// longer than it took to run it: 0.86 ms a batch at 40,000 pending.
+const pgPipelinePlanning = `set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)`
 
 // dropIdleReads closes the read pool's idle connections: after the server came
 // back, each of them was cut and would fail its next query once.

@@ -413,9 +413,11 @@ type QueueHead struct {
 	Since  time.Time `json:"since"`
 }
 
-// pgQueueHeads is QueueHeads on PostgreSQL: each head read as pgHead reads it.
-const pgQueueHeads = `SELECT c.queue, t.id, t.available_at FROM queue_counts c
-		JOIN todos t ON t.id = (SELECT id FROM todos_heads(c.queue, ?, 1))
+// pgQueueHeads is QueueHeads on PostgreSQL: each head read as pgHead reads it,
+// with no other read of todos (a join, planned while todos was empty, read all of
+// it).
+const pgQueueHeads = `SELECT c.queue, h.id, h.available_at FROM queue_counts c
+		CROSS JOIN LATERAL todos_heads(c.queue, ?, 1) h
 		WHERE c.state = 'pending' AND c.n > 0 ORDER BY c.queue`
 
 // QueueHeads returns the head of every queue that has a claimable todo: one

@@ -9,10 +9,10 @@
 -- named by a range, so that it stays in the order.
 
 -- todos_heads reads the first n heads of queue q at time at (unix ms), unlocked.
-CREATE FUNCTION todos_heads(q text, at bigint, n bigint) RETURNS TABLE (id bigint, priority bigint)
+CREATE FUNCTION todos_heads(q text, at bigint, n bigint) RETURNS TABLE (id bigint, priority bigint, available_at bigint)
     LANGUAGE plpgsql STABLE SET enable_sort = off SET enable_incremental_sort = off AS $$
 BEGIN
-    RETURN QUERY SELECT t.id, t.priority FROM todos t
+    RETURN QUERY SELECT t.id, t.priority, t.available_at FROM todos t
         WHERE t.state = 'pending' AND t.key_waiting = 0 AND t.queue >= q AND t.queue <= q AND t.available_at <= at
         ORDER BY t.queue, t.priority DESC, t.id LIMIT n;
 END;
@@ -20,9 +20,10 @@ $$;
 
 -- todos_lock_heads locks them for a claim, passing over those another
 -- transaction holds (FOR UPDATE SKIP LOCKED). It runs with a snapshot of its
--- own: a todo that another process made claimable a moment after the claiming
--- statement began is locked, not claimed (that statement does not see it), and
--- is free again at its commit.
+-- own, newer than the claiming statement's: a todo another transaction made
+-- claimable in between would be locked and not claimed, and the claim would
+-- find nothing. None can: every write transaction on todos first takes the
+-- writer lock (store/reconnect.go, pgWriterLock), which the claiming one holds.
 CREATE FUNCTION todos_lock_heads(q text, at bigint, n bigint) RETURNS TABLE (id bigint, priority bigint)
     LANGUAGE plpgsql VOLATILE SET enable_sort = off SET enable_incremental_sort = off AS $$
 BEGIN
