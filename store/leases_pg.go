@@ -18,8 +18,12 @@ import (
 // the statement returns the row as it was, and leaseErr says why as held does.
 
 // pgLeaseHeld is the lease check of held, for a WHERE clause. Its arguments are
-// pgLeaseArgs.
-const pgLeaseHeld = `id = ? AND state = 'claimed' AND owner = ? AND lease_seq = ? AND lease_expires_at > ?
+// pgLeaseArgs. The todo is found by id alone: state and lease_expires_at are
+// written so that no index serves them, as in pgCompleteSet. Otherwise, with
+// statistics taken when few todos were claimed, PostgreSQL read every lease
+// (todos_leases) for each acknowledgement
+// (TestAnAckFindsItsTodoByIdWhateverTheStatistics).
+const pgLeaseHeld = `id = ? AND state || '' = 'claimed' AND owner = ? AND lease_seq = ? AND lease_expires_at + 0 > ?
 	AND (? OR queue = ANY(?))`
 
 // pgLeaseOutcome ends a transition whose UPDATE is the CTE changed and whose
@@ -119,11 +123,14 @@ const pgComplete = `WITH changed AS (UPDATE todos SET state = 'done', result = ?
 		SELECT ?, ?, 'todo.complete', 'todo:' || id, 'ok', '' FROM changed RETURNING id, at),
 	` + pgKeyNext + pgKeyedOutcome
 
+// pgCompleteArgs are pgComplete's arguments: a's complete with result at now
+// (unix ms).
+func pgCompleteArgs(a Ack, result string, now int64) []any {
+	return append(append([]any{result, now, now}, pgLeaseArgs(a, now)...), now, a.Owner, now, a.ID)
+}
+
 func (s *Store) pgCompleteReq(ctx context.Context, a Ack, result string, t *Todo) *writeReq {
-	args := func(now time.Time) []any {
-		at := ms(now)
-		return append(append([]any{result, at, at}, pgLeaseArgs(a, at)...), at, a.Owner, at, a.ID)
-	}
+	args := func(now time.Time) []any { return pgCompleteArgs(a, result, ms(now)) }
 	set := &pgSetWrite{kind: pgCompleteSetKind, elem: []any{a.ID, a.Owner, a.LeaseSeq, result, a.Queues}}
 	return s.oneReq(ctx, &pgOne{query: pgComplete, args: args, set: set, ack: a.ID, read: func(w *wtx, row scanner) error {
 		done, err := w.keyedOutcome(a, "complete", row)
