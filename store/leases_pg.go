@@ -86,7 +86,7 @@ func (w *wtx) leaseOutcomeAudited(a Ack, verb string, row scanner, more ...any) 
 // the same key from passing it. It reads the changed todos' queues and keys from
 // the snapshot, which the transition does not change.
 const pgKeyNext = `fronts AS (SELECT c.id, c.queue, c.key FROM todos c
-		WHERE c.id IN (SELECT id FROM changed WHERE state <> 'pending') AND c.key IS NOT NULL AND c.key_waiting = 0),
+		WHERE c.id = ANY(ARRAY(SELECT id FROM changed WHERE state <> 'pending')) AND c.key IS NOT NULL AND c.key_waiting = 0),
 	nx AS (UPDATE todos SET key_waiting = 0 WHERE id IN (SELECT (SELECT n.id FROM todos n
 				WHERE n.queue = f.queue AND n.key = f.key AND n.state = 'pending' AND n.key_waiting = 1
 				ORDER BY n.id LIMIT 1) FROM fronts f)

@@ -29,7 +29,7 @@ const pgClaimSet = `WITH req AS (SELECT * FROM unnest(?::text[], ?::bigint[], ?:
 	assigned AS (SELECT r_n, a_id FROM reserved UNION ALL SELECT r_n, h_id FROM rest JOIN heads USING (k)),
 	claimed AS (UPDATE todos SET state = 'claimed', owner = r_owner, attempts = attempts + 1,
 			lease_seq = lease_seq + 1, lease_expires_at = ? + r_ttl, updated_at = ?, reserved_for = NULL
-		FROM assigned JOIN req USING (r_n) WHERE todos.id = a_id AND todos.state = 'pending'
+		FROM assigned JOIN req USING (r_n) WHERE todos.id = ANY(ARRAY(SELECT a_id FROM assigned)) AND todos.id = a_id AND todos.state || '' = 'pending'
 		RETURNING r_n, ` + pgTodoColumnsFull + `),
 	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
 		SELECT ?, r_owner, 'todo.claim_next', 'todo:' || id, 'ok',
@@ -73,7 +73,7 @@ const pgCompleteSet = `WITH req AS (SELECT * FROM unnest(?::bigint[], ?::text[],
 		LEFT JOIN fronts f ON f.id = changed.id LEFT JOIN nx ON x_queue = f.queue AND x_key = f.key
 		LEFT JOIN freed ON f_target = 'todo:' || x_id
 	UNION ALL SELECT r_n, ` + todoColumns + `, 0, 0, NULL, NULL, NULL, NULL FROM req JOIN todos ON todos.id = r_id
-		WHERE r_n NOT IN (SELECT r_n FROM changed)`
+		WHERE todos.id = ANY(ARRAY(SELECT r_id FROM req)) AND r_n NOT IN (SELECT r_n FROM changed)`
 
 // pgCompleteSetKind takes elems of (id, owner, lease_seq, result, queues).
 var pgCompleteSetKind = &pgSetKind{query: pgCompleteSet, args: func(now int64, elems [][]any) []any {
