@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // A claim on PostgreSQL reads a queue's head from todos_ready, a few index
@@ -22,8 +21,7 @@ func TestEachHeadIsAProbeWhateverTheStatistics(t *testing.T) {
 	const pending = 40000
 	for _, stats := range []string{"none", "taken while empty"} {
 		t.Run(stats, func(t *testing.T) {
-			clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-			s := pgProcesses(t, clock)[0]
+			s := pgStore(t)
 			ctx := context.Background()
 			conn := statsConn(t, s, "todos", stats)
 			now := ms(s.now())
@@ -62,7 +60,7 @@ func TestEachHeadIsAProbeWhateverTheStatistics(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, c := range statements {
-				for _, planning := range append(planModes, pipelinePlans) {
+				for _, planning := range []string{customPlans, genericPlans, pipelinePlans} {
 					checkReadsFew(t, conn, "todos", s.q(c.query), c.args, c.name, planning, true)
 				}
 			}

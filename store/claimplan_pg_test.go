@@ -43,11 +43,16 @@ func TestClaimFindsReservationsByTheirIndex(t *testing.T) {
 	}
 }
 
-// pgSeeded opens a store on a new PostgreSQL schema and fills queue with n
-// pending todos (SeedTodosForBench).
+// pgStore opens a store on a new PostgreSQL schema.
+func pgStore(t *testing.T) *Store {
+	t.Helper()
+	return pgProcesses(t, testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)))[0]
+}
+
+// pgSeeded is pgStore with queue filled with n pending todos (SeedTodosForBench).
 func pgSeeded(t *testing.T, queue string, n int) *Store {
 	t.Helper()
-	s := pgProcesses(t, testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)))[0]
+	s := pgStore(t)
 	if err := s.SeedTodosForBench(context.Background(), queue, n, "x"); err != nil {
 		t.Fatal(err)
 	}

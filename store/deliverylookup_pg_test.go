@@ -4,9 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"testing"
-	"time"
-
-	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // A delivery on PostgreSQL finds an earlier one with its delivery id or replay
@@ -19,7 +16,7 @@ func TestADeliveryFindsItsFirstByAProbeWhateverTheStatistics(t *testing.T) {
 	const events = 5000
 	for _, stats := range []string{"none", "taken while empty"} {
 		t.Run(stats, func(t *testing.T) {
-			s := pgProcesses(t, testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)))[0]
+			s := pgStore(t)
 			ctx := context.Background()
 			hook, err := s.CreateWebhook(ctx, NewWebhook{SourceType: "generic", Queue: "q", Secret: "k", CreatedBy: "human:1"})
 			if err != nil {

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // An acknowledgement on PostgreSQL finds its todo by id, whatever the statistics
@@ -14,22 +16,11 @@ func TestAnAckFindsItsTodoByIdWhateverTheStatistics(t *testing.T) {
 	ctx := context.Background()
 	conn := statsConn(t, s, "todos", "none")
 	now := ms(s.now())
-	claim := func(n, skip int) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, `UPDATE todos SET state = 'claimed', owner = 'agent:a', lease_seq = 1, lease_expires_at = $1
-			WHERE id IN (SELECT id FROM todos ORDER BY id LIMIT $2 OFFSET $3)`, now+60000, n, skip); err != nil {
-			t.Fatal(err)
-		}
-	}
-	claim(20, 0)
+	claimRaw(t, conn, 20, 0, now+60000)
 	if _, err := conn.Exec(ctx, `ANALYZE todos`); err != nil {
 		t.Fatal(err)
 	}
-	claim(3000, 20)
-	var id int64
-	if err := conn.QueryRow(ctx, `SELECT max(id) FROM todos WHERE state = 'claimed'`).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
+	id := claimRaw(t, conn, 3000, 20, now+60000)
 	a := Ack{ID: id, Owner: "agent:a", LeaseSeq: 1}
 	for _, planning := range planModes {
 		checkReadsFew(t, conn, "todos", s.q(pgComplete), pgCompleteArgs(a, "", now), "a complete", planning, true)
@@ -48,7 +39,7 @@ func TestPipelinedAcksPlannedOnAnEmptyTableFindTheirTodosById(t *testing.T) {
 }
 
 func pipelinedAcksPlannedOnAnEmptyTable(t *testing.T, stats string) {
-	s := pgSeeded(t, "other", 0)
+	s := pgStore(t)
 	ctx := context.Background()
 	conn := statsConn(t, s, "todos", stats)
 	now := ms(s.now())
@@ -64,15 +55,22 @@ func pipelinedAcksPlannedOnAnEmptyTable(t *testing.T, stats string) {
 	if err := s.SeedTodosForBench(ctx, "bench", 40000, "x"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `UPDATE todos SET state = 'claimed', owner = 'agent:a', lease_seq = 1, lease_expires_at = $1
-		WHERE id IN (SELECT id FROM todos ORDER BY id LIMIT 3000)`, now+60000); err != nil {
-		t.Fatal(err)
-	}
-	var id int64
-	if err := conn.QueryRow(ctx, `SELECT max(id) FROM todos WHERE state = 'claimed'`).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
+	id := claimRaw(t, conn, 3000, 0, now+60000)
 	a.ID = id
 	checkReadsFew(t, conn, "todos", s.q(pgComplete), complete(a), "a complete", pipelinePlans, true)
 	checkReadsFew(t, conn, "todos", s.q(pgCompleteSet), set(a), "a complete of several", pipelinePlans, true)
+}
+
+// claimRaw marks n todos, in id order after the first skip, claimed by agent:a
+// at lease_seq 1 until expires (unix ms), as a claim would leave them, and
+// returns the highest id so claimed.
+func claimRaw(t *testing.T, conn *pgx.Conn, n, skip int, expires int64) int64 {
+	t.Helper()
+	var last int64
+	if err := conn.QueryRow(context.Background(), `WITH c AS (UPDATE todos SET state = 'claimed', owner = 'agent:a', lease_seq = 1, lease_expires_at = $1
+		WHERE id IN (SELECT id FROM todos ORDER BY id LIMIT $2 OFFSET $3) RETURNING id) SELECT max(id) FROM c`,
+		expires, n, skip).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	return last
 }

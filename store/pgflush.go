@@ -49,8 +49,10 @@ type pgFlusher struct {
 type pgSession struct{ pid, started int64 }
 
 // pgSessionQuery reads the connection's own session.
-const pgSessionQuery = `SELECT pid, (extract(epoch FROM backend_start) * 1e6)::bigint FROM pg_stat_activity
-	WHERE pid = pg_backend_pid()`
+const pgSessionQuery = `SELECT pid, ` + pgSessionStarted + ` FROM pg_stat_activity WHERE pid = pg_backend_pid()`
+
+// pgSessionStarted is a pg_stat_activity row's session start, as pgSession has it.
+const pgSessionStarted = `(extract(epoch FROM backend_start) * 1e6)::bigint`
 
 // flushWait is a committed batch's answer, and the writer's session that
 // committed it.
@@ -167,7 +169,7 @@ func pgFlush(ctx context.Context, conn *pgx.Conn, sessions []pgSession) ([]pgSes
 	err := conn.QueryRow(ctx, `SELECT pg_logical_emit_message(true, 'switchboard', '') IS NOT NULL,
 		coalesce(array_agg(w.pid), '{}'), coalesce(array_agg(w.started), '{}')
 		FROM unnest($1::bigint[], $2::bigint[]) AS w(pid, started)
-		JOIN pg_stat_activity a ON a.pid = w.pid AND (extract(epoch FROM a.backend_start) * 1e6)::bigint = w.started`,
+		JOIN pg_stat_activity ON pg_stat_activity.pid = w.pid AND `+pgSessionStarted+` = w.started`,
 		pids, started).Scan(new(bool), &alivePIDs, &aliveStarted)
 	if err != nil {
 		return nil, err

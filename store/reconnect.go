@@ -147,7 +147,7 @@ const pgWriterLock = `SELECT pg_advisory_xact_lock(1398227541, hashtext(current_
 
 // pgPipelineLock is pgWriterLock for a pipelined batch (pipeline.go), which
 // also sets how the batch's statements are planned (pgPipelinePlanning).
-const pgPipelineLock = `SELECT pg_advisory_xact_lock(1398227541, hashtext(current_schema())), ` + pgPipelinePlanning
+const pgPipelineLock = pgWriterLock + `, ` + pgPipelinePlanning
 
 // pgPipelinePlanning has a pipelined batch's statements, for its transaction
 // only, run by their generic plans, without sequential scans. Those are the
