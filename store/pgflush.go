@@ -33,7 +33,6 @@ import (
 // pgFlusher makes the writer's commits durable and answers their callers.
 type pgFlusher struct {
 	s    *Store
-	cfg  *pgx.ConnConfig
 	conn *pgx.Conn // nil until the first flush, and after one failed
 
 	mu      sync.Mutex
@@ -61,15 +60,11 @@ type flushWait struct {
 	answer  func(error)
 }
 
-func newPGFlusher(s *Store) (*pgFlusher, error) {
-	cfg, err := pgx.ParseConfig(s.dsn)
-	if err != nil {
-		return nil, fmt.Errorf("store: %s is not a PostgreSQL URL pgx can read", s.path)
-	}
-	f := &pgFlusher{s: s, cfg: cfg, flushOn: pgFlush,
+func newPGFlusher(s *Store) *pgFlusher {
+	f := &pgFlusher{s: s, flushOn: pgFlush,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go f.loop()
-	return f, nil
+	return f
 }
 
 // after has answer called once the commit session just made is on disk, or
@@ -136,10 +131,10 @@ func (f *pgFlusher) flushWaiting() {
 func (f *pgFlusher) flush(flushOn func(context.Context, *pgx.Conn, []pgSession) ([]pgSession, error), sessions []pgSession) ([]pgSession, error) {
 	if f.conn == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), redialTimeout)
-		conn, err := pgx.ConnectConfig(ctx, f.cfg.Copy())
+		conn, err := pgx.ConnectConfig(ctx, f.s.pgcfg.Copy())
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("store: commit: make it durable: %w", connectError(f.cfg, err))
+			return nil, fmt.Errorf("store: commit: make it durable: %w", connectError(f.s.pgcfg, err))
 		}
 		f.conn = conn
 	}

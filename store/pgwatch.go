@@ -113,10 +113,7 @@ func (f *foreignWatch) advance(ctx context.Context, table string, cur idMark, ne
 
 // beginWatchPostgres is BeginWatchForeign on PostgreSQL.
 func (s *Store) beginWatchPostgres(ctx context.Context) (func(time.Duration) error, error) {
-	cfg, err := pgx.ParseConfig(s.dsn)
-	if err != nil {
-		return nil, fmt.Errorf("store: watch foreign commits: %s is not a PostgreSQL URL pgx can read", s.path)
-	}
+	cfg := s.pgcfg
 	f, err := s.newForeignWatch(ctx, s.rdb)
 	if err != nil {
 		return nil, err

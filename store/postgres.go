@@ -27,6 +27,7 @@ func (s *Store) openPostgres(ctx context.Context) error {
 		// pgx's parse errors quote the whole string, password and all.
 		return fmt.Errorf("store: %s is not a PostgreSQL URL pgx can read", s.path)
 	}
+	s.pgcfg = cfg
 	if !s.opts.ReadOnly {
 		wcfg := cfg.Copy()
 		// A writer that stops between statements (its host frozen, its process

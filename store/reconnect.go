@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 )
@@ -102,11 +101,7 @@ func (w *writer) noteSession(ctx context.Context) error {
 // unreachable is err, a failure to reach the server, as one line that names it
 // (never its password).
 func (s *Store) unreachable(err error) error {
-	cfg, perr := pgx.ParseConfig(s.dsn)
-	if perr != nil {
-		return fmt.Errorf("store: PostgreSQL %s: %w", s.path, ErrUnreachable)
-	}
-	return connectError(cfg, err)
+	return connectError(s.pgcfg, err)
 }
 
 // connectFailed reports whether err is a failure to open a connection to the

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"golang.org/x/crypto/bcrypt"
 	"modernc.org/sqlite" // the pure-Go "sqlite" driver, and its fdatasync switch
 )
@@ -71,9 +72,13 @@ type Options struct {
 
 // Store is an open Switchboard database.
 type Store struct {
-	path   string // the SQLite file, or the PostgreSQL URL without its password
-	dsn    string // what the driver opens (a PostgreSQL URL keeps its password here only)
-	pg     bool   // on PostgreSQL (see dialect.go)
+	path string // the SQLite file, or the PostgreSQL URL without its password
+	dsn  string // what the driver opens (a PostgreSQL URL keeps its password here only)
+	// pgcfg is dsn as pgx read it when the store opened (its libpq keywords, the
+	// PG* variables for what it leaves out): every connection the store opens
+	// later (the flusher's, the listener's) is made from a Copy of it.
+	pgcfg  *pgx.ConnConfig
+	pg     bool // on PostgreSQL (see dialect.go)
 	opts   Options
 	now    func() time.Time
 	log    *slog.Logger

@@ -143,10 +143,7 @@ func newWriter(ctx context.Context, s *Store) (*writer, error) {
 		return nil, fmt.Errorf("store: set up the write connection: %w", err)
 	}
 	if s.pg {
-		if w.flusher, err = newPGFlusher(s); err != nil {
-			conn.Close()
-			return nil, err
-		}
+		w.flusher = newPGFlusher(s)
 	}
 	w.wg.Add(1)
 	go w.loop()
