@@ -19,7 +19,7 @@ import (
 // todos' index entries and rows it read.
 func TestEachHeadIsAProbeWhateverTheStatistics(t *testing.T) {
 	const pending = 40000
-	for _, stats := range []string{"none", "taken while empty"} {
+	for _, stats := range statsKinds {
 		t.Run(stats, func(t *testing.T) {
 			s := pgStore(t)
 			ctx := context.Background()
@@ -51,7 +51,7 @@ func TestEachHeadIsAProbeWhateverTheStatistics(t *testing.T) {
 			// autovacuum has analysed the table and the plan is made again.)
 			for _, c := range statements {
 				for _, planning := range c.kept {
-					for range 6 {
+					for range runsToKeepAPlan {
 						checkReadsFew(t, conn, "todos", s.q(c.query), c.args, c.name, planning, false)
 					}
 				}
@@ -67,6 +67,14 @@ func TestEachHeadIsAProbeWhateverTheStatistics(t *testing.T) {
 		})
 	}
 }
+
+// statsKinds are the table statistics statsConn can leave: none, or taken now.
+var statsKinds = []string{"none", "taken while empty"}
+
+// runsToKeepAPlan runs of a prepared statement make PostgreSQL keep a plan for
+// it: its custom plans for the first five, then its generic plan if that looks
+// no dearer.
+const runsToKeepAPlan = 6
 
 // statsConn is a connection of the test's to s's schema, where table's statistics
 // are as stats says ("none", or "taken while empty": analysed now) and

@@ -14,7 +14,7 @@ import (
 // cost more than the one before (2-4 ms at 1,500 events).
 func TestADeliveryFindsItsFirstByAProbeWhateverTheStatistics(t *testing.T) {
 	const events = 5000
-	for _, stats := range []string{"none", "taken while empty"} {
+	for _, stats := range statsKinds {
 		t.Run(stats, func(t *testing.T) {
 			s := pgStore(t)
 			ctx := context.Background()
@@ -27,7 +27,7 @@ func TestADeliveryFindsItsFirstByAProbeWhateverTheStatistics(t *testing.T) {
 			// on a webhook's first delivery, and its plan kept.
 			lookup := s.q(pgDeliveryLookup)
 			for _, mode := range planModes {
-				for range 6 {
+				for range runsToKeepAPlan {
 					checkReadsFew(t, conn, "webhook_events", lookup, []any{"first", []byte("first"), hook.ID}, "the first delivery", mode, true)
 				}
 			}

@@ -33,7 +33,7 @@ func TestAnAckFindsItsTodoByIdWhateverTheStatistics(t *testing.T) {
 // statistics taken while the table was empty) a complete read all of todos_pkey
 // to find the todos it changed, and a complete of several twice.
 func TestPipelinedAcksPlannedOnAnEmptyTableFindTheirTodosById(t *testing.T) {
-	for _, stats := range []string{"none", "taken while empty"} {
+	for _, stats := range statsKinds {
 		t.Run(stats, func(t *testing.T) { pipelinedAcksPlannedOnAnEmptyTable(t, stats) })
 	}
 }
@@ -48,7 +48,7 @@ func pipelinedAcksPlannedOnAnEmptyTable(t *testing.T, stats string) {
 		return pgCompleteSetKind.args(now, [][]any{{a.ID, a.Owner, a.LeaseSeq, "", []string(nil)}, {a.ID - 1, a.Owner, a.LeaseSeq, "", []string(nil)}})
 	}
 	a := Ack{ID: 2, Owner: "agent:a", LeaseSeq: 1}
-	for range 6 {
+	for range runsToKeepAPlan {
 		checkReadsFew(t, conn, "todos", s.q(pgComplete), complete(a), "a complete", pipelinePlans, false)
 		checkReadsFew(t, conn, "todos", s.q(pgCompleteSet), set(a), "a complete of several", pipelinePlans, false)
 	}

@@ -113,19 +113,18 @@ func (f *foreignWatch) advance(ctx context.Context, table string, cur idMark, ne
 
 // beginWatchPostgres is BeginWatchForeign on PostgreSQL.
 func (s *Store) beginWatchPostgres(ctx context.Context) (func(time.Duration) error, error) {
-	cfg := s.pgcfg
 	f, err := s.newForeignWatch(ctx, s.rdb)
 	if err != nil {
 		return nil, err
 	}
-	return func(interval time.Duration) error { return s.watchPostgres(ctx, cfg, f, interval) }, nil
+	return func(interval time.Duration) error { return s.watchPostgres(ctx, f, interval) }, nil
 }
 
 // watchPostgres is the watch on PostgreSQL: a scan on each notification from
 // another process, after each (re)connection of the listener, and every interval.
 // The OnForeignCommit hooks run after a notification or a reconnection, and on
 // every interval while no listener is connected.
-func (s *Store) watchPostgres(ctx context.Context, cfg *pgx.ConnConfig, f *foreignWatch, interval time.Duration) error {
+func (s *Store) watchPostgres(ctx context.Context, f *foreignWatch, interval time.Duration) error {
 	defer s.own.stop()
 	var err error
 	wake := make(chan struct{}, 1)
@@ -139,7 +138,7 @@ func (s *Store) watchPostgres(ctx context.Context, cfg *pgx.ConnConfig, f *forei
 		redraw := deaf // no notification says what changed: a board redraws each interval
 		if l == nil || l.lost() {
 			l.close()
-			if l, err = s.listen(ctx, cfg, wake); err != nil && !deaf {
+			if l, err = s.listen(ctx, wake); err != nil && !deaf {
 				s.log.Warn("watch foreign commits: cannot listen for notifications; scanning every interval meanwhile", "err", err)
 			}
 			// Whatever was missed while not listening is caught up by this scan.
@@ -200,12 +199,12 @@ type pgListener struct {
 
 // listen connects and listens; each notification from another backend than this
 // store's writer sends a wake-up on wake.
-func (s *Store) listen(ctx context.Context, cfg *pgx.ConnConfig, wake chan<- struct{}) (*pgListener, error) {
+func (s *Store) listen(ctx context.Context, wake chan<- struct{}) (*pgListener, error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(cctx, cfg.Copy())
+	conn, err := pgx.ConnectConfig(cctx, s.pgcfg.Copy())
 	if err != nil {
-		return nil, connectError(cfg, err)
+		return nil, connectError(s.pgcfg, err)
 	}
 	if _, err := conn.Exec(cctx, `LISTEN switchboard`); err != nil {
 		conn.Close(context.Background())
