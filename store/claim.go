@@ -157,8 +157,7 @@ func (w *wtx) pgClaimNext(owner string, queues []string, ttl time.Duration) (Tod
 		}
 	}
 	for _, q := range order {
-		t, err := w.w.s.scanFull(w.queryRow(pgClaimHead, append(pgHeadArgs(q, now),
-			owner, ms(w.now.Add(ttl)), now, now, owner)...))
+		t, err := w.w.s.scanFull(w.queryRow(pgClaimHead, pgClaimHeadArgs(q, owner, now, ms(w.now.Add(ttl)))...))
 		if notFound(err) {
 			continue
 		}
@@ -183,3 +182,9 @@ const pgClaimHead = `WITH head AS (SELECT id FROM todos_lock_heads(?, ?, 1)),
 		SELECT ?, ?, 'todo.claim_next', 'todo:' || id, 'ok',
 			'attempt=' || attempts || ' lease_seq=' || lease_seq FROM claimed)
 	SELECT * FROM claimed`
+
+// pgClaimHeadArgs are pgClaimHead's arguments: a claim of queue q's head by
+// owner at now, its lease until expires (both unix ms).
+func pgClaimHeadArgs(q, owner string, now, expires int64) []any {
+	return append(pgHeadArgs(q, now), owner, expires, now, now, owner)
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -27,38 +28,63 @@ func TestAnAckFindsItsTodoByIdWhateverTheStatistics(t *testing.T) {
 	}
 }
 
-// Acknowledgements planned as a pipelined batch plans them while todos is
-// empty, as on a new install, and the plans kept for the connection's life,
-// still find their todos by id once there are 40,000: with such plans (and
-// statistics taken while the table was empty) a complete read all of todos_pkey
-// to find the todos it changed, and a complete of several twice.
-func TestPipelinedAcksPlannedOnAnEmptyTableFindTheirTodosById(t *testing.T) {
+// Acknowledgements planned while todos is empty, as on a new install, and the
+// plans kept for the connection's life, still find their todos by id once there
+// are 40,000: those of pipelined batches as the batch plans them, and those that
+// run outside batches (a heartbeat, a release, a fail, a complete run again on
+// its own) as the writer plans any write, by custom plans and by a generic one.
+// With such plans (and statistics taken while the table was empty) a complete
+// in a batch read all of todos_pkey to find the todos it changed, a complete of
+// several twice; outside batches, before the writer planned without sequential
+// scans, each heartbeat, release, fail or complete read the whole table until
+// autovacuum analysed it.
+func TestAcksPlannedOnAnEmptyTableFindTheirTodosById(t *testing.T) {
 	for _, stats := range statsKinds {
-		t.Run(stats, func(t *testing.T) { pipelinedAcksPlannedOnAnEmptyTable(t, stats) })
+		t.Run(stats, func(t *testing.T) { acksPlannedOnAnEmptyTable(t, stats) })
 	}
 }
 
-func pipelinedAcksPlannedOnAnEmptyTable(t *testing.T, stats string) {
+func acksPlannedOnAnEmptyTable(t *testing.T, stats string) {
 	s := pgStore(t)
 	ctx := context.Background()
 	conn := statsConn(t, s, "todos", stats)
 	now := ms(s.now())
-	complete := func(a Ack) []any { return pgCompleteArgs(a, "", now) }
-	set := func(a Ack) []any {
-		return pgCompleteSetKind.args(now, [][]any{{a.ID, a.Owner, a.LeaseSeq, "", []string(nil)}, {a.ID - 1, a.Owner, a.LeaseSeq, "", []string(nil)}})
+	pipelined := []string{pipelinePlans}
+	acks := func(a Ack) []struct {
+		name, query string
+		args        []any
+		plannings   []string
+	} {
+		set := [][]any{{a.ID, a.Owner, a.LeaseSeq, "", []string(nil)}, {a.ID - 1, a.Owner, a.LeaseSeq, "", []string(nil)}}
+		return []struct {
+			name, query string
+			args        []any
+			plannings   []string
+		}{
+			{"a complete", pgComplete, pgCompleteArgs(a, "", now), append(writerPlans, pipelined...)},
+			{"a complete of several", pgCompleteSet, pgCompleteSetKind.args(now, set), pipelined},
+			{"a heartbeat", pgHeartbeat, pgHeartbeatArgs(a, time.Minute, s.now()), writerPlans},
+			{"a release", pgRelease, pgReleaseArgs(a, now), writerPlans},
+			{"a fail", pgFail, pgFailArgs(a, "boom", true, now), writerPlans},
+		}
 	}
 	a := Ack{ID: 2, Owner: "agent:a", LeaseSeq: 1}
-	for range runsToKeepAPlan {
-		checkReadsFew(t, conn, "todos", s.q(pgComplete), complete(a), "a complete", pipelinePlans, false)
-		checkReadsFew(t, conn, "todos", s.q(pgCompleteSet), set(a), "a complete of several", pipelinePlans, false)
+	for _, c := range acks(a) {
+		for _, planning := range c.plannings {
+			for range runsToKeepAPlan {
+				checkReadsFew(t, conn, "todos", s.q(c.query), c.args, c.name, planning, false)
+			}
+		}
 	}
 	if err := s.SeedTodosForBench(ctx, "bench", 40000, "x"); err != nil {
 		t.Fatal(err)
 	}
-	id := claimRaw(t, conn, 3000, 0, now+60000)
-	a.ID = id
-	checkReadsFew(t, conn, "todos", s.q(pgComplete), complete(a), "a complete", pipelinePlans, true)
-	checkReadsFew(t, conn, "todos", s.q(pgCompleteSet), set(a), "a complete of several", pipelinePlans, true)
+	a.ID = claimRaw(t, conn, 3000, 0, now+60000)
+	for _, c := range acks(a) {
+		for _, planning := range c.plannings {
+			checkReadsFew(t, conn, "todos", s.q(c.query), c.args, c.name, planning, true)
+		}
+	}
 }
 
 // claimRaw marks n todos, in id order after the first skip, claimed by agent:a

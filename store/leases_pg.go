@@ -221,11 +221,14 @@ const pgHeartbeat = `WITH changed AS (UPDATE todos SET lease_expires_at = greate
 		SELECT ?, ?, 'todo.heartbeat', 'todo:' || id, 'ok', '' FROM changed RETURNING id)
 	` + pgLeaseOutcome
 
+// pgHeartbeatArgs are pgHeartbeat's arguments: a's lease extended to ttl from now.
+func pgHeartbeatArgs(a Ack, ttl time.Duration, now time.Time) []any {
+	at := ms(now)
+	return append(append([]any{ms(now.Add(ttl)), at}, pgLeaseArgs(a, at)...), at, a.Owner, a.ID)
+}
+
 func (s *Store) pgHeartbeat(ctx context.Context, a Ack, ttl time.Duration) (t Todo, err error) {
-	args := func(now time.Time) []any {
-		at := ms(now)
-		return append(append([]any{ms(now.Add(ttl)), at}, pgLeaseArgs(a, at)...), at, a.Owner, a.ID)
-	}
+	args := func(now time.Time) []any { return pgHeartbeatArgs(a, ttl, now) }
 	err = s.writeOne(ctx, &pgOne{query: pgHeartbeat, args: args, quiet: true, read: func(w *wtx, row scanner) error {
 		extended, err := w.leaseOutcome(a, "heartbeat", row)
 		t = extended
@@ -262,12 +265,15 @@ var pgBackoffs = func() []int64 {
 	}
 }()
 
+// pgFailArgs are pgFail's arguments: a failed with errText at (unix ms), to be
+// retried if retry.
+func pgFailArgs(a Ack, errText string, retry bool, at int64) []any {
+	set := []any{retry, retry, at, pgBackoffs, len(pgBackoffs) - 1, retry, at, errText, at}
+	return append(append(set, pgLeaseArgs(a, at)...), at, a.Owner, textcut.Bytes(errText, 200), at, a.ID)
+}
+
 func (s *Store) pgFailReq(ctx context.Context, a Ack, errText string, retry bool, t *Todo) *writeReq {
-	args := func(now time.Time) []any {
-		at := ms(now)
-		set := []any{retry, retry, at, pgBackoffs, len(pgBackoffs) - 1, retry, at, errText, at}
-		return append(append(set, pgLeaseArgs(a, at)...), at, a.Owner, textcut.Bytes(errText, 200), at, a.ID)
-	}
+	args := func(now time.Time) []any { return pgFailArgs(a, errText, retry, ms(now)) }
 	return s.oneReq(ctx, &pgOne{query: pgFail, args: args, ack: a.ID, read: func(w *wtx, row scanner) error {
 		failed, err := w.keyedOutcome(a, "fail", row)
 		if *t = failed; err != nil {
@@ -292,13 +298,16 @@ const pgRelease = `WITH changed AS (UPDATE todos SET state = 'pending', owner = 
 		SELECT ?, ?, 'todo.release', 'todo:' || id, 'ok', '' FROM changed RETURNING id)
 	` + pgLeaseOutcome
 
+// pgReleaseArgs are pgRelease's arguments: a released at (unix ms).
+func pgReleaseArgs(a Ack, at int64) []any {
+	return append(append([]any{at, at}, pgLeaseArgs(a, at)...), at, a.Owner, a.ID)
+}
+
 // pgRelease is Release in one statement. It is not pipelined: the watch of this
 // process's own returns must hold its audit row's id before the COMMIT is sent.
 func (s *Store) pgRelease(ctx context.Context, a Ack) (t Todo, err error) {
 	err = s.write(ctx, func(w *wtx) error {
-		at := ms(w.now)
-		args := append(append([]any{at, at}, pgLeaseArgs(a, at)...), at, a.Owner, a.ID)
-		released, auditID, err := w.leaseOutcomeAudited(a, "release", w.queryRow(pgRelease, args...))
+		released, auditID, err := w.leaseOutcomeAudited(a, "release", w.queryRow(pgRelease, pgReleaseArgs(a, ms(w.now))...))
 		if err != nil {
 			return err
 		}

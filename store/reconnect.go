@@ -138,22 +138,34 @@ func (w *writer) beginTx() error {
 // with it, a fleet adds availability rather than write throughput
 // (docs/fleet-state.md). The key is per schema, beside eventmark.go's
 // (1398227540).
-const pgWriterLock = `SELECT pg_advisory_xact_lock(1398227541, hashtext(current_schema()))`
+const pgWriterLock = `SELECT pg_advisory_xact_lock(1398227541, hashtext(current_schema())), ` + pgWriterPlanning
+
+// pgWriterPlanning plans a write transaction's statements, for that transaction
+// only, without sequential scans where an index serves. The writer's statements
+// each find their few rows by an index (on SQLite they name it, INDEXED BY), so
+// a scan of a table is never the way; but PostgreSQL keeps a prepared
+// statement's plan for the connection's life, and a plan made while todos was
+// nearly empty (a new install) scanned the whole table once it was full, on each
+// heartbeat, release, fail or complete, until autovacuum analysed it
+// (TestLeaseWritesPlannedOnAnEmptyTableProbeTheirTodos). A statement no index
+// serves still scans. PostgreSQL's plan cache does not track settings, so a plan
+// made in one write transaction serves the next: every write transaction has
+// this one.
+const pgWriterPlanning = `set_config('enable_seqscan', 'off', true)`
 
 // pgPipelineLock is pgWriterLock for a pipelined batch (pipeline.go), which
 // also sets how the batch's statements are planned (pgPipelinePlanning).
 const pgPipelineLock = pgWriterLock + `, ` + pgPipelinePlanning
 
 // pgPipelinePlanning has a pipelined batch's statements, for its transaction
-// only, run by their generic plans, without sequential scans. Those are the
-// writes of pgOne, each a fixed shape that finds its few todos by an index (by
-// id, by todos_reserved, or its heads by todos_lock_heads): a plan made for the
-// arguments gains nothing, and a scan of the table is never the way (a generic
-// plan chose one for the reservations of several owners, where one owner held a
-// quarter of the todos). Left to choose, PostgreSQL planned the
-// claim of several (pgClaimSet) anew on each run once its queue was deep, for
-// longer than it took to run it: 0.86 ms a batch at 40,000 pending.
-const pgPipelinePlanning = `set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)`
+// only, run by their generic plans (and, as every write, without sequential
+// scans). Those are the writes of pgOne, each a fixed shape that finds its few
+// todos by an index (by id, by todos_reserved, or its heads by
+// todos_lock_heads): a plan made for the arguments gains nothing. Left to
+// choose, PostgreSQL planned the claim of several (pgClaimSet) anew on each run
+// once its queue was deep, for longer than it took to run it: 0.86 ms a batch
+// at 40,000 pending.
+const pgPipelinePlanning = `set_config('plan_cache_mode', 'force_generic_plan', true)`
 
 // dropIdleReads closes the read pool's idle connections: after the server came
 // back, each of them was cut and would fail its next query once.
