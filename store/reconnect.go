@@ -147,8 +147,9 @@ const pgWriterLock = `SELECT pg_advisory_xact_lock(1398227541, hashtext(current_
 // statement's plan for the connection's life, and a plan made while todos was
 // nearly empty (a new install) scanned the whole table once it was full, on each
 // heartbeat, release, fail or complete, until autovacuum analysed it
-// (TestLeaseWritesPlannedOnAnEmptyTableProbeTheirTodos). A statement no index
-// serves still scans. PostgreSQL's plan cache does not track settings, so a plan
+// (TestAcksPlannedOnAnEmptyTableFindTheirTodosById). A statement no index
+// serves still scans (and is not JIT-compiled for its cost: the writer's
+// connection has jit off, openPostgres). PostgreSQL's plan cache does not track settings, so a plan
 // made in one write transaction serves the next: every write transaction has
 // this one.
 const pgWriterPlanning = `set_config('enable_seqscan', 'off', true)`
