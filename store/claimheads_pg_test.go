@@ -31,12 +31,8 @@ func TestEachHeadIsAProbeWhateverTheStatistics(t *testing.T) {
 				{"bench", "agent:b", ttl.Milliseconds(), int64(0), int64(0)},
 				{"bench", "agent:c", ttl.Milliseconds(), int64(0), int64(0)}}
 			pipelined := []string{pipelinePlans}
-			statements := []struct {
-				name  string
-				query string
-				args  []any
-				kept  []string // how it is planned first, from an empty table
-			}{
+			// Each is planned first, from an empty table, as its plannings say.
+			statements := []plannedStatement{
 				{"the head, read", pgHead, pgHeadArgs("bench", now), planModes},
 				{"a claim of one queue's head", pgClaimHead, pgClaimHeadArgs("bench", owner, now, now+ttl.Milliseconds()), writerPlans},
 				{"a claim of one", pgClaimGated, pgClaimGatedArgs("bench", owner, ttl, 0, 0, now), pipelined},
@@ -50,7 +46,7 @@ func TestEachHeadIsAProbeWhateverTheStatistics(t *testing.T) {
 			// todos to find the head it locked when planned with sequential
 			// scans allowed), or as a pipelined batch does.
 			for _, c := range statements {
-				for _, planning := range c.kept {
+				for _, planning := range c.plannings {
 					for range runsToKeepAPlan {
 						checkReadsFew(t, conn, "todos", s.q(c.query), c.args, c.name, planning, false)
 					}
@@ -66,6 +62,14 @@ func TestEachHeadIsAProbeWhateverTheStatistics(t *testing.T) {
 			}
 		})
 	}
+}
+
+// plannedStatement is a statement a test runs with args, planned as each of
+// plannings (a statement each) sets.
+type plannedStatement struct {
+	name, query string
+	args        []any
+	plannings   []string
 }
 
 // statsKinds are the table statistics statsConn can leave: none, or taken now.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"testing"
 	"time"
@@ -17,23 +18,10 @@ func TestClaimFindsReservationsByTheirIndex(t *testing.T) {
 	s := pgSeeded(t, "bench", 5000)
 	ctx := context.Background()
 	at := ms(s.now())
-	rows, err := s.rdb.QueryContext(ctx, "EXPLAIN "+s.q(pgClaimGated), pgClaimGatedArgs("bench", "agent:a", time.Minute, 0, 0, at)...)
+	text, err := planText(s.rdb.QueryContext(ctx, "EXPLAIN "+s.q(pgClaimGated), pgClaimGatedArgs("bench", "agent:a", time.Minute, 0, 0, at)...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, line)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Join(plan, "\n")
 	start, end := strings.Index(text, "CTE mine"), strings.Index(text, "CTE head")
 	if start < 0 || end < start {
 		t.Fatalf("no CTE mine before CTE head in the plan:\n%s", text)
@@ -41,6 +29,23 @@ func TestClaimFindsReservationsByTheirIndex(t *testing.T) {
 	if mine := text[start:end]; !strings.Contains(mine, "todos_reserved") || strings.Contains(mine, "todos_claimable") {
 		t.Fatalf("the reservation lookup does not go by todos_reserved alone:\n%s", mine)
 	}
+}
+
+// planText reads the rows of an EXPLAIN as its text, a line each.
+func planText(rows *sql.Rows, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return "", err
+		}
+		plan = append(plan, line)
+	}
+	return strings.Join(plan, "\n"), rows.Err()
 }
 
 // pgStore opens a store on a new PostgreSQL schema.

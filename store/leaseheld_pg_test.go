@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -50,18 +51,10 @@ func acksPlannedOnAnEmptyTable(t *testing.T, stats string) {
 	conn := statsConn(t, s, "todos", stats)
 	now := ms(s.now())
 	pipelined := []string{pipelinePlans}
-	acks := func(a Ack) []struct {
-		name, query string
-		args        []any
-		plannings   []string
-	} {
+	acks := func(a Ack) []plannedStatement {
 		set := [][]any{{a.ID, a.Owner, a.LeaseSeq, "", []string(nil)}, {a.ID - 1, a.Owner, a.LeaseSeq, "", []string(nil)}}
-		return []struct {
-			name, query string
-			args        []any
-			plannings   []string
-		}{
-			{"a complete", pgComplete, pgCompleteArgs(a, "", now), append(writerPlans, pipelined...)},
+		return []plannedStatement{
+			{"a complete", pgComplete, pgCompleteArgs(a, "", now), slices.Concat(writerPlans, pipelined)},
 			{"a complete of several", pgCompleteSet, pgCompleteSetKind.args(now, set), pipelined},
 			{"a heartbeat", pgHeartbeat, pgHeartbeatArgs(a, time.Minute, s.now()), writerPlans},
 			{"a release", pgRelease, pgReleaseArgs(a, now), writerPlans},

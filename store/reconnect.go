@@ -149,9 +149,9 @@ const pgWriterLock = `SELECT pg_advisory_xact_lock(1398227541, hashtext(current_
 // heartbeat, release, fail or complete, until autovacuum analysed it
 // (TestAcksPlannedOnAnEmptyTableFindTheirTodosById). A statement no index
 // serves still scans (and is not JIT-compiled for its cost: the writer's
-// connection has jit off, openPostgres). PostgreSQL's plan cache does not track settings, so a plan
-// made in one write transaction serves the next: every write transaction has
-// this one.
+// connection has jit off, openPostgres). PostgreSQL's plan cache does not
+// track settings, so a plan made in one write transaction serves the next:
+// every write transaction has this one.
 const pgWriterPlanning = `set_config('enable_seqscan', 'off', true)`
 
 // pgPipelineLock is pgWriterLock for a pipelined batch (pipeline.go), which
