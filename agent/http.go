@@ -205,7 +205,11 @@ func (a *Agent) authenticate(w http.ResponseWriter, r *http.Request) (store.Endp
 		http.Error(w, "unauthorized: unknown or revoked credential", http.StatusUnauthorized)
 		return store.Endpoint{}, false
 	case err != nil:
-		a.log.Error("authenticate agent", "err", err)
+		// Every request fails so while the database is away: the log says so
+		// once in a while, with the count, as for tool calls.
+		if n := a.failures.Note("authenticate", a.st.Now()); n > 0 {
+			a.log.Error("authenticate agent", "err", err, "failed", n)
+		}
 		http.Error(w, "service unavailable", http.StatusServiceUnavailable)
 		return store.Endpoint{}, false
 	}

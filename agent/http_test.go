@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"slices"
@@ -399,5 +400,22 @@ func TestStreamsAreNotBufferedByProxies(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Accel-Buffering") != "no" {
 			t.Errorf("%s: HTTP %d, X-Accel-Buffering %q", name, resp.StatusCode, resp.Header.Get("X-Accel-Buffering"))
 		}
+	}
+}
+
+// While the database cannot check credentials, every request is answered 503,
+// and the log says so once in a while with the count, not once a request.
+func TestCredentialCheckFailuresLoggedOnce(t *testing.T) {
+	var logs testkit.LockedBuffer
+	e := newEnv(t, func(c *envConfig) { c.agent.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	_, cred := e.endpoint("authed", []string{"inbox"}, nil)
+	e.st.Close() // the checks fail as they do while the database is away
+	for range 5 {
+		if resp, body := e.raw(http.MethodPost, cred, "", initializeBody, nil); resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("a credential the database cannot check: %d %s", resp.StatusCode, body)
+		}
+	}
+	if n := strings.Count(logs.String(), "authenticate agent"); n != 1 {
+		t.Fatalf("logged %d times for 5 refused requests:\n%s", n, logs.String())
 	}
 }

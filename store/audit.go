@@ -45,6 +45,9 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, err
 		f.Limit = 100
 	}
 	f.Limit = min(f.Limit, 1000)
+	if s.unmatchable(&f.Actor, &f.Action, &f.Target) {
+		return nil, nil
+	}
 	if strings.HasSuffix(f.Action, ".") {
 		return s.listAuditUnder(ctx, f)
 	}

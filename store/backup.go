@@ -32,6 +32,9 @@ func LockForServe(path string) (unlock func(), err error) {
 	if IsPostgres(path) {
 		return func() {}, nil
 	}
+	if err := CheckDB(path); err != nil {
+		return nil, err
+	}
 	f, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("store: lock %s: %w", path, err)
@@ -73,6 +76,9 @@ func (s *Store) Backup(ctx context.Context, dst string) error {
 func Restore(ctx context.Context, src, dst string) (string, error) {
 	if IsPostgres(dst) {
 		return "", PgDumpAdvice("restore", dst)
+	}
+	if err := CheckDB(dst); err != nil {
+		return "", err
 	}
 	// Held for the whole restore, so serve cannot start on a half-done file.
 	unlock, err := LockForServe(dst)

@@ -43,6 +43,9 @@ func (f Failed) describe() string {
 // returns how many it retried; after an error, those retried in earlier chunks stay
 // retried.
 func (s *Store) RetryFailed(ctx context.Context, f Failed, actor string) (int, error) {
+	if s.unmatchable(&f.Queue, f.Error) {
+		return 0, nil
+	}
 	before := ms(s.now())
 	detail := f.describe()
 	total := 0

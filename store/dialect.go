@@ -32,12 +32,6 @@ const (
 	postgresDialect
 )
 
-// IsPostgres reports whether db, the --db value, names a PostgreSQL server
-// (a postgres:// or postgresql:// URL) rather than a SQLite file.
-func IsPostgres(db string) bool {
-	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
-}
-
 var (
 	hintRE     = regexp.MustCompile(`\s+(INDEXED BY\s+\w+|NOT INDEXED)\b`)
 	isParamRE  = regexp.MustCompile(`\bIS (NOT )?\?`)
@@ -103,6 +97,22 @@ func numberParams(q string) string {
 		b.WriteByte(c)
 	}
 	return b.String()
+}
+
+// unmatchable reports whether a filter's texts can match no stored row because
+// one is not UTF-8, on PostgreSQL, which refuses to compare such text (and
+// stores none: see pgText): the listing is empty, as on SQLite, rather than an
+// error. A nil pointer is no text.
+func (s *Store) unmatchable(texts ...*string) bool {
+	if !s.pg {
+		return false
+	}
+	for _, t := range texts {
+		if t != nil && !utf8.ValidString(*t) {
+			return true
+		}
+	}
+	return false
 }
 
 // q is query in this store's dialect.

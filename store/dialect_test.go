@@ -25,29 +25,6 @@ func TestToPostgres(t *testing.T) {
 	}
 }
 
-func TestIsPostgres(t *testing.T) {
-	for db, want := range map[string]bool{
-		"postgres://u@h/db": true, "postgresql://h/db": true, "./switchboard.db": false,
-		"/var/lib/switchboard/switchboard.db": false, "postgres.db": false,
-	} {
-		if IsPostgres(db) != want {
-			t.Errorf("IsPostgres(%q) = %v", db, !want)
-		}
-	}
-}
-
-func TestRedactURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"postgres://sb:hunter2@db:5432/sb":     "postgres://sb:xxxxx@db:5432/sb",
-		"postgres://sb@db/sb?password=hunter2": "postgres://sb@db/sb?password=xxxxx",
-		"postgresql://db/sb?sslmode=require":   "postgresql://db/sb?sslmode=require",
-	} {
-		if got := redactURL(in); got != want {
-			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestPgTextKeepsTextStorable(t *testing.T) {
 	args := []any{"plain", "nul\x00here", "bad\xffbyte", []byte("raw\x00"), int64(7)}
 	pgText(args)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -18,12 +17,11 @@ import (
 // to the server as well as its disk: that is the floor a store on it stands on.
 func measurePostgresFloor(ctx context.Context, dbURL string, d time.Duration) (float64, error) {
 	fail := func(err error) error {
-		return fmt.Errorf("store: measure floor on %s: %w", redactURL(dbURL), err)
+		return fmt.Errorf("store: measure floor on %s: %w", Redacted(dbURL), err)
 	}
-	cfg, err := pgx.ParseConfig(dbURL)
+	cfg, err := parsePostgres(dbURL)
 	if err != nil {
-		// pgx's parse errors quote the whole string, password and all.
-		return 0, fmt.Errorf("store: measure floor: %s is not a PostgreSQL URL pgx can read", redactURL(dbURL))
+		return 0, fmt.Errorf("measure floor: %w", err)
 	}
 	cfg.RuntimeParams["synchronous_commit"] = "on"
 	db := stdlib.OpenDB(*cfg)

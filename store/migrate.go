@@ -168,8 +168,11 @@ func (s *Store) checkSchema(ctx context.Context) error {
 	}
 	applied, err := appliedVersions(ctx, s.rdb)
 	if s.pg && pgErrorCode(err) == "42P01" { // undefined_table: the schema is empty, a file not yet made
-		return fmt.Errorf("store: %s holds no Switchboard tables yet (serve creates them; is that the schema you meant?): %w",
-			s.path, fs.ErrNotExist)
+		return s.noTables()
+	}
+	if s.pg && pgErrorCode(err) == "42501" { // insufficient_privilege
+		return fmt.Errorf("store: %s: the role may not read Switchboard's tables (GRANT it the rights, "+
+			"or connect as the role serve uses): %w", s.path, err)
 	}
 	if err != nil {
 		return fmt.Errorf("store: %s: %w", s.path, ErrNotSwitchboard)
@@ -180,6 +183,28 @@ func (s *Store) checkSchema(ctx context.Context) error {
 			return fmt.Errorf("store: %s lacks migration %s: start serve with this Switchboard once to migrate it "+
 				"(a command that writes migrates it too, when no serve runs)", s.path, m.name)
 		}
+	}
+	return nil
+}
+
+// noTables says that the PostgreSQL schema s opened was never migrated.
+func (s *Store) noTables() error {
+	return fmt.Errorf("store: %s holds no Switchboard tables yet (serve creates them; is that the schema you meant?): %w",
+		s.path, fs.ErrNotExist)
+}
+
+// requireTables refuses, under Options.MustExist, a PostgreSQL schema that was
+// never migrated (noTables), before the writer's connection migrates it.
+func (s *Store) requireTables(ctx context.Context) error {
+	if !s.opts.MustExist {
+		return nil
+	}
+	var found bool
+	if err := s.wdb.QueryRowContext(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&found); err != nil {
+		return fmt.Errorf("store: look for Switchboard's tables in %s: %w", s.path, err)
+	}
+	if !found {
+		return s.noTables()
 	}
 	return nil
 }

@@ -71,10 +71,10 @@ func schemaAfterMigrations(t *testing.T, db string, describe func(context.Contex
 	s := openAt(t, db)
 	lines, err := describe(context.Background(), s.rdb)
 	if err != nil {
-		t.Fatalf("describe %s: %v", redactURL(db), err)
+		t.Fatalf("describe %s: %v", Redacted(db), err)
 	}
 	if len(lines) == 0 {
-		t.Fatalf("describe %s: no tables", redactURL(db))
+		t.Fatalf("describe %s: no tables", Redacted(db))
 	}
 	slices.Sort(lines)
 	return lines

@@ -25,11 +25,39 @@ type cutProxy struct {
 }
 
 func newCutProxy(t *testing.T, upstream string) *cutProxy {
+	p := &cutProxy{}
+	p.addr = loopbackProxy(t, upstream, func(client, server net.Conn) (toServer, toClient func()) {
+		return func() { io.Copy(server, client); server.Close() }, func() { p.serve(client, server) }
+	})
+	return p
+}
+
+// openThroughProxy opens a store on a fresh schema whose connections go through
+// the proxy newProxy starts in front of the server (it returns the proxy's
+// address); the store is closed when the test ends.
+func openThroughProxy(t *testing.T, newProxy func(upstream string) string) *Store {
+	t.Helper()
+	u, err := url.Parse(testkit.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = newProxy(u.Host)
+	s, err := Open(context.Background(), u.String(), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// loopbackProxy listens on loopback until the test ends, dials upstream for
+// each connection it accepts, and runs the two directions pipe gives for the
+// pair, each on a goroutine of its own; it returns its address.
+func loopbackProxy(t *testing.T, upstream string, pipe func(client, server net.Conn) (toServer, toClient func())) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{addr: ln.Addr().String()}
 	var wg sync.WaitGroup
 	t.Cleanup(func() { ln.Close(); wg.Wait() })
 	wg.Add(1)
@@ -45,13 +73,13 @@ func newCutProxy(t *testing.T, upstream string) *cutProxy {
 				c.Close()
 				continue
 			}
-			wg.Add(1)
-			go func() { defer wg.Done(); io.Copy(u, c); u.Close() }()
-			wg.Add(1)
-			go func() { defer wg.Done(); p.serve(c, u) }()
+			toServer, toClient := pipe(c, u)
+			wg.Add(2)
+			go func() { defer wg.Done(); toServer() }()
+			go func() { defer wg.Done(); toClient() }()
 		}
 	}()
-	return p
+	return ln.Addr().String()
 }
 
 // serve copies the server's bytes to the client until it cuts them.
@@ -82,18 +110,9 @@ func (p *cutProxy) serve(client, server net.Conn) {
 // second claim of another todo for one ClaimNext). It fails as a whole, as a
 // COMMIT whose answer was lost does (reconnect.go), and the next write commits.
 func TestPipelinedBatchCutAfterItsCommitRunsOnce(t *testing.T) {
-	u, err := url.Parse(testkit.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newCutProxy(t, u.Host)
-	u.Host = p.addr
+	var p *cutProxy
+	s := openThroughProxy(t, func(upstream string) string { p = newCutProxy(t, upstream); return p.addr })
 	ctx := context.Background()
-	s, err := Open(ctx, u.String(), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	addTodos(t, s, "inbox", 3)
 	p.armed.Store(true)
 	_, ok, err := s.ClaimNext(ctx, "agent:c", []string{"inbox"}, time.Minute)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -22,10 +23,9 @@ import (
 
 // openPostgres opens the write connection (migrating through it) and the read pool.
 func (s *Store) openPostgres(ctx context.Context) error {
-	cfg, err := pgx.ParseConfig(s.dsn)
+	cfg, err := parsePostgres(s.dsn)
 	if err != nil {
-		// pgx's parse errors quote the whole string, password and all.
-		return fmt.Errorf("store: %s is not a PostgreSQL URL pgx can read", s.path)
+		return err
 	}
 	s.pgcfg = cfg
 	if !s.opts.ReadOnly {
@@ -47,6 +47,10 @@ func (s *Store) openPostgres(ctx context.Context) error {
 		if err := s.wdb.PingContext(ctx); err != nil {
 			s.wdb.Close()
 			return connectError(cfg, err)
+		}
+		if err := s.requireTables(ctx); err != nil {
+			s.wdb.Close()
+			return err
 		}
 		if err := s.migrate(ctx); err != nil {
 			s.wdb.Close()
@@ -79,13 +83,14 @@ func (s *Store) openPostgres(ctx context.Context) error {
 // connectError says, in one line, which server was tried and why it did not take
 // the connection, without the password.
 func connectError(cfg *pgx.ConnConfig, err error) error {
-	where := net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port))
-	if strings.HasPrefix(cfg.Host, "/") {
-		where = cfg.Host
-	}
 	why := err.Error()
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
+	var notPG *pgproto3.ExceededMaxBodyLenErr
+	if pgconn.Timeout(err) {
+		why = fmt.Sprintf("no answer within %s (a connect_timeout in the URL waits longer)", cfg.ConnectTimeout)
+	} else if errors.As(err, &notPG) {
+		why = "what answered there does not speak PostgreSQL's protocol (is that PostgreSQL's port?)"
+	} else if errors.As(err, &pe) {
 		why = pe.Message
 		switch pe.Code {
 		case "28P01", "28000":
@@ -96,7 +101,16 @@ func connectError(cfg *pgx.ConnConfig, err error) error {
 	} else if i := strings.LastIndex(why, ": "); i >= 0 {
 		why = why[i+2:] // pgx prefixes the whole configuration; the cause is last
 	}
-	return fmt.Errorf("store: PostgreSQL at %s (database %q, user %q): %s: %w", where, cfg.Database, cfg.User, why, ErrUnreachable)
+	return fmt.Errorf("store: PostgreSQL at %s: %s: %w", pgWhere(cfg), why, ErrUnreachable)
+}
+
+// pgWhere names the server cfg dials, and as whom.
+func pgWhere(cfg *pgx.ConnConfig) string {
+	where := net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port))
+	if strings.HasPrefix(cfg.Host, "/") {
+		where = fmt.Sprintf("%s (port %d)", cfg.Host, cfg.Port)
+	}
+	return fmt.Sprintf("%s (database %q, user %q)", where, cfg.Database, cfg.User)
 }
 
 // ErrSQLiteOnly: what was asked works on a SQLite file only.
@@ -104,58 +118,58 @@ var ErrSQLiteOnly = errors.New("SQLite only")
 
 // pgDumpAdvice refuses a SQLite-only file operation on PostgreSQL, with the
 // command that does the job there.
-func (s *Store) pgDumpAdvice(what string) error { return PgDumpAdvice(what, s.path) }
+func (s *Store) pgDumpAdvice(what string) error { return PgDumpAdvice(what, s.dsn) }
 
-// PgDumpAdvice is pgDumpAdvice for a --db value, before any store is open (the CLI's
-// restore, which must not connect or lock anything).
+// PgDumpAdvice is pgDumpAdvice for a --db value, before any store is open (the
+// CLI's backup and restore, which must not connect or lock anything). what is
+// "backup" or "restore"; the command it gives may be pasted as it is, the
+// password (never shown) coming from PGPASSWORD or ~/.pgpass.
 func PgDumpAdvice(what, db string) error {
+	target, withoutPassword := pgDumpTarget(db)
+	password := ""
+	if withoutPassword {
+		password = ", with the password in PGPASSWORD or ~/.pgpass"
+	}
+	if what == "restore" {
+		server, _ := Pasteable(db)
+		if u, err := url.Parse(maskURLPassword(db, "")); err == nil && strings.Contains(db, "://") && u.Query().Has("search_path") {
+			q := u.Query()
+			q.Del("search_path")
+			u.RawQuery = q.Encode()
+			server = shellQuote(u.String())
+		}
+		return fmt.Errorf("store: restore works on a SQLite file; on PostgreSQL restore pg_dump's archive with "+
+			"pg_restore, serve stopped: pg_restore --clean --if-exists --dbname=%s switchboard.dump%s: %w",
+			server, password, ErrSQLiteOnly)
+	}
 	return fmt.Errorf("store: %s works on a SQLite file; on PostgreSQL back up with pg_dump: "+
-		"pg_dump --format=custom --file=switchboard.dump %s (restore with pg_restore --clean --dbname=URL "+
-		"switchboard.dump, serve stopped): %w", what, pgDumpTarget(db), ErrSQLiteOnly)
+		"pg_dump --format=custom --file=switchboard.dump %s%s (restore it with pg_restore, serve stopped): %w",
+		what, target, password, ErrSQLiteOnly)
 }
 
-// pgDumpTarget is what pg_dump is to dump for db, password masked: libpq takes no
-// search_path in a URL, so a schema named there becomes --schema.
-func pgDumpTarget(db string) string {
-	u, err := url.Parse(redactURL(db))
+// pgDumpTarget is what pg_dump is to dump for db, as pasteable (see Pasteable):
+// libpq takes no search_path in a URL, so a schema named there becomes --schema.
+func pgDumpTarget(db string) (target string, withoutPassword bool) {
+	arg, withoutPassword := Pasteable(db)
+	if !strings.Contains(db, "://") {
+		return arg, withoutPassword
+	}
+	u, err := url.Parse(maskURLPassword(db, ""))
 	if err != nil {
-		return redactURL(db)
+		return arg, withoutPassword
 	}
 	q := u.Query()
 	schema := q.Get("search_path")
 	if schema == "" {
-		return fmt.Sprintf("%q", u.String())
+		return arg, withoutPassword
 	}
 	q.Del("search_path")
 	u.RawQuery = q.Encode()
-	return fmt.Sprintf("--schema=%s %q", schema, u.String())
+	return "--schema=" + shellQuote(schema) + " " + shellQuote(u.String()), withoutPassword
 }
 
 // ErrUnreachable: the database server did not take the connection.
 var ErrUnreachable = errors.New("database unreachable")
-
-// Redacted is a --db value as a message or log line may show it: a SQLite path as
-// it is, a PostgreSQL URL with its password masked.
-func Redacted(db string) string {
-	if IsPostgres(db) {
-		return redactURL(db)
-	}
-	return db
-}
-
-// redactURL is a PostgreSQL URL as it may be shown: its password masked.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "postgres://…"
-	}
-	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.Redacted()
-}
 
 // pgMigrationLock is the advisory lock key migrations run under, per schema, so two
 // processes starting at once do not both migrate (tests run a schema each).

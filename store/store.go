@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -55,6 +56,11 @@ type Options struct {
 	// pending is an older Switchboard, which would not start again on the
 	// migrated file.
 	MigrateUnservedOnly bool
+	// MustExist refuses (fs.ErrNotExist) a database without Switchboard's tables
+	// rather than making them: a missing SQLite file, a PostgreSQL schema that
+	// was never migrated. The CLI's commands that act on what is there take it,
+	// so that a mistyped --db is reported rather than filled.
+	MustExist bool
 	// SecretKey (32 bytes) seals webhook signing secrets at rest; nil stores them as
 	// plaintext. Open refuses a key that does not open the secrets already stored.
 	SecretKey []byte
@@ -121,9 +127,15 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		h, _ := bcrypt.GenerateFromPassword([]byte("switchboard-timing-equaliser"), opts.PasswordCost)
 		return h
 	})
+	if err := CheckDB(path); err != nil {
+		return nil, err
+	}
 	if pg {
-		s.path = redactURL(path)
+		s.path = Redacted(path)
 	} else {
+		if _, err := os.Stat(path); opts.MustExist && errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("store: no database at %s: %w", path, fs.ErrNotExist)
+		}
 		if err := prepareFile(ctx, path, opts.ReadOnly); err != nil {
 			return nil, err
 		}
@@ -352,6 +364,12 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	if err != nil && s.pg && connectFailed(err) {
 		return s.unreachable(err)
+	}
+	if err != nil && s.pg && ctx.Err() != nil {
+		// The read pool's connections are the server's alone to answer: one
+		// that does not, in the time given, is a server frozen or cut off,
+		// which a restart of this process would not mend.
+		return fmt.Errorf("store: PostgreSQL at %s did not answer in time: %w", pgWhere(s.pgcfg), ErrUnreachable)
 	}
 	if err != nil {
 		return fmt.Errorf("store: ping: %w", err)

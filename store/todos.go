@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -291,6 +292,16 @@ type TodoFilter struct {
 
 // ListTodos lists compact todos (no payload), newest first.
 func (s *Store) ListTodos(ctx context.Context, f TodoFilter) ([]Todo, error) {
+	if s.unmatchable(&f.State, f.LastError, &f.Search.Key, &f.Search.TodoKey, &f.Search.Source, &f.Search.Type,
+		&f.Search.Error, &f.Search.Holder) {
+		return nil, nil
+	}
+	if queues := slices.DeleteFunc(slices.Clone(f.Queues), func(q string) bool { return s.unmatchable(&q) }); len(queues) < len(f.Queues) {
+		if len(queues) == 0 {
+			return nil, nil // only queues no todo can be on
+		}
+		f.Queues = queues
+	}
 	q, args := todoListQuery(f, s.pg)
 	rows, err := s.query(ctx, q, args...)
 	if err != nil {

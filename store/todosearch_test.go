@@ -125,6 +125,14 @@ func TestSearchTodos(t *testing.T) {
 		{"holder by agent id", TodoFilter{Search: TodoSearch{Holder: "b"}}, []int64{f.heldB}},
 		{"holder of done work", TodoFilter{Search: TodoSearch{Holder: "agent:w"}}, nil},
 		{"everything", TodoFilter{Search: TodoSearch{Key: "d-1", Source: "human:2", Type: "push"}}, []int64{f.replay}},
+		// Text that is not UTF-8 matches no stored text (none is stored): on
+		// PostgreSQL, which refuses to compare it, as on SQLite.
+		{"error not UTF-8", TodoFilter{Search: TodoSearch{Error: "bad\xffutf"}}, nil},
+		{"holder not UTF-8", TodoFilter{Search: TodoSearch{Holder: "agent:\xff"}}, nil},
+		{"key not UTF-8", TodoFilter{Search: TodoSearch{Key: "d-\xff", TodoKey: "k\xfe"}}, nil},
+		{"source and type not UTF-8", TodoFilter{Search: TodoSearch{Source: "\xff", Type: "\xff"}}, nil},
+		{"queue not UTF-8", TodoFilter{Queues: []string{"\xff"}}, nil},
+		{"dead letters of an error not UTF-8", TodoFilter{State: StateFailed, LastError: ptr("\xff")}, nil},
 	} {
 		got, err := f.s.ListTodos(context.Background(), c.f)
 		if err != nil {
@@ -192,4 +200,38 @@ func TestSearchTodosWalksAnIndex(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A filter of text that is not UTF-8 lists nothing, and retries nothing, on
+// either database, rather than failing.
+func TestFiltersOfTextThatIsNotUTF8MatchNothing(t *testing.T) {
+	f := newSearchFixture(t)
+	ctx := context.Background()
+	for _, af := range []AuditFilter{{Actor: "human:\xff"}, {Action: "todo.\xff"}, {Action: "\xff."}, {Target: "todo:\xff"}} {
+		if got, err := f.s.ListAudit(ctx, af); err != nil || len(got) != 0 {
+			t.Errorf("audit %#v: %d rows, %v", af, len(got), err)
+		}
+	}
+	inbox, err := f.s.ListTodos(ctx, TodoFilter{Queues: []string{"inbox"}})
+	if err != nil || len(inbox) == 0 {
+		t.Fatalf("inbox: %v, %v", inbox, err)
+	}
+	if got, err := f.s.ListTodos(ctx, TodoFilter{Queues: []string{"inbox", "\xff"}}); err != nil || !slices.Equal(ids(got), ids(inbox)) {
+		t.Errorf("inbox and a queue not UTF-8: %v, %v; want inbox's %v", ids(got), err, ids(inbox))
+	}
+	for _, ff := range []Failed{{Queue: "\xff"}, {Error: ptr("bad\xffutf")}} {
+		if n, err := f.s.RetryFailed(ctx, ff, "human:test"); err != nil || n != 0 {
+			t.Errorf("retry %#v: %d, %v", ff, n, err)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func ids(todos []Todo) []int64 {
+	var out []int64
+	for _, td := range todos {
+		out = append(out, td.ID)
+	}
+	return out
 }

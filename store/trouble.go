@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"modernc.org/sqlite"
@@ -62,8 +63,18 @@ func (s *Store) SetMaxPages(ctx context.Context, n int64) error {
 }
 
 // diskTrouble reports whether err is the disk or the file failing rather than the
-// write's own business (a conflict, a missing row).
+// write's own business (a conflict, a missing row). On PostgreSQL: the server
+// out of disk, memory or connections (class 53), its I/O failing (58), data
+// corrupted (XX001, XX002), or the database read-only (25006: a replica, or
+// default_transaction_read_only), which every write meets until someone acts.
 func diskTrouble(err error) bool {
+	switch code := pgErrorCode(err); {
+	case strings.HasPrefix(code, "53"), strings.HasPrefix(code, "58"),
+		code == "XX001", code == "XX002", code == "25006":
+		return true
+	case code != "":
+		return false
+	}
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
 		return false

@@ -3,12 +3,14 @@ package store
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
@@ -76,5 +78,52 @@ func TestWriteTroubleWhileTheDiskIsFull(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "writes succeed again") {
 		t.Fatalf("the end of the spell was not logged:\n%s", logs.String())
+	}
+}
+
+// On PostgreSQL a write the server refuses for its own sake (out of disk, here
+// raised by a trigger with that code, or a read-only database) starts a spell
+// of trouble too, so that /readyz fails while writes do; a business refusal
+// does not, and a commit ends it as on SQLite.
+func TestWriteTroubleOnPostgres(t *testing.T) {
+	db := testkit.PostgresURL(t)
+	ctx := context.Background()
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s, err := Open(ctx, db, Options{Now: clock.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Retry(ctx, 999, "human:test"); err == nil || s.WriteTrouble() != nil {
+		t.Fatalf("a missing todo: %v, trouble %v", err, s.WriteTrouble())
+	}
+	admin, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	for _, code := range []string{"disk_full", "read_only_sql_transaction"} {
+		if _, err := admin.Exec(ctx, `CREATE OR REPLACE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS
+			$$BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = '`+code+`'; END$$;
+			CREATE OR REPLACE TRIGGER refuse BEFORE INSERT ON todos FOR EACH ROW EXECUTE FUNCTION refuse()`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "x"}); err == nil {
+			t.Fatalf("%s: the write went through", code)
+		}
+		if tr := s.WriteTrouble(); tr == nil || !strings.Contains(tr.Err, "refused") {
+			t.Fatalf("%s: trouble = %v", code, tr)
+		}
+		if _, err := admin.Exec(ctx, `DROP TRIGGER refuse ON todos`); err != nil {
+			t.Fatal(err)
+		}
+		clock.Add(time.Second)
+		if _, err := s.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Add(troubleLinger)
+		if tr := s.WriteTrouble(); tr != nil {
+			t.Fatalf("%s: trouble %v after a commit and %v without a refusal", code, tr, troubleLinger)
+		}
 	}
 }

@@ -56,8 +56,11 @@ func openStoreROWith(ctx context.Context, env *environ, path string, opts store.
 // requireDatabase is noDatabase when nothing is at path, for commands that must
 // not create the database.
 func requireDatabase(path string) error {
+	if err := store.CheckDB(path); err != nil {
+		return err
+	}
 	if store.IsPostgres(path) {
-		return nil // a missing schema is the store's to say
+		return nil // a schema without Switchboard's tables is the store's to say (Options.MustExist)
 	}
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return noDatabase(path)
@@ -206,10 +209,18 @@ func (o operatorCmd) list(ctx context.Context, env *environ, args []string) erro
 // openExisting opens the database for a command that changes what must already be
 // there: a mistyped --db is reported, not created.
 func openExisting(ctx context.Context, env *environ, path string) (*store.Store, error) {
+	return openExistingWith(ctx, env, path, store.Options{})
+}
+
+// openExistingWith is openExisting with opts: on SQLite the file must be there,
+// on PostgreSQL the schema must hold Switchboard's tables, so that a mistyped
+// --db is reported rather than made.
+func openExistingWith(ctx context.Context, env *environ, path string, opts store.Options) (*store.Store, error) {
 	if err := requireDatabase(path); err != nil {
 		return nil, err
 	}
-	return openStore(ctx, env, path)
+	opts.MustExist = true
+	return openStoreWith(ctx, env, path, opts)
 }
 
 func (o operatorCmd) create(ctx context.Context, env *environ, args []string) error {

@@ -20,11 +20,11 @@ func runBackup(ctx context.Context, env *environ, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if store.IsPostgres(*db) {
+		return store.PgDumpAdvice("backup", *db) // whether or not the server answers, whatever --to says
+	}
 	if *to == "" {
 		return usageErr("--to is required")
-	}
-	if store.IsPostgres(*db) {
-		return store.PgDumpAdvice("backup", *db) // whether or not the server answers
 	}
 	// A database not yet migrated (before an upgrade's first serve) is backed
 	// up as it is: that copy is the way back to the Switchboard it came from.
@@ -48,6 +48,9 @@ func runRestore(ctx context.Context, env *environ, args []string) error {
 	from := fs.String("from", "", "the backup to restore")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if store.IsPostgres(*db) {
+		return store.PgDumpAdvice("restore", *db)
 	}
 	if *from == "" {
 		return usageErr("--from is required")

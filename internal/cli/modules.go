@@ -334,10 +334,7 @@ func modulesApprove(ctx context.Context, env *environ, args []string) error {
 	}
 	// Approving in a database that does not exist yet would create an empty one
 	// and then find nothing to approve.
-	if err := requireDatabase(*db); err != nil {
-		return err
-	}
-	st, err := openStore(ctx, env, *db)
+	st, err := openExisting(ctx, env, *db)
 	if err != nil {
 		return err
 	}

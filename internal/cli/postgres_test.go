@@ -106,16 +106,22 @@ func TestCommandsOnPostgres(t *testing.T) {
 func TestSQLiteOnlyCommandsOnPostgres(t *testing.T) {
 	db := pgWithPassword(t)
 	dir := t.TempDir()
-	for _, args := range [][]string{
-		{"backup", "--db", db, "--to", dir + "/b.db"},
-		{"restore", "--db", db, "--from", dir + "/b.db"},
-	} {
-		_, stderr := cliPG(t, 1, "", args...)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
 		// libpq takes no search_path in a URL: the test's schema is pg_dump's --schema.
-		if !strings.Contains(stderr, "SQLite") || !strings.Contains(stderr, "pg_dump --format=custom --file=switchboard.dump --schema=t_") ||
-			strings.Contains(stderr, "search_path") ||
+		{[]string{"backup", "--db", db, "--to", dir + "/b.db"}, "pg_dump --format=custom --file=switchboard.dump --schema=t_"},
+		{[]string{"backup", "--db", db}, "pg_dump --format=custom --file=switchboard.dump --schema=t_"},
+		{[]string{"restore", "--db", db, "--from", dir + "/b.db"}, "pg_restore --clean --if-exists --dbname="},
+		{[]string{"restore", "--db", db}, "pg_restore --clean --if-exists --dbname="},
+	} {
+		_, stderr := cliPG(t, 1, "", c.args...)
+		if !strings.Contains(stderr, "SQLite") || !strings.Contains(stderr, c.want) ||
+			strings.Contains(stderr, "search_path") || strings.Contains(stderr, "xxxxx") ||
+			!strings.Contains(stderr, "with the password in PGPASSWORD") ||
 			strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
-			t.Errorf("%s on PostgreSQL: %q, want one line saying it is SQLite only, with the pg_dump command", args[0], stderr)
+			t.Errorf("%q on PostgreSQL: %q, want one line saying it is SQLite only, with %q and no password", c.args, stderr, c.want)
 		}
 	}
 	_, stderr := cliPG(t, 2, "", "serve", "--db", db, "--synchronous", "NORMAL", "--listen", "127.0.0.1:0")
@@ -149,9 +155,12 @@ func TestServeOnPostgres(t *testing.T) {
 		t.Errorf("/readyz on PostgreSQL: %d %s", resp.StatusCode, body)
 	}
 	all := strings.Join(lines, "\n") + string(body) + logs.String()
+	// The next steps are to be pasted: the URL without its password (a masked
+	// one would not log in), and where the password goes instead.
 	if strings.Contains(all, pgTestPassword) || !strings.Contains(lines[1], "operator create") ||
-		!strings.Contains(lines[1], "postgres://postgres:xxxxx@") {
-		t.Errorf("serve shows the password, or no masked URL in its next steps:\n%s", all)
+		!strings.Contains(lines[1], "--db 'postgres://postgres@") || strings.Contains(lines[1], "xxxxx") ||
+		!strings.Contains(lines[1], "with the password in PGPASSWORD") {
+		t.Errorf("serve shows the password, or its next steps cannot be pasted:\n%s", all)
 	}
 }
 
@@ -162,6 +171,61 @@ func TestReadCommandOnAnEmptySchema(t *testing.T) {
 	_, stderr := cliPG(t, 1, "", "todo", "list", "--db", db)
 	if !strings.Contains(stderr, "holds no Switchboard tables yet") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 		t.Errorf("todo list on an empty schema: %q", stderr)
+	}
+}
+
+// A command that acts on what is there (cancel, rotate, resume, approve,
+// revoke, log out) says an empty schema holds no Switchboard tables, and leaves
+// it empty, rather than making the tables to find nothing in them: a mistyped
+// --db is not filled.
+func TestActingCommandsOnAnEmptySchemaMakeNothing(t *testing.T) {
+	db := pgWithPassword(t)
+	for _, args := range [][]string{
+		{"todo", "cancel", "1", "--db", db},
+		{"todo", "release", "1", "--db", db},
+		{"todo", "retry", "1", "--db", db},
+		{"endpoint", "revoke", "1", "--db", db},
+		{"webhook", "rotate", "1", "--db", db},
+		{"webhook", "delete", "1", "--db", db},
+		{"queue", "resume", "inbox", "--db", db},
+		{"modules", "approve", "m", "t", "--db", db},
+		{"operator", "logout", "--username", "ana", "--db", db},
+	} {
+		_, stderr := cliPG(t, 1, "", args...)
+		if !strings.Contains(stderr, "holds no Switchboard tables yet") {
+			t.Errorf("%q on an empty schema: %q", args, stderr)
+		}
+	}
+	conn, err := pgx.Connect(t.Context(), strings.Replace(db, ":"+pgTestPassword+"@", "@", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var tables int
+	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()`).Scan(&tables); err != nil || tables != 0 {
+		t.Fatalf("the schema holds %d tables (%v)", tables, err)
+	}
+}
+
+// libpq's keyword=value settings select PostgreSQL as a URL does, and the
+// password in them is never shown.
+func TestKeywordSettingsOnPostgres(t *testing.T) {
+	u, err := url.Parse(pgWithPassword(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	kw := "host=" + u.Hostname() + " port=" + u.Port() + " dbname=" + strings.TrimPrefix(u.Path, "/") +
+		" user=" + u.User.Username() + " password=" + pgTestPassword +
+		" options='-c search_path=" + u.Query().Get("search_path") + "'"
+	cliPG(t, 0, "", "todo", "add", "--db", kw, "--queue", "inbox", "--payload", `{"n":1}`)
+	out, _ := cliPG(t, 0, "", "todo", "list", "--db", kw, "--json")
+	if !strings.Contains(out, `"inbox"`) {
+		t.Errorf("todo list on keyword settings: %s", out)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("keyword settings made a file: %v", entries)
 	}
 }
 

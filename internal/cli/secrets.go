@@ -36,7 +36,7 @@ func secretsReencrypt(ctx context.Context, env *environ, args []string) error {
 	}
 	// Opening with the key already refuses one that does not open the secrets
 	// sealed before, so two keys never end up mixed in one database.
-	s, err := openKeyedStore(ctx, env, *db, keys)
+	s, err := openKeyedStore(ctx, env, *db, keys, false)
 	if err != nil {
 		return err
 	}
@@ -147,11 +147,15 @@ func secretKeyFlags(fs interface {
 }
 
 // openKeyedStore opens the database with the secret key, for commands that write
-// secrets.
-func openKeyedStore(ctx context.Context, env *environ, path string, keys keyFiles) (*store.Store, error) {
+// secrets; existing: one that must be there already (see openExistingWith).
+func openKeyedStore(ctx context.Context, env *environ, path string, keys keyFiles, existing bool) (*store.Store, error) {
 	key, previous, err := keys.load(env)
 	if err != nil {
 		return nil, err
 	}
-	return openStoreWith(ctx, env, path, store.Options{SecretKey: key, PreviousSecretKeys: previous})
+	opts := store.Options{SecretKey: key, PreviousSecretKeys: previous}
+	if existing {
+		return openExistingWith(ctx, env, path, opts)
+	}
+	return openStoreWith(ctx, env, path, opts)
 }

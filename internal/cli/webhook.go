@@ -78,7 +78,7 @@ func webhookCreate(ctx context.Context, env *environ, args []string) error {
 	if !store.ValidQueueName(*queue) {
 		return usageErr("--queue %q is not a valid queue name (letters, digits and . _ - : /)", *queue)
 	}
-	s, err := openKeyedStore(ctx, env, *db, keys)
+	s, err := openKeyedStore(ctx, env, *db, keys, false)
 	if err != nil {
 		return err
 	}
@@ -307,10 +307,7 @@ func webhookRotate(ctx context.Context, env *environ, args []string) error {
 		return err
 	}
 	// The webhook must already be stored: a mistyped --db is reported, not created.
-	if err := requireDatabase(*db); err != nil {
-		return err
-	}
-	s, err := openKeyedStore(ctx, env, *db, keys)
+	s, err := openKeyedStore(ctx, env, *db, keys, true)
 	if err != nil {
 		return err
 	}

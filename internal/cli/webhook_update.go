@@ -38,10 +38,7 @@ func webhookUpdate(ctx context.Context, env *environ, args []string) error {
 			return err
 		}
 	}
-	if err := requireDatabase(*db); err != nil {
-		return err
-	}
-	s, err := openStore(ctx, env, *db)
+	s, err := openExisting(ctx, env, *db)
 	if err != nil {
 		return err
 	}

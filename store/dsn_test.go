@@ -1,0 +1,273 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/switchboardhq/switchboard/internal/testkit"
+)
+
+func TestIsPostgres(t *testing.T) {
+	for db, want := range map[string]bool{
+		"postgres://u@h/db": true, "postgresql://h/db": true, "POSTGRES://u@h/db": true,
+		"host=db port=5432 dbname=sb": true, " dbname=sb": true, "user=sb password=x": true,
+		"./switchboard.db": false, "/var/lib/switchboard/switchboard.db": false, "postgres.db": false,
+		"host.db": false, "./host=db": false, "hostname=x.db": false,
+	} {
+		if IsPostgres(db) != want {
+			t.Errorf("IsPostgres(%q) = %v", db, !want)
+		}
+	}
+}
+
+// A --db value that would be misread (a file named after a URL, a password's
+// tail taken for the host) is refused, without repeating the password.
+func TestCheckDBRefusesWhatItWouldMisread(t *testing.T) {
+	for _, db := range []string{
+		"POSTGRES://sb:hunter2@db/sb",
+		"Postgresql://sb:hunter2@db/sb",
+		"postgres://sb:abc@hunter2@db:5432/sb",
+		"mysql://sb:hunter2@db/sb",
+		"sqlite://sb:hunter2@db/sb",
+	} {
+		err := CheckDB(db)
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("CheckDB(%q) = %v, want ErrInvalid", db, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("CheckDB(%q) shows the password: %v", db, err)
+		}
+		if _, err := Open(context.Background(), db, Options{}); !errors.Is(err, ErrInvalid) || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("Open(%q) = %v, want ErrInvalid without the password", db, err)
+		}
+	}
+	for _, db := range []string{
+		"postgres://sb:hunter%40two@db/sb", "postgresql://db/sb?password=a@b", "host=db password=a@b@c",
+		"./switchboard.db", "/var/lib/switchboard/switchboard.db", "dir/with:colon.db",
+	} {
+		if err := CheckDB(db); err != nil {
+			t.Errorf("CheckDB(%q) = %v", db, err)
+		}
+	}
+	cwd, _ := os.Getwd()
+	if entries, _ := os.ReadDir(cwd); len(entries) > 0 {
+		for _, e := range entries {
+			if strings.Contains(e.Name(), "hunter2") {
+				t.Errorf("a refused --db made %s", e.Name())
+			}
+		}
+	}
+}
+
+func TestRedacted(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://sb:hunter2@db:5432/sb":                        "postgres://sb:xxxxx@db:5432/sb",
+		"postgres://sb@db/sb?password=hunter2":                    "postgres://sb@db/sb?password=xxxxx",
+		"postgresql://db/sb?sslmode=require":                      "postgresql://db/sb?sslmode=require",
+		"postgres://sb:abc@hunter2@db:5432/sb":                    "postgres://sb:xxxxx@db:5432/sb",
+		"postgres://sb:hunter2@db":                                "postgres://sb:xxxxx@db",
+		"host=db password=hunter2 dbname=sb":                      "host=db password=xxxxx dbname=sb",
+		`host=db password='hun ter\'2' dbname=sb`:                 "host=db password=xxxxx dbname=sb",
+		"./switchboard.db":                                        "./switchboard.db",
+		"postgres://sb@db/sb?sslmode=disable&sslpassword=hunter2": "postgres://sb@db/sb?sslmode=disable&sslpassword=xxxxx",
+		"postgres://sb@db/sb?password=%zz&sslpassword=hunter2":    "postgres://sb@db/sb?password=xxxxx&sslpassword=xxxxx",
+		"host=db sslpassword=hunter2":                             "host=db sslpassword=xxxxx",
+	} {
+		if got := Redacted(in); got != want {
+			t.Errorf("Redacted(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// What Switchboard prints for the user to paste holds no password, masked or
+// not, and survives a shell.
+func TestPasteable(t *testing.T) {
+	for _, c := range []struct {
+		in, want string
+		without  bool
+	}{
+		{"postgres://sb:hunter2@db:5432/sb", "postgres://sb@db:5432/sb", true},
+		{"postgres://sb@db/sb?sslmode=require&password=hunter2", "'postgres://sb@db/sb?sslmode=require'", true},
+		{"postgres://sb@db/sb?sslmode=require&application_name=x", "'postgres://sb@db/sb?sslmode=require&application_name=x'", false},
+		{"host=db password=hunter2 dbname=sb", "'host=db  dbname=sb'", true},
+		{"postgres://sb@db/sb?sslpassword=hunter2", "postgres://sb@db/sb", true},
+		{"/var/lib/switchboard/switchboard.db", "/var/lib/switchboard/switchboard.db", false},
+		{"/srv/my data/sb.db", "'/srv/my data/sb.db'", false},
+		{"/srv/it's/sb.db", `'/srv/it'\''s/sb.db'`, false},
+	} {
+		got, without := Pasteable(c.in)
+		if got != c.want || without != c.without {
+			t.Errorf("Pasteable(%q) = %q, %v; want %q, %v", c.in, got, without, c.want, c.without)
+		}
+	}
+}
+
+func TestPgDumpAdviceGivesTheCommand(t *testing.T) {
+	backup := PgDumpAdvice("backup", "postgres://sb:hunter2@db:5432/sb?search_path=switchboard").Error()
+	restore := PgDumpAdvice("restore", "postgres://sb:hunter2@db:5432/sb?search_path=switchboard").Error()
+	for _, c := range []struct{ got, want string }{
+		{backup, "pg_dump --format=custom --file=switchboard.dump --schema=switchboard postgres://sb@db:5432/sb, with the password in PGPASSWORD"},
+		{restore, "pg_restore --clean --if-exists --dbname=postgres://sb@db:5432/sb switchboard.dump, with the password in PGPASSWORD"},
+	} {
+		if !strings.Contains(c.got, c.want) || strings.Contains(c.got, "hunter2") || strings.Contains(c.got, "xxxxx") {
+			t.Errorf("advice %q\nwant it to hold %q, and no password", c.got, c.want)
+		}
+	}
+	if a := PgDumpAdvice("backup", "postgres://sb@db/sb").Error(); strings.Contains(a, "PGPASSWORD") {
+		t.Errorf("advice for a URL without a password speaks of one: %s", a)
+	}
+}
+
+// A connection attempt is bounded when the URL sets no connect_timeout, and a
+// parse error says what is wrong without the password.
+func TestParsePostgres(t *testing.T) {
+	t.Setenv("PGCONNECT_TIMEOUT", "")
+	cfg, err := parsePostgres("postgres://sb:hunter2@db/sb")
+	if err != nil || cfg.ConnectTimeout != defaultConnectTimeout {
+		t.Fatalf("no connect_timeout: %v, %v", cfg.ConnectTimeout, err)
+	}
+	if cfg, err = parsePostgres("postgres://sb:hunter2@db/sb?connect_timeout=3"); err != nil || cfg.ConnectTimeout != 3*time.Second {
+		t.Fatalf("connect_timeout=3: %v, %v", cfg.ConnectTimeout, err)
+	}
+	_, err = parsePostgres("postgres://sb:hunter2@db:99999/sb")
+	if !errors.Is(err, ErrInvalid) || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "port") {
+		t.Fatalf("bad port: %v", err)
+	}
+}
+
+// A port where something other than PostgreSQL answers, or nothing answers,
+// gives a one-line reason, not the protocol's internals, and no hang.
+func TestConnectErrorsSayWhatAnswered(t *testing.T) {
+	http := listen(t, func(c net.Conn) {
+		c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+		c.Close()
+	})
+	silent := listen(t, func(c net.Conn) { t.Cleanup(func() { c.Close() }) })
+	for _, c := range []struct{ addr, query, want string }{
+		{http, "", "does not speak PostgreSQL's protocol"},
+		{silent, "?connect_timeout=1", "no answer within 1s"},
+	} {
+		_, err := Open(context.Background(), "postgres://sb:hunter2@"+c.addr+"/sb"+c.query, Options{})
+		if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), c.want) ||
+			!strings.Contains(err.Error(), c.addr) || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: %v; want %q and the address, no password", c.addr, err, c.want)
+		}
+	}
+}
+
+// listen serves each connection on loopback with serve, until the test ends.
+func listen(t *testing.T, serve func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serve(c)
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// MustExist reports a database that is not there rather than making it: no
+// file on SQLite, no tables in the PostgreSQL schema.
+func TestMustExistMakesNothing(t *testing.T) {
+	db := testkit.DB(t)
+	ctx := context.Background()
+	_, err := Open(ctx, db, Options{MustExist: true})
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("MustExist on an empty database: %v", err)
+	}
+	if IsPostgres(db) {
+		if tables := countTables(t, db); tables != 0 {
+			t.Fatalf("MustExist left %d tables", tables)
+		}
+	} else if _, err := os.Stat(db); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("MustExist made %s (%v)", db, err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := Open(ctx, db, Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(ctx, db, Options{MustExist: true, Logger: quiet})
+	if err != nil {
+		t.Fatalf("MustExist on a migrated database: %v", err)
+	}
+	s.Close()
+}
+
+// countTables is how many tables the schema db's search_path names holds.
+func countTables(t *testing.T, db string) int {
+	t.Helper()
+	cfg, err := parsePostgres(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// The pg_dump command backup prints runs as printed (the password, if any,
+// from PGPASSWORD).
+func TestPgDumpAdviceRuns(t *testing.T) {
+	db := testkit.PostgresURL(t)
+	pgDump, err := exec.LookPath("pg_dump")
+	if err != nil {
+		matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_dump")
+		if len(matches) == 0 {
+			testkit.SkipOrFail(t, "no pg_dump installed: the printed command not run")
+			return
+		}
+		pgDump = matches[len(matches)-1]
+	}
+	s, err := Open(context.Background(), db, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	advice := PgDumpAdvice("backup", db).Error()
+	_, cmd, ok := strings.Cut(advice, "pg_dump: ")
+	if !ok {
+		t.Fatalf("no command in %q", advice)
+	}
+	cmd, _, _ = strings.Cut(cmd, ", with the password")
+	cmd, _, _ = strings.Cut(cmd, " (restore it with")
+	dir := t.TempDir()
+	sh := exec.Command("sh", "-c", strings.Replace(cmd, "pg_dump", pgDump, 1))
+	sh.Dir = dir
+	if out, err := sh.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", cmd, err, out)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "switchboard.dump")); err != nil || fi.Size() == 0 {
+		t.Fatalf("%s wrote no dump: %v", cmd, err)
+	}
+}
