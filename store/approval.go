@@ -114,10 +114,7 @@ func (w *wtx) claimReserved(id int64, owner string, queues []string, ttl time.Du
 	if err != nil {
 		return Todo{}, false, fmt.Errorf("store: claim todo %d reserved for %s: %w", id, owner, err)
 	}
-	if _, err := w.exec(`UPDATE todos SET reserved_for = NULL WHERE id = ?`, id); err != nil {
-		return Todo{}, false, fmt.Errorf("store: claim todo %d reserved for %s: %w", id, owner, err)
-	}
-	t, err := w.claim(id, owner, ttl, "todo.claim_next")
+	t, err := w.claim(id, owner, ttl, "todo.claim_next") // which ends the reservation
 	return t, err == nil, err
 }
 
@@ -131,11 +128,14 @@ func (w *wtx) claimable(a Ack, c curTodo) error {
 	switch {
 	case paused:
 		return fmt.Errorf("store: claim todo %d: queue %s is paused: %w", a.ID, c.queue, ErrConflict)
+	case c.keyWaiting:
+		// One todo of a key is worked on at a time (docs/flow-control.md): this
+		// one is claimable once the one before it ends.
+		return fmt.Errorf("store: claim todo %d: it waits behind the todo of its key that is being worked on: %w", a.ID, ErrConflict)
 	case c.availableAt <= ms(w.now):
 		return nil
 	case c.reservedFor == a.Owner:
-		_, err := w.exec(`UPDATE todos SET reserved_for = NULL WHERE id = ?`, a.ID)
-		return err
+		return nil // the claim ends the reservation
 	case c.reservedFor != "":
 		return fmt.Errorf("store: claim todo %d: it is held for the worker that asked for approval until %s: %w", a.ID,
 			fromMS(c.availableAt).Format(time.RFC3339), ErrConflict)

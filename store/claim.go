@@ -176,7 +176,7 @@ func (w *wtx) pgClaimNext(owner string, queues []string, ttl time.Duration) (Tod
 // the queue has nothing claimable that is not locked by someone else.
 const pgClaimHead = `WITH head AS (SELECT id FROM todos_lock_heads(?, ?, 1)),
 	claimed AS (UPDATE todos SET state = 'claimed', owner = ?, attempts = attempts + 1,
-			lease_seq = lease_seq + 1, lease_expires_at = ?, updated_at = ?
+			lease_seq = lease_seq + 1, lease_expires_at = ?, updated_at = ?, reserved_for = NULL
 		WHERE id = (SELECT id FROM head) AND state = 'pending' RETURNING ` + pgTodoColumnsFull + `),
 	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
 		SELECT ?, ?, 'todo.claim_next', 'todo:' || id, 'ok',

@@ -2,11 +2,14 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // Claims stay flat in depth with keys and priorities: at a million pending
@@ -169,4 +172,41 @@ func BenchmarkDrainKeys(b *testing.B) {
 	b.ReportMetric(p, "plain-todos/s")
 	b.ReportMetric(k, "keyed-todos/s")
 	b.ReportMetric(k/p, "keyed/plain")
+}
+
+// A todo waiting behind its key is not claimed by id while the todo before it
+// is worked on (two of one key at once), nor left stranded, pending behind a
+// front that ended, once it goes back to its queue.
+func TestClaimByIdRefusesATodoWaitingBehindItsKey(t *testing.T) {
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s := openTest(t, Options{Now: clock.Now})
+	ctx := context.Background()
+	a, err := s.AddTodo(ctx, NewTodo{Queue: "prs", Payload: "a", Options: TodoOptions{Key: "k"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.AddTodo(ctx, NewTodo{Queue: "prs", Payload: "b", Options: TodoOptions{Key: "k"}})
+	if err != nil || !b.KeyWaiting {
+		t.Fatalf("b: %+v, %v; want it waiting behind a", b, err)
+	}
+	ta, ok, err := s.ClaimNext(ctx, "agent:x", []string{"prs"}, time.Minute)
+	if err != nil || !ok || ta.ID != a.ID {
+		t.Fatalf("claim_next: %v %v %d", err, ok, ta.ID)
+	}
+	if _, err := s.Claim(ctx, Ack{ID: b.ID, Owner: "agent:y"}, time.Minute); !errors.Is(err, ErrConflict) {
+		t.Fatalf("claim by id of a todo waiting behind its key: %v, want a conflict", err)
+	}
+	if _, err := s.Complete(ctx, Ack{ID: a.ID, Owner: "agent:x", LeaseSeq: ta.LeaseSeq}, ""); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := s.Claim(ctx, Ack{ID: b.ID, Owner: "agent:y"}, time.Minute)
+	if err != nil {
+		t.Fatalf("claim by id once the key's todo before it ended: %v", err)
+	}
+	if _, err := s.Release(ctx, Ack{ID: b.ID, Owner: "agent:y", LeaseSeq: tb.LeaseSeq}); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := s.ClaimNext(ctx, "agent:z", []string{"prs"}, time.Minute); err != nil || !ok || got.ID != b.ID {
+		t.Fatalf("claim_next after the release: %v %v %d, want todo %d", err, ok, got.ID, b.ID)
+	}
 }

@@ -47,8 +47,10 @@ func (s *Store) Claim(ctx context.Context, a Ack, ttl time.Duration) (Todo, erro
 
 func (w *wtx) claim(id int64, owner string, ttl time.Duration, action string) (Todo, error) {
 	now := w.now
+	// A reservation (see Decide) ends with any claim: the todo is no one's to
+	// wait for once someone holds it, nor after its lease ends.
 	t, err := w.w.s.scanFull(w.queryRow(`UPDATE todos SET state = 'claimed', owner = ?, attempts = attempts + 1,
-			lease_seq = lease_seq + 1, lease_expires_at = ?, updated_at = ?
+			lease_seq = lease_seq + 1, lease_expires_at = ?, updated_at = ?, reserved_for = NULL
 		WHERE id = ? AND state = 'pending' RETURNING `+w.w.s.fullColumns(),
 		owner, ms(now.Add(ttl)), ms(now), id))
 	if notFound(err) {
@@ -68,6 +70,7 @@ type curTodo struct {
 	queue, state, owner string
 	cancelledBy         string
 	reservedFor         string
+	keyWaiting          bool // pending behind the todo of its key being worked on
 	leaseSeq            int64
 	leaseExpiry         int64
 	availableAt         int64
@@ -81,7 +84,7 @@ type curTodo struct {
 // transition that waited for the lock checks the row as the other left it).
 const (
 	currentTodo = `SELECT queue, state, coalesce(owner, ''), lease_seq, coalesce(lease_expires_at, 0),
-			available_at, attempts, max_attempts, cancelled_by, coalesce(reserved_for, '') FROM todos WHERE id = ?`
+			available_at, attempts, max_attempts, cancelled_by, coalesce(reserved_for, ''), key_waiting FROM todos WHERE id = ?`
 	pgCurrentTodo = currentTodo + ` FOR UPDATE`
 )
 
@@ -95,7 +98,7 @@ func (w *wtx) current(a Ack) (curTodo, error) {
 	}
 	err := w.queryRow(query, a.ID).
 		Scan(&c.queue, &c.state, &c.owner, &c.leaseSeq, &c.leaseExpiry, &c.availableAt, &c.attempts, &c.maxAtt,
-			&c.cancelledBy, &c.reservedFor)
+			&c.cancelledBy, &c.reservedFor, &c.keyWaiting)
 	if notFound(err) {
 		return c, fmt.Errorf("store: todo %d: %w", a.ID, ErrNotFound)
 	}

@@ -246,7 +246,7 @@ const pgFail = `WITH changed AS (UPDATE todos SET
 		available_at = CASE WHEN ? AND attempts < max_attempts
 			THEN ? + (?::bigint[])[least(attempts, ?) + 1] ELSE available_at END,
 		finished_at = CASE WHEN ? AND attempts < max_attempts THEN finished_at ELSE ? END,
-		owner = NULL, lease_expires_at = NULL, last_error = ?, updated_at = ?
+		owner = NULL, lease_expires_at = NULL, reserved_for = NULL, last_error = ?, updated_at = ?
 		WHERE ` + pgLeaseHeld + ` RETURNING ` + todoColumns + `),
 	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
 		SELECT ?, ?, CASE WHEN state = 'pending' THEN 'todo.fail' ELSE 'todo.dead_letter' END, 'todo:' || id,

@@ -300,3 +300,43 @@ func TestResumeFromAnotherProcessRings(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// A reservation (the hold an approved todo keeps for the worker that asked)
+// ends with any claim: once another worker claimed the todo after the hold and
+// failed it, the backoff holds for the first worker too, on either database,
+// whichever way the todo was claimed.
+func TestAClaimEndsAReservation(t *testing.T) {
+	for _, how := range []string{"claim_next on two queues", "claim by id"} {
+		t.Run(how, func(t *testing.T) {
+			clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+			s := openTest(t, Options{Now: clock.Now})
+			ctx := context.Background()
+			id := awaitingApproval(t, s, "agent:x")
+			if _, err := s.Decide(ctx, id, true, "", "human:1"); err != nil {
+				t.Fatal(err)
+			}
+			clock.Add(ApprovalHold + time.Second) // the hold is over: anyone may claim it
+			var td Todo
+			var err error
+			if how == "claim by id" {
+				td, err = s.Claim(ctx, Ack{ID: id, Owner: "agent:y"}, time.Minute)
+			} else {
+				var ok bool
+				td, ok, err = s.ClaimNext(ctx, "agent:y", []string{"other", "deploy"}, time.Minute)
+				if err == nil && !ok {
+					t.Fatal("nothing claimed")
+				}
+			}
+			if err != nil || td.ID != id {
+				t.Fatalf("claim by agent:y: %v, todo %d", err, td.ID)
+			}
+			failed, err := s.Fail(ctx, Ack{ID: id, Owner: "agent:y", LeaseSeq: td.LeaseSeq}, "boom", true)
+			if err != nil || !failed.AvailableAt.After(clock.Now()) {
+				t.Fatalf("fail with retry: %v, available %v", err, failed.AvailableAt)
+			}
+			if got, ok, err := s.ClaimNext(ctx, "agent:x", []string{"deploy"}, time.Minute); err != nil || ok {
+				t.Fatalf("agent:x claimed todo %d during its backoff (%v)", got.ID, err)
+			}
+		})
+	}
+}
