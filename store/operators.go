@@ -21,6 +21,8 @@ type Operator struct {
 	ID        int64     `json:"id"`
 	Username  string    `json:"username"`
 	CreatedAt time.Time `json:"created_at"`
+	// checked is the password hash CheckPassword matched (see LogIn).
+	checked string
 }
 
 // OperatorActor is how an operator's actions are recorded: human:<id>.
@@ -294,7 +296,7 @@ func (s *Store) checkPassword(ctx context.Context, username, password string) (O
 	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) != nil {
 		return Operator{}, "", ErrBadPassword
 	}
-	h.CreatedAt = fromMS(created)
+	h.CreatedAt, h.checked = fromMS(created), hash
 	return h, hash, nil
 }
 

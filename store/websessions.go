@@ -25,9 +25,29 @@ func hashSessionToken(token string) []byte {
 	return h[:]
 }
 
+// LogIn starts a session for op, as CheckPassword returned it, valid for ttl,
+// and returns its token, as CreateWebSession does; but only while op's
+// password is still the one checked (ErrBadPassword otherwise). A password
+// change or reset between the check and the session (SetPassword, from the CLI
+// or another process) ends every session it finds, and must end this one too:
+// a login with the old password gets none.
+func (s *Store) LogIn(ctx context.Context, op Operator, ttl time.Duration, userAgent, detail string) (string, WebSession, error) {
+	if op.checked == "" {
+		return "", WebSession{}, fmt.Errorf("store: log in operator %d: no password was checked: %w", op.ID, ErrBadPassword)
+	}
+	return s.createWebSession(ctx, op.ID, op.checked, ttl, userAgent, detail)
+}
+
 // CreateWebSession starts a session for operator operatorID, valid for ttl, and
-// returns its token. The login is audited as the operator.
+// returns its token, without a password (LogIn is the board's login). The login
+// is audited as the operator.
 func (s *Store) CreateWebSession(ctx context.Context, operatorID int64, ttl time.Duration, userAgent, detail string) (string, WebSession, error) {
+	return s.createWebSession(ctx, operatorID, "", ttl, userAgent, detail)
+}
+
+// createWebSession is CreateWebSession, refused (ErrBadPassword) when checked
+// is set and the operator's password hash is no longer it.
+func (s *Store) createWebSession(ctx context.Context, operatorID int64, checked string, ttl time.Duration, userAgent, detail string) (string, WebSession, error) {
 	token, err := newSessionToken()
 	if err != nil {
 		return "", WebSession{}, err
@@ -35,13 +55,17 @@ func (s *Store) CreateWebSession(ctx context.Context, operatorID int64, ttl time
 	var ws WebSession
 	err = s.write(ctx, func(w *wtx) error {
 		var created int64
-		err := w.queryRow(`SELECT id, username, created_at FROM humans WHERE id = ?`, operatorID).
-			Scan(&ws.Operator.ID, &ws.Operator.Username, &created)
+		var hash string
+		err := w.queryRow(`SELECT id, username, created_at, password_hash FROM humans WHERE id = ?`, operatorID).
+			Scan(&ws.Operator.ID, &ws.Operator.Username, &created, &hash)
 		if notFound(err) {
 			return fmt.Errorf("store: create session: operator %d: %w", operatorID, ErrNotFound)
 		}
 		if err != nil {
 			return fmt.Errorf("store: create session: load operator %d: %w", operatorID, err)
+		}
+		if checked != "" && hash != checked {
+			return fmt.Errorf("store: log in operator %d: the password changed since it was checked: %w", operatorID, ErrBadPassword)
 		}
 		ws.Operator.CreatedAt = fromMS(created)
 		ws.CreatedAt, ws.ExpiresAt = w.now, w.now.Add(ttl)

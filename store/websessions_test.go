@@ -337,3 +337,37 @@ func TestPasswordCost(t *testing.T) {
 		}
 	}
 }
+
+// A login whose password was changed or reset between its check and its
+// session gets none: the reset ended the sessions it found, and the one made
+// after it with the old password must not outlive it.
+func TestLogInRacingAPasswordReset(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	if _, err := s.CreateOperator(ctx, "ana", "old password 1", "test"); err != nil {
+		t.Fatal(err)
+	}
+	op, err := s.CheckPassword(ctx, "ana", "old password 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.SetPassword(ctx, "ana", "new password 2", "human:admin"); err != nil {
+		t.Fatal(err)
+	}
+	if token, _, err := s.LogIn(ctx, op, time.Hour, "ua", "ip=1"); !errors.Is(err, ErrBadPassword) {
+		t.Fatalf("a login checked against the old password: token %q, %v; want ErrBadPassword", token, err)
+	}
+	if op, err = s.CheckPassword(ctx, "ana", "new password 2"); err != nil {
+		t.Fatal(err)
+	}
+	token, _, err := s.LogIn(ctx, op, time.Hour, "ua", "ip=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WebSessionByToken(ctx, token); err != nil {
+		t.Fatalf("the session of a login with the new password: %v", err)
+	}
+	if _, _, err := s.LogIn(ctx, Operator{ID: op.ID}, time.Hour, "ua", "ip=1"); !errors.Is(err, ErrBadPassword) {
+		t.Fatalf("a login with no password checked: %v", err)
+	}
+}

@@ -131,7 +131,12 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request, _ httprouter.Params) 
 	}
 	try.succeeded()
 	u.setDeviceCookie(w, r, h.Username, device)
-	token, _, err := u.store.CreateWebSession(r.Context(), h.ID, u.opts.SessionTTL, r.UserAgent(), "ip="+ip)
+	token, _, err := u.store.LogIn(r.Context(), h, u.opts.SessionTTL, r.UserAgent(), "ip="+ip)
+	if errors.Is(err, store.ErrBadPassword) {
+		// Its password was changed or reset since it was checked.
+		u.showLogin(w, r, http.StatusUnauthorized, next, username, "Unknown username or wrong password.")
+		return
+	}
 	if err != nil {
 		u.log.Error("web: create session", "err", err)
 		u.showLogin(w, r, http.StatusInternalServerError, next, username, "The login could not be saved; the server log has the details.")
