@@ -3,7 +3,6 @@ package store
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -30,16 +29,25 @@ func IsPostgres(db string) bool {
 
 // keywordDSN matches libpq's keyword=value settings: they begin with one of its
 // keywords (a file's name hardly does).
-var keywordDSN = regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|password|passfile|service|sslmode|` +
-	`connect_timeout|application_name|options|target_session_attrs|channel_binding|require_auth|` +
-	`sslrootcert|sslcert|sslkey|sslpassword|sslnegotiation|sslsni|krbsrvname|gssencmode)\s*=`)
+var keywordDSN = regexp.MustCompile(`^\s*(` + strings.Join(libpqKeywords, "|") + `)\s*=`)
+
+// libpqKeywords are the connection settings libpq knows (PostgreSQL 17's).
+var libpqKeywords = []string{"host", "hostaddr", "port", "dbname", "user", "password", "passfile",
+	"require_auth", "channel_binding", "connect_timeout", "client_encoding", "options", "application_name",
+	"fallback_application_name", "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count",
+	"tcp_user_timeout", "replication", "gssencmode", "sslmode", "requiressl", "sslnegotiation",
+	"sslcompression", "sslcert", "sslkey", "sslkeylogfile", "sslpassword", "sslcertmode", "sslrootcert",
+	"sslcrl", "sslcrldir", "sslsni", "requirepeer", "ssl_min_protocol_version", "ssl_max_protocol_version",
+	"min_protocol_version", "max_protocol_version", "krbsrvname", "gsslib", "gssdelegation", "service",
+	"target_session_attrs", "load_balance_hosts"}
 
 // CheckDB refuses a --db value that is neither a SQLite file's path nor
 // something pgx reads as a PostgreSQL server, without repeating it (it may hold
 // a password): a URL of another scheme, a postgres:// URL in capitals, a URL
-// whose user or password holds an @ that is not percent-encoded (libpq and
-// pgx take the first @ as the end of the password, other URL readers the last:
-// the rest of the password would be taken for the host).
+// whose user, password or database name holds an @ or a / that is not
+// percent-encoded. libpq and pgx end the password at the first @ before the
+// first /, other URL readers at the last @: the rest of such a password would
+// be taken for the host or the database, and shown as such.
 func CheckDB(db string) error {
 	if IsPostgres(db) {
 		if keywordDSN.MatchString(db) {
@@ -50,9 +58,12 @@ func CheckDB(db string) error {
 			return fmt.Errorf("store: --db: write the URL's scheme as %s:// (PostgreSQL reads it in lower case only): %w",
 				strings.ToLower(scheme), ErrInvalid)
 		}
-		if authority, _, _ := strings.Cut(rest, "/"); strings.Count(authority, "@") > 1 {
-			return fmt.Errorf("store: --db: the URL's user or password holds an @: percent-encode it as %%40 "+
-				"(or give the password in PGPASSWORD or ~/.pgpass): %w", ErrInvalid)
+		netloc, path, _ := strings.Cut(rest, "/")
+		path, _, _ = strings.Cut(path, "?")
+		if strings.Count(netloc, "@") > 1 || strings.Contains(path, "@") {
+			return fmt.Errorf("store: --db: the URL's user, password or database name holds an @ or a / that "+
+				"is not percent-encoded: write them as %%40 and %%2F (or give the password in PGPASSWORD or "+
+				"~/.pgpass): %w", ErrInvalid)
 		}
 		return nil
 	}
@@ -116,62 +127,43 @@ func Redacted(db string) string {
 
 // keywordPassword is a password setting of libpq keyword=value settings (the
 // login's, or sslpassword, the client key's): a quoted value (with \' and \\
-// inside) or a word.
-var keywordPassword = regexp.MustCompile(`(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+// inside) or a word (with \ escaping the character after it, a space say).
+var keywordPassword = regexp.MustCompile(`(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:[^\s\\]|\\.)+)`)
 
-// secretParams are the URL query parameters that hold a password.
-var secretParams = []string{"password", "sslpassword"}
-
-// maskURLPassword is raw with its password replaced by mask ("" leaves the user
-// alone, with no colon): the userinfo's, up to the last @ before the path (so
-// the whole of a password with an unencoded @ goes), and a password query
-// parameter.
+// maskURLPassword is raw, a URL, with its passwords replaced by mask (""
+// drops them, with the user's colon): the user's, up to the last @ (so that
+// the whole of a password with an unencoded @, / or ? goes, whoever reads the
+// URL: at worst more than the password is masked), and the password and
+// sslpassword query parameters.
 func maskURLPassword(raw, mask string) string {
 	scheme, rest, _ := strings.Cut(raw, "://")
-	authority, path, hasPath := strings.Cut(rest, "/")
-	if at := strings.LastIndex(authority, "@"); at >= 0 {
-		userinfo, host := authority[:at], authority[at+1:]
-		if user, _, ok := strings.Cut(userinfo, ":"); ok {
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if user, _, ok := strings.Cut(rest[:at], ":"); ok {
 			if mask != "" {
 				user += ":" + mask
 			}
-			userinfo = user
-		}
-		authority = userinfo + "@" + host
-	}
-	out := scheme + "://" + authority
-	if hasPath {
-		base, query, hasQuery := strings.Cut(path, "?")
-		out += "/" + base
-		if hasQuery {
-			if q, err := url.ParseQuery(query); err == nil {
-				changed := false
-				for _, k := range secretParams {
-					if !q.Has(k) {
-						continue
-					}
-					if changed = true; mask == "" {
-						q.Del(k)
-					} else {
-						q.Set(k, mask)
-					}
-				}
-				if changed {
-					query = q.Encode()
-				}
-			} else {
-				query = queryPassword.ReplaceAllString(query, "${1}"+mask)
-			}
-			if query != "" {
-				out += "?" + query
-			}
+			rest = user + rest[at:]
 		}
 	}
-	return out
+	base, query, hasQuery := strings.Cut(rest, "?")
+	if !hasQuery {
+		return scheme + "://" + rest
+	}
+	var params []string
+	for _, p := range strings.Split(query, "&") {
+		if k, _, _ := strings.Cut(p, "="); k == "password" || k == "sslpassword" {
+			if mask == "" {
+				continue
+			}
+			p = k + "=" + mask
+		}
+		params = append(params, p)
+	}
+	if len(params) == 0 {
+		return scheme + "://" + base
+	}
+	return scheme + "://" + base + "?" + strings.Join(params, "&")
 }
-
-// queryPassword is a password parameter in a query that does not parse.
-var queryPassword = regexp.MustCompile(`((?:^|&)(?:ssl)?password=)[^&]*`)
 
 // Pasteable is a PostgreSQL --db value as a command the user pastes may take it:
 // without its password (which masked would not work), quoted for a POSIX shell;
@@ -186,6 +178,15 @@ func Pasteable(db string) (arg string, withoutPassword bool) {
 		out = maskURLPassword(db, "")
 	}
 	return shellQuote(out), out != db
+}
+
+// PasteableDB is Pasteable of the database s opened: what a command printed for
+// the user to paste names it by.
+func (s *Store) PasteableDB() (arg string, withoutPassword bool) {
+	if s.pg {
+		return Pasteable(s.dsn)
+	}
+	return Pasteable(s.path)
 }
 
 // shellQuote is s as one word of a POSIX shell.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -24,6 +25,7 @@ func TestIsPostgres(t *testing.T) {
 		"host=db port=5432 dbname=sb": true, " dbname=sb": true, "user=sb password=x": true,
 		"./switchboard.db": false, "/var/lib/switchboard/switchboard.db": false, "postgres.db": false,
 		"host.db": false, "./host=db": false, "hostname=x.db": false,
+		"client_encoding=UTF8 host=db password=x": true, "sslcrl=/x host=db": true, "keepalives=1 host=db": true,
 	} {
 		if IsPostgres(db) != want {
 			t.Errorf("IsPostgres(%q) = %v", db, !want)
@@ -38,6 +40,8 @@ func TestCheckDBRefusesWhatItWouldMisread(t *testing.T) {
 		"POSTGRES://sb:hunter2@db/sb",
 		"Postgresql://sb:hunter2@db/sb",
 		"postgres://sb:abc@hunter2@db:5432/sb",
+		"postgres://sb:hun/ter2@db/sb",         // libpq: host sb, port hun
+		"postgres://sb:a@hunter2/x@db:5432/sb", // libpq: host hunter2, database x@db…
 		"mysql://sb:hunter2@db/sb",
 		"sqlite://sb:hunter2@db/sb",
 	} {
@@ -91,6 +95,32 @@ func TestRedacted(t *testing.T) {
 	}
 }
 
+// No way of writing a password into --db shows it, in a message, a log line or
+// a command to paste, nor in what pgx says of a value it cannot read.
+func TestNoPasswordShows(t *testing.T) {
+	for _, db := range []string{
+		"postgres://sb@db?password=hunter2",
+		"postgres://db:5432?sslmode=require&sslpassword=hunter2",
+		"postgres://sb:hun/ter2@db/sb",
+		"postgres://sb:hun?ter2@db/sb",
+		"postgres://sb:a@hun/ter2@db/sb",
+		"postgres://sb@db/sb?sslmode=require&password=hunter2&application_name=x",
+		`host=db dbname=sb password=hun\ ter2`,
+		`host=db password='hun ter2' dbname=sb`,
+		"postgres://sb:hunter2@db:99999/sb",
+		"client_encoding=UTF8 host=db password=hunter2",
+	} {
+		paste, _ := Pasteable(db)
+		_, perr := parsePostgres(db)
+		for what, shown := range map[string]string{"Redacted": Redacted(db), "Pasteable": paste,
+			"parse": fmt.Sprint(perr), "advice": PgDumpAdvice("backup", db).Error()} {
+			if strings.Contains(shown, "ter2") {
+				t.Errorf("%s(%q) shows the password: %s", what, db, shown)
+			}
+		}
+	}
+}
+
 // What Switchboard prints for the user to paste holds no password, masked or
 // not, and survives a shell.
 func TestPasteable(t *testing.T) {
@@ -103,6 +133,9 @@ func TestPasteable(t *testing.T) {
 		{"postgres://sb@db/sb?sslmode=require&application_name=x", "'postgres://sb@db/sb?sslmode=require&application_name=x'", false},
 		{"host=db password=hunter2 dbname=sb", "'host=db  dbname=sb'", true},
 		{"postgres://sb@db/sb?sslpassword=hunter2", "postgres://sb@db/sb", true},
+		{"postgres://sb@db?password=hunter2", "postgres://sb@db", true},
+		{"postgres://sb@db/sb?a=1&password=hunter2&b=2", "'postgres://sb@db/sb?a=1&b=2'", true},
+		{`host=db password=hun\ ter2 dbname=sb`, "'host=db  dbname=sb'", true},
 		{"/var/lib/switchboard/switchboard.db", "/var/lib/switchboard/switchboard.db", false},
 		{"/srv/my data/sb.db", "'/srv/my data/sb.db'", false},
 		{"/srv/it's/sb.db", `'/srv/it'\''s/sb.db'`, false},
@@ -118,8 +151,8 @@ func TestPgDumpAdviceGivesTheCommand(t *testing.T) {
 	backup := PgDumpAdvice("backup", "postgres://sb:hunter2@db:5432/sb?search_path=switchboard").Error()
 	restore := PgDumpAdvice("restore", "postgres://sb:hunter2@db:5432/sb?search_path=switchboard").Error()
 	for _, c := range []struct{ got, want string }{
-		{backup, "pg_dump --format=custom --file=switchboard.dump --schema=switchboard postgres://sb@db:5432/sb, with the password in PGPASSWORD"},
-		{restore, "pg_restore --clean --if-exists --dbname=postgres://sb@db:5432/sb switchboard.dump, with the password in PGPASSWORD"},
+		{backup, "pg_dump --format=custom --file=switchboard.dump --schema=switchboard postgres://sb@db:5432/sb (with the password in PGPASSWORD"},
+		{restore, "pg_restore --clean --if-exists --dbname=postgres://sb@db:5432/sb switchboard.dump (with the password in PGPASSWORD"},
 	} {
 		if !strings.Contains(c.got, c.want) || strings.Contains(c.got, "hunter2") || strings.Contains(c.got, "xxxxx") {
 			t.Errorf("advice %q\nwant it to hold %q, and no password", c.got, c.want)
@@ -259,7 +292,7 @@ func TestPgDumpAdviceRuns(t *testing.T) {
 	if !ok {
 		t.Fatalf("no command in %q", advice)
 	}
-	cmd, _, _ = strings.Cut(cmd, ", with the password")
+	cmd, _, _ = strings.Cut(cmd, " (with the password")
 	cmd, _, _ = strings.Cut(cmd, " (restore it with")
 	dir := t.TempDir()
 	sh := exec.Command("sh", "-c", strings.Replace(cmd, "pg_dump", pgDump, 1))

@@ -312,8 +312,22 @@ func (s *Store) PasswordStamp(ctx context.Context, username string) (string, err
 	if err != nil {
 		return "", fmt.Errorf("store: look up operator: %w", err)
 	}
+	return passwordStamp(hash), nil
+}
+
+// PasswordStamp is PasswordStamp of the password CheckPassword matched for o,
+// whatever the password is now; "" for an operator no password was checked for.
+func (o Operator) PasswordStamp() string {
+	if o.checked == "" {
+		return ""
+	}
+	return passwordStamp(o.checked)
+}
+
+// passwordStamp is the digest of a password hash that PasswordStamp gives.
+func passwordStamp(hash string) string {
 	sum := sha256.Sum256([]byte(hash))
-	return hex.EncodeToString(sum[:16]), nil
+	return hex.EncodeToString(sum[:16])
 }
 
 // Operator loads one operator.

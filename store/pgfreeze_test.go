@@ -3,10 +3,14 @@ package store
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // freezeProxy passes PostgreSQL's traffic through until frozen; then it holds
@@ -89,5 +93,30 @@ func TestPingCallsAFrozenServerUnreachable(t *testing.T) {
 	p.unfreeze()
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("Ping once the server answers again: %v", err)
+	}
+}
+
+// Every read connection busy is this process's trouble, not the server's:
+// Ping says so, and the watchdog may restart serve.
+func TestPingOfABusyReadPoolIsNotUnreachable(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, testkit.PostgresURL(t), Options{ReadConns: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	held, err := s.rdb.Conn(ctx) // as a reader that never gives it back would
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err = s.Ping(pctx)
+	cancel()
+	if err == nil || errors.Is(err, ErrUnreachable) {
+		t.Fatalf("Ping with every read connection held: %v, want an error that is not ErrUnreachable", err)
+	}
+	held.Close()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping once the connection is back: %v", err)
 	}
 }

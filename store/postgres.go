@@ -128,7 +128,7 @@ func PgDumpAdvice(what, db string) error {
 	target, withoutPassword := pgDumpTarget(db)
 	password := ""
 	if withoutPassword {
-		password = ", with the password in PGPASSWORD or ~/.pgpass"
+		password = " (with the password in PGPASSWORD or ~/.pgpass)"
 	}
 	if what == "restore" {
 		server, _ := Pasteable(db)

@@ -353,28 +353,50 @@ func (s *Store) Ping(ctx context.Context) error {
 			return err
 		}
 	}
+	if s.pg {
+		return s.pgPing(ctx)
+	}
 	var one int
-	// queryRow, not rstmt: a statement cannot be prepared while the server is away.
-	err := s.queryRow(ctx, `SELECT 1`).Scan(&one)
-	if err != nil && s.pg {
-		// The pool may have handed out a connection the server closed when it
-		// restarted: the server itself is asked again, on a new one.
-		s.dropIdleReads()
-		err = s.queryRow(ctx, `SELECT 1`).Scan(&one)
-	}
-	if err != nil && s.pg && connectFailed(err) {
-		return s.unreachable(err)
-	}
-	if err != nil && s.pg && ctx.Err() != nil {
-		// The read pool's connections are the server's alone to answer: one
-		// that does not, in the time given, is a server frozen or cut off,
-		// which a restart of this process would not mend.
-		return fmt.Errorf("store: PostgreSQL at %s did not answer in time: %w", pgWhere(s.pgcfg), ErrUnreachable)
-	}
-	if err != nil {
+	if err := s.queryRow(ctx, `SELECT 1`).Scan(&one); err != nil {
 		return fmt.Errorf("store: ping: %w", err)
 	}
 	return nil
+}
+
+// pgPing is Ping's question to PostgreSQL, on a read connection of its own.
+// The server is unreachable (ErrUnreachable, which a restart of this process
+// would not mend) when no connection can be made to it, or when one it holds
+// does not answer in the time given (its host frozen, the network cut); but
+// every read connection busy in this process is this process's trouble.
+func (s *Store) pgPing(ctx context.Context) error {
+	ask := func() error {
+		conn, err := s.rdb.Conn(ctx)
+		switch {
+		case err != nil && connectFailed(err):
+			return s.unreachable(err)
+		case err != nil:
+			return fmt.Errorf("store: ping: no read connection to ask on: %w", err)
+		}
+		defer conn.Close()
+		var one int
+		// Not a prepared statement: none can be prepared while the server is away.
+		err = conn.QueryRowContext(ctx, `SELECT 1`).Scan(&one)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return fmt.Errorf("store: PostgreSQL at %s did not answer in time: %w", pgWhere(s.pgcfg), ErrUnreachable)
+		case err != nil:
+			return fmt.Errorf("store: ping: %w", err)
+		}
+		return nil
+	}
+	err := ask()
+	if err != nil && ctx.Err() == nil {
+		// The pool may have handed out a connection the server closed when it
+		// restarted: the server itself is asked again, on a new one.
+		s.dropIdleReads()
+		err = ask()
+	}
+	return err
 }
 
 // Close stops the writer after it has finished the writes it accepted, then closes

@@ -351,8 +351,16 @@ func TestLogInRacingAPasswordReset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checked, err := s.PasswordStamp(ctx, "ana")
+	if err != nil || op.PasswordStamp() != checked {
+		t.Fatalf("the stamp of the password checked: %q, want %q (%v)", op.PasswordStamp(), checked, err)
+	}
 	if _, _, err := s.SetPassword(ctx, "ana", "new password 2", "human:admin"); err != nil {
 		t.Fatal(err)
+	}
+	// What the login binds its device cookie to stays the old password's.
+	if now, _ := s.PasswordStamp(ctx, "ana"); op.PasswordStamp() != checked || now == checked {
+		t.Fatalf("after the reset: the login's stamp %q, the checked %q, now %q", op.PasswordStamp(), checked, now)
 	}
 	if token, _, err := s.LogIn(ctx, op, time.Hour, "ua", "ip=1"); !errors.Is(err, ErrBadPassword) {
 		t.Fatalf("a login checked against the old password: token %q, %v; want ErrBadPassword", token, err)

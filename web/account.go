@@ -96,7 +96,7 @@ func (u *UI) changePassword(w http.ResponseWriter, r *http.Request, rc *reqCtx) 
 	}
 	try.succeeded()
 	// The new password ended every device cookie: this browser gets a new one.
-	u.setDeviceCookie(w, r, rc.Operator.Username, "")
+	u.setDeviceCookie(w, r, rc.Operator.Username, "", "")
 	if change.Token == "" {
 		// Made already, by the same form sent a moment before.
 		u.streams.endExcept(rc.Operator.ID, rc.CSRF)

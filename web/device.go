@@ -85,14 +85,16 @@ func (u *UI) trustedDevice(r *http.Request, username string) string {
 
 // setDeviceCookie marks this browser as one where username logged in, keeping
 // the nonce it has (nonce), else a new one.
-func (u *UI) setDeviceCookie(w http.ResponseWriter, r *http.Request, username, nonce string) {
+func (u *UI) setDeviceCookie(w http.ResponseWriter, r *http.Request, username, nonce, stamp string) {
 	key := u.devices.get(u, r.Context())
 	if key == nil {
 		return
 	}
-	stamp, err := u.store.PasswordStamp(r.Context(), username)
-	if err != nil || stamp == "" {
-		return
+	if stamp == "" {
+		var err error
+		if stamp, err = u.store.PasswordStamp(r.Context(), username); err != nil || stamp == "" {
+			return
+		}
 	}
 	if nonce == "" {
 		nonce = randomToken()

@@ -28,7 +28,7 @@ func TestDeviceCookiesOutliveRestartsWithTheSecretKey(t *testing.T) {
 	mint := func(ui *UI) *http.Cookie {
 		t.Helper()
 		rec := httptest.NewRecorder()
-		ui.setDeviceCookie(rec, httptest.NewRequest(http.MethodPost, "/login", nil), "ana", "")
+		ui.setDeviceCookie(rec, httptest.NewRequest(http.MethodPost, "/login", nil), "ana", "", "")
 		cs := rec.Result().Cookies()
 		if len(cs) != 1 || cs[0].Name != deviceCookie {
 			t.Fatalf("no device cookie set: %v", cs)

@@ -30,7 +30,8 @@ type loginPage struct {
 	Next        string
 	Token       string
 	NoOperators bool
-	DBPath      string
+	DBPath      string // as it may be pasted (store.PasteableDB)
+	DBPassword  bool   // DBPath leaves out a password, for PGPASSWORD or ~/.pgpass to give
 }
 
 func (u *UI) loginPage(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -69,8 +70,10 @@ func (u *UI) showLogin(w http.ResponseWriter, r *http.Request, status int, next,
 	if r.Method == http.MethodGet {
 		notice = loggedOut[r.URL.Query().Get("out")]
 	}
+	db, withoutPassword := u.store.PasteableDB()
 	u.render(w, r, nil, status, "login", view{Title: "Log in", Flash: notice, Error: msg, Page: loginPage{
-		Username: username, Next: safeNext(next), Token: token, NoOperators: n == 0, DBPath: u.store.Path(),
+		Username: username, Next: safeNext(next), Token: token, NoOperators: n == 0,
+		DBPath: db, DBPassword: withoutPassword,
 	}})
 }
 
@@ -129,19 +132,22 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request, _ httprouter.Params) 
 		u.showLogin(w, r, http.StatusInternalServerError, next, username, "The login could not be checked; the server log has the details.")
 		return
 	}
-	try.succeeded()
-	u.setDeviceCookie(w, r, h.Username, device)
 	token, _, err := u.store.LogIn(r.Context(), h, u.opts.SessionTTL, r.UserAgent(), "ip="+ip)
 	if errors.Is(err, store.ErrBadPassword) {
-		// Its password was changed or reset since it was checked.
+		// Its password was changed or reset since it was checked: a wrong one now.
+		try.failed()
 		u.showLogin(w, r, http.StatusUnauthorized, next, username, "Unknown username or wrong password.")
 		return
 	}
 	if err != nil {
+		try.abandoned()
 		u.log.Error("web: create session", "err", err)
 		u.showLogin(w, r, http.StatusInternalServerError, next, username, "The login could not be saved; the server log has the details.")
 		return
 	}
+	try.succeeded()
+	// Bound to the password checked, not to one set since.
+	u.setDeviceCookie(w, r, h.Username, device, h.PasswordStamp())
 	// Logins are rare: a good moment to drop expired sessions, so the table stays
 	// small without a background job.
 	if _, err := u.store.PruneWebSessions(r.Context()); err != nil {

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"html"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -56,7 +57,28 @@ func sessionFrom(res *http.Response) *http.Cookie {
 }
 
 func TestFirstRunSaysHowToCreateAnOperator(t *testing.T) {
-	st := teststore.Open(t, store.Options{Synchronous: store.SyncNormal})
+	firstRunCommand(t, teststore.Open(t, store.Options{Synchronous: store.SyncNormal}))
+}
+
+// On PostgreSQL the first-run command names the database without its password
+// (masked it would not log in; the page needs no login), and says where the
+// password goes.
+func TestFirstRunOnPostgresShowsNoPassword(t *testing.T) {
+	u, err := url.Parse(testkit.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), "pw-never-shown") // the test server trusts loopback
+	body := firstRunCommand(t, teststore.OpenPath(t, u.String(), store.Options{}))
+	if strings.Contains(body, "pw-never-shown") || strings.Contains(body, "xxxxx") || !strings.Contains(body, "PGPASSWORD") {
+		t.Fatalf("first-run page on PostgreSQL:\n%s", body)
+	}
+}
+
+// firstRunCommand checks that the login page of st, which has no operator,
+// shows the command that makes one, naming st's database as it may be pasted;
+// it returns the page.
+func firstRunCommand(t *testing.T, st *store.Store) string {
 	ui := New(st, Options{Logger: quietLog})
 	defer ui.Close()
 	f := &fixture{t: t, st: st, ui: ui}
@@ -66,13 +88,15 @@ func TestFirstRunSaysHowToCreateAnOperator(t *testing.T) {
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", res.StatusCode)
 	}
-	want := "switchboard operator create --username NAME --db " + st.Path()
+	db, _ := st.PasteableDB()
+	want := "switchboard operator create --username NAME --db " + html.EscapeString(db)
 	if !strings.Contains(body, want) {
 		t.Fatalf("first-run page does not show %q:\n%s", want, body)
 	}
 	if strings.Contains(body, `name="password"`) {
 		t.Fatal("first-run page shows a password form no one can use")
 	}
+	return body
 }
 
 func TestLoginAndLogout(t *testing.T) {

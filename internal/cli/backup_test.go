@@ -134,7 +134,7 @@ func TestFirstRunHints(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "sb.db")
 	st := openRW(t, db)
 	ctx := t.Context()
-	hints, err := firstRunHints(ctx, st, db, "switchboard")
+	hints, err := firstRunHints(ctx, st, "switchboard")
 	if err != nil || len(hints) != 2 || !strings.Contains(hints[0], "switchboard operator create --username NAME --db "+db) ||
 		!strings.Contains(hints[1], "switchboard endpoint create --agent NAME --queues QUEUE --db "+db) {
 		t.Fatalf("hints on a new database: %q, %v", hints, err)
@@ -146,7 +146,7 @@ func TestFirstRunHints(t *testing.T) {
 	if _, _, err := st.CreateEndpoint(ctx, "bot", store.EndpointSpec{Queues: &q}, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if hints, err := firstRunHints(ctx, st, db, "switchboard"); err != nil || len(hints) != 0 {
+	if hints, err := firstRunHints(ctx, st, "switchboard"); err != nil || len(hints) != 0 {
 		t.Fatalf("hints once set up: %q, %v", hints, err)
 	}
 }

@@ -261,7 +261,7 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 	for _, ln := range lns {
 		fmt.Fprintln(env.stdout, banner(listenURL(ln.Addr()), srv.Store().Path(), env.buildVersion()))
 	}
-	hints, err := firstRunHints(ctx, srv.Store(), cfg.DB, invokedAs(env.arg0))
+	hints, err := firstRunHints(ctx, srv.Store(), invokedAs(env.arg0))
 	if err != nil {
 		logger.Warn("read what is set up", "err", err)
 	}
@@ -273,15 +273,12 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 
 // firstRunHints says what a new installation still lacks to be of use: an
 // operator to log in to the board, an endpoint for an agent. Nothing once both
-// exist. self is the program as the user runs it (see invokedAs), db the --db
-// value, which the commands name as it may be pasted (store.Pasteable): a
-// PostgreSQL URL without its password.
-func firstRunHints(ctx context.Context, st *store.Store, db, self string) ([]string, error) {
+// exist. self is the program as the user runs it (see invokedAs). The commands
+// name the database as it may be pasted (store.PasteableDB): a PostgreSQL URL
+// without its password.
+func firstRunHints(ctx context.Context, st *store.Store, self string) ([]string, error) {
 	var hints []string
-	if !store.IsPostgres(db) {
-		db = st.Path()
-	}
-	db, withoutPassword := store.Pasteable(db)
+	db, withoutPassword := st.PasteableDB()
 	if withoutPassword {
 		db += " (with the password in PGPASSWORD or ~/.pgpass)"
 	}
