@@ -3,7 +3,11 @@ package store
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -85,7 +89,7 @@ func parsePostgres(db string) (*pgx.ConnConfig, error) {
 	if err := CheckDB(db); err != nil {
 		return nil, err
 	}
-	cfg, err := pgx.ParseConfig(db)
+	cfg, err := pgx.ParseConfig(strings.TrimSpace(db)) // as IsPostgres reads it
 	if err != nil {
 		return nil, fmt.Errorf("store: %s is not a PostgreSQL URL pgx can read: %s: %w", Redacted(db), parseProblem(err), ErrInvalid)
 	}
@@ -96,8 +100,9 @@ func parsePostgres(db string) (*pgx.ConnConfig, error) {
 	return cfg, nil
 }
 
-// parseProblem is what pgx found wrong with a connection string, without the
-// string, which its message quotes (masked only at its best).
+// parseProblem is what pgx found wrong with a connection string: its first
+// words only, as pgx's details may quote a part of the string, which a
+// password written unencoded could be.
 func parseProblem(err error) string {
 	var pe *pgconn.ParseConfigError
 	if !errors.As(err, &pe) {
@@ -107,6 +112,9 @@ func parseProblem(err error) string {
 	if _, after, ok := strings.Cut(msg, "`: "); ok && strings.HasPrefix(msg, "cannot parse `") {
 		msg = after
 	}
+	if inner := errors.Unwrap(pe); inner != nil {
+		msg = strings.TrimSuffix(msg, " ("+inner.Error()+")")
+	}
 	if pe.ConnString != "" && strings.Contains(msg, pe.ConnString) {
 		return "unreadable"
 	}
@@ -114,15 +122,45 @@ func parseProblem(err error) string {
 }
 
 // Redacted is a --db value as a message or log line may show it: a SQLite path
-// as it is, a URL or libpq settings with the password masked.
+// as it is; for PostgreSQL, the server as pgx reads the value (user, hosts and
+// ports, database, search_path: see pgServerURL), which holds no part of
+// a password however it was written.
 func Redacted(db string) string {
-	switch {
-	case keywordDSN.MatchString(db):
-		return keywordPassword.ReplaceAllString(db, "${1}xxxxx")
-	case strings.Contains(db, "://"):
-		return maskURLPassword(db, "xxxxx")
+	if CheckDB(db) != nil {
+		return "the --db value" // refused: its text may hold a password, misread
 	}
-	return db
+	if !IsPostgres(db) {
+		return db
+	}
+	cfg, err := pgconn.ParseConfig(strings.TrimSpace(db))
+	if err != nil {
+		return "the PostgreSQL --db value"
+	}
+	return pgServerURL(cfg)
+}
+
+// pgServerURL names the server cfg dials as a URL without a password:
+// postgres://user@host:port/database, with its fallback hosts, a socket
+// directory as ?host=, and the search_path if one is set.
+func pgServerURL(cfg *pgconn.Config) string {
+	u := url.URL{Scheme: "postgres", User: url.User(cfg.User), Path: "/" + cfg.Database}
+	q := url.Values{}
+	var hosts []string
+	for _, c := range append([]*pgconn.FallbackConfig{{Host: cfg.Host, Port: cfg.Port}}, cfg.Fallbacks...) {
+		if strings.HasPrefix(c.Host, "/") {
+			q.Set("host", c.Host)
+			c = &pgconn.FallbackConfig{Port: c.Port}
+		}
+		if h := net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))); !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	u.Host = strings.Join(hosts, ",")
+	if sp := cfg.RuntimeParams["search_path"]; sp != "" {
+		q.Set("search_path", sp)
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // keywordPassword is a password setting of libpq keyword=value settings (the
@@ -130,18 +168,15 @@ func Redacted(db string) string {
 // inside) or a word (with \ escaping the character after it, a space say).
 var keywordPassword = regexp.MustCompile(`(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:[^\s\\]|\\.)+)`)
 
-// maskURLPassword is raw, a URL, with its passwords replaced by mask (""
-// drops them, with the user's colon): the user's, up to the last @ (so that
-// the whole of a password with an unencoded @, / or ? goes, whoever reads the
-// URL: at worst more than the password is masked), and the password and
-// sslpassword query parameters.
-func maskURLPassword(raw, mask string) string {
+// stripURLPassword is raw, a URL, without its passwords: the user's (from the
+// colon after the user to the last @ before the path, so that the whole of a
+// password with an unencoded @ or ? goes), and the query parameters that pgx
+// reads as password or sslpassword (their names decoded as pgx decodes them).
+func stripURLPassword(raw string) string {
 	scheme, rest, _ := strings.Cut(raw, "://")
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
+	netloc, _, _ := strings.Cut(rest, "/")
+	if at := strings.LastIndex(netloc, "@"); at >= 0 {
 		if user, _, ok := strings.Cut(rest[:at], ":"); ok {
-			if mask != "" {
-				user += ":" + mask
-			}
 			rest = user + rest[at:]
 		}
 	}
@@ -151,11 +186,10 @@ func maskURLPassword(raw, mask string) string {
 	}
 	var params []string
 	for _, p := range strings.Split(query, "&") {
-		if k, _, _ := strings.Cut(p, "="); k == "password" || k == "sslpassword" {
-			if mask == "" {
-				continue
-			}
-			p = k + "=" + mask
+		k, _, _ := strings.Cut(p, "=")
+		if name, err := url.QueryUnescape(k); (err == nil && (name == "password" || name == "sslpassword")) ||
+			k == "password" || k == "sslpassword" {
+			continue
 		}
 		params = append(params, p)
 	}
@@ -170,15 +204,59 @@ func maskURLPassword(raw, mask string) string {
 // withoutPassword says one was left out, to be given by PGPASSWORD or ~/.pgpass.
 // A SQLite path is quoted only if the shell would split it.
 func Pasteable(db string) (arg string, withoutPassword bool) {
-	out := db
-	switch {
-	case keywordDSN.MatchString(db):
-		out = strings.TrimSpace(keywordPassword.ReplaceAllString(db, ""))
-	case strings.Contains(db, "://"):
-		out = maskURLPassword(db, "")
-	}
-	return shellQuote(out), out != db
+	plain, withoutPassword := pasteable(db)
+	return shellQuote(plain), withoutPassword
 }
+
+// pasteable is Pasteable unquoted. The value with its password settings cut
+// out is taken only if pgx still reads it, the same server, and no password
+// is left in it (an odd spelling the cut missed); otherwise the server as pgx
+// reads it (pgServerURL), without the value's other settings.
+func pasteable(db string) (plain string, withoutPassword bool) {
+	if !IsPostgres(db) {
+		return db, false
+	}
+	db = strings.TrimSpace(db)
+	cfg, err := pgconn.ParseConfig(db)
+	if err != nil || CheckDB(db) != nil {
+		return "YOUR_POSTGRESQL_URL", false // pgx cannot read it: nothing of it can be shown
+	}
+	cut := stripURLPassword(db)
+	if keywordDSN.MatchString(db) {
+		cut = strings.TrimSpace(keywordPassword.ReplaceAllString(db, ""))
+	}
+	password := cfg.Password // from the value, or else PGPASSWORD or ~/.pgpass, which are not in it
+	if decoded, err := url.PathUnescape(db); !strings.Contains(db, password) && (err != nil || !strings.Contains(decoded, password)) {
+		password = ""
+	}
+	if passwordLeft(cut, password) {
+		return pgServerURL(cfg), true
+	}
+	if again, err := pgconn.ParseConfig(cut); err != nil || again.Host != cfg.Host || again.Port != cfg.Port ||
+		again.Database != cfg.Database || again.User != cfg.User {
+		return pgServerURL(cfg), true
+	}
+	return cut, cut != db
+}
+
+// passwordLeft reports whether s, a --db value with its password settings cut
+// out, may still hold one: a password setting by any spelling, or password,
+// the one pgx read from the whole value, in it as written or decoded.
+func passwordLeft(s, password string) bool {
+	decoded, err := url.PathUnescape(s)
+	if err != nil {
+		decoded = s
+	}
+	for _, t := range []string{s, decoded} {
+		if anyPassword.MatchString(t) || (password != "" && strings.Contains(t, password)) {
+			return true
+		}
+	}
+	return false
+}
+
+// anyPassword is a password setting in any spelling libpq or pgx might read.
+var anyPassword = regexp.MustCompile(`(?i)password[\s\v]*=`)
 
 // PasteableDB is Pasteable of the database s opened: what a command printed for
 // the user to paste names it by.

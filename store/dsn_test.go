@@ -75,19 +75,24 @@ func TestCheckDBRefusesWhatItWouldMisread(t *testing.T) {
 	}
 }
 
+// Redacted names the server as pgx reads the value, never the value itself.
 func TestRedacted(t *testing.T) {
+	t.Setenv("PGUSER", "pg")
+	t.Setenv("PGPORT", "")
+	t.Setenv("PGHOST", "")
 	for in, want := range map[string]string{
-		"postgres://sb:hunter2@db:5432/sb":                        "postgres://sb:xxxxx@db:5432/sb",
-		"postgres://sb@db/sb?password=hunter2":                    "postgres://sb@db/sb?password=xxxxx",
-		"postgresql://db/sb?sslmode=require":                      "postgresql://db/sb?sslmode=require",
-		"postgres://sb:abc@hunter2@db:5432/sb":                    "postgres://sb:xxxxx@db:5432/sb",
-		"postgres://sb:hunter2@db":                                "postgres://sb:xxxxx@db",
-		"host=db password=hunter2 dbname=sb":                      "host=db password=xxxxx dbname=sb",
-		`host=db password='hun ter\'2' dbname=sb`:                 "host=db password=xxxxx dbname=sb",
+		"postgres://sb:hunter2@db:5432/sb":                        "postgres://sb@db:5432/sb",
+		"postgres://sb@db/sb?password=hunter2":                    "postgres://sb@db:5432/sb",
+		"postgresql://db:6543/sb?sslmode=disable":                 "postgres://pg@db:6543/sb",
+		"postgres://sb:hunter2@db":                                "postgres://sb@db:5432/",
+		"postgres://sb@db/sb?sslmode=disable&sslpassword=hunter2": "postgres://sb@db:5432/sb",
+		"postgres://sb@h1:5433,h2/sb?search_path=switchboard":     "postgres://sb@h1:5433,h2:5432/sb?search_path=switchboard",
+		"host=db password=hunter2 dbname=sb":                      "postgres://pg@db:5432/sb",
+		`host=db password='hun ter\'2' dbname=sb`:                 "postgres://pg@db:5432/sb",
+		"host=/run/postgresql dbname=sb":                          "postgres://pg@:5432/sb?host=%2Frun%2Fpostgresql",
+		"postgres://sb:abc@hunter2@db:5432/sb":                    "the --db value",
+		"postgres://sb@db/sb?password=%zz":                        "the PostgreSQL --db value",
 		"./switchboard.db":                                        "./switchboard.db",
-		"postgres://sb@db/sb?sslmode=disable&sslpassword=hunter2": "postgres://sb@db/sb?sslmode=disable&sslpassword=xxxxx",
-		"postgres://sb@db/sb?password=%zz&sslpassword=hunter2":    "postgres://sb@db/sb?password=xxxxx&sslpassword=xxxxx",
-		"host=db sslpassword=hunter2":                             "host=db sslpassword=xxxxx",
 	} {
 		if got := Redacted(in); got != want {
 			t.Errorf("Redacted(%q) = %q, want %q", in, got, want)
@@ -109,6 +114,15 @@ func TestNoPasswordShows(t *testing.T) {
 		`host=db password='hun ter2' dbname=sb`,
 		"postgres://sb:hunter2@db:99999/sb",
 		"client_encoding=UTF8 host=db password=hunter2",
+		"postgres://sb@db/sb?pass%77ord=hunter2&search_path=x",
+		"postgres://sb@db/sb?%73slpassword=hunter2",
+		"postgres://u:pa/x?hunter2@db:5432/sb",
+		"host=h password\v=hunter2",
+		"host=h password=abc\\\nhunter2",
+		"host=h password='abc\\\nhunter2'",
+		"options=password=' password='hunter2'",
+		"host=h password=hunter2\\",
+		" postgres://u:hunter2@db/sb",
 	} {
 		paste, _ := Pasteable(db)
 		_, perr := parsePostgres(db)
@@ -136,6 +150,9 @@ func TestPasteable(t *testing.T) {
 		{"postgres://sb@db?password=hunter2", "postgres://sb@db", true},
 		{"postgres://sb@db/sb?a=1&password=hunter2&b=2", "'postgres://sb@db/sb?a=1&b=2'", true},
 		{`host=db password=hun\ ter2 dbname=sb`, "'host=db  dbname=sb'", true},
+		// An @ in the query is not the end of a password.
+		{"postgres://sb:hunter2@db:5432/sb?application_name=me@laptop", "'postgres://sb@db:5432/sb?application_name=me@laptop'", true},
+		{"postgres://db:5432/sb?application_name=me@laptop", "'postgres://db:5432/sb?application_name=me@laptop'", false},
 		{"/var/lib/switchboard/switchboard.db", "/var/lib/switchboard/switchboard.db", false},
 		{"/srv/my data/sb.db", "'/srv/my data/sb.db'", false},
 		{"/srv/it's/sb.db", `'/srv/it'\''s/sb.db'`, false},
@@ -157,6 +174,10 @@ func TestPgDumpAdviceGivesTheCommand(t *testing.T) {
 		if !strings.Contains(c.got, c.want) || strings.Contains(c.got, "hunter2") || strings.Contains(c.got, "xxxxx") {
 			t.Errorf("advice %q\nwant it to hold %q, and no password", c.got, c.want)
 		}
+	}
+	multi := PgDumpAdvice("backup", "postgres://sb:p%40w@[::1]:5432,127.0.0.1:5432/sb?search_path=x&application_name=a%20b").Error()
+	if want := "--schema=x 'postgres://sb@[::1]:5432,127.0.0.1:5432/sb?application_name=a%20b' (with the password"; !strings.Contains(multi, want) {
+		t.Errorf("advice %q\nwant it to hold %q", multi, want)
 	}
 	if a := PgDumpAdvice("backup", "postgres://sb@db/sb").Error(); strings.Contains(a, "PGPASSWORD") {
 		t.Errorf("advice for a URL without a password speaks of one: %s", a)

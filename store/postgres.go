@@ -125,47 +125,48 @@ func (s *Store) pgDumpAdvice(what string) error { return PgDumpAdvice(what, s.ds
 // "backup" or "restore"; the command it gives may be pasted as it is, the
 // password (never shown) coming from PGPASSWORD or ~/.pgpass.
 func PgDumpAdvice(what, db string) error {
-	target, withoutPassword := pgDumpTarget(db)
+	server, schema, withoutPassword := pgDumpTarget(db)
 	password := ""
 	if withoutPassword {
 		password = " (with the password in PGPASSWORD or ~/.pgpass)"
 	}
 	if what == "restore" {
-		server, _ := Pasteable(db)
-		if u, err := url.Parse(maskURLPassword(db, "")); err == nil && strings.Contains(db, "://") && u.Query().Has("search_path") {
-			q := u.Query()
-			q.Del("search_path")
-			u.RawQuery = q.Encode()
-			server = shellQuote(u.String())
-		}
 		return fmt.Errorf("store: restore works on a SQLite file; on PostgreSQL restore pg_dump's archive with "+
 			"pg_restore, serve stopped: pg_restore --clean --if-exists --dbname=%s switchboard.dump%s: %w",
 			server, password, ErrSQLiteOnly)
 	}
+	if schema != "" {
+		server = "--schema=" + shellQuote(schema) + " " + server
+	}
 	return fmt.Errorf("store: %s works on a SQLite file; on PostgreSQL back up with pg_dump: "+
 		"pg_dump --format=custom --file=switchboard.dump %s%s (restore it with pg_restore, serve stopped): %w",
-		what, target, password, ErrSQLiteOnly)
+		what, server, password, ErrSQLiteOnly)
 }
 
-// pgDumpTarget is what pg_dump is to dump for db, as pasteable (see Pasteable):
-// libpq takes no search_path in a URL, so a schema named there becomes --schema.
-func pgDumpTarget(db string) (target string, withoutPassword bool) {
-	arg, withoutPassword := Pasteable(db)
-	if !strings.Contains(db, "://") {
-		return arg, withoutPassword
+// pgDumpTarget is the server pg_dump and pg_restore are to connect to for db,
+// as pasteable (see Pasteable), and the schema a URL's search_path names:
+// libpq takes no search_path in a URL, so it is cut out, to become --schema.
+func pgDumpTarget(db string) (server, schema string, withoutPassword bool) {
+	plain, withoutPassword := pasteable(db)
+	base, query, ok := strings.Cut(plain, "?")
+	if !strings.Contains(plain, "://") || !ok {
+		return shellQuote(plain), "", withoutPassword
 	}
-	u, err := url.Parse(maskURLPassword(db, ""))
-	if err != nil {
-		return arg, withoutPassword
+	var params []string
+	for _, p := range strings.Split(query, "&") {
+		k, v, _ := strings.Cut(p, "=")
+		if name, err := url.QueryUnescape(k); err == nil && name == "search_path" {
+			if schema, err = url.QueryUnescape(v); err != nil {
+				schema = v
+			}
+			continue
+		}
+		params = append(params, p)
 	}
-	q := u.Query()
-	schema := q.Get("search_path")
-	if schema == "" {
-		return arg, withoutPassword
+	if len(params) > 0 {
+		base += "?" + strings.Join(params, "&")
 	}
-	q.Del("search_path")
-	u.RawQuery = q.Encode()
-	return "--schema=" + shellQuote(schema) + " " + shellQuote(u.String()), withoutPassword
+	return shellQuote(base), schema, withoutPassword
 }
 
 // ErrUnreachable: the database server did not take the connection.

@@ -370,6 +370,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // every read connection busy in this process is this process's trouble.
 func (s *Store) pgPing(ctx context.Context) error {
 	ask := func() error {
+		asked := time.Now()
 		conn, err := s.rdb.Conn(ctx)
 		switch {
 		case err != nil && connectFailed(err):
@@ -378,10 +379,16 @@ func (s *Store) pgPing(ctx context.Context) error {
 			return fmt.Errorf("store: ping: no read connection to ask on: %w", err)
 		}
 		defer conn.Close()
+		// A connection that came late, from a busy pool, leaves the server too
+		// little of the time to be blamed for running out of it.
+		deadline, bounded := ctx.Deadline()
+		late := bounded && time.Until(deadline) < time.Since(asked)
 		var one int
 		// Not a prepared statement: none can be prepared while the server is away.
 		err = conn.QueryRowContext(ctx, `SELECT 1`).Scan(&one)
 		switch {
+		case err != nil && ctx.Err() != nil && late:
+			return fmt.Errorf("store: ping: the read connections were busy: %w", err)
 		case err != nil && ctx.Err() != nil:
 			return fmt.Errorf("store: PostgreSQL at %s did not answer in time: %w", pgWhere(s.pgcfg), ErrUnreachable)
 		case err != nil:

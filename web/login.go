@@ -112,18 +112,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request, _ httprouter.Params) 
 	h, err := u.store.CheckPassword(r.Context(), username, password)
 	release()
 	if errors.Is(err, store.ErrBadPassword) {
-		wait := try.failed()
-		// Record the failure (not the password) so an operator can see guessing.
-		shown, _ := textcut.Prefix(username, 64)
-		if aerr := u.store.Audit(r.Context(), store.AuditEntry{Actor: "anonymous", Action: "human.login",
-			Target: "username:" + shown, Outcome: "denied", Detail: "ip=" + ip}); aerr != nil {
-			u.log.Warn("web: audit failed login", "err", aerr)
-		}
-		if wait > 0 {
-			u.tooMany(w, r, next, username, wait)
-			return
-		}
-		u.showLogin(w, r, http.StatusUnauthorized, next, username, "Unknown username or wrong password.")
+		u.loginDenied(w, r, try, next, username, ip)
 		return
 	}
 	if err != nil {
@@ -135,8 +124,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request, _ httprouter.Params) 
 	token, _, err := u.store.LogIn(r.Context(), h, u.opts.SessionTTL, r.UserAgent(), "ip="+ip)
 	if errors.Is(err, store.ErrBadPassword) {
 		// Its password was changed or reset since it was checked: a wrong one now.
-		try.failed()
-		u.showLogin(w, r, http.StatusUnauthorized, next, username, "Unknown username or wrong password.")
+		u.loginDenied(w, r, try, next, username, ip)
 		return
 	}
 	if err != nil {
@@ -232,4 +220,21 @@ func plural(n int, unit string) string {
 		return "1 " + unit
 	}
 	return strconv.Itoa(n) + " " + unit + "s"
+}
+
+// loginDenied answers a login whose password is wrong: counted against the
+// throttle, audited (the username, not the password) so that an operator sees
+// guessing, and refused, or throttled once too many have been.
+func (u *UI) loginDenied(w http.ResponseWriter, r *http.Request, try *attempt, next, username, ip string) {
+	wait := try.failed()
+	shown, _ := textcut.Prefix(username, 64)
+	if aerr := u.store.Audit(r.Context(), store.AuditEntry{Actor: "anonymous", Action: "human.login",
+		Target: "username:" + shown, Outcome: "denied", Detail: "ip=" + ip}); aerr != nil {
+		u.log.Warn("web: audit failed login", "err", aerr)
+	}
+	if wait > 0 {
+		u.tooMany(w, r, next, username, wait)
+		return
+	}
+	u.showLogin(w, r, http.StatusUnauthorized, next, username, "Unknown username or wrong password.")
 }

@@ -122,7 +122,7 @@ func TestServeOnPostgreSQLThroughARestart(t *testing.T) {
 	if strings.Contains(logs.String(), c.Password) {
 		t.Fatalf("the log shows the password:\n%s", logs.String())
 	}
-	if !strings.Contains(logs.String(), "postgres:xxxxx@127.0.0.1") {
+	if !strings.Contains(logs.String(), "postgres://postgres@127.0.0.1") {
 		t.Fatalf("the log never names the database:\n%s", logs.String())
 	}
 }
