@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -32,8 +33,10 @@ func IsPostgres(db string) bool {
 }
 
 // keywordDSN matches libpq's keyword=value settings: they begin with one of its
-// keywords (a file's name hardly does).
-var keywordDSN = regexp.MustCompile(`^\s*(` + strings.Join(libpqKeywords, "|") + `)\s*=`)
+// keywords, in any case, or with two settings of any names (pgx takes any name,
+// as a setting for the server): a file's name hardly does either.
+var keywordDSN = regexp.MustCompile(`^[\s\v]*((?i:` + strings.Join(libpqKeywords, "|") + `)[\s\v]*=|` +
+	`\w+[\s\v]*=[\s\v]*\S*[\s\v]+\w+[\s\v]*=)`)
 
 // libpqKeywords are the connection settings libpq knows (PostgreSQL 17's).
 var libpqKeywords = []string{"host", "hostaddr", "port", "dbname", "user", "password", "passfile",
@@ -43,7 +46,7 @@ var libpqKeywords = []string{"host", "hostaddr", "port", "dbname", "user", "pass
 	"sslcompression", "sslcert", "sslkey", "sslkeylogfile", "sslpassword", "sslcertmode", "sslrootcert",
 	"sslcrl", "sslcrldir", "sslsni", "requirepeer", "ssl_min_protocol_version", "ssl_max_protocol_version",
 	"min_protocol_version", "max_protocol_version", "krbsrvname", "gsslib", "gssdelegation", "service",
-	"target_session_attrs", "load_balance_hosts"}
+	"target_session_attrs", "load_balance_hosts", "servicefile", "pool_max_conns", "pool_min_conns"}
 
 // CheckDB refuses a --db value that is neither a SQLite file's path nor
 // something pgx reads as a PostgreSQL server, without repeating it (it may hold
@@ -62,9 +65,13 @@ func CheckDB(db string) error {
 			return fmt.Errorf("store: --db: write the URL's scheme as %s:// (PostgreSQL reads it in lower case only): %w",
 				strings.ToLower(scheme), ErrInvalid)
 		}
-		netloc, path, _ := strings.Cut(rest, "/")
-		path, _, _ = strings.Cut(path, "?")
-		if strings.Count(netloc, "@") > 1 || strings.Contains(path, "@") {
+		netloc, after, _ := strings.Cut(rest, "/")
+		path, _, _ := strings.Cut(after, "?")
+		// With a colon but no @ before the first /, an @ after it may end a
+		// password with an unencoded / in it, which libpq would read as host,
+		// port and database.
+		if strings.Count(netloc, "@") > 1 || strings.Contains(path, "@") ||
+			(!strings.Contains(netloc, "@") && strings.Contains(netloc, ":") && strings.Contains(after, "@")) {
 			return fmt.Errorf("store: --db: the URL's user, password or database name holds an @ or a / that "+
 				"is not percent-encoded: write them as %%40 and %%2F (or give the password in PGPASSWORD or "+
 				"~/.pgpass): %w", ErrInvalid)
@@ -109,14 +116,20 @@ func parseProblem(err error) string {
 		return "unreadable"
 	}
 	msg := pe.Error()
-	if _, after, ok := strings.Cut(msg, "`: "); ok && strings.HasPrefix(msg, "cannot parse `") {
-		msg = after
-	}
 	if inner := errors.Unwrap(pe); inner != nil {
 		msg = strings.TrimSuffix(msg, " ("+inner.Error()+")")
 	}
-	if pe.ConnString != "" && strings.Contains(msg, pe.ConnString) {
-		return "unreadable"
+	if i := strings.LastIndex(msg, "`: "); i >= 0 && strings.HasPrefix(msg, "cannot parse `") {
+		msg = msg[i+3:]
+	}
+	// pgx masks the value it quotes at its best only: if any word of the value
+	// other than a setting's name is still in what is left, none of it is said.
+	for _, word := range strings.FieldsFunc(pe.ConnString, func(r rune) bool {
+		return unicode.IsSpace(r) || strings.ContainsRune(`=&?/:@,'"\`, r)
+	}) {
+		if len(word) >= 3 && !slices.Contains(libpqKeywords, strings.ToLower(word)) && strings.Contains(msg, word) {
+			return "unreadable"
+		}
 	}
 	return msg
 }
@@ -140,27 +153,25 @@ func Redacted(db string) string {
 }
 
 // pgServerURL names the server cfg dials as a URL without a password:
-// postgres://user@host:port/database, with its fallback hosts, a socket
-// directory as ?host=, and the search_path if one is set.
+// postgres://user@host:port/database, with its fallback hosts (a socket
+// directory percent-encoded, as libpq takes it) and the search_path if one is
+// set.
 func pgServerURL(cfg *pgconn.Config) string {
-	u := url.URL{Scheme: "postgres", User: url.User(cfg.User), Path: "/" + cfg.Database}
-	q := url.Values{}
 	var hosts []string
 	for _, c := range append([]*pgconn.FallbackConfig{{Host: cfg.Host, Port: cfg.Port}}, cfg.Fallbacks...) {
-		if strings.HasPrefix(c.Host, "/") {
-			q.Set("host", c.Host)
-			c = &pgconn.FallbackConfig{Port: c.Port}
+		host := c.Host
+		if strings.HasPrefix(host, "/") {
+			host = strings.ReplaceAll(url.PathEscape(host), "/", "%2F")
 		}
-		if h := net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))); !slices.Contains(hosts, h) {
+		if h := net.JoinHostPort(host, strconv.Itoa(int(c.Port))); !slices.Contains(hosts, h) {
 			hosts = append(hosts, h)
 		}
 	}
-	u.Host = strings.Join(hosts, ",")
+	out := "postgres://" + url.User(cfg.User).String() + "@" + strings.Join(hosts, ",") + "/" + url.PathEscape(cfg.Database)
 	if sp := cfg.RuntimeParams["search_path"]; sp != "" {
-		q.Set("search_path", sp)
+		out += "?search_path=" + url.QueryEscape(sp)
 	}
-	u.RawQuery = q.Encode()
-	return u.String()
+	return out
 }
 
 // keywordPassword is a password setting of libpq keyword=value settings (the
@@ -225,11 +236,10 @@ func pasteable(db string) (plain string, withoutPassword bool) {
 	if keywordDSN.MatchString(db) {
 		cut = strings.TrimSpace(keywordPassword.ReplaceAllString(db, ""))
 	}
-	password := cfg.Password // from the value, or else PGPASSWORD or ~/.pgpass, which are not in it
-	if decoded, err := url.PathUnescape(db); !strings.Contains(db, password) && (err != nil || !strings.Contains(decoded, password)) {
-		password = ""
+	if cut == db && !passwordLeft(db, "") {
+		return db, false // it holds no password: pgx found one, if any, in PGPASSWORD or ~/.pgpass
 	}
-	if passwordLeft(cut, password) {
+	if passwordLeft(cut, cfg.Password) {
 		return pgServerURL(cfg), true
 	}
 	if again, err := pgconn.ParseConfig(cut); err != nil || again.Host != cfg.Host || again.Port != cfg.Port ||

@@ -40,7 +40,9 @@ func TestCheckDBRefusesWhatItWouldMisread(t *testing.T) {
 		"POSTGRES://sb:hunter2@db/sb",
 		"Postgresql://sb:hunter2@db/sb",
 		"postgres://sb:abc@hunter2@db:5432/sb",
-		"postgres://sb:hun/ter2@db/sb",         // libpq: host sb, port hun
+		"postgres://sb:hun/ter2@db/sb",      // libpq: host sb, port hun
+		"postgres://user:12/ss?x=y@host/db", // libpq: host user, port 12, database ss
+		"postgres://user:12/ss?x=y@host",
 		"postgres://sb:a@hunter2/x@db:5432/sb", // libpq: host hunter2, database x@db…
 		"mysql://sb:hunter2@db/sb",
 		"sqlite://sb:hunter2@db/sb",
@@ -89,7 +91,8 @@ func TestRedacted(t *testing.T) {
 		"postgres://sb@h1:5433,h2/sb?search_path=switchboard":     "postgres://sb@h1:5433,h2:5432/sb?search_path=switchboard",
 		"host=db password=hunter2 dbname=sb":                      "postgres://pg@db:5432/sb",
 		`host=db password='hun ter\'2' dbname=sb`:                 "postgres://pg@db:5432/sb",
-		"host=/run/postgresql dbname=sb":                          "postgres://pg@:5432/sb?host=%2Frun%2Fpostgresql",
+		"host=/run/postgresql dbname=sb":                          "postgres://pg@%2Frun%2Fpostgresql:5432/sb",
+		"host=/tmp,db.example port=5432,6543 dbname=sb":           "postgres://pg@%2Ftmp:5432,db.example:6543/sb",
 		"postgres://sb:abc@hunter2@db:5432/sb":                    "the --db value",
 		"postgres://sb@db/sb?password=%zz":                        "the PostgreSQL --db value",
 		"./switchboard.db":                                        "./switchboard.db",
@@ -123,6 +126,13 @@ func TestNoPasswordShows(t *testing.T) {
 		"options=password=' password='hunter2'",
 		"host=h password=hunter2\\",
 		" postgres://u:hunter2@db/sb",
+		"postgres://user:12/ss?x=hunter2@host/db",
+		"postgres://user:/hunter2?x=y@host/db",
+		`host=h password='a\' b` + "`" + `: hunter2' port=bad`,
+		`host=h application_name='` + "`" + `: ' password=se\ hunter2 port=bad`,
+		"Host=h password=hunter2",
+		"pool_max_conns=5 host=h password=hunter2",
+		"\vhost=h password=hunter2",
 	} {
 		paste, _ := Pasteable(db)
 		_, perr := parsePostgres(db)
@@ -152,7 +162,7 @@ func TestPasteable(t *testing.T) {
 		{`host=db password=hun\ ter2 dbname=sb`, "'host=db  dbname=sb'", true},
 		// An @ in the query is not the end of a password.
 		{"postgres://sb:hunter2@db:5432/sb?application_name=me@laptop", "'postgres://sb@db:5432/sb?application_name=me@laptop'", true},
-		{"postgres://db:5432/sb?application_name=me@laptop", "'postgres://db:5432/sb?application_name=me@laptop'", false},
+		{"postgres://db/sb?application_name=me@laptop", "'postgres://db/sb?application_name=me@laptop'", false},
 		{"/var/lib/switchboard/switchboard.db", "/var/lib/switchboard/switchboard.db", false},
 		{"/srv/my data/sb.db", "'/srv/my data/sb.db'", false},
 		{"/srv/it's/sb.db", `'/srv/it'\''s/sb.db'`, false},
@@ -323,5 +333,17 @@ func TestPgDumpAdviceRuns(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(dir, "switchboard.dump")); err != nil || fi.Size() == 0 {
 		t.Fatalf("%s wrote no dump: %v", cmd, err)
+	}
+}
+
+// A password pgx finds in PGPASSWORD (or ~/.pgpass) is not the value's: the
+// value, which holds none, is pasted as it is, with all its settings.
+func TestPasteableKeepsAValueWithoutAPassword(t *testing.T) {
+	t.Setenv("PGPASSWORD", "s")
+	for _, db := range []string{"host=db.example user=switchboard sslmode=require",
+		"postgres://postgres@db.example/switchboard?sslmode=require&target_session_attrs=read-write&connect_timeout=5"} {
+		if got, without := pasteable(db); got != db || without {
+			t.Errorf("pasteable(%q) = %q, %v; want it as it is", db, got, without)
+		}
 	}
 }
