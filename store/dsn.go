@@ -33,10 +33,8 @@ func IsPostgres(db string) bool {
 }
 
 // keywordDSN matches libpq's keyword=value settings: they begin with one of its
-// keywords, in any case, or with two settings of any names (pgx takes any name,
-// as a setting for the server): a file's name hardly does either.
-var keywordDSN = regexp.MustCompile(`^[\s\v]*((?i:` + strings.Join(libpqKeywords, "|") + `)[\s\v]*=|` +
-	`\w+[\s\v]*=[\s\v]*\S*[\s\v]+\w+[\s\v]*=)`)
+// keywords (a file's name hardly does), after any space.
+var keywordDSN = regexp.MustCompile(`^[\pZ\s\v]*(` + strings.Join(libpqKeywords, "|") + `)[\s\v]*=`)
 
 // libpqKeywords are the connection settings libpq knows (PostgreSQL 17's).
 var libpqKeywords = []string{"host", "hostaddr", "port", "dbname", "user", "password", "passfile",
@@ -67,16 +65,21 @@ func CheckDB(db string) error {
 		}
 		netloc, after, _ := strings.Cut(rest, "/")
 		path, _, _ := strings.Cut(after, "?")
-		// With a colon but no @ before the first /, an @ after it may end a
-		// password with an unencoded / in it, which libpq would read as host,
-		// port and database.
+		// With no @ before the first /, an @ after it followed by host/database
+		// ends a user or password with an unencoded / in it, which libpq would
+		// read as host, port and database (an @ in a query's value is fine).
+		at := strings.LastIndex(after, "@")
 		if strings.Count(netloc, "@") > 1 || strings.Contains(path, "@") ||
-			(!strings.Contains(netloc, "@") && strings.Contains(netloc, ":") && strings.Contains(after, "@")) {
+			(!strings.Contains(netloc, "@") && at >= 0 && strings.Contains(after[at:], "/")) {
 			return fmt.Errorf("store: --db: the URL's user, password or database name holds an @ or a / that "+
 				"is not percent-encoded: write them as %%40 and %%2F (or give the password in PGPASSWORD or "+
 				"~/.pgpass): %w", ErrInvalid)
 		}
 		return nil
+	}
+	if anyPassword.MatchString(db) {
+		return fmt.Errorf("store: --db holds a password= setting but is no postgres:// URL and does not begin "+
+			"with a libpq keyword (host=, dbname=, user=, …) in lower case: %w", ErrInvalid)
 	}
 	if scheme, _, ok := strings.Cut(db, "://"); ok && !strings.ContainsAny(scheme, `/\`) {
 		return fmt.Errorf("store: --db: a %s:// URL names no database Switchboard opens: "+
@@ -122,6 +125,9 @@ func parseProblem(err error) string {
 	if i := strings.LastIndex(msg, "`: "); i >= 0 && strings.HasPrefix(msg, "cannot parse `") {
 		msg = msg[i+3:]
 	}
+	// What follows a colon is a value pgx quotes back, decoded ("unknown
+	// target_session_attrs value: …"): the value may be a password's piece.
+	msg, _, _ = strings.Cut(msg, ":")
 	// pgx masks the value it quotes at its best only: if any word of the value
 	// other than a setting's name is still in what is left, none of it is said.
 	for _, word := range strings.FieldsFunc(pe.ConnString, func(r rune) bool {
@@ -174,11 +180,6 @@ func pgServerURL(cfg *pgconn.Config) string {
 	return out
 }
 
-// keywordPassword is a password setting of libpq keyword=value settings (the
-// login's, or sslpassword, the client key's): a quoted value (with \' and \\
-// inside) or a word (with \ escaping the character after it, a space say).
-var keywordPassword = regexp.MustCompile(`(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:[^\s\\]|\\.)+)`)
-
 // stripURLPassword is raw, a URL, without its passwords: the user's (from the
 // colon after the user to the last @ before the path, so that the whole of a
 // password with an unencoded @ or ? goes), and the query parameters that pgx
@@ -224,17 +225,20 @@ func Pasteable(db string) (arg string, withoutPassword bool) {
 // is left in it (an odd spelling the cut missed); otherwise the server as pgx
 // reads it (pgServerURL), without the value's other settings.
 func pasteable(db string) (plain string, withoutPassword bool) {
+	if CheckDB(db) != nil {
+		return "YOUR_DATABASE", false // refused: its text may hold a password, misread
+	}
 	if !IsPostgres(db) {
 		return db, false
 	}
 	db = strings.TrimSpace(db)
 	cfg, err := pgconn.ParseConfig(db)
-	if err != nil || CheckDB(db) != nil {
+	if err != nil {
 		return "YOUR_POSTGRESQL_URL", false // pgx cannot read it: nothing of it can be shown
 	}
 	cut := stripURLPassword(db)
 	if keywordDSN.MatchString(db) {
-		cut = strings.TrimSpace(keywordPassword.ReplaceAllString(db, ""))
+		cut = stripKeywordPassword(db)
 	}
 	if cut == db && !passwordLeft(db, "") {
 		return db, false // it holds no password: pgx found one, if any, in PGPASSWORD or ~/.pgpass
@@ -283,4 +287,57 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// stripKeywordPassword is libpq keyword=value settings without their password
+// and sslpassword, read setting by setting as pgx reads them (a password= in
+// another setting's quoted value is that value's), each written back quoted
+// where it needs to be; "" when they do not read.
+func stripKeywordPassword(s string) string {
+	const space = " \t\n\r\v\f"
+	var out []string
+	s = strings.TrimLeftFunc(s, unicode.IsSpace)
+	for len(s) > 0 {
+		eq := strings.IndexByte(s, '=')
+		if eq < 0 {
+			return ""
+		}
+		key := strings.Trim(s[:eq], space)
+		s = strings.TrimLeft(s[eq+1:], space)
+		var val strings.Builder
+		quoted := len(s) > 0 && s[0] == '\''
+		if quoted {
+			s = s[1:]
+		}
+		i := 0
+		for ; i < len(s); i++ {
+			c := s[i]
+			if (quoted && c == '\'') || (!quoted && strings.IndexByte(space, c) >= 0) {
+				break
+			}
+			if c == '\\' {
+				if i++; i == len(s) {
+					break
+				}
+				c = s[i]
+			}
+			val.WriteByte(c)
+		}
+		if quoted {
+			if i >= len(s) {
+				return "" // unterminated
+			}
+			i++
+		}
+		s = strings.TrimLeft(s[min(i, len(s)):], space)
+		if key == "password" || key == "sslpassword" {
+			continue
+		}
+		v := val.String()
+		if v == "" || strings.ContainsAny(v, space+"'\\") {
+			v = "'" + strings.NewReplacer("\\", "\\\\", "'", "\\'").Replace(v) + "'"
+		}
+		out = append(out, key+"="+v)
+	}
+	return strings.Join(out, " ")
 }

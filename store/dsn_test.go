@@ -25,6 +25,7 @@ func TestIsPostgres(t *testing.T) {
 		"host=db port=5432 dbname=sb": true, " dbname=sb": true, "user=sb password=x": true,
 		"./switchboard.db": false, "/var/lib/switchboard/switchboard.db": false, "postgres.db": false,
 		"host.db": false, "./host=db": false, "hostname=x.db": false,
+		"a=1 b=2.db": false, "Host=laptop.db": false, "\u00a0host=db": true,
 		"client_encoding=UTF8 host=db password=x": true, "sslcrl=/x host=db": true, "keepalives=1 host=db": true,
 	} {
 		if IsPostgres(db) != want {
@@ -40,11 +41,12 @@ func TestCheckDBRefusesWhatItWouldMisread(t *testing.T) {
 		"POSTGRES://sb:hunter2@db/sb",
 		"Postgresql://sb:hunter2@db/sb",
 		"postgres://sb:abc@hunter2@db:5432/sb",
-		"postgres://sb:hun/ter2@db/sb",      // libpq: host sb, port hun
-		"postgres://user:12/ss?x=y@host/db", // libpq: host user, port 12, database ss
-		"postgres://user:12/ss?x=y@host",
+		"postgres://sb:hun/ter2@db/sb",         // libpq: host sb, port hun
+		"postgres://user:12/ss?x=y@host/db",    // libpq: host user, port 12, database ss
+		"postgres://a/b?c=d:hunter2@db/sb",     // libpq: host a, database b
 		"postgres://sb:a@hunter2/x@db:5432/sb", // libpq: host hunter2, database x@db…
 		"mysql://sb:hunter2@db/sb",
+		"Host=h password=hunter2", // pgx's settings, though not libpq's: no file named after them
 		"sqlite://sb:hunter2@db/sb",
 	} {
 		err := CheckDB(db)
@@ -61,7 +63,8 @@ func TestCheckDBRefusesWhatItWouldMisread(t *testing.T) {
 	}
 	for _, db := range []string{
 		"postgres://sb:hunter%40two@db/sb", "postgresql://db/sb?password=a@b", "host=db password=a@b@c",
-		"./switchboard.db", "/var/lib/switchboard/switchboard.db", "dir/with:colon.db",
+		"postgres://db.example:5432/sb?user=alice@myserver", "postgres://db:5432/sb?application_name=a@b",
+		"./switchboard.db", "/var/lib/switchboard/switchboard.db", "dir/with:colon.db", "my password.db", "a=1 b=2.db",
 	} {
 		if err := CheckDB(db); err != nil {
 			t.Errorf("CheckDB(%q) = %v", db, err)
@@ -133,6 +136,13 @@ func TestNoPasswordShows(t *testing.T) {
 		"Host=h password=hunter2",
 		"pool_max_conns=5 host=h password=hunter2",
 		"\vhost=h password=hunter2",
+		"application_name=password=' password=ab'hunter2",
+		"host=db application_name=password=' password=ab'hunter2 dbname=sb",
+		"application_name='password=' password=x'hunter2'",
+		"postgres://a/b?c=d:hunter2@db/sb",
+		"postgres://db/sb?password=pa&target_session_attrs=hunt%65r2",
+		`host=db password=pw target_session_attrs=h\u\n\t\e\r\2`,
+		"\u00a0host=db password=hunter2",
 	} {
 		paste, _ := Pasteable(db)
 		_, perr := parsePostgres(db)
@@ -155,11 +165,12 @@ func TestPasteable(t *testing.T) {
 		{"postgres://sb:hunter2@db:5432/sb", "postgres://sb@db:5432/sb", true},
 		{"postgres://sb@db/sb?sslmode=require&password=hunter2", "'postgres://sb@db/sb?sslmode=require'", true},
 		{"postgres://sb@db/sb?sslmode=require&application_name=x", "'postgres://sb@db/sb?sslmode=require&application_name=x'", false},
-		{"host=db password=hunter2 dbname=sb", "'host=db  dbname=sb'", true},
+		{"host=db password=hunter2 dbname=sb", "'host=db dbname=sb'", true},
 		{"postgres://sb@db/sb?sslpassword=hunter2", "postgres://sb@db/sb", true},
 		{"postgres://sb@db?password=hunter2", "postgres://sb@db", true},
 		{"postgres://sb@db/sb?a=1&password=hunter2&b=2", "'postgres://sb@db/sb?a=1&b=2'", true},
-		{`host=db password=hun\ ter2 dbname=sb`, "'host=db  dbname=sb'", true},
+		{`host=db password=hun\ ter2 dbname=sb`, "'host=db dbname=sb'", true},
+		{`host=db application_name='a b' password='pw-9z' options='-c x=\'y\''`, `'host=db application_name='\''a b'\'' options='\''-c x=\'\''y\'\'''\'''`, true},
 		// An @ in the query is not the end of a password.
 		{"postgres://sb:hunter2@db:5432/sb?application_name=me@laptop", "'postgres://sb@db:5432/sb?application_name=me@laptop'", true},
 		{"postgres://db/sb?application_name=me@laptop", "'postgres://db/sb?application_name=me@laptop'", false},
