@@ -192,24 +192,46 @@ func stripURLPassword(raw string) string {
 			rest = user + rest[at:]
 		}
 	}
-	base, query, hasQuery := strings.Cut(rest, "?")
+	kept, _ := cutQuery(scheme+"://"+rest, "password", "sslpassword")
+	return kept
+}
+
+// cutQuery is raw, a URL, without the query parameters named (their names
+// decoded as pgx decodes them), the others left as written; cut holds the
+// decoded value of each one cut.
+func cutQuery(raw string, names ...string) (kept string, cut map[string]string) {
+	base, query, hasQuery := strings.Cut(raw, "?")
 	if !hasQuery {
-		return scheme + "://" + rest
+		return raw, nil
 	}
 	var params []string
 	for _, p := range strings.Split(query, "&") {
-		k, _, _ := strings.Cut(p, "=")
-		if name, err := url.QueryUnescape(k); (err == nil && (name == "password" || name == "sslpassword")) ||
-			k == "password" || k == "sslpassword" {
+		k, v, _ := strings.Cut(p, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			name = k
+		}
+		if !slices.Contains(names, name) {
+			params = append(params, p)
 			continue
 		}
-		params = append(params, p)
+		if value, err := url.QueryUnescape(v); err == nil {
+			v = value
+		}
+		if cut == nil {
+			cut = map[string]string{}
+		}
+		cut[name] = v
 	}
 	if len(params) == 0 {
-		return scheme + "://" + base
+		return base, cut
 	}
-	return scheme + "://" + base + "?" + strings.Join(params, "&")
+	return base + "?" + strings.Join(params, "&"), cut
 }
+
+// PasswordElsewhere follows a command printed without the password its --db
+// held (see Pasteable).
+const PasswordElsewhere = " (with the password in PGPASSWORD or ~/.pgpass)"
 
 // Pasteable is a PostgreSQL --db value as a command the user pastes may take it:
 // without its password (which masked would not work), quoted for a POSIX shell;

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"strings"
 	"time"
 
@@ -128,7 +127,7 @@ func PgDumpAdvice(what, db string) error {
 	server, schema, withoutPassword := pgDumpTarget(db)
 	password := ""
 	if withoutPassword {
-		password = " (with the password in PGPASSWORD or ~/.pgpass)"
+		password = PasswordElsewhere
 	}
 	if what == "restore" {
 		return fmt.Errorf("store: restore works on a SQLite file; on PostgreSQL restore pg_dump's archive with "+
@@ -148,25 +147,11 @@ func PgDumpAdvice(what, db string) error {
 // libpq takes no search_path in a URL, so it is cut out, to become --schema.
 func pgDumpTarget(db string) (server, schema string, withoutPassword bool) {
 	plain, withoutPassword := pasteable(db)
-	base, query, ok := strings.Cut(plain, "?")
-	if !strings.Contains(plain, "://") || !ok {
+	if !strings.Contains(plain, "://") {
 		return shellQuote(plain), "", withoutPassword
 	}
-	var params []string
-	for _, p := range strings.Split(query, "&") {
-		k, v, _ := strings.Cut(p, "=")
-		if name, err := url.QueryUnescape(k); err == nil && name == "search_path" {
-			if schema, err = url.QueryUnescape(v); err != nil {
-				schema = v
-			}
-			continue
-		}
-		params = append(params, p)
-	}
-	if len(params) > 0 {
-		base += "?" + strings.Join(params, "&")
-	}
-	return shellQuote(base), schema, withoutPassword
+	kept, cut := cutQuery(plain, "search_path")
+	return shellQuote(kept), cut["search_path"], withoutPassword
 }
 
 // ErrUnreachable: the database server did not take the connection.

@@ -280,7 +280,7 @@ func firstRunHints(ctx context.Context, st *store.Store, self string) ([]string,
 	var hints []string
 	db, withoutPassword := st.PasteableDB()
 	if withoutPassword {
-		db += " (with the password in PGPASSWORD or ~/.pgpass)"
+		db += store.PasswordElsewhere
 	}
 	humans, err := st.CountOperators(ctx)
 	if err != nil {
