@@ -316,13 +316,24 @@ func shellQuote(s string) string {
 // another setting's quoted value is that value's), each written back quoted
 // where it needs to be; "" when they do not read.
 func stripKeywordPassword(s string) string {
+	kept, _, ok := cutKeywords(s, "password", "sslpassword")
+	if !ok {
+		return ""
+	}
+	return kept
+}
+
+// cutKeywords is libpq keyword=value settings without those named, read as
+// stripKeywordPassword reads them, and the values of those cut out; ok is
+// false when the settings do not read.
+func cutKeywords(s string, names ...string) (kept string, cut map[string]string, ok bool) {
 	const space = " \t\n\r\v\f"
 	var out []string
 	s = strings.TrimLeftFunc(s, unicode.IsSpace)
 	for len(s) > 0 {
 		eq := strings.IndexByte(s, '=')
 		if eq < 0 {
-			return ""
+			return "", nil, false
 		}
 		key := strings.Trim(s[:eq], space)
 		s = strings.TrimLeft(s[eq+1:], space)
@@ -347,19 +358,23 @@ func stripKeywordPassword(s string) string {
 		}
 		if quoted {
 			if i >= len(s) {
-				return "" // unterminated
+				return "", nil, false // unterminated
 			}
 			i++
 		}
 		s = strings.TrimLeft(s[min(i, len(s)):], space)
-		if key == "password" || key == "sslpassword" {
+		v := val.String()
+		if slices.Contains(names, key) {
+			if cut == nil {
+				cut = map[string]string{}
+			}
+			cut[key] = v
 			continue
 		}
-		v := val.String()
 		if v == "" || strings.ContainsAny(v, space+"'\\") {
 			v = "'" + strings.NewReplacer("\\", "\\\\", "'", "\\'").Replace(v) + "'"
 		}
 		out = append(out, key+"="+v)
 	}
-	return strings.Join(out, " ")
+	return strings.Join(out, " "), cut, true
 }

@@ -11,11 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
@@ -203,6 +205,30 @@ func TestPgDumpAdviceGivesTheCommand(t *testing.T) {
 	if a := PgDumpAdvice("backup", "postgres://sb@db/sb").Error(); strings.Contains(a, "PGPASSWORD") {
 		t.Errorf("advice for a URL without a password speaks of one: %s", a)
 	}
+	// The schema however the value names it; libpq refuses a search_path
+	// setting, so the command never holds one.
+	t.Setenv("PGOPTIONS", "")
+	for _, c := range []struct{ db, want string }{
+		{"host=db user=sb password=hunter2 dbname=sb search_path=switchboard", "--schema=switchboard 'host=db user=sb dbname=sb'"},
+		{"host=db dbname=sb search_path='sw, public'", "--schema=sw 'host=db dbname=sb'"},
+		{"host=db dbname=sb options='-c search_path=sw'", `--schema=sw 'host=db dbname=sb options='\''-c search_path=sw'\'''`},
+		{"postgres://sb@db/sb?options=-c%20search_path%3Dsw", "--schema=sw 'postgres://sb@db/sb?options=-c%20search_path%3Dsw'"},
+		{"postgres://sb@db/sb?options=--search-path%3Dsw%20-csearch_path%3Dlast", "--schema=last "},
+		{"postgres://sb@db/sb?search_path=sw,public", "--schema=sw postgres://sb@db/sb"},
+		{"postgres://sb@db/sb?search_path=%22$user%22,sw", "file=switchboard.dump postgres://sb@db/sb"},
+	} {
+		a := PgDumpAdvice("backup", c.db).Error()
+		if !strings.Contains(a, c.want) || strings.Contains(a, "hunter2") || strings.Contains(a, "search_path=sw,") {
+			t.Errorf("advice for %q:\n%s\nwant it to hold %q", c.db, a, c.want)
+		}
+		if strings.Contains(c.db, "search_path=") && !strings.Contains(c.db, "options") && strings.Contains(a, "search_path") {
+			t.Errorf("advice for %q passes libpq a search_path: %s", c.db, a)
+		}
+	}
+	t.Setenv("PGOPTIONS", "-c search_path=fromenv")
+	if a := PgDumpAdvice("backup", "host=db dbname=sb"); !strings.Contains(a.Error(), "--schema=fromenv 'host=db dbname=sb'") {
+		t.Errorf("advice with PGOPTIONS naming the schema: %s", a)
+	}
 }
 
 // A connection attempt is bounded when the URL sets no connect_timeout, and a
@@ -329,23 +355,55 @@ func TestPgDumpAdviceRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	advice := PgDumpAdvice("backup", db).Error()
-	_, cmd, ok := strings.Cut(advice, "pg_dump: ")
-	if !ok {
-		t.Fatalf("no command in %q", advice)
+	cfg, err := pgconn.ParseConfig(db)
+	if err != nil {
+		t.Fatal(err)
 	}
-	cmd, _, _ = strings.Cut(cmd, " (with the password")
-	cmd, _, _ = strings.Cut(cmd, " (restore it with")
-	dir := t.TempDir()
-	sh := exec.Command("sh", "-c", strings.Replace(cmd, "pg_dump", pgDump, 1))
-	sh.Dir = dir
-	if out, err := sh.CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", cmd, err, out)
+	schema := cfg.RuntimeParams["search_path"]
+	// Another schema beside it, which the dump must leave out.
+	other := testkit.PostgresURL(t)
+	if s, err := Open(context.Background(), other, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+		t.Fatal(err)
+	} else {
+		s.Close()
 	}
-	if fi, err := os.Stat(filepath.Join(dir, "switchboard.dump")); err != nil || fi.Size() == 0 {
-		t.Fatalf("%s wrote no dump: %v", cmd, err)
+	keywords := fmt.Sprintf("host=%s port=%d user=%s dbname=%s", cfg.Host, cfg.Port, cfg.User, cfg.Database)
+	t.Setenv("PGOPTIONS", "")
+	for _, db := range []string{db, keywords + " search_path=" + schema, keywords + " options='-c search_path=" + schema + "'"} {
+		advice := PgDumpAdvice("backup", db).Error()
+		_, cmd, ok := strings.Cut(advice, "pg_dump: ")
+		if !ok {
+			t.Fatalf("no command in %q", advice)
+		}
+		cmd, _, _ = strings.Cut(cmd, " (with the password")
+		cmd, _, _ = strings.Cut(cmd, " (restore it with")
+		dir := t.TempDir()
+		sh := exec.Command("sh", "-c", strings.Replace(cmd, "pg_dump", pgDump, 1))
+		sh.Dir = dir
+		if cfg.Password != "" {
+			sh.Env = append(os.Environ(), "PGPASSWORD="+cfg.Password)
+		}
+		if out, err := sh.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", cmd, err, out)
+		}
+		list, err := exec.Command(filepath.Join(filepath.Dir(pgDump), "pg_restore"), "--list", filepath.Join(dir, "switchboard.dump")).CombinedOutput()
+		if err != nil {
+			t.Fatalf("pg_restore --list after %s: %v\n%s", cmd, err, list)
+		}
+		tables := dumpedTable.FindAllStringSubmatch(string(list), -1)
+		if !strings.Contains(string(list), " TABLE "+schema+" todos ") {
+			t.Fatalf("%s dumped no todos of the schema %s:\n%s", cmd, schema, list)
+		}
+		for _, m := range tables {
+			if m[1] != schema {
+				t.Fatalf("%s dumped a table of the schema %s beside %s:\n%s", cmd, m[1], schema, list)
+			}
+		}
 	}
 }
+
+// dumpedTable is a table (or its data) in pg_restore --list, and its schema.
+var dumpedTable = regexp.MustCompile(`(?m)^\d+; \d+ \d+ TABLE (?:DATA )?(\S+) `)
 
 // A password pgx finds in PGPASSWORD (or ~/.pgpass) is not the value's: the
 // value, which holds none, is pasted as it is, with all its settings.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -143,15 +144,87 @@ func PgDumpAdvice(what, db string) error {
 }
 
 // pgDumpTarget is the server pg_dump and pg_restore are to connect to for db,
-// as pasteable (see Pasteable), and the schema a URL's search_path names:
-// libpq takes no search_path in a URL, so it is cut out, to become --schema.
+// as pasteable (see Pasteable), and the schema Switchboard uses there
+// (pgDumpSchema). libpq takes no search_path, in a URL or as a keyword, so
+// it is cut out, to become --schema.
 func pgDumpTarget(db string) (server, schema string, withoutPassword bool) {
 	plain, withoutPassword := pasteable(db)
-	if !strings.Contains(plain, "://") {
-		return shellQuote(plain), "", withoutPassword
+	if strings.Contains(plain, "://") {
+		plain, _ = cutQuery(plain, "search_path")
+	} else if kept, _, ok := cutKeywords(plain, "search_path"); ok && kept != "" {
+		plain = kept
 	}
-	kept, cut := cutQuery(plain, "search_path")
-	return shellQuote(kept), cut["search_path"], withoutPassword
+	return shellQuote(plain), pgDumpSchema(db), withoutPassword
+}
+
+// pgDumpSchema is the schema a store on db makes its tables in, as pgx reads
+// db: the first of its search_path, given as a setting of its own or in its
+// options (-c search_path=…, PGOPTIONS), "" if it names none (or only
+// $user, which the server resolves), so that pg_dump dumps that schema alone.
+func pgDumpSchema(db string) string {
+	if CheckDB(db) != nil || !IsPostgres(db) {
+		return ""
+	}
+	cfg, err := pgconn.ParseConfig(strings.TrimSpace(db))
+	if err != nil {
+		return ""
+	}
+	path := cfg.RuntimeParams["search_path"]
+	if path == "" {
+		path = optionsSetting(cfg.RuntimeParams["options"], "search_path")
+	}
+	first, _, _ := strings.Cut(path, ",")
+	if first = strings.TrimSpace(first); strings.Trim(first, `"`) == "$user" {
+		return ""
+	}
+	return first
+}
+
+// optionsSetting is the value the server's options (PostgreSQL's command-line
+// options: -c name=value, -cname=value or --name=value, split at spaces, a
+// backslash keeping the next character) give the setting name, "" if none.
+func optionsSetting(options, name string) string {
+	var words []string
+	var word strings.Builder
+	escaped := false
+	for _, r := range options {
+		switch {
+		case escaped:
+			word.WriteRune(r)
+			escaped = false
+		case r == '\\':
+			escaped = true
+		case unicode.IsSpace(r):
+			if word.Len() > 0 {
+				words, word = append(words, word.String()), strings.Builder{}
+			}
+		default:
+			word.WriteRune(r)
+		}
+	}
+	if word.Len() > 0 {
+		words = append(words, word.String())
+	}
+	value := ""
+	for i := 0; i < len(words); i++ {
+		var setting string
+		switch w := words[i]; {
+		case w == "-c" && i+1 < len(words):
+			i++
+			setting = words[i]
+		case strings.HasPrefix(w, "--"):
+			setting = w[2:]
+		case strings.HasPrefix(w, "-c"):
+			setting = w[2:]
+		default:
+			continue
+		}
+		k, v, ok := strings.Cut(setting, "=")
+		if ok && strings.EqualFold(strings.ReplaceAll(k, "-", "_"), name) {
+			value = v // the last one is the server's
+		}
+	}
+	return value
 }
 
 // ErrUnreachable: the database server did not take the connection.
