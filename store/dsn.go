@@ -49,8 +49,8 @@ var libpqKeywords = []string{"host", "hostaddr", "port", "dbname", "user", "pass
 // CheckDB refuses a --db value that is neither a SQLite file's path nor
 // something pgx reads as a PostgreSQL server, without repeating it (it may hold
 // a password): a URL of another scheme, a postgres:// URL in capitals, a URL
-// whose user, password or database name holds an @ or a / that is not
-// percent-encoded. libpq and pgx end the password at the first @ before the
+// whose user, password or database name holds an @, a /, a ? or a # that is
+// not percent-encoded. libpq and pgx end the password at the first @ before the
 // first /, other URL readers at the last @: the rest of such a password would
 // be taken for the host or the database, and shown as such.
 func CheckDB(db string) error {
@@ -68,11 +68,16 @@ func CheckDB(db string) error {
 		// With no @ before the first /, an @ after it followed by host/database
 		// ends a user or password with an unencoded / in it, which libpq would
 		// read as host, port and database (an @ in a query's value is fine).
+		// A ? or # before the @ would start the query for other URL readers,
+		// but not for libpq and pgx, which take all of it for the user: a
+		// password= in it would be shown as the user's name.
 		at := strings.LastIndex(after, "@")
+		user, _, hasUser := strings.Cut(netloc, "@")
 		if strings.Count(netloc, "@") > 1 || strings.Contains(path, "@") ||
-			(!strings.Contains(netloc, "@") && at >= 0 && strings.Contains(after[at:], "/")) {
-			return fmt.Errorf("store: --db: the URL's user, password or database name holds an @ or a / that "+
-				"is not percent-encoded: write them as %%40 and %%2F (or give the password in PGPASSWORD or "+
+			(!strings.Contains(netloc, "@") && at >= 0 && strings.Contains(after[at:], "/")) ||
+			(hasUser && strings.ContainsAny(user, "?#")) {
+			return fmt.Errorf("store: --db: the URL's user, password or database name holds an @, /, ? or # that "+
+				"is not percent-encoded: write them as %%40, %%2F, %%3F and %%23 (or give the password in PGPASSWORD or "+
 				"~/.pgpass): %w", ErrInvalid)
 		}
 		return nil
@@ -316,65 +321,10 @@ func shellQuote(s string) string {
 // another setting's quoted value is that value's), each written back quoted
 // where it needs to be; "" when they do not read.
 func stripKeywordPassword(s string) string {
-	kept, _, ok := cutKeywords(s, "password", "sslpassword")
+	settings, ok := keywordSettings(s)
 	if !ok {
 		return ""
 	}
-	return kept
-}
-
-// cutKeywords is libpq keyword=value settings without those named, read as
-// stripKeywordPassword reads them, and the values of those cut out; ok is
-// false when the settings do not read.
-func cutKeywords(s string, names ...string) (kept string, cut map[string]string, ok bool) {
-	const space = " \t\n\r\v\f"
-	var out []string
-	s = strings.TrimLeftFunc(s, unicode.IsSpace)
-	for len(s) > 0 {
-		eq := strings.IndexByte(s, '=')
-		if eq < 0 {
-			return "", nil, false
-		}
-		key := strings.Trim(s[:eq], space)
-		s = strings.TrimLeft(s[eq+1:], space)
-		var val strings.Builder
-		quoted := len(s) > 0 && s[0] == '\''
-		if quoted {
-			s = s[1:]
-		}
-		i := 0
-		for ; i < len(s); i++ {
-			c := s[i]
-			if (quoted && c == '\'') || (!quoted && strings.IndexByte(space, c) >= 0) {
-				break
-			}
-			if c == '\\' {
-				if i++; i == len(s) {
-					break
-				}
-				c = s[i]
-			}
-			val.WriteByte(c)
-		}
-		if quoted {
-			if i >= len(s) {
-				return "", nil, false // unterminated
-			}
-			i++
-		}
-		s = strings.TrimLeft(s[min(i, len(s)):], space)
-		v := val.String()
-		if slices.Contains(names, key) {
-			if cut == nil {
-				cut = map[string]string{}
-			}
-			cut[key] = v
-			continue
-		}
-		if v == "" || strings.ContainsAny(v, space+"'\\") {
-			v = "'" + strings.NewReplacer("\\", "\\\\", "'", "\\'").Replace(v) + "'"
-		}
-		out = append(out, key+"="+v)
-	}
-	return strings.Join(out, " "), cut, true
+	kept := slices.DeleteFunc(settings, func(kv [2]string) bool { return kv[0] == "password" || kv[0] == "sslpassword" })
+	return keywordText(kept)
 }

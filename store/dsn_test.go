@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,6 +51,8 @@ func TestCheckDBRefusesWhatItWouldMisread(t *testing.T) {
 		"mysql://sb:hunter2@db/sb",
 		"Host=h password=hunter2", // pgx's settings, though not libpq's: no file named after them
 		"sqlite://sb:hunter2@db/sb",
+		"postgres://db.example?sslmode=require&password=hunter2@2024", // libpq and pgx: user db.example?…=hunter2
+		"postgres://sb:hun#ter2@db/sb",
 	} {
 		err := CheckDB(db)
 		if !errors.Is(err, ErrInvalid) {
@@ -188,46 +191,49 @@ func TestPasteable(t *testing.T) {
 }
 
 func TestPgDumpAdviceGivesTheCommand(t *testing.T) {
-	backup := PgDumpAdvice("backup", "postgres://sb:hunter2@db:5432/sb?search_path=switchboard").Error()
-	restore := PgDumpAdvice("restore", "postgres://sb:hunter2@db:5432/sb?search_path=switchboard").Error()
-	for _, c := range []struct{ got, want string }{
-		{backup, "pg_dump --format=custom --file=switchboard.dump --schema=switchboard postgres://sb@db:5432/sb (with the password in PGPASSWORD"},
-		{restore, "pg_restore --clean --if-exists --dbname=postgres://sb@db:5432/sb switchboard.dump (with the password in PGPASSWORD"},
-	} {
-		if !strings.Contains(c.got, c.want) || strings.Contains(c.got, "hunter2") || strings.Contains(c.got, "xxxxx") {
-			t.Errorf("advice %q\nwant it to hold %q, and no password", c.got, c.want)
-		}
-	}
-	multi := PgDumpAdvice("backup", "postgres://sb:p%40w@[::1]:5432,127.0.0.1:5432/sb?search_path=x&application_name=a%20b").Error()
-	if want := "--schema=x 'postgres://sb@[::1]:5432,127.0.0.1:5432/sb?application_name=a%20b' (with the password"; !strings.Contains(multi, want) {
-		t.Errorf("advice %q\nwant it to hold %q", multi, want)
-	}
-	if a := PgDumpAdvice("backup", "postgres://sb@db/sb").Error(); strings.Contains(a, "PGPASSWORD") {
-		t.Errorf("advice for a URL without a password speaks of one: %s", a)
-	}
-	// The schema however the value names it; libpq refuses a search_path
-	// setting, so the command never holds one.
 	t.Setenv("PGOPTIONS", "")
+	t.Setenv("PGPASSWORD", "")
+	// Nothing listens on port 1: the schema cannot be asked for, and the
+	// advice says to name it.
+	const unasked = "could not be asked which schema is Switchboard's: "
 	for _, c := range []struct{ db, want string }{
-		{"host=db user=sb password=hunter2 dbname=sb search_path=switchboard", "--schema=switchboard 'host=db user=sb dbname=sb'"},
-		{"host=db dbname=sb search_path='sw, public'", "--schema=sw 'host=db dbname=sb'"},
-		{"host=db dbname=sb options='-c search_path=sw'", `--schema=sw 'host=db dbname=sb options='\''-c search_path=sw'\'''`},
-		{"postgres://sb@db/sb?options=-c%20search_path%3Dsw", "--schema=sw 'postgres://sb@db/sb?options=-c%20search_path%3Dsw'"},
-		{"postgres://sb@db/sb?options=--search-path%3Dsw%20-csearch_path%3Dlast", "--schema=last "},
-		{"postgres://sb@db/sb?search_path=sw,public", "--schema=sw postgres://sb@db/sb"},
-		{"postgres://sb@db/sb?search_path=%22$user%22,sw", "file=switchboard.dump postgres://sb@db/sb"},
+		{"postgres://sb:hunter2@127.0.0.1:1/sb?search_path=switchboard",
+			"pg_dump --format=custom --file=switchboard.dump postgres://sb@127.0.0.1:1/sb (with the password in PGPASSWORD"},
+		// libpq refuses a search_path, pgx's own settings and names in capitals;
+		// pgx's database is libpq's dbname.
+		{"host=127.0.0.1 port=1 user=sb password=hunter2 database=sb search_path=sw SEARCH_PATH=x statement_cache_capacity=0",
+			"switchboard.dump 'host=127.0.0.1 port=1 user=sb dbname=sb' (with the password in PGPASSWORD"},
+		{"postgres://sb:p%40w@[::1]:1,127.0.0.1:1/sb?search_path=x&application_name=a%20b&default_query_exec_mode=simple_protocol&%20search_path=y",
+			"switchboard.dump 'postgres://sb@[::1]:1,127.0.0.1:1/sb?application_name=a%20b' (with the password"},
+		// A password equal to the user's name keeps the value's other settings.
+		{"postgres://postgres:postgres@127.0.0.1:1,127.0.0.1:2/postgres?target_session_attrs=read-write&sslmode=disable",
+			"switchboard.dump 'postgres://postgres@127.0.0.1:1,127.0.0.1:2/postgres?target_session_attrs=read-write&sslmode=disable' (with the password"},
+		{"host=127.0.0.1 port=1 dbname=sb options='-c search_path=sw'",
+			`switchboard.dump 'host=127.0.0.1 port=1 dbname=sb options='\''-c search_path=sw'\''' (the server`},
 	} {
 		a := PgDumpAdvice("backup", c.db).Error()
-		if !strings.Contains(a, c.want) || strings.Contains(a, "hunter2") || strings.Contains(a, "search_path=sw,") {
-			t.Errorf("advice for %q:\n%s\nwant it to hold %q", c.db, a, c.want)
-		}
-		if strings.Contains(c.db, "search_path=") && !strings.Contains(c.db, "options") && strings.Contains(a, "search_path") {
-			t.Errorf("advice for %q passes libpq a search_path: %s", c.db, a)
+		if !strings.Contains(a, c.want) || !strings.Contains(a, unasked) || strings.Contains(a, "hunter2") ||
+			strings.Contains(a, "p%40w") || strings.Contains(a, "search_path=sw ") || strings.Contains(a, "statement_cache") ||
+			strings.Contains(a, "default_query") || strings.Contains(a, "SEARCH") || strings.Contains(a, "search_path=y") {
+			t.Errorf("advice for %q:\n%s\nwant it to hold %q and %q, and no password nor setting libpq refuses", c.db, a, c.want, unasked)
 		}
 	}
-	t.Setenv("PGOPTIONS", "-c search_path=fromenv")
-	if a := PgDumpAdvice("backup", "host=db dbname=sb"); !strings.Contains(a.Error(), "--schema=fromenv 'host=db dbname=sb'") {
-		t.Errorf("advice with PGOPTIONS naming the schema: %s", a)
+	restore := PgDumpAdvice("restore", "postgres://sb:hunter2@127.0.0.1:1/sb?search_path=switchboard").Error()
+	if want := "pg_restore --clean --if-exists --dbname=postgres://sb@127.0.0.1:1/sb switchboard.dump (with the password in PGPASSWORD"; !strings.Contains(restore, want) ||
+		!strings.Contains(restore, "--clean drops the schema itself") {
+		t.Errorf("advice %q\nwant it to hold %q", restore, want)
+	}
+	// A value without a password gets no word of one, even if PGPASSWORD holds one.
+	t.Setenv("PGPASSWORD", "elsewhere")
+	for _, db := range []string{"postgres://sb@127.0.0.1:1/sb", "host=127.0.0.1  port=1 dbname=sb options='-c x=1'"} {
+		if a := PgDumpAdvice("backup", db).Error(); strings.Contains(a, "PGPASSWORD") || strings.Contains(a, "elsewhere") {
+			t.Errorf("advice for %q, which holds no password, speaks of one: %s", db, a)
+		}
+	}
+	// A refused value is not repeated.
+	if a := PgDumpAdvice("backup", "postgres://db.example?sslmode=require&password=hunter2@2024").Error(); strings.Contains(a, "hunter2") ||
+		!strings.Contains(a, "YOUR_DATABASE") {
+		t.Errorf("advice for a refused value: %s", a)
 	}
 }
 
@@ -360,16 +366,37 @@ func TestPgDumpAdviceRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	schema := cfg.RuntimeParams["search_path"]
-	// Another schema beside it, which the dump must leave out.
+	// Another schema beside it, which the dump must leave out, and one whose
+	// name pg_dump would read as a pattern.
 	other := testkit.PostgresURL(t)
-	if s, err := Open(context.Background(), other, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+	odd := "Odd.S*" + strings.TrimPrefix(schema, "t_")
+	conn, err := pgx.Connect(context.Background(), os.Getenv("SWITCHBOARD_TEST_POSTGRES"))
+	if err != nil {
 		t.Fatal(err)
-	} else {
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `CREATE SCHEMA "`+odd+`"`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Exec(context.Background(), `DROP SCHEMA "`+odd+`" CASCADE`) })
+	oddDB := strings.Replace(db, "search_path="+schema, "search_path="+url.QueryEscape(`"`+odd+`"`), 1)
+	for _, db := range []string{other, oddDB} {
+		s, err := Open(context.Background(), db, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
 		s.Close()
 	}
 	keywords := fmt.Sprintf("host=%s port=%d user=%s dbname=%s", cfg.Host, cfg.Port, cfg.User, cfg.Database)
 	t.Setenv("PGOPTIONS", "")
-	for _, db := range []string{db, keywords + " search_path=" + schema, keywords + " options='-c search_path=" + schema + "'"} {
+	for _, c := range []struct{ db, schema string }{
+		{db, schema},
+		{keywords + " search_path=" + schema, schema},
+		{keywords + " options='-c search_path=" + schema + "'", schema},
+		{keywords + " search_path='nosuch, " + schema + "'", schema}, // the server passes over a schema that is not there
+		{oddDB, odd},
+	} {
+		db, schema := c.db, c.schema
 		advice := PgDumpAdvice("backup", db).Error()
 		_, cmd, ok := strings.Cut(advice, "pg_dump: ")
 		if !ok {
@@ -380,9 +407,7 @@ func TestPgDumpAdviceRuns(t *testing.T) {
 		dir := t.TempDir()
 		sh := exec.Command("sh", "-c", strings.Replace(cmd, "pg_dump", pgDump, 1))
 		sh.Dir = dir
-		if cfg.Password != "" {
-			sh.Env = append(os.Environ(), "PGPASSWORD="+cfg.Password)
-		}
+		sh.Env = append(os.Environ(), "PGPASSWORD="+cfg.Password)
 		if out, err := sh.CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v\n%s", cmd, err, out)
 		}
@@ -398,6 +423,25 @@ func TestPgDumpAdviceRuns(t *testing.T) {
 			if m[1] != schema {
 				t.Fatalf("%s dumped a table of the schema %s beside %s:\n%s", cmd, m[1], schema, list)
 			}
+		}
+		// The restore it prints puts the tables back in that schema, which
+		// it leaves in place.
+		restore := PgDumpAdvice("restore", db).Error()
+		_, cmd, ok = strings.Cut(restore, "serve stopped: ")
+		cmd, _, _ = strings.Cut(cmd, " (with the password")
+		cmd = strings.TrimSuffix(cmd, ": "+ErrSQLiteOnly.Error())
+		if !ok || !strings.HasPrefix(cmd, "pg_restore --clean --if-exists --schema=") {
+			t.Fatalf("no restore command naming the schema in %q", restore)
+		}
+		sh = exec.Command("sh", "-c", strings.Replace(cmd, "pg_restore", filepath.Join(filepath.Dir(pgDump), "pg_restore"), 1))
+		sh.Dir = dir
+		sh.Env = append(os.Environ(), "PGPASSWORD="+cfg.Password)
+		if out, err := sh.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", cmd, err, out)
+		}
+		var n int
+		if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'todos'`, schema).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("after %s the schema %s has %d todos tables (%v)", cmd, schema, n, err)
 		}
 	}
 }

@@ -144,7 +144,7 @@ func TestOpenPostgresRefusals(t *testing.T) {
 		{"wrong password", c.URL("postgres", "not-"+c.Password, "postgres"), "not-" + c.Password,
 			[]string{"password authentication failed", `user "postgres"`, "check the user and password"}, ErrUnreachable},
 		{"no such database", c.URL("postgres", c.Password, "nosuch"), c.Password,
-			[]string{`database "nosuch" does not exist`, "createdb nosuch"}, ErrUnreachable},
+			[]string{`database "nosuch" does not exist`, "createdb --owner=postgres nosuch"}, ErrUnreachable},
 		{"no right to create tables", c.URL("visitor", "visitor-secret", "postgres"), "visitor-secret",
 			[]string{"postgres://visitor@", "may not create tables", "GRANT CREATE ON SCHEMA"}, nil},
 	} {

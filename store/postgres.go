@@ -8,7 +8,6 @@ import (
 	"net"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -96,7 +95,10 @@ func connectError(cfg *pgx.ConnConfig, err error) error {
 		case "28P01", "28000":
 			why += " (check the user and password in the URL, or PGPASSWORD)"
 		case "3D000":
-			why += " (create it first: createdb " + cfg.Database + ")"
+			// Owned by the role that connects, so that it may create its tables
+			// there (since PostgreSQL 15 no role but the owner may in public).
+			why += " (create it first, owned by the role that connects: createdb --owner=" +
+				shellQuote(cfg.User) + " " + shellQuote(cfg.Database) + ")"
 		}
 	} else if i := strings.LastIndex(why, ": "); i >= 0 {
 		why = why[i+2:] // pgx prefixes the whole configuration; the cause is last
@@ -115,117 +117,6 @@ func pgWhere(cfg *pgx.ConnConfig) string {
 
 // ErrSQLiteOnly: what was asked works on a SQLite file only.
 var ErrSQLiteOnly = errors.New("SQLite only")
-
-// pgDumpAdvice refuses a SQLite-only file operation on PostgreSQL, with the
-// command that does the job there.
-func (s *Store) pgDumpAdvice(what string) error { return PgDumpAdvice(what, s.dsn) }
-
-// PgDumpAdvice is pgDumpAdvice for a --db value, before any store is open (the
-// CLI's backup and restore, which must not connect or lock anything). what is
-// "backup" or "restore"; the command it gives may be pasted as it is, the
-// password (never shown) coming from PGPASSWORD or ~/.pgpass.
-func PgDumpAdvice(what, db string) error {
-	server, schema, withoutPassword := pgDumpTarget(db)
-	password := ""
-	if withoutPassword {
-		password = PasswordElsewhere
-	}
-	if what == "restore" {
-		return fmt.Errorf("store: restore works on a SQLite file; on PostgreSQL restore pg_dump's archive with "+
-			"pg_restore, serve stopped: pg_restore --clean --if-exists --dbname=%s switchboard.dump%s: %w",
-			server, password, ErrSQLiteOnly)
-	}
-	if schema != "" {
-		server = "--schema=" + shellQuote(schema) + " " + server
-	}
-	return fmt.Errorf("store: %s works on a SQLite file; on PostgreSQL back up with pg_dump: "+
-		"pg_dump --format=custom --file=switchboard.dump %s%s (restore it with pg_restore, serve stopped): %w",
-		what, server, password, ErrSQLiteOnly)
-}
-
-// pgDumpTarget is the server pg_dump and pg_restore are to connect to for db,
-// as pasteable (see Pasteable), and the schema Switchboard uses there
-// (pgDumpSchema). libpq takes no search_path, in a URL or as a keyword, so
-// it is cut out, to become --schema.
-func pgDumpTarget(db string) (server, schema string, withoutPassword bool) {
-	plain, withoutPassword := pasteable(db)
-	if strings.Contains(plain, "://") {
-		plain, _ = cutQuery(plain, "search_path")
-	} else if kept, _, ok := cutKeywords(plain, "search_path"); ok && kept != "" {
-		plain = kept
-	}
-	return shellQuote(plain), pgDumpSchema(db), withoutPassword
-}
-
-// pgDumpSchema is the schema a store on db makes its tables in, as pgx reads
-// db: the first of its search_path, given as a setting of its own or in its
-// options (-c search_path=…, PGOPTIONS), "" if it names none (or only
-// $user, which the server resolves), so that pg_dump dumps that schema alone.
-func pgDumpSchema(db string) string {
-	if CheckDB(db) != nil || !IsPostgres(db) {
-		return ""
-	}
-	cfg, err := pgconn.ParseConfig(strings.TrimSpace(db))
-	if err != nil {
-		return ""
-	}
-	path := cfg.RuntimeParams["search_path"]
-	if path == "" {
-		path = optionsSetting(cfg.RuntimeParams["options"], "search_path")
-	}
-	first, _, _ := strings.Cut(path, ",")
-	if first = strings.TrimSpace(first); strings.Trim(first, `"`) == "$user" {
-		return ""
-	}
-	return first
-}
-
-// optionsSetting is the value the server's options (PostgreSQL's command-line
-// options: -c name=value, -cname=value or --name=value, split at spaces, a
-// backslash keeping the next character) give the setting name, "" if none.
-func optionsSetting(options, name string) string {
-	var words []string
-	var word strings.Builder
-	escaped := false
-	for _, r := range options {
-		switch {
-		case escaped:
-			word.WriteRune(r)
-			escaped = false
-		case r == '\\':
-			escaped = true
-		case unicode.IsSpace(r):
-			if word.Len() > 0 {
-				words, word = append(words, word.String()), strings.Builder{}
-			}
-		default:
-			word.WriteRune(r)
-		}
-	}
-	if word.Len() > 0 {
-		words = append(words, word.String())
-	}
-	value := ""
-	for i := 0; i < len(words); i++ {
-		var setting string
-		switch w := words[i]; {
-		case w == "-c" && i+1 < len(words):
-			i++
-			setting = words[i]
-		case strings.HasPrefix(w, "--"):
-			setting = w[2:]
-		case strings.HasPrefix(w, "-c"):
-			setting = w[2:]
-		default:
-			continue
-		}
-		k, v, ok := strings.Cut(setting, "=")
-		if ok && strings.EqualFold(strings.ReplaceAll(k, "-", "_"), name) {
-			value = v // the last one is the server's
-		}
-	}
-	return value
-}
 
 // ErrUnreachable: the database server did not take the connection.
 var ErrUnreachable = errors.New("database unreachable")

@@ -263,7 +263,18 @@ const dbUsage = "SQLite database file, or a postgres:// URL (env SWITCHBOARD_DB)
 
 // dbFlag adds --db to a flag set.
 func dbFlag(fs *flag.FlagSet, env *environ) *string {
-	return fs.String("db", defaultDB(env), dbUsage)
+	db := fs.String("db", defaultDB(env), dbUsage)
+	hideDBPassword(fs)
+	return db
+}
+
+// hideDBPassword has fs's usage show --db's default (SWITCHBOARD_DB) as the
+// server it names, never the value itself: it may hold a password, and -h or
+// a mistyped flag prints the defaults.
+func hideDBPassword(fs *flag.FlagSet) {
+	if f := fs.Lookup("db"); f != nil && (store.IsPostgres(f.DefValue) || store.CheckDB(f.DefValue) != nil) {
+		f.DefValue = store.Redacted(f.DefValue)
+	}
 }
 
 func runVersion(_ context.Context, env *environ, args []string) error {

@@ -427,3 +427,28 @@ func TestCLIMessage(t *testing.T) {
 		}
 	}
 }
+
+// The usage a mistyped flag or -h prints shows --db's default, SWITCHBOARD_DB,
+// as the server it names, never its password.
+func TestUsageHidesTheDatabasePassword(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, db := range []string{"postgres://sb:hunter2@db.example:5432/sb", "host=db.example user=sb password=hunter2"} {
+		for _, args := range [][]string{
+			{"serve", "-h"}, {"serve", "--bogus"}, {"todo", "list", "--bogus"}, {"backup", "-h"},
+			{"restore", "--bogus"}, {"operator", "create", "-h"}, {"endpoint", "list", "--bogus"},
+			{"webhook", "list", "-h"}, {"queue", "pause", "--bogus"},
+		} {
+			var out, errb bytes.Buffer
+			env := &environ{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(k string) string {
+				if k == "SWITCHBOARD_DB" {
+					return db
+				}
+				return ""
+			}}
+			run(context.Background(), env, args)
+			if all := out.String() + errb.String(); strings.Contains(all, "hunter2") || !strings.Contains(all, "-db") {
+				t.Errorf("%v with SWITCHBOARD_DB=%q printed:\n%s", args, db, all)
+			}
+		}
+	}
+}

@@ -113,8 +113,8 @@ func TestSQLiteOnlyCommandsOnPostgres(t *testing.T) {
 		// libpq takes no search_path in a URL: the test's schema is pg_dump's --schema.
 		{[]string{"backup", "--db", db, "--to", dir + "/b.db"}, "pg_dump --format=custom --file=switchboard.dump --schema=t_"},
 		{[]string{"backup", "--db", db}, "pg_dump --format=custom --file=switchboard.dump --schema=t_"},
-		{[]string{"restore", "--db", db, "--from", dir + "/b.db"}, "pg_restore --clean --if-exists --dbname="},
-		{[]string{"restore", "--db", db}, "pg_restore --clean --if-exists --dbname="},
+		{[]string{"restore", "--db", db, "--from", dir + "/b.db"}, "pg_restore --clean --if-exists --schema="},
+		{[]string{"restore", "--db", db}, "pg_restore --clean --if-exists --schema="},
 	} {
 		_, stderr := cliPG(t, 1, "", c.args...)
 		if !strings.Contains(stderr, "SQLite") || !strings.Contains(stderr, c.want) ||

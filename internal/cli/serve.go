@@ -215,6 +215,7 @@ func runServe(ctx context.Context, env *environ, args []string) error {
 	fs := newFlags(env, "serve", serveSynopsis)
 	var cfg serveConfig
 	cfg.register(fs, env)
+	hideDBPassword(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

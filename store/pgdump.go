@@ -1,0 +1,271 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Backup and restore on PostgreSQL are pg_dump's and pg_restore's: Switchboard's
+// backup and restore refuse there and print the command to paste, for the --db
+// value given. pg_dump reads its connection through libpq, which is stricter
+// than pgx: it refuses settings it does not know (pgx's own, a search_path), so
+// the command carries only libpq's settings of the value. It names the schema
+// Switchboard uses, as the server resolves it, so that pg_dump dumps that schema
+// alone, never the rest of a shared database.
+
+// pgDumpAdvice refuses a SQLite-only file operation on PostgreSQL, with the
+// command that does the job there.
+func (s *Store) pgDumpAdvice(what string) error { return PgDumpAdvice(what, s.dsn) }
+
+// PgDumpAdvice is pgDumpAdvice for a --db value, before any store is open (the
+// CLI's backup and restore, which lock and change nothing). what is "backup"
+// or "restore"; the command it gives may be pasted as it is, the password
+// (never shown) coming from PGPASSWORD or ~/.pgpass. It asks the server which
+// schema Switchboard's tables are in, and names it: pg_dump then dumps that
+// schema alone, and pg_restore replaces the tables in it but not the schema
+// itself (a role that owns its schema in a shared database may drop it but not
+// create it again). If the server cannot say, the command says to name it.
+func PgDumpAdvice(what, db string) error {
+	server, withoutPassword := libpqTarget(db)
+	password := ""
+	if withoutPassword {
+		password = PasswordElsewhere
+	}
+	schema, err := pgCurrentSchema(db)
+	only, unnamed := "", ""
+	if err == nil {
+		only = "--schema=" + shellQuote(schemaPattern(schema)) + " "
+	} else {
+		unnamed = fmt.Sprintf(" (the server could not be asked which schema is Switchboard's: %v; add "+
+			"--schema=THAT_SCHEMA, or %s)", err, map[bool]string{
+			true:  "the archive holds every schema of the database",
+			false: "--clean drops the schema itself and re-creates it, which a role that only owns its schema may not do",
+		}[what != "restore"])
+	}
+	if what == "restore" {
+		return fmt.Errorf("store: restore works on a SQLite file; on PostgreSQL restore pg_dump's archive with "+
+			"pg_restore, serve stopped: pg_restore --clean --if-exists %s--dbname=%s switchboard.dump%s%s: %w",
+			only, shellQuote(server), password, unnamed, ErrSQLiteOnly)
+	}
+	return fmt.Errorf("store: %s works on a SQLite file; on PostgreSQL back up with pg_dump: "+
+		"pg_dump --format=custom --file=switchboard.dump %s%s%s (restore it with pg_restore, serve stopped): %w",
+		what, only+shellQuote(server), password, unnamed, ErrSQLiteOnly)
+}
+
+// pgCurrentSchema asks the server db names which schema a connection made with
+// db creates tables in: Switchboard's.
+func pgCurrentSchema(db string) (string, error) {
+	if CheckDB(db) != nil || !IsPostgres(db) {
+		return "", fmt.Errorf("the --db value was refused")
+	}
+	cfg, err := parsePostgres(db)
+	if err != nil {
+		return "", fmt.Errorf("the --db value does not read")
+	}
+	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > pgSchemaTimeout {
+		cfg.ConnectTimeout = pgSchemaTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*pgSchemaTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return "", connectError(cfg, err)
+	}
+	defer conn.Close(context.Background())
+	var schema *string
+	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return "", fmt.Errorf("read current_schema(): %w", err)
+	}
+	if schema == nil {
+		return "", fmt.Errorf("no schema of its search_path exists")
+	}
+	return *schema, nil
+}
+
+// pgSchemaTimeout bounds the advice's question to the server.
+const pgSchemaTimeout = 3 * time.Second
+
+// schemaPattern is a schema's name as a pg_dump pattern that matches it alone:
+// in double quotes (its own doubled) unless it is a lower-case identifier,
+// so that * ? . and capitals in it are the name's.
+func schemaPattern(name string) string {
+	if plainIdent.MatchString(name) {
+		return name
+	}
+	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
+}
+
+var plainIdent = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// libpqTarget is db as pg_dump and pg_restore are to be given it: its settings
+// that libpq knows, as the value writes them, without its passwords (a URL's
+// user password, password= and sslpassword= settings), pgx's name database
+// written dbname, and nothing else (libpq refuses what it does not know: pgx's
+// own settings, a search_path). It is taken only if pgx reads it as the same
+// servers, database and user as db; otherwise the servers as pgx reads db
+// (pgServerURL). withoutPassword says db gave a password that the command
+// leaves to PGPASSWORD or ~/.pgpass.
+func libpqTarget(db string) (plain string, withoutPassword bool) {
+	if CheckDB(db) != nil {
+		return "YOUR_DATABASE", false // refused: its text may hold a password, misread
+	}
+	db = strings.TrimSpace(db)
+	cfg, err := pgconn.ParseConfig(db)
+	if err != nil {
+		return "YOUR_POSTGRESQL_URL", false // pgx cannot read it: nothing of it can be shown
+	}
+	var ok bool
+	if keywordDSN.MatchString(db) {
+		plain, withoutPassword, ok = libpqKeywordSettings(db)
+	} else {
+		plain, withoutPassword, ok = libpqURL(db)
+	}
+	if !ok || plain == "" || !sameServers(plain, cfg) {
+		return pgServerURL(cfg), cfg.Password != ""
+	}
+	return plain, withoutPassword
+}
+
+// libpqKeywordSettings is libpqTarget of keyword=value settings.
+func libpqKeywordSettings(db string) (plain string, hadPassword, ok bool) {
+	settings, ok := keywordSettings(db)
+	if !ok {
+		return "", false, false
+	}
+	kept := settings[:0:0]
+	for _, kv := range settings {
+		switch key := kv[0]; {
+		case key == "password" || key == "sslpassword":
+			hadPassword = true
+		case key == "database":
+			kept = append(kept, [2]string{"dbname", kv[1]})
+		case libpqSetting(key):
+			kept = append(kept, kv)
+		}
+	}
+	return keywordText(kept), hadPassword, true
+}
+
+// libpqURL is libpqTarget of a URL.
+func libpqURL(db string) (plain string, hadPassword, ok bool) {
+	stripped := stripURLPassword(db)
+	base, query, _ := strings.Cut(stripped, "?")
+	// A user's password gone leaves no colon in the user part.
+	_, rest, _ := strings.Cut(base, "://")
+	netloc, _, _ := strings.Cut(rest, "/")
+	if user, _, found := strings.Cut(netloc, "@"); found && strings.Contains(user, ":") {
+		return "", false, false
+	}
+	hadPassword = stripped != db
+	var params []string
+	for _, p := range strings.Split(query, "&") {
+		if p == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(p, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			return "", false, false
+		}
+		switch name = strings.TrimSpace(name); {
+		case name == "database":
+			params = append(params, "dbname="+v)
+		case libpqSetting(name):
+			params = append(params, url.QueryEscape(name)+"="+v)
+		}
+	}
+	if len(params) == 0 {
+		return base, hadPassword, true
+	}
+	return base + "?" + strings.Join(params, "&"), hadPassword, true
+}
+
+// libpqSetting reports whether libpq takes key as a connection setting
+// (other than a password).
+func libpqSetting(key string) bool {
+	return slices.Contains(libpqKeywords, key) && key != "password" && key != "sslpassword" &&
+		!strings.HasPrefix(key, "pool_")
+}
+
+// sameServers reports whether plain, read as pgx reads it, names the servers
+// (and their order), database and user that cfg does.
+func sameServers(plain string, cfg *pgconn.Config) bool {
+	again, err := pgconn.ParseConfig(plain)
+	if err != nil || again.Host != cfg.Host || again.Port != cfg.Port || again.Database != cfg.Database ||
+		again.User != cfg.User || len(again.Fallbacks) != len(cfg.Fallbacks) {
+		return false
+	}
+	for i, f := range cfg.Fallbacks {
+		if again.Fallbacks[i].Host != f.Host || again.Fallbacks[i].Port != f.Port {
+			return false
+		}
+	}
+	return true
+}
+
+// keywordSettings reads libpq keyword=value settings as pgx reads them, in
+// order; ok is false when they do not read.
+func keywordSettings(s string) (settings [][2]string, ok bool) {
+	const space = " \t\n\r\v\f"
+	s = strings.TrimLeftFunc(s, unicode.IsSpace)
+	for len(s) > 0 {
+		eq := strings.IndexByte(s, '=')
+		if eq < 0 {
+			return nil, false
+		}
+		key := strings.Trim(s[:eq], space)
+		s = strings.TrimLeft(s[eq+1:], space)
+		var val strings.Builder
+		quoted := len(s) > 0 && s[0] == '\''
+		if quoted {
+			s = s[1:]
+		}
+		i := 0
+		for ; i < len(s); i++ {
+			c := s[i]
+			if (quoted && c == '\'') || (!quoted && strings.IndexByte(space, c) >= 0) {
+				break
+			}
+			if c == '\\' {
+				if i++; i == len(s) {
+					break
+				}
+				c = s[i]
+			}
+			val.WriteByte(c)
+		}
+		if quoted {
+			if i >= len(s) {
+				return nil, false // unterminated
+			}
+			i++
+		}
+		s = strings.TrimLeft(s[min(i, len(s)):], space)
+		settings = append(settings, [2]string{key, val.String()})
+	}
+	return settings, true
+}
+
+// keywordText writes settings as keyword=value settings, each value quoted
+// where it needs to be.
+func keywordText(settings [][2]string) string {
+	const space = " \t\n\r\v\f"
+	out := make([]string, 0, len(settings))
+	for _, kv := range settings {
+		v := kv[1]
+		if v == "" || strings.ContainsAny(v, space+"'\\") {
+			v = "'" + strings.NewReplacer("\\", "\\\\", "'", "\\'").Replace(v) + "'"
+		}
+		out = append(out, kv[0]+"="+v)
+	}
+	return strings.Join(out, " ")
+}
