@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"io/fs"
 	"os"
 	"slices"
@@ -204,9 +205,38 @@ func (s *Store) requireTables(ctx context.Context) error {
 		return fmt.Errorf("store: look for Switchboard's tables in %s: %w", s.path, err)
 	}
 	if !found {
+		var schema sql.NullString
+		if err := s.wdb.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err == nil && !schema.Valid {
+			return fmt.Errorf("store: %s: its search_path names no schema that exists and the role may use "+
+				"(CREATE SCHEMA … AUTHORIZATION the role, or correct the search_path): %w", s.path, fs.ErrNotExist)
+		}
 		return s.noTables()
 	}
 	return nil
+}
+
+// notOwner says that the role s connects as may not read Switchboard's tables,
+// which another role made (err is PostgreSQL's refusal).
+func (s *Store) notOwner(ctx context.Context, conn *sql.Conn, err error) error {
+	schema, role := pgWho(ctx, conn)
+	return fmt.Errorf("store: %s: the role %s may not use Switchboard's tables in the schema %s: another role made "+
+		"them (a command run as that role?); run Switchboard as that role, or have it give them to this one "+
+		"(REASSIGN OWNED BY that_role TO %s, as a superuser): %w", s.path, role, schema, role, err)
+}
+
+// pgWho is the schema a connection creates tables in and the role it is,
+// each as an SQL identifier; … where it cannot tell.
+func pgWho(ctx context.Context, conn *sql.Conn) (schema, role string) {
+	var sc sql.NullString
+	var r string
+	if err := conn.QueryRowContext(ctx, `SELECT current_schema(), current_user`).Scan(&sc, &r); err != nil {
+		return "…", "…"
+	}
+	schema = "…"
+	if sc.Valid {
+		schema = pgx.Identifier{sc.String}.Sanitize()
+	}
+	return schema, pgx.Identifier{r}.Sanitize()
 }
 
 // migrate applies, in order, each embedded migration the database has not recorded,
@@ -245,8 +275,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	if _, err := conn.ExecContext(ctx, create); err != nil {
 		if s.pg && pgErrorCode(err) == "42501" {
+			schema, role := pgWho(ctx, conn)
 			return fmt.Errorf("store: create tables in %s: the role may not create tables in its schema "+
-				"(GRANT CREATE ON SCHEMA … TO it, or give it a database of its own): %w", s.path, err)
+				"(GRANT CREATE ON SCHEMA %s TO %s, or give it a database of its own): %w", s.path, schema, role, err)
 		}
 		if s.pg && pgErrorCode(err) == "3F000" { // no schema in search_path exists that the role may use
 			return fmt.Errorf("store: create tables in %s: no schema to create them in: the one its search_path "+
@@ -256,7 +287,10 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	applied, err := appliedVersions(ctx, conn)
 	if err != nil {
-		return fmt.Errorf("store: read schema version: %w", err)
+		if s.pg && pgErrorCode(err) == "42501" {
+			return s.notOwner(ctx, conn, err)
+		}
+		return fmt.Errorf("store: read schema version in %s: %w", s.path, err)
 	}
 	var pending []migration
 	var names []string

@@ -133,6 +133,15 @@ func TestOpenPostgresRefusals(t *testing.T) {
 	}
 	closed := ln.Addr().String()
 	ln.Close()
+	// Switchboard's tables, made by postgres in a schema visitor may use.
+	if _, err := admin.Exec(ctx, `CREATE SCHEMA taken; GRANT USAGE, CREATE ON SCHEMA taken TO visitor`); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(ctx, c.URL("postgres", c.Password, "postgres")+"?search_path=taken", Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+		t.Fatal(err)
+	} else {
+		s.Close()
+	}
 
 	for _, tc := range []struct {
 		name, url, secret string
@@ -146,7 +155,9 @@ func TestOpenPostgresRefusals(t *testing.T) {
 		{"no such database", c.URL("postgres", c.Password, "nosuch"), c.Password,
 			[]string{`database "nosuch" does not exist`, "createdb --owner=postgres nosuch"}, ErrUnreachable},
 		{"no right to create tables", c.URL("visitor", "visitor-secret", "postgres"), "visitor-secret",
-			[]string{"postgres://visitor@", "may not create tables", "GRANT CREATE ON SCHEMA"}, nil},
+			[]string{"postgres://visitor@", "may not create tables", `GRANT CREATE ON SCHEMA "public" TO "visitor"`}, nil},
+		{"tables another role made", c.URL("visitor", "visitor-secret", "postgres") + "?search_path=taken", "visitor-secret",
+			[]string{"postgres://visitor@", `the role "visitor" may not use Switchboard's tables in the schema "taken"`, "REASSIGN OWNED"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := Open(ctx, tc.url, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -167,5 +178,11 @@ func TestOpenPostgresRefusals(t *testing.T) {
 				t.Errorf("error %q is not %v", msg, tc.is)
 			}
 		})
+	}
+	// A command that only reads names a search_path whose schema is not there.
+	_, err = Open(ctx, c.URL("postgres", c.Password, "postgres")+"?search_path=nosuch",
+		Options{MustExist: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err == nil || !strings.Contains(err.Error(), "names no schema that exists") || strings.Contains(err.Error(), c.Password) {
+		t.Errorf("a read-only open of a missing schema: %v", err)
 	}
 }
