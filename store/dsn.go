@@ -270,11 +270,14 @@ func pasteable(db string) (plain string, withoutPassword bool) {
 	if cut == db && !passwordLeft(db, "") {
 		return db, false // it holds no password: pgx found one, if any, in PGPASSWORD or ~/.pgpass
 	}
-	if passwordLeft(cut, cfg.Password) {
-		return pgServerURL(cfg), true
+	// A password that is also the user's name, the database's or a host's is
+	// shown as that, whatever is done: it does not send the value to
+	// pgServerURL, which keeps none of its other settings.
+	password := cfg.Password
+	if password == cfg.User || password == cfg.Database || password == cfg.Host {
+		password = ""
 	}
-	if again, err := pgconn.ParseConfig(cut); err != nil || again.Host != cfg.Host || again.Port != cfg.Port ||
-		again.Database != cfg.Database || again.User != cfg.User {
+	if passwordLeft(cut, password) || !sameServers(cut, cfg) {
 		return pgServerURL(cfg), true
 	}
 	return cut, cut != db

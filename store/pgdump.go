@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -43,7 +44,11 @@ func PgDumpAdvice(what, db string) error {
 	schema, err := pgCurrentSchema(db)
 	only, unnamed := "", ""
 	if err == nil {
+		// pg_dump reads --schema as a pattern, pg_restore as the name itself.
 		only = "--schema=" + shellQuote(schemaPattern(schema)) + " "
+		if what == "restore" {
+			only = "--schema=" + shellQuote(schema) + " "
+		}
 	} else {
 		unnamed = fmt.Sprintf(" (the server could not be asked which schema is Switchboard's: %v; add "+
 			"--schema=THAT_SCHEMA, or %s)", err, map[bool]string{
@@ -146,14 +151,25 @@ func libpqKeywordSettings(db string) (plain string, hadPassword, ok bool) {
 		switch key := kv[0]; {
 		case key == "password" || key == "sslpassword":
 			hadPassword = true
+		case kv[1] == "":
+			// pgx takes an empty setting as none (PG* fills it in), libpq as
+			// set: left out, libpq reads the PG* variable as pgx did.
 		case key == "database":
 			kept = append(kept, [2]string{"dbname", kv[1]})
 		case libpqSetting(key):
 			kept = append(kept, kv)
 		}
 	}
+	if pgHostaddrEnv() && !slices.ContainsFunc(kept, func(kv [2]string) bool { return kv[0] == "hostaddr" }) {
+		kept = append(kept, [2]string{"hostaddr", ""})
+	}
 	return keywordText(kept), hadPassword, true
 }
+
+// pgHostaddrEnv reports whether PGHOSTADDR is set: libpq connects there rather
+// than to the host, pgx does not read it. An empty hostaddr setting in the
+// command overrides it.
+func pgHostaddrEnv() bool { return os.Getenv("PGHOSTADDR") != "" }
 
 // libpqURL is libpqTarget of a URL.
 func libpqURL(db string) (plain string, hadPassword, ok bool) {
@@ -177,11 +193,16 @@ func libpqURL(db string) (plain string, hadPassword, ok bool) {
 			return "", false, false
 		}
 		switch name = strings.TrimSpace(name); {
+		case v == "":
+			// As for keyword settings: an empty one is none to pgx.
 		case name == "database":
 			params = append(params, "dbname="+v)
-		case libpqSetting(name):
+		case libpqSetting(name) || name == "ssl": // ssl=true: sslmode=require, to both
 			params = append(params, url.QueryEscape(name)+"="+v)
 		}
+	}
+	if pgHostaddrEnv() && !slices.ContainsFunc(params, func(p string) bool { return strings.HasPrefix(p, "hostaddr=") }) {
+		params = append(params, "hostaddr=")
 	}
 	if len(params) == 0 {
 		return base, hadPassword, true
