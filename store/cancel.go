@@ -28,14 +28,14 @@ func (s *Store) CancelTodo(ctx context.Context, id int64, actor string) (Todo, e
 			return fmt.Errorf("store: cancel todo %d: %w", id, err)
 		}
 		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateFailed, Source: t.Source.Type, Cause: "cancel"})
-		if err := w.keyEnded(t); err != nil {
-			return err
-		}
 		detail := "was " + c.state
 		if c.owner != "" {
 			detail += ", held by " + c.owner
 		}
-		return w.audit(actor, "todo.cancel", todoTarget(id), "", detail)
+		if err := w.audit(actor, "todo.cancel", todoTarget(id), "", detail); err != nil {
+			return err
+		}
+		return w.keyEnded(t)
 	})
 	return t, err
 }

@@ -27,14 +27,7 @@ func NormalizeCFAccessIdentity(s string) string {
 // Unicode lower-casing would also map other letters onto ASCII ones (the
 // Kelvin sign U+212A onto k), making an address someone else could register
 // at their identity provider answer for another's endpoint.
-func foldIdentity(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'A' && r <= 'Z' {
-			return r + ('a' - 'A')
-		}
-		return r
-	}, s)
-}
+func foldIdentity(s string) string { return lowerASCII(s) }
 
 // checkCFAccessIdentity refuses an identity no assertion could carry. nil
 // (unchanged) and "" (cleared) are fine.

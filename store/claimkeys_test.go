@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,5 +209,52 @@ func TestClaimByIdRefusesATodoWaitingBehindItsKey(t *testing.T) {
 	}
 	if got, ok, err := s.ClaimNext(ctx, "agent:z", []string{"prs"}, time.Minute); err != nil || !ok || got.ID != b.ID {
 		t.Fatalf("claim_next after the release: %v %v %d, want todo %d", err, ok, got.ID, b.ID)
+	}
+}
+
+// A keyed todo that ends is audited before its key's next todo is freed, on
+// both backends: the audit log reads cause, then effect.
+func TestAnEndIsAuditedBeforeTheKeyItFrees(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	for _, end := range []string{"complete", "dead_letter", "cancel"} {
+		queue := "q-" + strings.ReplaceAll(end, "_", "-")
+		var ids []int64
+		for range 2 {
+			td, err := s.AddTodo(ctx, NewTodo{Queue: queue, Payload: "x", MaxAttempts: 1, Options: TodoOptions{Key: "k"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, td.ID)
+		}
+		action := "todo." + end
+		switch end {
+		case "cancel":
+			if _, err := s.CancelTodo(ctx, ids[0], "human:1"); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			td, ok, err := s.ClaimNext(ctx, "agent:x", []string{queue}, time.Minute)
+			if err != nil || !ok || td.ID != ids[0] {
+				t.Fatalf("claim_next: %v %v %d", err, ok, td.ID)
+			}
+			a := Ack{ID: td.ID, Owner: "agent:x", LeaseSeq: td.LeaseSeq}
+			if end == "complete" {
+				_, err = s.Complete(ctx, a, "")
+			} else {
+				_, err = s.Fail(ctx, a, "no", false)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		rows, err := s.ListAudit(ctx, AuditFilter{Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 2 || rows[0].Action != "todo.key_free" || rows[0].Target != fmt.Sprintf("todo:%d", ids[1]) ||
+			rows[1].Action != action || rows[1].Target != fmt.Sprintf("todo:%d", ids[0]) {
+			t.Errorf("%s: the newest audit rows are %+v; want todo.key_free of %d after %s of %d", end, rows, ids[1], action, ids[0])
+		}
 	}
 }

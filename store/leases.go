@@ -198,10 +198,12 @@ func (s *Store) completeReq(ctx context.Context, a Ack, result string, t *Todo) 
 			return fmt.Errorf("store: complete todo %d: %w", a.ID, err)
 		}
 		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateDone, Source: t.Source.Type, Cause: "complete"})
-		if err := w.keyEnded(*t); err != nil {
+		// The todo's own audit row first, then its key's next todo's, as on
+		// PostgreSQL (pgKeyNext).
+		if err := w.audit(a.Owner, "todo.complete", todoTarget(a.ID), "", ""); err != nil {
 			return err
 		}
-		return w.audit(a.Owner, "todo.complete", todoTarget(a.ID), "", "")
+		return w.keyEnded(*t)
 	})
 }
 
@@ -259,12 +261,12 @@ func (s *Store) failReq(ctx context.Context, a Ack, errText string, retry bool, 
 			return fmt.Errorf("store: fail todo %d: %w", a.ID, err)
 		}
 		w.changed(TodoChange{ID: t.ID, Queue: t.Queue, State: StateFailed, Source: t.Source.Type, Cause: "dead_letter"})
-		if err := w.keyEnded(*t); err != nil {
+		// Audited as a dead letter, as the reaper's are, so that one action finds
+		// them all; the detail is the agent's error. Then the key's next todo.
+		if err := w.audit(a.Owner, "todo.dead_letter", todoTarget(a.ID), "", textcut.Bytes(errText, 200)); err != nil {
 			return err
 		}
-		// Audited as a dead letter, as the reaper's are, so that one action finds
-		// them all; the detail is the agent's error.
-		return w.audit(a.Owner, "todo.dead_letter", todoTarget(a.ID), "", textcut.Bytes(errText, 200))
+		return w.keyEnded(*t)
 	})
 }
 

@@ -111,14 +111,32 @@ func (s TodoSearch) where(where []string, args []any, pg bool) ([]string, []any)
 		args = append(args, s.Type)
 	}
 	if s.Error != "" {
-		like := `last_error LIKE ? ESCAPE '\'`
+		like, pattern := `last_error LIKE ? ESCAPE '\'`, "%"+escapeLike(s.Error)+"%"
 		if pg {
-			like = `last_error ILIKE ? ESCAPE '\'` // SQLite's LIKE ignores ASCII case
+			// SQLite's LIKE ignores the case of ASCII letters, and only theirs
+			// (ILIKE would fold É and İ too).
+			like = `translate(last_error, '` + asciiUpper + `', '` + asciiLower + `') LIKE ? ESCAPE '\'`
+			pattern = lowerASCII(pattern)
 		}
 		where = append(where, like)
-		args = append(args, "%"+escapeLike(s.Error)+"%")
+		args = append(args, pattern)
 	}
 	return where, args
+}
+
+const (
+	asciiUpper = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	asciiLower = "abcdefghijklmnopqrstuvwxyz"
+)
+
+// lowerASCII is s with its ASCII letters in lower case, and nothing else changed.
+func lowerASCII(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'A' && r <= 'Z' {
+			return r + ('a' - 'A')
+		}
+		return r
+	}, s)
 }
 
 // escapeLike makes s match itself in a LIKE pattern with ESCAPE '\'.

@@ -20,6 +20,7 @@ type searchFixture struct {
 	push, pull, invoice, replay int64
 	byHuman1, byCLI             int64
 	percent, plain, under, any  int64
+	accent                      int64
 	heldA, heldB                int64
 }
 
@@ -64,7 +65,7 @@ func newSearchFixture(t *testing.T) searchFixture {
 		id  *int64
 		err string
 	}{{&f.percent, "upload 100% sent, then Timeout"}, {&f.plain, "upload 1000 sent"},
-		{&f.under, "bad a_b field"}, {&f.any, "bad axb field"}} {
+		{&f.under, "bad a_b field"}, {&f.any, "bad axb field"}, {&f.accent, "temporaire ÉCHEC"}} {
 		*e.id = add("errs", "human:1")
 		td, ok, err := s.ClaimNext(ctx, "agent:w", []string{"errs"}, time.Minute)
 		if err != nil || !ok || td.ID != *e.id {
@@ -118,6 +119,10 @@ func TestSearchTodos(t *testing.T) {
 		{"error: a literal %", TodoFilter{Search: TodoSearch{Error: "100%"}}, []int64{f.percent}},
 		{"error: a literal _", TodoFilter{Search: TodoSearch{Error: "a_b"}}, []int64{f.under}},
 		{"error: any case", TodoFilter{Search: TodoSearch{Error: "TIMEOUT"}}, []int64{f.percent}},
+		// As SQLite's LIKE: the case of ASCII letters only, on both backends.
+		{"error: ASCII in any case", TodoFilter{Search: TodoSearch{Error: "TEMPORAIRE ÉCHEC"}}, []int64{f.accent}},
+		{"error: other letters as written", TodoFilter{Search: TodoSearch{Error: "échec"}}, nil},
+		{"error: no folding of İ", TodoFilter{Search: TodoSearch{Error: "İ"}}, nil},
 		{"error: a backslash", TodoFilter{Search: TodoSearch{Error: `\`}}, nil},
 		{"error on the Failed tab", TodoFilter{State: StateFailed, ByFailure: true, Search: TodoSearch{Error: "upload"}}, []int64{f.plain, f.percent}},
 		{"error and source on the Failed tab", TodoFilter{State: StateFailed, ByFailure: true, Search: TodoSearch{Error: "bad", Source: "human:1"}}, []int64{f.any, f.under}},
