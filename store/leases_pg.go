@@ -84,7 +84,10 @@ func (w *wtx) leaseOutcomeAudited(a Ack, verb string, row scanner, more ...any) 
 // (todo.key_free, freed, at the time its one argument gives). As in keyEnded,
 // the writer lock every write transaction holds (pgWriterLock) keeps an add of
 // the same key from passing it. It reads the changed todos' queues and keys from
-// the snapshot, which the transition does not change.
+// the snapshot, which the transition does not change. The key_free rows are
+// written once the statement's own audit rows (its CTE logged, which returns
+// them) are: PostgreSQL runs the parts of a WITH in no set order, and the audit
+// log reads cause, then effect, as on SQLite.
 const pgKeyNext = `fronts AS (SELECT c.id, c.queue, c.key FROM todos c
 		WHERE c.id = ANY(ARRAY(SELECT id FROM changed WHERE state <> 'pending')) AND c.key IS NOT NULL AND c.key_waiting = 0),
 	nx AS (UPDATE todos SET key_waiting = 0 WHERE id IN (SELECT (SELECT n.id FROM todos n
@@ -92,7 +95,8 @@ const pgKeyNext = `fronts AS (SELECT c.id, c.queue, c.key FROM todos c
 				ORDER BY n.id LIMIT 1) FROM fronts f)
 		RETURNING id AS x_id, queue AS x_queue, key AS x_key, source_type AS x_source, available_at AS x_available),
 	freed AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
-		SELECT ?, 'system', 'todo.key_free', 'todo:' || x_id, 'ok', '' FROM nx RETURNING id AS f_id, target AS f_target)
+		SELECT ?, 'system', 'todo.key_free', 'todo:' || x_id, 'ok', '' FROM nx
+		WHERE (SELECT count(*) FROM logged) >= 0 RETURNING id AS f_id, target AS f_target)
 	`
 
 // pgKeyedOutcome is pgLeaseOutcome with, after the audit row's id, the new key

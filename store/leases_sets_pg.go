@@ -68,7 +68,7 @@ const pgCompleteSet = `WITH req AS (SELECT * FROM unnest(?::bigint[], ?::text[],
 			AND (r_all OR EXISTS (SELECT 1 FROM scopes WHERE s_n = r_n AND s_queue = todos.queue))
 		RETURNING r_n, ` + todoColumns + `),
 	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
-		SELECT ?, r_owner, 'todo.complete', 'todo:' || id, 'ok', '' FROM changed JOIN req USING (r_n)),
+		SELECT ?, r_owner, 'todo.complete', 'todo:' || id, 'ok', '' FROM changed JOIN req USING (r_n) RETURNING id),
 	` + pgKeyNext + `	SELECT changed.*, 1, 0, x_id, x_source, x_available, f_id FROM changed
 		LEFT JOIN fronts f ON f.id = changed.id LEFT JOIN nx ON x_queue = f.queue AND x_key = f.key
 		LEFT JOIN freed ON f_target = 'todo:' || x_id

@@ -230,3 +230,42 @@ func TestTwoProcessesDrainKeysInSets(t *testing.T) {
 	countsAgree(t, stores[1])
 	t.Logf("writes in sets: %d and %d", stores[0].WriterStats().InSets, stores[1].WriterStats().InSets)
 }
+
+// Completes in one statement audit each todo before the key's next todo it
+// frees, as one at a time does (TestAnEndIsAuditedBeforeTheKeyItFrees).
+func TestCompleteSetAuditsTheEndBeforeTheKeyItFrees(t *testing.T) {
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s := pgProcesses(t, clock)[0]
+	ctx := context.Background()
+	keys := []string{"k1", "k2", "k3"}
+	next := map[string]int64{}
+	for _, k := range keys {
+		addWith(t, s, "inbox", TodoOptions{Key: k})
+		next[k] = addWith(t, s, "inbox", TodoOptions{Key: k})
+	}
+	got := claimsInOneSet(t, s, "inbox", "agent:a", "agent:b", "agent:c")
+	var writes []func()
+	errs := make([]error, len(got))
+	for i, td := range got {
+		a := Ack{ID: td.ID, Owner: td.Owner, LeaseSeq: td.LeaseSeq}
+		writes = append(writes, func() { _, errs[i] = s.Complete(ctx, a, "ok") })
+	}
+	inOneSet(t, s, writes...)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.ListAudit(ctx, AuditFilter{Limit: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[string]int64{}
+	for _, r := range rows {
+		at[r.Action+" "+r.Target] = r.ID
+	}
+	for _, td := range got {
+		done, freed := at[fmt.Sprintf("todo.complete todo:%d", td.ID)], at[fmt.Sprintf("todo.key_free todo:%d", next[td.Key])]
+		if done == 0 || freed == 0 || done > freed {
+			t.Errorf("key %s: complete audited as %d, its next todo freed as %d; want the complete first", td.Key, done, freed)
+		}
+	}
+}
