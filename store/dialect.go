@@ -1,6 +1,7 @@
 package store
 
 import (
+	"github.com/switchboardhq/switchboard/internal/textcut"
 	"regexp"
 	"strconv"
 	"strings"
@@ -132,23 +133,6 @@ func boolInt(b bool) int64 {
 	return 0
 }
 
-// validText is s with a NUL and each byte that is not part of valid UTF-8
-// replaced by U+FFFD, one for each byte, as encoding/json writes such bytes
-// that SQLite keeps: a text reads the same from either backend.
-func validText(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == 0 || (r == utf8.RuneError && size == 1) {
-			r = utf8.RuneError
-		}
-		b.WriteRune(r)
-		i += size
-	}
-	return b.String()
-}
-
 // pgText makes each string argument storable in a PostgreSQL text column, which
 // holds no NUL byte and only valid UTF-8 (SQLite keeps any bytes): a NUL becomes
 // U+FFFD, as does each invalid sequence. Text a worker or a provider sends (an
@@ -157,7 +141,7 @@ func validText(s string) string {
 func pgText(args []any) {
 	for i, a := range args {
 		if s, ok := a.(string); ok && (strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s)) {
-			args[i] = validText(s)
+			args[i] = textcut.Valid(s)
 		}
 	}
 }

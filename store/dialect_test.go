@@ -47,18 +47,20 @@ func TestPgTextKeepsTextStorable(t *testing.T) {
 // Text that is not UTF-8 is stored on PostgreSQL as encoding/json writes what
 // SQLite keeps: one U+FFFD for each byte that is not part of a character, and
 // for a NUL.
-func TestValidTextReadsAsJSONWritesIt(t *testing.T) {
+func TestPgTextReadsAsJSONWritesIt(t *testing.T) {
 	for _, s := range []string{"desc \xff\xfe end", "a\x00b", "\xe2\x82", "ok é \uFFFD", "\xf0\x9f\x98\x80\xf0\x9f"} {
-		got := validText(s)
+		args := []any{s}
+		pgText(args)
+		got := args[0].(string)
 		if !utf8.ValidString(got) || strings.IndexByte(got, 0) >= 0 {
-			t.Errorf("validText(%q) = %q, not storable", s, got)
+			t.Errorf("pgText(%q) = %q, not storable", s, got)
 		}
 		// What a JSON reader gets of SQLite's bytes (a NUL aside, which
 		// PostgreSQL cannot hold).
 		b, _ := json.Marshal(strings.ReplaceAll(s, "\x00", "\uFFFD"))
 		var want string
 		if err := json.Unmarshal(b, &want); err != nil || got != want {
-			t.Errorf("validText(%q) = %q, a JSON reader of SQLite's gets %q", s, got, want)
+			t.Errorf("pgText(%q) = %q, a JSON reader of SQLite's gets %q", s, got, want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -239,6 +240,24 @@ func TestChartScales(t *testing.T) {
 	}{{0, "0s"}, {45 * time.Second, "45s"}, {150 * time.Second, "2m 30s"}, {time.Hour + 5*time.Minute + 9*time.Second, "1h 5m"}, {26 * time.Hour, "1d 2h"}, {2 * time.Hour, "2h"}} {
 		if got := spell(c.d); got != c.want {
 			t.Errorf("spell(%v) = %q, want %q", c.d, got, c.want)
+		}
+	}
+}
+
+// A page is valid UTF-8 whatever bytes the database kept (SQLite keeps any):
+// each other byte shows as U+FFFD, as PostgreSQL stores it.
+func TestPagesAreUTF8(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, _ := f.login()
+	h, err := f.st.CreateWebhook(t.Context(), store.NewWebhook{SourceType: "generic", Queue: "inbox",
+		Secret: "s3cret-s3cret-s3cret", CreatedBy: "test", Description: "desc \xff\xfe end"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/webhooks", fmt.Sprintf("/webhook/%d", h.ID)} {
+		_, page := f.get(path, cookie)
+		if !utf8.ValidString(page) || !strings.Contains(page, "desc \uFFFD\uFFFD end") {
+			t.Errorf("%s is not UTF-8, or lacks the description with one U+FFFD a byte", path)
 		}
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"embed"
 	"fmt"
+	"github.com/switchboardhq/switchboard/internal/textcut"
 	"html/template"
+	"io"
 	"io/fs"
 	"net/http"
 	"strings"
@@ -120,7 +122,9 @@ func (u *UI) execute(w http.ResponseWriter, status int, name, block string, v vi
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	w.Write(buf.Bytes())
+	// A page says it is UTF-8: text a database kept as other bytes (SQLite
+	// keeps any) goes out as U+FFFD, as PostgreSQL stores it.
+	io.WriteString(w, textcut.Valid(buf.String()))
 }
 
 // fail renders an error page with a message written for the human.

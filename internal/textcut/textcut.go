@@ -1,6 +1,7 @@
 // Package textcut shortens text for a log line, an error, an audit row or a page,
-// never splitting a UTF-8 character. It is the one home of that rule; pretty lays
-// out JSON and uses it.
+// never splitting a UTF-8 character, and makes text that is not UTF-8 into text
+// that is (Valid). It is the one home of those rules; pretty lays out JSON and
+// uses it.
 package textcut
 
 import (
@@ -51,4 +52,25 @@ func Runes(s string, n int) string {
 	}
 	r := []rune(s)
 	return strings.TrimRightFunc(string(r[:max(n-1, 0)]), unicode.IsSpace) + Ellipsis
+}
+
+// Valid is s with a NUL, and each byte that is not part of a UTF-8 character,
+// replaced by U+FFFD, one for each byte: what encoding/json writes of such
+// bytes, so that text kept as bytes (SQLite) and text kept valid (PostgreSQL)
+// read the same.
+func Valid(s string) string {
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == 0 || (r == utf8.RuneError && size == 1) {
+			r = utf8.RuneError
+		}
+		b.WriteRune(r)
+		i += size
+	}
+	return b.String()
 }
