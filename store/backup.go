@@ -58,7 +58,7 @@ func LockForServe(path string) (unlock func(), err error) {
 // when complete.
 func (s *Store) Backup(ctx context.Context, dst string) error {
 	if s.pg {
-		return s.pgDumpAdvice("backup")
+		return s.pgDumpAdvice("backup", dst)
 	}
 	return vacuumInto(ctx, s.path, dst, false)
 }
@@ -75,7 +75,7 @@ func (s *Store) Backup(ctx context.Context, dst string) error {
 // cannot keep it changes nothing.
 func Restore(ctx context.Context, src, dst string) (string, error) {
 	if IsPostgres(dst) {
-		return "", PgDumpAdvice("restore", dst)
+		return "", PgDumpAdvice("restore", dst, src)
 	}
 	if err := CheckDB(dst); err != nil {
 		return "", err

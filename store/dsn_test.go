@@ -152,7 +152,7 @@ func TestNoPasswordShows(t *testing.T) {
 		paste, _ := Pasteable(db)
 		_, perr := parsePostgres(db)
 		for what, shown := range map[string]string{"Redacted": Redacted(db), "Pasteable": paste,
-			"parse": fmt.Sprint(perr), "advice": PgDumpAdvice("backup", db).Error()} {
+			"parse": fmt.Sprint(perr), "advice": PgDumpAdvice("backup", db, "").Error()} {
 			if strings.Contains(shown, "ter2") {
 				t.Errorf("%s(%q) shows the password: %s", what, db, shown)
 			}
@@ -219,14 +219,14 @@ func TestPgDumpAdviceGivesTheCommand(t *testing.T) {
 			"switchboard.dump 'postgres://sb@127.0.0.1:1/sb?ssl=true&connect_timeout=2' (the server"},
 		{"host=127.0.0.1 port=1 dbname=sb user=''", "switchboard.dump 'host=127.0.0.1 port=1 dbname=sb' (the server"},
 	} {
-		a := PgDumpAdvice("backup", c.db).Error()
+		a := PgDumpAdvice("backup", c.db, "").Error()
 		if !strings.Contains(a, c.want) || !strings.Contains(a, unasked) || strings.Contains(a, "hunter2") ||
 			strings.Contains(a, "p%40w") || strings.Contains(a, "search_path=sw ") || strings.Contains(a, "statement_cache") ||
 			strings.Contains(a, "default_query") || strings.Contains(a, "SEARCH") || strings.Contains(a, "search_path=y") {
 			t.Errorf("advice for %q:\n%s\nwant it to hold %q and %q, and no password nor setting libpq refuses", c.db, a, c.want, unasked)
 		}
 	}
-	restore := PgDumpAdvice("restore", "postgres://sb:hunter2@127.0.0.1:1/sb?search_path=switchboard").Error()
+	restore := PgDumpAdvice("restore", "postgres://sb:hunter2@127.0.0.1:1/sb?search_path=switchboard", "").Error()
 	if want := "pg_restore --clean --if-exists --dbname=postgres://sb@127.0.0.1:1/sb switchboard.dump (with the password in PGPASSWORD"; !strings.Contains(restore, want) ||
 		!strings.Contains(restore, "--clean drops the schema itself") {
 		t.Errorf("advice %q\nwant it to hold %q", restore, want)
@@ -234,18 +234,18 @@ func TestPgDumpAdviceGivesTheCommand(t *testing.T) {
 	// A value without a password gets no word of one, even if PGPASSWORD holds one.
 	t.Setenv("PGPASSWORD", "elsewhere")
 	for _, db := range []string{"postgres://sb@127.0.0.1:1/sb", "host=127.0.0.1  port=1 dbname=sb options='-c x=1'"} {
-		if a := PgDumpAdvice("backup", db).Error(); strings.Contains(a, "PGPASSWORD") || strings.Contains(a, "elsewhere") {
+		if a := PgDumpAdvice("backup", db, "").Error(); strings.Contains(a, "PGPASSWORD") || strings.Contains(a, "elsewhere") {
 			t.Errorf("advice for %q, which holds no password, speaks of one: %s", db, a)
 		}
 	}
 	// libpq, not pgx, would connect to PGHOSTADDR: the command overrides it.
 	t.Setenv("PGHOSTADDR", "127.0.0.2")
-	if a := PgDumpAdvice("backup", "host=127.0.0.1 port=1 dbname=sb").Error(); !strings.Contains(a, `'host=127.0.0.1 port=1 dbname=sb hostaddr='\'''\'''`) {
+	if a := PgDumpAdvice("backup", "host=127.0.0.1 port=1 dbname=sb", "").Error(); !strings.Contains(a, `'host=127.0.0.1 port=1 dbname=sb hostaddr='\'''\'''`) {
 		t.Errorf("advice with PGHOSTADDR set: %s", a)
 	}
 	t.Setenv("PGHOSTADDR", "")
 	// A refused value is not repeated.
-	if a := PgDumpAdvice("backup", "postgres://db.example?sslmode=require&password=hunter2@2024").Error(); strings.Contains(a, "hunter2") ||
+	if a := PgDumpAdvice("backup", "postgres://db.example?sslmode=require&password=hunter2@2024", "").Error(); strings.Contains(a, "hunter2") ||
 		!strings.Contains(a, "YOUR_DATABASE") {
 		t.Errorf("advice for a refused value: %s", a)
 	}
@@ -411,7 +411,7 @@ func TestPgDumpAdviceRuns(t *testing.T) {
 		{oddDB, odd},
 	} {
 		db, schema := c.db, c.schema
-		advice := PgDumpAdvice("backup", db).Error()
+		advice := PgDumpAdvice("backup", db, "").Error()
 		_, cmd, ok := strings.Cut(advice, "pg_dump: ")
 		if !ok {
 			t.Fatalf("no command in %q", advice)
@@ -448,7 +448,7 @@ func TestPgDumpAdviceRuns(t *testing.T) {
 		if _, err := conn.Exec(context.Background(), `DELETE FROM `+table); err != nil {
 			t.Fatal(err)
 		}
-		restore := PgDumpAdvice("restore", db).Error()
+		restore := PgDumpAdvice("restore", db, "").Error()
 		_, cmd, ok = strings.Cut(restore, "serve stopped: ")
 		cmd, _, _ = strings.Cut(cmd, " (with the password")
 		cmd = strings.TrimSuffix(cmd, ": "+ErrSQLiteOnly.Error())
@@ -479,5 +479,17 @@ func TestPasteableKeepsAValueWithoutAPassword(t *testing.T) {
 		if got, without := pasteable(db); got != db || without {
 			t.Errorf("pasteable(%q) = %q, %v; want it as it is", db, got, without)
 		}
+	}
+}
+
+// The command writes and reads the file backup's --to and restore's --from name.
+func TestPgDumpAdviceNamesTheArchive(t *testing.T) {
+	backup := PgDumpAdvice("backup", "postgres://sb@127.0.0.1:1/sb", "/srv/backups/sb 2026.dump").Error()
+	restore := PgDumpAdvice("restore", "postgres://sb@127.0.0.1:1/sb", "/srv/backups/sb 2026.dump").Error()
+	if !strings.Contains(backup, "pg_dump --format=custom --file='/srv/backups/sb 2026.dump' ") {
+		t.Errorf("backup --to: %s", backup)
+	}
+	if !strings.Contains(restore, "--dbname=postgres://sb@127.0.0.1:1/sb '/srv/backups/sb 2026.dump'") {
+		t.Errorf("restore --from: %s", restore)
 	}
 }

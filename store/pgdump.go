@@ -25,17 +25,23 @@ import (
 
 // pgDumpAdvice refuses a SQLite-only file operation on PostgreSQL, with the
 // command that does the job there.
-func (s *Store) pgDumpAdvice(what string) error { return PgDumpAdvice(what, s.dsn) }
+func (s *Store) pgDumpAdvice(what, archive string) error { return PgDumpAdvice(what, s.dsn, archive) }
 
 // PgDumpAdvice is pgDumpAdvice for a --db value, before any store is open (the
 // CLI's backup and restore, which lock and change nothing). what is "backup"
-// or "restore"; the command it gives may be pasted as it is, the password
+// or "restore"; archive is the file the command writes or reads (backup's
+// --to, restore's --from; "" is switchboard.dump). The command may be pasted
+// as it is, the password
 // (never shown) coming from PGPASSWORD or ~/.pgpass. It asks the server which
 // schema Switchboard's tables are in, and names it: pg_dump then dumps that
 // schema alone, and pg_restore replaces the tables in it but not the schema
 // itself (a role that owns its schema in a shared database may drop it but not
 // create it again). If the server cannot say, the command says to name it.
-func PgDumpAdvice(what, db string) error {
+func PgDumpAdvice(what, db, archive string) error {
+	if archive == "" {
+		archive = "switchboard.dump"
+	}
+	archive = shellQuote(archive)
 	server, withoutPassword := libpqTarget(db)
 	password := ""
 	if withoutPassword {
@@ -58,12 +64,12 @@ func PgDumpAdvice(what, db string) error {
 	}
 	if what == "restore" {
 		return fmt.Errorf("store: restore works on a SQLite file; on PostgreSQL restore pg_dump's archive with "+
-			"pg_restore, serve stopped: pg_restore --clean --if-exists %s--dbname=%s switchboard.dump%s%s: %w",
-			only, shellQuote(server), password, unnamed, ErrSQLiteOnly)
+			"pg_restore, serve stopped: pg_restore --clean --if-exists %s--dbname=%s %s%s%s: %w",
+			only, shellQuote(server), archive, password, unnamed, ErrSQLiteOnly)
 	}
 	return fmt.Errorf("store: %s works on a SQLite file; on PostgreSQL back up with pg_dump: "+
-		"pg_dump --format=custom --file=switchboard.dump %s%s%s (restore it with pg_restore, serve stopped): %w",
-		what, only+shellQuote(server), password, unnamed, ErrSQLiteOnly)
+		"pg_dump --format=custom --file=%s %s%s%s (restore it with pg_restore, serve stopped): %w",
+		what, archive, only+shellQuote(server), password, unnamed, ErrSQLiteOnly)
 }
 
 // pgCurrentSchema asks the server db names which schema a connection made with

@@ -21,7 +21,7 @@ func runBackup(ctx context.Context, env *environ, args []string) error {
 		return err
 	}
 	if store.IsPostgres(*db) {
-		return store.PgDumpAdvice("backup", *db) // whether or not the server answers, whatever --to says
+		return store.PgDumpAdvice("backup", *db, *to) // writing --to, if given
 	}
 	if *to == "" {
 		return usageErr("--to is required")
@@ -50,7 +50,7 @@ func runRestore(ctx context.Context, env *environ, args []string) error {
 		return err
 	}
 	if store.IsPostgres(*db) {
-		return store.PgDumpAdvice("restore", *db)
+		return store.PgDumpAdvice("restore", *db, *from)
 	}
 	if *from == "" {
 		return usageErr("--from is required")

@@ -111,9 +111,9 @@ func TestSQLiteOnlyCommandsOnPostgres(t *testing.T) {
 		want string
 	}{
 		// libpq takes no search_path in a URL: the test's schema is pg_dump's --schema.
-		{[]string{"backup", "--db", db, "--to", dir + "/b.db"}, "pg_dump --format=custom --file=switchboard.dump --schema=t_"},
+		{[]string{"backup", "--db", db, "--to", dir + "/b.db"}, "pg_dump --format=custom --file=" + dir + "/b.db --schema=t_"},
 		{[]string{"backup", "--db", db}, "pg_dump --format=custom --file=switchboard.dump --schema=t_"},
-		{[]string{"restore", "--db", db, "--from", dir + "/b.db"}, "pg_restore --clean --if-exists --schema="},
+		{[]string{"restore", "--db", db, "--from", dir + "/b.db"}, "/b.db (with the password"},
 		{[]string{"restore", "--db", db}, "pg_restore --clean --if-exists --schema="},
 	} {
 		_, stderr := cliPG(t, 1, "", c.args...)
