@@ -277,7 +277,7 @@ func pasteable(db string) (plain string, withoutPassword bool) {
 	if password == cfg.User || password == cfg.Database || password == cfg.Host {
 		password = ""
 	}
-	if passwordLeft(cut, password) || !sameServers(cut, cfg) {
+	if cut == "" || passwordLeft(cut, password) || !sameServers(cut, cfg) {
 		return pgServerURL(cfg), true
 	}
 	return cut, cut != db

@@ -191,6 +191,10 @@ func TestPasteable(t *testing.T) {
 			t.Errorf("Pasteable(%q) = %q, %v; want %q, %v", c.in, got, without, c.want, c.without)
 		}
 	}
+	// Nothing but a password: the server as pgx reads it (PG* filling in).
+	if got, without := Pasteable("password=hunter2"); !strings.HasPrefix(got, "postgres://") || !without || strings.Contains(got, "hunter2") {
+		t.Errorf("Pasteable of a password alone = %q, %v; want the server pgx reads, without it", got, without)
+	}
 }
 
 func TestPgDumpAdviceGivesTheCommand(t *testing.T) {
