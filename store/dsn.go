@@ -197,41 +197,31 @@ func stripURLPassword(raw string) string {
 			rest = user + rest[at:]
 		}
 	}
-	kept, _ := cutQuery(scheme+"://"+rest, "password", "sslpassword")
-	return kept
+	return cutQuery(scheme+"://"+rest, "password", "sslpassword")
 }
 
 // cutQuery is raw, a URL, without the query parameters named (their names
-// decoded as pgx decodes them), the others left as written; cut holds the
-// decoded value of each one cut.
-func cutQuery(raw string, names ...string) (kept string, cut map[string]string) {
+// decoded as pgx decodes them), the others left as written.
+func cutQuery(raw string, names ...string) string {
 	base, query, hasQuery := strings.Cut(raw, "?")
 	if !hasQuery {
-		return raw, nil
+		return raw
 	}
 	var params []string
 	for _, p := range strings.Split(query, "&") {
-		k, v, _ := strings.Cut(p, "=")
+		k, _, _ := strings.Cut(p, "=")
 		name, err := url.QueryUnescape(k)
 		if err != nil {
 			name = k
 		}
 		if !slices.Contains(names, name) {
 			params = append(params, p)
-			continue
 		}
-		if value, err := url.QueryUnescape(v); err == nil {
-			v = value
-		}
-		if cut == nil {
-			cut = map[string]string{}
-		}
-		cut[name] = v
 	}
 	if len(params) == 0 {
-		return base, cut
+		return base
 	}
-	return base + "?" + strings.Join(params, "&"), cut
+	return base + "?" + strings.Join(params, "&")
 }
 
 // PasswordElsewhere follows a command printed without the password its --db
@@ -330,4 +320,62 @@ func stripKeywordPassword(s string) string {
 	}
 	kept := slices.DeleteFunc(settings, func(kv [2]string) bool { return kv[0] == "password" || kv[0] == "sslpassword" })
 	return keywordText(kept)
+}
+
+// keywordSettings reads libpq keyword=value settings as pgx reads them, in
+// order; ok is false when they do not read.
+func keywordSettings(s string) (settings [][2]string, ok bool) {
+	const space = " \t\n\r\v\f"
+	s = strings.TrimLeftFunc(s, unicode.IsSpace)
+	for len(s) > 0 {
+		eq := strings.IndexByte(s, '=')
+		if eq < 0 {
+			return nil, false
+		}
+		key := strings.Trim(s[:eq], space)
+		s = strings.TrimLeft(s[eq+1:], space)
+		var val strings.Builder
+		quoted := len(s) > 0 && s[0] == '\''
+		if quoted {
+			s = s[1:]
+		}
+		i := 0
+		for ; i < len(s); i++ {
+			c := s[i]
+			if (quoted && c == '\'') || (!quoted && strings.IndexByte(space, c) >= 0) {
+				break
+			}
+			if c == '\\' {
+				if i++; i == len(s) {
+					break
+				}
+				c = s[i]
+			}
+			val.WriteByte(c)
+		}
+		if quoted {
+			if i >= len(s) {
+				return nil, false // unterminated
+			}
+			i++
+		}
+		s = strings.TrimLeft(s[min(i, len(s)):], space)
+		settings = append(settings, [2]string{key, val.String()})
+	}
+	return settings, true
+}
+
+// keywordText writes settings as keyword=value settings, each value quoted
+// where it needs to be.
+func keywordText(settings [][2]string) string {
+	const space = " \t\n\r\v\f"
+	out := make([]string, 0, len(settings))
+	for _, kv := range settings {
+		v := kv[1]
+		if v == "" || strings.ContainsAny(v, space+"'\\") {
+			v = "'" + strings.NewReplacer("\\", "\\\\", "'", "\\'").Replace(v) + "'"
+		}
+		out = append(out, kv[0]+"="+v)
+	}
+	return strings.Join(out, " ")
 }

@@ -200,13 +200,13 @@ func (s *Store) requireTables(ctx context.Context) error {
 	if !s.opts.MustExist {
 		return nil
 	}
-	var found bool
-	if err := s.wdb.QueryRowContext(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&found); err != nil {
+	var found, inSchema bool
+	if err := s.wdb.QueryRowContext(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL,
+		current_schema() IS NOT NULL`).Scan(&found, &inSchema); err != nil {
 		return fmt.Errorf("store: look for Switchboard's tables in %s: %w", s.path, err)
 	}
 	if !found {
-		var schema sql.NullString
-		if err := s.wdb.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err == nil && !schema.Valid {
+		if !inSchema {
 			return fmt.Errorf("store: %s: its search_path names no schema that exists and the role may use "+
 				"(CREATE SCHEMA … AUTHORIZATION the role, or correct the search_path): %w", s.path, fs.ErrNotExist)
 		}

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -56,11 +55,12 @@ func PgDumpAdvice(what, db, archive string) error {
 			only = "--schema=" + shellQuote(schema) + " "
 		}
 	} else {
+		without := "the archive holds every schema of the database"
+		if what == "restore" {
+			without = "--clean drops the schema itself and re-creates it, which a role that only owns its schema may not do"
+		}
 		unnamed = fmt.Sprintf(" (the server could not be asked which schema is Switchboard's: %v; add "+
-			"--schema=THAT_SCHEMA, or %s)", err, map[bool]string{
-			true:  "the archive holds every schema of the database",
-			false: "--clean drops the schema itself and re-creates it, which a role that only owns its schema may not do",
-		}[what != "restore"])
+			"--schema=THAT_SCHEMA, or %s)", err, without)
 	}
 	if what == "restore" {
 		return fmt.Errorf("store: restore works on a SQLite file; on PostgreSQL restore pg_dump's archive with "+
@@ -75,10 +75,10 @@ func PgDumpAdvice(what, db, archive string) error {
 // pgCurrentSchema asks the server db names which schema a connection made with
 // db creates tables in: Switchboard's.
 func pgCurrentSchema(db string) (string, error) {
-	if CheckDB(db) != nil || !IsPostgres(db) {
-		return "", fmt.Errorf("the --db value was refused")
+	if !IsPostgres(db) {
+		return "", fmt.Errorf("the --db value names no PostgreSQL server")
 	}
-	cfg, err := parsePostgres(db)
+	cfg, err := parsePostgres(db) // refuses what CheckDB refuses
 	if err != nil {
 		return "", fmt.Errorf("the --db value does not read")
 	}
@@ -237,62 +237,4 @@ func sameServers(plain string, cfg *pgconn.Config) bool {
 		}
 	}
 	return true
-}
-
-// keywordSettings reads libpq keyword=value settings as pgx reads them, in
-// order; ok is false when they do not read.
-func keywordSettings(s string) (settings [][2]string, ok bool) {
-	const space = " \t\n\r\v\f"
-	s = strings.TrimLeftFunc(s, unicode.IsSpace)
-	for len(s) > 0 {
-		eq := strings.IndexByte(s, '=')
-		if eq < 0 {
-			return nil, false
-		}
-		key := strings.Trim(s[:eq], space)
-		s = strings.TrimLeft(s[eq+1:], space)
-		var val strings.Builder
-		quoted := len(s) > 0 && s[0] == '\''
-		if quoted {
-			s = s[1:]
-		}
-		i := 0
-		for ; i < len(s); i++ {
-			c := s[i]
-			if (quoted && c == '\'') || (!quoted && strings.IndexByte(space, c) >= 0) {
-				break
-			}
-			if c == '\\' {
-				if i++; i == len(s) {
-					break
-				}
-				c = s[i]
-			}
-			val.WriteByte(c)
-		}
-		if quoted {
-			if i >= len(s) {
-				return nil, false // unterminated
-			}
-			i++
-		}
-		s = strings.TrimLeft(s[min(i, len(s)):], space)
-		settings = append(settings, [2]string{key, val.String()})
-	}
-	return settings, true
-}
-
-// keywordText writes settings as keyword=value settings, each value quoted
-// where it needs to be.
-func keywordText(settings [][2]string) string {
-	const space = " \t\n\r\v\f"
-	out := make([]string, 0, len(settings))
-	for _, kv := range settings {
-		v := kv[1]
-		if v == "" || strings.ContainsAny(v, space+"'\\") {
-			v = "'" + strings.NewReplacer("\\", "\\\\", "'", "\\'").Replace(v) + "'"
-		}
-		out = append(out, kv[0]+"="+v)
-	}
-	return strings.Join(out, " ")
 }

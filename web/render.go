@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/switchboardhq/switchboard/modules"
 	"github.com/switchboardhq/switchboard/store"
@@ -124,7 +125,11 @@ func (u *UI) execute(w http.ResponseWriter, status int, name, block string, v vi
 	w.WriteHeader(status)
 	// A page says it is UTF-8: text a database kept as other bytes (SQLite
 	// keeps any) goes out as U+FFFD, as PostgreSQL stores it.
-	io.WriteString(w, textcut.Valid(buf.String()))
+	if out := buf.Bytes(); utf8.Valid(out) && bytes.IndexByte(out, 0) < 0 {
+		w.Write(out)
+	} else {
+		io.WriteString(w, textcut.Valid(string(out)))
+	}
 }
 
 // fail renders an error page with a message written for the human.

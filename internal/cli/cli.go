@@ -272,7 +272,7 @@ func dbFlag(fs *flag.FlagSet, env *environ) *string {
 // server it names, never the value itself: it may hold a password, and -h or
 // a mistyped flag prints the defaults.
 func hideDBPassword(fs *flag.FlagSet) {
-	if f := fs.Lookup("db"); f != nil && (store.IsPostgres(f.DefValue) || store.CheckDB(f.DefValue) != nil) {
+	if f := fs.Lookup("db"); f != nil { // a SQLite path stays as it is
 		f.DefValue = store.Redacted(f.DefValue)
 	}
 }
