@@ -202,36 +202,41 @@ func TestPgDumpAdviceGivesTheCommand(t *testing.T) {
 	t.Setenv("PGPASSWORD", "")
 	// Nothing listens on port 1: the schema cannot be asked for, and the
 	// advice says to name it.
-	const unasked = "could not be asked which schema is Switchboard's: "
-	for _, c := range []struct{ db, want string }{
+	const unasked = "could not be asked which schema is Switchboard's ("
+	for _, c := range []struct {
+		db, want string
+		password bool // the advice says where the password comes from
+	}{
 		{"postgres://sb:hunter2@127.0.0.1:1/sb?search_path=switchboard",
-			"pg_dump --format=custom --file=switchboard.dump postgres://sb@127.0.0.1:1/sb (with the password in PGPASSWORD"},
+			"pg_dump --format=custom --file=switchboard.dump postgres://sb@127.0.0.1:1/sb", true},
 		// libpq refuses a search_path, pgx's own settings and names in capitals;
 		// pgx's database is libpq's dbname.
 		{"host=127.0.0.1 port=1 user=sb password=hunter2 database=sb search_path=sw SEARCH_PATH=x statement_cache_capacity=0",
-			"switchboard.dump 'host=127.0.0.1 port=1 user=sb dbname=sb' (with the password in PGPASSWORD"},
+			"switchboard.dump 'host=127.0.0.1 port=1 user=sb dbname=sb'", true},
 		{"postgres://sb:p%40w@[::1]:1,127.0.0.1:1/sb?search_path=x&application_name=a%20b&default_query_exec_mode=simple_protocol&%20search_path=y",
-			"switchboard.dump 'postgres://sb@[::1]:1,127.0.0.1:1/sb?application_name=a%20b' (with the password"},
+			"switchboard.dump 'postgres://sb@[::1]:1,127.0.0.1:1/sb?application_name=a%20b'", true},
 		// A password equal to the user's name keeps the value's other settings.
 		{"postgres://postgres:postgres@127.0.0.1:1,127.0.0.1:2/postgres?target_session_attrs=read-write&sslmode=disable",
-			"switchboard.dump 'postgres://postgres@127.0.0.1:1,127.0.0.1:2/postgres?target_session_attrs=read-write&sslmode=disable' (with the password"},
+			"switchboard.dump 'postgres://postgres@127.0.0.1:1,127.0.0.1:2/postgres?target_session_attrs=read-write&sslmode=disable'", true},
 		{"host=127.0.0.1 port=1 dbname=sb options='-c search_path=sw'",
-			`switchboard.dump 'host=127.0.0.1 port=1 dbname=sb options='\''-c search_path=sw'\''' (the server`},
+			`switchboard.dump 'host=127.0.0.1 port=1 dbname=sb options='\''-c search_path=sw'\'''`, false},
 		// ssl=true is sslmode=require to both; an empty setting is none to
 		// pgx, which PG* fills in, and left out so that libpq does the same.
 		{"postgres://sb@127.0.0.1:1/sb?ssl=true&connect_timeout=2&application_name=",
-			"switchboard.dump 'postgres://sb@127.0.0.1:1/sb?ssl=true&connect_timeout=2' (the server"},
-		{"host=127.0.0.1 port=1 dbname=sb user=''", "switchboard.dump 'host=127.0.0.1 port=1 dbname=sb' (the server"},
+			"switchboard.dump 'postgres://sb@127.0.0.1:1/sb?ssl=true&connect_timeout=2'", false},
+		{"host=127.0.0.1 port=1 dbname=sb user=''", "switchboard.dump 'host=127.0.0.1 port=1 dbname=sb'", false},
 	} {
 		a := PgDumpAdvice("backup", c.db, "").Error()
-		if !strings.Contains(a, c.want) || !strings.Contains(a, unasked) || strings.Contains(a, "hunter2") ||
+		cmd, _ := AdviceCommand(a)
+		if !strings.HasSuffix(cmd, c.want) || strings.Contains(a, PasswordNote) != c.password || !strings.Contains(a, unasked) || strings.Contains(a, "hunter2") ||
 			strings.Contains(a, "p%40w") || strings.Contains(a, "search_path=sw ") || strings.Contains(a, "statement_cache") ||
 			strings.Contains(a, "default_query") || strings.Contains(a, "SEARCH") || strings.Contains(a, "search_path=y") {
 			t.Errorf("advice for %q:\n%s\nwant it to hold %q and %q, and no password nor setting libpq refuses", c.db, a, c.want, unasked)
 		}
 	}
 	restore := PgDumpAdvice("restore", "postgres://sb:hunter2@127.0.0.1:1/sb?search_path=switchboard", "").Error()
-	if want := "pg_restore --clean --if-exists --dbname=postgres://sb@127.0.0.1:1/sb switchboard.dump (with the password in PGPASSWORD"; !strings.Contains(restore, want) ||
+	if want := "pg_restore --clean --if-exists --dbname=postgres://sb@127.0.0.1:1/sb switchboard.dump"; !strings.Contains(restore, "\n    "+want+"\n") ||
+		!strings.Contains(restore, PasswordNote) ||
 		!strings.Contains(restore, "--clean drops the schema itself") {
 		t.Errorf("advice %q\nwant it to hold %q", restore, want)
 	}
@@ -416,12 +421,10 @@ func TestPgDumpAdviceRuns(t *testing.T) {
 	} {
 		db, schema := c.db, c.schema
 		advice := PgDumpAdvice("backup", db, "").Error()
-		_, cmd, ok := strings.Cut(advice, "pg_dump: ")
-		if !ok {
+		cmd, ok := AdviceCommand(advice)
+		if !ok || !strings.HasPrefix(cmd, "pg_dump ") {
 			t.Fatalf("no command in %q", advice)
 		}
-		cmd, _, _ = strings.Cut(cmd, " (with the password")
-		cmd, _, _ = strings.Cut(cmd, " (restore it with")
 		dir := t.TempDir()
 		sh := exec.Command("sh", "-c", strings.Replace(cmd, "pg_dump", pgDump, 1))
 		sh.Dir = dir
@@ -453,9 +456,7 @@ func TestPgDumpAdviceRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		restore := PgDumpAdvice("restore", db, "").Error()
-		_, cmd, ok = strings.Cut(restore, "serve stopped: ")
-		cmd, _, _ = strings.Cut(cmd, " (with the password")
-		cmd = strings.TrimSuffix(cmd, ": "+ErrSQLiteOnly.Error())
+		cmd, ok = AdviceCommand(restore)
 		if !ok || !strings.HasPrefix(cmd, "pg_restore --clean --if-exists --schema=") {
 			t.Fatalf("no restore command naming the schema in %q", restore)
 		}
@@ -495,5 +496,22 @@ func TestPgDumpAdviceNamesTheArchive(t *testing.T) {
 	}
 	if !strings.Contains(restore, "--dbname=postgres://sb@127.0.0.1:1/sb '/srv/backups/sb 2026.dump'") {
 		t.Errorf("restore --from: %s", restore)
+	}
+}
+
+// A client key's passphrase is cut from the command like the password, and the
+// advice says pg_dump will ask for it.
+func TestPgDumpAdviceNamesACutKeyPassphrase(t *testing.T) {
+	const note = "passphrase (sslpassword) is left out"
+	for db, want := range map[string]bool{
+		"postgres://sb@127.0.0.1:1/sb?sslkey=/k.pem&sslpassword=s3cret":      true,
+		"host=127.0.0.1 port=1 dbname=sb sslkey=/k.pem sslpassword='s3cret'": true,
+		"postgres://sb:pw@127.0.0.1:1/sb?sslkey=/k.pem":                      false,
+		"host=127.0.0.1 port=1 dbname=sb sslpassword=''":                     false,
+	} {
+		a := PgDumpAdvice("backup", db, "").Error()
+		if strings.Contains(a, note) != want || strings.Contains(a, "s3cret") {
+			t.Errorf("advice for %q:\n%s\nwant the note %q: %v, and no passphrase", db, a, note, want)
+		}
 	}
 }

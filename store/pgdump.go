@@ -42,12 +42,15 @@ func PgDumpAdvice(what, db, archive string) error {
 	}
 	archive = shellQuote(archive)
 	server, withoutPassword := libpqTarget(db)
-	password := ""
+	var notes []string
 	if withoutPassword {
-		password = PasswordElsewhere
+		notes = append(notes, PasswordNote)
+	}
+	if hasSSLPassword(db) {
+		notes = append(notes, "The client key's passphrase (sslpassword) is left out too: pg_dump and pg_restore ask for it.")
 	}
 	schema, err := pgCurrentSchema(db)
-	only, unnamed := "", ""
+	only := ""
 	if err == nil {
 		// pg_dump reads --schema as a pattern, pg_restore as the name itself.
 		only = "--schema=" + shellQuote(schemaPattern(schema)) + " "
@@ -59,18 +62,58 @@ func PgDumpAdvice(what, db, archive string) error {
 		if what == "restore" {
 			without = "--clean drops the schema itself and re-creates it, which a role that only owns its schema may not do"
 		}
-		unnamed = fmt.Sprintf(" (the server could not be asked which schema is Switchboard's: %v; add "+
-			"--schema=THAT_SCHEMA, or %s)", err, without)
+		notes = append(notes, fmt.Sprintf("The server could not be asked which schema is Switchboard's (%v): "+
+			"add --schema=THAT_SCHEMA, or %s.", err, without))
 	}
+	var head, command string
 	if what == "restore" {
-		return fmt.Errorf("store: restore works on a SQLite file; on PostgreSQL restore pg_dump's archive with "+
-			"pg_restore, serve stopped: pg_restore --clean --if-exists %s--dbname=%s %s%s%s: %w",
-			only, shellQuote(server), archive, password, unnamed, ErrSQLiteOnly)
+		head = "restore works on a SQLite file; on PostgreSQL, stop serve and restore pg_dump's archive with pg_restore:"
+		command = fmt.Sprintf("pg_restore --clean --if-exists %s--dbname=%s %s", only, shellQuote(server), archive)
+	} else {
+		head = what + " works on a SQLite file; on PostgreSQL, back up with pg_dump (serve may keep running):"
+		command = fmt.Sprintf("pg_dump --format=custom --file=%s %s%s", archive, only, shellQuote(server))
+		notes = append(notes, "To restore it, stop serve: switchboard restore --from prints the pg_restore command.")
 	}
-	return fmt.Errorf("store: %s works on a SQLite file; on PostgreSQL back up with pg_dump: "+
-		"pg_dump --format=custom --file=%s %s%s%s (restore it with pg_restore, serve stopped): %w",
-		what, archive, only+shellQuote(server), password, unnamed, ErrSQLiteOnly)
+	return &sqliteOnlyAdvice{"store: " + head + "\n\n" + adviceIndent + command + "\n\n" + strings.Join(notes, " ")}
 }
+
+// hasSSLPassword reports whether a --db value gives a client key's passphrase,
+// which the printed command leaves out with the password.
+func hasSSLPassword(db string) bool {
+	if CheckDB(db) != nil {
+		return false
+	}
+	db = strings.TrimSpace(db)
+	if keywordDSN.MatchString(db) {
+		settings, _ := keywordSettings(db)
+		return slices.ContainsFunc(settings, func(kv [2]string) bool { return kv[0] == "sslpassword" && kv[1] != "" })
+	}
+	u, err := url.Parse(db)
+	return err == nil && u.Query().Get("sslpassword") != ""
+}
+
+// PasswordNote follows a command PgDumpAdvice cut the password out of.
+const PasswordNote = "Run it with the password in PGPASSWORD or ~/.pgpass."
+
+// adviceIndent sets the command apart from the lines around it.
+const adviceIndent = "    "
+
+// AdviceCommand is the command an advice of PgDumpAdvice gives: its line.
+func AdviceCommand(advice string) (string, bool) {
+	for _, line := range strings.Split(advice, "\n") {
+		if cmd, ok := strings.CutPrefix(line, adviceIndent); ok {
+			return cmd, true
+		}
+	}
+	return "", false
+}
+
+// sqliteOnlyAdvice is PgDumpAdvice's error: ErrSQLiteOnly, with the command to
+// paste on a line of its own.
+type sqliteOnlyAdvice struct{ msg string }
+
+func (e *sqliteOnlyAdvice) Error() string { return e.msg }
+func (e *sqliteOnlyAdvice) Unwrap() error { return ErrSQLiteOnly }
 
 // pgCurrentSchema asks the server db names which schema a connection made with
 // db creates tables in: Switchboard's.
