@@ -309,3 +309,42 @@ func TestFoldTakesTheNewestPayloadWhereverItLives(t *testing.T) {
 		}
 	}
 }
+
+// The human gate and coalescing. A human approved a step for a todo as it was
+// (its payload, the question about it). After the decision the todo is pending
+// again, with approval "approved", reserved for the worker that asked, which
+// carries on after approved (docs/queue-control.md). A coalescing add of the
+// same key does not fold into it, or the worker would carry out the step on
+// content no human saw: the newcomer waits behind it as a todo of its own.
+func TestACoalescingAddDoesNotRewriteAnApprovedTodo(t *testing.T) {
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s := openTest(t, Options{Now: clock.Now})
+	ctx := context.Background()
+	opts := TodoOptions{Key: "octo/repo#42", Coalesce: true}
+	a, err := s.AddTodo(ctx, NewTodo{Queue: "deploy", Payload: `{"sha":"reviewed"}`, Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	td, err := s.Claim(ctx, Ack{ID: a.ID, Owner: "agent:w"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RequestApproval(ctx, Ack{ID: a.ID, Owner: "agent:w", LeaseSeq: td.LeaseSeq}, "deploy reviewed?"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Decide(ctx, a.ID, true, "ship it", "human:alice"); err != nil {
+		t.Fatal(err)
+	}
+	late, err := s.AddTodo(ctx, NewTodo{Queue: "deploy", Payload: `{"sha":"unreviewed"}`, Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := s.ClaimNext(ctx, "agent:w", []string{"deploy"}, time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("the asker's claim: %v, %v", ok, err)
+	}
+	if got.ID == a.ID && got.Approval != nil && got.Approval.State == ApprovalApproved && got.Payload != `{"sha":"reviewed"}` {
+		t.Fatalf("the coalescing add folded into the approved todo (folded=%v): agent:w claims todo %d as approved by %s "+
+			"with payload %s, which no human saw", late.Folded, got.ID, got.Approval.By, got.Payload)
+	}
+}

@@ -173,15 +173,21 @@ const pgClaimGated = `WITH open AS (SELECT NOT EXISTS (SELECT 1 FROM paused_queu
 
 // pgClaimAfter is true of the todo g that a claim follows (submitThen) when the
 // complete or fail it follows changed g in this very transaction: g's row is
-// this transaction's (xmin), with the lease the ack named, no longer claimed.
-// A follow-up claim runs after every other write of a pipelined batch
-// (pgUnits), and claims nothing when the write it follows changed nothing.
-// Only a pipelined batch needs it, and only there does it hold: under a
-// savepoint a row's xmin is the savepoint's own xid, and the writer checks the
-// write followed before it runs the claim (runEach).
+// this transaction's (xmin), with the lease the ack named, and done or failed
+// now, or pending with this transaction's todo.fail audit row (a fail that
+// retries). A pending row of this transaction is not enough: a complete or fail
+// of its key's front in the batch frees a todo waiting behind it (pgKeyNext),
+// which may be the one a refused ack named. No other write of the batch acks g
+// (ackedTwice). A follow-up claim runs after every other write of a pipelined
+// batch (pgUnits), and claims nothing when the write it follows changed
+// nothing. Only a pipelined batch needs it, and only there does it hold: under
+// a savepoint a row's xmin is the savepoint's own xid, and the writer checks
+// the write followed before it runs the claim (runEach).
 const (
 	pgClaimAfter  = `g.lease_seq = ? AND ` + pgChangedHere
-	pgChangedHere = `g.state <> 'claimed' AND g.xmin = pg_current_xact_id()::xid`
+	pgChangedHere = `g.xmin = pg_current_xact_id()::xid AND (g.state IN ('done', 'failed')
+		OR g.state = 'pending' AND EXISTS (SELECT 1 FROM audit a WHERE a.target = 'todo:' || g.id
+			AND a.action = 'todo.fail' AND a.xmin = pg_current_xact_id()::xid))`
 )
 
 // pgClaimOneReq is ClaimNext on PostgreSQL for one queue: pgClaimGated alone,

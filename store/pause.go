@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -88,33 +89,49 @@ func (s *Store) PausedQueues(ctx context.Context) ([]PausedQueue, error) {
 }
 
 // claimGate is what a claim reads before it looks at any queue, in one
-// statement: the paused queues, and the oldest todo reserved for owner whose
-// reservation still runs (see Decide), or 0.
+// statement: the paused queues, and the todos reserved for owner whose
+// reservation still runs (see Decide), oldest first, each as its id and queue
+// on a line (at most 100).
 const (
 	claimGate = `SELECT coalesce((SELECT group_concat(queue, char(10)) FROM paused_queues), ''),
-		coalesce((SELECT id FROM todos INDEXED BY todos_reserved
-			WHERE reserved_for = ? AND state = 'pending' AND available_at > ? ORDER BY id LIMIT 1), 0)`
+		coalesce((SELECT group_concat(id || ' ' || queue, char(10)) FROM (SELECT id, queue FROM todos INDEXED BY todos_reserved
+			WHERE reserved_for = ? AND state = 'pending' AND available_at > ? ORDER BY id LIMIT 100)), '')`
 	pgClaimGate = `SELECT coalesce((SELECT string_agg(queue, chr(10)) FROM paused_queues), ''),
-		coalesce((SELECT id FROM todos
-			WHERE reserved_for = ? AND state = 'pending' AND available_at > ? ORDER BY id LIMIT 1), 0)`
+		coalesce((SELECT string_agg(id || ' ' || queue, chr(10) ORDER BY id) FROM (SELECT id, queue FROM todos
+			WHERE reserved_for = ? AND state = 'pending' AND available_at > ? ORDER BY id LIMIT 100) r), '')`
 )
 
 // gate reads claimGate for owner: the queues of queues that are not paused, and
-// the id of a todo reserved for owner, or 0.
+// the id of the oldest todo reserved for owner on one of them, or 0. A worker's
+// reservations on queues this claim does not ask for, or that are paused, wait
+// for a claim that does.
 func (w *wtx) gate(owner string, queues []string) (open []string, reserved int64, err error) {
 	query := claimGate
 	if w.w.s.pg {
 		query = pgClaimGate
 	}
-	var paused string
-	if err := w.queryRow(query, owner, ms(w.now)).Scan(&paused, &reserved); err != nil {
+	var paused, mine string
+	if err := w.queryRow(query, owner, ms(w.now)).Scan(&paused, &mine); err != nil {
 		return nil, 0, fmt.Errorf("store: claim next: read paused queues: %w", err)
 	}
-	if paused == "" {
-		return queues, reserved, nil
+	open = queues
+	if paused != "" {
+		closed := strings.Split(paused, "\n")
+		open = slices.DeleteFunc(slices.Clone(queues), func(q string) bool { return slices.Contains(closed, q) })
 	}
-	closed := strings.Split(paused, "\n")
-	open = slices.DeleteFunc(slices.Clone(queues), func(q string) bool { return slices.Contains(closed, q) })
+	if mine == "" {
+		return open, 0, nil
+	}
+	for _, line := range strings.Split(mine, "\n") {
+		idText, queue, _ := strings.Cut(line, " ")
+		id, err := strconv.ParseInt(idText, 10, 64)
+		if err != nil {
+			return nil, 0, fmt.Errorf("store: claim next: read the todos reserved for %s: %q", owner, line)
+		}
+		if slices.Contains(open, queue) && (reserved == 0 || id < reserved) {
+			reserved = id
+		}
+	}
 	return open, reserved, nil
 }
 

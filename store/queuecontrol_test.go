@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -336,6 +337,45 @@ func TestAClaimEndsAReservation(t *testing.T) {
 			}
 			if got, ok, err := s.ClaimNext(ctx, "agent:x", []string{"deploy"}, time.Minute); err != nil || ok {
 				t.Fatalf("agent:x claimed todo %d during its backoff (%v)", got.ID, err)
+			}
+		})
+	}
+}
+
+// The human gate's reservation: after a decision, claim_next gives the todo to
+// the worker that asked before anything else, on whichever of the claim's
+// queues it is, whatever older reservations of the worker on other queues say
+// (the claim gate once looked at the oldest alone, and dropped it when its queue
+// was not asked for: the worker got nothing, on SQLite, and on PostgreSQL for a
+// claim on several queues).
+func TestAReservationOnAnAskedQueueIsHonouredWhateverOlderOnesSay(t *testing.T) {
+	for _, queues := range [][]string{{"qb"}, {"qb", "qc"}} {
+		t.Run(fmt.Sprintf("%d-queues", len(queues)), func(t *testing.T) {
+			clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+			s := openTest(t, Options{Now: clock.Now})
+			ctx := context.Background()
+			ask := func(queue string) int64 {
+				id := addTodos(t, s, queue, 1)[0]
+				td, err := s.Claim(ctx, Ack{ID: id, Owner: "agent:w"}, time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.RequestApproval(ctx, Ack{ID: id, Owner: "agent:w", LeaseSeq: td.LeaseSeq}, "ok?"); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.Decide(ctx, id, true, "yes", "human:alice"); err != nil {
+					t.Fatal(err)
+				}
+				return id
+			}
+			ask("qa")      // the older reservation, on a queue this claim does not ask for
+			b := ask("qb") // reserved for agent:w on qb
+			td, ok, err := s.ClaimNext(ctx, "agent:w", queues, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok || td.ID != b {
+				t.Fatalf("agent:w's claim on %v = %d (ok %v); want todo %d, reserved for it on qb", queues, td.ID, ok, b)
 			}
 		})
 	}

@@ -281,3 +281,64 @@ func claimedBy(t *testing.T, s *Store, owner string) int {
 	}
 	return n
 }
+
+// A follow-up claim (CompleteThenClaim) whose complete was refused claims
+// nothing, even when a complete of the key's front in the same pipelined batch
+// wrote the acked todo as it freed it (pgKeyNext sets key_waiting = 0): the row
+// is this transaction's and not claimed, yet the ack changed nothing
+// (pgClaimAfter). Claimed, the todo would be held by a worker never told of it
+// until its lease ran out, and with it its whole key.
+//
+// Sequence: A (key k) claimed by agent:a, dead-lettered; B (key k) added, the
+// front; A retried, waits behind B; agent:b claims B. In one batch: agent:b
+// completes B, and agent:a sends CompleteThenClaim for A with its old lease.
+// Runs on PostgreSQL (SQLite checks the lead in Go before the claim).
+func TestThenClaimAfterARefusedAckOfAFreedTodoClaimsNothing(t *testing.T) {
+	s := pgProcesses(t, testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)))[0]
+	ctx := context.Background()
+	queues := []string{"prs"}
+	a, err := s.AddTodo(ctx, NewTodo{Queue: "prs", Payload: "a", Options: TodoOptions{Key: "k"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ackA := claimOne(t, s, "agent:a", queues)
+	if ackA.ID != a.ID {
+		t.Fatalf("claimed %d, want %d", ackA.ID, a.ID)
+	}
+	if _, err := s.Fail(ctx, ackA, "boom", false); err != nil { // dead letter
+		t.Fatal(err)
+	}
+	b, err := s.AddTodo(ctx, NewTodo{Queue: "prs", Payload: "b", Options: TodoOptions{Key: "k"}})
+	if err != nil || b.KeyWaiting {
+		t.Fatalf("add b = %+v, %v; want the key's front", b, err)
+	}
+	if re, err := s.Retry(ctx, a.ID, "human:ops"); err != nil || !re.KeyWaiting {
+		t.Fatalf("retry a = %+v, %v; want it waiting behind b", re, err)
+	}
+	ackB := claimOne(t, s, "agent:b", queues)
+	if ackB.ID != b.ID {
+		t.Fatalf("claimed %d, want %d", ackB.ID, b.ID)
+	}
+
+	var errB, errA error
+	var next Next
+	inOneBatch(t, s,
+		func() { _, errB = s.Complete(ctx, ackB, "ok") },
+		func() { _, next, errA = s.CompleteThenClaim(ctx, ackA, "late", queues, time.Minute) },
+	)
+	if errB != nil {
+		t.Fatalf("complete b: %v", errB)
+	}
+	if !errors.Is(errA, ErrConflict) {
+		t.Fatalf("agent:a's stale complete: %v, want a conflict", errA)
+	}
+	if next.OK {
+		t.Fatalf("agent:a's refused complete came with a claim: %+v", next)
+	}
+	if held := claimedBy(t, s, "agent:a"); held != 0 {
+		cur, _ := s.Todo(ctx, a.ID)
+		t.Fatalf("agent:a's complete was refused (%v), yet agent:a now holds %d todo(s) it was never told of "+
+			"(todo %d: state %s, owner %s, lease_seq %d)", errA, held, cur.ID, cur.State, cur.Owner, cur.LeaseSeq)
+	}
+	countsAgree(t, s)
+}

@@ -80,18 +80,24 @@ func pendingChange(id int64, queue, source string, available time.Time, cause st
 
 // foldTarget is the newest pending todo of (queue, key), which a coalescing add
 // folds into (one probe of todos_key_pending); found is false when the key has
-// none.
+// none, or when that todo carries a human's decision (approved or denied): the
+// decision was about it as it is, so it is not rewritten, and the add waits
+// behind it as a todo of its own.
 func (w *wtx) foldTarget(queue, key string) (t Todo, found bool, err error) {
 	var a, c int64
+	var approval string
 	err = w.queryRow(`SELECT id, available_at, created_at, coalesced, key_waiting, priority,
-			coalesce(source_event_id, 0) FROM todos
+			coalesce(source_event_id, 0), approval FROM todos
 		WHERE queue = ? AND key = ? AND state = 'pending' ORDER BY id DESC LIMIT 1`, queue, key).
-		Scan(&t.ID, &a, &c, &t.Coalesced, &t.KeyWaiting, &t.Priority, &t.Source.EventID)
+		Scan(&t.ID, &a, &c, &t.Coalesced, &t.KeyWaiting, &t.Priority, &t.Source.EventID, &approval)
 	if notFound(err) {
 		return Todo{}, false, nil
 	}
 	if err != nil {
 		return Todo{}, false, fmt.Errorf("store: read key %q on %s: %w", key, queue, err)
+	}
+	if approval != "" {
+		return Todo{}, false, nil
 	}
 	t.AvailableAt, t.CreatedAt = fromMS(a), fromMS(c)
 	return t, true, nil
@@ -100,7 +106,8 @@ func (w *wtx) foldTarget(queue, key string) (t Todo, found bool, err error) {
 // fold folds n into the pending todo of its key, if there is one: that todo takes
 // n's payload, source and trust, counts one more coalesced, keeps the higher
 // priority, and restarts its debounce. ok is false when the key has no pending
-// todo (or it was claimed meanwhile): n is then added as a todo of its own.
+// todo, or none without a human's decision (or it was claimed meanwhile): n is
+// then added as a todo of its own.
 //
 // This is a coalesced delivery's hottest statement: the UPDATE returns nothing
 // (a RETURNING of the row cost as much again as the rest of the fold), and the
@@ -116,7 +123,7 @@ func (w *wtx) fold(n NewTodo, size int) (t Todo, ok bool, err error) {
 	res, err := w.exec(`UPDATE todos SET payload_size = ?, source_type = ?, source_webhook_id = ?,
 			source_event_id = ?, source_event_type = ?, verified = ?, trust_mode = ?, webhook_created_by = ?,
 			coalesced = coalesced + 1, priority = ?, available_at = ?, updated_at = ?
-		WHERE id = ? AND state = 'pending'`,
+		WHERE id = ? AND state = 'pending' AND approval = ''`,
 		size, n.Source.Type, nullID(n.Source.WebhookID), nullID(n.Source.EventID), n.Source.EventType,
 		boolInt(n.Trust.Verified), n.Trust.Mode, n.Trust.WebhookCreatedBy, t.Priority, ms(t.AvailableAt), ms(w.now), id)
 	if err != nil {
