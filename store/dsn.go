@@ -36,6 +36,10 @@ func IsPostgres(db string) bool {
 // keywords (a file's name hardly does), after any space.
 var keywordDSN = regexp.MustCompile(`^[\pZ\s\v]*(` + strings.Join(libpqKeywords, "|") + `)[\s\v]*=`)
 
+// keywordDSNAnyCase is keywordDSN in any case: a --db that matches it and not
+// keywordDSN is settings mistyped, not a SQLite file's name.
+var keywordDSNAnyCase = regexp.MustCompile(`(?i)` + keywordDSN.String())
+
 // libpqKeywords are the connection settings libpq knows (PostgreSQL 17's).
 var libpqKeywords = []string{"host", "hostaddr", "port", "dbname", "user", "password", "passfile",
 	"require_auth", "channel_binding", "connect_timeout", "client_encoding", "options", "application_name",
@@ -85,6 +89,10 @@ func CheckDB(db string) error {
 	if anyPassword.MatchString(db) {
 		return fmt.Errorf("store: --db holds a password= setting but is no postgres:// URL and does not begin "+
 			"with a libpq keyword (host=, dbname=, user=, …) in lower case: %w", ErrInvalid)
+	}
+	if m := keywordDSNAnyCase.FindStringSubmatch(db); m != nil {
+		return fmt.Errorf("store: --db begins like libpq settings, but with %s= where libpq reads %s= "+
+			"(its settings are in lower case): %w", m[1], strings.ToLower(m[1]), ErrInvalid)
 	}
 	if scheme, _, ok := strings.Cut(db, "://"); ok && !strings.ContainsAny(scheme, `/\`) {
 		return fmt.Errorf("store: --db: a %s:// URL names no database Switchboard opens: "+

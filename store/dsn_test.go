@@ -53,6 +53,8 @@ func TestCheckDBRefusesWhatItWouldMisread(t *testing.T) {
 		"sqlite://sb:hunter2@db/sb",
 		"postgres://db.example?sslmode=require&password=hunter2@2024", // libpq and pgx: user db.example?…=hunter2
 		"postgres://sb:hun#ter2@db/sb",
+		"HOST=127.0.0.1 port=5432 dbname=sb user=sb", // libpq's keywords in the wrong case, not a file's name
+		" Dbname=sb",
 	} {
 		err := CheckDB(db)
 		if !errors.Is(err, ErrInvalid) {

@@ -74,7 +74,11 @@ func PgDumpAdvice(what, db, archive string) error {
 		command = fmt.Sprintf("pg_dump --format=custom --file=%s %s%s", archive, only, shellQuote(server))
 		notes = append(notes, "To restore it, stop serve: switchboard restore --from prints the pg_restore command.")
 	}
-	return &sqliteOnlyAdvice{"store: " + head + "\n\n" + adviceIndent + command + "\n\n" + strings.Join(notes, " ")}
+	msg := "store: " + head + "\n\n" + adviceIndent + command
+	if len(notes) > 0 {
+		msg += "\n\n" + strings.Join(notes, " ")
+	}
+	return &sqliteOnlyAdvice{msg}
 }
 
 // hasSSLPassword reports whether a --db value gives a client key's passphrase,

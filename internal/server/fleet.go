@@ -130,7 +130,8 @@ func (f *fleet) beat(ctx context.Context) {
 	if lead && !was {
 		f.log.Info("this process runs the reaper", "process", f.self.ID)
 		f.onLead()
-	} else if was && !lead && !f.alone {
+	} else if was && !lead && !f.alone && !f.failing {
+		// A failed heartbeat has said already that this process stepped back.
 		f.log.Info("another process runs the reaper now", "process", f.self.ID)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -78,4 +79,46 @@ func TestFleetOnSkewedClocksHasOneLeader(t *testing.T) {
 				i+1, behind.Leads(), ahead.Leads())
 		}
 	}
+}
+
+// A process on PostgreSQL whose heartbeat fails steps back from the reaper and
+// says so; it does not say another process runs it, which none may.
+func TestFleetWhoseHeartbeatFailsSaysItSteppedBack(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, testkit.PostgresURL(t), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged lockedBuffer
+	f := newFleet(st, "v-test", slog.New(slog.NewTextHandler(&logged, nil)))
+	f.join(ctx)
+	if !f.Leads() {
+		t.Fatal("after joining: does not lead, want it to (alone on the database)")
+	}
+	st.Close() // every heartbeat from now on fails
+	f.beat(ctx)
+	if f.Leads() {
+		t.Fatal("after a failed heartbeat: still leads")
+	}
+	if out := logged.String(); !strings.Contains(out, "heartbeat failed") || strings.Contains(out, "another process runs the reaper") {
+		t.Errorf("log after a failed heartbeat:\n%s\nwant it to say the heartbeat failed, and not that another process runs the reaper", out)
+	}
+}
+
+// lockedBuffer is a log's destination that the fleet's goroutines may share.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
