@@ -89,7 +89,7 @@ func TestFleetWhoseHeartbeatFailsSaysItSteppedBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logged lockedBuffer
+	var logged testkit.LockedBuffer
 	f := newFleet(st, "v-test", slog.New(slog.NewTextHandler(&logged, nil)))
 	f.join(ctx)
 	if !f.Leads() {
@@ -103,22 +103,4 @@ func TestFleetWhoseHeartbeatFailsSaysItSteppedBack(t *testing.T) {
 	if out := logged.String(); !strings.Contains(out, "heartbeat failed") || strings.Contains(out, "another process runs the reaper") {
 		t.Errorf("log after a failed heartbeat:\n%s\nwant it to say the heartbeat failed, and not that another process runs the reaper", out)
 	}
-}
-
-// lockedBuffer is a log's destination that the fleet's goroutines may share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
