@@ -49,7 +49,11 @@ func PgDumpAdvice(what, db, archive string) error {
 	if hasSSLPassword(db) {
 		notes = append(notes, "The client key's passphrase (sslpassword) is left out too: pg_dump and pg_restore ask for it.")
 	}
-	schema, err := pgCurrentSchema(db)
+	schema, serving, err := pgSchemaInUse(db)
+	if what == "restore" && serving > 0 {
+		notes = append(notes, fmt.Sprintf("A serve runs on this schema now (%d process(es) beat in the last minute): "+
+			"stop every one first.", serving))
+	}
 	only := ""
 	if err == nil {
 		// pg_dump reads --schema as a pattern, pg_restore as the name itself.
@@ -119,15 +123,16 @@ type sqliteOnlyAdvice struct{ msg string }
 func (e *sqliteOnlyAdvice) Error() string { return e.msg }
 func (e *sqliteOnlyAdvice) Unwrap() error { return ErrSQLiteOnly }
 
-// pgCurrentSchema asks the server db names which schema a connection made with
-// db creates tables in: Switchboard's.
-func pgCurrentSchema(db string) (string, error) {
+// pgSchemaInUse asks the server db names which schema a connection made with
+// db creates tables in (Switchboard's), and how many serve processes beat on
+// that schema in the last minute.
+func pgSchemaInUse(db string) (schema string, serving int, err error) {
 	if !IsPostgres(db) {
-		return "", fmt.Errorf("the --db value names no PostgreSQL server")
+		return "", 0, fmt.Errorf("the --db value names no PostgreSQL server")
 	}
 	cfg, err := parsePostgres(db) // refuses what CheckDB refuses
 	if err != nil {
-		return "", fmt.Errorf("the --db value does not read")
+		return "", 0, fmt.Errorf("the --db value does not read")
 	}
 	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > pgSchemaTimeout {
 		cfg.ConnectTimeout = pgSchemaTimeout
@@ -136,17 +141,22 @@ func pgCurrentSchema(db string) (string, error) {
 	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return "", connectError(cfg, err)
+		return "", 0, connectError(cfg, err)
 	}
 	defer conn.Close(context.Background())
-	var schema *string
-	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
-		return "", fmt.Errorf("read current_schema(): %w", err)
+	var current *string
+	var fleet bool
+	if err := conn.QueryRow(ctx, `SELECT current_schema(), to_regclass('processes') IS NOT NULL`).Scan(&current, &fleet); err != nil {
+		return "", 0, fmt.Errorf("read current_schema(): %w", err)
 	}
-	if schema == nil {
-		return "", fmt.Errorf("no schema of its search_path exists")
+	if current == nil {
+		return "", 0, fmt.Errorf("no schema of its search_path exists")
 	}
-	return *schema, nil
+	if fleet {
+		// Not knowing is no reason to hold back the command: 0.
+		conn.QueryRow(ctx, `SELECT count(*) FROM processes WHERE heartbeat_at > `+pgClockMS+` - 60000`).Scan(&serving)
+	}
+	return *current, serving, nil
 }
 
 // pgSchemaTimeout bounds the advice's question to the server.

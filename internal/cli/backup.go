@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/switchboardhq/switchboard/store"
 )
 
 const backupSynopsis = `backup --to FILE [--db FILE]     (safe while serve runs)`
-const restoreSynopsis = `restore --from FILE [--db FILE]  (refused while serve runs)`
+const restoreSynopsis = `restore --from FILE [--db FILE]  (refused while serve runs; a SQLite FILE into PostgreSQL: copied in)`
 
 // runBackup writes a consistent copy of a live database: VACUUM INTO reads one
 // snapshot while serve goes on committing.
@@ -50,6 +52,16 @@ func runRestore(ctx context.Context, env *environ, args []string) error {
 		return err
 	}
 	if store.IsPostgres(*db) {
+		if *from != "" {
+			if _, err := os.Stat(*from); errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("no file at %s: give pg_dump's archive, or a SQLite database to copy into PostgreSQL: %w", *from, os.ErrNotExist)
+			} else if err != nil {
+				return fmt.Errorf("read --from: %w", err)
+			}
+			if store.IsSQLiteFile(*from) {
+				return copyToPostgres(ctx, env, *from, *db)
+			}
+		}
 		return store.PgDumpAdvice("restore", *db, *from)
 	}
 	if *from == "" {
@@ -68,5 +80,29 @@ func runRestore(ctx context.Context, env *environ, args []string) error {
 	if kept != "" {
 		fmt.Fprintf(env.stdout, "the database it replaced is kept as %s (with anything written since the backup); delete it once you no longer need it\n", absPath(kept))
 	}
+	return nil
+}
+
+// copyToPostgres is restore on PostgreSQL from a SQLite database: the move to
+// PostgreSQL. Every row is copied into the empty schema --db names, or none.
+func copyToPostgres(ctx context.Context, env *environ, from, db string) error {
+	report, err := store.CopyToPostgres(ctx, from, db, "")
+	if err != nil {
+		return err
+	}
+	var total int64
+	var counts []string
+	for _, t := range report.Tables {
+		total += t.Rows
+		if t.Rows > 0 {
+			counts = append(counts, fmt.Sprintf("%s %d", t.Name, t.Rows))
+		}
+	}
+	fmt.Fprintf(env.stdout, "copied %s into %s: %d rows (%s)\n", from, store.Redacted(db), total, strings.Join(counts, ", "))
+	if report.Sealed {
+		fmt.Fprintln(env.stdout, "its webhook secrets are encrypted: give serve the key that encrypted them "+
+			"(SWITCHBOARD_SECRET_ENCRYPTION_KEY or --secret-key-file)")
+	}
+	fmt.Fprintln(env.stdout, "start serve with this --db; agents keep their credentials, webhooks their URLs")
 	return nil
 }

@@ -71,7 +71,7 @@ func commands() []command {
 		{"secrets", "encrypt stored webhook secrets with the configured key", runSecrets},
 		{"modules", "list capability modules or approve a changed tool definition", runModules},
 		{"backup", "write a consistent copy of the SQLite database (safe while serve runs; PostgreSQL: pg_dump)", runBackup},
-		{"restore", "replace the SQLite database with a backup (stop serve first; PostgreSQL: pg_restore)", runRestore},
+		{"restore", "replace the SQLite database with a backup (stop serve first; PostgreSQL: pg_restore, or a SQLite database copied in)", runRestore},
 		{"connect", "bridge a stdio-only MCP client to a running Switchboard", runConnect},
 		{"bench", "measure ingest, drain and doorbell capacity on this machine", runBench},
 		{"version", "print version, commit and Go version", runVersion},

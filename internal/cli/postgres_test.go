@@ -107,6 +107,10 @@ func TestCommandsOnPostgres(t *testing.T) {
 func TestSQLiteOnlyCommandsOnPostgres(t *testing.T) {
 	db := pgWithPassword(t)
 	dir := t.TempDir()
+	// An archive as pg_dump writes one begins so; restore leaves the rest to pg_restore.
+	if err := os.WriteFile(dir+"/b.dump", []byte("PGDMP\x01\x0f"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args       []string
 		start, end string // of the command, on a line of its own
@@ -114,7 +118,7 @@ func TestSQLiteOnlyCommandsOnPostgres(t *testing.T) {
 		// libpq takes no search_path in a URL: the test's schema is pg_dump's --schema.
 		{[]string{"backup", "--db", db, "--to", dir + "/b.db"}, "pg_dump --format=custom --file=" + dir + "/b.db --schema=t_", ""},
 		{[]string{"backup", "--db", db}, "pg_dump --format=custom --file=switchboard.dump --schema=t_", ""},
-		{[]string{"restore", "--db", db, "--from", dir + "/b.db"}, "pg_restore --clean --if-exists --schema=t_", " " + dir + "/b.db"},
+		{[]string{"restore", "--db", db, "--from", dir + "/b.dump"}, "pg_restore --clean --if-exists --schema=t_", " " + dir + "/b.dump"},
 		{[]string{"restore", "--db", db}, "pg_restore --clean --if-exists --schema=t_", " switchboard.dump"},
 	} {
 		_, stderr := cliPG(t, 1, "", c.args...)
@@ -273,5 +277,32 @@ func TestServeOnPostgresRefusesInOneLine(t *testing.T) {
 	_, stderr := cliPG(t, 1, "", "serve", "--db", at(func(u *url.URL) { u.User = url.UserPassword(role, pgTestPassword) }), "--listen", "127.0.0.1:0")
 	if !strings.Contains(stderr, "the role may not create tables") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 		t.Errorf("no create: %q, want one line saying the role may not create tables", stderr)
+	}
+}
+
+// The move to PostgreSQL: restore --from a SQLite database (a backup, or the
+// file with serve stopped) copies it into the empty schema --db names, and the
+// todos, the agent's endpoint and the webhook are there; a second time it is
+// refused, changing nothing.
+func TestRestoreCopiesASQLiteDatabaseIn(t *testing.T) {
+	db := pgWithPassword(t)
+	file := filepath.Join(t.TempDir(), "switchboard.db")
+	cli(t, "", "todo", "add", "--queue", "inbox", "--payload", `{"n":1}`, "--db", file)
+	cli(t, "", "endpoint", "create", "--agent", "a1", "--queues", "inbox", "--db", file)
+	stdout, _ := cliPG(t, 0, "", "restore", "--from", file, "--db", db)
+	if !strings.Contains(stdout, "copied "+file+" into ") || !strings.Contains(stdout, "todos 1") || !strings.Contains(stdout, "endpoints 1") {
+		t.Errorf("restore of a SQLite database into PostgreSQL said: %s", stdout)
+	}
+	list, _ := cliPG(t, 0, "", "todo", "list", "--db", db)
+	if !strings.Contains(list, "inbox") {
+		t.Errorf("todo list after the copy: %s", list)
+	}
+	_, stderr := cliPG(t, 1, "", "restore", "--from", file, "--db", db)
+	if !strings.Contains(stderr, "already holds Switchboard data") {
+		t.Errorf("a second copy: %s", stderr)
+	}
+	_, stderr = cliPG(t, 1, "", "restore", "--from", filepath.Join(t.TempDir(), "nothing.db"), "--db", db)
+	if !strings.Contains(stderr, "no file at ") {
+		t.Errorf("restore --from a file that is not there: %s", stderr)
 	}
 }
