@@ -216,13 +216,42 @@ func (s *Store) requireTables(ctx context.Context) error {
 }
 
 // notOwner says that the role s connects as may not read Switchboard's tables,
-// which another role made (err is PostgreSQL's refusal).
+// which another role made (err is PostgreSQL's refusal), and gives the statement
+// that hands that role's tables and functions in the schema to this one.
+// REASSIGN OWNED would not do: it cannot move what the bootstrap superuser owns
+// (the usual maker, a command first run as postgres), and moves the role's
+// objects in every schema of the database.
 func (s *Store) notOwner(ctx context.Context, conn *sql.Conn, err error) error {
 	schema, role := pgWho(ctx, conn)
-	return fmt.Errorf("store: %s: the role %s may not use Switchboard's tables in the schema %s: another role made "+
-		"them (a command run as that role?); run Switchboard as that role, or have it give them to this one "+
-		"(REASSIGN OWNED BY that_role TO %s, as a superuser): %w", s.path, role, schema, role, err)
+	var owner sql.NullString
+	conn.QueryRowContext(ctx, `SELECT pg_get_userbyid(relowner) FROM pg_class
+		WHERE oid = to_regclass('schema_migrations')`).Scan(&owner)
+	if !owner.Valid || schema == "…" || role == "…" {
+		return fmt.Errorf("store: %s: the role %s may not use Switchboard's tables in the schema %s: another role made "+
+			"them (a command run as that role?); run Switchboard as that role, or have a superuser make this one "+
+			"their owner: %w", s.path, role, schema, err)
+	}
+	maker := pgx.Identifier{owner.String}.Sanitize()
+	return fmt.Errorf("store: %s: the role %s may not use Switchboard's tables in the schema %s: the role %s made "+
+		"them (a command run as it?); run Switchboard as %s, or give them to %s, as %s or a superuser: %s: %w",
+		s.path, role, schema, maker, maker, role, maker, giveTables(schema, maker, role), err)
 }
+
+// giveTables is a statement that makes role the owner of the tables (their id
+// sequences with them) and functions that owner has in schema; each is an SQL
+// identifier.
+func giveTables(schema, owner, role string) string {
+	in := quoteLiteral(schema) + "::regnamespace"
+	by := quoteLiteral(owner) + "::regrole"
+	return `DO $switchboard$DECLARE r record; BEGIN ` +
+		`FOR r IN SELECT oid::regclass AS o FROM pg_class WHERE relnamespace = ` + in + ` AND relowner = ` + by + ` AND relkind = 'r' ` +
+		`LOOP EXECUTE format('ALTER TABLE %s OWNER TO %s', r.o, ` + quoteLiteral(role) + `); END LOOP; ` +
+		`FOR r IN SELECT oid::regprocedure AS o FROM pg_proc WHERE pronamespace = ` + in + ` AND proowner = ` + by + ` ` +
+		`LOOP EXECUTE format('ALTER FUNCTION %s OWNER TO %s', r.o, ` + quoteLiteral(role) + `); END LOOP; END$switchboard$`
+}
+
+// quoteLiteral is s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // pgWho is the schema a connection creates tables in and the role it is,
 // each as an SQL identifier; … where it cannot tell.

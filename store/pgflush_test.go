@@ -203,6 +203,7 @@ func TestAFlushAfterACrashConfirmsNoEarlierCommit(t *testing.T) {
 	entered, release := holdFirstFlush(s)
 	answered := addAsync(s, "committed before the crash")
 	<-entered
+	writer := s.writer.pid.Load() // the session that committed it
 	victim, err := pgx.Connect(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
@@ -214,12 +215,19 @@ func TestAFlushAfterACrashConfirmsNoEarlierCommit(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil { // as the kernel's OOM killer would
 		t.Fatal(err)
 	}
+	// Back once a connection finds the writer's session ended: one made before
+	// the postmaster learnt of the crash would find it still there.
 	deadline := time.Now().Add(2 * time.Minute) // a guard against a hang, not a timing
 	for {
 		probe, err := pgx.Connect(context.Background(), url)
 		if err == nil {
+			var gone bool
+			err = probe.QueryRow(context.Background(), `SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)`,
+				writer).Scan(&gone)
 			probe.Close(context.Background())
-			break
+			if err == nil && gone {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the server did not come back after the crash: %v", err)

@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5"
 
@@ -63,10 +65,18 @@ func CopyToPostgres(ctx context.Context, src, db, tmpDir string) (CopyReport, er
 	if !IsPostgres(db) {
 		return CopyReport{}, fmt.Errorf("store: copy: --db names no PostgreSQL server: %w", ErrInvalid)
 	}
+	// Held for the whole copy: a serve on src would commit what the snapshot
+	// misses, and that would be lost with the move.
+	unlock, err := LockForServe(src)
+	if err != nil {
+		return CopyReport{}, err
+	}
+	defer unlock()
 	if err := checkBackup(ctx, src); err != nil {
 		return CopyReport{}, err
 	}
-	dir, err := os.MkdirTemp(tmpDir, "switchboard-copy-")
+	sweepSnapshots(tmpDir)
+	dir, err := os.MkdirTemp(tmpDir, fmt.Sprintf("%s%d-", snapshotPrefix, os.Getpid()))
 	if err != nil {
 		return CopyReport{}, fmt.Errorf("store: copy: a place for the snapshot of %s: %w", src, err)
 	}
@@ -271,7 +281,13 @@ func copyTable(ctx context.Context, from *sql.DB, tx pgx.Tx, table string) (int6
 		}
 		row := make([]any, len(cols))
 		for i, v := range values {
-			if row[i], convErr = asPostgres(v, types[i]); convErr != nil {
+			if enc, ok := columnEncodings[table+"."+cols[i]]; ok && v != nil {
+				v, convErr = enc(textOf(v))
+			}
+			if convErr == nil {
+				row[i], convErr = asPostgres(v, types[i])
+			}
+			if convErr != nil {
 				return nil, fmt.Errorf("column %s: %w", cols[i], convErr)
 			}
 		}
@@ -281,6 +297,36 @@ func copyTable(ctx context.Context, from *sql.DB, tx pgx.Tx, table string) (int6
 		return 0, fmt.Errorf("store: copy: table %s (nothing was copied): %w", table, err)
 	}
 	return n, nil
+}
+
+// columnEncodings are the text columns that PostgreSQL keeps otherwise than as
+// text made valid: a payload keeps every byte (pgPayloadIn); a webhook's
+// plaintext secret that is not text cannot be kept, and is refused.
+var columnEncodings = map[string]func(string) (any, error){
+	"todo_payloads.payload":    func(p string) (any, error) { return pgPayloadIn(p), nil },
+	"webhooks.signing_secret":  secretAsIs,
+	"webhooks.previous_secret": secretAsIs,
+}
+
+// secretAsIs passes a webhook secret that PostgreSQL keeps as it is (sealed, or
+// text), and refuses one it would change.
+func secretAsIs(secret string) (any, error) {
+	if strings.HasPrefix(secret, sealedPrefix) || secretText(secret) {
+		return secret, nil
+	}
+	return nil, fmt.Errorf("a webhook's plaintext signing secret is not UTF-8 text, which PostgreSQL cannot keep " +
+		"as it is: rotate that webhook's secret on SQLite first, or seal the secrets with a key (secrets reencrypt)")
+}
+
+// textOf is a SQLite text or blob value as a string.
+func textOf(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	}
+	return fmt.Sprint(v)
 }
 
 // asPostgres is a SQLite value as the PostgreSQL column of type typ takes it.
@@ -368,4 +414,33 @@ func IsSQLiteFile(path string) bool {
 	head := make([]byte, 16)
 	n, _ := f.Read(head)
 	return n == 16 && string(head) == "SQLite format 3\x00"
+}
+
+// snapshotPrefix begins the name of a copy's snapshot directory, followed by the
+// copying process's id.
+const snapshotPrefix = "switchboard-copy-"
+
+// sweepSnapshots removes the snapshot directories in tmpDir that copies left
+// when they were killed: those of processes no longer running. A snapshot is a
+// whole copy of a database, secrets and all.
+func sweepSnapshots(tmpDir string) {
+	if tmpDir == "" {
+		tmpDir = os.TempDir()
+	}
+	dirs, _ := filepath.Glob(filepath.Join(tmpDir, snapshotPrefix+"*"))
+	for _, d := range dirs {
+		pidText, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), snapshotPrefix), "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 || processRuns(pid) {
+			continue
+		}
+		os.RemoveAll(d)
+	}
+}
+
+// processRuns reports whether a process with id pid exists (it may be another
+// user's).
+func processRuns(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -86,7 +88,7 @@ func TestCopyToPostgresCarriesEverything(t *testing.T) {
 		t.Errorf("the webhook by its URL on PostgreSQL: %+v, %v", got, err)
 	}
 	cur, err := p.Todo(ctx, keyed.ID)
-	if err != nil || cur.Coalesced != 1 || cur.Payload != "not UTF-8 \uFFFD" || cur.Key != "r#1" {
+	if err != nil || cur.Coalesced != 1 || cur.Payload != "not UTF-8 \xff" || cur.Key != "r#1" {
 		t.Errorf("the keyed todo on PostgreSQL: %+v, %v", cur, err)
 	}
 	if cur, err := p.Todo(ctx, ids[1]); err != nil || cur.State != StateFailed {
@@ -116,11 +118,7 @@ func TestCopyToPostgresCarriesEverything(t *testing.T) {
 func TestCopyToPostgresIsAllOrNothing(t *testing.T) {
 	pg := testkit.PostgresURL(t)
 	ctx := context.Background()
-	src := filepath.Join(t.TempDir(), "switchboard.db")
-	s, err := Open(ctx, src, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, s := sqliteSource(t)
 	if _, _, err := s.CreateEndpoint(ctx, "a1", EndpointSpec{Queues: &[]string{"inbox"}}, "human:cli"); err != nil {
 		t.Fatal(err)
 	}
@@ -192,4 +190,156 @@ func TestRestoreAdviceNamesARunningServe(t *testing.T) {
 	if a := PgDumpAdvice("restore", pg, "").Error(); !strings.Contains(a, running) {
 		t.Errorf("advice with a serve beating: %s", a)
 	}
+}
+
+// A todo's payload that is not UTF-8 (or holds a NUL) keeps every byte on
+// PostgreSQL (pgPayloadIn; docs/postgres.md: "payloads keep every byte"), and a
+// text payload that happens to start like pgBinaryMark reads back as written.
+// The copy writes todo_payloads.payload through textcut.Valid instead of
+// pgPayloadIn: the first is mangled to U+FFFD, the second is decoded as base64.
+func TestCopyToPostgresKeepsPayloadBytes(t *testing.T) {
+	pg := testkit.PostgresURL(t)
+	ctx := context.Background()
+	payloads := []string{"bin \xff\xfe", "nul \x00 here", pgBinaryMark + "aGVsbG8="}
+
+	// On PostgreSQL directly each payload reads back as written.
+	direct, err := Open(ctx, pg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range payloads {
+		td, err := direct.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: want})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := direct.Todo(ctx, td.ID); err != nil || got.Payload != want {
+			t.Fatalf("PostgreSQL directly: payload %q, want %q (%v)", got.Payload, want, err)
+		}
+	}
+	direct.Close()
+	target := testkit.PostgresURL(t)
+
+	src, s := sqliteSource(t)
+	var ids []int64
+	for _, p := range payloads {
+		td, err := s.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.Todo(ctx, td.ID); got.Payload != p {
+			t.Fatalf("SQLite: payload %q, want %q", got.Payload, p)
+		}
+		ids = append(ids, td.ID)
+	}
+	s.Close()
+	if _, err := CopyToPostgres(ctx, src, target, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Open(ctx, target, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i, id := range ids {
+		if got, err := p.Todo(ctx, id); err != nil || got.Payload != payloads[i] {
+			t.Errorf("todo %d after the copy: payload %q, want %q (%v)", id, got.Payload, payloads[i], err)
+		}
+	}
+}
+
+// The copy of a SQLite database a serve holds (LockForServe, as serve takes it)
+// is refused, as restore onto it is: whatever that serve commits after the
+// snapshot (a webhook delivery it answered 202 to) would be lost when the
+// operator moves to PostgreSQL. The copy goes ahead instead.
+func TestCopyToPostgresRefusesAServedSource(t *testing.T) {
+	pg := testkit.PostgresURL(t)
+	ctx := context.Background()
+	src, s := sqliteSource(t)
+	defer s.Close()
+	unlock, err := LockForServe(src) // what serve holds while it runs
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	addTodos(t, s, "inbox", 1)
+	if _, err := CopyToPostgres(ctx, src, pg, t.TempDir()); !errors.Is(err, ErrInUse) {
+		t.Errorf("copy of a file a serve holds: %v, want ErrInUse", err)
+	}
+}
+
+// A webhook's plaintext secret that is not text (a SQLite database from before
+// such secrets were refused) would reach PostgreSQL changed, and verify no
+// delivery: the copy refuses it, saying what to do, and copies nothing.
+func TestCopyToPostgresRefusesASecretItWouldChange(t *testing.T) {
+	pg := testkit.PostgresURL(t)
+	ctx := context.Background()
+	src, s := sqliteSource(t)
+	hook, err := s.CreateWebhook(ctx, NewWebhook{SourceType: "github", Queue: "prs", Secret: "abcdefgh", CreatedBy: "human:cli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	raw, err := sql.Open("sqlite", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`UPDATE webhooks SET signing_secret = CAST(X'616263ff646566' AS TEXT) WHERE id = ?`, hook.ID); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	if _, err := CopyToPostgres(ctx, src, pg, t.TempDir()); err == nil || !strings.Contains(err.Error(), "secrets reencrypt") {
+		t.Fatalf("a copy of a secret that is not text: %v", err)
+	}
+	p, err := Open(ctx, pg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if n := rowCount(t, p.rdb, "webhooks"); n != 0 {
+		t.Errorf("after the refused copy PostgreSQL holds %d webhooks", n)
+	}
+}
+
+// A snapshot a killed copy left (a whole database, secrets and all) is
+// removed by the next copy; that of a copy still running is not.
+func TestCopyToPostgresSweepsSnapshotsOfKilledCopies(t *testing.T) {
+	pg := testkit.PostgresURL(t)
+	ctx := context.Background()
+	tmp := t.TempDir()
+	dead := filepath.Join(tmp, snapshotPrefix+"999999999-1")
+	live := filepath.Join(tmp, fmt.Sprintf("%s%d-2", snapshotPrefix, os.Getpid()))
+	for _, d := range []string{dead, live} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "snapshot.db"), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, s := sqliteSource(t)
+	s.Close()
+	if _, err := CopyToPostgres(ctx, src, pg, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dead); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the snapshot of a copy no longer running is still there (%v)", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("the snapshot of a copy still running was removed: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, snapshotPrefix+"*")); len(left) != 1 {
+		t.Errorf("the copy left %v", left)
+	}
+}
+
+// sqliteSource opens a SQLite store on a new file, the source of a copy.
+func sqliteSource(t *testing.T) (string, *Store) {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), "switchboard.db")
+	s, err := Open(context.Background(), src, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return src, s
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Webhook is one ingest URL and where its deliveries go. Its secrets are never part
@@ -120,6 +121,8 @@ func (s *Store) CreateWebhook(ctx context.Context, n NewWebhook) (Webhook, error
 		return Webhook{}, fmt.Errorf("store: create webhook: queue %q: %w", n.Queue, ErrInvalid)
 	case n.Secret == "":
 		return Webhook{}, fmt.Errorf("store: create webhook: empty secret: %w", ErrInvalid)
+	case !secretText(n.Secret):
+		return Webhook{}, fmt.Errorf("store: create webhook: %s: %w", errSecretNotText, ErrInvalid)
 	case len(n.Description) > maxDescription:
 		return Webhook{}, fmt.Errorf("store: create webhook: description longer than %d bytes: %w", maxDescription, ErrInvalid)
 	case n.CreatedBy == "":
@@ -338,6 +341,9 @@ func (s *Store) RotateWebhook(ctx context.Context, id, endpointID int64, secret 
 	if secret == "" {
 		return Webhook{}, fmt.Errorf("store: rotate webhook %d: empty secret: %w", id, ErrInvalid)
 	}
+	if !secretText(secret) {
+		return Webhook{}, fmt.Errorf("store: rotate webhook %d: %s: %w", id, errSecretNotText, ErrInvalid)
+	}
 	if grace < 0 {
 		return Webhook{}, fmt.Errorf("store: rotate webhook %d: negative grace: %w", id, ErrInvalid)
 	}
@@ -390,3 +396,13 @@ func (s *Store) DeleteWebhook(ctx context.Context, id, endpointID int64, actor s
 		return w.audit(actor, "webhook.delete", webhookTarget(id), "", "")
 	})
 }
+
+// secretText reports whether a signing secret is text both databases keep as it
+// is: UTF-8 without a NUL. PostgreSQL's text keeps nothing else, and a secret
+// changed by a byte verifies no delivery.
+func secretText(secret string) bool {
+	return utf8.ValidString(secret) && !strings.ContainsRune(secret, 0)
+}
+
+// errSecretNotText says what secretText refuses.
+const errSecretNotText = "the secret is not UTF-8 text (or holds a NUL byte)"

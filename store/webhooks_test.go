@@ -239,3 +239,22 @@ func TestRotationOverlap(t *testing.T) {
 		t.Fatalf("audit rows %d: %+v", len(audit), audit)
 	}
 }
+
+// A signing secret is text: one that is not UTF-8, or holds a NUL, is refused on
+// both databases (PostgreSQL would keep it changed, and it would verify nothing).
+func TestWebhookSecretsAreText(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	for _, secret := range []string{"abc\xffdef", "abc\x00def"} {
+		if _, err := s.CreateWebhook(ctx, NewWebhook{SourceType: "github", Queue: "prs", Secret: secret, CreatedBy: "human:cli"}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("create with secret %q: %v, want ErrInvalid", secret, err)
+		}
+	}
+	h, err := s.CreateWebhook(ctx, NewWebhook{SourceType: "github", Queue: "prs", Secret: "good secret", CreatedBy: "human:cli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RotateWebhook(ctx, h.ID, 0, "bad\xff", 0, "human:cli"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("rotate to a secret that is not UTF-8: %v, want ErrInvalid", err)
+	}
+}
