@@ -517,3 +517,56 @@ func TestPgDumpAdviceNamesACutKeyPassphrase(t *testing.T) {
 		}
 	}
 }
+
+// An archive of one schema restored under a --db of another: the printed
+// command restores the archive's schema (pg_restore --schema with the --db's
+// would restore nothing, and exit 0), and says where the tables went.
+func TestRestoreAdviceFollowsTheArchivesSchema(t *testing.T) {
+	from := testkit.PostgresURL(t)
+	pgDump, err := exec.LookPath("pg_dump")
+	if err != nil {
+		testkit.SkipOrFail(t, "no pg_dump on PATH: the archive not made")
+		return
+	}
+	ctx := context.Background()
+	s, err := Open(ctx, from, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addTodos(t, s, "inbox", 1)
+	s.Close()
+	cfg, err := pgconn.ParseConfig(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := cfg.RuntimeParams["search_path"]
+	archive := filepath.Join(t.TempDir(), "switchboard.dump")
+	base := os.Getenv("SWITCHBOARD_TEST_POSTGRES")
+	if out, err := exec.Command(pgDump, "--format=custom", "--file="+archive, "--schema="+schema, base).CombinedOutput(); err != nil {
+		t.Fatalf("pg_dump: %v\n%s", err, out)
+	}
+	into := testkit.PostgresURL(t) // another schema, empty
+	advice := PgDumpAdvice("restore", into, archive).Error()
+	cmd, _ := AdviceCommand(advice)
+	if !strings.Contains(cmd, "--schema="+schema+" ") || !strings.Contains(advice, "The archive's tables are in the schema "+schema) {
+		t.Fatalf("restore advice for an archive of %s: %s", schema, advice)
+	}
+	// As in a new database: the schema there, without its tables.
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE; CREATE SCHEMA `+schema); err != nil {
+		t.Fatal(err)
+	}
+	sh := exec.Command("sh", "-c", cmd)
+	sh.Env = append(os.Environ(), "PGPASSWORD="+cfg.Password)
+	if out, err := sh.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", cmd, err, out)
+	}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.todos`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("after %s: %d todos in %s (%v)", cmd, n, schema, err)
+	}
+}

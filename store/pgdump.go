@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -40,6 +41,7 @@ func PgDumpAdvice(what, db, archive string) error {
 	if archive == "" {
 		archive = "switchboard.dump"
 	}
+	rawArchive := archive
 	archive = shellQuote(archive)
 	server, withoutPassword := libpqTarget(db)
 	var notes []string
@@ -68,6 +70,16 @@ func PgDumpAdvice(what, db, archive string) error {
 		}
 		notes = append(notes, fmt.Sprintf("The server could not be asked which schema is Switchboard's (%v): "+
 			"add --schema=THAT_SCHEMA, or %s.", err, without))
+	}
+	if what == "restore" && err == nil {
+		// pg_restore --schema restores that schema's tables, under its name:
+		// an archive of another schema would restore nothing, and say nothing.
+		if in := archiveSchemas(rawArchive); len(in) == 1 && in[0] != schema {
+			only = "--schema=" + shellQuote(in[0]) + " "
+			notes = append(notes, fmt.Sprintf("The archive's tables are in the schema %s, the --db's in %s: "+
+				"pg_restore puts them back in %s, which must exist (CREATE SCHEMA … AUTHORIZATION the role); "+
+				"then give serve that schema (search_path=%s in --db).", in[0], schema, in[0], in[0]))
+		}
 	}
 	var head, command string
 	if what == "restore" {
@@ -294,4 +306,33 @@ func sameServers(plain string, cfg *pgconn.Config) bool {
 		}
 	}
 	return true
+}
+
+// archiveTable is a table (or its data) in pg_restore --list, and its schema.
+var archiveTable = regexp.MustCompile(`(?m)^\d+; \d+ \d+ TABLE (?:DATA )?(\S+) `)
+
+// archiveSchemas lists the schemas of the tables in the pg_dump archive at
+// path, as pg_restore --list names them; nil when there is no such file, no
+// pg_restore at hand, or it cannot read the file.
+func archiveSchemas(path string) []string {
+	if _, err := os.Stat(path); err != nil {
+		return nil
+	}
+	bin, err := exec.LookPath("pg_restore")
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "--list", path).Output()
+	if err != nil {
+		return nil
+	}
+	var schemas []string
+	for _, m := range archiveTable.FindAllStringSubmatch(string(out), -1) {
+		if !slices.Contains(schemas, m[1]) {
+			schemas = append(schemas, m[1])
+		}
+	}
+	return schemas
 }
