@@ -114,7 +114,7 @@ func parsePostgres(db string) (*pgx.ConnConfig, error) {
 	}
 	cfg, err := pgx.ParseConfig(strings.TrimSpace(db)) // as IsPostgres reads it
 	if err != nil {
-		return nil, fmt.Errorf("store: %s is not a PostgreSQL URL pgx can read: %s: %w", Redacted(db), parseProblem(err), ErrInvalid)
+		return nil, fmt.Errorf("store: %s does not read as a PostgreSQL URL or settings: %s: %w", Redacted(db), parseProblem(err), ErrInvalid)
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = defaultConnectTimeout

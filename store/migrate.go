@@ -306,7 +306,8 @@ func (s *Store) migrate(ctx context.Context) error {
 		if s.pg && pgErrorCode(err) == "42501" {
 			schema, role := pgWho(ctx, conn)
 			return fmt.Errorf("store: create tables in %s: the role may not create tables in its schema "+
-				"(GRANT CREATE ON SCHEMA %s TO %s, or give it a database of its own): %w", s.path, schema, role, err)
+				"(GRANT CREATE ON SCHEMA %s TO %s; or give it a schema of its own, CREATE SCHEMA %s AUTHORIZATION %s, "+
+				"or a database of its own): %w", s.path, schema, role, role, role, err)
 		}
 		if s.pg && pgErrorCode(err) == "3F000" { // no schema in search_path exists that the role may use
 			return fmt.Errorf("store: create tables in %s: no schema to create them in: the one its search_path "+

@@ -69,7 +69,7 @@ func PgDumpAdvice(what, db, archive string) error {
 			without = "--clean drops the schema itself and re-creates it, which a role that only owns its schema may not do"
 		}
 		notes = append(notes, fmt.Sprintf("The server could not be asked which schema is Switchboard's (%v): "+
-			"add --schema=THAT_SCHEMA, or %s.", err, without))
+			"add --schema=THAT_SCHEMA, or %s.", Reason(err, ErrUnreachable), without))
 	}
 	if what == "restore" && err == nil {
 		// pg_restore --schema restores that schema's tables, under its name:

@@ -86,7 +86,7 @@ func connectError(cfg *pgx.ConnConfig, err error) error {
 	var pe *pgconn.PgError
 	var notPG *pgproto3.ExceededMaxBodyLenErr
 	if pgconn.Timeout(err) {
-		why = fmt.Sprintf("no answer within %s (a connect_timeout in the URL waits longer)", cfg.ConnectTimeout)
+		why = fmt.Sprintf("no answer within %s (connect_timeout sets how long to wait)", cfg.ConnectTimeout)
 	} else if errors.As(err, &notPG) {
 		why = "what answered there does not speak PostgreSQL's protocol (is that PostgreSQL's port?)"
 	} else if errors.As(err, &pe) {

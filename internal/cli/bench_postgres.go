@@ -27,7 +27,7 @@ type benchPostgres struct {
 func inspectBenchPostgres(ctx context.Context, dbURL string, fresh bool) (*benchPostgres, error) {
 	cfg, err := pgx.ParseConfig(dbURL)
 	if err != nil {
-		return nil, usageErr("--db is not a PostgreSQL URL pgx can read (postgres://user@host:port/database)")
+		return nil, usageErr("--db does not read as a PostgreSQL URL or settings (postgres://user@host:port/database)")
 	}
 	where := net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port))
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -72,7 +72,7 @@ func TestBenchOnPostgres(t *testing.T) {
 func TestBenchDBRefusesWhatIsNotPostgres(t *testing.T) {
 	for _, tc := range []struct{ db, want string }{
 		{"/tmp/x.db", "--db takes a postgres:// or postgresql:// URL"},
-		{"postgres://u:pw@127.0.0.1:notaport/x", "--db is not a PostgreSQL URL pgx can read"},
+		{"postgres://u:pw@127.0.0.1:notaport/x", "--db does not read as a PostgreSQL URL or settings"},
 	} {
 		code, _, stderr := cli(t, "", "bench", "--db", tc.db)
 		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "pw@") {
