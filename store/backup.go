@@ -39,6 +39,13 @@ func LockForServe(path string) (unlock func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: lock %s: %w", path, err)
 	}
+	// The lock file stays: removing it would race a process about to lock it.
+	return lockFile(f, path)
+}
+
+// lockFile takes the exclusive flock on f, path's lock file, or closes it: held
+// until the returned func closes it.
+func lockFile(f *os.File, path string) (unlock func(), err error) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
@@ -46,8 +53,23 @@ func LockForServe(path string) (unlock func(), err error) {
 		}
 		return nil, fmt.Errorf("store: lock %s: %w", path, err)
 	}
-	// The lock file stays: removing it would race a process about to lock it.
 	return func() { f.Close() }, nil
+}
+
+// holdIfServed is LockForServe for a reader of path (the copy to PostgreSQL):
+// it takes the lock if path's lock file is there, and makes none, so that a
+// backup in a directory the reader may not write can be read, and gets no lock
+// file beside it. A serve makes the lock file as it starts and never removes
+// it: without one, none runs on path.
+func holdIfServed(path string) (release func(), err error) {
+	f, err := os.OpenFile(path+".lock", os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return func() {}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: read the lock of %s: %w", path, err)
+	}
+	return lockFile(f, path)
 }
 
 // Backup writes a consistent copy of the live database to dst, which must not

@@ -233,21 +233,28 @@ func (s *Store) notOwner(ctx context.Context, conn *sql.Conn, err error) error {
 	}
 	maker := pgx.Identifier{owner.String}.Sanitize()
 	return fmt.Errorf("store: %s: the role %s may not use Switchboard's tables in the schema %s: the role %s made "+
-		"them (a command run as it?); run Switchboard as %s, or give them to %s, as %s or a superuser: %s: %w",
-		s.path, role, schema, maker, maker, role, maker, giveTables(schema, maker, role), err)
+		"them (a command run as it?); run Switchboard as %s, or give them to %s, as a superuser: %s: %w",
+		s.path, role, schema, maker, maker, role, giveTables(schema, maker, role), err)
 }
 
 // giveTables is a statement that makes role the owner of the tables (their id
 // sequences with them) and functions that owner has in schema; each is an SQL
-// identifier.
+// identifier. A superuser runs it: the owner may give them only to a role it
+// is a member of.
 func giveTables(schema, owner, role string) string {
 	in := quoteLiteral(schema) + "::regnamespace"
 	by := quoteLiteral(owner) + "::regrole"
-	return `DO $switchboard$DECLARE r record; BEGIN ` +
+	// The body's dollar quote must not occur in the names it holds, or one of
+	// them would end it and run what follows as SQL of its own.
+	tag := "$switchboard$"
+	for i := 1; strings.Contains(schema+owner+role, tag); i++ {
+		tag = fmt.Sprintf("$switchboard%d$", i)
+	}
+	return `DO ` + tag + `DECLARE r record; BEGIN ` +
 		`FOR r IN SELECT oid::regclass AS o FROM pg_class WHERE relnamespace = ` + in + ` AND relowner = ` + by + ` AND relkind = 'r' ` +
 		`LOOP EXECUTE format('ALTER TABLE %s OWNER TO %s', r.o, ` + quoteLiteral(role) + `); END LOOP; ` +
 		`FOR r IN SELECT oid::regprocedure AS o FROM pg_proc WHERE pronamespace = ` + in + ` AND proowner = ` + by + ` ` +
-		`LOOP EXECUTE format('ALTER FUNCTION %s OWNER TO %s', r.o, ` + quoteLiteral(role) + `); END LOOP; END$switchboard$`
+		`LOOP EXECUTE format('ALTER FUNCTION %s OWNER TO %s', r.o, ` + quoteLiteral(role) + `); END LOOP; END` + tag
 }
 
 // quoteLiteral is s as an SQL string literal.

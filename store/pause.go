@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -89,16 +88,18 @@ func (s *Store) PausedQueues(ctx context.Context) ([]PausedQueue, error) {
 }
 
 // claimGate is what a claim reads before it looks at any queue, in one
-// statement: the paused queues, and the todos reserved for owner whose
-// reservation still runs (see Decide), oldest first, each as its id and queue
-// on a line (at most 100).
+// statement: the paused queues, and the oldest todo reserved for owner whose
+// reservation still runs (see Decide) on one of the claim's queues that is not
+// paused, or 0. The claim's queues follow (SQLite: one placeholder each).
 const (
 	claimGate = `SELECT coalesce((SELECT group_concat(queue, char(10)) FROM paused_queues), ''),
-		coalesce((SELECT group_concat(id || ' ' || queue, char(10)) FROM (SELECT id, queue FROM todos INDEXED BY todos_reserved
-			WHERE reserved_for = ? AND state = 'pending' AND available_at > ? ORDER BY id LIMIT 100)), '')`
+		coalesce((SELECT id FROM todos INDEXED BY todos_reserved
+			WHERE reserved_for = ? AND state = 'pending' AND available_at > ?
+				AND queue NOT IN (SELECT queue FROM paused_queues) AND queue IN (`
 	pgClaimGate = `SELECT coalesce((SELECT string_agg(queue, chr(10)) FROM paused_queues), ''),
-		coalesce((SELECT string_agg(id || ' ' || queue, chr(10) ORDER BY id) FROM (SELECT id, queue FROM todos
-			WHERE reserved_for = ? AND state = 'pending' AND available_at > ? ORDER BY id LIMIT 100) r), '')`
+		coalesce((SELECT id FROM todos
+			WHERE reserved_for = ? AND state = 'pending' AND available_at > ?
+				AND queue NOT IN (SELECT queue FROM paused_queues) AND queue = ANY(?) ORDER BY id LIMIT 1), 0)`
 )
 
 // gate reads claimGate for owner: the queues of queues that are not paused, and
@@ -106,32 +107,23 @@ const (
 // reservations on queues this claim does not ask for, or that are paused, wait
 // for a claim that does.
 func (w *wtx) gate(owner string, queues []string) (open []string, reserved int64, err error) {
-	query := claimGate
-	if w.w.s.pg {
-		query = pgClaimGate
+	query, args := pgClaimGate, []any{owner, ms(w.now), queues}
+	if !w.w.s.pg {
+		query = claimGate + strings.TrimSuffix(strings.Repeat("?, ", len(queues)), ", ") + `) ORDER BY id LIMIT 1), 0)`
+		args = []any{owner, ms(w.now)}
+		for _, q := range queues {
+			args = append(args, q)
+		}
 	}
-	var paused, mine string
-	if err := w.queryRow(query, owner, ms(w.now)).Scan(&paused, &mine); err != nil {
+	var paused string
+	if err := w.queryRow(query, args...).Scan(&paused, &reserved); err != nil {
 		return nil, 0, fmt.Errorf("store: claim next: read paused queues: %w", err)
 	}
-	open = queues
-	if paused != "" {
-		closed := strings.Split(paused, "\n")
-		open = slices.DeleteFunc(slices.Clone(queues), func(q string) bool { return slices.Contains(closed, q) })
+	if paused == "" {
+		return queues, reserved, nil
 	}
-	if mine == "" {
-		return open, 0, nil
-	}
-	for _, line := range strings.Split(mine, "\n") {
-		idText, queue, _ := strings.Cut(line, " ")
-		id, err := strconv.ParseInt(idText, 10, 64)
-		if err != nil {
-			return nil, 0, fmt.Errorf("store: claim next: read the todos reserved for %s: %q", owner, line)
-		}
-		if slices.Contains(open, queue) && (reserved == 0 || id < reserved) {
-			reserved = id
-		}
-	}
+	closed := strings.Split(paused, "\n")
+	open = slices.DeleteFunc(slices.Clone(queues), func(q string) bool { return slices.Contains(closed, q) })
 	return open, reserved, nil
 }
 

@@ -74,11 +74,11 @@ func PgDumpAdvice(what, db, archive string) error {
 	if what == "restore" && err == nil {
 		// pg_restore --schema restores that schema's tables, under its name:
 		// an archive of another schema would restore nothing, and say nothing.
-		if in := archiveSchemas(rawArchive); len(in) == 1 && in[0] != schema {
-			only = "--schema=" + shellQuote(in[0]) + " "
+		if in := archiveSchema(rawArchive, schema); in != "" {
+			only = "--schema=" + shellQuote(in) + " "
 			notes = append(notes, fmt.Sprintf("The archive's tables are in the schema %s, the --db's in %s: "+
 				"pg_restore puts them back in %s, which must exist (CREATE SCHEMA … AUTHORIZATION the role); "+
-				"then give serve that schema (search_path=%s in --db).", in[0], schema, in[0], in[0]))
+				"then give serve that schema (search_path=%s in --db).", in, schema, in, in))
 		}
 	}
 	var head, command string
@@ -308,31 +308,38 @@ func sameServers(plain string, cfg *pgconn.Config) bool {
 	return true
 }
 
-// archiveTable is a table (or its data) in pg_restore --list, and its schema.
-var archiveTable = regexp.MustCompile(`(?m)^\d+; \d+ \d+ TABLE (?:DATA )?(\S+) `)
+// archiveTable is a table (or its data) in pg_restore --list, and what follows:
+// its schema, name and owner, each as it is, spaces and all.
+var archiveTable = regexp.MustCompile(`(?m)^\d+; \d+ \d+ TABLE (?:DATA )?(.+)$`)
 
-// archiveSchemas lists the schemas of the tables in the pg_dump archive at
-// path, as pg_restore --list names them; nil when there is no such file, no
-// pg_restore at hand, or it cannot read the file.
-func archiveSchemas(path string) []string {
+// archiveSchema is the one other schema than schema that the tables of the
+// pg_dump archive at path are in, as pg_restore --list names it; "" when they
+// are in schema, in several, when a name with a space makes the list
+// ambiguous, or when there is no such file or no pg_restore at hand.
+func archiveSchema(path, schema string) string {
 	if _, err := os.Stat(path); err != nil {
-		return nil
+		return ""
 	}
 	bin, err := exec.LookPath("pg_restore")
 	if err != nil {
-		return nil
+		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, "--list", path).Output()
 	if err != nil {
-		return nil
+		return ""
 	}
-	var schemas []string
+	other := ""
 	for _, m := range archiveTable.FindAllStringSubmatch(string(out), -1) {
-		if !slices.Contains(schemas, m[1]) {
-			schemas = append(schemas, m[1])
+		if strings.HasPrefix(m[1], schema+" ") {
+			return "" // the archive holds the --db's schema
 		}
+		f := strings.Fields(m[1])
+		if len(f) != 3 || (other != "" && f[0] != other) {
+			return ""
+		}
+		other = f[0]
 	}
-	return schemas
+	return other
 }

@@ -356,16 +356,7 @@ func TestAReservationOnAnAskedQueueIsHonouredWhateverOlderOnesSay(t *testing.T) 
 			ctx := context.Background()
 			ask := func(queue string) int64 {
 				id := addTodos(t, s, queue, 1)[0]
-				td, err := s.Claim(ctx, Ack{ID: id, Owner: "agent:w"}, time.Minute)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := s.RequestApproval(ctx, Ack{ID: id, Owner: "agent:w", LeaseSeq: td.LeaseSeq}, "ok?"); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := s.Decide(ctx, id, true, "yes", "human:alice"); err != nil {
-					t.Fatal(err)
-				}
+				approved(t, s, id, "agent:w")
 				return id
 			}
 			ask("qa")      // the older reservation, on a queue this claim does not ask for
@@ -378,5 +369,22 @@ func TestAReservationOnAnAskedQueueIsHonouredWhateverOlderOnesSay(t *testing.T) 
 				t.Fatalf("agent:w's claim on %v = %d (ok %v); want todo %d, reserved for it on qb", queues, td.ID, ok, b)
 			}
 		})
+	}
+}
+
+// approved has owner claim todo id, ask for approval, and a human approve it:
+// the todo is then reserved for owner.
+func approved(t *testing.T, s *Store, id int64, owner string) {
+	t.Helper()
+	ctx := context.Background()
+	td, err := s.Claim(ctx, Ack{ID: id, Owner: owner}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RequestApproval(ctx, Ack{ID: id, Owner: owner, LeaseSeq: td.LeaseSeq}, "ok?"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Decide(ctx, id, true, "yes", "human:alice"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -67,7 +67,7 @@ func CopyToPostgres(ctx context.Context, src, db, tmpDir string) (CopyReport, er
 	}
 	// Held for the whole copy: a serve on src would commit what the snapshot
 	// misses, and that would be lost with the move.
-	unlock, err := LockForServe(src)
+	unlock, err := holdIfServed(src)
 	if err != nil {
 		return CopyReport{}, err
 	}

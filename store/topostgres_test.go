@@ -60,6 +60,10 @@ func TestCopyToPostgresCarriesEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A backup may sit where the copy may not write: it makes no lock file.
+	if _, err := os.Stat(src + ".lock"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the copy left a lock file beside its source (%v)", err)
+	}
 	if !report.Sealed {
 		t.Error("the report does not say the webhook secret is sealed")
 	}
@@ -194,9 +198,8 @@ func TestRestoreAdviceNamesARunningServe(t *testing.T) {
 
 // A todo's payload that is not UTF-8 (or holds a NUL) keeps every byte on
 // PostgreSQL (pgPayloadIn; docs/postgres.md: "payloads keep every byte"), and a
-// text payload that happens to start like pgBinaryMark reads back as written.
-// The copy writes todo_payloads.payload through textcut.Valid instead of
-// pgPayloadIn: the first is mangled to U+FFFD, the second is decoded as base64.
+// text payload that happens to start like pgBinaryMark reads back as written:
+// the copy writes them as the store does (pgPayloadIn), not as text made valid.
 func TestCopyToPostgresKeepsPayloadBytes(t *testing.T) {
 	pg := testkit.PostgresURL(t)
 	ctx := context.Background()
@@ -250,7 +253,7 @@ func TestCopyToPostgresKeepsPayloadBytes(t *testing.T) {
 // The copy of a SQLite database a serve holds (LockForServe, as serve takes it)
 // is refused, as restore onto it is: whatever that serve commits after the
 // snapshot (a webhook delivery it answered 202 to) would be lost when the
-// operator moves to PostgreSQL. The copy goes ahead instead.
+// operator moves to PostgreSQL.
 func TestCopyToPostgresRefusesAServedSource(t *testing.T) {
 	pg := testkit.PostgresURL(t)
 	ctx := context.Background()
