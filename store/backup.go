@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,13 +57,17 @@ func lockFile(f *os.File, path string) (unlock func(), err error) {
 	return func() { f.Close() }, nil
 }
 
-// holdIfServed is LockForServe for a reader of path (the copy to PostgreSQL):
-// it takes the lock if path's lock file is there, and makes none, so that a
-// backup in a directory the reader may not write can be read, and gets no lock
-// file beside it. A serve makes the lock file as it starts and never removes
-// it: without one, none runs on path.
+// holdIfServed is LockForServe for a reader of path (the copy to PostgreSQL),
+// which may not be allowed to write beside it (a backup in a directory of
+// another user's): where the lock file cannot be made, it takes the lock if
+// the file is there, and otherwise goes on without one, for then no serve can
+// run on path either without making it.
 func holdIfServed(path string) (release func(), err error) {
-	f, err := os.OpenFile(path+".lock", os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	unlock, err := LockForServe(path)
+	if err == nil || errors.Is(err, ErrInUse) || !errors.Is(err, fs.ErrPermission) && !errors.Is(err, unix.EROFS) {
+		return unlock, err
+	}
+	f, err := os.Open(path + ".lock")
 	if errors.Is(err, os.ErrNotExist) {
 		return func() {}, nil
 	}

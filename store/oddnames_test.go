@@ -221,3 +221,30 @@ func TestAReservationAfterAHundredOthersIsSeen(t *testing.T) {
 		t.Errorf("agent:w's claim on qb, qc = %d (ok %v); want todo %d, answered and reserved for it on qb", td.ID, ok, b)
 	}
 }
+
+// pg_restore --list: an archive of the schema "gtx app", restored for a --db
+// whose schema is gtx, is not the --db's schema's: the command restores
+// "gtx app".
+func TestRestoreAdviceSchemaNamedLikeTheFirstWord(t *testing.T) {
+	admin, base := superuserConn(t)
+	if _, err := exec.LookPath("pg_dump"); err != nil {
+		testkit.SkipOrFail(t, "no pg_dump on PATH: the archive not made")
+		return
+	}
+	ctx := context.Background()
+	cleanup := func() { admin.Exec(ctx, `DROP SCHEMA IF EXISTS "gtx app" CASCADE; DROP SCHEMA IF EXISTS gtx CASCADE`) }
+	cleanup()
+	t.Cleanup(cleanup)
+	if _, err := admin.Exec(ctx, `CREATE SCHEMA gtx; CREATE SCHEMA "gtx app"; CREATE TABLE "gtx app".todos (id bigint)`); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(t.TempDir(), "switchboard.dump")
+	if out, err := exec.Command("pg_dump", "--format=custom", "--file="+archive, `--schema="gtx app"`, base).CombinedOutput(); err != nil {
+		t.Fatalf("pg_dump: %v: %s", err, out)
+	}
+	err := PgDumpAdvice("restore", roleURL(t, base, "postgres", "gtx"), archive)
+	t.Logf("advice:\n%s", err)
+	if cmd, _ := AdviceCommand(err.Error()); !strings.Contains(cmd, `--schema='gtx app'`) {
+		t.Errorf("the archive's tables are in \"gtx app\", the command restores only gtx (nothing): %s", cmd)
+	}
+}

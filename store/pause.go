@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -90,12 +91,13 @@ func (s *Store) PausedQueues(ctx context.Context) ([]PausedQueue, error) {
 // claimGate is what a claim reads before it looks at any queue, in one
 // statement: the paused queues, and the oldest todo reserved for owner whose
 // reservation still runs (see Decide) on one of the claim's queues that is not
-// paused, or 0. The claim's queues follow (SQLite: one placeholder each).
+// paused, or 0. The claim's queues are one argument (SQLite: a JSON array).
 const (
 	claimGate = `SELECT coalesce((SELECT group_concat(queue, char(10)) FROM paused_queues), ''),
 		coalesce((SELECT id FROM todos INDEXED BY todos_reserved
 			WHERE reserved_for = ? AND state = 'pending' AND available_at > ?
-				AND queue NOT IN (SELECT queue FROM paused_queues) AND queue IN (`
+				AND queue NOT IN (SELECT queue FROM paused_queues)
+				AND queue IN (SELECT value FROM json_each(?)) ORDER BY id LIMIT 1), 0)`
 	pgClaimGate = `SELECT coalesce((SELECT string_agg(queue, chr(10)) FROM paused_queues), ''),
 		coalesce((SELECT id FROM todos
 			WHERE reserved_for = ? AND state = 'pending' AND available_at > ?
@@ -109,11 +111,11 @@ const (
 func (w *wtx) gate(owner string, queues []string) (open []string, reserved int64, err error) {
 	query, args := pgClaimGate, []any{owner, ms(w.now), queues}
 	if !w.w.s.pg {
-		query = claimGate + strings.TrimSuffix(strings.Repeat("?, ", len(queues)), ", ") + `) ORDER BY id LIMIT 1), 0)`
-		args = []any{owner, ms(w.now)}
-		for _, q := range queues {
-			args = append(args, q)
+		list, err := json.Marshal(orEmpty(queues))
+		if err != nil {
+			return nil, 0, fmt.Errorf("store: claim next: %w", err)
 		}
+		query, args = claimGate, []any{owner, ms(w.now), string(list)}
 	}
 	var paused string
 	if err := w.queryRow(query, args...).Scan(&paused, &reserved); err != nil {

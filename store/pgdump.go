@@ -313,9 +313,10 @@ func sameServers(plain string, cfg *pgconn.Config) bool {
 var archiveTable = regexp.MustCompile(`(?m)^\d+; \d+ \d+ TABLE (?:DATA )?(.+)$`)
 
 // archiveSchema is the one other schema than schema that the tables of the
-// pg_dump archive at path are in, as pg_restore --list names it; "" when they
-// are in schema, in several, when a name with a space makes the list
-// ambiguous, or when there is no such file or no pg_restore at hand.
+// pg_dump archive at path are in; "" when they are in schema, in several, or
+// when there is no such file or no pg_restore at hand. pg_restore --list
+// writes names as they are, spaces and all, so a name is taken only once
+// pg_restore, asked for that schema alone (--schema), lists every table.
 func archiveSchema(path, schema string) string {
 	if _, err := os.Stat(path); err != nil {
 		return ""
@@ -324,22 +325,31 @@ func archiveSchema(path, schema string) string {
 	if err != nil {
 		return ""
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "--list", path).Output()
-	if err != nil {
+	tables := func(only ...string) []string {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, bin, append([]string{"--list"}, append(only, path)...)...).Output()
+		if err != nil {
+			return nil
+		}
+		var rests []string
+		for _, m := range archiveTable.FindAllStringSubmatch(string(out), -1) {
+			rests = append(rests, m[1])
+		}
+		return rests
+	}
+	all := tables()
+	if len(all) == 0 || len(tables("--schema="+schema)) > 0 {
 		return ""
 	}
-	other := ""
-	for _, m := range archiveTable.FindAllStringSubmatch(string(out), -1) {
-		if strings.HasPrefix(m[1], schema+" ") {
-			return "" // the archive holds the --db's schema
+	// The schema is some words of the first line's, before a table's name and
+	// its owner.
+	words := strings.Split(all[0], " ")
+	for k := 1; k <= len(words)-2; k++ {
+		candidate := strings.Join(words[:k], " ")
+		if len(tables("--schema="+candidate)) == len(all) {
+			return candidate
 		}
-		f := strings.Fields(m[1])
-		if len(f) != 3 || (other != "" && f[0] != other) {
-			return ""
-		}
-		other = f[0]
 	}
-	return other
+	return ""
 }
