@@ -58,21 +58,24 @@ func lockFile(f *os.File, path string) (unlock func(), err error) {
 }
 
 // holdIfServed is LockForServe for a reader of path (the copy to PostgreSQL),
-// which may not be allowed to write beside it (a backup in a directory of
-// another user's): where the lock file cannot be made, it takes the lock if
-// the file is there, and otherwise goes on without one, for then no serve can
-// run on path either without making it.
+// which may read a backup in a directory it may not write, and follows no
+// symbolic link planted as the lock file: it takes the lock on path's lock
+// file, making it where it may; where it may not, on the file if it is there,
+// and otherwise goes on without a lock. A serve that its directory's owner
+// starts meanwhile is then not kept out: the copy is for a stopped serve.
 func holdIfServed(path string) (release func(), err error) {
-	unlock, err := LockForServe(path)
-	if err == nil || errors.Is(err, ErrInUse) || !errors.Is(err, fs.ErrPermission) && !errors.Is(err, unix.EROFS) {
-		return unlock, err
+	if err := CheckDB(path); err != nil {
+		return nil, err
 	}
-	f, err := os.Open(path + ".lock")
-	if errors.Is(err, os.ErrNotExist) {
-		return func() {}, nil
+	f, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS) {
+		f, err = os.OpenFile(path+".lock", os.O_RDONLY|unix.O_NOFOLLOW, 0)
+		if errors.Is(err, os.ErrNotExist) {
+			return func() {}, nil
+		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: read the lock of %s: %w", path, err)
+		return nil, fmt.Errorf("store: lock %s: %w", path, err)
 	}
 	return lockFile(f, path)
 }

@@ -308,15 +308,20 @@ func sameServers(plain string, cfg *pgconn.Config) bool {
 	return true
 }
 
-// archiveTable is a table (or its data) in pg_restore --list, and what follows:
-// its schema, name and owner, each as it is, spaces and all.
-var archiveTable = regexp.MustCompile(`(?m)^\d+; \d+ \d+ TABLE (?:DATA )?(.+)$`)
+// archiveTable is a table in pg_restore --list (its catalog is pg_class, 1259;
+// its data's line has 0 there), and what follows: its schema, name and owner,
+// each as it is, spaces and all.
+var archiveTable = regexp.MustCompile(`(?m)^\d+; 1259 \d+ TABLE (.+)$`)
+
+// archiveTimeout bounds all that archiveSchema asks of pg_restore.
+var archiveTimeout = 10 * time.Second
 
 // archiveSchema is the one other schema than schema that the tables of the
 // pg_dump archive at path are in; "" when they are in schema, in several, or
-// when there is no such file or no pg_restore at hand. pg_restore --list
-// writes names as they are, spaces and all, so a name is taken only once
-// pg_restore, asked for that schema alone (--schema), lists every table.
+// when there is no such file, no pg_restore at hand, or no answer in time.
+// pg_restore --list writes names as they are, spaces and all, so a name is
+// taken only once pg_restore, asked for that schema alone (--schema), lists
+// every table.
 func archiveSchema(path, schema string) string {
 	if _, err := os.Stat(path); err != nil {
 		return ""
@@ -325,16 +330,17 @@ func archiveSchema(path, schema string) string {
 	if err != nil {
 		return ""
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), archiveTimeout)
+	defer cancel()
 	tables := func(only ...string) []string {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
 		out, err := exec.CommandContext(ctx, bin, append([]string{"--list"}, append(only, path)...)...).Output()
 		if err != nil {
 			return nil
 		}
-		var rests []string
-		for _, m := range archiveTable.FindAllStringSubmatch(string(out), -1) {
-			rests = append(rests, m[1])
+		lines := archiveTable.FindAllStringSubmatch(string(out), -1)
+		rests := make([]string, len(lines))
+		for i, m := range lines {
+			rests[i] = m[1]
 		}
 		return rests
 	}
@@ -347,7 +353,7 @@ func archiveSchema(path, schema string) string {
 	words := strings.Split(all[0], " ")
 	for k := 1; k <= len(words)-2; k++ {
 		candidate := strings.Join(words[:k], " ")
-		if len(tables("--schema="+candidate)) == len(all) {
+		if candidate != schema && len(tables("--schema="+candidate)) == len(all) {
 			return candidate
 		}
 	}

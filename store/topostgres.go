@@ -65,6 +65,9 @@ func CopyToPostgres(ctx context.Context, src, db, tmpDir string) (CopyReport, er
 	if !IsPostgres(db) {
 		return CopyReport{}, fmt.Errorf("store: copy: --db names no PostgreSQL server: %w", ErrInvalid)
 	}
+	if err := checkBackup(ctx, src); err != nil {
+		return CopyReport{}, err
+	}
 	// Held for the whole copy: a serve on src would commit what the snapshot
 	// misses, and that would be lost with the move.
 	unlock, err := holdIfServed(src)
@@ -72,9 +75,6 @@ func CopyToPostgres(ctx context.Context, src, db, tmpDir string) (CopyReport, er
 		return CopyReport{}, err
 	}
 	defer unlock()
-	if err := checkBackup(ctx, src); err != nil {
-		return CopyReport{}, err
-	}
 	sweepSnapshots(tmpDir)
 	dir, err := os.MkdirTemp(tmpDir, fmt.Sprintf("%s%d-", snapshotPrefix, os.Getpid()))
 	if err != nil {
