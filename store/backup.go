@@ -74,6 +74,10 @@ func holdIfServed(path string) (release func(), err error) {
 			return func() {}, nil
 		}
 	}
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("store: %s.lock is a symbolic link, which the copy does not follow (it could make a "+
+			"file where the link points): with serve stopped, copy a backup of %s instead (switchboard backup --to)", path, path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: lock %s: %w", path, err)
 	}

@@ -63,6 +63,9 @@ func TestCopyFollowsNoLinkPlantedAsItsLock(t *testing.T) {
 	if _, serr := os.Stat(victim); serr == nil {
 		t.Errorf("holdIfServed(%s) created %s through the symlink %s.lock (err %v)", src, victim, filepath.Base(src), err)
 	}
+	if err == nil || !strings.Contains(err.Error(), "is a symbolic link") || !strings.Contains(err.Error(), "backup --to") {
+		t.Errorf("holdIfServed of a source whose lock file is a link: %v, want it to say so and what to do", err)
+	}
 }
 
 // dumpSchemas makes schemas (name -> tables) and a custom archive of them.
