@@ -166,7 +166,7 @@ func pgSchemaInUse(db string) (schema string, serving int, err error) {
 	}
 	if fleet {
 		// Not knowing is no reason to hold back the command: 0.
-		conn.QueryRow(ctx, `SELECT count(*) FROM processes WHERE heartbeat_at > `+pgClockMS+` - 60000`).Scan(&serving)
+		conn.QueryRow(ctx, pgServingCount).Scan(&serving)
 	}
 	return *current, serving, nil
 }

@@ -130,6 +130,10 @@ func (s *Store) ProcessBeat(ctx context.Context, id string, b Beat) (held []stri
 }
 
 // pgClockMS is the database's clock in milliseconds, as a PostgreSQL expression.
+// pgServingCount counts the processes that beat on the schema in the last
+// minute: serves running on it.
+const pgServingCount = `SELECT count(*) FROM processes WHERE heartbeat_at > ` + pgClockMS + ` - 60000`
+
 const pgClockMS = `CAST(extract(epoch FROM clock_timestamp()) * 1000 AS BIGINT)`
 
 // leaseClock is the time, in ms, that roles' leases are taken, renewed and

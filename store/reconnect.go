@@ -138,7 +138,11 @@ func (w *writer) beginTx() error {
 // with it, a fleet adds availability rather than write throughput
 // (docs/fleet-state.md). The key is per schema, beside eventmark.go's
 // (1398227540).
-const pgWriterLock = `SELECT pg_advisory_xact_lock(1398227541, hashtext(current_schema())), ` + pgWriterPlanning
+const pgWriterLock = `SELECT ` + pgWriterLockCall + `, ` + pgWriterPlanning
+
+// pgWriterLockCall takes the writers' lock of the schema (pgWriterLock) until
+// the transaction ends.
+const pgWriterLockCall = `pg_advisory_xact_lock(1398227541, hashtext(current_schema()))`
 
 // pgWriterPlanning plans a write transaction's statements, for that transaction
 // only, without sequential scans where an index serves. The writer's statements

@@ -125,7 +125,7 @@ func CopyToPostgres(ctx context.Context, src, db, tmpDir string) (CopyReport, er
 // that the schema is free and taken the writers' lock, so that a serve that
 // starts meanwhile waits for the copy.
 func copyTables(ctx context.Context, from *sql.DB, tx pgx.Tx) (CopyReport, error) {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(1398227541, hashtext(current_schema()))`); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT `+pgWriterLockCall); err != nil {
 		return CopyReport{}, fmt.Errorf("store: copy: take the writers' lock: %w", err)
 	}
 	if err := targetFree(ctx, tx); err != nil {
@@ -153,9 +153,9 @@ func copyTables(ctx context.Context, from *sql.DB, tx pgx.Tx) (CopyReport, error
 	if err := afterCopy(ctx, tx, tables); err != nil {
 		return CopyReport{}, err
 	}
-	err = tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhooks WHERE signing_secret LIKE 'enc:%'
-		OR previous_secret LIKE 'enc:%') OR EXISTS (SELECT 1 FROM settings WHERE name LIKE 'secret:%' AND value LIKE 'enc:%')`).
-		Scan(&report.Sealed)
+	err = tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhooks WHERE starts_with(signing_secret, $1)
+		OR starts_with(previous_secret, $1)) OR EXISTS (SELECT 1 FROM settings WHERE name LIKE 'secret:%' AND starts_with(value, $1))`,
+		sealedPrefix).Scan(&report.Sealed)
 	if err != nil {
 		return CopyReport{}, fmt.Errorf("store: copy: look for sealed secrets: %w", err)
 	}
@@ -180,7 +180,7 @@ func targetFree(ctx context.Context, tx pgx.Tx) error {
 			strings.Join(held, ", "), ErrTargetInUse)
 	}
 	var live int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM processes WHERE heartbeat_at > `+pgClockMS+` - 60000`).Scan(&live); err != nil {
+	if err := tx.QueryRow(ctx, pgServingCount).Scan(&live); err != nil {
 		return fmt.Errorf("store: copy: read the processes: %w", err)
 	}
 	if live > 0 {
@@ -336,11 +336,9 @@ func asPostgres(v any, typ string) (any, error) {
 	}
 	switch typ {
 	case "text":
-		switch x := v.(type) {
-		case string:
-			return textcut.Valid(x), nil
-		case []byte:
-			return textcut.Valid(string(x)), nil
+		switch v.(type) {
+		case string, []byte:
+			return textcut.Valid(textOf(v)), nil
 		}
 	case "bytea":
 		switch x := v.(type) {
