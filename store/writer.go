@@ -234,11 +234,15 @@ func (w *writer) runTx(batch []*writeReq) {
 	// committed says whether the transaction committed: on PostgreSQL its
 	// callers are answered once the flusher has the commit on disk (pgflush.go).
 	committed := false
+	var flushGen uint64 // the flusher's connection before the transaction began
+	if w.flusher != nil {
+		flushGen = w.flusher.current()
+	}
 	finish := func(err error) {
 		w.busy.Add(int64(time.Since(start)))
 		w.batches.Add(1)
 		if committed && err == nil && w.flusher != nil {
-			w.flusher.after(w.session, func(err error) { w.answer(batch, err) })
+			w.flusher.after(w.session, flushGen, func(err error) { w.answer(batch, err) })
 			return
 		}
 		w.answer(batch, err)
