@@ -84,7 +84,8 @@ func (w *wtx) claimNext(owner string, queues []string, ttl time.Duration) (t Tod
 // on SQLite. Left to its estimates, PostgreSQL walked the primary key past every
 // todo claimed or done since its statistics were taken, or read and sorted every
 // pending todo of the queue (TestEachHeadIsAProbeWhateverTheStatistics).
-// pgClaimHead, pgClaimGated and pgClaimSet lock their heads by todos_lock_heads.
+// pgClaimHead locks its head by todos_lock_heads; pgClaimGated and pgClaimSet by
+// todos_lock_claims, which calls it.
 const pgHead = `SELECT id, priority FROM todos_heads(?, ?, 1)`
 
 // pgHeadArgs are the arguments of todos_heads and todos_lock_heads before their

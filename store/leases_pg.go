@@ -78,32 +78,22 @@ func (w *wtx) leaseOutcomeAudited(a Ack, verb string, row scanner, more ...any) 
 }
 
 // pgKeyNext is keyEnded inside a transition's statement (complete, fail; one
-// todo or several, pgCompleteSet): for each todo the CTE changed that left the
-// queue for good (done or failed) and was its key's front, the key's next
-// waiting todo becomes the front (nx), audited as keyEnded audits it
-// (todo.key_free, freed, at the time its one argument gives). As in keyEnded,
-// the writer lock every write transaction holds (pgWriterLock) keeps an add of
-// the same key from passing it. It reads the changed todos' queues and keys from
-// the snapshot, which the transition does not change. The key_free rows are
-// written once the statement's own audit rows (its CTE logged, which returns
-// them) are: PostgreSQL runs the parts of a WITH in no set order, and the audit
-// log reads cause, then effect, as on SQLite.
-const pgKeyNext = `fronts AS (SELECT c.id, c.queue, c.key FROM todos c
-		WHERE c.id = ANY(ARRAY(SELECT id FROM changed WHERE state <> 'pending')) AND c.key IS NOT NULL AND c.key_waiting = 0),
-	nx AS (UPDATE todos SET key_waiting = 0 WHERE id IN (SELECT (SELECT n.id FROM todos n
-				WHERE n.queue = f.queue AND n.key = f.key AND n.state = 'pending' AND n.key_waiting = 1
-				ORDER BY n.id LIMIT 1) FROM fronts f)
-		RETURNING id AS x_id, queue AS x_queue, key AS x_key, source_type AS x_source, available_at AS x_available),
-	freed AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
-		SELECT ?, 'system', 'todo.key_free', 'todo:' || x_id, 'ok', '' FROM nx
-		WHERE (SELECT count(*) FROM logged) >= 0 RETURNING id AS f_id, target AS f_target)
+// todo or several, pgCompleteSet): todos_free_keys (migration 0023) for the todos
+// the CTE changed that left the queue for good, at the time its one argument
+// gives, once the statement's own audit rows (its CTE logged) are written. As in
+// keyEnded, the writer lock every write transaction holds (pgWriterLock) keeps
+// an add of the same key from passing it. Its CTE nx has a row for each front
+// that freed its key's next todo: front, x_id, x_queue, x_key, x_source,
+// x_available and f_id (the todo.key_free audit row).
+const pgKeyNext = `nx AS (SELECT * FROM todos_free_keys(ARRAY(SELECT id FROM changed WHERE state <> 'pending'), ?,
+		(SELECT count(*) FROM logged)))
 	`
 
 // pgKeyedOutcome is pgLeaseOutcome with, after the audit row's id, the new key
 // front's id, source type, available_at and audit row (pgKeyNext), NULL when
 // there is none.
 const pgKeyedOutcome = `SELECT *, 1, (SELECT id FROM logged), (SELECT x_id FROM nx), (SELECT x_source FROM nx),
-		(SELECT x_available FROM nx), (SELECT f_id FROM freed) FROM changed
+		(SELECT x_available FROM nx), (SELECT f_id FROM nx) FROM changed
 	UNION ALL SELECT ` + todoColumns + `, 0, 0, NULL, NULL, NULL, NULL FROM todos WHERE id = ? AND NOT EXISTS (SELECT 1 FROM changed)`
 
 // keyedOutcome is leaseOutcome for a statement ending in pgKeyedOutcome: a key
@@ -148,23 +138,16 @@ func (s *Store) pgCompleteReq(ctx context.Context, a Ack, result string, t *Todo
 }
 
 // pgClaimGated is pgClaimHead with the claim gate (see gate and claimReserved)
-// inside it, for a claim on one queue in one statement: nothing when the queue is
+// inside it, for a claim on one queue in one statement: what todos_lock_claims
+// (migration 0023) assigns to one claim by owner (nothing when the queue is
 // paused; the oldest todo of the queue still reserved for owner after a human's
-// decision, if there is one; else the queue's head. The reservation is cleared as
-// the todo is claimed. The reservation is looked up by todos_reserved alone: its
-// other conditions are written so that no index can serve them (an empty text
-// appended to state and queue, 0 added to available_at). Otherwise, on a table whose statistics are
-// older than its last burst of adds, PostgreSQL chose todos_claimable and read
-// every pending todo of the queue on each claim (0.6 ms at 8,000 pending).
-const pgClaimGated = `WITH open AS (SELECT NOT EXISTS (SELECT 1 FROM paused_queues WHERE queue = ?)
-		AND (?::bigint = 0 OR EXISTS (SELECT 1 FROM todos g WHERE g.id = ? AND ` + pgClaimAfter + `)) AS ok),
-	mine AS (SELECT id FROM todos WHERE reserved_for = ? AND state || '' = 'pending' AND queue || '' = ?
-		AND available_at + 0 > ?
-		AND (SELECT ok FROM open) ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED),
-	head AS (SELECT id FROM todos_lock_heads(?, ?, CASE WHEN (SELECT ok FROM open) AND NOT EXISTS (SELECT 1 FROM mine) THEN 1 ELSE 0 END)),
+// decision, if there is one; else the queue's head), when the write it follows,
+// if any, succeeded. The reservation is cleared as the todo is claimed.
+const pgClaimGated = `WITH open AS (SELECT ?::bigint = 0 OR EXISTS (SELECT 1 FROM todos g WHERE g.id = ? AND ` + pgClaimAfter + `) AS ok),
+	assigned AS (SELECT id FROM todos_lock_claims(?, ?, CASE WHEN (SELECT ok FROM open) THEN ARRAY[1::bigint] ELSE '{}' END, ARRAY[?::text])),
 	claimed AS (UPDATE todos SET state = 'claimed', owner = ?, attempts = attempts + 1,
 			lease_seq = lease_seq + 1, lease_expires_at = ?, updated_at = ?, reserved_for = NULL
-		WHERE id = coalesce((SELECT id FROM mine), (SELECT id FROM head)) AND state = 'pending'
+		WHERE id = (SELECT id FROM assigned) AND state = 'pending'
 		RETURNING ` + pgTodoColumnsFull + `),
 	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
 		SELECT ?, ?, 'todo.claim_next', 'todo:' || id, 'ok',
@@ -221,7 +204,7 @@ func (s *Store) pgClaimOneReq(ctx context.Context, owner, queue string, ttl time
 // pgClaimGatedArgs are pgClaimGated's arguments: a claim by owner on queue at
 // now (unix ms), after the write that acked afterID at lease afterSeq (0: none).
 func pgClaimGatedArgs(queue, owner string, ttl time.Duration, afterID, afterSeq, now int64) []any {
-	return []any{queue, afterID, afterID, afterSeq, owner, queue, now, queue, now, owner, now + ttl.Milliseconds(), now, now, owner}
+	return []any{afterID, afterID, afterSeq, queue, now, owner, owner, now + ttl.Milliseconds(), now, now, owner}
 }
 
 // pgHeartbeat is Heartbeat's statement.

@@ -6,27 +6,14 @@ package store
 // with the write's place in front.
 
 // pgClaimSet claims, for each of several claims on one queue, what
-// pgClaimGated would claim for it: nothing when the queue is paused; for a
-// worker's claims, the todos still reserved for that worker, oldest first to its
-// earliest claim in the batch; for the other claims, the queue's heads in claim
-// order (priority, then age), locked FOR UPDATE SKIP LOCKED, one per claim,
-// first to the earliest. A claim left without a todo gets no row: nothing
-// claimable.
+// pgClaimGated would claim for it: what todos_lock_claims (migration 0023)
+// assigns to the claims whose write they follow succeeded. A claim left without
+// a todo gets no row: nothing claimable.
 const pgClaimSet = `WITH req AS (SELECT * FROM unnest(?::text[], ?::bigint[], ?::bigint[], ?::bigint[])
 		WITH ORDINALITY AS r(r_owner, r_ttl, r_after, r_after_seq, r_n)
 		WHERE r_after = 0 OR EXISTS (SELECT 1 FROM todos g WHERE g.id = r_after AND ` + pgClaimAfterSet + `)),
-	open AS (SELECT NOT EXISTS (SELECT 1 FROM paused_queues WHERE queue = ?) AS ok),
-	mine AS (SELECT id AS m_id, reserved_for AS m_owner FROM todos
-		WHERE reserved_for = ANY(?::text[]) AND state || '' = 'pending' AND queue || '' = ? AND available_at + 0 > ?
-			AND (SELECT ok FROM open) FOR UPDATE SKIP LOCKED),
-	reserved AS (SELECT r_n, m_id AS a_id
-		FROM (SELECT *, row_number() OVER (PARTITION BY m_owner ORDER BY m_id) AS k FROM mine) m
-		JOIN (SELECT *, row_number() OVER (PARTITION BY r_owner ORDER BY r_n) AS k FROM req) r
-			ON r_owner = m_owner AND r.k = m.k),
-	rest AS (SELECT r_n, row_number() OVER (ORDER BY r_n) AS k FROM req WHERE r_n NOT IN (SELECT r_n FROM reserved)),
-	heads AS (SELECT id AS h_id, row_number() OVER (ORDER BY priority DESC, id) AS k
-		FROM todos_lock_heads(?, ?, CASE WHEN (SELECT ok FROM open) THEN (SELECT count(*) FROM rest) ELSE 0 END)),
-	assigned AS (SELECT r_n, a_id FROM reserved UNION ALL SELECT r_n, h_id FROM rest JOIN heads USING (k)),
+	assigned AS (SELECT n AS r_n, id AS a_id FROM todos_lock_claims(?, ?,
+		ARRAY(SELECT r_n FROM req ORDER BY r_n), ARRAY(SELECT r_owner FROM req ORDER BY r_n))),
 	claimed AS (UPDATE todos SET state = 'claimed', owner = r_owner, attempts = attempts + 1,
 			lease_seq = lease_seq + 1, lease_expires_at = ? + r_ttl, updated_at = ?, reserved_for = NULL
 		FROM assigned JOIN req USING (r_n) WHERE todos.id = ANY(ARRAY(SELECT a_id FROM assigned)) AND todos.id = a_id AND todos.state || '' = 'pending'
@@ -49,7 +36,7 @@ var pgClaimSetKind = &pgSetKind{query: pgClaimSet, args: func(now int64, elems [
 	for i, e := range elems {
 		owners[i], ttls[i], after[i], afterSeq[i] = e[1].(string), e[2].(int64), e[3].(int64), e[4].(int64)
 	}
-	return []any{owners, ttls, after, afterSeq, queue, owners, queue, now, queue, now, now, now, now}
+	return []any{owners, ttls, after, afterSeq, queue, now, now, now, now}
 }}
 
 // pgCompleteSet is pgComplete for several acks. A write's scope (its Ack's
@@ -70,8 +57,7 @@ const pgCompleteSet = `WITH req AS (SELECT * FROM unnest(?::bigint[], ?::text[],
 	logged AS (INSERT INTO audit (at, actor, action, target, outcome, detail)
 		SELECT ?, r_owner, 'todo.complete', 'todo:' || id, 'ok', '' FROM changed JOIN req USING (r_n) RETURNING id),
 	` + pgKeyNext + `	SELECT changed.*, 1, 0, x_id, x_source, x_available, f_id FROM changed
-		LEFT JOIN fronts f ON f.id = changed.id LEFT JOIN nx ON x_queue = f.queue AND x_key = f.key
-		LEFT JOIN freed ON f_target = 'todo:' || x_id
+		LEFT JOIN nx ON front = changed.id
 	UNION ALL SELECT r_n, ` + todoColumns + `, 0, 0, NULL, NULL, NULL, NULL FROM req JOIN todos ON todos.id = r_id
 		WHERE todos.id = ANY(ARRAY(SELECT r_id FROM req)) AND r_n NOT IN (SELECT r_n FROM changed)`
 
