@@ -195,7 +195,9 @@ func (f *pgFlusher) flush(flushOn func(context.Context, *pgx.Conn, []pgSession) 
 // only writes the record.
 func pgFlush(ctx context.Context, conn *pgx.Conn, sessions []pgSession) ([]pgSession, error) {
 	if len(sessions) == 0 {
-		_, err := conn.Exec(ctx, `SELECT pg_logical_emit_message(true, 'switchboard', '')`)
+		// With an argument, pgx sends it as a prepared statement, which the
+		// server does not parse and plan again each time.
+		_, err := conn.Exec(ctx, `SELECT pg_logical_emit_message(true, 'switchboard', $1)`, "")
 		return nil, err
 	}
 	pids, started := make([]int64, len(sessions)), make([]int64, len(sessions))
