@@ -2,20 +2,21 @@
 -- leases_sets_pg.go) that only some runs need, in functions: the reservations a
 -- human's decisions leave, and the todos waiting behind a key. In one
 -- statement, PostgreSQL set every part up on each run, needed or not; in a
--- function, a part runs only when its IF finds work for it. In 4 interleaved
--- pairs of a drain of 10,000 todos by 8 workers, 1.06x the rate.
+-- function, a part runs only when its IF finds work for it.
 --
 -- todos_lock_claims assigns to claims ns (their places, in claim order) of
 -- owners (one each) what they claim from queue q at time at (unix ms),
 -- locked FOR UPDATE SKIP LOCKED: nothing while the queue is paused; to a
 -- worker's claims, the todos still reserved for that worker after a human's
 -- decision, oldest first to its earliest claim; to the other claims, the
--- queue's heads (todos_lock_heads) in claim order, first to the earliest. A
--- claim left without a todo gets no row. Its statements see only what was
+-- queue's heads in claim order, first to the earliest: read where there are no
+-- reservations as todos_lock_heads reads them (with sorting off, so through
+-- todos_ready alone; a call of it cost more), and through it where there are.
+-- A claim left without a todo gets no row. Its statements see only what was
 -- committed before each of them runs; as todos_lock_heads, it relies on the
 -- writer lock that the claiming transaction holds.
 CREATE FUNCTION todos_lock_claims(q text, at bigint, ns bigint[], owners text[]) RETURNS TABLE (n bigint, id bigint)
-    LANGUAGE plpgsql VOLATILE AS $$
+    LANGUAGE plpgsql VOLATILE SET enable_sort = off SET enable_incremental_sort = off AS $$
 #variable_conflict use_column
 BEGIN
     IF cardinality(ns) = 0 OR EXISTS (SELECT 1 FROM paused_queues p WHERE p.queue = q) THEN
@@ -26,7 +27,9 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM todos t WHERE t.reserved_for = ANY(owners) AND t.state || '' = 'pending'
             AND t.queue || '' = q AND t.available_at + 0 > at) THEN
         RETURN QUERY SELECT ns[h.k], h.id FROM (SELECT l.id, row_number() OVER (ORDER BY l.priority DESC, l.id) AS k
-            FROM todos_lock_heads(q, at, cardinality(ns)) l) h;
+            FROM (SELECT t.id, t.priority FROM todos t
+                WHERE t.state = 'pending' AND t.key_waiting = 0 AND t.queue >= q AND t.queue <= q AND t.available_at <= at
+                ORDER BY t.queue, t.priority DESC, t.id LIMIT cardinality(ns) FOR UPDATE SKIP LOCKED) l) h;
         RETURN;
     END IF;
     RETURN QUERY WITH req AS (SELECT * FROM unnest(ns, owners) AS r(r_n, r_owner)),
