@@ -12,11 +12,14 @@
 -- queue's heads in claim order, first to the earliest: read where there are no
 -- reservations as todos_lock_heads reads them (with sorting off, so through
 -- todos_ready alone; a call of it cost more), and through it where there are.
--- A claim left without a todo gets no row. Its statements see only what was
+-- Sorting off makes the sorts it cannot do without (the reservations' windows)
+-- look dear enough for JIT, which would compile them on every run (0.3 s): jit
+-- is off in it, as on the writer's connection. A claim left without a todo gets
+-- no row. Its statements see only what was
 -- committed before each of them runs; as todos_lock_heads, it relies on the
 -- writer lock that the claiming transaction holds.
 CREATE FUNCTION todos_lock_claims(q text, at bigint, ns bigint[], owners text[]) RETURNS TABLE (n bigint, id bigint)
-    LANGUAGE plpgsql VOLATILE SET enable_sort = off SET enable_incremental_sort = off AS $$
+    LANGUAGE plpgsql VOLATILE SET enable_sort = off SET enable_incremental_sort = off SET jit = off AS $$
 #variable_conflict use_column
 BEGIN
     IF cardinality(ns) = 0 OR EXISTS (SELECT 1 FROM paused_queues p WHERE p.queue = q) THEN
