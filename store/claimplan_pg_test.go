@@ -99,3 +99,49 @@ func pgSeeded(t *testing.T, queue string, n int) *Store {
 	}
 	return s
 }
+
+// A claim locks only the reserved todos it takes: one claim by a worker with
+// 2,000 reservations locked all 2,000 (and wrote each to the log) until its
+// transaction ended, as did a claim of several.
+func TestAClaimLocksOnlyTheReservationsItTakes(t *testing.T) {
+	s := pgStore(t)
+	conn := statsConn(t, s, "todos", "none")
+	ctx := context.Background()
+	now := ms(s.now())
+	if err := s.SeedTodosForBench(ctx, "bench", 2000, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `UPDATE todos SET reserved_for = 'agent:z', available_at = $1`, now+3600000); err != nil {
+		t.Fatal(err)
+	}
+	ttl := time.Minute.Milliseconds()
+	for _, c := range []struct {
+		name  string
+		query string
+		args  []any
+		want  int64
+	}{
+		{"a claim of one", pgClaimGated, pgClaimGatedArgs("bench", "agent:z", time.Minute, 0, 0, now), 1},
+		{"two claims of several by the worker, one by another", pgClaimSet, pgClaimSetKind.args(now, [][]any{
+			{"bench", "agent:z", ttl, int64(0), int64(0)}, {"bench", "agent:y", ttl, int64(0), int64(0)},
+			{"bench", "agent:z", ttl, int64(0), int64(0)}}), 2},
+	} {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := tx.Query(ctx, s.q(c.query), c.args...)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		rows.Close()
+		var locked int64
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM todos WHERE xmax::text = pg_current_xact_id()::text`).Scan(&locked); err != nil {
+			t.Fatal(err)
+		}
+		tx.Rollback(ctx)
+		if locked != c.want {
+			t.Errorf("%s locked or changed %d todos, want %d", c.name, locked, c.want)
+		}
+	}
+}

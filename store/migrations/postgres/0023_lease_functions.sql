@@ -36,9 +36,12 @@ BEGIN
         RETURN;
     END IF;
     RETURN QUERY WITH req AS (SELECT * FROM unnest(ns, owners) AS r(r_n, r_owner)),
-        mine AS (SELECT t.id AS m_id, t.reserved_for AS m_owner FROM todos t
-            WHERE t.reserved_for = ANY(owners) AND t.state || '' = 'pending' AND t.queue || '' = q AND t.available_at + 0 > at
-            FOR UPDATE SKIP LOCKED),
+        -- Each worker's oldest reservations, as many as it has claims: only
+        -- those are locked.
+        mine AS (SELECT m.m_id, m.m_owner FROM (SELECT req.r_owner AS o, count(*) AS c FROM req GROUP BY req.r_owner) w,
+            LATERAL (SELECT t.id AS m_id, t.reserved_for AS m_owner FROM todos t
+                WHERE t.reserved_for = w.o AND t.state || '' = 'pending' AND t.queue || '' = q AND t.available_at + 0 > at
+                ORDER BY t.id LIMIT w.c FOR UPDATE SKIP LOCKED) m),
         reserved AS (SELECT r.r_n, m.m_id AS a_id
             FROM (SELECT *, row_number() OVER (PARTITION BY m_owner ORDER BY m_id) AS k FROM mine) m
             JOIN (SELECT *, row_number() OVER (PARTITION BY r_owner ORDER BY r_n) AS k FROM req) r
