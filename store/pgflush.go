@@ -136,7 +136,7 @@ func (f *pgFlusher) flushWaiting() {
 		switch {
 		case err != nil:
 			w.answer(err)
-		case !(w.gen == gen && slices.Contains(f.seen, w.session)) && !slices.Contains(alive, w.session):
+		case !f.proven(w, gen) && !slices.Contains(alive, w.session):
 			w.answer(errors.New("store: commit: the session that made it ended before it was known to be on disk (the server may have restarted), so it may not be there"))
 		default:
 			w.answer(nil)
@@ -164,7 +164,7 @@ func (f *pgFlusher) flush(flushOn func(context.Context, *pgx.Conn, []pgSession) 
 	gen := f.gen.Load()
 	var sessions []pgSession
 	for _, w := range waiting {
-		if (w.gen != gen || !slices.Contains(f.seen, w.session)) && !slices.Contains(sessions, w.session) {
+		if !f.proven(w, gen) && !slices.Contains(sessions, w.session) {
 			sessions = append(sessions, w.session)
 		}
 	}
@@ -183,6 +183,13 @@ func (f *pgFlusher) flush(flushOn func(context.Context, *pgx.Conn, []pgSession) 
 		}
 	}
 	return gen, alive, nil
+}
+
+// proven reports whether a flush on the connection gen, if it succeeds, proves
+// w's batch durable by itself: the connection was there before the batch's
+// transaction began and has seen its writer's session on its server.
+func (f *pgFlusher) proven(w flushWait, gen uint64) bool {
+	return w.gen == gen && slices.Contains(f.seen, w.session)
 }
 
 // pgFlush commits a transaction that writes a record to the log (a logical
