@@ -36,7 +36,8 @@ import (
 //
 // Only the session-ful revisions' plain shape is taken: JSON, a protocol version
 // header this server serves, a single request with an integer or string id, no
-// result member, and params without _meta, task or multi-round-trip answers.
+// result member, params without _meta, task or multi-round-trip answers, and
+// no member given twice or unknown to this path (plainMembers).
 func (a *Agent) fastCall(ctx context.Context, w http.ResponseWriter, r *http.Request, x *session, body []byte, env *envelope) bool {
 	if a.fastOff.Load() || env == nil || x.noticesWaiting() || !fastVersion(r.Header) {
 		return false
@@ -44,7 +45,7 @@ func (a *Agent) fastCall(ctx context.Context, w http.ResponseWriter, r *http.Req
 	p := &env.Params.call
 	if env.JSONRPC != mcp.JSONRPC_VERSION || env.Method != string(mcp.MethodToolsCall) || !plainID(env.ID) ||
 		!absent(env.Result) || !absent(env.Params.Meta) || !absent(env.Params.Task) ||
-		!absent(p.Meta) || !absent(p.Task) || !absent(p.InputResponses) || !absent(p.RequestState) {
+		!absent(p.Meta) || !absent(p.Task) || !absent(p.InputResponses) || !absent(p.RequestState) || !plainMembers(body) {
 		return false
 	}
 	req := p.request(r.Header)
@@ -117,9 +118,8 @@ type envelope struct {
 }
 
 // envParams is what the envelope reads of params: the members given in any
-// params member of the message, merged, and, in call, what mcp-go's
-// CallToolParams reads: each params member afresh, but for arguments, which a
-// member without them leaves as they were.
+// params member of the message, merged, and, in call, what the last params
+// member gave (the fast paths take no message with two: plainMembers).
 type envParams struct {
 	Meta json.RawMessage `json:"_meta"`
 	Task json.RawMessage `json:"task"`
@@ -162,9 +162,6 @@ func (p *envParams) UnmarshalJSON(b []byte) error {
 	}
 	if len(m.Task) > 0 {
 		p.Task = m.Task
-	}
-	if len(m.Arguments) == 0 {
-		m.Arguments = p.call.Arguments
 	}
 	p.call = m.callParams
 	return err

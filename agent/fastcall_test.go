@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 )
 
 // rawSession opens a session over raw HTTP and returns its id.
@@ -82,13 +83,9 @@ func TestFastCallAnswersAsMCPGoDoes(t *testing.T) {
 		{`"req-8"`, VerbListTodos, map[string]any{"state": "pending"}, false, ""},
 		{`9`, VerbComplete, map[string]any{"todo_id": 12345, "lease_seq": 1}, true, ""},
 		{`10`, VerbGetDefaultLease, map[string]any{}, false, ""},
-		// mcp-go reads a second params member afresh, but for arguments: the
-		// first one's stay when the second has none (a queue out of scope,
-		// refused), and go when it has some.
-		{`12`, VerbListTodos, nil, true, `{"jsonrpc":"2.0","id":12,"method":"tools/call",` +
-			`"params":{"name":"list_todos","arguments":{"queue":"elsewhere"}},"params":{"name":"list_todos"}}`},
-		{`13`, VerbListTodos, nil, false, `{"jsonrpc":"2.0","id":13,"method":"tools/call",` +
-			`"params":{"name":"list_todos","arguments":{"queue":"elsewhere"}},"params":{"name":"list_todos","arguments":{}}}`},
+		// Members in another order, and spaces anywhere JSON allows them.
+		{`12`, VerbListTodos, nil, false, " { \"params\" : { \"arguments\" : { \"queue\" : \"inbox\" } , \"name\" :" +
+			" \"list_todos\" } , \"method\" : \"tools/call\" , \"id\" : 12 , \"jsonrpc\" : \"2.0\" }\n"},
 	} {
 		if c.body == "" {
 			c.body = callBody(c.id, c.tool, c.args)
@@ -157,6 +154,15 @@ func TestFastCallLeavesOtherCallsToMCPGo(t *testing.T) {
 		// A second params does not hide the first's _meta, which names the
 		// stateless revision: a request of it in a session is refused.
 		{"params twice", `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}},"params":{"name":"list_todos","arguments":{}}}`, nil, `Mcp-Session-Id is not part`},
+		// mcp-go refuses a member given twice, or spelt in another case, which
+		// encoding/json would read as the member.
+		{"params twice, plain", `{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"list_todos","arguments":{"queue":"elsewhere"}},"params":{"name":"list_todos"}}`, nil, `duplicate member`},
+		{"arguments twice", `{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"list_todos","arguments":{"queue":"elsewhere"},"arguments":{}}}`, nil, `duplicate member`},
+		{"id twice", `{"jsonrpc":"2.0","id":13,"id":14,"method":"tools/call","params":{"name":"list_todos","arguments":{}}}`, nil, `duplicate member`},
+		{"Params", `{"jsonrpc":"2.0","id":15,"method":"tools/call","Params":{"name":"list_todos","arguments":{}}}`, nil, `not the defined name`},
+		{"paramſ", `{"jsonrpc":"2.0","id":16,"method":"tools/call","paramſ":{"name":"list_todos","arguments":{}}}`, nil, `not the defined name`},
+		{"escaped name", `{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"n\u0061me":"list_todos","arguments":{}}}`, nil, `"todos"`},
+		{"a member mcp-go ignores", `{"jsonrpc":"2.0","id":18,"method":"tools/call","params":{"name":"list_todos","arguments":{}},"x":1}`, nil, `"todos"`},
 	} {
 		before := e.ag.fastAnswered.Load()
 		resp, body := e.raw(http.MethodPost, cred, sid, c.body, c.header)
@@ -264,11 +270,17 @@ func TestIdleSweepHearsFastCalls(t *testing.T) {
 }
 
 // The envelope reads params in one pass as the two decoders it stands for read
-// them: its merged members as a plain struct does, and the call as mcp-go's
-// CallToolRequest does, whatever the order and repetition of members.
+// them: its merged members as a plain struct does, whatever the order and
+// repetition of members, and the call, in a message the fast paths take
+// (plainMembers), as mcp-go's CallToolRequest does.
 func TestEnvelopeReadsParamsAsItsDecodersDo(t *testing.T) {
 	for _, body := range []string{
 		`{"params":{"name":"claim_next","arguments":{"queue":"a"}}}`,
+		`{"params":{"arguments":{"queue":"a"},"name":"complete","task":{"ttl":1}}}`,
+		`{"params":{"name":"a","arguments":null,"_meta":{"k":1}}}`,
+		`{"params":{"name":"a","requestState":"s"}}`,
+		`{"params":{"inputResponses":{},"name":null}}`,
+		`{"params":null}`,
 		`{"params":{"name":"claim_next","arguments":{"queue":"a"}},"params":{"name":"complete"}}`,
 		`{"params":{"name":"claim_next","arguments":{"queue":"a"}},"params":{"arguments":null}}`,
 		`{"params":{"name":"claim_next","uri":"u","_meta":{"k":1}},"params":{"name":null,"uri":null,"task":{"ttl":1}}}`,
@@ -301,6 +313,9 @@ func TestEnvelopeReadsParamsAsItsDecodersDo(t *testing.T) {
 		if string(got.Meta) != string(p.Meta) || string(got.Task) != string(p.Task) || got.Name != p.Name || got.URI != p.URI {
 			t.Fatalf("%s: merged members %+v, a plain struct reads %+v", body, got, p)
 		}
+		if !plainMembers([]byte(body)) {
+			continue
+		}
 		c := got.call
 		mrt := !absent(c.InputResponses) || !absent(c.RequestState)
 		if c.Name != req.Params.Name || string(c.Arguments) != string(req.Params.RawArguments) ||
@@ -309,6 +324,100 @@ func TestEnvelopeReadsParamsAsItsDecodersDo(t *testing.T) {
 			t.Fatalf("%s: the call read as %+v, mcp-go reads %+v", body, c, req.Params)
 		}
 	}
+}
+
+// plainMembers passes only messages made of the members the fast paths read,
+// each once and spelt as defined, and so none that mcp-go refuses for its
+// members' names: those in the table, and random ones built of the members, the
+// same in other cases and spellings, twice or not, in any order.
+func TestPlainMembersPassesNoMessageMCPGoRefuses(t *testing.T) {
+	srv := server.NewMCPServer("t", "1")
+	refuses := func(body string) bool {
+		answer, err := json.Marshal(srv.HandleMessage(context.Background(), json.RawMessage(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(string(answer), "-32600") && strings.Contains(string(answer), "member")
+	}
+	for _, c := range []struct {
+		body  string
+		plain bool
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_todos","arguments":{"a":1,"a":2}}}`, true},
+		{" {\"id\" :\"x\\\"y\",\n\"params\":{ \"arguments\":[{\"name\":1},\"}\"] } }\t", true},
+		{`{"params":{}}`, true},
+		{`{}`, true},
+		{`{"params":null}`, false},
+		{`{"params":{"name":"a"},"params":{"name":"b"}}`, false},
+		{`{"params":{"name":"a","name":"b"}}`, false},
+		{`{"id":1,"ID":2}`, false},
+		{`{"Id":1}`, false},
+		{`{"params":{"Name":"a"}}`, false},
+		{`{"params":{"_META":{}}}`, false},
+		{`{"result":{}}`, false},
+		{`{"error":{}}`, false},
+		{`{"params":{"uri":"u"}}`, false},
+		{`{"p\u0061rams":{}}`, false},
+		{`{"jsonrpc":"2.0"} `, true},
+	} {
+		if got := plainMembers([]byte(c.body)); got != c.plain {
+			t.Fatalf("%s: plain %v, want %v", c.body, got, c.plain)
+		}
+		if c.plain && refuses(c.body) {
+			t.Fatalf("%s: plain, and mcp-go refuses it", c.body)
+		}
+	}
+
+	spell := map[string][]string{
+		"jsonrpc": {"jsonrpc", "JSONRPC"}, "id": {"id", "ID", "iD"}, "method": {"method", "Method"},
+		"params": {"params", "Params", "paramſ"}, "name": {"name", "NAME", "nameſ"},
+		"arguments": {"arguments", "Arguments"}, "_meta": {"_meta", "_Meta"}, "x": {"x"},
+	}
+	value := map[string]string{"jsonrpc": `"2.0"`, "id": `7`, "method": `"tools/call"`, "name": `"list_todos"`,
+		"arguments": `{"queue":"q"}`, "_meta": `{}`, "x": `1`}
+	rng := rand.New(rand.NewPCG(7, 7))
+	object := func(members []string, inner func() string) string {
+		var parts []string
+		for _, m := range members {
+			if rng.IntN(8) == 0 || (m == "x" && rng.IntN(4) != 0) {
+				continue
+			}
+			for range 1 + rng.IntN(8)/7 {
+				v := value[m]
+				if m == "params" {
+					v = inner()
+				}
+				name := m
+				if rng.IntN(8) == 0 {
+					name = spell[m][rng.IntN(len(spell[m]))]
+				}
+				parts = append(parts, `"`+name+`":`+v)
+			}
+		}
+		rng.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
+		return "{" + strings.Join(parts, ",") + "}"
+	}
+	plain, refused := 0, 0
+	for range 3000 {
+		body := object([]string{"jsonrpc", "id", "method", "params", "x"}, func() string {
+			return object([]string{"name", "arguments", "_meta", "x"}, nil)
+		})
+		p, r := plainMembers([]byte(body)), refuses(body)
+		if p && r {
+			t.Fatalf("%s: plain, and mcp-go refuses it", body)
+		}
+		plain, refused = plain+btoi(p), refused+btoi(r)
+	}
+	if plain < 100 || refused < 100 {
+		t.Fatalf("of 3,000 random messages %d plain and %d refused: the generator misses a side", plain, refused)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // A verb's text goes out escaped byte for byte as json.Marshal escapes it,

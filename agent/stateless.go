@@ -173,7 +173,8 @@ func (a *Agent) serveStateless(ctx context.Context, w http.ResponseWriter, r *ht
 // what the verb does), and reports whether it did. The call runs the handler
 // mcp-go would run, in a requestSession of the endpoint's, and its answer has
 // the members mcp-go adds for the revision (resultHead). A call with a task or
-// a multi-round-trip answer goes to mcp-go.
+// a multi-round-trip answer, or with a member given twice or unknown to this
+// path (plainMembers), goes to mcp-go.
 func (a *Agent) fastStateless(ctx context.Context, w http.ResponseWriter, r *http.Request, ep store.Endpoint, body []byte,
 	env *envelope, t *builtTools) bool {
 	if a.fastOff.Load() || env.JSONRPC != mcp.JSONRPC_VERSION || env.Method != string(mcp.MethodToolsCall) ||
@@ -181,7 +182,7 @@ func (a *Agent) fastStateless(ctx context.Context, w http.ResponseWriter, r *htt
 		return false
 	}
 	p := &env.Params.call
-	if !absent(p.Task) || !absent(p.InputResponses) || !absent(p.RequestState) {
+	if !absent(p.Task) || !absent(p.InputResponses) || !absent(p.RequestState) || !plainMembers(body) {
 		return false
 	}
 	handler, isVerb := a.fast[p.Name]

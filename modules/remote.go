@@ -134,16 +134,20 @@ func (c *remoteConn) open(ctx context.Context) (*session, error) {
 	var tr transport.Interface
 	var err error
 	logger := slog.New(warnHandler{c.log.Handler()})
+	// mcp-go bounds each message it reads, 32 MiB by default: at the answer cap
+	// instead, an answer meets this package's cap first (and its error), and an
+	// event on the listening stream, which has no cap of its own, mcp-go's.
 	if c.man.Transport == transportSSE {
 		// The session is the event stream: a server that loses it ends the
 		// stream, and the capability is restarted as when it is unreachable.
 		var sse *transport.SSE
 		sse, err = transport.NewSSE(c.man.URL, transport.WithHTTPClient(c.client), transport.WithHeaders(c.headers),
-			transport.WithSSELogger(logger))
+			transport.WithSSELogger(logger), transport.WithMaxMessageBytes(maxRemoteAnswer))
 		tr = sse
 	} else {
 		tr, err = transport.NewStreamableHTTP(c.man.URL, transport.WithHTTPBasicClient(c.client),
-			transport.WithHTTPHeaders(c.headers), transport.WithContinuousListening(), transport.WithLogger(logger))
+			transport.WithHTTPHeaders(c.headers), transport.WithContinuousListening(), transport.WithLogger(logger),
+			transport.WithHTTPMaxMessageBytes(maxRemoteAnswer))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("url: %w", err)

@@ -1,0 +1,114 @@
+package agent
+
+// envelopeMembers and paramsMembers are the members the fast paths read, of a
+// message and of its params; the index of each is its bit in plainObject's mask.
+var (
+	envelopeMembers = []string{"jsonrpc", "id", "method", "params"}
+	paramsMembers   = []string{"name", "arguments", "_meta", "task", "inputResponses", "requestState"}
+)
+
+// plainMembers reports whether a message (valid JSON, as readEnvelope found it)
+// is an object whose members, and its params' members, are each one the fast
+// paths read, given once and spelt without escapes. mcp-go refuses a message
+// that gives a member twice, or spells one in another case (which encoding/json
+// would take for it), and reads members the fast paths do not know: the fast
+// paths leave all of those to mcp-go.
+func plainMembers(b []byte) bool {
+	i, ok := plainObject(b, skipSpace(b, 0), envelopeMembers, paramsMembers)
+	return ok && skipSpace(b, i) == len(b)
+}
+
+// plainObject checks the object at b[i] against names (and its params member's,
+// when params is not nil, against params) and returns the index past it.
+func plainObject(b []byte, i int, names, params []string) (int, bool) {
+	if i >= len(b) || b[i] != '{' {
+		return i, false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	var seen uint
+	for i < len(b) && b[i] == '"' {
+		end := skipString(b, i)
+		key := b[i+1 : end-1]
+		k := -1
+		for n, name := range names {
+			if string(key) == name {
+				k = n
+				break
+			}
+		}
+		if k < 0 || seen&(1<<k) != 0 {
+			return i, false
+		}
+		seen |= 1 << k
+		if i = skipSpace(b, end); i >= len(b) || b[i] != ':' {
+			return i, false
+		}
+		i = skipSpace(b, i+1)
+		if params != nil && names[k] == "params" {
+			var ok bool
+			if i, ok = plainObject(b, i, params, nil); !ok {
+				return i, false
+			}
+		} else {
+			i = skipValue(b, i)
+		}
+		switch i = skipSpace(b, i); {
+		case i < len(b) && b[i] == ',':
+			i = skipSpace(b, i+1)
+		case i < len(b) && b[i] == '}':
+			return i + 1, true
+		default:
+			return i, false
+		}
+	}
+	return i, false
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index past the string that starts at b[i], or len(b).
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the index past the value that starts at b[i].
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			i = skipString(b, i) - 1
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i
+			}
+			depth--
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i
+			}
+		}
+		if depth == 0 && (b[i] == '"' || b[i] == '}' || b[i] == ']') {
+			return i + 1
+		}
+	}
+	return i
+}
