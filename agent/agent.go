@@ -250,6 +250,10 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 		server.WithHeartbeatInterval(opts.StreamPing),
 		server.WithStreamableHTTPLogger(transportLogger(opts.Logger, st.Now)),
 		server.WithHTTPContextFunc(a.inRequestSession),
+		// The agent reads each body itself, at most MaxRequestBytes, before
+		// mcp-go does: its own bound (4 MiB) would refuse a larger one that
+		// the fast path takes.
+		server.WithMaxRequestBodyBytes(0),
 	)
 	verbs := a.verbTools()
 	a.mcp.AddTools(verbs...)

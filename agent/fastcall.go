@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -32,7 +33,10 @@ import (
 //   - mcp-go's idle sweep hears only the requests mcp-go answers: the agent sweeps
 //     idle sessions itself (sweepIdle), and mcp-go's is off;
 //   - notifications/cancelled cancels a call in flight: a verb is one short write;
-//     a client that goes away still cancels it, through the request's context.
+//     a client that goes away still cancels it, through the request's context;
+//   - a request that reuses the id of one still in flight on the session is
+//     refused: the fast path answers it (reusing an id in flight is the
+//     client's error, and the first request is answered either way).
 //
 // Only the session-ful revisions' plain shape is taken: JSON, a protocol version
 // header this server serves, a single request with an integer or string id, no
@@ -214,18 +218,41 @@ func fastVersion(h http.Header) bool {
 	return v != "" && !mcp.IsModernProtocol(v) && slices.Contains(SupportedProtocolVersions, v)
 }
 
-// plainID says whether a JSON-RPC id is an integer or a string, which the
-// answer then carries back byte for byte.
+// plainID says whether a JSON-RPC id is one the answer can carry back byte for
+// byte as mcp-go would write it (echoID): an integer other than -0, or a string
+// of printable ASCII without escapes or the characters json.Marshal escapes.
 func plainID(id json.RawMessage) bool {
 	if len(id) == 0 {
 		return false
 	}
 	if id[0] == '"' {
-		var s string
-		return utf8.Valid(id) && json.Unmarshal(id, &s) == nil
+		if len(id) < 2 || id[len(id)-1] != '"' {
+			return false
+		}
+		for _, c := range id[1 : len(id)-1] {
+			if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+				return false
+			}
+		}
+		return true
 	}
 	_, err := strconv.ParseInt(string(id), 10, 64)
-	return err == nil
+	return err == nil && string(id) != "-0"
+}
+
+// echoID is a request's id as mcp-go writes it back in its answer: read as
+// mcp.RequestId reads it (a whole number as an integer) and marshalled; null
+// when absent or not an id.
+func echoID(raw json.RawMessage) json.RawMessage {
+	var id mcp.RequestId
+	if len(bytes.TrimSpace(raw)) == 0 || json.Unmarshal(raw, &id) != nil {
+		return json.RawMessage("null")
+	}
+	b, err := json.Marshal(id)
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	return b
 }
 
 // runRecovered runs a tool handler as mcp-go's WithRecovery would: a panic is the

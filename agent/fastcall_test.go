@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -326,18 +327,83 @@ func TestEnvelopeReadsParamsAsItsDecodersDo(t *testing.T) {
 	}
 }
 
+// An id the fast paths carry back as sent (plainID) is the one mcp-go writes
+// back, and echoID writes any id as mcp-go does: ids from the table, and random
+// integers, numbers and strings.
+func TestIDsAreWrittenBackAsMCPGoWritesThem(t *testing.T) {
+	srv := server.NewMCPServer("t", "1")
+	mcpGoWrites := func(id string) string {
+		answer, err := json.Marshal(srv.HandleMessage(context.Background(), json.RawMessage(`{"jsonrpc":"2.0","id":`+id+`,"method":"ping"}`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a struct{ ID json.RawMessage }
+		if err := json.Unmarshal(answer, &a); err != nil {
+			t.Fatal(err)
+		}
+		return string(a.ID)
+	}
+	ids := []string{`0`, `-0`, `7`, `-7`, `9007199254740991`, `9007199254740993`, `-9223372036854775808`,
+		`9223372036854775807`, `1.0`, `1e2`, `1.5`, `-0.0`, `"a"`, `""`, `"A"`, `"\/"`, `"a<b"`, `"&"`,
+		`"é"`, `" "`, `"a b"`, `""q""`, `"~"`}
+	rng := rand.New(rand.NewPCG(9, 9))
+	for range 500 {
+		ids = append(ids, strconv.FormatInt(rng.Int64()>>rng.IntN(64), 10), strconv.FormatInt(-rng.Int64()>>rng.IntN(64), 10),
+			strconv.FormatFloat(rng.Float64()*1e6, 'g', -1, 64))
+		b := make([]byte, rng.IntN(6))
+		for i := range b {
+			b[i] = byte(0x20 + rng.IntN(0x60))
+		}
+		id, _ := json.Marshal(string(b))
+		ids = append(ids, string(id))
+	}
+	plain := 0
+	for _, id := range ids {
+		want := mcpGoWrites(id)
+		if got := string(echoID(json.RawMessage(id))); got != want {
+			t.Fatalf("id %s: echoID writes %s, mcp-go %s", id, got, want)
+		}
+		if plainID(json.RawMessage(id)) {
+			plain++
+			if id != want {
+				t.Fatalf("id %s: plain, but mcp-go writes it back as %s", id, want)
+			}
+		}
+	}
+	if plain < len(ids)/3 {
+		t.Fatalf("only %d of %d ids plain", plain, len(ids))
+	}
+}
+
 // plainMembers passes only messages made of the members the fast paths read,
 // each once and spelt as defined, and so none that mcp-go refuses for its
 // members' names: those in the table, and random ones built of the members, the
 // same in other cases and spellings, twice or not, in any order.
 func TestPlainMembersPassesNoMessageMCPGoRefuses(t *testing.T) {
 	srv := server.NewMCPServer("t", "1")
+	// refuses says whether mcp-go refuses a message for its members' names, and
+	// checks that memberProblem refuses it in the same words, and only it.
 	refuses := func(body string) bool {
+		t.Helper()
 		answer, err := json.Marshal(srv.HandleMessage(context.Background(), json.RawMessage(body)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return strings.Contains(string(answer), "-32600") && strings.Contains(string(answer), "member")
+		var a struct {
+			Error struct {
+				Code    int
+				Message string
+			}
+		}
+		if err := json.Unmarshal(answer, &a); err != nil {
+			t.Fatal(err)
+		}
+		refused := a.Error.Code == mcp.INVALID_REQUEST && strings.Contains(a.Error.Message, "member")
+		ours := memberProblem([]byte(body))
+		if refused != (ours != nil) || (refused && ours.Error() != a.Error.Message) {
+			t.Fatalf("%s: mcp-go answers %s; memberProblem says %v", body, answer, ours)
+		}
+		return refused
 	}
 	for _, c := range []struct {
 		body  string
@@ -359,6 +425,10 @@ func TestPlainMembersPassesNoMessageMCPGoRefuses(t *testing.T) {
 		{`{"params":{"uri":"u"}}`, false},
 		{`{"p\u0061rams":{}}`, false},
 		{`{"jsonrpc":"2.0"} `, true},
+		{`{"params":{"notifications":{},"NOTIFICATIONS":{}}}`, false},
+		{`{"params":{"cursor":"a","cursor":"b"}}`, false},
+		{`{"p\u0061rams":{"name":"a","n\u0061me":"b"}}`, false},
+		{`{"params":[{"name":1,"name":2}],"x":{"id":1,"id":2}}`, false},
 	} {
 		if got := plainMembers([]byte(c.body)); got != c.plain {
 			t.Fatalf("%s: plain %v, want %v", c.body, got, c.plain)
@@ -369,8 +439,8 @@ func TestPlainMembersPassesNoMessageMCPGoRefuses(t *testing.T) {
 	}
 
 	spell := map[string][]string{
-		"jsonrpc": {"jsonrpc", "JSONRPC"}, "id": {"id", "ID", "iD"}, "method": {"method", "Method"},
-		"params": {"params", "Params", "paramſ"}, "name": {"name", "NAME", "nameſ"},
+		"jsonrpc": {"jsonrpc", "JSONRPC"}, "id": {"id", "ID", "iD", `\u0069d`}, "method": {"method", "Method"},
+		"params": {"params", "Params", "paramſ", `p\u0061rams`}, "name": {"name", "NAME", "nameſ", `n\u0041me`},
 		"arguments": {"arguments", "Arguments"}, "_meta": {"_meta", "_Meta"}, "x": {"x"},
 	}
 	value := map[string]string{"jsonrpc": `"2.0"`, "id": `7`, "method": `"tools/call"`, "name": `"list_todos"`,

@@ -419,3 +419,16 @@ func TestCredentialCheckFailuresLoggedOnce(t *testing.T) {
 		t.Fatalf("logged %d times for 5 refused requests:\n%s", n, logs.String())
 	}
 }
+
+// The bound on a body is the agent's alone: raised past mcp-go's own default
+// (4 MiB), a request mcp-go answers is not refused there.
+func TestRaisedBodyBoundHoldsForMCPGo(t *testing.T) {
+	e := newEnv(t, func(c *envConfig) { c.agent.MaxRequestBytes = 6 << 20 })
+	_, cred := e.endpoint("big", []string{"inbox"}, nil)
+	sid := e.rawSession(cred)
+	// A tools/list padded in its _meta, which mcp-go answers.
+	big := `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"pad":"` + strings.Repeat("x", 5<<20) + `"}}}`
+	if resp, body := e.raw(http.MethodPost, cred, sid, big, nil); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"tools"`) {
+		t.Fatalf("a 5 MiB tools/list under a 6 MiB bound: HTTP %d %.200s", resp.StatusCode, body)
+	}
+}

@@ -1,5 +1,12 @@
 package agent
 
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
 // envelopeMembers and paramsMembers are the members the fast paths read, of a
 // message and of its params; the index of each is its bit in plainObject's mask.
 var (
@@ -111,4 +118,69 @@ func skipValue(b []byte, i int) int {
 		}
 	}
 	return i
+}
+
+// protocolMembers and protocolParamsMembers are the members of a message, and
+// of its params, that the protocol defines and mcp-go reads (memberProblem).
+var (
+	protocolMembers       = []string{"jsonrpc", "method", "id", "params", "result", "error"}
+	protocolParamsMembers = []string{"name", "arguments", "uri", "cursor", "_meta", "protocolVersion",
+		"capabilities", "clientInfo", "level", "ref", "argument", "requestId", "progressToken", "taskId",
+		"reason", "requestState", "task", "context", "inputResponses", "notifications", "progress", "total",
+		"message"}
+)
+
+// memberProblem is mcp-go's refusal of a message (valid JSON) that gives one of
+// the protocol's members, of the message or of its params, twice, or spells one
+// in another case or Unicode folding, which encoding/json would read as the
+// member; nil for any other. The agent answers some requests itself
+// (checkModern, subscriptions/listen) and refuses those as mcp-go would.
+func memberProblem(b []byte) error {
+	_, err := checkNames(b, skipSpace(b, 0), protocolMembers, "")
+	return err
+}
+
+// checkNames checks the names of the object at b[i] against defined (and its
+// params member's, at the top, against protocolParamsMembers) and returns the
+// index past it. A value that is not an object is passed over.
+func checkNames(b []byte, i int, defined []string, path string) (int, error) {
+	if i >= len(b) || b[i] != '{' {
+		return skipValue(b, i), nil
+	}
+	var seen []string
+	for i = skipSpace(b, i+1); i < len(b) && b[i] == '"'; {
+		end := skipString(b, i)
+		key := string(b[i+1 : end-1])
+		if strings.IndexByte(key, '\\') >= 0 && json.Unmarshal(b[i:end], &key) != nil {
+			return len(b), nil
+		}
+		switch {
+		case slices.Contains(seen, key):
+			return 0, fmt.Errorf("duplicate member %q", path+key)
+		case slices.Contains(defined, key):
+			seen = append(seen, key)
+		default:
+			for _, name := range defined {
+				if strings.EqualFold(key, name) {
+					return 0, fmt.Errorf("member %q is not the defined name %q", path+key, path+name)
+				}
+			}
+		}
+		if i = skipSpace(b, end); i >= len(b) || b[i] != ':' {
+			return len(b), nil
+		}
+		i = skipSpace(b, i+1)
+		if path == "" && key == "params" {
+			var err error
+			if i, err = checkNames(b, i, protocolParamsMembers, "params."); err != nil {
+				return 0, err
+			}
+		} else {
+			i = skipValue(b, i)
+		}
+		if i = skipSpace(b, i); i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	return i + 1, nil
 }

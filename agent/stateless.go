@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -54,12 +53,13 @@ func readMeta(env *envelope) (m requestMeta) {
 // checkModern refuses, before anything is done, a stateless POST that the
 // revision forbids: one that carries a session id or a Last-Event-ID, names its
 // version in only one of header and _meta or two different ones, names one not
-// served, declares no client capabilities (an empty object declares none, and
-// is fine), or whose Mcp-Method or Mcp-Name header differs from its body. It
+// served, gives a member twice or misspelt (memberProblem), declares no client
+// capabilities (an empty object declares none, and is fine), or whose
+// Mcp-Method or Mcp-Name header differs from its body. It
 // writes the refusal and reports false. A message that is not JSON (env nil)
 // passes, for mcp-go to refuse. The fast path relies on it for every refusal
 // mcp-go would make of such a request.
-func (a *Agent) checkModern(w http.ResponseWriter, r *http.Request, env *envelope) bool {
+func (a *Agent) checkModern(w http.ResponseWriter, r *http.Request, body []byte, env *envelope) bool {
 	if env == nil {
 		return true
 	}
@@ -81,17 +81,23 @@ func (a *Agent) checkModern(w http.ResponseWriter, r *http.Request, env *envelop
 	case header != inBody:
 		msg = mcp.HeaderProtocolVersion + " header " + strconv.Quote(header) + " does not match request " +
 			mcp.MetaKeyProtocolVersion + " " + strconv.Quote(inBody)
-	case !bytes.HasPrefix(bytes.TrimSpace(meta.Caps), []byte("{")):
-		code, msg = mcp.INVALID_PARAMS, "missing or invalid _meta field "+mcp.MetaKeyClientCapabilities
-	case env.Method != "":
-		if err := standardHeaders(r.Header, env); err != nil {
-			msg = err.Error()
+	}
+	if msg == "" && slices.Contains(SupportedProtocolVersions, inBody) {
+		// In the order mcp-go checks the message itself.
+		if err := memberProblem(body); err != nil {
+			code, msg = mcp.INVALID_REQUEST, err.Error()
+		} else if !bytes.HasPrefix(bytes.TrimSpace(meta.Caps), []byte("{")) {
+			code, msg = mcp.INVALID_PARAMS, "missing or invalid _meta field "+mcp.MetaKeyClientCapabilities
+		} else if env.Method != "" {
+			if err := standardHeaders(r.Header, env); err != nil {
+				msg = err.Error()
+			}
 		}
 	}
 	if msg == "" && !slices.Contains(SupportedProtocolVersions, inBody) {
 		// As mcp-go answers it, with the versions to use instead.
 		refusal := mcp.UnsupportedProtocolVersionError{Version: inBody, Supported: SupportedProtocolVersions}.JSONRPCError()
-		refusal.ID = mcp.NewRequestId(json.RawMessage(cmp.Or(string(bytes.TrimSpace(env.ID)), "null")))
+		refusal.ID = mcp.NewRequestId(echoID(env.ID))
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
 		json.NewEncoder(w).Encode(refusal)
@@ -137,9 +143,7 @@ func standardHeaders(h http.Header, env *envelope) error {
 
 // writeRPCError answers a request with a JSON-RPC error and an HTTP status.
 func writeRPCError(w http.ResponseWriter, id json.RawMessage, code int, msg string, status int) {
-	if len(bytes.TrimSpace(id)) == 0 {
-		id = json.RawMessage("null")
-	}
+	id = echoID(id)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(appendError(nil, id, code, msg))
@@ -154,11 +158,11 @@ func (a *Agent) serveStateless(ctx context.Context, w http.ResponseWriter, r *ht
 		a.http.ServeHTTP(w, r.WithContext(ctx))
 		return
 	}
-	if !a.checkModern(w, r, env) {
+	if !a.checkModern(w, r, body, env) {
 		return
 	}
 	if env != nil && env.Method == string(mcp.MethodSubscriptionsListen) && !absent(env.ID) {
-		a.serveListen(ctx, w, ep, env.ID, body)
+		a.serveListen(ctx, w, ep, echoID(env.ID), body)
 		return
 	}
 	tools := a.endpointTools(ctx, ep)

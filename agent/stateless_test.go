@@ -218,6 +218,17 @@ func TestStatelessBadInput(t *testing.T) {
 			mcp.HEADER_MISMATCH},
 		{"a listen for a queue out of scope", modernBody(1, "subscriptions/listen", `{"notifications":{"claude/channel":{"queues":["inbox","secret"]}}}`),
 			modernHeaders("subscriptions/listen", ""), mcp.INVALID_PARAMS},
+		// A member twice or misspelt, which encoding/json would take, is refused
+		// as mcp-go refuses it: before the capabilities and the headers.
+		{"a listen with notifications twice", modernBody(1, "subscriptions/listen",
+			`{"notifications":{"claude/channel":{"queues":["secret"]}},"notifications":{"claude/channel":{"queues":["inbox"]}}}`),
+			modernHeaders("subscriptions/listen", ""), mcp.INVALID_REQUEST},
+		{"a listen with Notifications", modernBody(1, "subscriptions/listen", `{"Notifications":{"claude/channel":{"queues":["inbox"]}}}`),
+			modernHeaders("subscriptions/listen", ""), mcp.INVALID_REQUEST},
+		{"a call with name twice", modernBody(1, "tools/call", `{"name":"list_todos","name":"claim_next","arguments":{}}`),
+			map[string]string{mcp.HeaderProtocolVersion: "2026-07-28"}, mcp.INVALID_REQUEST},
+		{"a call with Method", strings.Replace(modernBody(1, "tools/call", claim), `"method"`, `"Method"`, 1),
+			modernHeaders("tools/call", "claim_next"), mcp.INVALID_REQUEST},
 	} {
 		resp, body := e.raw(http.MethodPost, cred, "", c.body, c.header)
 		var rpc struct {
