@@ -10,12 +10,14 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/switchboardhq/switchboard/internal/egress"
 )
@@ -134,15 +136,26 @@ func (c *remoteConn) open(ctx context.Context) (*session, error) {
 	var tr transport.Interface
 	var err error
 	logger := slog.New(warnHandler{c.log.Handler()})
-	// mcp-go bounds each message it reads, 32 MiB by default: at the answer cap
-	// instead, an answer meets this package's cap first (and its error), and an
-	// event on the listening stream, which has no cap of its own, mcp-go's.
+	// mcp-go bounds each message it reads, 32 MiB by default; here at the answer
+	// cap. Over Streamable HTTP an answer meets this package's cap (cappedBody)
+	// first, and an event on the listening stream mcp-go's.
 	if c.man.Transport == transportSSE {
-		// The session is the event stream: a server that loses it ends the
-		// stream, and the capability is restarted as when it is unreachable.
+		// The session is the event stream, which carries the answers too: when
+		// it ends (the server lost it, or an event passed the cap), the
+		// capability is restarted as when it is unreachable, and the calls
+		// waiting for an answer fail at once.
 		var sse *transport.SSE
 		sse, err = transport.NewSSE(c.man.URL, transport.WithHTTPClient(c.client), transport.WithHeaders(c.headers),
 			transport.WithSSELogger(logger), transport.WithMaxMessageBytes(maxRemoteAnswer))
+		if err == nil {
+			sse.SetConnectionLostHandler(func(err error) {
+				if errors.Is(err, transport.ErrMessageTooLarge) {
+					err = errAnswerCap
+				}
+				c.fail(fmt.Errorf("%w: the event stream ended: %v", ErrUnavailable, err))
+				sse.Close()
+			})
+		}
 		tr = sse
 	} else {
 		tr, err = transport.NewStreamableHTTP(c.man.URL, transport.WithHTTPBasicClient(c.client),
@@ -349,6 +362,22 @@ func (w *sessionWatch) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, nil
+}
+
+// statusError matches the error mcp-go's Streamable HTTP transport returns for
+// an answer with an error status whose body is not a JSON-RPC error.
+var statusError = regexp.MustCompile(`^request failed with status (4\d\d): `)
+
+// httpRefusal is, for a remote server's refusal of one request with a 4xx
+// status other than 401, 403 and 404 (its credentials or session are wrong:
+// the capability is), that request's own error, as a JSON-RPC error would be:
+// the server is up, and the capability stays up. nil for any other error.
+func httpRefusal(err error) error {
+	m := statusError.FindStringSubmatch(err.Error())
+	if m == nil || m[1] == "401" || m[1] == "403" || m[1] == "404" {
+		return nil
+	}
+	return &RPCError{Code: mcp.INVALID_REQUEST, Message: "HTTP " + m[1] + ": " + strings.TrimSpace(err.Error()[len(m[0]):])}
 }
 
 // maxRemoteAnswer bounds the answer to one request to a remote server.

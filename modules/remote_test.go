@@ -3,6 +3,9 @@ package modules
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -63,6 +66,21 @@ func (rs *remoteServer) start(addr string) {
 func (rs *remoteServer) stop() {
 	rs.srv.CloseClientConnections()
 	rs.srv.Close()
+}
+
+// onCall has the server answer each tools/call with answer, and the rest as
+// before.
+func (rs *remoteServer) onCall(answer http.HandlerFunc) {
+	real := rs.handler.Load()
+	rs.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if !strings.Contains(string(body), `"tools/call"`) {
+			real.ServeHTTP(w, r)
+			return
+		}
+		answer(w, r)
+	})
 }
 
 func remoteManifest(name, url string) Manifest {
@@ -277,14 +295,7 @@ func TestRemoteSessionStormBacksOff(t *testing.T) {
 // read into memory until the gateway's call timeout.
 func TestRemoteEndlessAnswerIsCapped(t *testing.T) {
 	rs := newRemoteServer(t)
-	real := rs.handler.Load()
-	rs.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		if !strings.Contains(string(body), `"tools/call"`) {
-			real.ServeHTTP(w, r)
-			return
-		}
+	rs.onCall(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		chunk := []byte(strings.Repeat(" ", 64<<10))
 		for r.Context().Err() == nil {
@@ -300,4 +311,117 @@ func TestRemoteEndlessAnswerIsCapped(t *testing.T) {
 	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "cap") {
 		t.Fatalf("an endless answer: %s, %v (deadline: %v); want an error naming the cap", res, err, ctx.Err())
 	}
+}
+
+// TestRemoteRefusalOfOneCall: a remote server that refuses one call with a 4xx
+// status and a body that is not a JSON-RPC error fails that call, with the
+// status and the body, and the capability stays up; a 503 takes it down.
+func TestRemoteRefusalOfOneCall(t *testing.T) {
+	for _, c := range []struct {
+		status int
+		body   string
+		up     bool
+	}{
+		{http.StatusBadRequest, `{"detail":"bad arguments"}`, true},
+		{http.StatusTooManyRequests, "slow down", true},
+		{http.StatusServiceUnavailable, "maintenance", false},
+	} {
+		rs := newRemoteServer(t)
+		rs.onCall(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(c.status)
+			io.WriteString(w, c.body)
+		})
+		h := remoteHarness(t, remoteManifest("remote", "http://"+rs.addr+"/mcp"))
+		_, err := h.sup.Call(context.Background(), "remote_greet", []byte(`{"name":"x"}`))
+		var rpc *RPCError
+		switch {
+		case c.up && (!errors.As(err, &rpc) || !strings.Contains(err.Error(), fmt.Sprintf("HTTP %d: %s", c.status, c.body))):
+			t.Fatalf("HTTP %d %s: the call failed with %v; want the call's error, with the status and the body", c.status, c.body, err)
+		case c.up && h.status("remote").State != StateUp:
+			t.Fatalf("HTTP %d: status %+v; want up", c.status, h.status("remote"))
+		case !c.up && !errors.Is(err, ErrUnavailable):
+			t.Fatalf("HTTP %d: the call failed with %v; want unavailable", c.status, err)
+		case !c.up:
+			h.poll("the capability down", func() bool { return h.status("remote").State != StateUp })
+		}
+	}
+}
+
+// TestRemoteSSEEndlessAnswerIsCapped: over the legacy SSE transport the
+// answers come on the event stream, which cappedBody does not bound: an answer
+// that never ends is cut at the cap there, the stream ends, the call fails at
+// once (not at its deadline) and the capability goes down, naming the cap.
+func TestRemoteSSEEndlessAnswerIsCapped(t *testing.T) {
+	out := make(chan string, 16)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/sse", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		f := w.(http.Flusher)
+		fmt.Fprint(w, "event: endpoint\ndata: /message?s=1\n\n")
+		f.Flush()
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case m := <-out:
+				if m == "ENDLESS" {
+					fmt.Fprint(w, "event: message\ndata: ")
+					chunk := []byte(strings.Repeat(" ", 64<<10))
+					for r.Context().Err() == nil {
+						if _, err := w.Write(chunk); err != nil {
+							return
+						}
+					}
+					return
+				}
+				fmt.Fprintf(w, "event: message\ndata: %s\n\n", m)
+				f.Flush()
+			}
+		}
+	})
+	mux.HandleFunc("/message", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		json.Unmarshal(b, &msg)
+		w.WriteHeader(http.StatusAccepted)
+		if len(msg.ID) == 0 {
+			return
+		}
+		switch msg.Method {
+		case "initialize":
+			out <- `{"jsonrpc":"2.0","id":` + string(msg.ID) + `,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"x","version":"1"}}}`
+		case "tools/list":
+			out <- `{"jsonrpc":"2.0","id":` + string(msg.ID) + `,"result":{"tools":[{"name":"greet","description":"Greets.","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"destructiveHint":false}}]}}`
+		case "tools/call":
+			out <- "ENDLESS"
+		default:
+			out <- `{"jsonrpc":"2.0","id":` + string(msg.ID) + `,"result":{}}`
+		}
+	})
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skip(err)
+	}
+	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: mux}}
+	srv.Start()
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	man := remoteManifest("remote", "http://"+l.Addr().String()+"/sse")
+	man.Transport = transportSSE
+	h := remoteHarness(t, man)
+	if _, ok := h.tool("remote_greet"); !ok {
+		t.Fatalf("no tool: %+v", h.sup.Tools())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := h.sup.Call(ctx, "remote_greet", []byte(`{"name":"x"}`))
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("an endless answer: %s, %v (deadline: %v); want a failure before the deadline", res, err, ctx.Err())
+	}
+	h.poll("the capability down, naming the cap", func() bool {
+		st := h.status("remote")
+		return st.State != StateUp && strings.Contains(st.LastError, "cap")
+	})
 }

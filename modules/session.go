@@ -187,6 +187,9 @@ func (s *session) request(ctx context.Context, method string, params any) (json.
 			s.cancelled(id, ctx.Err())
 			return nil, fmt.Errorf("modules: %s: %w", method, ctx.Err())
 		}
+		if refused := httpRefusal(err); refused != nil {
+			return nil, refused
+		}
 		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, method, err)
 	}
 	if resp.Error != nil {
