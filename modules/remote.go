@@ -166,6 +166,10 @@ func (c *remoteConn) open(ctx context.Context) (*session, error) {
 		return nil, fmt.Errorf("url: %w", err)
 	}
 	s := newSession(tr, nil, false)
+	// Over SSE the session has no id a refusal could name: a 400 may mean the
+	// server lost it (mcp-go's own answers "Invalid session ID"), and the
+	// capability is restarted.
+	s.refusals = c.man.Transport != transportSSE
 	if err := s.initialize(ctx, c.version, c.onListChanged, nil); err != nil {
 		return nil, err
 	}
@@ -369,12 +373,13 @@ func (w *sessionWatch) RoundTrip(req *http.Request) (*http.Response, error) {
 var statusError = regexp.MustCompile(`^request failed with status (4\d\d): `)
 
 // httpRefusal is, for a remote server's refusal of one request with a 4xx
-// status other than 401, 403 and 404 (its credentials or session are wrong:
-// the capability is), that request's own error, as a JSON-RPC error would be:
-// the server is up, and the capability stays up. nil for any other error.
+// status other than 401, 403, 404, 407 and 410 (its credentials, session or
+// address are wrong: the capability is), that request's own error, as a
+// JSON-RPC error would be: the server is up, and the capability stays up. nil
+// for any other error.
 func httpRefusal(err error) error {
 	m := statusError.FindStringSubmatch(err.Error())
-	if m == nil || m[1] == "401" || m[1] == "403" || m[1] == "404" {
+	if m == nil || slices.Contains([]string{"401", "403", "404", "407", "410"}, m[1]) {
 		return nil
 	}
 	return &RPCError{Code: mcp.INVALID_REQUEST, Message: "HTTP " + m[1] + ": " + strings.TrimSpace(err.Error()[len(m[0]):])}

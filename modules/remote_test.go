@@ -68,6 +68,26 @@ func (rs *remoteServer) stop() {
 	rs.srv.Close()
 }
 
+// remoteFailed reports whether the remote capability name's connection has
+// been failed (the supervisor then restarts it): set before the call that
+// failed it returns.
+func (h *harness) remoteFailed(name string) bool {
+	h.t.Helper()
+	m := h.sup.byName[name]
+	m.mu.Lock()
+	conn, _ := m.sess.(*remoteConn)
+	m.mu.Unlock()
+	if conn == nil {
+		return true
+	}
+	select {
+	case <-conn.dead:
+		return true
+	default:
+		return false
+	}
+}
+
 // onCall has the server answer each tools/call with answer, and the rest as
 // before.
 func (rs *remoteServer) onCall(answer http.HandlerFunc) {
@@ -337,8 +357,8 @@ func TestRemoteRefusalOfOneCall(t *testing.T) {
 		switch {
 		case c.up && (!errors.As(err, &rpc) || !strings.Contains(err.Error(), fmt.Sprintf("HTTP %d: %s", c.status, c.body))):
 			t.Fatalf("HTTP %d %s: the call failed with %v; want the call's error, with the status and the body", c.status, c.body, err)
-		case c.up && h.status("remote").State != StateUp:
-			t.Fatalf("HTTP %d: status %+v; want up", c.status, h.status("remote"))
+		case c.up && h.remoteFailed("remote"):
+			t.Fatalf("HTTP %d: the connection was failed: %v", c.status, err)
 		case !c.up && !errors.Is(err, ErrUnavailable):
 			t.Fatalf("HTTP %d: the call failed with %v; want unavailable", c.status, err)
 		case !c.up:
@@ -347,58 +367,59 @@ func TestRemoteRefusalOfOneCall(t *testing.T) {
 	}
 }
 
-// TestRemoteSSEEndlessAnswerIsCapped: over the legacy SSE transport the
-// answers come on the event stream, which cappedBody does not bound: an answer
-// that never ends is cut at the cap there, the stream ends, the call fails at
-// once (not at its deadline) and the capability goes down, naming the cap.
-func TestRemoteSSEEndlessAnswerIsCapped(t *testing.T) {
+// sseServer serves the legacy HTTP+SSE transport with one tool, greet, and
+// returns its event stream's URL. call answers each tools/call: the POST's
+// status and body, and the event sent on the stream ("" for none, "ENDLESS"
+// for an answer that never ends).
+func sseServer(t *testing.T, call func(id string) (status int, body, event string)) string {
 	out := make(chan string, 16)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/sse", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		f := w.(http.Flusher)
-		fmt.Fprint(w, "event: endpoint\ndata: /message?s=1\n\n")
+		fmt.Fprint(w, "event: endpoint\ndata: /message\n\n")
 		f.Flush()
 		for {
 			select {
 			case <-r.Context().Done():
 				return
 			case m := <-out:
-				if m == "ENDLESS" {
-					fmt.Fprint(w, "event: message\ndata: ")
-					chunk := []byte(strings.Repeat(" ", 64<<10))
-					for r.Context().Err() == nil {
-						if _, err := w.Write(chunk); err != nil {
-							return
-						}
-					}
-					return
+				if m != "ENDLESS" {
+					fmt.Fprintf(w, "event: message\ndata: %s\n\n", m)
+					f.Flush()
+					continue
 				}
-				fmt.Fprintf(w, "event: message\ndata: %s\n\n", m)
-				f.Flush()
+				fmt.Fprint(w, "event: message\ndata: ")
+				for chunk := []byte(strings.Repeat(" ", 64<<10)); r.Context().Err() == nil; {
+					if _, err := w.Write(chunk); err != nil {
+						return
+					}
+				}
+				return
 			}
 		}
 	})
 	mux.HandleFunc("/message", func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
 		var msg struct {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
 		}
+		b, _ := io.ReadAll(r.Body)
 		json.Unmarshal(b, &msg)
-		w.WriteHeader(http.StatusAccepted)
-		if len(msg.ID) == 0 {
-			return
-		}
+		id := string(msg.ID)
+		status, body, event := http.StatusAccepted, "", `{"jsonrpc":"2.0","id":`+id+`,"result":{}}`
 		switch msg.Method {
 		case "initialize":
-			out <- `{"jsonrpc":"2.0","id":` + string(msg.ID) + `,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"x","version":"1"}}}`
+			event = `{"jsonrpc":"2.0","id":` + id + `,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"x","version":"1"}}}`
 		case "tools/list":
-			out <- `{"jsonrpc":"2.0","id":` + string(msg.ID) + `,"result":{"tools":[{"name":"greet","description":"Greets.","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"destructiveHint":false}}]}}`
+			event = `{"jsonrpc":"2.0","id":` + id + `,"result":{"tools":[{"name":"greet","description":"Greets.","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"destructiveHint":false}}]}}`
 		case "tools/call":
-			out <- "ENDLESS"
-		default:
-			out <- `{"jsonrpc":"2.0","id":` + string(msg.ID) + `,"result":{}}`
+			status, body, event = call(id)
+		}
+		w.WriteHeader(status)
+		io.WriteString(w, body)
+		if len(msg.ID) > 0 && event != "" {
+			out <- event
 		}
 	})
 	l, err := net.Listen("tcp", "127.0.0.2:0")
@@ -408,20 +429,49 @@ func TestRemoteSSEEndlessAnswerIsCapped(t *testing.T) {
 	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: mux}}
 	srv.Start()
 	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
-	man := remoteManifest("remote", "http://"+l.Addr().String()+"/sse")
+	return "http://" + l.Addr().String() + "/sse"
+}
+
+func sseHarness(t *testing.T, url string) *harness {
+	man := remoteManifest("remote", url)
 	man.Transport = transportSSE
 	h := remoteHarness(t, man)
 	if _, ok := h.tool("remote_greet"); !ok {
 		t.Fatalf("no tool: %+v", h.sup.Tools())
 	}
+	return h
+}
+
+// TestRemoteSSEEndlessAnswerIsCapped: over the legacy SSE transport the
+// answers come on the event stream, which cappedBody does not bound: an answer
+// that never ends is cut at the cap there, the stream ends, the call fails at
+// once (not at its timeout) and the capability goes down, naming the cap.
+func TestRemoteSSEEndlessAnswerIsCapped(t *testing.T) {
+	h := sseHarness(t, sseServer(t, func(string) (int, string, string) { return http.StatusAccepted, "", "ENDLESS" }))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	res, err := h.sup.Call(ctx, "remote_greet", []byte(`{"name":"x"}`))
-	if err == nil || ctx.Err() != nil {
-		t.Fatalf("an endless answer: %s, %v (deadline: %v); want a failure before the deadline", res, err, ctx.Err())
+	if err == nil || ctx.Err() != nil || strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("an endless answer: %s, %v (deadline: %v); want a failure before the timeout", res, err, ctx.Err())
 	}
 	h.poll("the capability down, naming the cap", func() bool {
 		st := h.status("remote")
 		return st.State != StateUp && strings.Contains(st.LastError, "cap")
 	})
+}
+
+// TestRemoteSSERefusalRestarts: over SSE a 400 may mean the server lost the
+// session, which has no id a refusal could name (mcp-go's own SSE server
+// answers "Invalid session ID"): the call is unavailable and the capability
+// restarts, rather than fail every call while it stays up.
+func TestRemoteSSERefusalRestarts(t *testing.T) {
+	h := sseHarness(t, sseServer(t, func(string) (int, string, string) {
+		return http.StatusBadRequest, "No transport found for sessionId", ""
+	}))
+	if _, err := h.sup.Call(context.Background(), "remote_greet", []byte(`{"name":"x"}`)); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a 400 over SSE: %v; want unavailable", err)
+	}
+	if !h.remoteFailed("remote") {
+		t.Fatal("a 400 over SSE left the connection up")
+	}
 }

@@ -70,6 +70,10 @@ type session struct {
 	// fail with ErrUnavailable instead of waiting for their deadline.
 	alive context.Context
 	kill  context.CancelFunc
+
+	// refusals: a 4xx answer to a request is that request's error (httpRefusal),
+	// over Streamable HTTP, where a lost session shows in its header.
+	refusals bool
 }
 
 // openSession starts the client over the module's pipes and initializes it.
@@ -187,7 +191,7 @@ func (s *session) request(ctx context.Context, method string, params any) (json.
 			s.cancelled(id, ctx.Err())
 			return nil, fmt.Errorf("modules: %s: %w", method, ctx.Err())
 		}
-		if refused := httpRefusal(err); refused != nil {
+		if refused := httpRefusal(err); s.refusals && refused != nil {
 			return nil, refused
 		}
 		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, method, err)
