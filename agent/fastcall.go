@@ -240,6 +240,25 @@ func plainID(id json.RawMessage) bool {
 	return err == nil && string(id) != "-0"
 }
 
+// messageID is a request's id as mcp-go's message handler writes it back in a
+// refusal: any JSON value, a number as echoID writes it; null when absent.
+func messageID(raw json.RawMessage) json.RawMessage {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if absent(raw) || d.Decode(&v) != nil {
+		return json.RawMessage("null")
+	}
+	if _, number := v.(json.Number); number {
+		return echoID(raw)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
 // echoID is a request's id as mcp-go writes it back in its answer: read as
 // mcp.RequestId reads it (a whole number as an integer) and marshalled; null
 // when absent or not an id.

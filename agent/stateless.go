@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -35,17 +34,27 @@ func isModern(h http.Header, env *envelope) bool {
 	return mcp.IsModernProtocol(h.Get(mcp.HeaderProtocolVersion)) || (env != nil && mcp.IsModernProtocol(readMeta(env).Version))
 }
 
-// requestMeta is what the agent reads of a stateless request's _meta: only these
-// members, where mcp.Meta's decoder reads them all, which cost a stateless call
-// a twentieth of its time.
+// requestMeta is what the agent reads of a stateless request's _meta: its
+// protocol version, and whether it declares client capabilities that mcp-go
+// can read. Its members are read raw, where mcp.Meta's decoder decodes them
+// all, which cost a stateless call a twentieth of its time; by their exact
+// names, as mcp.Meta does (a struct's tags would match any case).
 type requestMeta struct {
-	Version string          `json:"io.modelcontextprotocol/protocolVersion"`
-	Caps    json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+	Version string
+	Caps    bool
 }
 
 func readMeta(env *envelope) (m requestMeta) {
-	if !absent(env.Params.Meta) {
-		_ = json.Unmarshal(env.Params.Meta, &m)
+	var fields map[string]json.RawMessage
+	if absent(env.Params.Meta) || json.Unmarshal(env.Params.Meta, &fields) != nil {
+		return m
+	}
+	if v := fields[mcp.MetaKeyProtocolVersion]; len(v) > 0 {
+		_ = json.Unmarshal(v, &m.Version)
+	}
+	if v := fields[mcp.MetaKeyClientCapabilities]; !absent(v) {
+		var caps *mcp.ClientCapabilities
+		m.Caps = json.Unmarshal(v, &caps) == nil && caps != nil
 	}
 	return m
 }
@@ -60,13 +69,15 @@ func readMeta(env *envelope) (m requestMeta) {
 // passes, for mcp-go to refuse. The fast path relies on it for every refusal
 // mcp-go would make of such a request.
 func (a *Agent) checkModern(w http.ResponseWriter, r *http.Request, body []byte, env *envelope) bool {
-	if env == nil {
-		return true
+	if env == nil || (env.Method == "" && len(env.ID) > 0) {
+		return true // not JSON, or a response, which mcp-go answers before any check
 	}
 	meta := readMeta(env)
 	header, inBody := r.Header.Get(mcp.HeaderProtocolVersion), meta.Version
 	msg := ""
 	code := mcp.HEADER_MISMATCH
+	// First what mcp-go's transport checks, which writes the id back as
+	// mcp.RequestId reads it (echoID).
 	switch {
 	case r.Header.Get(server.HeaderKeySessionID) != "":
 		code, msg = mcp.INVALID_REQUEST, "Mcp-Session-Id is not part of protocol version "+statelessVersion+
@@ -81,20 +92,7 @@ func (a *Agent) checkModern(w http.ResponseWriter, r *http.Request, body []byte,
 	case header != inBody:
 		msg = mcp.HeaderProtocolVersion + " header " + strconv.Quote(header) + " does not match request " +
 			mcp.MetaKeyProtocolVersion + " " + strconv.Quote(inBody)
-	}
-	if msg == "" && slices.Contains(SupportedProtocolVersions, inBody) {
-		// In the order mcp-go checks the message itself.
-		if err := memberProblem(body); err != nil {
-			code, msg = mcp.INVALID_REQUEST, err.Error()
-		} else if !bytes.HasPrefix(bytes.TrimSpace(meta.Caps), []byte("{")) {
-			code, msg = mcp.INVALID_PARAMS, "missing or invalid _meta field "+mcp.MetaKeyClientCapabilities
-		} else if env.Method != "" {
-			if err := standardHeaders(r.Header, env); err != nil {
-				msg = err.Error()
-			}
-		}
-	}
-	if msg == "" && !slices.Contains(SupportedProtocolVersions, inBody) {
+	case !slices.Contains(SupportedProtocolVersions, inBody):
 		// As mcp-go answers it, with the versions to use instead.
 		refusal := mcp.UnsupportedProtocolVersionError{Version: inBody, Supported: SupportedProtocolVersions}.JSONRPCError()
 		refusal.ID = mcp.NewRequestId(echoID(env.ID))
@@ -103,10 +101,30 @@ func (a *Agent) checkModern(w http.ResponseWriter, r *http.Request, body []byte,
 		json.NewEncoder(w).Encode(refusal)
 		return false
 	}
+	if msg != "" {
+		writeRPCError(w, echoID(env.ID), code, msg, http.StatusBadRequest)
+		return false
+	}
+	// Then what its message handler checks, in its order, which writes the id
+	// back as any JSON value (messageID). A notification is served once its
+	// members and version pass.
+	switch err := memberProblem(body); {
+	case err != nil:
+		code, msg = mcp.INVALID_REQUEST, err.Error()
+	case env.JSONRPC != mcp.JSONRPC_VERSION:
+		code, msg = mcp.INVALID_REQUEST, "Invalid JSON-RPC version"
+	case absent(env.ID):
+	case !meta.Caps:
+		code, msg = mcp.INVALID_PARAMS, "missing or invalid _meta field "+mcp.MetaKeyClientCapabilities
+	case env.Method != "":
+		if err := standardHeaders(r.Header, env); err != nil {
+			msg = err.Error()
+		}
+	}
 	if msg == "" {
 		return true
 	}
-	writeRPCError(w, env.ID, code, msg, http.StatusBadRequest)
+	writeRPCError(w, messageID(env.ID), code, msg, http.StatusBadRequest)
 	return false
 }
 
@@ -141,9 +159,9 @@ func standardHeaders(h http.Header, env *envelope) error {
 	return nil
 }
 
-// writeRPCError answers a request with a JSON-RPC error and an HTTP status.
+// writeRPCError answers a request with a JSON-RPC error and an HTTP status; id
+// is written as given (see echoID and messageID).
 func writeRPCError(w http.ResponseWriter, id json.RawMessage, code int, msg string, status int) {
-	id = echoID(id)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(appendError(nil, id, code, msg))
@@ -162,7 +180,7 @@ func (a *Agent) serveStateless(ctx context.Context, w http.ResponseWriter, r *ht
 		return
 	}
 	if env != nil && env.Method == string(mcp.MethodSubscriptionsListen) && !absent(env.ID) {
-		a.serveListen(ctx, w, ep, echoID(env.ID), body)
+		a.serveListen(ctx, w, ep, messageID(env.ID), body)
 		return
 	}
 	tools := a.endpointTools(ctx, ep)

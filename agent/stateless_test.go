@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -422,5 +425,89 @@ func TestStatelessModuleToolsAndLimits(t *testing.T) {
 	rows, err := e.st.ListAudit(t.Context(), store.AuditFilter{Action: "module.call"})
 	if err != nil || len(rows) < 2 || rows[0].Actor != "agent:stateless-modules" {
 		t.Fatalf("audit: %v %+v", err, rows)
+	}
+}
+
+// A stateless request the agent checks before mcp-go sees it (checkModern) is
+// answered as a bare mcp-go server answers it: the HTTP status, the error code
+// and the id written back, whatever its shape. (The agent refuses one thing
+// mcp-go ignores, an Mcp-Session-Id, on purpose: not here.)
+func TestStatelessRefusalsAnswerAsMCPGo(t *testing.T) {
+	e := newEnv(t)
+	_, cred := e.endpoint("modern", []string{"inbox"}, nil)
+	bare := server.NewMCPServer("bare", "1")
+	bare.AddTool(mcp.NewTool(VerbListTodos), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("ok"), nil
+	})
+	hs := httptest.NewServer(server.NewStreamableHTTPServer(bare))
+	t.Cleanup(hs.Close)
+	pv, cc := `"`+mcp.MetaKeyProtocolVersion+`":"2026-07-28"`, `"`+mcp.MetaKeyClientCapabilities+`":{}`
+	// meta opens params with a _meta of members; the body closes params.
+	meta := func(members ...string) string { return `{"_meta":{` + strings.Join(members, ",") + `}` }
+	call := `,"name":"list_todos","arguments":{"queue":"inbox"}}}`
+	callHeaders := modernHeaders("tools/call", VerbListTodos)
+	for _, c := range []struct {
+		name, body string
+		header     map[string]string
+	}{
+		{"a plain call", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + meta(pv, cc) + call, callHeaders},
+		{"capabilities under another case", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":` +
+			meta(pv, strings.ToLower(cc)) + call, callHeaders},
+		{"the version under another case", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":` +
+			meta(strings.ToUpper(pv), cc) + call, callHeaders},
+		{"capabilities mcp-go cannot read", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":` +
+			meta(pv, `"`+mcp.MetaKeyClientCapabilities+`":{"roots":5}`) + call, callHeaders},
+		{"jsonrpc 1.0, no capabilities", `{"jsonrpc":"1.0","id":5,"method":"tools/list","params":` + meta(pv) + `}}`,
+			modernHeaders("tools/list", "")},
+		{"a notification, no capabilities", `{"jsonrpc":"2.0","method":"notifications/initialized","params":` + meta(pv) + `}}`,
+			modernHeaders("notifications/initialized", "")},
+		{"a notification, another Mcp-Method", `{"jsonrpc":"2.0","method":"notifications/initialized","params":` + meta(pv, cc) + `}}`,
+			modernHeaders("tools/list", "")},
+		{"a bool id, Method twice", `{"jsonrpc":"2.0","id":true,"method":"tools/list","Method":"x","params":` + meta(pv, cc) + `}}`,
+			modernHeaders("tools/list", "")},
+		{"an object id, no capabilities", `{"jsonrpc":"2.0","id":{"b":1,"a":[2]},"method":"tools/list","params":` + meta(pv) + `}}`,
+			modernHeaders("tools/list", "")},
+		{"a bool id, Last-Event-ID", `{"jsonrpc":"2.0","id":false,"method":"tools/list","params":` + meta(pv, cc) + `}}`,
+			map[string]string{mcp.HeaderProtocolVersion: "2026-07-28", mcp.HeaderMethod: "tools/list", "Last-Event-ID": "1"}},
+		{"a response, Last-Event-ID", `{"jsonrpc":"2.0","id":6,"result":{"x":1},"params":` + meta(pv, cc) + `}}`,
+			map[string]string{mcp.HeaderProtocolVersion: "2026-07-28", "Last-Event-ID": "1"}},
+		{"an empty response", `{"jsonrpc":"2.0","id":7,"result":{},"params":` + meta(pv, cc) + `}}`,
+			map[string]string{mcp.HeaderProtocolVersion: "2026-07-28"}},
+		{"-0 as id, the version under another case", `{"jsonrpc":"2.0","id":-0,"method":"tools/list","params":` +
+			meta(strings.ToUpper(pv), cc) + `}}`, modernHeaders("tools/list", "")},
+	} {
+		type answer struct {
+			ID    json.RawMessage
+			Error *struct{ Code int }
+		}
+		read := func(resp *http.Response, body string) (a answer) {
+			if i := strings.LastIndex(body, "data: "); i >= 0 {
+				body = body[i+len("data: "):]
+			}
+			if strings.TrimSpace(body) != "" {
+				if err := json.Unmarshal([]byte(body), &a); err != nil {
+					t.Fatalf("%s: %v: %s", c.name, err, body)
+				}
+			}
+			return a
+		}
+		ours, oursBody := e.raw(http.MethodPost, cred, "", c.body, c.header)
+		req, _ := http.NewRequest(http.MethodPost, hs.URL, strings.NewReader(c.body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range c.header {
+			req.Header.Set(k, v)
+		}
+		theirs, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(theirs.Body)
+		theirs.Body.Close()
+		a, m := read(ours, oursBody), read(theirs, string(b))
+		if ours.StatusCode != theirs.StatusCode || (a.Error == nil) != (m.Error == nil) ||
+			(a.Error != nil && (a.Error.Code != m.Error.Code || string(a.ID) != string(m.ID))) {
+			t.Errorf("%s: the agent answers HTTP %d %s\nmcp-go answers HTTP %d %s", c.name, ours.StatusCode, oursBody, theirs.StatusCode, b)
+		}
 	}
 }
