@@ -118,6 +118,14 @@ type listenParams struct {
 // will get, then held open, carrying doorbells and list changes, until the
 // client goes, the credential is revoked, or the server shuts down.
 func (a *Agent) serveListen(ctx context.Context, w http.ResponseWriter, ep store.Endpoint, id json.RawMessage, body []byte) {
+	// As mcp-go reads the request first (what it refuses, it refuses as
+	// unparsable), then the extension it does not know.
+	var req mcp.SubscriptionsListenRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeRPCError(w, id, mcp.INVALID_REQUEST, fmt.Sprintf("unparsable %s request: %v", mcp.MethodSubscriptionsListen, err),
+			http.StatusBadRequest)
+		return
+	}
 	var msg struct {
 		Params listenParams `json:"params"`
 	}

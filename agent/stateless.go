@@ -26,6 +26,11 @@ import (
 // statelessVersion is the first revision without sessions.
 const statelessVersion = mcp.ProtocolVersion20260728
 
+// sessionRefusal is the agent's answer to a stateless request that names a
+// session, which mcp-go would ignore.
+const sessionRefusal = "Mcp-Session-Id is not part of protocol version " + statelessVersion +
+	": its requests keep no session; send none"
+
 // isModern says whether a request belongs to the stateless revision: its header
 // or its message's _meta (env, nil for a message that is not JSON) names
 // 2026-07-28 or later (mcp-go's rule; naming it in only one of the two is refused
@@ -69,6 +74,11 @@ func readMeta(env *envelope) (m requestMeta) {
 // passes, for mcp-go to refuse. The fast path relies on it for every refusal
 // mcp-go would make of such a request.
 func (a *Agent) checkModern(w http.ResponseWriter, r *http.Request, body []byte, env *envelope) bool {
+	if env == nil && r.Header.Get(server.HeaderKeySessionID) != "" {
+		// A body the envelope cannot read (mcp-go may still serve it).
+		writeRPCError(w, json.RawMessage("null"), mcp.INVALID_REQUEST, sessionRefusal, http.StatusBadRequest)
+		return false
+	}
 	if env == nil || (env.Method == "" && len(env.ID) > 0) {
 		return true // not JSON, or a response, which mcp-go answers before any check
 	}
@@ -80,8 +90,7 @@ func (a *Agent) checkModern(w http.ResponseWriter, r *http.Request, body []byte,
 	// mcp.RequestId reads it (echoID).
 	switch {
 	case r.Header.Get(server.HeaderKeySessionID) != "":
-		code, msg = mcp.INVALID_REQUEST, "Mcp-Session-Id is not part of protocol version "+statelessVersion+
-			": its requests keep no session; send none"
+		code, msg = mcp.INVALID_REQUEST, sessionRefusal
 	case r.Header.Get(mcp.HeaderLastEventID) != "":
 		msg = "Last-Event-ID is not supported in protocol version " + statelessVersion +
 			": streams are not resumable, re-issue the request with a new ID"

@@ -232,6 +232,11 @@ func TestStatelessBadInput(t *testing.T) {
 			map[string]string{mcp.HeaderProtocolVersion: "2026-07-28"}, mcp.INVALID_REQUEST},
 		{"a call with Method", strings.Replace(modernBody(1, "tools/call", claim), `"method"`, `"Method"`, 1),
 			modernHeaders("tools/call", "claim_next"), mcp.INVALID_REQUEST},
+		// A body whose name is not a string, which the agent's envelope cannot
+		// read, still meets the refusal of a session.
+		{"an Mcp-Session-Id, a name that is a number", modernBody(1, "tools/list", `{"name":5}`),
+			map[string]string{mcp.HeaderProtocolVersion: "2026-07-28", mcp.HeaderMethod: "tools/list", "Mcp-Session-Id": "x"},
+			mcp.INVALID_REQUEST},
 	} {
 		resp, body := e.raw(http.MethodPost, cred, "", c.body, c.header)
 		var rpc struct {
@@ -475,6 +480,14 @@ func TestStatelessRefusalsAnswerAsMCPGo(t *testing.T) {
 			map[string]string{mcp.HeaderProtocolVersion: "2026-07-28"}},
 		{"-0 as id, the version under another case", `{"jsonrpc":"2.0","id":-0,"method":"tools/list","params":` +
 			meta(strings.ToUpper(pv), cc) + `}}`, modernHeaders("tools/list", "")},
+		// subscriptions/listen, which the agent serves: what mcp-go cannot read
+		// of it is refused as mcp-go refuses it.
+		{"a listen asking a known notification by a number", `{"jsonrpc":"2.0","id":8,"method":"subscriptions/listen","params":` +
+			meta(pv, cc) + `,"notifications":{"promptsListChanged":5}}}`, modernHeaders("subscriptions/listen", "")},
+		{"a listen whose notifications are a number", `{"jsonrpc":"2.0","id":"l","method":"subscriptions/listen","params":` +
+			meta(pv, cc) + `,"notifications":5}}`, modernHeaders("subscriptions/listen", "")},
+		{"a listen asking tools by a string", `{"jsonrpc":"2.0","id":[1],"method":"subscriptions/listen","params":` +
+			meta(pv, cc) + `,"notifications":{"toolsListChanged":"x"}}}`, modernHeaders("subscriptions/listen", "")},
 	} {
 		type answer struct {
 			ID    json.RawMessage
