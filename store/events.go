@@ -95,9 +95,11 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 		lookup := deliveryLookup
 		if w.w.s.pg {
 			lookup = pgDeliveryLookup
-			if _, err := w.exec(pgLockDeliveryKeys, deliveryLockKey("delivery", d.WebhookID, []byte(d.DeliveryID)),
+			// Sent with the lookup, which runs once the locks are held.
+			if err := w.later(fmt.Sprintf("store: record delivery for webhook %d: wait for the same delivery", d.WebhookID),
+				pgLockDeliveryKeys, deliveryLockKey("delivery", d.WebhookID, []byte(d.DeliveryID)),
 				deliveryLockKey("replay", d.WebhookID, d.ReplayKey)); err != nil {
-				return fmt.Errorf("store: record delivery for webhook %d: wait for the same delivery: %w", d.WebhookID, err)
+				return err
 			}
 		}
 		err := w.queryRow(lookup, nullString(d.DeliveryID), nullBytes(d.ReplayKey), d.WebhookID).Scan(
@@ -147,9 +149,10 @@ func (w *wtx) recordNewDelivery(d NewDelivery, res *DeliveryResult, src, created
 	var todoRef any
 	if d.Filtered {
 		res.Filtered = true
-		if _, err := w.exec(`INSERT INTO queue_flow (queue, filtered) VALUES (?, 1)
+		if err := w.later(fmt.Sprintf("store: record delivery for webhook %d: count filtered", d.WebhookID),
+			`INSERT INTO queue_flow (queue, filtered) VALUES (?, 1)
 			ON CONFLICT (queue) DO UPDATE SET filtered = queue_flow.filtered + 1`, res.Queue); err != nil {
-			return fmt.Errorf("store: record delivery for webhook %d: count filtered: %w", d.WebhookID, err)
+			return err
 		}
 	} else {
 		t, err := w.addTodo(NewTodo{
@@ -167,13 +170,11 @@ func (w *wtx) recordNewDelivery(d NewDelivery, res *DeliveryResult, src, created
 		}
 		res.TodoID, res.Folded, todoRef = t.ID, t.Folded, t.ID
 	}
-	if _, err := w.exec(`INSERT INTO webhook_events (id, webhook_id, delivery_id, replay_key, event_type, received_at,
+	return w.later(fmt.Sprintf("store: record delivery for webhook %d", d.WebhookID),
+		`INSERT INTO webhook_events (id, webhook_id, delivery_id, replay_key, event_type, received_at,
 			headers, body, size, verified, trust_mode, todo_id, filtered) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)`,
 		res.EventID, d.WebhookID, nullString(d.DeliveryID), nullBytes(d.ReplayKey), d.EventType, ms(w.now),
-		string(headers), body, len(body), d.TrustMode, todoRef, boolInt(d.Filtered)); err != nil {
-		return fmt.Errorf("store: record delivery for webhook %d: %w", d.WebhookID, err)
-	}
-	return nil
+		string(headers), body, len(body), d.TrustMode, todoRef, boolInt(d.Filtered))
 }
 
 // deliveryLookup reads what recording a delivery needs (see RecordDelivery);

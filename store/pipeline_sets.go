@@ -158,7 +158,7 @@ type pgRawRow struct {
 }
 
 func (r *pgRawRow) Scan(dest ...any) error {
-	r.err = scanIntBools(dest, func(dest ...any) error {
+	r.err = scanIntBools(dest, r.fields, func(dest ...any) error {
 		return pgx.ScanRow(r.typeMap, r.fields, r.values, dest...)
 	})
 	return r.err
@@ -169,12 +169,15 @@ type pgNoRow struct{}
 
 func (pgNoRow) Scan(...any) error { return sql.ErrNoRows }
 
-// scanIntBools runs scan with each *bool of dest scanned from an integer, as
-// database/sql does and pgx will not.
-func scanIntBools(dest []any, scan func(dest ...any) error) error {
+// scanIntBools runs scan with each *bool of dest whose column is not a boolean
+// (fields) scanned from an integer, as database/sql does and pgx will not.
+func scanIntBools(dest []any, fields []pgconn.FieldDescription, scan func(dest ...any) error) error {
 	var flags []*bool
 	var ints []*int64
 	for i, d := range dest {
+		if i < len(fields) && fields[i].DataTypeOID == pgtype.BoolOID {
+			continue
+		}
 		if b, ok := d.(*bool); ok {
 			n := new(int64)
 			flags, ints = append(flags, b), append(ints, n)

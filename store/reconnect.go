@@ -57,6 +57,7 @@ func (w *writer) redial() error {
 		st.Close()
 		delete(w.stmts, q)
 	}
+	w.pgPrepared = nil
 	w.conn.Close()
 	if !w.lost {
 		w.lost = true

@@ -69,12 +69,22 @@ func (w *wtx) addTodo(n NewTodo) (Todo, error) {
 		insertTodo = pgInsertTodo
 	}
 	now := ms(w.now)
-	id, err := w.insert(insertTodo,
-		nullID(n.id), n.Queue, size, n.Source.Type, nullID(n.Source.WebhookID), nullID(n.Source.EventID),
+	args := []any{nullID(n.id), n.Queue, size, n.Source.Type, nullID(n.Source.WebhookID), nullID(n.Source.EventID),
 		n.Source.EventType, boolInt(n.Trust.Verified), n.Trust.Mode, n.Trust.WebhookCreatedBy, n.CreatedBy,
-		n.MaxAttempts, ms(available), now, now, nullString(o.Key), boolInt(waiting), o.Priority)
+		n.MaxAttempts, ms(available), now, now, nullString(o.Key), boolInt(waiting), o.Priority}
+	id := n.id
+	var err error
+	if id != 0 && w.w.s.pg {
+		// Its id taken ahead, nothing of its answer is read: sent later (wtxlater.go).
+		err = w.later("store: add todo to "+n.Queue, insertTodo, args...)
+	} else {
+		id, err = w.insert(insertTodo, args...)
+		if err != nil {
+			err = fmt.Errorf("store: add todo to %s: %w", n.Queue, err)
+		}
+	}
 	if err != nil {
-		return Todo{}, fmt.Errorf("store: add todo to %s: %w", n.Queue, err)
+		return Todo{}, err
 	}
 	// A todo made from a webhook event reads its payload from the event's body.
 	if err := w.insertPayload(id, n); err != nil {

@@ -183,10 +183,7 @@ func (w *wtx) insertPayload(id int64, n NewTodo) error {
 	if w.w.s.pg {
 		payload = pgPayloadIn(payload)
 	}
-	if _, err := w.exec(`INSERT INTO todo_payloads (todo_id, payload) VALUES (?, ?)`, id, payload); err != nil {
-		return fmt.Errorf("store: add todo to %s: payload: %w", n.Queue, err)
-	}
-	return nil
+	return w.later("store: add todo to "+n.Queue+": payload", `INSERT INTO todo_payloads (todo_id, payload) VALUES (?, ?)`, id, payload)
 }
 
 // keyWaitingOnReturn is, for a todo of key on queue going back to pending from

@@ -53,6 +53,13 @@ type writer struct {
 	piped    atomic.Int64 // batches committed in one round trip (pipeline.go)
 	inSets   atomic.Int64 // writes committed in a statement shared with others (pipeline_sets.go)
 	reruns   atomic.Int64 // batches run bare that ran again with savepoints (see bare)
+
+	// On PostgreSQL, the running write's statements sent later, the first of
+	// them that failed, and the round trips that sent them (wtxlater.go).
+	queued     []pgLater
+	queuedErr  error
+	sends      int
+	pgPrepared map[string]bool // statements prepared on conn under their text, for send
 }
 
 // WriterStats says how well group commit is batching: Requests/Batches is the mean
@@ -93,6 +100,8 @@ type wtx struct {
 	ctx     context.Context
 	now     time.Time
 	changes []TodoChange
+	// queueing: on PostgreSQL, later queues statements (wtxlater.go).
+	queueing bool
 }
 
 func newWriter(ctx context.Context, s *Store) (*writer, error) {
@@ -381,6 +390,13 @@ func (w *writer) runEach(batch []*writeReq, now time.Time, bare bool) (ran int, 
 		}
 		if r.lead != nil && r.lead.err != nil {
 			r.err = errLeadFailed
+			continue
+		}
+		if w.s.pg {
+			if over, err := w.runQueued(r, single); over || err != nil {
+				return ran, true, err
+			}
+			ran++
 			continue
 		}
 		if single || bare {

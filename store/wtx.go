@@ -13,6 +13,9 @@ import (
 func (t *wtx) stmt(query string) (*sql.Stmt, error) { return t.w.prepared(query) }
 
 func (t *wtx) exec(query string, args ...any) (sql.Result, error) {
+	if err := t.sendQueued(); err != nil {
+		return nil, err
+	}
 	st, err := t.stmt(query)
 	if err != nil {
 		return nil, err
@@ -23,7 +26,12 @@ func (t *wtx) exec(query string, args ...any) (sql.Result, error) {
 	return st.ExecContext(t.ctx, args...)
 }
 
-func (t *wtx) queryRow(query string, args ...any) *sql.Row {
+func (t *wtx) queryRow(query string, args ...any) scanner {
+	if t.queueing && len(t.w.queued) > 0 {
+		// Sent with what the write queued, in one round trip (wtxlater.go).
+		pgText(args)
+		return t.w.sendQueuedWith(t.w.s.q(query), args)
+	}
 	st, err := t.stmt(query)
 	if err != nil {
 		// Let Scan report the preparation error.
@@ -36,6 +44,9 @@ func (t *wtx) queryRow(query string, args ...any) *sql.Row {
 }
 
 func (t *wtx) query(query string, args ...any) (*sql.Rows, error) {
+	if err := t.sendQueued(); err != nil {
+		return nil, err
+	}
 	st, err := t.stmt(query)
 	if err != nil {
 		return nil, err
@@ -46,19 +57,35 @@ func (t *wtx) query(query string, args ...any) (*sql.Rows, error) {
 	return st.QueryContext(t.ctx, args...)
 }
 
+// sendQueued sends what the write queued (wtxlater.go) before a statement
+// whose answer it reads.
+func (t *wtx) sendQueued() error {
+	if !t.queueing {
+		return nil
+	}
+	return t.w.sendQueued()
+}
+
 // audit appends an audit row inside the write.
 func (t *wtx) audit(actor, action, target, outcome, detail string) error {
-	_, err := t.auditRow(actor, action, target, outcome, detail)
-	return err
+	if !t.queueing {
+		_, err := t.auditRow(actor, action, target, outcome, detail)
+		return err
+	}
+	if outcome == "" {
+		outcome = "ok"
+	}
+	return t.later("store: audit "+action, auditInsert, ms(t.now), actor, action, target, outcome, detail)
 }
+
+const auditInsert = `INSERT INTO audit (at, actor, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?)`
 
 // auditRow appends an audit row inside the write and returns its id.
 func (t *wtx) auditRow(actor, action, target, outcome, detail string) (int64, error) {
 	if outcome == "" {
 		outcome = "ok"
 	}
-	id, err := t.insert(`INSERT INTO audit (at, actor, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?)`,
-		ms(t.now), actor, action, target, outcome, detail)
+	id, err := t.insert(auditInsert, ms(t.now), actor, action, target, outcome, detail)
 	if err != nil {
 		return 0, fmt.Errorf("store: audit %s: %w", action, err)
 	}

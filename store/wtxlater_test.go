@@ -1,0 +1,220 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// refuseRows makes the database refuse, with the message "refused by the test",
+// every row of table whose column is value (a trigger on either backend).
+func refuseRows(t *testing.T, s *Store, table, column, value string) {
+	t.Helper()
+	ddl := []string{fmt.Sprintf(`CREATE TRIGGER refuse_%[1]s BEFORE INSERT ON %[1]s WHEN NEW.%[2]s = '%[3]s'
+		BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`, table, column, value)}
+	if s.pg {
+		ddl = []string{
+			fmt.Sprintf(`CREATE FUNCTION refuse_%[1]s() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN IF NEW.%[2]s = '%[3]s' THEN RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$`,
+				table, column, value),
+			fmt.Sprintf(`CREATE TRIGGER refuse_%[1]s BEFORE INSERT ON %[1]s FOR EACH ROW EXECUTE FUNCTION refuse_%[1]s()`, table),
+		}
+	}
+	err := s.exclusive(context.Background(), func(c *sql.Conn) error {
+		for _, q := range ddl {
+			if _, err := c.ExecContext(context.Background(), q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// On PostgreSQL an add's audit row is sent after the add's other statements, in
+// one round trip (wtxlater.go). When the database refuses it, that add fails
+// with the audit's error and leaves no todo, and the adds it shared batches
+// with are not touched.
+func TestAnAuditRowRefusedLaterFailsItsAddAlone(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	refuseRows(t, s, "audit", "detail", "queue=boom")
+	var wg sync.WaitGroup
+	errs := make([]error, 40)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			q := "fine"
+			if i%4 == 0 {
+				q = "boom"
+			}
+			_, errs[i] = s.AddTodo(ctx, NewTodo{Queue: q, Payload: fmt.Sprintf("todo %d", i)})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		switch {
+		case i%4 != 0 && err != nil:
+			t.Errorf("add %d to fine: %v", i, err)
+		case i%4 == 0 && (err == nil || !strings.Contains(err.Error(), "store: audit todo.add: ") ||
+			!strings.Contains(err.Error(), "refused by the test")):
+			t.Errorf("add %d to boom: %v, want the audit row's refusal", i, err)
+		}
+	}
+	for q, want := range map[string]int{"fine": 30, "boom": 0} {
+		list, err := s.ListTodos(ctx, TodoFilter{Queues: []string{q}})
+		if err != nil || len(list) != want {
+			t.Errorf("queue %s holds %d todos (%v), want %d", q, len(list), err, want)
+		}
+	}
+	counts, err := s.QueueCounts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "[{fine pending 30}]"; fmt.Sprint(counts) != want {
+		t.Errorf("queue counts %v, want %s", counts, want)
+	}
+}
+
+// What a write queued is undone with it, whether the write fails in Go or in
+// the database, and a queued statement's failure is the write's even when the
+// write ignores what its next statement said. A statement PostgreSQL cannot
+// prepare fails its own write, not the writes that share its transaction. A
+// boolean column reads into a bool when something was queued before it.
+func TestStatementsSentLaterShareTheirWritesFate(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	err := s.exclusive(ctx, func(c *sql.Conn) error {
+		_, err := c.ExecContext(ctx, `CREATE TABLE later_probe (v TEXT NOT NULL)`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuseRows(t, s, "later_probe", "v", "bad")
+	insert := func(w *wtx, v string) error {
+		return w.later("probe "+v, `INSERT INTO later_probe (v) VALUES (?)`, v)
+	}
+	changedMyMind := errors.New("changed my mind")
+	writes := map[string]struct {
+		fn   func(w *wtx) error
+		want string // the write's error, "" for none
+	}{
+		"fails in Go": {func(w *wtx) error {
+			if err := insert(w, "a"); err != nil {
+				return err
+			}
+			return changedMyMind
+		}, "changed my mind"},
+		"fails in Go after a round trip": {func(w *wtx) error {
+			if err := insert(w, "b"); err != nil {
+				return err
+			}
+			if _, err := w.exec(`INSERT INTO later_probe (v) VALUES ('c')`); err != nil {
+				return err
+			}
+			if err := insert(w, "d"); err != nil {
+				return err
+			}
+			return changedMyMind
+		}, "changed my mind"},
+		"refused, its refusal ignored": {func(w *wtx) error {
+			if err := insert(w, "bad"); err != nil {
+				return err
+			}
+			var n int
+			w.queryRow(`SELECT count(*) FROM later_probe`).Scan(&n)
+			return insert(w, "g")
+		}, "probe bad: "},
+		"names a table the schema lacks": {func(w *wtx) error {
+			return w.later("probe missing", `INSERT INTO no_such_table (v) VALUES (?)`, "x")
+		}, "probe missing: "},
+		"reads a boolean": {func(w *wtx) error {
+			if err := insert(w, "h"); err != nil {
+				return err
+			}
+			var seen bool
+			if err := w.queryRow(`SELECT EXISTS (SELECT 1 FROM later_probe WHERE v = 'h')`).Scan(&seen); err != nil {
+				return err
+			}
+			if !seen {
+				return errors.New("its own row unseen")
+			}
+			return nil
+		}, ""},
+		"succeeds": {func(w *wtx) error {
+			if err := insert(w, "e"); err != nil {
+				return err
+			}
+			return insert(w, "f")
+		}, ""},
+	}
+	const rounds = 5
+	var wg sync.WaitGroup
+	for name, c := range writes {
+		for range rounds {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := s.write(ctx, c.fn)
+				if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+					t.Errorf("%s: %v, want %q", name, err, c.want)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	rows, err := s.rdb.QueryContext(ctx, `SELECT v, count(*) FROM later_probe GROUP BY v ORDER BY v`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var v string
+		var n int
+		if err := rows.Scan(&v, &n); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s×%d", v, n))
+	}
+	if want := fmt.Sprintf("[e×%d f×%d h×%d]", rounds, rounds, rounds); fmt.Sprint(got) != want {
+		t.Fatalf("later_probe holds %v, want %s", got, want)
+	}
+}
+
+// A rotation's first statement reads a boolean (keyedQuery); sharing a batch
+// with other writes, it is sent behind the rotation's savepoint (wtxlater.go).
+func TestARotationBesideOtherWritesReadsItsBoolean(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	h := mustWebhook(t, s, NewWebhook{SourceType: "github", Queue: "inbox", Secret: "one", CreatedBy: "human:1"})
+	var wg sync.WaitGroup
+	errs := make([]error, 20)
+	for i := range errs {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = s.RotateWebhook(ctx, h.ID, 0, fmt.Sprintf("secret-%d", i), 0, "human:1")
+		}()
+		go func() {
+			defer wg.Done()
+			if _, err := s.AddTodo(ctx, NewTodo{Queue: "other", Payload: "x"}); err != nil {
+				t.Errorf("add: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("rotate %d: %v", i, err)
+		}
+	}
+}
