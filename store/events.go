@@ -81,7 +81,8 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 		headers = []byte("{}")
 	}
 	var res DeliveryResult
-	err = s.write(ctx, func(w *wtx) error {
+	// It may run again (rerunReq): it sets res afresh and writes only through w.
+	err = s.submit(ctx, rerunReq(ctx, func(w *wtx) error {
 		res = DeliveryResult{}
 		// One statement reads what the delivery needs: the webhook (live?), a first
 		// delivery with the same id or replay key, and the ids the event and its todo will take.
@@ -135,7 +136,7 @@ func (s *Store) RecordDelivery(ctx context.Context, d NewDelivery) (DeliveryResu
 			return nil
 		}
 		return w.recordNewDelivery(d, &res, src, createdBy, todoID, headers)
-	})
+	}))
 	return res, err
 }
 

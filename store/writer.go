@@ -60,6 +60,13 @@ type writer struct {
 	queuedErr  error
 	sends      int
 	pgPrepared map[string]bool // statements prepared on conn under their text, for send
+	// The write whose last statements wait at the head of queued, how many
+	// they are, and, once sent, whether they failed and how (wtxlater.go).
+	carry       *writeReq
+	carried     int
+	carryFailed bool
+	carryLost   bool // the round trip failed, not one of its statements
+	carryErr    error
 }
 
 // WriterStats says how well group commit is batching: Requests/Batches is the mean
@@ -378,12 +385,18 @@ var errRunAgain = errors.New("store: a write of a batch without savepoints faile
 // is errRunAgain.
 func (w *writer) runEach(batch []*writeReq, now time.Time, bare bool) (ran int, over bool, err error) {
 	single := len(batch) == 1
+	w.carry, w.carried, w.carryFailed, w.carryLost, w.queued = nil, 0, false, false, nil
 	for _, r := range batch {
 		// A caller that gives up is skipped if it has not started, but once its
 		// statements run they are not cancelled: SQLite answers an interrupted
 		// write by rolling back the whole transaction, which would fail every
 		// other request sharing this commit.
 		r.wtx = wtx{w: w, ctx: context.WithoutCancel(r.ctx), now: now}
+		if w.carry != nil && (r.lead != nil || !(r.again || r.rerun)) {
+			if over, err := w.settleCarry(); over || err != nil {
+				return ran, true, err
+			}
+		}
 		if err := r.ctx.Err(); err != nil {
 			r.err = err
 			continue
@@ -430,6 +443,9 @@ func (w *writer) runEach(batch []*writeReq, now time.Time, bare bool) (ran int, 
 			return ran, true, fmt.Errorf("store: release savepoint: %w", err)
 		}
 		ran++
+	}
+	if over, err := w.settleCarry(); over || err != nil {
+		return ran, true, err
 	}
 	return ran, false, nil
 }
@@ -479,11 +495,6 @@ func (w *writer) brokenErr() error {
 	return nil
 }
 
-// rollback ends whatever transaction is open; "no transaction is active" is fine.
-func (w *writer) rollback() {
-	w.ctl("ROLLBACK")
-}
-
 // notify sends the commit's notification (pgwatch.go), saying whether the batch
 // changed todos, and its ring when it added or returned todos (pgring.go).
 func (w *writer) notify(batch []*writeReq) error {
@@ -504,29 +515,4 @@ func (w *writer) notify(batch []*writeReq) error {
 	}
 	_, err = st.ExecContext(context.Background(), args...)
 	return err
-}
-
-// ctl runs a transaction-control statement (BEGIN, SAVEPOINT, RELEASE, COMMIT…),
-// prepared once: every request in a batch runs two of them, and parsing them
-// each time was a measurable share of the writer's time.
-func (w *writer) ctl(query string) (sql.Result, error) {
-	st, err := w.prepared(query)
-	if err != nil {
-		return nil, err
-	}
-	return st.ExecContext(context.Background())
-}
-
-// prepared returns query prepared once on the writer's connection. Only the writer
-// goroutine calls it, so the map needs no lock.
-func (w *writer) prepared(query string) (*sql.Stmt, error) {
-	if st, ok := w.stmts[query]; ok {
-		return st, nil
-	}
-	st, err := w.conn.PrepareContext(context.Background(), w.s.q(query))
-	if err != nil {
-		return nil, err
-	}
-	w.stmts[query] = st
-	return st, nil
 }

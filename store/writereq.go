@@ -19,10 +19,15 @@ type writeReq struct {
 	raw func(*sql.Conn) error // runs alone, outside any transaction (checkpoints, VACUUM INTO)
 	one *pgOne                // on PostgreSQL, fn as one statement that can be pipelined (pipeline.go)
 	// again: fn may run again in a later transaction of the same batch (at the
-	// same time), and leaves the same outcome: it writes only through its wtx
-	// and sets its results afresh on each run. Such writes share a transaction
-	// without savepoints (see bare).
+	// same time), or in the same one (as rerun), and leaves the same outcome:
+	// it writes only through its wtx and sets its results afresh on each run.
+	// Such writes share a transaction without savepoints on SQLite (see bare).
 	again bool
+	// rerun: fn may run again from its start in the same transaction, once the
+	// transaction is back at the savepoint of the write before it, whose
+	// statements its first run's round trip carried and which failed; on
+	// PostgreSQL only such a write (or an again one) carries them (wtxlater.go).
+	rerun bool
 	// follow runs right after this request, in the same transaction, and only
 	// if this one succeeded (lead is its way back); see submitThen.
 	follow, lead *writeReq
@@ -41,6 +46,14 @@ func (s *Store) write(ctx context.Context, fn func(*wtx) error) error {
 // fnReq is fn's write request, for write or submitThen.
 func fnReq(ctx context.Context, fn func(*wtx) error) *writeReq {
 	return &writeReq{ctx: ctx, fn: fn, done: make(chan struct{})}
+}
+
+// rerunReq is fnReq for an fn that may run again in its transaction
+// (writeReq.rerun).
+func rerunReq(ctx context.Context, fn func(*wtx) error) *writeReq {
+	r := fnReq(ctx, fn)
+	r.rerun = true
+	return r
 }
 
 // againReq is fnReq for an fn that may run again (writeReq.again).

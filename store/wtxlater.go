@@ -14,7 +14,9 @@ import (
 // statements give nothing it reads (its savepoint and its release, a lock, an
 // INSERT of a row whose id it knows, an audit row): those are queued and sent
 // with the write's next statement, or at its end, in one round trip (pgx's
-// batch). A delivery, which took seven round trips, now takes three.
+// batch); the end of one write can go with the next write's first round trip
+// (Carrying, below). A delivery, which took seven round trips, takes one in a
+// batch of deliveries.
 //
 // The first queued statement that fails fails the write as if it had failed
 // where it was queued: its error, wrapped as the write would have wrapped it,
@@ -98,11 +100,13 @@ func (w *writer) send(final *pgLater) (scanner, error) {
 	}
 	var row scanner
 	var first error
+	firstAt := 0
 	finalFailed := false // first is final's own failure
 	fail := func(i int, err error) {
 		if first != nil {
 			return
 		}
+		firstAt = i
 		if l := all[i]; final != nil && i == len(all)-1 {
 			first, finalFailed = err, true
 		} else {
@@ -153,8 +157,21 @@ func (w *writer) send(final *pgLater) (scanner, error) {
 		}
 		return nil
 	})
+	lost := false // the round trip failed, not a statement of it
 	if first == nil && err != nil {
-		first = fmt.Errorf("store: send the write's statements: %w", err)
+		first, lost = fmt.Errorf("store: send the write's statements: %w", err), true
+	}
+	if c := w.carry; c != nil {
+		// The carried statements came first: they decide the carried write.
+		// When the round trip itself failed, nobody knows which of them ran:
+		// the whole transaction goes (dropCarry).
+		carried := w.carried
+		w.carry, w.carried = nil, 0
+		if first != nil && (lost || firstAt < carried) {
+			c.err, c.wtx.changes = first, nil
+			w.carryErr, w.carryFailed, w.carryLost = first, true, lost
+			return nil, first
+		}
 	}
 	if first != nil {
 		if w.queuedErr == nil && !finalFailed {
@@ -165,52 +182,117 @@ func (w *writer) send(final *pgLater) (scanner, error) {
 	return row, nil
 }
 
+// Carrying. A write that succeeds in Go leaves its last statements (and its
+// savepoint's release) queued for the next write, whose first round trip then
+// carries them: a delivery takes one round trip rather than two. Until then the
+// write's outcome is open. If one of its statements fails, it fails with that
+// error, the transaction goes back to its savepoint, and the next write, whose
+// statements in that round trip failed with it, runs again from its start. So
+// only a write that may run again (writeReq.again or rerun) takes a carry on,
+// and one that follows another (lead) waits for its lead's outcome; before any
+// other write, and at the batch's end, the carry is sent on its own.
+
 // runQueued runs r on PostgreSQL, its statements sent later where they can be,
 // under a savepoint of its own unless it is alone (single). over means the
 // transaction was rolled back: err, when set, fails the whole batch.
 func (w *writer) runQueued(r *writeReq, single bool) (over bool, err error) {
-	w.queued, w.queuedErr = nil, nil
-	r.wtx.queueing = true
-	if !single {
-		w.queue("store: savepoint", "SAVEPOINT req")
-	}
-	sends := w.sends
-	r.err = r.fn(&r.wtx)
-	if w.queuedErr != nil {
-		// The first failure: what the write met after it follows from it.
-		r.err = w.queuedErr
-	}
-	switch {
-	case r.err == nil:
-		if !single {
-			w.queue("store: release savepoint", "RELEASE req")
+	start := r.wtx
+	for {
+		r.wtx = start
+		r.wtx.queueing = true
+		w.queuedErr = nil
+		if w.carry == nil {
+			w.queued = nil
 		}
-		r.err = w.sendQueued()
-	case w.sends == sends:
-		// Nothing of the write reached the server, not even its savepoint.
-		w.queued = nil
+		if !single {
+			w.queue("store: savepoint", "SAVEPOINT req")
+		}
+		sends := w.sends
+		r.err = r.fn(&r.wtx)
+		if w.queuedErr != nil {
+			// The first failure: what the write met after it follows from it.
+			r.err = w.queuedErr
+		}
+		sent := w.sends != sends // some of r's statements reached the server
+		switch {
+		case w.carryFailed:
+		case r.err == nil && !single && w.carry == nil:
+			w.queue("store: release savepoint", "RELEASE req")
+			w.carry, w.carried = r, len(w.queued)
+			return false, nil
+		case r.err == nil:
+			if !single {
+				w.queue("store: release savepoint", "RELEASE req")
+			}
+			r.err = w.sendQueued()
+			sent = true
+		case !sent:
+			// Nothing of r reached the server: its statements are dropped, a
+			// carry still goes.
+			w.queued = w.queued[:w.carried]
+			w.sendQueued()
+		default:
+			// What it queued after its last round trip is dropped; the savepoint's
+			// rollback undoes the rest.
+			w.queued = nil
+		}
+		if w.carryFailed {
+			if over, err := w.dropCarry(); over || err != nil {
+				r.err = err // the batch's failure, not the carried write's
+				return over, err
+			}
+			if sent {
+				continue
+			}
+		}
+		if r.err == nil {
+			return false, nil
+		}
 		r.wtx.changes = nil
 		if single {
 			w.rollback()
 			return true, nil
 		}
-		return false, nil
-	default:
-		// What it queued after its last round trip is dropped; the savepoint's
-		// rollback undoes the rest.
-		w.queued = nil
+		if !sent {
+			return false, nil
+		}
+		return w.backToSavepoint(r.err)
 	}
-	if r.err == nil {
+}
+
+// settleCarry sends the carried statements on their own (see Carrying).
+func (w *writer) settleCarry() (over bool, err error) {
+	if w.carry == nil {
 		return false, nil
 	}
-	r.wtx.changes = nil
-	if single {
+	w.queued = w.queued[:w.carried]
+	w.sendQueued()
+	if !w.carryFailed {
+		return false, nil
+	}
+	return w.dropCarry()
+}
+
+// dropCarry takes the transaction back to the savepoint of the carried write,
+// which failed (send answered it).
+func (w *writer) dropCarry() (over bool, err error) {
+	w.carryFailed = false
+	w.queued = nil
+	if w.carryLost {
+		w.carryLost = false
 		w.rollback()
-		return true, nil
+		return true, fmt.Errorf("store: write aborted: %w", w.carryErr)
 	}
+	return w.backToSavepoint(w.carryErr)
+}
+
+// backToSavepoint rolls back to the savepoint of the write that failed with
+// cause and releases it. over, when that fails: the whole transaction is rolled
+// back and err fails the batch.
+func (w *writer) backToSavepoint(cause error) (over bool, err error) {
 	if _, err := w.ctl("ROLLBACK TO req"); err != nil {
 		w.rollback()
-		return true, fmt.Errorf("store: write aborted after %v: %w", r.err, err)
+		return true, fmt.Errorf("store: write aborted after %v: %w", cause, err)
 	}
 	if _, err := w.ctl("RELEASE req"); err != nil {
 		w.rollback()

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -35,6 +36,20 @@ func refuseRows(t *testing.T, s *Store, table, column, value string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// probeTable creates later_probe (v TEXT), whose rows the database refuses
+// when v is "bad".
+func probeTable(t *testing.T, s *Store) {
+	t.Helper()
+	err := s.exclusive(context.Background(), func(c *sql.Conn) error {
+		_, err := c.ExecContext(context.Background(), `CREATE TABLE later_probe (v TEXT NOT NULL)`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuseRows(t, s, "later_probe", "v", "bad")
 }
 
 // On PostgreSQL an add's audit row is sent after the add's other statements, in
@@ -91,14 +106,7 @@ func TestAnAuditRowRefusedLaterFailsItsAddAlone(t *testing.T) {
 func TestStatementsSentLaterShareTheirWritesFate(t *testing.T) {
 	s := openTest(t, Options{})
 	ctx := context.Background()
-	err := s.exclusive(ctx, func(c *sql.Conn) error {
-		_, err := c.ExecContext(ctx, `CREATE TABLE later_probe (v TEXT NOT NULL)`)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	refuseRows(t, s, "later_probe", "v", "bad")
+	probeTable(t, s)
 	insert := func(w *wtx, v string) error {
 		return w.later("probe "+v, `INSERT INTO later_probe (v) VALUES (?)`, v)
 	}
@@ -216,5 +224,81 @@ func TestARotationBesideOtherWritesReadsItsBoolean(t *testing.T) {
 		if err != nil {
 			t.Errorf("rotate %d: %v", i, err)
 		}
+	}
+}
+
+// On PostgreSQL a write that may run again carries the last statements of the
+// write before it in its first round trip (wtxlater.go). In one batch: a
+// carried tail that is refused fails its own write, and the write that carried
+// it runs again and sees none of it; a write that may not run again, a write
+// that fails in Go before any round trip, and the batch's end each send the
+// carry on its own.
+func TestACarriedTailDecidesItsOwnWrite(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	probeTable(t, s)
+	insert := func(w *wtx, vs ...string) error {
+		for _, v := range vs {
+			if err := w.later("probe "+v, `INSERT INTO later_probe (v) VALUES (?)`, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// A round trip in the middle of a write, as a delivery's lookup is: it
+	// carries the tail of the write before, and this write's own tail waits.
+	roundTrip := func(w *wtx, seen *int) error {
+		return w.queryRow(`SELECT count(*) FROM later_probe WHERE v = 'b1'`).Scan(seen)
+	}
+	var scratch int
+	seen := -1 // how many b1 rows the third write saw on its last run
+	runs := 0  // how many times the write that may not run again ran
+	writes := []struct {
+		req  *writeReq
+		want string
+	}{
+		{rerunReq(ctx, func(w *wtx) error { return cmp.Or(insert(w, "a1"), roundTrip(w, &scratch), insert(w, "a2")) }), ""},
+		{rerunReq(ctx, func(w *wtx) error { return cmp.Or(insert(w, "b1"), roundTrip(w, &scratch), insert(w, "bad")) }), "probe bad: "},
+		{rerunReq(ctx, func(w *wtx) error { return cmp.Or(insert(w, "c1"), roundTrip(w, &seen)) }), ""},
+		{rerunReq(ctx, func(w *wtx) error { return cmp.Or(roundTrip(w, &scratch), insert(w, "bad")) }), "probe bad: "},
+		{fnReq(ctx, func(w *wtx) error {
+			runs++
+			return insert(w, "d1")
+		}), ""},
+		{rerunReq(ctx, func(w *wtx) error { return cmp.Or(insert(w, "e1"), errors.New("changed my mind")) }), "changed my mind"},
+		{rerunReq(ctx, func(w *wtx) error { return insert(w, "bad") }), "probe bad: "},
+	}
+	errs := make([]error, len(writes))
+	var fns []func()
+	for i, wr := range writes {
+		fns = append(fns, func() { errs[i] = s.submit(ctx, wr.req) })
+	}
+	inOneBatch(t, s, fns...)
+	for i, wr := range writes {
+		if err := errs[i]; wr.want == "" && err != nil || wr.want != "" && (err == nil || !strings.Contains(err.Error(), wr.want)) {
+			t.Errorf("write %d: %v, want %q", i+1, err, wr.want)
+		}
+	}
+	if seen != 0 {
+		t.Errorf("the third write saw %d rows of the refused second one, want 0", seen)
+	}
+	if runs != 1 {
+		t.Errorf("the write that may not run again ran %d times", runs)
+	}
+	var got []string
+	rows, err := s.rdb.QueryContext(ctx, `SELECT v FROM later_probe ORDER BY v`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, v)
+	}
+	if want := "[a1 a2 c1 d1]"; fmt.Sprint(got) != want {
+		t.Errorf("later_probe holds %v, want %s", got, want)
 	}
 }
