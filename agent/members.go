@@ -28,50 +28,54 @@ func plainMembers(b []byte) bool {
 // plainObject checks the object at b[i] against names (and its params member's,
 // when params is not nil, against params) and returns the index past it.
 func plainObject(b []byte, i int, names, params []string) (int, bool) {
-	if i >= len(b) || b[i] != '{' {
-		return i, false
-	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1, true
-	}
 	var seen uint
-	for i < len(b) && b[i] == '"' {
-		end := skipString(b, i)
-		key := b[i+1 : end-1]
+	end := eachMember(b, i, func(name []byte, at int) int {
 		k := -1
-		for n, name := range names {
-			if string(key) == name {
+		for n, known := range names {
+			if string(name[1:len(name)-1]) == known {
 				k = n
 				break
 			}
 		}
 		if k < 0 || seen&(1<<k) != 0 {
-			return i, false
+			return -1
 		}
 		seen |= 1 << k
-		if i = skipSpace(b, end); i >= len(b) || b[i] != ':' {
-			return i, false
-		}
-		i = skipSpace(b, i+1)
 		if params != nil && names[k] == "params" {
-			var ok bool
-			if i, ok = plainObject(b, i, params, nil); !ok {
-				return i, false
-			}
-		} else {
-			i = skipValue(b, i)
+			end, _ := plainObject(b, at, params, nil)
+			return end
 		}
-		switch i = skipSpace(b, i); {
-		case i < len(b) && b[i] == ',':
+		return skipValue(b, at)
+	})
+	return end, end >= 0
+}
+
+// eachMember walks the members of the object at b[i] (valid JSON): each is
+// given a member's name as written (quotes, escapes and all) and the index of
+// its value, and returns the index past the value, or -1 to stop. eachMember
+// returns the index past the object, or -1 when each stopped or b[i] is not an
+// object. plainObject and checkNames are its two readers.
+func eachMember(b []byte, i int, each func(name []byte, at int) int) int {
+	if i >= len(b) || b[i] != '{' {
+		return -1
+	}
+	for i = skipSpace(b, i+1); i < len(b) && b[i] == '"'; {
+		end := skipString(b, i)
+		colon := skipSpace(b, end)
+		if colon >= len(b) || b[colon] != ':' {
+			return -1
+		}
+		if i = each(b[i:end], skipSpace(b, colon+1)); i < 0 {
+			return -1
+		}
+		if i = skipSpace(b, i); i < len(b) && b[i] == ',' {
 			i = skipSpace(b, i+1)
-		case i < len(b) && b[i] == '}':
-			return i + 1, true
-		default:
-			return i, false
 		}
 	}
-	return i, false
+	if i < len(b) && b[i] == '}' {
+		return i + 1
+	}
+	return -1
 }
 
 func skipSpace(b []byte, i int) int {
@@ -148,39 +152,41 @@ func checkNames(b []byte, i int, defined []string, path string) (int, error) {
 		return skipValue(b, i), nil
 	}
 	var seen []string
-	for i = skipSpace(b, i+1); i < len(b) && b[i] == '"'; {
-		end := skipString(b, i)
-		key := string(b[i+1 : end-1])
-		if strings.IndexByte(key, '\\') >= 0 && json.Unmarshal(b[i:end], &key) != nil {
-			return len(b), nil
+	var problem error
+	end := eachMember(b, i, func(name []byte, at int) int {
+		key := string(name[1 : len(name)-1])
+		if strings.IndexByte(key, '\\') >= 0 && json.Unmarshal(name, &key) != nil {
+			return -1
 		}
 		switch {
 		case slices.Contains(seen, key):
-			return 0, fmt.Errorf("duplicate member %q", path+key)
+			problem = fmt.Errorf("duplicate member %q", path+key)
+			return -1
 		case slices.Contains(defined, key):
 			seen = append(seen, key)
 		default:
-			for _, name := range defined {
-				if strings.EqualFold(key, name) {
-					return 0, fmt.Errorf("member %q is not the defined name %q", path+key, path+name)
+			for _, known := range defined {
+				if strings.EqualFold(key, known) {
+					problem = fmt.Errorf("member %q is not the defined name %q", path+key, path+known)
+					return -1
 				}
 			}
 		}
-		if i = skipSpace(b, end); i >= len(b) || b[i] != ':' {
-			return len(b), nil
-		}
-		i = skipSpace(b, i+1)
 		if path == "" && key == "params" {
-			var err error
-			if i, err = checkNames(b, i, protocolParamsMembers, "params."); err != nil {
-				return 0, err
+			end, err := checkNames(b, at, protocolParamsMembers, "params.")
+			if err != nil {
+				problem = err
+				return -1
 			}
-		} else {
-			i = skipValue(b, i)
+			return end
 		}
-		if i = skipSpace(b, i); i < len(b) && b[i] == ',' {
-			i = skipSpace(b, i+1)
-		}
+		return skipValue(b, at)
+	})
+	if problem != nil {
+		return 0, problem
 	}
-	return i + 1, nil
+	if end < 0 {
+		return len(b), nil
+	}
+	return end, nil
 }
