@@ -433,12 +433,10 @@ func (w *writer) runEach(batch []*writeReq, now time.Time, bare bool) (ran int, 
 			// If SQLite already rolled the whole transaction back (it may on
 			// SQLITE_FULL or IOERR), the savepoint is gone: fail the whole batch
 			// rather than let later requests run outside a transaction.
-			if _, err := w.ctl("ROLLBACK TO req"); err != nil {
-				w.rollback()
-				return ran, true, fmt.Errorf("store: write aborted after %v: %w", r.err, err)
+			if over, err := w.backToSavepoint(r.err); over {
+				return ran, true, err
 			}
-		}
-		if _, err := w.ctl("RELEASE req"); err != nil {
+		} else if _, err := w.ctl("RELEASE req"); err != nil {
 			w.rollback()
 			return ran, true, fmt.Errorf("store: release savepoint: %w", err)
 		}

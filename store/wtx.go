@@ -70,10 +70,6 @@ func (t *wtx) sendQueued() error {
 
 // audit appends an audit row inside the write.
 func (t *wtx) audit(actor, action, target, outcome, detail string) error {
-	if !t.queueing {
-		_, err := t.auditRow(actor, action, target, outcome, detail)
-		return err
-	}
 	if outcome == "" {
 		outcome = "ok"
 	}
