@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -230,7 +231,7 @@ func readRow(br pgx.BatchResults) (scanner, error) {
 		rows.Close()
 		return nil, err
 	}
-	var row scanner = pgNoRow{}
+	var row scanner = errRow{sql.ErrNoRows} // its statement returned no row for it
 	if rows.Next() {
 		row = rawRow(rows, slices.Clone(rows.FieldDescriptions()), rows.RawValues())
 	}

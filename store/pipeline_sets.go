@@ -114,7 +114,7 @@ func readSet(br pgx.BatchResults, unit []*writeReq) error {
 		return fmt.Errorf("%w: %w", errStatementFailed, err)
 	}
 	for i, r := range unit {
-		var row scanner = pgNoRow{}
+		var row scanner = errRow{sql.ErrNoRows} // its statement returned no row for it
 		if found, ok := byPlace[int64(i+1)]; ok {
 			row = found
 		}
@@ -163,11 +163,6 @@ func (r *pgRawRow) Scan(dest ...any) error {
 	})
 	return r.err
 }
-
-// pgNoRow is the row of a write that its set-based statement returned none for.
-type pgNoRow struct{}
-
-func (pgNoRow) Scan(...any) error { return sql.ErrNoRows }
 
 // scanIntBools runs scan with each *bool of dest whose column is not a boolean
 // (fields) scanned from an integer, as database/sql does and pgx will not.

@@ -70,20 +70,22 @@ func (t *wtx) sendQueued() error {
 
 // audit appends an audit row inside the write.
 func (t *wtx) audit(actor, action, target, outcome, detail string) error {
+	return t.later("store: audit "+action, auditInsert, ms(t.now), actor, action, target, auditOutcome(outcome), detail)
+}
+
+// auditOutcome is an audit row's outcome: ok unless said otherwise.
+func auditOutcome(outcome string) string {
 	if outcome == "" {
-		outcome = "ok"
+		return "ok"
 	}
-	return t.later("store: audit "+action, auditInsert, ms(t.now), actor, action, target, outcome, detail)
+	return outcome
 }
 
 const auditInsert = `INSERT INTO audit (at, actor, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?)`
 
 // auditRow appends an audit row inside the write and returns its id.
 func (t *wtx) auditRow(actor, action, target, outcome, detail string) (int64, error) {
-	if outcome == "" {
-		outcome = "ok"
-	}
-	id, err := t.insert(auditInsert, ms(t.now), actor, action, target, outcome, detail)
+	id, err := t.insert(auditInsert, ms(t.now), actor, action, target, auditOutcome(outcome), detail)
 	if err != nil {
 		return 0, fmt.Errorf("store: audit %s: %w", action, err)
 	}
