@@ -38,7 +38,8 @@ func (s *Store) AddAgentTodo(ctx context.Context, actor, queue, payload string, 
 		return Todo{}, fmt.Errorf("store: add todo to %s: this endpoint may add to %v only: %w", queue, addQueues, ErrInvalid)
 	}
 	var t Todo
-	err := s.write(ctx, func(w *wtx) error {
+	// It sets t afresh on each run: it may run again (rerunReq).
+	err := s.submit(ctx, rerunReq(ctx, func(w *wtx) error {
 		// Two adds of one agent in two processes cannot both count below the cap:
 		// on PostgreSQL every write transaction holds the writer lock (pgWriterLock).
 		var n int
@@ -54,6 +55,6 @@ func (s *Store) AddAgentTodo(ctx context.Context, actor, queue, payload string, 
 		t, err = w.addTodo(NewTodo{Queue: queue, Payload: payload, CreatedBy: actor,
 			Source: Source{Type: "agent"}, Trust: Trust{Mode: "agent", AddedBy: actor}, Options: opts})
 		return err
-	})
+	}))
 	return t, err
 }

@@ -8,11 +8,12 @@ import (
 // AddTodo puts a todo on a queue.
 func (s *Store) AddTodo(ctx context.Context, n NewTodo) (Todo, error) {
 	var t Todo
-	err := s.write(ctx, func(w *wtx) error {
+	// It sets t afresh on each run: it may run again (rerunReq).
+	err := s.submit(ctx, rerunReq(ctx, func(w *wtx) error {
 		var err error
 		t, err = w.addTodo(n)
 		return err
-	})
+	}))
 	return t, err
 }
 

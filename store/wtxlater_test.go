@@ -302,3 +302,57 @@ func TestACarriedTailDecidesItsOwnWrite(t *testing.T) {
 		t.Errorf("later_probe holds %v, want %s", got, want)
 	}
 }
+
+// Adds may run again (rerunReq): an add whose first round trip carried the
+// refused tail of the write before it runs again from its start, and is stored
+// once, with its audit row, under the id it answered; the agent's add, whose
+// first statement counts its pending adds, counts again.
+func TestAnAddThatCarriedARefusedTailIsStoredOnce(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	probeTable(t, s)
+	refused := func() *writeReq {
+		return rerunReq(ctx, func(w *wtx) error { return w.later("probe bad", `INSERT INTO later_probe (v) VALUES ('bad')`) })
+	}
+	var (
+		errs     [4]error
+		added    [2]Todo
+		payloads = [2]string{"by hand", "by an agent"}
+	)
+	inOneBatch(t, s,
+		func() { errs[0] = s.submit(ctx, refused()) },
+		func() { added[0], errs[1] = s.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: payloads[0]}) },
+		func() { errs[2] = s.submit(ctx, refused()) },
+		func() {
+			added[1], errs[3] = s.AddAgentTodo(ctx, "agent:a", "inbox", payloads[1], []string{"inbox"}, TodoOptions{})
+		},
+	)
+	for i, err := range errs {
+		if refusedWant := i%2 == 0; refusedWant != (err != nil) {
+			t.Errorf("write %d: %v (refused: want %v)", i+1, err, refusedWant)
+		}
+	}
+	for i, want := range added {
+		if want.ID == 0 {
+			continue
+		}
+		got, err := s.Todo(ctx, want.ID)
+		if err != nil || got.Payload != payloads[i] {
+			t.Errorf("todo %d: %+v, %v; want the payload %q", want.ID, got, err, payloads[i])
+		}
+		var rows, audits int
+		if err := s.rdb.QueryRowContext(ctx, s.q(`SELECT count(*) FROM todos WHERE payload_size = ?`), len(payloads[i])).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.rdb.QueryRowContext(ctx, s.q(`SELECT count(*) FROM audit WHERE target = ?`), fmt.Sprintf("todo:%d", want.ID)).Scan(&audits); err != nil {
+			t.Fatal(err)
+		}
+		if rows != 1 || audits != 1 {
+			t.Errorf("todo %d (%q): %d todos of its size and %d audit rows, want 1 and 1", want.ID, payloads[i], rows, audits)
+		}
+	}
+	var probes int
+	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM later_probe`).Scan(&probes); err != nil || probes != 0 {
+		t.Errorf("later_probe holds %d rows (%v), want none", probes, err)
+	}
+}
