@@ -56,7 +56,7 @@ type claimResult struct {
 	// Claims is set by claim_next called with max (claimmany.go), in place of
 	// the fields above but claimed and message.
 	// A pointer, so that an empty list is still there (and absent without max).
-	Claims *[]heldClaim `json:"claims,omitempty" jsonschema:"with max: every todo claimed, oldest first, each under its own lease"`
+	Claims *[]heldClaim `json:"claims,omitempty" jsonschema:"with max: every todo claimed, in the order claimed (highest priority, then oldest, first), each under its own lease"`
 }
 
 type listResult struct {
