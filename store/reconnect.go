@@ -114,22 +114,33 @@ func connectFailed(err error) bool {
 
 // beginTx opens the writer's transaction. A connection found dead only at BEGIN
 // (the server restarted while it sat idle) is replaced and BEGIN tried once more:
-// nothing of the batch has run yet.
+// nothing of the batch has run yet. A transaction that BEGIN opened and the
+// writer lock then failed in (refused past a lock_timeout or statement_timeout
+// the role or the URL sets, while another process held it) is rolled back:
+// left open, it would fail every later batch on the connection.
 func (w *writer) beginTx() error {
-	_, err := w.ctl(w.begin())
+	err := w.beginStatements()
 	if err != nil && w.connLost() {
 		if err = w.redial(); err != nil {
 			return err // says which server could not be reached
 		}
-		_, err = w.ctl(w.begin())
-	}
-	if err == nil && w.s.pg {
-		_, err = w.ctl(pgWriterLock)
+		err = w.beginStatements()
 	}
 	if err != nil {
+		w.rollback()
 		return fmt.Errorf("store: begin write: %w", err)
 	}
 	return nil
+}
+
+// beginStatements opens the transaction: on PostgreSQL BEGIN and the writer
+// lock, in one round trip.
+func (w *writer) beginStatements() error {
+	if !w.s.pg {
+		_, err := w.ctl(w.begin())
+		return err
+	}
+	return w.sendTogether(pgLater{what: "BEGIN", query: w.begin()}, pgLater{what: "the writer lock", query: pgWriterLock})
 }
 
 // pgWriterLock is the first statement of every write transaction on PostgreSQL:

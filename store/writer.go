@@ -308,17 +308,15 @@ func (w *writer) runTx(batch []*writeReq) {
 		finish(nil)
 		return
 	}
-	if w.s.pg {
-		// Other processes' watches hear of the commit (see pgwatch.go).
-		if err := w.notify(batch); err != nil {
-			w.rollback()
-			finish(fmt.Errorf("store: notify the commit: %w", err))
-			return
-		}
-	}
 	held := w.s.own.hold(batch)
 	commitStart := time.Now()
-	_, err = w.ctl("COMMIT")
+	if w.s.pg {
+		// Other processes' watches hear of the commit (see pgwatch.go): the
+		// notification goes with COMMIT, in one round trip.
+		err = w.sendTogether(w.notification(batch), pgLater{what: "COMMIT", query: "COMMIT"})
+	} else {
+		_, err = w.ctl("COMMIT")
+	}
 	if err != nil {
 		w.commit.Add(int64(time.Since(commitStart)))
 		w.s.own.drop(held)
@@ -493,9 +491,9 @@ func (w *writer) brokenErr() error {
 	return nil
 }
 
-// notify sends the commit's notification (pgwatch.go), saying whether the batch
-// changed todos, and its ring when it added or returned todos (pgring.go).
-func (w *writer) notify(batch []*writeReq) error {
+// notification is the commit's notification (pgwatch.go), saying whether the
+// batch changed todos, and its ring when it added or returned todos (pgring.go).
+func (w *writer) notification(batch []*writeReq) pgLater {
 	payload := ""
 	for _, r := range batch {
 		if r.err == nil && len(r.wtx.changes) > 0 {
@@ -503,14 +501,9 @@ func (w *writer) notify(batch []*writeReq) error {
 			break
 		}
 	}
-	query, args := pgNotify, []any{payload}
+	n := pgLater{what: "notify the commit", query: pgNotify, args: []any{payload}}
 	if ring := ringPayload(batch); ring != "" {
-		query, args = pgNotifyRing, append(args, ring)
+		n.query, n.args = pgNotifyRing, append(n.args, ring)
 	}
-	st, err := w.prepared(query)
-	if err != nil {
-		return err
-	}
-	_, err = st.ExecContext(context.Background(), args...)
-	return err
+	return n
 }

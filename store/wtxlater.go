@@ -69,6 +69,16 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
+// sendTogether sends stmts, the writer's own statements outside any write
+// (BEGIN with the writer lock, the notification with COMMIT), in one round trip,
+// and returns the first failure.
+func (w *writer) sendTogether(stmts ...pgLater) error {
+	w.queued, w.carry, w.carried = stmts, nil, 0
+	_, err := w.send(nil)
+	w.queuedErr = nil
+	return err
+}
+
 // sendQueued sends the queued statements in one round trip and empties the
 // queue. It returns the first failure.
 func (w *writer) sendQueued() error {
