@@ -26,6 +26,7 @@ func (s *Store) openPostgres(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	pinSession(cfg)
 	s.pgcfg = cfg
 	if !s.opts.ReadOnly {
 		wcfg := cfg.Copy()
@@ -147,4 +148,24 @@ func pgErrorCode(err error) string {
 		return pe.Code
 	}
 	return ""
+}
+
+// pinSession sets what every connection of the store runs with, whatever the
+// role, the database or the URL default to. Its writers take turns under a lock
+// (pgWriterLock) and read at READ COMMITTED: under a stricter default isolation
+// a transaction's snapshot was taken before its wait for the lock, and the
+// other process's commit in between failed it with a serialization error. And
+// an idle_session_timeout (PostgreSQL 14 and later) would end the connection
+// that listens for the other processes' commits, and the writer's, whenever
+// they sit idle.
+func pinSession(cfg *pgx.ConnConfig) {
+	cfg.RuntimeParams["default_transaction_isolation"] = "read committed"
+	cfg.AfterConnect = func(ctx context.Context, c *pgconn.PgConn) error {
+		err := c.Exec(ctx, `SELECT set_config('idle_session_timeout', '0', false)
+			WHERE current_setting('idle_session_timeout', true) IS NOT NULL`).Close()
+		if err != nil {
+			return fmt.Errorf("store: keep the session open while idle: %w", err)
+		}
+		return nil
+	}
 }
