@@ -101,19 +101,25 @@ func numberParams(q string) string {
 }
 
 // unmatchable reports whether a filter's texts can match no stored row because
-// one is not UTF-8, on PostgreSQL, which refuses to compare such text (and
-// stores none: see pgText): the listing is empty, as on SQLite, rather than an
+// one is not UTF-8 or holds a NUL byte, on PostgreSQL, which refuses to compare
+// such text (and stores none: see pgText): the listing is empty, rather than an
 // error. A nil pointer is no text.
 func (s *Store) unmatchable(texts ...*string) bool {
 	if !s.pg {
 		return false
 	}
 	for _, t := range texts {
-		if t != nil && !utf8.ValidString(*t) {
+		if t != nil && !storable(*t) {
 			return true
 		}
 	}
 	return false
+}
+
+// storable reports whether PostgreSQL's text holds s as it is: UTF-8 with no
+// NUL byte.
+func storable(s string) bool {
+	return strings.IndexByte(s, 0) < 0 && utf8.ValidString(s)
 }
 
 // q is query in this store's dialect.
@@ -140,7 +146,7 @@ func boolInt(b bool) int64 {
 // both backends whenever it is text. Bytes that must stay bytes go as []byte.
 func pgText(args []any) {
 	for i, a := range args {
-		if s, ok := a.(string); ok && (strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s)) {
+		if s, ok := a.(string); ok && !storable(s) {
 			args[i] = textcut.Valid(s)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -452,6 +453,7 @@ func (s *Store) rstmt(ctx context.Context, query string) *sql.Stmt {
 
 // queryRow runs a read query on the pool.
 func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	args = s.readArgs(args)
 	if st := s.rstmt(ctx, query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
@@ -460,10 +462,24 @@ func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Ro
 
 // query runs a read query on the pool.
 func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	args = s.readArgs(args)
 	if st := s.rstmt(ctx, query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
 	return s.rdb.QueryContext(ctx, s.q(query), args...)
+}
+
+// readArgs are a read's arguments as PostgreSQL can compare them: a text it
+// could not hold (a NUL byte, bytes that are not UTF-8: a login's username, a
+// path's token) is looked up as it would have been stored (pgText), not
+// refused with an error. The caller's slice is left as it was.
+func (s *Store) readArgs(args []any) []any {
+	if !s.pg || !slices.ContainsFunc(args, func(a any) bool { t, ok := a.(string); return ok && !storable(t) }) {
+		return args
+	}
+	args = slices.Clone(args)
+	pgText(args)
+	return args
 }
 
 // ms converts a time to the Unix milliseconds stored in every time column.

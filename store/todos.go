@@ -293,7 +293,9 @@ type TodoFilter struct {
 // ListTodos lists compact todos (no payload), newest first.
 func (s *Store) ListTodos(ctx context.Context, f TodoFilter) ([]Todo, error) {
 	if s.unmatchable(&f.State, f.LastError, &f.Search.Key, &f.Search.TodoKey, &f.Search.Source, &f.Search.Type,
-		&f.Search.Error, &f.Search.Holder) {
+		&f.Search.Error, &f.Search.Holder) || strings.IndexByte(f.Search.Error, 0) >= 0 {
+		// SQLite's LIKE reads its pattern up to a NUL byte only: "\x00" would
+		// find every todo.
 		return nil, nil
 	}
 	if queues := slices.DeleteFunc(slices.Clone(f.Queues), func(q string) bool { return s.unmatchable(&q) }); len(queues) < len(f.Queues) {
