@@ -35,8 +35,12 @@ type loginPage struct {
 }
 
 func (u *UI) loginPage(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	if _, ok := u.session(w, r); ok {
+	switch _, err := u.session(w, r); {
+	case err == nil:
 		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
+		return
+	case !errors.Is(err, errNoSession):
+		u.storeDown(w, r)
 		return
 	}
 	msg := ""
@@ -53,7 +57,7 @@ func (u *UI) showLogin(w http.ResponseWriter, r *http.Request, status int, next,
 	n, err := u.store.CountOperators(r.Context())
 	if err != nil {
 		u.log.Error("web: count humans", "err", err)
-		http.Error(w, "the database is not answering", http.StatusInternalServerError)
+		u.storeDown(w, r)
 		return
 	}
 	token := ""

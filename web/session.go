@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/julienschmidt/httprouter"
@@ -45,19 +46,27 @@ func csrfToken(sessionToken string) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
-// session resolves the request's session cookie; ok is false when there is none or
-// it is no longer valid. When it extends the session it renews the cookie too.
-func (u *UI) session(w http.ResponseWriter, r *http.Request) (*reqCtx, bool) {
+// errNoSession: the request has no session cookie, or its session is no longer
+// valid (logged out, expired, a new password).
+var errNoSession = errors.New("web: no session")
+
+// session resolves the request's session cookie. The error is errNoSession when
+// there is none or it is no longer valid, and another when the store could not
+// look it up (the database is not answering): that is no logout, and the
+// session may be good once it answers again. When it extends the session it
+// renews the cookie too.
+func (u *UI) session(w http.ResponseWriter, r *http.Request) (*reqCtx, error) {
 	c, err := r.Cookie(sessionCookie)
 	if err != nil || c.Value == "" || len(c.Value) > 128 {
-		return nil, false
+		return nil, errNoSession
 	}
 	ws, err := u.store.WebSessionByToken(r.Context(), c.Value)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errNoSession
+	}
 	if err != nil {
-		if !errors.Is(err, store.ErrNotFound) {
-			u.log.Warn("web: look up session", "err", err)
-		}
-		return nil, false
+		u.log.Warn("web: look up session", "err", err)
+		return nil, err
 	}
 	// Slide the expiry forward only once half of it is used up, so a busy board does
 	// not write on every request.
@@ -68,7 +77,28 @@ func (u *UI) session(w http.ResponseWriter, r *http.Request) (*reqCtx, bool) {
 			u.setSessionCookie(w, r, c.Value)
 		}
 	}
-	return &reqCtx{Operator: ws.Operator, CSRF: csrfToken(c.Value), token: c.Value}, true
+	return &reqCtx{Operator: ws.Operator, CSRF: csrfToken(c.Value), token: c.Value}, nil
+}
+
+// storeRetry is the Retry-After, in seconds, of an answer refused because the
+// database is not answering.
+const storeRetry = 10
+
+// storeDown answers a request whose session, or login page, the store could
+// not read: 503 with Retry-After, and never a login or an ended session, which
+// would not be true. A background request gets it in plain text (the page
+// script tries again later, as after a network error), a page the error page.
+func (u *UI) storeDown(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Retry-After", strconv.Itoa(storeRetry))
+	if isBackground(r) {
+		http.Error(w, "the database is not answering; try again shortly", http.StatusServiceUnavailable)
+		return
+	}
+	msg := "The database is not answering. Try again shortly."
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		msg = "The database is not answering, so nothing was done. Try again shortly."
+	}
+	u.fail(w, r, nil, http.StatusServiceUnavailable, msg)
 }
 
 // page wraps a read-only handler: security headers, and a session or a trip to the
@@ -87,12 +117,16 @@ func (u *UI) page(h handler) httprouter.Handle {
 
 // signedIn sets the headers every session page gets and finds the session. Without
 // one it answers (401 to a background request, else a redirect to login) and
-// returns false.
+// returns false; so it does, with 503, when the store could not look it up.
 func (u *UI) signedIn(w http.ResponseWriter, r *http.Request, login string) (*reqCtx, bool) {
 	securityHeaders(w.Header())
 	w.Header().Set("Cache-Control", "no-store")
-	rc, ok := u.session(w, r)
-	if !ok {
+	rc, err := u.session(w, r)
+	if err != nil && !errors.Is(err, errNoSession) {
+		u.storeDown(w, r)
+		return nil, false
+	}
+	if err != nil {
 		if isBackground(r) {
 			http.Error(w, "login required", http.StatusUnauthorized)
 			return nil, false

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/switchboardhq/switchboard/oauth"
 )
 
 func TestPagesRequireLogin(t *testing.T) {
@@ -247,4 +249,48 @@ func TestClientIPTakesTheProxysHop(t *testing.T) {
 			t.Errorf("trust %v, X-Forwarded-For %q: %s, want %s", c.trust, c.lines, got, c.want)
 		}
 	}
+}
+
+// TestDatabaseDownIsNotALogout: while the store cannot look a session up (the
+// database is away), a signed-in browser is told so, 503 with Retry-After: not
+// 401, on which the board's script reloads into the login page, nor a redirect
+// to a login page that says the session ended. The login page answers 503 too.
+func TestDatabaseDownIsNotALogout(t *testing.T) {
+	f := newFixture(t, Options{})
+	oa, err := oauth.New(f.st, oauth.Options{BaseURL: f.srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ui.opts.OAuth = oa
+	cookie, csrf := f.login()
+	if res, _ := f.get("/", cookie); res.StatusCode != http.StatusOK {
+		t.Fatalf("the board before the outage: status %d", res.StatusCode)
+	}
+	f.st.Close() // every query fails, as while PostgreSQL is away
+
+	down := func(name string, res *http.Response, wantBody string) {
+		t.Helper()
+		body := readBody(t, res)
+		if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" ||
+			res.Header.Get("Location") != "" {
+			t.Errorf("%s: status %d, Retry-After %q, Location %q, want 503 with Retry-After\n%s", name,
+				res.StatusCode, res.Header.Get("Retry-After"), res.Header.Get("Location"), body)
+			return
+		}
+		if !strings.Contains(body, wantBody) || strings.Contains(body, "session has ended") {
+			t.Errorf("%s: body does not say %q:\n%s", name, wantBody, body)
+		}
+	}
+	const page, plain = "The database is not answering", "the database is not answering; try again shortly"
+	for _, path := range []string{"/", "/account", fmt.Sprintf("/todos/%d", 1), "/oauth/authorize?client_id=x"} {
+		down("GET "+path, f.do(http.MethodGet, path, cookie, nil, nil), page)
+	}
+	for _, hdr := range []http.Header{{"X-Requested-With": {"fetch"}}, {"Accept": {"text/event-stream"}}} {
+		down(fmt.Sprintf("GET /live %v", hdr), f.do(http.MethodGet, "/live", cookie, nil, hdr), plain)
+		down(fmt.Sprintf("GET /glance %v", hdr), f.do(http.MethodGet, "/glance", cookie, nil, hdr), plain)
+	}
+	down("POST /todos", f.do(http.MethodPost, "/todos", cookie,
+		url.Values{"csrf_token": {csrf}, "queue": {"inbox"}, "payload": {"{}"}}, nil), "nothing was done")
+	down("GET /login with the session", f.do(http.MethodGet, "/login?next=%2F", cookie, nil, nil), page)
+	down("GET /login without one", f.do(http.MethodGet, "/login", nil, nil, nil), page)
 }
