@@ -94,6 +94,12 @@ func CheckDB(db string) error {
 		return fmt.Errorf("store: --db begins like libpq settings, but with %s= where libpq reads %s= "+
 			"(its settings are in lower case): %w", m[1], strings.ToLower(m[1]), ErrInvalid)
 	}
+	if scheme, _, ok := strings.Cut(strings.TrimSpace(db), ":"); ok && slices.Contains([]string{"postgres", "postgresql"}, strings.ToLower(scheme)) {
+		// postgresql:user@host is no file anyone means: it would be opened as a
+		// new SQLite database of that name in the working directory.
+		return fmt.Errorf("store: --db begins with %s: but not %s://: write the URL as %s://user@host/database: %w",
+			scheme, scheme, strings.ToLower(scheme), ErrInvalid)
+	}
 	if scheme, _, ok := strings.Cut(db, "://"); ok && !strings.ContainsAny(scheme, `/\`) {
 		return fmt.Errorf("store: --db: a %s:// URL names no database Switchboard opens: "+
 			"give a SQLite file's path, or a postgres:// URL: %w", scheme, ErrInvalid)

@@ -55,6 +55,9 @@ func TestCheckDBRefusesWhatItWouldMisread(t *testing.T) {
 		"postgres://sb:hun#ter2@db/sb",
 		"HOST=127.0.0.1 port=5432 dbname=sb user=sb", // libpq's keywords in the wrong case, not a file's name
 		" Dbname=sb",
+		"postgresql:sb:hunter2@db",  // no //: a new SQLite file of that name in the working directory
+		"postgres:sb:hunter2@db/sb", // the same, or an error about its lock file
+		"PostgreSQL:sb:hunter2@db",
 	} {
 		err := CheckDB(db)
 		if !errors.Is(err, ErrInvalid) {
