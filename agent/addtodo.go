@@ -76,6 +76,10 @@ func (a *Agent) addTodo(ctx context.Context, c *Call) (any, error) {
 		}
 		return nil, errorf(CodeForbidden, "this endpoint may add to %v only, not %q", c.Endpoint.AddQueues, in.Queue)
 	}
+	if in.Delay < 0 || in.Delay > store.MaxDelay.Seconds() {
+		// Checked in seconds: a duration made of 1e300 of them would overflow.
+		return nil, errorf(CodeInvalidArgument, "delay_seconds %v: must be from 0 to %.0f", in.Delay, store.MaxDelay.Seconds())
+	}
 	opts := store.TodoOptions{Key: in.Key, Priority: in.Priority, Delay: time.Duration(in.Delay * float64(time.Second))}
 	if err := opts.Validate(); err != nil {
 		return nil, errorf(CodeInvalidArgument, "%v", err)

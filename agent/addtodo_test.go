@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,6 +52,12 @@ func TestAddTodoFlowOptions(t *testing.T) {
 	c := e.dial(cred, false)
 	if code := c.code(t, VerbAddTodo, map[string]any{"queue": "review", "payload": "{}", "priority": 5000}); code != CodeInvalidArgument {
 		t.Fatalf("add_todo with priority 5000: %s, want invalid_argument", code)
+	}
+	// A delay past any duration is refused for its seconds, not for what they
+	// overflowed to.
+	res, err := c.call(VerbAddTodo, map[string]any{"queue": "review", "payload": "{}", "delay_seconds": 1e300})
+	if err != nil || !res.IsError || !strings.Contains(text(res), "delay_seconds 1e+300: must be from 0 to 2592000") {
+		t.Fatalf("add_todo with delay_seconds 1e300: %v, %s", err, text(res))
 	}
 	if counts, _ := e.st.QueueCounts(context.Background()); len(counts) != 0 {
 		t.Fatalf("a refused add left todos: %+v", counts)
