@@ -34,8 +34,11 @@ const bcryptCost = 11
 
 // CreateOperator creates an operator with a bcrypt hash of password.
 func (s *Store) CreateOperator(ctx context.Context, username, password, actor string) (Operator, error) {
-	if username == "" || len(username) > 64 || !utf8.ValidString(username) {
-		return Operator{}, fmt.Errorf("store: create operator: username must be 1-64 characters: %w", ErrInvalid)
+	if username == "" || len(username) > 64 {
+		return Operator{}, fmt.Errorf("store: create operator: username must be 1-64 bytes: %w", ErrInvalid)
+	}
+	if !utf8.ValidString(username) {
+		return Operator{}, fmt.Errorf("store: create operator: username must be UTF-8 text: %w", ErrInvalid)
 	}
 	hash, err := s.hashPassword(password)
 	if err != nil {

@@ -66,6 +66,8 @@ func TestLookupRefusesWhatTheCommandRefuses(t *testing.T) {
 		{[]string{"todo", "list", "--nope"}, "flag provided but not defined: -nope"},
 		{[]string{"todo", "list", "--limit", "many"}, `invalid value "many" for flag -limit`},
 		{[]string{"endpoint", "revoke", "ID"}, `endpoint ID must be a positive number, not "ID"`},
+		{[]string{"todo", "show", "-1"}, `todo ID must be a positive number, not "-1"`},
+		{[]string{"todo", "show", "--json"}, "missing todo ID"},
 		{[]string{"endpoint", "list", "extra"}, `unexpected argument "extra"`},
 	} {
 		_, err := Lookup(c.args)

@@ -273,7 +273,11 @@ func offlineModules(ctx context.Context, env *environ, dir, db string) ([]server
 	if errors.Is(err, os.ErrNotExist) {
 		// No database yet (a machine being set up) still lists the manifests;
 		// it says where it looked, since a mistyped --db looks the same.
-		fmt.Fprintf(env.stderr, "no database at %s: showing the manifests alone, without pins or grants\n", absPath(db))
+		what := "no database at %s"
+		if store.IsPostgres(db) {
+			what = "no Switchboard tables at %s yet"
+		}
+		fmt.Fprintf(env.stderr, what+": showing the manifests alone, without pins or grants\n", absPath(db))
 		return views(order, byName), nil
 	}
 	if err != nil {

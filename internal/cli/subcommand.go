@@ -50,7 +50,7 @@ func leadingID(fs *flag.FlagSet, what string, args []string) (int64, []string, e
 		flush(fs, true)
 		return 0, nil, flag.ErrHelp
 	}
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") && !isNumber(args[0][1:]) {
 		return 0, nil, usageErr("missing %s ID", what)
 	}
 	id, err := strconv.ParseInt(args[0], 10, 64)
@@ -80,4 +80,10 @@ func onID(ctx context.Context, env *environ, args []string, name, synopsis, what
 	}
 	defer s.Close()
 	return act(ctx, s, id)
+}
+
+// isNumber reports whether s is digits, as -1 is a number given for an ID, not a flag.
+func isNumber(s string) bool {
+	_, err := strconv.ParseUint(s, 10, 64)
+	return err == nil
 }

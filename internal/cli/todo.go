@@ -319,7 +319,7 @@ func retryAllFailed(ctx context.Context, env *environ, s *store.Store, f store.F
 	if asJSON {
 		return writeJSON(env, map[string]any{"retried": n, "queue": f.Queue})
 	}
-	where := "every queue"
+	where := "any queue"
 	if f.Queue != "" {
 		where = f.Queue
 	}

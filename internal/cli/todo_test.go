@@ -45,7 +45,7 @@ func TestTodoRetry(t *testing.T) {
 	}
 	// --error picks the dead letters that failed with exactly that error: none here.
 	code, out, errs = cli(t, "", "todo", "retry", "--all-failed", "--error", "no such error", "--db", db)
-	if code != 0 || !strings.Contains(out, "no failed todos on every queue with error \"no such error\": nothing to retry") {
+	if code != 0 || !strings.Contains(out, "no failed todos on any queue with error \"no such error\": nothing to retry") {
 		t.Fatalf("retry --all-failed --error: exit %d, %q %q", code, out, errs)
 	}
 	code, out, errs = cli(t, "", "todo", "retry", "--all-failed", "--queue", "b", "--error", "boom", "--db", db)
@@ -61,7 +61,7 @@ func TestTodoRetry(t *testing.T) {
 		t.Fatalf("retry --all-failed --queue a: exit %d, %q %q", code, out, errs)
 	}
 	code, out, errs = cli(t, "", "todo", "retry", "--db", db, "--all-failed")
-	if code != 0 || !strings.Contains(out, "no failed todos on every queue: nothing to retry") {
+	if code != 0 || !strings.Contains(out, "no failed todos on any queue: nothing to retry") {
 		t.Fatalf("retry --all-failed: exit %d, %q %q", code, out, errs)
 	}
 
