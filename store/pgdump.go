@@ -3,9 +3,11 @@ package store
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -37,11 +39,29 @@ func (s *Store) pgDumpAdvice(what, archive string) error { return PgDumpAdvice(w
 // schema alone, and pg_restore replaces the tables in it but not the schema
 // itself (a role that owns its schema in a shared database may drop it but not
 // create it again). If the server cannot say, the command says to name it.
+// A restore file pg_restore --list refuses gets no pg_restore command: a plain
+// SQL dump of pg_dump's gets psql's, and anything else that does not begin as
+// an archive is refused (ErrNotSwitchboard) with pg_restore's reason.
 func PgDumpAdvice(what, db, archive string) error {
 	if archive == "" {
 		archive = "switchboard.dump"
 	}
 	rawArchive := archive
+	// An archive pg_restore refuses gets no pg_restore command: a plain SQL
+	// dump gets psql's, anything else a refusal.
+	plain, readErr := false, ""
+	if what == "restore" {
+		refusal := pgRestoreRefusal(rawArchive)
+		switch {
+		case refusal.plainSQL:
+			plain = true
+		case refusal.archiveLike:
+			readErr = refusal.reason
+		case refusal.reason != "":
+			return &notAnArchive{fmt.Sprintf("store: restore: %s is neither a SQLite database nor a pg_dump archive "+
+				"(pg_restore --list says: %s)", rawArchive, refusal.reason)}
+		}
+	}
 	archive = shellQuote(archive)
 	server, withoutPassword := libpqTarget(db)
 	var notes []string
@@ -49,7 +69,11 @@ func PgDumpAdvice(what, db, archive string) error {
 		notes = append(notes, PasswordNote)
 	}
 	if hasSSLPassword(db) {
-		notes = append(notes, "The client key's passphrase (sslpassword) is left out too: pg_dump and pg_restore ask for it.")
+		asks := "pg_dump and pg_restore ask"
+		if plain {
+			asks = "psql asks"
+		}
+		notes = append(notes, "The client key's passphrase (sslpassword) is left out too: "+asks+" for it.")
 	}
 	schema, serving, err := pgSchemaInUse(db)
 	if what == "restore" && serving > 0 {
@@ -63,7 +87,7 @@ func PgDumpAdvice(what, db, archive string) error {
 		if what == "restore" {
 			only = "--schema=" + shellQuote(schema) + " "
 		}
-	} else {
+	} else if !plain { // psql takes no --schema
 		without := "the archive holds every schema of the database"
 		if what == "restore" {
 			without = "--clean drops the schema itself and re-creates it, which a role that only owns its schema may not do"
@@ -71,7 +95,20 @@ func PgDumpAdvice(what, db, archive string) error {
 		notes = append(notes, fmt.Sprintf("The server could not be asked which schema is Switchboard's (%v): "+
 			"add --schema=THAT_SCHEMA, or %s.", Reason(err, ErrUnreachable), without))
 	}
-	if what == "restore" && err == nil {
+	if plain {
+		dbSchema := "THAT_SCHEMA"
+		if err == nil {
+			dbSchema = schema
+		}
+		notes = append(notes, fmt.Sprintf("psql runs the dump's statements as they are: its tables go to the schema the "+
+			"dump names, whatever the --db's (%s); if that is another, give serve that schema (search_path=THAT_SCHEMA in --db). "+
+			"A dump made without --clean replaces nothing: its tables, and a schema it creates, must not exist yet. "+
+			"In one transaction that stops at its first error, a failure changes nothing.", dbSchema))
+	}
+	if readErr != "" {
+		notes = append(notes, fmt.Sprintf("pg_restore --list here refuses it: %s.", strings.TrimSuffix(readErr, ".")))
+	}
+	if what == "restore" && err == nil && !plain && readErr == "" {
 		// pg_restore --schema restores that schema's tables, under its name:
 		// an archive of another schema would restore nothing, and say nothing.
 		if in := archiveSchema(rawArchive, schema); in != "" {
@@ -82,7 +119,11 @@ func PgDumpAdvice(what, db, archive string) error {
 		}
 	}
 	var head, command string
-	if what == "restore" {
+	if plain {
+		head = "restore works on a SQLite file; " + rawArchive + " is a plain SQL dump of pg_dump's, which pg_restore " +
+			"does not read: stop serve and run it with psql:"
+		command = fmt.Sprintf("psql --single-transaction --set ON_ERROR_STOP=1 --dbname=%s -f %s", shellQuote(server), archive)
+	} else if what == "restore" {
 		head = "restore works on a SQLite file; on PostgreSQL, stop serve and restore pg_dump's archive with pg_restore:"
 		command = fmt.Sprintf("pg_restore --clean --if-exists %s--dbname=%s %s", only, shellQuote(server), archive)
 	} else {
@@ -96,6 +137,14 @@ func PgDumpAdvice(what, db, archive string) error {
 	}
 	return &sqliteOnlyAdvice{msg}
 }
+
+// notAnArchive is PgDumpAdvice's refusal of a file that is neither a SQLite
+// database nor an archive of pg_dump's: ErrNotSwitchboard, with pg_restore's
+// reason.
+type notAnArchive struct{ msg string }
+
+func (e *notAnArchive) Error() string { return e.msg }
+func (e *notAnArchive) Unwrap() error { return ErrNotSwitchboard }
 
 // hasSSLPassword reports whether a --db value gives a client key's passphrase,
 // which the printed command leaves out with the password.
@@ -358,4 +407,78 @@ func archiveSchema(path, schema string) string {
 		}
 	}
 	return ""
+}
+
+// refusal is what pg_restore --list makes of a file restore is to read.
+type refusal struct {
+	reason      string // pg_restore's one line when it refuses the file; "" when it reads it, or cannot be asked
+	plainSQL    bool   // the file is a plain SQL dump of pg_dump's, for psql
+	archiveLike bool   // the file begins as an archive does: pg_restore here may be older than the pg_dump that wrote it
+}
+
+// plainDumpHeader is how pg_dump's plain SQL output begins (pg_restore's own
+// test for it, which pg_dumpall's "cluster dump" does not pass).
+const plainDumpHeader = "--\n-- PostgreSQL database dump\n"
+
+// pgRestoreRefusal asks pg_restore --list whether it reads the file or
+// directory at path, and when it refuses, what the file is. It asks nothing,
+// and finds nothing refused, when there is no such file, no pg_restore at
+// hand, no answer in time, or no reading the file's first bytes.
+func pgRestoreRefusal(path string) refusal {
+	info, err := os.Stat(path)
+	if err != nil || IsSQLiteFile(path) { // the CLI copies a SQLite file in
+		return refusal{}
+	}
+	bin, err := exec.LookPath("pg_restore")
+	if err != nil {
+		return refusal{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), archiveTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--list", path)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if cmd.Run() == nil || ctx.Err() != nil {
+		return refusal{}
+	}
+	// Its error's line, or failing that its first: warnings may come first.
+	var r refusal
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		line = strings.TrimPrefix(strings.TrimSpace(line), "pg_restore: ")
+		if reason, ok := strings.CutPrefix(line, "error: "); ok {
+			r.reason = reason
+			break
+		}
+		if r.reason == "" {
+			r.reason = line
+		}
+	}
+	if r.reason == "" {
+		r.reason = "it exits with an error and says nothing"
+	}
+	if info.IsDir() {
+		// A directory archive is its toc.dat (pg_restore also takes it compressed).
+		for _, toc := range []string{"toc.dat", "toc.dat.gz", "toc.dat.lz4", "toc.dat.zst"} {
+			if _, err := os.Stat(filepath.Join(path, toc)); err == nil {
+				r.archiveLike = true
+			}
+		}
+		return r
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return refusal{}
+	}
+	defer f.Close()
+	head := make([]byte, 512)
+	n, _ := io.ReadFull(f, head)
+	head = head[:n]
+	switch {
+	case strings.HasPrefix(string(head), plainDumpHeader):
+		r.plainSQL = true
+	case strings.HasPrefix(string(head), "PGDMP"), // custom format
+		n == 512 && strings.HasPrefix(string(head[257:]), "ustar"): // tar
+		r.archiveLike = true
+	}
+	return r
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -304,5 +305,31 @@ func TestRestoreCopiesASQLiteDatabaseIn(t *testing.T) {
 	_, stderr = cliPG(t, 1, "", "restore", "--from", filepath.Join(t.TempDir(), "nothing.db"), "--db", db)
 	if !strings.Contains(stderr, "no file at ") {
 		t.Errorf("restore --from a file that is not there: %s", stderr)
+	}
+}
+
+// restore --from a file pg_restore refuses prints no pg_restore command for it:
+// for a plain SQL dump of pg_dump's, psql's; for anything else a refusal with
+// pg_restore's reason. Both exit 1, without the password.
+func TestRestoreOnPostgresFromNoArchive(t *testing.T) {
+	if _, err := exec.LookPath("pg_restore"); err != nil {
+		testkit.SkipOrFail(t, "no pg_restore on PATH: restore cannot tell what the file is")
+		return
+	}
+	db := pgWithPassword(t)
+	dir := t.TempDir()
+	plain, junk := filepath.Join(dir, "x.sql"), filepath.Join(dir, "junk.bin")
+	os.WriteFile(plain, []byte("--\n-- PostgreSQL database dump\n--\n\nSET statement_timeout = 0;\n"), 0o600)
+	os.WriteFile(junk, []byte("hello\n"), 0o600)
+	_, stderr := cliPG(t, 1, "", "restore", "--from", plain, "--db", db)
+	cmd, _ := store.AdviceCommand(stderr)
+	if !strings.HasPrefix(cmd, "psql --single-transaction --set ON_ERROR_STOP=1 --dbname=") || !strings.HasSuffix(cmd, " -f "+plain) ||
+		!strings.Contains(stderr, "plain SQL dump") || strings.Contains(stderr, "pg_restore --") {
+		t.Errorf("restore --from a plain SQL dump: %s", stderr)
+	}
+	_, stderr = cliPG(t, 1, "", "restore", "--from", junk, "--db", db)
+	if _, ok := store.AdviceCommand(stderr); ok || !strings.Contains(stderr, junk+" is neither a SQLite database nor a pg_dump archive") ||
+		!strings.Contains(stderr, "does not appear to be a valid archive") {
+		t.Errorf("restore --from a file of nothing known: %s", stderr)
 	}
 }
