@@ -314,6 +314,11 @@ func (w *writer) runTx(batch []*writeReq) {
 		// Other processes' watches hear of the commit (see pgwatch.go): the
 		// notification goes with COMMIT, in one round trip.
 		err = w.sendTogether(w.notification(batch), pgLater{what: "COMMIT", query: "COMMIT"})
+		if err != nil && !mayRunAgain(err) {
+			// The round trip failed, not a statement: COMMIT was sent, and the
+			// answer that would say whether it ran was lost.
+			err = fmt.Errorf("the connection failed after COMMIT was sent, so it may have been committed: %w", errors.Unwrap(err))
+		}
 	} else {
 		_, err = w.ctl("COMMIT")
 	}

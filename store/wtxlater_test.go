@@ -319,9 +319,14 @@ func TestAnAddThatCarriedARefusedTailIsStoredOnce(t *testing.T) {
 		added    [2]Todo
 		payloads = [2]string{"by hand", "by an agent"}
 	)
+	// Each add in a batch of its own behind the refused write, whose tail its
+	// first round trip carries (with both in one batch, the second refused
+	// write would carry the first add's tail instead).
 	inOneBatch(t, s,
 		func() { errs[0] = s.submit(ctx, refused()) },
 		func() { added[0], errs[1] = s.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: payloads[0]}) },
+	)
+	inOneBatch(t, s,
 		func() { errs[2] = s.submit(ctx, refused()) },
 		func() {
 			added[1], errs[3] = s.AddAgentTodo(ctx, "agent:a", "inbox", payloads[1], []string{"inbox"}, TodoOptions{})
