@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
@@ -37,8 +39,11 @@ func (s *Store) CreateOperator(ctx context.Context, username, password, actor st
 	if username == "" || len(username) > 64 {
 		return Operator{}, fmt.Errorf("store: create operator: username must be 1-64 bytes: %w", ErrInvalid)
 	}
-	if !utf8.ValidString(username) {
-		return Operator{}, fmt.Errorf("store: create operator: username must be UTF-8 text: %w", ErrInvalid)
+	if !utf8.ValidString(username) || strings.ContainsFunc(username, func(r rune) bool { return unicode.IsControl(r) || r == utf8.RuneError }) {
+		// No control character and no U+FFFD: PostgreSQL stores a NUL as one, and
+		// a login looks a name it cannot hold up as stored (readArgs), so that
+		// many spellings would find one such name.
+		return Operator{}, fmt.Errorf("store: create operator: username must be UTF-8 text without control characters or U+FFFD: %w", ErrInvalid)
 	}
 	hash, err := s.hashPassword(password)
 	if err != nil {

@@ -258,6 +258,11 @@ func TestOperators(t *testing.T) {
 	if _, err := s.CreateOperator(ctx, "ana", "short", "system"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("short password: %v", err)
 	}
+	for _, name := range []string{"", "a\x00b", "a\xffb", "a\tb", "a\ufffdb", strings.Repeat("a", 65)} {
+		if _, err := s.CreateOperator(ctx, name, "correct horse battery", "system"); !errors.Is(err, ErrInvalid) {
+			t.Errorf("username %q: %v, want ErrInvalid", name, err)
+		}
+	}
 	h, err := s.CreateOperator(ctx, "ana", "correct horse battery", "system")
 	if err != nil {
 		t.Fatal(err)
