@@ -288,6 +288,9 @@ func copyTable(ctx context.Context, from *sql.DB, tx pgx.Tx, table string) (int6
 				row[i], convErr = asPostgres(v, types[i])
 			}
 			if convErr != nil {
+				if id := slices.Index(cols, "id"); id >= 0 {
+					return nil, fmt.Errorf("the row of id %v, column %s: %w", values[id], cols[i], convErr)
+				}
 				return nil, fmt.Errorf("column %s: %w", cols[i], convErr)
 			}
 		}

@@ -286,7 +286,8 @@ func TestCopyToPostgresRefusesASecretItWouldChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw.Close()
-	if _, err := CopyToPostgres(ctx, src, pg, t.TempDir()); err == nil || !strings.Contains(err.Error(), "secrets reencrypt") {
+	if _, err := CopyToPostgres(ctx, src, pg, t.TempDir()); err == nil || !strings.Contains(err.Error(), "secrets reencrypt") ||
+		!strings.Contains(err.Error(), fmt.Sprintf("the row of id %d, column signing_secret", hook.ID)) {
 		t.Fatalf("a copy of a secret that is not text: %v", err)
 	}
 	p, err := Open(ctx, pg, Options{})
