@@ -309,7 +309,10 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err := checkVersion(ctx, conn, s.path, s.pg); err != nil {
 		return err
 	}
-	if _, err := conn.ExecContext(ctx, create); err != nil {
+	if err := s.createMigrationsTable(ctx, conn, create); err != nil {
+		if s.pg && pgErrorCode(err) == "25006" {
+			return s.readOnly("create Switchboard's tables", err)
+		}
 		if s.pg && pgErrorCode(err) == "42501" {
 			schema, role := pgWho(ctx, conn)
 			return fmt.Errorf("store: create tables in %s: the role may not create tables in its schema "+
@@ -373,6 +376,33 @@ func (s *Store) migrate(ctx context.Context) error {
 	return nil
 }
 
+// createMigrationsTable runs create, schema_migrations' CREATE TABLE IF NOT
+// EXISTS, unless PostgreSQL has that table in the schema it would create it in:
+// there a role or server that takes no writes (a standby, or
+// default_transaction_read_only) refuses even a CREATE that would do nothing,
+// and a command that only reads must still run.
+func (s *Store) createMigrationsTable(ctx context.Context, conn *sql.Conn, create string) error {
+	if s.pg {
+		var found bool
+		if err := conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_tables
+			WHERE schemaname = current_schema() AND tablename = 'schema_migrations')`).Scan(&found); err != nil {
+			return err
+		}
+		if found {
+			return nil
+		}
+	}
+	_, err := conn.ExecContext(ctx, create)
+	return err
+}
+
+// readOnly says that PostgreSQL refused what (a migration's writes) because
+// the session takes no writes; err is its refusal.
+func (s *Store) readOnly(what string, err error) error {
+	return fmt.Errorf("store: %s in %s: this connection takes no writes (a standby, or the role's or database's "+
+		"default_transaction_read_only is on): Switchboard needs a primary and a role that may write: %w", what, s.path, err)
+}
+
 // applyMigration runs one migration and records it, in one transaction.
 func (s *Store) applyMigration(ctx context.Context, conn *sql.Conn, m migration) error {
 	tx, err := conn.BeginTx(ctx, nil)
@@ -381,6 +411,9 @@ func (s *Store) applyMigration(ctx context.Context, conn *sql.Conn, m migration)
 	}
 	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 		tx.Rollback()
+		if s.pg && pgErrorCode(err) == "25006" {
+			return s.readOnly("migration "+m.name, err)
+		}
 		return fmt.Errorf("store: migration %s: %w", m.name, err)
 	}
 	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`),
