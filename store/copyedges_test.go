@@ -144,10 +144,26 @@ func TestArchiveSchemaReadsOddNames(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			archive := dumpSchemas(t, admin, base, c.schemas)
+			// restore hands archiveSchema the listing pgRestoreRefusal read,
+			// which it does not ask for again.
+			listing := pgRestoreRefusal(archive).listing
+			if listing == "" {
+				t.Fatalf("pgRestoreRefusal kept no listing of %s", archive)
+			}
 			log := countingPgRestore(t, "0")
-			start := time.Now()
-			got := archiveSchema(archive, c.db)
+			if got := archiveSchema(archive, c.db, listing); got != c.want {
+				t.Errorf("archive of %q, --db schema %q, from its listing: got %q, want %q", keys(c.schemas), c.db, got, c.want)
+			}
 			calls, _ := os.ReadFile(log)
+			for _, call := range strings.Split(strings.TrimSpace(string(calls)), "\n") {
+				if call != "" && !strings.Contains(call, "--schema=") {
+					t.Errorf("archiveSchema, given the listing, ran pg_restore %s again", call)
+				}
+			}
+			os.Remove(log)
+			start := time.Now()
+			got := archiveSchema(archive, c.db, "")
+			calls, _ = os.ReadFile(log)
 			n := strings.Count(string(calls), "\n")
 			if got != c.want {
 				t.Errorf("archive of %q, --db schema %q: got %q, want %q", keys(c.schemas), c.db, got, c.want)
@@ -180,7 +196,7 @@ func TestArchiveSchemaIsBoundedInTime(t *testing.T) {
 	defer func(was time.Duration) { archiveTimeout = was }(archiveTimeout)
 	archiveTimeout = time.Second
 	start := time.Now()
-	got := archiveSchema(archive, "zzg")
+	got := archiveSchema(archive, "zzg", "")
 	took := time.Since(start)
 	calls, _ := os.ReadFile(log)
 	t.Logf("got %q after %v, %d calls:\n%s", got, took.Round(time.Second), strings.Count(string(calls), "\n"), calls)

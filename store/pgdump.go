@@ -49,9 +49,10 @@ func PgDumpAdvice(what, db, archive string) error {
 	rawArchive := archive
 	// An archive pg_restore refuses gets no pg_restore command: a plain SQL
 	// dump gets psql's, anything else a refusal.
-	plain, readErr := false, ""
+	plain, readErr, listing := false, "", ""
 	if what == "restore" {
 		refusal := pgRestoreRefusal(rawArchive)
+		listing = refusal.listing
 		switch {
 		case refusal.plainSQL:
 			plain = true
@@ -111,7 +112,7 @@ func PgDumpAdvice(what, db, archive string) error {
 	if what == "restore" && err == nil && !plain && readErr == "" {
 		// pg_restore --schema restores that schema's tables, under its name:
 		// an archive of another schema would restore nothing, and say nothing.
-		if in := archiveSchema(rawArchive, schema); in != "" {
+		if in := archiveSchema(rawArchive, schema, listing); in != "" {
 			only = "--schema=" + shellQuote(in) + " "
 			notes = append(notes, fmt.Sprintf("The archive's tables are in the schema %s, the --db's in %s: "+
 				"pg_restore puts them back in %s, which must exist (CREATE SCHEMA … AUTHORIZATION the role); "+
@@ -370,8 +371,9 @@ var archiveTimeout = 10 * time.Second
 // when there is no such file, no pg_restore at hand, or no answer in time.
 // pg_restore --list writes names as they are, spaces and all, so a name is
 // taken only once pg_restore, asked for that schema alone (--schema), lists
-// every table.
-func archiveSchema(path, schema string) string {
+// every table. listing is pg_restore --list's output for the whole archive,
+// when it was already asked ("" otherwise).
+func archiveSchema(path, schema, listing string) string {
 	if _, err := os.Stat(path); err != nil {
 		return ""
 	}
@@ -382,9 +384,12 @@ func archiveSchema(path, schema string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), archiveTimeout)
 	defer cancel()
 	tables := func(only ...string) []string {
-		out, err := exec.CommandContext(ctx, bin, append([]string{"--list"}, append(only, path)...)...).Output()
-		if err != nil {
-			return nil
+		out := []byte(listing)
+		if len(only) > 0 || listing == "" {
+			var err error
+			if out, err = exec.CommandContext(ctx, bin, append([]string{"--list"}, append(only, path)...)...).Output(); err != nil {
+				return nil
+			}
 		}
 		lines := archiveTable.FindAllStringSubmatch(string(out), -1)
 		rests := make([]string, len(lines))
@@ -414,6 +419,7 @@ type refusal struct {
 	reason      string // pg_restore's one line when it refuses the file; "" when it reads it, or cannot be asked
 	plainSQL    bool   // the file is a plain SQL dump of pg_dump's, for psql
 	archiveLike bool   // the file begins as an archive does: pg_restore here may be older than the pg_dump that wrote it
+	listing     string // what pg_restore --list wrote when it read the file
 }
 
 // plainDumpHeader is how pg_dump's plain SQL output begins (pg_restore's own
@@ -436,9 +442,12 @@ func pgRestoreRefusal(path string) refusal {
 	ctx, cancel := context.WithTimeout(context.Background(), archiveTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "--list", path)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if cmd.Run() == nil || ctx.Err() != nil {
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err == nil || ctx.Err() != nil {
+		if err == nil {
+			return refusal{listing: stdout.String()}
+		}
 		return refusal{}
 	}
 	// Its error's line, or failing that its first: warnings may come first.
