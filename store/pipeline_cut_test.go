@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -131,5 +132,34 @@ func TestPipelinedBatchCutAfterItsCommitRunsOnce(t *testing.T) {
 	}
 	if _, ok, err := s.ClaimNext(ctx, "agent:c", []string{"inbox"}, time.Minute); err != nil || !ok {
 		t.Errorf("the next claim = %v, %v; want a todo", ok, err)
+	}
+}
+
+// A write that is not pipelined (an add) whose connection is cut after the
+// server committed it is not run again either, though an add may be run again
+// when a statement of the write before it fails: the todo is stored once, the
+// add is told that it may have been committed, and the next add commits.
+func TestAnAddCutAfterItsCommitIsStoredOnce(t *testing.T) {
+	var p *cutProxy
+	s := openThroughProxy(t, func(upstream string) string { p = newCutProxy(t, upstream); return p.addr })
+	ctx := context.Background()
+	addTodos(t, s, "inbox", 1)
+	p.armed.Store(true)
+	_, err := s.AddTodo(ctx, NewTodo{Queue: "cut", Payload: "once"})
+	if !p.cut.Load() {
+		t.Fatal("the proxy cut no commit")
+	}
+	if err == nil || !strings.Contains(err.Error(), "may have been committed") {
+		t.Errorf("an add whose commit was never answered: %v; want it to say it may have been committed", err)
+	}
+	var stored int
+	if err := s.rdb.QueryRow(`SELECT count(*) FROM todos WHERE queue = 'cut'`).Scan(&stored); err != nil || stored != 1 {
+		t.Errorf("%d todos stored by one add (%v), want the one committed", stored, err)
+	}
+	if n := auditCount(t, s, "todo.add"); n != 2 {
+		t.Errorf("%d add audit rows, want 2 (one before the cut, one cut)", n)
+	}
+	if _, err := s.AddTodo(ctx, NewTodo{Queue: "cut", Payload: "next"}); err != nil {
+		t.Errorf("the next add: %v", err)
 	}
 }
