@@ -348,3 +348,29 @@ func TestACoalescingAddDoesNotRewriteAnApprovedTodo(t *testing.T) {
 			"with payload %s, which no human saw", late.Folded, got.ID, got.Approval.By, got.Payload)
 	}
 }
+
+// A todo released by a human while it awaited approval was never decided on: it
+// carries its unanswered question, but no human's decision, so a coalescing add
+// folds into it as into any pending todo (docs/flow-control.md) rather than
+// waiting behind it as a second todo.
+func TestACoalescingAddFoldsIntoATodoReleasedWhileAwaitingApproval(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	opts := TodoOptions{Key: "octo/repo#42", Coalesce: true}
+	a := addOpts(t, s, "deploy", `{"sha":"one"}`, opts)
+	td, err := s.Claim(ctx, Ack{ID: a.ID, Owner: "agent:w"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RequestApproval(ctx, Ack{ID: a.ID, Owner: "agent:w", LeaseSeq: td.LeaseSeq}, "deploy?"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReleaseByHuman(ctx, a.ID, "human:alice"); err != nil {
+		t.Fatal(err)
+	}
+	late := addOpts(t, s, "deploy", `{"sha":"two"}`, opts)
+	if !late.Folded || late.ID != a.ID {
+		t.Fatalf("a coalescing add beside pending todo %d, released undecided, made todo %d (folded=%v, key_waiting=%v) "+
+			"instead of folding into it", a.ID, late.ID, late.Folded, late.KeyWaiting)
+	}
+}

@@ -82,7 +82,8 @@ func pendingChange(id int64, queue, source string, available time.Time, cause st
 // folds into (one probe of todos_key_pending); found is false when the key has
 // none, or when that todo carries a human's decision (approved or denied): the
 // decision was about it as it is, so it is not rewritten, and the add waits
-// behind it as a todo of its own.
+// behind it as a todo of its own. A question left unanswered (a human released
+// the todo while it awaited approval) is no decision: that todo is folded into.
 func (w *wtx) foldTarget(queue, key string) (t Todo, found bool, err error) {
 	var a, c int64
 	var approval string
@@ -96,7 +97,7 @@ func (w *wtx) foldTarget(queue, key string) (t Todo, found bool, err error) {
 	if err != nil {
 		return Todo{}, false, fmt.Errorf("store: read key %q on %s: %w", key, queue, err)
 	}
-	if approval != "" {
+	if approval == ApprovalApproved || approval == ApprovalDenied {
 		return Todo{}, false, nil
 	}
 	t.AvailableAt, t.CreatedAt = fromMS(a), fromMS(c)
@@ -123,7 +124,7 @@ func (w *wtx) fold(n NewTodo, size int) (t Todo, ok bool, err error) {
 	res, err := w.exec(`UPDATE todos SET payload_size = ?, source_type = ?, source_webhook_id = ?,
 			source_event_id = ?, source_event_type = ?, verified = ?, trust_mode = ?, webhook_created_by = ?,
 			coalesced = coalesced + 1, priority = ?, available_at = ?, updated_at = ?
-		WHERE id = ? AND state = 'pending' AND approval = ''`,
+		WHERE id = ? AND state = 'pending' AND approval NOT IN ('approved', 'denied')`,
 		size, n.Source.Type, nullID(n.Source.WebhookID), nullID(n.Source.EventID), n.Source.EventType,
 		boolInt(n.Trust.Verified), n.Trust.Mode, n.Trust.WebhookCreatedBy, t.Priority, ms(t.AvailableAt), ms(w.now), id)
 	if err != nil {
