@@ -374,3 +374,49 @@ func TestACoalescingAddFoldsIntoATodoReleasedWhileAwaitingApproval(t *testing.T)
 			"instead of folding into it", a.ID, late.ID, late.Folded, late.KeyWaiting)
 	}
 }
+
+// A key's next todo becomes claimable when the todo ahead of it ends, not when
+// it was added: the board's "next up waiting" and /metrics'
+// switchboard_queue_head_wait_seconds count from then, so that a todo that
+// waited behind a long piece of work is not shown (and alerted on) as one no
+// agent took for that long.
+func TestAKeysNextTodoIsClaimableSinceTheOneAheadEnded(t *testing.T) {
+	ends := map[string]func(s *Store, td Todo) error{
+		"complete": func(s *Store, td Todo) error {
+			_, err := s.Complete(context.Background(), Ack{ID: td.ID, Owner: td.Owner, LeaseSeq: td.LeaseSeq}, "")
+			return err
+		},
+		"dead letter": func(s *Store, td Todo) error {
+			_, err := s.Fail(context.Background(), Ack{ID: td.ID, Owner: td.Owner, LeaseSeq: td.LeaseSeq}, "boom", false)
+			return err
+		},
+		"cancel": func(s *Store, td Todo) error {
+			_, err := s.CancelTodo(context.Background(), td.ID, "human:alice")
+			return err
+		},
+	}
+	for name, end := range ends {
+		t.Run(name, func(t *testing.T) {
+			clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+			s := openTest(t, Options{Now: clock.Now})
+			ctx := context.Background()
+			addOpts(t, s, "q", "first", TodoOptions{Key: "k"})
+			next := addOpts(t, s, "q", "second", TodoOptions{Key: "k"})
+			first, ok, err := s.ClaimNext(ctx, "agent:a", []string{"q"}, time.Hour)
+			if err != nil || !ok {
+				t.Fatalf("claim: %v, %v", ok, err)
+			}
+			clock.Add(20 * time.Minute)
+			if err := end(s, first); err != nil {
+				t.Fatal(err)
+			}
+			heads, err := s.QueueHeads(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(heads) != 1 || heads[0].TodoID != next.ID || !heads[0].Since.Equal(clock.Now()) {
+				t.Fatalf("heads %+v: want todo %d, claimable since %s, when the todo ahead of it ended", heads, next.ID, clock.Now())
+			}
+		})
+	}
+}

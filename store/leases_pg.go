@@ -78,7 +78,7 @@ func (w *wtx) leaseOutcomeAudited(a Ack, verb string, row scanner, more ...any) 
 }
 
 // pgKeyNext is keyEnded inside a transition's statement (complete, fail; one
-// todo or several, pgCompleteSet): todos_free_keys (migration 0023) for the todos
+// todo or several, pgCompleteSet): todos_free_keys (migration 0024) for the todos
 // the CTE changed that left the queue for good, at the time its one argument
 // gives, once the statement's own audit rows (its CTE logged) are written. As in
 // keyEnded, the writer lock every write transaction holds (pgWriterLock) keeps

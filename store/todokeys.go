@@ -27,6 +27,19 @@ func (w *wtx) keyHasFront(queue, key string) (bool, error) {
 	return n > 0, nil
 }
 
+// keyNext makes a key's next waiting todo its front. It is claimable from now
+// on, not from when it was added: available_at says since when, for the board's
+// and /metrics' head wait (QueueHeads). pgKeyNextOne is the same on PostgreSQL,
+// and todos_free_keys (migration 0024) inside a transition's statement.
+const (
+	keyNext = `UPDATE todos SET key_waiting = 0, available_at = max(available_at, ?) WHERE id = (SELECT id FROM todos
+			WHERE queue = ? AND key = ? AND state = 'pending' AND key_waiting = 1 ORDER BY id LIMIT 1)
+		RETURNING id, source_type, available_at`
+	pgKeyNextOne = `UPDATE todos SET key_waiting = 0, available_at = greatest(available_at, ?) WHERE id = (SELECT id FROM todos
+			WHERE queue = ? AND key = ? AND state = 'pending' AND key_waiting = 1 ORDER BY id LIMIT 1)
+		RETURNING id, source_type, available_at`
+)
+
 // keyEnded moves the front of t's key to its next waiting todo, if any, after t
 // (the front) ended. The next one becomes claimable: the doorbell rings then.
 func (w *wtx) keyEnded(t Todo) error {
@@ -35,9 +48,11 @@ func (w *wtx) keyEnded(t Todo) error {
 	}
 	var next Todo
 	var avail sql.NullInt64
-	err := w.queryRow(`UPDATE todos SET key_waiting = 0 WHERE id = (SELECT id FROM todos
-			WHERE queue = ? AND key = ? AND state = 'pending' AND key_waiting = 1 ORDER BY id LIMIT 1)
-		RETURNING id, source_type, available_at`, t.Queue, t.Key).Scan(&next.ID, &next.Source.Type, &avail)
+	query := keyNext
+	if w.w.s.pg {
+		query = pgKeyNextOne
+	}
+	err := w.queryRow(query, ms(w.now), t.Queue, t.Key).Scan(&next.ID, &next.Source.Type, &avail)
 	if notFound(err) {
 		return nil
 	}
