@@ -180,7 +180,7 @@ func parseKeyTemplate(t string) ([]keyPart, error) {
 // whole document ("") is refused: a rule compares or names a value inside it.
 func parsePointer(p string) ([]string, error) {
 	if !strings.HasPrefix(p, "/") {
-		return nil, rulesErr("JSON pointer %q does not parse: it starts with /", p)
+		return nil, rulesErr("JSON pointer %q does not parse: it does not start with /", p)
 	}
 	tokens := strings.Split(p[1:], "/")
 	for i, tok := range tokens {

@@ -21,6 +21,8 @@ func TestRulesBadInput(t *testing.T) {
 		{`{"key": "octo/repo"}`, `has no {/json/pointer}`},
 		{`{"key": "{/repository/full_name"}`, `a { without its }`},
 		{`{"key": "{repository}"}`, `JSON pointer "repository" does not parse`},
+		// Said as what is missing: "it starts with /" read as if it did.
+		{`{"key": "{repository}"}`, `it does not start with /`},
 		{`{"coalesce": true}`, `coalesce needs a key template`},
 		{`{"key": "{/a}", "coalesce": true, "debounce": "soon"}`, `debounce "soon"`},
 		{`{"key": "{/a}", "debounce": "30s"}`, `debounce needs coalesce`},

@@ -115,7 +115,7 @@ func TestWebhookRulesFormBadInput(t *testing.T) {
 	}{
 		{"key", "octo/repo", "has no {/json/pointer}"},
 		{"key", "{/a", "a { without its }"},
-		{"match", "pull_request/draft = false", "does not parse: it starts with /"},
+		{"match", "pull_request/draft = false", "does not parse: it does not start with /"},
 		{"match", "/pull_request/draft", "Match line 1: write /json/pointer = value"},
 		{"debounce", "soon", "debounce &#34;soon&#34;: a duration"},
 		{"priority", "high", "is not a whole number"},
