@@ -275,8 +275,11 @@ func webhookEvents(ctx context.Context, env *environ, args []string) error {
 // eventRow is e's row in webhook events; what the producer sent is escaped.
 func eventRow(e store.WebhookEvent) string {
 	todo := "-"
-	if e.TodoID != 0 {
+	switch {
+	case e.TodoID != 0:
 		todo = strconv.FormatInt(e.TodoID, 10)
+	case e.Filtered:
+		todo = "filtered" // a rule dropped it; "-" is a todo retention pruned
 	}
 	return fmt.Sprintf("%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s", e.ID, e.WebhookID, e.SourceType,
 		e.ReceivedAt.Local().Format(time.DateTime), dash(printable(e.DeliveryID)), dash(printable(e.EventType)),

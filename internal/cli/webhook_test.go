@@ -417,3 +417,28 @@ func TestWebhookEventsCommand(t *testing.T) {
 		t.Fatalf("events --limit 0: exit %d, %q", code, errs)
 	}
 }
+
+// A delivery a webhook rule dropped made no todo, and the events table says so,
+// as the board does, rather than the "-" of an event whose todo retention pruned.
+func TestWebhookEventsMarksAFilteredDelivery(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "sb.db")
+	s, err := store.Open(ctx, db, store.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.CreateWebhook(ctx, store.NewWebhook{SourceType: "github", Queue: "inbox", Secret: "s3cret-s3cret-s3cret", CreatedBy: "human:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecordDelivery(ctx, store.NewDelivery{WebhookID: h.ID, DeliveryID: "gh-1", EventType: "issues",
+		TrustMode: "signed", Body: []byte(`{"n":1}`), Filtered: true}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	code, out, errs := runCLI(t, map[string]string{"SWITCHBOARD_DB": db}, "webhook", "events")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 2 || !strings.HasSuffix(lines[1], "filtered") {
+		t.Fatalf("events (exit %d, %s): the filtered delivery's TODO column does not say filtered:\n%s", code, errs, out)
+	}
+}
