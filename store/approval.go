@@ -140,7 +140,12 @@ func (w *wtx) claimable(a Ack, c curTodo) error {
 		return fmt.Errorf("store: claim todo %d: it is held for the worker that asked for approval until %s: %w", a.ID,
 			fromMS(c.availableAt).Format(time.RFC3339), ErrConflict)
 	}
-	return fmt.Errorf("store: claim todo %d: it is backing off until %s: %w", a.ID,
+	// Never tried: a delay or a debounce holds it, as the board says ("delayed").
+	why := "delayed"
+	if c.attempts > 0 {
+		why = "backing off"
+	}
+	return fmt.Errorf("store: claim todo %d: it is %s until %s: %w", a.ID, why,
 		fromMS(c.availableAt).Format(time.RFC3339), ErrConflict)
 }
 

@@ -420,3 +420,29 @@ func TestAKeysNextTodoIsClaimableSinceTheOneAheadEnded(t *testing.T) {
 		})
 	}
 }
+
+// A claim by id of a todo added with a delay (or a debounce) is refused as
+// delayed: "backing off" is a failed attempt's retry, and this one was never tried.
+func TestClaimByIdOfADelayedTodoSaysItIsDelayed(t *testing.T) {
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s := openTest(t, Options{Now: clock.Now})
+	ctx := context.Background()
+	later := addOpts(t, s, "q", "later", TodoOptions{Delay: 10 * time.Minute})
+	_, err := s.Claim(ctx, Ack{ID: later.ID, Owner: "agent:a"}, time.Minute)
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "delayed until 2026-03-01T12:10:00Z") {
+		t.Fatalf("claim of a delayed todo: %v, want a conflict saying it is delayed until 12:10", err)
+	}
+	// One that failed and waits for its retry is backing off.
+	retried := addOpts(t, s, "q", "flaky", TodoOptions{})
+	td, err := s.Claim(ctx, Ack{ID: retried.ID, Owner: "agent:a"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Fail(ctx, Ack{ID: td.ID, Owner: "agent:a", LeaseSeq: td.LeaseSeq}, "boom", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, Ack{ID: retried.ID, Owner: "agent:a"}, time.Minute); !errors.Is(err, ErrConflict) ||
+		!strings.Contains(err.Error(), "backing off") {
+		t.Fatalf("claim of a todo backing off: %v", err)
+	}
+}
