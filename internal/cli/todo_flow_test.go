@@ -92,3 +92,50 @@ func TestTodoListShowsKeysAndPriorities(t *testing.T) {
 		t.Errorf("todo list --key: exit %d, %q %q, want the key's 2 todos", code, out, errs)
 	}
 }
+
+// todo show prints the todo whole, its flow control and the human gate too: its
+// key (and that it waits behind it), priority and folds; a delay as a delay, not
+// a retry's backoff; and the question a todo awaiting approval asks, which the
+// board lists and a human at the shell would otherwise see as a bare "claimed".
+func TestTodoShowsKeyPriorityDelayAndApproval(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	st := openRW(t, db)
+	ctx := t.Context()
+	opts := store.TodoOptions{Key: "octo/repo#42", Priority: 7, Coalesce: true}
+	front, err := st.AddTodo(ctx, store.NewTodo{Queue: "prs", Payload: "a", Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	td, err := st.Claim(ctx, store.Ack{ID: front.ID, Owner: "agent:bot"}, time.Minute)
+	if err == nil {
+		_, err = st.RequestApproval(ctx, store.Ack{ID: front.ID, Owner: "agent:bot", LeaseSeq: td.LeaseSeq}, "deploy to prod?")
+	}
+	var waiting store.Todo
+	for _, p := range []string{"b", "c"} {
+		if err == nil {
+			waiting, err = st.AddTodo(ctx, store.NewTodo{Queue: "prs", Payload: p, Options: opts})
+		}
+	}
+	var later store.Todo
+	if err == nil {
+		later, err = st.AddTodo(ctx, store.NewTodo{Queue: "prs", Payload: "d", Options: store.TodoOptions{Delay: time.Hour}})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, wants := range map[int64][]string{
+		front.ID:   {"key:        octo/repo#42\n", "priority:   7\n", "awaiting approval: agent:bot asks: deploy to prod?\n"},
+		waiting.ID: {"key:        octo/repo#42 (waits behind an earlier todo of its key)\n", "coalesced:  1 later todo folded into it\n"},
+		later.ID:   {"delayed:    claimable at "},
+	} {
+		code, out, errs := cli(t, "", "todo", "show", itoa(id), "--db", db)
+		for _, want := range wants {
+			if code != 0 || !strings.Contains(out, want) {
+				t.Errorf("show %d: exit %d, want %q in\n%s%s", id, code, want, out, errs)
+			}
+		}
+		if strings.Contains(out, "backs off") {
+			t.Errorf("show %d: a todo never tried is said to back off:\n%s", id, out)
+		}
+	}
+}

@@ -72,13 +72,27 @@ func writeTodo(w io.Writer, t store.Todo, now time.Time) {
 	fmt.Fprintf(w, "source:     %s\n", printable(src))
 	fmt.Fprintf(w, "created:    %s by %s\n", at(t.CreatedAt), printable(t.CreatedBy))
 	fmt.Fprintf(w, "updated:    %s\n", at(t.UpdatedAt))
+	writeFlow(w, t)
 	switch {
 	case t.State == store.StateClaimed && t.LeaseExpiry != nil:
 		fmt.Fprintf(w, "claimed by: %s, lease until %s\n", printable(t.Owner), at(*t.LeaseExpiry))
-	case t.State == store.StatePending && t.AvailableAt.After(now):
+	case t.Waiting == store.WaitingApproval && t.Approval != nil:
+		fmt.Fprintf(w, "awaiting approval: %s asks: %s\n", printable(t.Owner), printable(t.Approval.Question))
+	case t.State == store.StatePending && t.AvailableAt.After(now) && t.Attempts > 0:
 		fmt.Fprintf(w, "backs off:  claimable again at %s\n", at(t.AvailableAt))
+	case t.State == store.StatePending && t.AvailableAt.After(now) && t.Approval != nil:
+		fmt.Fprintf(w, "held:       for the worker that asked for approval, until %s\n", at(t.AvailableAt))
+	case t.State == store.StatePending && t.AvailableAt.After(now):
+		fmt.Fprintf(w, "delayed:    claimable at %s\n", at(t.AvailableAt))
 	case t.FinishedAt != nil:
 		fmt.Fprintf(w, "%-11s %s\n", t.State+":", at(*t.FinishedAt))
+	}
+	if a := t.Approval; a != nil && a.State != store.ApprovalAsked {
+		answer := a.State + " by " + a.By
+		if a.Comment != "" {
+			answer += ": " + a.Comment
+		}
+		fmt.Fprintf(w, "approval:   %s (asked: %s)\n", printable(answer), printable(a.Question))
 	}
 	if t.LastError != "" {
 		fmt.Fprintf(w, "last error: %s\n", printable(t.LastError))
@@ -98,6 +112,27 @@ func writeTodo(w io.Writer, t store.Todo, now time.Time) {
 		fmt.Fprintf(w, "  %s\n", printable(line))
 	}
 	writeCut(w, p)
+}
+
+// writeFlow writes t's key (and whether it waits behind it), priority and
+// folds ([keys, coalescing, delays and priorities](docs/flow-control.md)).
+func writeFlow(w io.Writer, t store.Todo) {
+	if t.Key != "" {
+		key := printable(t.Key)
+		if t.KeyWaiting {
+			key += " (waits behind an earlier todo of its key)"
+		}
+		fmt.Fprintf(w, "key:        %s\n", key)
+	}
+	if t.Priority != 0 {
+		fmt.Fprintf(w, "priority:   %d\n", t.Priority)
+	}
+	switch {
+	case t.Coalesced == 1:
+		fmt.Fprintln(w, "coalesced:  1 later todo folded into it")
+	case t.Coalesced > 1:
+		fmt.Fprintf(w, "coalesced:  %d later todos folded into it\n", t.Coalesced)
+	}
 }
 
 // writeCut says, under a text shown in part, that it is and where the whole is.
