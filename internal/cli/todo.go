@@ -357,7 +357,11 @@ func retryTodos(ctx context.Context, env *environ, s *store.Store, ids []int64, 
 		}
 	} else {
 		for _, t := range retried {
-			fmt.Fprintf(env.stdout, "todo %d is back on %s, attempts reset\n", t.ID, t.Queue)
+			waits := ""
+			if t.KeyWaiting {
+				waits = "; it waits behind an earlier todo of key " + printable(t.Key)
+			}
+			fmt.Fprintf(env.stdout, "todo %d is back on %s, attempts reset%s\n", t.ID, t.Queue, waits)
 		}
 	}
 	if len(failed) > 0 {

@@ -139,3 +139,32 @@ func TestTodoShowsKeyPriorityDelayAndApproval(t *testing.T) {
 		}
 	}
 }
+
+// todo retry of a dead letter whose key has a todo at its front now says that it
+// waits behind it, as todo add does: "back on prs" alone had the user wait for
+// a todo that no agent could claim yet.
+func TestTodoRetrySaysTheTodoWaitsBehindItsKey(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	st := openRW(t, db)
+	ctx := t.Context()
+	opts := store.TodoOptions{Key: "octo/repo#42"}
+	dead, err := st.AddTodo(ctx, store.NewTodo{Queue: "prs", Payload: "a", MaxAttempts: 1, Options: opts})
+	if err == nil {
+		_, err = st.AddTodo(ctx, store.NewTodo{Queue: "prs", Payload: "b", Options: opts})
+	}
+	var td store.Todo
+	if err == nil {
+		td, err = st.Claim(ctx, store.Ack{ID: dead.ID, Owner: "agent:bot"}, time.Minute)
+	}
+	if err == nil {
+		_, err = st.Fail(ctx, store.Ack{ID: dead.ID, Owner: "agent:bot", LeaseSeq: td.LeaseSeq}, "boom", false)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := cli(t, "", "todo", "retry", itoa(dead.ID), "--db", db)
+	want := "todo " + itoa(dead.ID) + " is back on prs, attempts reset; it waits behind an earlier todo of key octo/repo#42\n"
+	if code != 0 || out != want {
+		t.Fatalf("retry: exit %d, %q %q, want %q", code, out, errs, want)
+	}
+}
