@@ -130,8 +130,20 @@ func (w *wtx) claimable(a Ack, c curTodo) error {
 		return fmt.Errorf("store: claim todo %d: queue %s is paused: %w", a.ID, c.queue, ErrConflict)
 	case c.keyWaiting:
 		// One todo of a key is worked on at a time (docs/flow-control.md): this
-		// one is claimable once the one before it ends.
-		return fmt.Errorf("store: claim todo %d: it waits behind the todo of its key that is being worked on: %w", a.ID, ErrConflict)
+		// one is claimable once the one before it ends. That one may be
+		// pending (never claimed, released, its lease run out): it is named.
+		var front int64
+		var state string
+		err := w.queryRow(`SELECT f.id, f.state FROM todos t JOIN todos f ON f.queue = t.queue AND f.key = t.key
+				AND f.key_waiting = 0 AND f.state IN ('pending', 'claimed') WHERE t.id = ?`, a.ID).Scan(&front, &state)
+		if notFound(err) {
+			return fmt.Errorf("store: claim todo %d: it waits behind an earlier todo of its key: %w", a.ID, ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("store: claim todo %d: read the todo its key waits for: %w", a.ID, err)
+		}
+		return fmt.Errorf("store: claim todo %d: it waits behind todo %d of its key (%s); it is claimable once that one ends: %w",
+			a.ID, front, state, ErrConflict)
 	case c.availableAt <= ms(w.now):
 		return nil
 	case c.reservedFor == a.Owner:

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -444,5 +445,21 @@ func TestClaimByIdOfADelayedTodoSaysItIsDelayed(t *testing.T) {
 	if _, err := s.Claim(ctx, Ack{ID: retried.ID, Owner: "agent:a"}, time.Minute); !errors.Is(err, ErrConflict) ||
 		!strings.Contains(err.Error(), "backing off") {
 		t.Fatalf("claim of a todo backing off: %v", err)
+	}
+}
+
+// A claim by id of a todo waiting behind its key names the todo it waits
+// behind and that one's state: that todo may be pending (never claimed,
+// released, its lease run out), and "being worked on" sent an agent to wait
+// for a worker that did not exist rather than claim it.
+func TestClaimByIdOfAWaitingTodoNamesTheTodoAhead(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	front := addOpts(t, s, "prs", "a", TodoOptions{Key: "k"})
+	behind := addOpts(t, s, "prs", "b", TodoOptions{Key: "k"})
+	_, err := s.Claim(ctx, Ack{ID: behind.ID, Owner: "agent:y"}, time.Minute)
+	want := fmt.Sprintf("it waits behind todo %d of its key (pending)", front.ID)
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("claim by id of todo %d: %v, want a conflict saying %q", behind.ID, err, want)
 	}
 }

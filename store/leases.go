@@ -70,7 +70,7 @@ type curTodo struct {
 	queue, state, owner string
 	cancelledBy         string
 	reservedFor         string
-	keyWaiting          bool // pending behind the todo of its key being worked on
+	keyWaiting          bool // pending behind an earlier todo of its key (its front)
 	leaseSeq            int64
 	leaseExpiry         int64
 	availableAt         int64
