@@ -57,7 +57,7 @@ func queueList(ctx context.Context, env *environ, args []string) error {
 			if q.Paused {
 				paused = "paused by " + printable(q.PausedBy) + " at " + q.PausedAt.Local().Format(time.DateTime)
 			}
-			return fmt.Sprintf("%s\t%d\t%d\t%d\t%d\t%s", q.Queue, q.Pending, q.Claimed-q.AwaitingApproval,
+			return fmt.Sprintf("%s\t%d\t%d\t%d\t%d\t%s", q.Queue, q.Pending, q.Claimed,
 				q.AwaitingApproval, q.Failed, paused)
 		}})
 }
@@ -94,8 +94,12 @@ func queueRows(ctx context.Context, s *store.Store) ([]queueRow, error) {
 			r.Failed = c.Count
 		}
 	}
+	// A todo awaiting approval is claimed, by a worker that waits: it is
+	// counted there, not among the claimed, in the table and in --json alike.
 	for q, n := range waits {
-		row(q).AwaitingApproval = n
+		r := row(q)
+		r.AwaitingApproval = n
+		r.Claimed = max(r.Claimed-n, 0)
 	}
 	for _, p := range paused {
 		r := row(p.Queue)

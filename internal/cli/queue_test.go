@@ -120,3 +120,39 @@ func TestEndpointAddQueues(t *testing.T) {
 		t.Fatalf("an endpoint created without --add-queues: verbs %v (%v)", ep.Verbs, err)
 	}
 }
+
+// queue list counts a todo awaiting approval there and not among the claimed,
+// in the table and in --json alike (--json counted it in both).
+func TestQueueListCountsAwaitingApprovalOnce(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	ctx := context.Background()
+	st := openRW(t, db)
+	for range 3 {
+		if _, err := st.AddTodo(ctx, store.NewTodo{Queue: "deploys", Payload: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var held []store.Todo
+	for range 2 {
+		td, ok, err := st.ClaimNext(ctx, "agent:w", []string{"deploys"}, time.Minute)
+		if !ok || err != nil {
+			t.Fatalf("claim: %v, %v", ok, err)
+		}
+		held = append(held, td)
+	}
+	if _, err := st.RequestApproval(ctx, store.Ack{ID: held[0].ID, Owner: "agent:w", LeaseSeq: held[0].LeaseSeq}, "ship it?"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := cli(t, "", "queue", "list", "--json", "--db", db)
+	var rows []queueRow
+	if err := json.Unmarshal([]byte(out), &rows); code != 0 || err != nil || len(rows) != 1 {
+		t.Fatalf("list --json: exit %d, %q %q (%v)", code, out, errs, err)
+	}
+	if r := rows[0]; r.Pending != 1 || r.Claimed != 1 || r.AwaitingApproval != 1 {
+		t.Errorf("list --json: pending %d, claimed %d, awaiting approval %d; want 1 of each", r.Pending, r.Claimed, r.AwaitingApproval)
+	}
+	code, out, errs = cli(t, "", "queue", "list", "--db", db)
+	if fields := strings.Fields(strings.Split(strings.TrimSpace(out), "\n")[1]); code != 0 || !slices.Equal(fields[:5], []string{"deploys", "1", "1", "1", "0"}) {
+		t.Errorf("list: exit %d, %q %q; want deploys 1 1 1 0", code, out, errs)
+	}
+}
