@@ -3,7 +3,9 @@ package agent
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -78,10 +80,10 @@ func (a *Agent) addTodo(ctx context.Context, c *Call) (any, error) {
 	}
 	if in.Delay < 0 || in.Delay > store.MaxDelay.Seconds() {
 		// Checked in seconds: a duration made of 1e300 of them would overflow.
-		return nil, errorf(CodeInvalidArgument, "delay_seconds %v: must be from 0 to %.0f", in.Delay, store.MaxDelay.Seconds())
+		return nil, errorf(CodeInvalidArgument, "delay_seconds %s: must be from 0 to %.0f", seconds(in.Delay), store.MaxDelay.Seconds())
 	}
 	opts := store.TodoOptions{Key: in.Key, Priority: in.Priority, Delay: time.Duration(in.Delay * float64(time.Second))}
-	if err := opts.Validate(); err != nil {
+	if err := opts.ValidateNew(); err != nil {
 		return nil, errorf(CodeInvalidArgument, "%v", err)
 	}
 	t, err := a.st.AddAgentTodo(ctx, c.Actor, in.Queue, *in.Payload, c.Endpoint.AddQueues, opts)
@@ -89,4 +91,13 @@ func (a *Agent) addTodo(ctx context.Context, c *Call) (any, error) {
 		return nil, err
 	}
 	return addedResult{Todo: compact(t)}, nil
+}
+
+// seconds writes a number of seconds as given: 2592000.5, not 2.5920005e+06;
+// with an exponent only past what anyone would type out.
+func seconds(v float64) string {
+	if math.Abs(v) < 1e15 {
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
 }

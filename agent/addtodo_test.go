@@ -59,6 +59,10 @@ func TestAddTodoFlowOptions(t *testing.T) {
 	if err != nil || !res.IsError || !strings.Contains(text(res), "delay_seconds 1e+300: must be from 0 to 2592000") {
 		t.Fatalf("add_todo with delay_seconds 1e300: %v, %s", err, text(res))
 	}
+	res, err = c.call(VerbAddTodo, map[string]any{"queue": "review", "payload": "{}", "delay_seconds": 2592000.5})
+	if err != nil || !res.IsError || !strings.Contains(text(res), "delay_seconds 2592000.5: must be from 0 to 2592000") {
+		t.Fatalf("add_todo with delay_seconds 2592000.5: %v, %s", err, text(res))
+	}
 	if counts, _ := e.st.QueueCounts(context.Background()); len(counts) != 0 {
 		t.Fatalf("a refused add left todos: %+v", counts)
 	}

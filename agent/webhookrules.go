@@ -29,7 +29,7 @@ func rulesArg() mcp.ToolOption {
 // checkRules reads a rules argument: nil when absent or empty, else the rules
 // as the store keeps them.
 func checkRules(raw json.RawMessage) ([]byte, error) {
-	r, err := ingest.ParseRules(raw)
+	r, err := ingest.ParseNewRules(raw)
 	if err != nil {
 		return nil, errorf(CodeInvalidArgument, "%s", ingest.RulesMessage(err))
 	}

@@ -87,6 +87,23 @@ func ParseRules(raw []byte) (*Rules, error) {
 	return &r, nil
 }
 
+// ParseNewRules is ParseRules for rules a person or an agent sets now, which
+// are also checked as new todo options are (store.TodoOptions.ValidateNew).
+// Rules already stored are read with ParseRules, so that those accepted
+// before still apply.
+func ParseNewRules(raw []byte) (*Rules, error) {
+	r, err := ParseRules(raw)
+	if err != nil || r == nil {
+		return r, err
+	}
+	o := r.options
+	o.Key = "k"
+	if err := o.ValidateNew(); err != nil {
+		return nil, rulesErr("%s", err)
+	}
+	return r, nil
+}
+
 func (r *Rules) compile() error {
 	var err error
 	if r.Key != "" {

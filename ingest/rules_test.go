@@ -33,6 +33,28 @@ func TestRulesBadInput(t *testing.T) {
 		if !errors.Is(err, store.ErrInvalid) || !strings.Contains(RulesMessage(err), c.want) {
 			t.Errorf("%s: %v, want ErrInvalid saying %q", c.rules, err, c.want)
 		}
+		if _, err := ParseNewRules([]byte(c.rules)); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("%s as new rules: %v, want ErrInvalid", c.rules, err)
+		}
+	}
+}
+
+// New rules with debounce_max but no debounce are refused: it would do
+// nothing. Such rules stored before still parse, and apply as they did.
+func TestNewRulesRefuseDebounceMaxAlone(t *testing.T) {
+	rules := []byte(`{"key": "{/a}", "coalesce": true, "debounce_max": "5m"}`)
+	if _, err := ParseNewRules(rules); !errors.Is(err, store.ErrInvalid) || !strings.Contains(RulesMessage(err), "debounce_max needs debounce") {
+		t.Errorf("new rules with debounce_max alone: %v, want ErrInvalid saying debounce_max needs debounce", err)
+	}
+	r, err := ParseRules(rules)
+	if err != nil {
+		t.Fatalf("stored rules with debounce_max alone: %v", err)
+	}
+	if d := r.Apply("", []byte(`{"a": "x"}`)); d.Options.Key != "x" || !d.Options.Coalesce {
+		t.Errorf("stored rules with debounce_max alone apply as %+v", d)
+	}
+	if _, err := ParseNewRules([]byte(`{"key": "{/a}", "coalesce": true, "debounce": "1m", "debounce_max": "5m"}`)); err != nil {
+		t.Errorf("new rules with debounce and debounce_max: %v", err)
 	}
 }
 

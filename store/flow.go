@@ -67,6 +67,20 @@ func (o TodoOptions) Validate() error {
 	return nil
 }
 
+// ValidateNew is Validate for options a person or an agent gives now, which
+// also refuses debounce_max without debounce: it would do nothing. Options
+// already stored (a webhook's rules) keep Validate's checks alone, so that
+// rules accepted before still apply.
+func (o TodoOptions) ValidateNew() error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if o.DebounceMax > 0 && o.Debounce == 0 {
+		return invalidOption("debounce_max needs debounce: it caps how long debounce may hold a todo")
+	}
+	return nil
+}
+
 // optionError is a TodoOptions mistake: its text is for the person who made it
 // (the edges print it as it is), and it is ErrInvalid.
 type optionError struct{ msg string }

@@ -14,7 +14,7 @@ import (
 
 // A webhook's rules as an operator reads and sets them on its page: one field
 // per part of ingest.Rules, turned into the JSON that update_webhook and
-// `webhook update --rules` take and checked by the same ingest.ParseRules.
+// `webhook update --rules` take and checked by the same ingest.ParseNewRules.
 
 // rulesForm is a webhook's rules as the form shows them, or as an operator
 // typed them into a form that was refused.
@@ -124,7 +124,7 @@ func readRulesForm(pf map[string][]string) (f rulesForm, rules []byte, msg strin
 	if err != nil {
 		return f, nil, err.Error()
 	}
-	r, err := ingest.ParseRules(text)
+	r, err := ingest.ParseNewRules(text)
 	if err != nil {
 		return f, nil, "The rules are refused: " + ingest.RulesMessage(err) + "."
 	}

@@ -45,7 +45,7 @@ func todoAdd(ctx context.Context, env *environ, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := opts.Validate(); err != nil {
+	if err := opts.ValidateNew(); err != nil {
 		return usageErr("%s", err)
 	}
 	fromStdin := false

@@ -39,6 +39,7 @@ func TestTodoAddFlowControl(t *testing.T) {
 		{"--delay", "-1s"},
 		{"--coalesce"},
 		{"--key", "k", "--debounce", "1m"},
+		{"--key", "k", "--coalesce", "--debounce-max", "5m"},
 	} {
 		args := append([]string{"todo", "add", "--queue", "prs", "--payload", "x", "--db", db}, bad...)
 		code, out, errs = cli(t, "", args...)

@@ -28,7 +28,7 @@ func webhookUpdate(ctx context.Context, env *environ, args []string) error {
 	if !flagSet(fs, "rules") {
 		return usageErr("--rules is required ('{}' removes the rules)")
 	}
-	r, err := ingest.ParseRules([]byte(*rulesArg))
+	r, err := ingest.ParseNewRules([]byte(*rulesArg))
 	if err != nil {
 		return usageErr("--rules: %s", ingest.RulesMessage(err))
 	}
