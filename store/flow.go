@@ -102,9 +102,19 @@ func validKey(k string) bool {
 	return true
 }
 
-// firstAvailable is when a new todo with o, added at now, becomes claimable.
+// firstAvailable is when a new todo with o, added at now, becomes claimable,
+// in the whole milliseconds it is stored in (rounded up: never sooner than
+// asked), so that an add answers what a read of the todo finds.
 func (o TodoOptions) firstAvailable(now time.Time) time.Time {
-	return now.Add(max(o.Delay, o.Debounce))
+	return ceilMS(now.Add(max(o.Delay, o.Debounce)))
+}
+
+// ceilMS is t rounded up to a whole millisecond.
+func ceilMS(t time.Time) time.Time {
+	if c := t.Truncate(time.Millisecond); c.Before(t) {
+		return c.Add(time.Millisecond)
+	}
+	return t
 }
 
 // debounced is when a pending todo first added at created becomes claimable
@@ -119,7 +129,7 @@ func (o TodoOptions) debounced(available, created, now time.Time) time.Time {
 	if limit <= 0 {
 		limit = DefaultDebounceMaxFactor * o.Debounce
 	}
-	return maxTime(available, minTime(now.Add(o.Debounce), maxTime(created.Add(limit), now)))
+	return ceilMS(maxTime(available, minTime(now.Add(o.Debounce), maxTime(created.Add(limit), now))))
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -137,6 +137,29 @@ func TestDelayedTodoWaits(t *testing.T) {
 	}
 }
 
+// A delay or debounce of a fraction of a millisecond is stored in whole ones,
+// rounded up; an add answers the todo as a read of it finds it (it answered
+// available_at with the nanoseconds the store does not keep).
+func TestAnAddAnswersTheAvailableAtItStored(t *testing.T) {
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s := openTest(t, Options{Now: clock.Now})
+	for _, o := range []TodoOptions{
+		{Delay: 1500 * time.Microsecond},
+		{Key: "k", Coalesce: true, Debounce: 2*time.Second + 300*time.Microsecond},
+		{Key: "k", Coalesce: true, Debounce: 2*time.Second + 300*time.Microsecond},
+	} {
+		added := addOpts(t, s, "q", "x", o)
+		got, err := s.Todo(context.Background(), added.ID)
+		if err != nil || !got.AvailableAt.Equal(added.AvailableAt) {
+			t.Errorf("%+v: the add answered available_at %s, the todo holds %s (%v)", o, added.AvailableAt, got.AvailableAt, err)
+		}
+		if added.AvailableAt.Before(clock.Now().Add(max(o.Delay, o.Debounce))) {
+			t.Errorf("%+v: available_at %s is sooner than asked", o, added.AvailableAt)
+		}
+		clock.Add(time.Millisecond)
+	}
+}
+
 func TestCoalesceFoldsIntoPendingNeverClaimed(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, Options{})
