@@ -238,7 +238,8 @@ func defineGetWebhookEvent(store.Endpoint) mcp.Tool {
 func defineReplayWebhookEvent(store.Endpoint) mcp.Tool {
 	return mcp.NewTool(VerbReplayWebhookEvent,
 		mcp.WithDescription("Put a new todo on the webhook's queue from a stored delivery: the same body and trust, "+
-			"source type replay (the event id says which). The replay is audited. Returns the compact todo."),
+			"source type replay (the event id says which), with the key and priority the webhook's rules give it now "+
+			"(neither filtered nor folded: it waits behind its key's todo in flight). The replay is audited. Returns the compact todo."),
 		eventIDArg(), closed,
 		returns[ackResult](),
 		annotate("Replay a webhook event", false, false, false, false),
@@ -473,7 +474,7 @@ func (a *Agent) replayWebhookEvent(ctx context.Context, c *Call) (any, error) {
 	if !slices.Contains(c.Endpoint.Queues, h.Queue) && !slices.Contains(c.Endpoint.Ceiling.Queues, h.Queue) {
 		return nil, errorf(CodeForbidden, "queue %q is outside this endpoint's queues and webhook ceiling", h.Queue)
 	}
-	t, err := a.st.ReplayWebhookEvent(ctx, e.ID, c.Endpoint.ID, c.Actor)
+	t, err := a.st.ReplayWebhookEvent(ctx, e.ID, c.Endpoint.ID, c.Actor, ingest.ReplayOptions)
 	if err != nil {
 		return nil, err
 	}

@@ -258,6 +258,23 @@ func (r *Rules) Apply(eventType string, body []byte) Decision {
 	return Decision{Options: o}
 }
 
+// ReplayOptions is what a replay of a stored delivery with body takes from its
+// webhook's rules as stored now (rules; empty: none): the key and priority the
+// delivery would get, so that the replay waits behind its key's todo in flight
+// as a new delivery would. It is neither filtered nor folded: a replay is asked
+// for, and makes a todo of its own. Rules that no longer parse give none.
+func ReplayOptions(rules []byte, body []byte) store.TodoOptions {
+	r, err := ParseRules(rules)
+	if err != nil || r == nil {
+		return store.TodoOptions{}
+	}
+	o := store.TodoOptions{Priority: r.options.Priority}
+	if key, ok := r.keyOf(newLookup(body).get); ok {
+		o.Key = key
+	}
+	return o
+}
+
 // keyOf fills the key template from the body.
 func (r *Rules) keyOf(get func([]string) (any, bool)) (string, bool) {
 	if len(r.key) == 0 {

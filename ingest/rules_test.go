@@ -171,3 +171,20 @@ func TestReceiverRulesChangeApplyAtOnce(t *testing.T) {
 		t.Fatalf("the new rules were not applied: %v", rep.body)
 	}
 }
+
+// A replay takes the key and priority of its webhook's rules, even for a
+// delivery the filter drops, and nothing of coalescing or debounce.
+func TestReplayOptions(t *testing.T) {
+	rules := []byte(`{"filter": {"events": ["push"]}, "key": "pr#{/number}", "coalesce": true, "debounce": "1m", "priority": -2}`)
+	if o := ReplayOptions(rules, []byte(`{"number": 7}`)); o != (store.TodoOptions{Key: "pr#7", Priority: -2}) {
+		t.Errorf("replay options %+v, want key pr#7 priority -2 alone", o)
+	}
+	if o := ReplayOptions(rules, []byte(`{}`)); o != (store.TodoOptions{Priority: -2}) {
+		t.Errorf("replay options without the key's pointer: %+v", o)
+	}
+	for _, none := range []string{``, `{"key": "{nope"}`} {
+		if o := ReplayOptions([]byte(none), []byte(`{"number": 7}`)); o != (store.TodoOptions{}) {
+			t.Errorf("replay options of rules %q: %+v, want none", none, o)
+		}
+	}
+}

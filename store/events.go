@@ -330,25 +330,35 @@ func (s *Store) WebhookEvent(ctx context.Context, id int64) (WebhookEvent, error
 	return e, nil
 }
 
+// ReplayOptions gives a replayed event's todo its options from its webhook's
+// rules as stored (empty: none) and the event's body (ingest.ReplayOptions).
+type ReplayOptions func(rules, body []byte) TodoOptions
+
 // ReplayWebhookEvent puts a new todo on the webhook's queue from a stored event: the
-// same body and trust, source type "replay", and an audit row naming the event and
-// the new todo. endpointID confines it to that endpoint's webhooks (0: any).
-func (s *Store) ReplayWebhookEvent(ctx context.Context, eventID, endpointID int64, actor string) (Todo, error) {
+// same body and trust, source type "replay", the options opts gives it (nil:
+// none), and an audit row naming the event and the new todo. endpointID
+// confines it to that endpoint's webhooks (0: any).
+func (s *Store) ReplayWebhookEvent(ctx context.Context, eventID, endpointID int64, actor string, opts ReplayOptions) (Todo, error) {
 	var t Todo
 	err := s.write(ctx, func(w *wtx) error {
 		var body []byte
 		var eventType, mode, queue, createdBy string
+		var rules string
 		var webhookID int64
 		var verified bool
-		err := w.queryRow(`SELECT e.body, e.event_type, e.verified, e.trust_mode, w.id, w.queue, w.created_by
+		err := w.queryRow(`SELECT e.body, e.event_type, e.verified, e.trust_mode, w.id, w.queue, w.created_by, w.rules
 			FROM webhook_events e JOIN webhooks w ON w.id = e.webhook_id
 			WHERE e.id = ? AND (? = 0 OR w.endpoint_id = ?)`, eventID, endpointID, endpointID).Scan(
-			&body, &eventType, &verified, &mode, &webhookID, &queue, &createdBy)
+			&body, &eventType, &verified, &mode, &webhookID, &queue, &createdBy, &rules)
 		if notFound(err) {
 			return fmt.Errorf("store: replay webhook event %d: %w", eventID, ErrNotFound)
 		}
 		if err != nil {
 			return fmt.Errorf("store: replay webhook event %d: %w", eventID, err)
+		}
+		var o TodoOptions
+		if opts != nil {
+			o = opts([]byte(rules), body)
 		}
 		t, err = w.addTodo(NewTodo{
 			Queue:     queue,
@@ -356,6 +366,7 @@ func (s *Store) ReplayWebhookEvent(ctx context.Context, eventID, endpointID int6
 			Source:    Source{Type: "replay", WebhookID: webhookID, EventID: eventID, EventType: eventType},
 			Trust:     Trust{Verified: verified, Mode: mode, WebhookCreatedBy: createdBy},
 			CreatedBy: actor,
+			Options:   o,
 		})
 		if err != nil {
 			return err

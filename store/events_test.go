@@ -219,10 +219,10 @@ func TestListGetReplayEvents(t *testing.T) {
 		t.Fatalf("unknown event: %v", err)
 	}
 
-	if _, err := s.ReplayWebhookEvent(ctx, ids[1], ep.ID, "agent:bot"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.ReplayWebhookEvent(ctx, ids[1], ep.ID, "agent:bot", nil); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("replay of another's event: %v, want ErrNotFound", err)
 	}
-	todo, err := s.ReplayWebhookEvent(ctx, ids[0], ep.ID, "agent:bot")
+	todo, err := s.ReplayWebhookEvent(ctx, ids[0], ep.ID, "agent:bot", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestPruneEventsKeepsWhatTodosNeed(t *testing.T) {
 	replayed := deliver("replayed") // todo pruned, but a replay of it is pending
 	finish(done.TodoID)
 	finish(replayed.TodoID)
-	replay, err := s.ReplayWebhookEvent(ctx, replayed.EventID, 0, "human:1")
+	replay, err := s.ReplayWebhookEvent(ctx, replayed.EventID, 0, "human:1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

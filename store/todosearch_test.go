@@ -54,7 +54,7 @@ func newSearchFixture(t *testing.T) searchFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rp, err := s.ReplayWebhookEvent(ctx, pushTodo.Source.EventID, 0, "human:2")
+	rp, err := s.ReplayWebhookEvent(ctx, pushTodo.Source.EventID, 0, "human:2", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -168,7 +168,7 @@ func TestFilteredEventSaysSo(t *testing.T) {
 		t.Fatal("a filtered event's page does not say so")
 	}
 	// A replay, an operator's word, makes the todo the rule did not.
-	rp, err := f.st.ReplayWebhookEvent(t.Context(), res.EventID, 0, "test")
+	rp, err := f.st.ReplayWebhookEvent(t.Context(), res.EventID, 0, "test", nil)
 	if err != nil || rp.Source.EventID != res.EventID {
 		t.Fatalf("replay of a filtered event: %+v, %v", rp, err)
 	}

@@ -209,7 +209,7 @@ func (u *UI) replayEvent(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		u.fail(w, r, rc, http.StatusNotFound, "There is no such event.")
 		return
 	}
-	t, err := u.store.ReplayWebhookEvent(r.Context(), id, 0, rc.actor())
+	t, err := u.store.ReplayWebhookEvent(r.Context(), id, 0, rc.actor(), ingest.ReplayOptions)
 	if err != nil {
 		u.storeError(w, r, rc, fmt.Sprintf("Replaying event %d", id), err)
 		return

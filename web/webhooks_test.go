@@ -383,7 +383,7 @@ func TestEventPageShowsItsReplays(t *testing.T) {
 	var replays []store.Todo
 	for range 2 {
 		f.clock.Add(time.Minute)
-		td, err := f.st.ReplayWebhookEvent(t.Context(), ev[0].EventID, 0, "human:1")
+		td, err := f.st.ReplayWebhookEvent(t.Context(), ev[0].EventID, 0, "human:1", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -408,5 +408,42 @@ func TestWebhookPageUnderThePlural(t *testing.T) {
 	res, _ := f.get("/webhooks/3", cookie)
 	if res.StatusCode != http.StatusMovedPermanently || res.Header.Get("Location") != "/webhook/3" {
 		t.Fatalf("/webhooks/3: %d %q", res.StatusCode, res.Header.Get("Location"))
+	}
+}
+
+// A replay takes the key and priority its webhook's rules give the delivery
+// now, so that it waits behind its key's todo in flight, as a new delivery of
+// the issue would: it made a todo without a key, and two workers could work
+// one issue at once. It is neither filtered nor folded.
+func TestReplayTakesItsWebhooksKey(t *testing.T) {
+	f := newFixture(t, Options{})
+	cookie, csrf := f.login()
+	h, ev := f.webhookWithEvents(`{"issue":{"number":7}}`)
+	ctx := t.Context()
+	if _, err := f.st.SetWebhookRules(ctx, h.ID, 0, []byte(`{"key": "issue#{/issue/number}", "priority": 3, "filter": {"events": ["push"]}}`), "test"); err != nil {
+		t.Fatal(err)
+	}
+	inFlight, err := f.st.AddTodo(ctx, store.NewTodo{Queue: h.Queue, Payload: "{}", Options: store.TodoOptions{Key: "issue#7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.Claim(ctx, store.Ack{ID: inFlight.ID, Owner: "agent:a"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := f.post(fmt.Sprintf("/events/%d/replay", ev[0].EventID), cookie, url.Values{csrfField: {csrf}})
+	var todoID int64
+	if _, err := fmt.Sscanf(res.Header.Get("Location"), "/todos/%d", &todoID); err != nil || res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("replay: %d %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	td := f.todo(todoID)
+	if td.Key != "issue#7" || !td.KeyWaiting || td.Priority != 3 || td.ID == inFlight.ID {
+		t.Fatalf("replayed todo: key %q waiting %v priority %d; want issue#7 waiting behind todo %d, priority 3",
+			td.Key, td.KeyWaiting, td.Priority, inFlight.ID)
+	}
+	// The delivery's own todo, from before the rules, is the only one claimable.
+	for range 2 {
+		if got, ok, err := f.st.ClaimNext(ctx, "agent:b", []string{h.Queue}, time.Minute); err != nil || (ok && got.ID != ev[0].TodoID) {
+			t.Fatalf("a second worker claimed todo %d while the issue's todo is in flight (%v)", got.ID, err)
+		}
 	}
 }
