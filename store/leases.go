@@ -304,15 +304,21 @@ func (s *Store) ReleaseByHuman(ctx context.Context, id int64, actor string) (Tod
 	return t, err
 }
 
+// releaseUnasked is release's setting of a todo's approval: a question no
+// one answered goes with the worker that asked it (the audit log keeps it),
+// so that the next worker's claim and the board show none; an answer stays.
+const releaseUnasked = `approval = CASE WHEN approval = 'asked' THEN '' ELSE approval END,
+			approval_question = CASE WHEN approval = 'asked' THEN '' ELSE approval_question END`
+
 func (w *wtx) release(id int64, actor, action, detail string) (Todo, error) {
 	query := `UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL,
-			attempts = max(attempts - 1, 0), available_at = ?, updated_at = ?
+			attempts = max(attempts - 1, 0), available_at = ?, updated_at = ?, ` + releaseUnasked + `
 		WHERE id = ? RETURNING ` + todoColumns
 	if w.w.s.pg {
 		// Still claimed, as the row is when it is released, checked again for a
 		// caller that did not lock it first (a revoked endpoint's todos).
 		query = `UPDATE todos SET state = 'pending', owner = NULL, lease_expires_at = NULL,
-			attempts = greatest(attempts - 1, 0), available_at = ?, updated_at = ?
+			attempts = greatest(attempts - 1, 0), available_at = ?, updated_at = ?, ` + releaseUnasked + `
 		WHERE id = ? AND state = 'claimed' RETURNING ` + todoColumns
 	}
 	t, err := scanTodo(w.queryRow(query, ms(w.now), ms(w.now), id), false)

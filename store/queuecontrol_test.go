@@ -193,6 +193,61 @@ func TestApprovalGate(t *testing.T) {
 }
 
 // After the hold, a decided todo the asker did not come back for is anyone's.
+// A todo released while awaiting approval (by a human, or by its endpoint's
+// revocation) goes back without its question: the next worker's claim and the
+// board showed approval "asked", a question no one could answer any more. An
+// answer given before a release stays.
+func TestAReleaseWithdrawsAnUnansweredQuestion(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	ep, _, err := s.CreateEndpoint(ctx, "w", EndpointSpec{Queues: &[]string{"deploy"}}, "human:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := addTodos(t, s, "deploy", 3)
+	ask := func(id int64) {
+		t.Helper()
+		td, err := s.Claim(ctx, Ack{ID: id, Owner: "agent:w"}, time.Minute)
+		if err == nil {
+			_, err = s.RequestApproval(ctx, Ack{ID: id, Owner: "agent:w", LeaseSeq: td.LeaseSeq}, "ship it?")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ask(ids[0])
+	if released, err := s.ReleaseByHuman(ctx, ids[0], "human:1"); err != nil || released.Approval != nil {
+		t.Fatalf("release of a todo awaiting approval: approval %+v (%v), want none", released.Approval, err)
+	}
+	ask(ids[1])
+	if err := s.RevokeEndpoint(ctx, ep.ID, "human:1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids[:2] {
+		got, ok, err := s.ClaimNext(ctx, "agent:next", []string{"deploy"}, time.Minute)
+		if err != nil || !ok || got.ID != id || got.Approval != nil || got.Waiting != "" {
+			t.Errorf("the next claim of todo %d: %d %v %v, approval %+v; want it without the question", id, got.ID, ok, err, got.Approval)
+		}
+	}
+	// An answer stays through a release.
+	td, err := s.Claim(ctx, Ack{ID: ids[2], Owner: "agent:x"}, time.Minute)
+	if err == nil {
+		_, err = s.RequestApproval(ctx, Ack{ID: ids[2], Owner: "agent:x", LeaseSeq: td.LeaseSeq}, "ship it?")
+	}
+	if err == nil {
+		_, err = s.Decide(ctx, ids[2], true, "go", "human:1")
+	}
+	if err == nil {
+		_, err = s.Claim(ctx, Ack{ID: ids[2], Owner: "agent:x"}, time.Minute)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if released, err := s.ReleaseByHuman(ctx, ids[2], "human:1"); err != nil || released.Approval == nil || released.Approval.State != ApprovalApproved {
+		t.Errorf("release of an approved todo: approval %+v (%v), want it kept", released.Approval, err)
+	}
+}
+
 func TestApprovalHoldEnds(t *testing.T) {
 	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	s := openTest(t, Options{Now: clock.Now})
