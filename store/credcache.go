@@ -28,6 +28,10 @@ type credCache struct {
 	// looked is when the watch last looked: every commit made before it, by
 	// any process, has moved gen if it changed an endpoint.
 	looked atomic.Pointer[time.Time]
+	// rung is when a ring from another process last rang here, from its
+	// notification, ahead of the watch's look: the commit it announces (an
+	// endpoint's revocation handing its todos back) may not have moved gen yet.
+	rung atomic.Pointer[time.Time]
 }
 
 // credWatchFresh is how recent the watch's last look must be for a lookup to
@@ -94,10 +98,23 @@ func (c *credCache) seen(epoch int64) {
 // watched notes that the watch looked at at: every commit before it is seen.
 func (c *credCache) watched(at time.Time) { c.looked.Store(&at) }
 
-// watchedLately reports whether the watch looked within credWatchFresh.
+// rang notes that a ring from another process is about to ring here: until the
+// watch looks again, lookups read endpoint_epoch themselves, so that an agent
+// woken by the ring is checked against the commit that rang it.
+func (c *credCache) rang() {
+	now := time.Now()
+	c.rung.Store(&now)
+}
+
+// watchedLately reports whether the watch looked within credWatchFresh, and
+// after the last ring from another process.
 func (c *credCache) watchedLately() bool {
 	at := c.looked.Load()
-	return at != nil && time.Since(*at) < credWatchFresh
+	if at == nil || time.Since(*at) >= credWatchFresh {
+		return false
+	}
+	rung := c.rung.Load()
+	return rung == nil || at.After(*rung)
 }
 
 // clone copies the lists, so that no caller shares them with the cache.

@@ -118,6 +118,10 @@ func (s *Store) ringFrom(payload, schema string) bool {
 		}
 		changes = append(changes, c)
 	}
+	if len(changes) > 0 {
+		// The ring comes before the watch reads what its commit changed.
+		s.creds.rang()
+	}
 	s.fire(changes)
 	return true
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -191,5 +192,48 @@ func TestRingOfAnApprovalRingsNowAndAtTheHoldsEnd(t *testing.T) {
 	s.wakeups.mu.Unlock()
 	if !timed || ms(at) != ms(hold) {
 		t.Fatalf("the hold's end: %v (timed %v), want %v", at, timed, hold)
+	}
+}
+
+// A revocation through another process hands the agent's todos back, and its
+// ring reaches this process before its watch has read the endpoints' epoch: the
+// revoked agent, woken by that ring, must not get in with its credential and
+// claim the todo its revocation gave back (the fleet's revoked worker did).
+func TestRingAfterARevocationDoesNotLetTheRevokedCredentialIn(t *testing.T) {
+	ctx := context.Background()
+	url := testkit.PostgresURL(t)
+	serveSide, cli := openPair(t, url)
+	schema, nextRing := listenRing(t, url)
+	if _, err := serveSide.newForeignWatch(ctx, serveSide.rdb); err != nil {
+		t.Fatal(err)
+	}
+	defer serveSide.own.stop()
+	ep, cred, err := cli.CreateEndpoint(ctx, "worker", EndpointSpec{Queues: &[]string{"inbox"}}, "human:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := cli.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextRing() // the add's
+	if _, err := cli.Claim(ctx, Ack{ID: a.ID, Owner: "agent:worker"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// The worker's session on this process looks its credential up at each call.
+	if _, err := serveSide.EndpointByCredential(ctx, cred); err != nil {
+		t.Fatal(err)
+	}
+	r, err := cli.RevokeEndpointReleasing(ctx, ep.ID, "human:1")
+	if err != nil || r.Released != 1 {
+		t.Fatalf("revoke: %+v, %v", r, err)
+	}
+	// The watch last looked just before the revocation's notification came.
+	serveSide.creds.watched(time.Now())
+	if !serveSide.ringFrom(nextRing(), schema) {
+		t.Fatal("the revocation's payload is not a ring")
+	}
+	if _, err := serveSide.EndpointByCredential(ctx, cred); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the revoked credential after its revocation's ring: %v, want ErrNotFound", err)
 	}
 }
