@@ -42,27 +42,56 @@ func (w *writer) connLost() bool {
 	return lost || err != nil
 }
 
-// ensureConn replaces a lost connection before a batch runs on it.
+// ensureConn replaces a lost connection before a batch runs on it, and a
+// session whose writes were refused as read-only: a session keeps the
+// default_transaction_read_only it started with (ALTER DATABASE or ALTER ROLE
+// … SET, for maintenance) after the database is made writable again, and a
+// replica's session stays on the replica, while a new one may reach the primary.
 func (w *writer) ensureConn() error {
+	if w.readOnly.Load() && time.Since(w.reopened) >= time.Second {
+		w.readOnly.Store(false)
+		w.reopened = time.Now()
+		if err := w.reopen(); err != nil {
+			return w.s.unreachable(err)
+		}
+		return nil
+	}
 	if !w.connLost() {
 		return nil
 	}
 	return w.redial()
 }
 
+// pgReadOnly is SQLSTATE read_only_sql_transaction.
+const pgReadOnly = "25006"
+
 // redial closes the lost connection and its prepared statements and opens a new
 // one; until that succeeds w.conn stays closed, so the next batch tries again.
 func (w *writer) redial() error {
+	if !w.lost {
+		w.lost = true
+		w.s.log.Warn("store: lost the connection to PostgreSQL; reconnecting before each write")
+	}
+	if err := w.reopen(); err != nil {
+		return w.s.unreachable(err)
+	}
+	w.lost = false
+	w.s.log.Info("store: connected to PostgreSQL again")
+	return nil
+}
+
+// reopen closes the writer's connection and its prepared statements and opens
+// a new one; until that succeeds w.conn stays closed (connLost), so the next
+// batch tries again.
+func (w *writer) reopen() error {
 	for q, st := range w.stmts {
 		st.Close()
 		delete(w.stmts, q)
 	}
 	w.pgPrepared = nil
+	// ErrBadConn has database/sql close the connection, not keep it for reuse.
+	w.conn.Raw(func(any) error { return driver.ErrBadConn })
 	w.conn.Close()
-	if !w.lost {
-		w.lost = true
-		w.s.log.Warn("store: lost the connection to PostgreSQL; reconnecting before each write")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), redialTimeout)
 	defer cancel()
 	conn, err := w.s.wdb.Conn(ctx)
@@ -71,11 +100,9 @@ func (w *writer) redial() error {
 		err = w.noteSession(ctx)
 	}
 	if err != nil {
-		return w.s.unreachable(err)
+		return err
 	}
-	w.lost = false
 	w.s.dropIdleReads()
-	w.s.log.Info("store: connected to PostgreSQL again")
 	return nil
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -125,5 +126,33 @@ func TestWriteTroubleOnPostgres(t *testing.T) {
 		if tr := s.WriteTrouble(); tr != nil {
 			t.Fatalf("%s: trouble %v after a commit and %v without a refusal", code, tr, troubleLinger)
 		}
+	}
+}
+
+// A database made read-only (ALTER DATABASE … SET default_transaction_read_only,
+// for maintenance) gives the sessions opened meanwhile that default for their
+// life: made writable again, it still refuses their writes. The writer's session
+// here is one such; once a write has been refused as read-only, the writer opens
+// a session afresh, and writes go through again without a restart of serve
+// (the fleet stayed refused, /readyz 503, until each process was restarted).
+func TestWritesRecoverOnceTheDatabaseIsWritableAgain(t *testing.T) {
+	db := testkit.PostgresURL(t)
+	ctx := context.Background()
+	s, err := Open(ctx, db, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.exclusive(ctx, func(c *sql.Conn) error {
+		_, err := c.ExecContext(ctx, `SET SESSION default_transaction_read_only = on`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "x"}); pgErrorCode(err) != "25006" {
+		t.Fatalf("a write in the read-only session: %v, want SQLSTATE 25006", err)
+	}
+	if _, err := s.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "x"}); err != nil {
+		t.Fatalf("a write with the database writable: %v", err)
 	}
 }

@@ -24,15 +24,19 @@ import (
 // how they wait, is in writereq.go.
 
 type writer struct {
-	s       *Store
-	reqs    chan *writeReq
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	conn    *sql.Conn
-	stmts   map[string]*sql.Stmt
-	lost    bool         // PostgreSQL dropped conn and no new one is open yet (reconnect.go)
-	pid     atomic.Int64 // PostgreSQL's process serving conn: its notifications are our own
-	session pgSession    // PostgreSQL's session on conn (pgflush.go)
+	s     *Store
+	reqs  chan *writeReq
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	conn  *sql.Conn
+	stmts map[string]*sql.Stmt
+	lost  bool // PostgreSQL dropped conn and no new one is open yet (reconnect.go)
+	// readOnly says a write was refused as read-only (SQLSTATE 25006): the next
+	// batch runs on a session opened afresh, at most once a second (reconnect.go).
+	readOnly atomic.Bool
+	reopened time.Time    // when the writer last did
+	pid      atomic.Int64 // PostgreSQL's process serving conn: its notifications are our own
+	session  pgSession    // PostgreSQL's session on conn (pgflush.go)
 
 	flusher *pgFlusher            // PostgreSQL: makes the commits durable and answers them (pgflush.go)
 	wal     *walFile              // nil when SQLite syncs its own commits (NORMAL)
@@ -353,6 +357,9 @@ func (w *writer) answer(batch []*writeReq, err error) {
 		if err != nil && r.err == nil {
 			r.err = err
 			r.wtx.changes = nil
+		}
+		if w.s.pg && pgErrorCode(r.err) == pgReadOnly {
+			w.readOnly.Store(true)
 		}
 	}
 	w.noteRefusals(batch)
