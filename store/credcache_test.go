@@ -180,3 +180,43 @@ func TestCredCacheGeneration(t *testing.T) {
 		t.Fatal("a look just now does not count")
 	}
 }
+
+// Revoking an endpoint hands its agent's todos back and rings for them as it
+// commits. An agent woken by that ring (the revoked one's own session among
+// them) is looked up again: the revocation must be seen by then, though the
+// revoking call has not returned yet (the board's revoked worker reclaimed its
+// todo about one time in two).
+func TestRevocationIsSeenByLookupsItsRingsWake(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	ep, cred, err := s.CreateEndpoint(ctx, "worker", EndpointSpec{Queues: &[]string{"inbox"}}, "human:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	td, err := s.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, Ack{ID: td.ID, Owner: "agent:worker"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.EndpointByCredential(ctx, cred); err != nil {
+		t.Fatal(err)
+	}
+	var woken []error
+	s.OnTodoChange(func(c TodoChange) {
+		if c.ID == td.ID && c.Claimable {
+			_, err := s.EndpointByCredential(ctx, cred)
+			woken = append(woken, err)
+		}
+	})
+	// The watch of other processes' commits has just looked (serve's looks
+	// every half second): nothing tells a lookup to read the epoch itself.
+	s.creds.watched(time.Now())
+	if r, err := s.RevokeEndpointReleasing(ctx, ep.ID, "human:1"); err != nil || r.Released != 1 {
+		t.Fatalf("revoke: %+v, %v", r, err)
+	}
+	if len(woken) != 1 || !errors.Is(woken[0], ErrNotFound) {
+		t.Fatalf("the lookups the release's ring woke: %v, want one ErrNotFound", woken)
+	}
+}

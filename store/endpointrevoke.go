@@ -22,6 +22,7 @@ func (s *Store) RevokeEndpointReleasing(ctx context.Context, id int64, actor str
 	defer s.creds.changed()
 	err = s.write(ctx, func(w *wtx) error {
 		r = Revocation{}
+		w.credsChanged = true // before the rings of the todos it hands back
 		if err := w.lockAgentEndpoints(id); err != nil {
 			return err
 		}

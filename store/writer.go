@@ -113,6 +113,9 @@ type wtx struct {
 	changes []TodoChange
 	// queueing: on PostgreSQL, later queues statements (wtxlater.go).
 	queueing bool
+	// credsChanged: the write revoked or edited an endpoint; the credential
+	// cache moves on as it commits, before its changes ring (announce).
+	credsChanged bool
 }
 
 func newWriter(ctx context.Context, s *Store) (*writer, error) {
@@ -475,6 +478,13 @@ func (w *writer) announce(batch []*writeReq) {
 				"panic", p, "stack", string(debug.Stack()))
 		}
 	}()
+	for _, r := range batch {
+		if r.err == nil && r.wtx.credsChanged {
+			// An agent a ring wakes (a revoked one too) is looked up afresh.
+			w.s.creds.changed()
+			break
+		}
+	}
 	for _, r := range batch {
 		if r.err == nil {
 			w.s.fire(r.wtx.changes)
