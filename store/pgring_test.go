@@ -195,19 +195,27 @@ func TestRingOfAnApprovalRingsNowAndAtTheHoldsEnd(t *testing.T) {
 	}
 }
 
+// watchedPair is openPair with serveSide's watch begun (not run: a test rings
+// by hand, with ringFrom) and a listener giving the rings in its schema.
+func watchedPair(t *testing.T) (serveSide, cli *Store, schema string, nextRing func() string) {
+	t.Helper()
+	url := testkit.PostgresURL(t)
+	serveSide, cli = openPair(t, url)
+	schema, nextRing = listenRing(t, url)
+	if _, err := serveSide.newForeignWatch(context.Background(), serveSide.rdb); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(serveSide.own.stop)
+	return serveSide, cli, schema, nextRing
+}
+
 // A revocation through another process hands the agent's todos back, and its
 // ring reaches this process before its watch has read the endpoints' epoch: the
 // revoked agent, woken by that ring, must not get in with its credential and
 // claim the todo its revocation gave back (the fleet's revoked worker did).
 func TestRingAfterARevocationDoesNotLetTheRevokedCredentialIn(t *testing.T) {
 	ctx := context.Background()
-	url := testkit.PostgresURL(t)
-	serveSide, cli := openPair(t, url)
-	schema, nextRing := listenRing(t, url)
-	if _, err := serveSide.newForeignWatch(ctx, serveSide.rdb); err != nil {
-		t.Fatal(err)
-	}
-	defer serveSide.own.stop()
+	serveSide, cli, schema, nextRing := watchedPair(t)
 	ep, cred, err := cli.CreateEndpoint(ctx, "worker", EndpointSpec{Queues: &[]string{"inbox"}}, "human:1")
 	if err != nil {
 		t.Fatal(err)
@@ -235,5 +243,32 @@ func TestRingAfterARevocationDoesNotLetTheRevokedCredentialIn(t *testing.T) {
 	}
 	if _, err := serveSide.EndpointByCredential(ctx, cred); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("the revoked credential after its revocation's ring: %v, want ErrNotFound", err)
+	}
+}
+
+// A fold into a debounced todo in another process rings here from its payload
+// as the add does: the wake-up timed for the add moves to the new end of the
+// debounce, without waiting for the scan (which passes no new id for it).
+func TestRingOfADebouncedFoldRetimesTheWakeUp(t *testing.T) {
+	ctx := context.Background()
+	serveSide, cli, schema, nextRing := watchedPair(t)
+	debounced := TodoOptions{Key: "pr-1", Coalesce: true, Debounce: time.Hour}
+	first, err := cli.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "a", Options: debounced})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveSide.ringFrom(nextRing(), schema)
+	var folded Todo
+	for folded.AvailableAt.Compare(first.AvailableAt) <= 0 {
+		if folded, err = cli.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "b", Options: debounced}); err != nil {
+			t.Fatal(err)
+		}
+		serveSide.ringFrom(nextRing(), schema)
+	}
+	serveSide.wakeups.mu.Lock()
+	at := serveSide.wakeups.latest[first.ID]
+	serveSide.wakeups.mu.Unlock()
+	if ms(at) != ms(folded.AvailableAt) {
+		t.Fatalf("the wake-up after the fold's ring: %v, want %v", at, folded.AvailableAt)
 	}
 }

@@ -134,7 +134,7 @@ func (w *wtx) fold(n NewTodo, size int) (t Todo, ok bool, err error) {
 	if err != nil || !found {
 		return Todo{}, false, err
 	}
-	id, ownPayload := t.ID, t.Source.EventID == 0
+	id, ownPayload, was := t.ID, t.Source.EventID == 0, t.AvailableAt
 	t.AvailableAt, t.Priority = o.debounced(t.AvailableAt, t.CreatedAt, w.now), max(t.Priority, o.Priority)
 	res, err := w.exec(`UPDATE todos SET payload_size = ?, source_type = ?, source_webhook_id = ?,
 			source_event_id = ?, source_event_type = ?, verified = ?, trust_mode = ?, webhook_created_by = ?,
@@ -160,11 +160,22 @@ func (w *wtx) fold(n NewTodo, size int) (t Todo, ok bool, err error) {
 	if n.Source.EventID != 0 {
 		detail += " event=" + strconv.FormatInt(n.Source.EventID, 10)
 	}
-	if err := w.audit(n.CreatedBy, "todo.coalesce", todoTarget(id), "", detail); err != nil {
-		return Todo{}, false, err
-	}
-	if !t.KeyWaiting {
-		w.announcePending(id, n.Queue, n.Source.Type, t.AvailableAt, "coalesce")
+	switch {
+	case !t.KeyWaiting && t.AvailableAt.After(was) && t.AvailableAt.After(w.now):
+		// Debounced: it becomes claimable later than other processes timed it.
+		// Its audit row (outcome debounce) is how they hear of it, as of a
+		// return to the queue (see requeued), and time their wake-up again.
+		if err := w.requeuedAs(pendingChange(id, n.Queue, n.Source.Type, t.AvailableAt, "coalesce", w.now),
+			n.CreatedBy, "todo.coalesce", outcomeDebounce, detail); err != nil {
+			return Todo{}, false, err
+		}
+	default:
+		if err := w.audit(n.CreatedBy, "todo.coalesce", todoTarget(id), "", detail); err != nil {
+			return Todo{}, false, err
+		}
+		if !t.KeyWaiting {
+			w.announcePending(id, n.Queue, n.Source.Type, t.AvailableAt, "coalesce")
+		}
 	}
 	if n.idOnly {
 		return Todo{ID: id}, true, nil

@@ -212,7 +212,7 @@ func (f *foreignWatch) announceAdded(ctx context.Context, next idMark) bool {
 // and so is a key's next todo when the one ahead of it ended (see keyEnded).
 var returnCauses = map[string]string{"todo.release": "release", "todo.retry": "retry", "todo.requeue": "lease_expired",
 	"todo.fail": "backoff_over", "queue.resume": "resume", "todo.key_free": "key_free",
-	"todo.approve": "approval_decided", "todo.deny": "approval_decided"}
+	"todo.approve": "approval_decided", "todo.deny": "approval_decided", "todo.coalesce": "coalesce"}
 
 // announceReturned announces the todos other processes returned to their queues
 // in audit rows up to next, those still pending: the claimable ones now, those
@@ -226,14 +226,16 @@ func (f *foreignWatch) announceReturned(ctx context.Context, next idMark) bool {
 	const sqlite = `SELECT a.id, a.action, t.id, t.queue, t.source_type, t.available_at
 		FROM audit a JOIN todos t ON t.id = CAST(substr(a.target, 6) AS INTEGER)
 		WHERE (a.action IN ('todo.release', 'todo.retry', 'todo.requeue', 'queue.resume', 'todo.key_free',
-			'todo.approve', 'todo.deny') OR (a.action = 'todo.fail' AND a.outcome = 'retry'))
+			'todo.approve', 'todo.deny') OR (a.action = 'todo.fail' AND a.outcome = 'retry')
+			OR (a.action = 'todo.coalesce' AND a.outcome = 'debounce'))
 			AND a.id > ? AND a.id <= ?
 			AND a.target LIKE 'todo:%' AND t.state = 'pending'
 		ORDER BY a.id`
 	const postgres = `SELECT a.id, a.action, t.id, t.queue, t.source_type, t.available_at
 		FROM audit a JOIN todos t ON t.id = CAST(substr(a.target, 6) AS INTEGER)
 		WHERE (a.action IN ('todo.release', 'todo.retry', 'todo.requeue', 'queue.resume', 'todo.key_free',
-			'todo.approve', 'todo.deny') OR (a.action = 'todo.fail' AND a.outcome = 'retry'))
+			'todo.approve', 'todo.deny') OR (a.action = 'todo.fail' AND a.outcome = 'retry')
+			OR (a.action = 'todo.coalesce' AND a.outcome = 'debounce'))
 			AND ((a.id > ? AND a.id <= ?) OR a.id = ANY(?))
 			AND a.target LIKE 'todo:%' AND t.state = 'pending'
 		ORDER BY a.id`

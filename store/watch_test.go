@@ -260,3 +260,41 @@ func TestWatchAnnouncesWhatCommitsBetweenBeginAndRun(t *testing.T) {
 		t.Fatalf("the watch ended with %v", err)
 	}
 }
+
+// A todo another process coalesced into a debounced one becomes claimable later
+// than its add said: the wake-up timed here for the add moves with it. (It rang
+// at the first debounce's end, found nothing claimable, and never rang again:
+// the todo waited while agents slept.)
+func TestWatchForeignRetimesATodoAnotherProcessDebounced(t *testing.T) {
+	ctx := context.Background()
+	serveSide, cli := twoProcesses(t)
+	watch := watchOn(t, serveSide)
+	debounced := TodoOptions{Key: "pr-1", Coalesce: true, Debounce: time.Hour}
+	first, err := cli.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "a", Options: debounced})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch.check(ctx)
+	wakeUp := func() time.Time {
+		serveSide.wakeups.mu.Lock()
+		defer serveSide.wakeups.mu.Unlock()
+		return serveSide.wakeups.latest[first.ID]
+	}
+	if at := wakeUp(); ms(at) != ms(first.AvailableAt) {
+		t.Fatalf("the add's wake-up: %v, want %v", at, first.AvailableAt)
+	}
+	// A later fold pushes the todo's debounce back (its clock has moved on).
+	var folded Todo
+	for folded.AvailableAt.Compare(first.AvailableAt) <= 0 {
+		if folded, err = cli.AddTodo(ctx, NewTodo{Queue: "inbox", Payload: "b", Options: debounced}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if folded.ID != first.ID {
+		t.Fatalf("the second add made todo %d, want it folded into %d", folded.ID, first.ID)
+	}
+	watch.check(ctx)
+	if at := wakeUp(); ms(at) != ms(folded.AvailableAt) {
+		t.Fatalf("the wake-up after the fold: %v, want %v", at, folded.AvailableAt)
+	}
+}

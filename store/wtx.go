@@ -125,7 +125,12 @@ func (w *writer) begin() string {
 // process's serve hears of the return (WatchForeign), and its id goes with the
 // change so that this process's own serve does not announce it a second time.
 func (t *wtx) requeued(c TodoChange, actor, action, detail string) error {
-	id, err := t.auditRow(actor, action, todoTarget(c.ID), "", detail)
+	return t.requeuedAs(c, actor, action, "", detail)
+}
+
+// requeuedAs is requeued with the audit row's outcome.
+func (t *wtx) requeuedAs(c TodoChange, actor, action, outcome, detail string) error {
+	id, err := t.auditRow(actor, action, todoTarget(c.ID), outcome, detail)
 	if err != nil {
 		return err
 	}
@@ -133,6 +138,10 @@ func (t *wtx) requeued(c TodoChange, actor, action, detail string) error {
 	t.changed(c)
 	return nil
 }
+
+// outcomeDebounce is the outcome of a todo.coalesce audit row whose fold moved
+// the todo's debounce: other processes time its wake-up again (announceReturned).
+const outcomeDebounce = "debounce"
 
 // changed records a todo change to announce after the commit.
 func (t *wtx) changed(c TodoChange) { t.changes = append(t.changes, c) }
