@@ -21,6 +21,9 @@ type endpointListPage struct {
 	Endpoints []endpointRow
 	All       bool
 	AllVerbs  int
+	// OtherProcesses counts the other live serve processes of a fleet: they
+	// hold MCP sessions of their own, which Activity does not show.
+	OtherProcesses int
 }
 
 // AgentActivity reports what each endpoint's agent is doing (agent.Agent does),
@@ -70,6 +73,9 @@ func (u *UI) endpointList(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 		return
 	}
 	p := endpointListPage{All: all, AllVerbs: len(store.AllVerbs())}
+	if u.opts.Agents != nil {
+		p.OtherProcesses = u.otherLiveProcesses(r)
+	}
 	for _, ep := range eps {
 		row := endpointRow{Endpoint: ep, Holds: held["agent:"+ep.AgentID], Tracked: u.opts.Agents != nil,
 			Grants: grants[ep.ID]}

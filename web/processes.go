@@ -60,6 +60,23 @@ func (u *UI) processesPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 	u.render(w, r, rc, http.StatusOK, "processes", view{Title: "Processes", Nav: "processes", Page: p})
 }
 
+// otherLiveProcesses is how many live serve processes there are besides this
+// one (a fleet on one PostgreSQL database); 0 if they cannot be read.
+func (u *UI) otherLiveProcesses(r *http.Request) int {
+	list, err := u.liveProcesses(r)
+	if err != nil {
+		u.log.Warn("web: list processes for the Endpoints page", "err", err)
+		return 0
+	}
+	n := 0
+	for _, p := range list {
+		if p.Alive {
+			n++
+		}
+	}
+	return max(n-1, 0)
+}
+
 // moduleElsewhere is a module's state in one live process, for the Modules page.
 type moduleElsewhere struct {
 	Where string // host and pid

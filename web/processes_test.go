@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboardhq/switchboard/agent"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -57,5 +58,41 @@ func TestProcessesPageShowsTheFleet(t *testing.T) {
 	}
 	if strings.Contains(body, "host-dead1") {
 		t.Error("the modules page shows a gone process's state")
+	}
+}
+
+// An MCP session lives in the process that opened it, and the Endpoints page
+// shows the sessions of the process serving it: in a fleet it says so, or an
+// agent working through another process reads as "no session" here.
+func TestEndpointListSaysItsSessionsAreThisProcesss(t *testing.T) {
+	f := newFixture(t, Options{Heartbeat: 2 * time.Second})
+	ag, err := agent.New(f.st, agent.Options{Logger: quietLog, Now: f.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ui.opts.Agents = ag
+	if _, _, err := f.st.CreateEndpoint(t.Context(), "worker", endpointSpec([]string{"inbox"}), "test"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	beat := func(id string) {
+		t.Helper()
+		err := f.st.RegisterProcess(ctx, store.Process{ID: id, Host: "host-" + id, PID: 100, Version: "v1", StartedAt: f.clock.Now()})
+		if err == nil {
+			_, err = f.st.ProcessBeat(ctx, id, store.Beat{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	cookie, _ := f.login()
+	const note = "Sessions and requests are this process"
+	beat("here")
+	if _, body := f.get("/endpoints", cookie); strings.Contains(body, note) {
+		t.Error("one process: the page speaks of others")
+	}
+	beat("there")
+	if _, body := f.get("/endpoints", cookie); !strings.Contains(body, note) || !strings.Contains(body, "the 1 other serve process") {
+		t.Errorf("two live processes: the page does not say whose sessions it shows")
 	}
 }
