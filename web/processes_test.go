@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -74,25 +75,49 @@ func TestEndpointListSaysItsSessionsAreThisProcesss(t *testing.T) {
 	if _, _, err := f.st.CreateEndpoint(t.Context(), "worker", endpointSpec([]string{"inbox"}), "test"); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	beat := func(id string) {
-		t.Helper()
-		err := f.st.RegisterProcess(ctx, store.Process{ID: id, Host: "host-" + id, PID: 100, Version: "v1", StartedAt: f.clock.Now()})
-		if err == nil {
-			_, err = f.st.ProcessBeat(ctx, id, store.Beat{})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	cookie, _ := f.login()
 	const note = "Sessions and requests are this process"
-	beat("here")
+	f.liveProcess("here")
 	if _, body := f.get("/endpoints", cookie); strings.Contains(body, note) {
 		t.Error("one process: the page speaks of others")
 	}
-	beat("there")
+	f.liveProcess("there")
 	if _, body := f.get("/endpoints", cookie); !strings.Contains(body, note) || !strings.Contains(body, "the 1 other serve process") {
 		t.Errorf("two live processes: the page does not say whose sessions it shows")
+	}
+}
+
+// liveProcess writes the row and a heartbeat of a live serve process id.
+func (f *fixture) liveProcess(id string) {
+	f.t.Helper()
+	ctx := context.Background()
+	err := f.st.RegisterProcess(ctx, store.Process{ID: id, Host: "host-" + id, PID: 100, Version: "v1", StartedAt: f.clock.Now()})
+	if err == nil {
+		_, err = f.st.ProcessBeat(ctx, id, store.Beat{})
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// Refused deliveries are counted by the process that refused them, since its
+// start-up: in a fleet the Webhooks pages say the count is the serving
+// process's, or a webhook another process refuses reads as 0 refused here.
+func TestWebhookPagesSayTheirRefusalsAreThisProcesss(t *testing.T) {
+	f := newFixture(t, Options{Failures: fakeFailures{1: 7}, Heartbeat: 2 * time.Second})
+	cookie, _ := f.login()
+	h, _ := f.webhookWithEvents()
+	pages := []string{"/webhooks", fmt.Sprintf("/webhook/%d", h.ID)}
+	f.liveProcess("here")
+	for _, page := range pages {
+		if _, body := f.get(page, cookie); strings.Contains(body, "on this process") {
+			t.Errorf("%s, one process: it speaks of others", page)
+		}
+	}
+	f.liveProcess("there")
+	for _, page := range pages {
+		if _, body := f.get(page, cookie); !strings.Contains(body, "on this process") {
+			t.Errorf("%s, two live processes: it does not say whose refusals it counts", page)
+		}
 	}
 }

@@ -37,6 +37,9 @@ type webhooksPage struct {
 	Webhooks      []webhookRow
 	All           bool
 	TrackFailures bool
+	// OtherProcesses counts the other live serve processes of a fleet, which
+	// count the deliveries they refuse on their own.
+	OtherProcesses int
 }
 
 // webhookList serves GET /webhooks: every webhook with its ingest URL and traffic.
@@ -65,6 +68,9 @@ func (u *UI) showWebhooks(w http.ResponseWriter, r *http.Request, rc *reqCtx, st
 		return
 	}
 	p := webhooksPage{Sources: store.SourceTypes(), Once: randomToken(), Form: f, All: all, TrackFailures: u.opts.Failures != nil}
+	if p.TrackFailures {
+		p.OtherProcesses = u.otherLiveProcesses(r)
+	}
 	for _, h := range hooks {
 		row := u.webhookRow(r, h)
 		row.Stats = stats[h.ID]
@@ -82,16 +88,17 @@ func (u *UI) webhookRow(r *http.Request, h store.Webhook) webhookRow {
 }
 
 type webhookPage struct {
-	Hook          webhookRow
-	Graces        []struct{ Value, Label string } // for the Rotate form
-	Once          string                          // its one-time token
-	Form          webhookForm
-	Rules         rulesForm // as stored
-	RulesForm     rulesForm // as the form shows them: stored, or as sent and refused
-	Events        []store.WebhookEvent
-	Before, Older int64
-	TrackFailures bool
-	Charts        *chartPanel // deliveries and refusals over time
+	Hook           webhookRow
+	Graces         []struct{ Value, Label string } // for the Rotate form
+	Once           string                          // its one-time token
+	Form           webhookForm
+	Rules          rulesForm // as stored
+	RulesForm      rulesForm // as the form shows them: stored, or as sent and refused
+	Events         []store.WebhookEvent
+	Before, Older  int64
+	TrackFailures  bool
+	OtherProcesses int         // as on webhooksPage
+	Charts         *chartPanel // deliveries and refusals over time
 }
 
 // webhookPage serves GET /webhook/:id: one webhook and its event history, newest
@@ -112,6 +119,9 @@ func (u *UI) showWebhook(w http.ResponseWriter, r *http.Request, rc *reqCtx, id 
 		return
 	}
 	p := webhookPage{Hook: u.webhookRow(r, h), Graces: graces, Once: randomToken(), Form: f, TrackFailures: u.opts.Failures != nil}
+	if p.TrackFailures {
+		p.OtherProcesses = u.otherLiveProcesses(r)
+	}
 	p.Rules = rulesFormOf(h.RulesJSON())
 	if p.RulesForm = p.Rules; f.Rules != nil {
 		p.RulesForm = *f.Rules
