@@ -132,6 +132,22 @@ func (f *fleet) beat(ctx context.Context) {
 		f.onLead()
 	} else if was && !lead && !f.alone && !f.failing {
 		// A failed heartbeat has said already that this process stepped back.
-		f.log.Info("another process runs the reaper now", "process", f.self.ID)
+		f.log.Info("this process no longer runs the reaper; another does", "process", f.self.ID,
+			"leader", f.leader(ctx))
 	}
+}
+
+// leader names the process that holds the reaper's role, as the processes'
+// rows say ("none", or "unknown" if they cannot be read).
+func (f *fleet) leader(ctx context.Context) string {
+	list, err := f.st.ListProcesses(ctx)
+	if err != nil {
+		return "unknown"
+	}
+	for _, p := range list {
+		if slices.Contains(p.Roles, store.RoleReaper) {
+			return p.ID
+		}
+	}
+	return "none"
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/store"
 )
@@ -100,7 +101,52 @@ func TestFleetWhoseHeartbeatFailsSaysItSteppedBack(t *testing.T) {
 	if f.Leads() {
 		t.Fatal("after a failed heartbeat: still leads")
 	}
-	if out := logged.String(); !strings.Contains(out, "heartbeat failed") || strings.Contains(out, "another process runs the reaper") {
+	if out := logged.String(); !strings.Contains(out, "heartbeat failed") || strings.Contains(out, "no longer runs the reaper") {
 		t.Errorf("log after a failed heartbeat:\n%s\nwant it to say the heartbeat failed, and not that another process runs the reaper", out)
+	}
+}
+
+// A process whose role another took while it was away (paused past its lease)
+// says, as it steps back, which process runs the reaper now: the log named this
+// process's id beside "another process runs the reaper now", as if it were the
+// other's.
+func TestFleetSteppingBackNamesTheNewLeader(t *testing.T) {
+	ctx := context.Background()
+	url := testkit.PostgresURL(t)
+	var logged testkit.LockedBuffer
+	member := func(log io.Writer) *fleet {
+		st, err := store.Open(ctx, url, store.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return newFleet(st, "v-test", slog.New(slog.NewTextHandler(log, nil)))
+	}
+	paused, other := member(&logged), member(io.Discard)
+	paused.join(ctx)
+	other.join(ctx)
+	if !paused.Leads() {
+		t.Fatal("the first to join does not lead")
+	}
+	// The paused process's lease runs out; the other takes the role.
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, `UPDATE leaders SET expires_at = 0`); err != nil {
+		t.Fatal(err)
+	}
+	other.beat(ctx)
+	if !other.Leads() {
+		t.Fatal("the other process did not take the lapsed role")
+	}
+	paused.beat(ctx)
+	if paused.Leads() {
+		t.Fatal("the paused process still leads")
+	}
+	out := logged.String()
+	if !strings.Contains(out, "leader="+other.self.ID) {
+		t.Errorf("log as the paused process stepped back:\n%s\nwant it to name the leader, %s", out, other.self.ID)
 	}
 }
