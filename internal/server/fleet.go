@@ -41,6 +41,7 @@ type fleet struct {
 	// nil: it does not lead.
 	leadUntil atomic.Pointer[time.Time]
 	failing   bool // a heartbeat failed and said so; quiet until one succeeds
+	leading   bool // the last heartbeat held the reaper's role (its lease may have run out since)
 }
 
 func newFleet(st *store.Store, version string, logger *slog.Logger) *fleet {
@@ -121,7 +122,10 @@ func (f *fleet) beat(ctx context.Context) {
 		f.failing = false
 	}
 	lead := slices.Contains(held, store.RoleReaper)
-	was := f.Leads()
+	// Whether the last heartbeat led, not whether its lease still runs: a
+	// process paused past its lease (SIGSTOP) steps back as well, and says so.
+	was := f.leading
+	f.leading = lead
 	if lead {
 		f.leadUntil.Store(&until)
 	} else {

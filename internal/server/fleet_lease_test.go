@@ -141,6 +141,9 @@ func TestFleetSteppingBackNamesTheNewLeader(t *testing.T) {
 	if !other.Leads() {
 		t.Fatal("the other process did not take the lapsed role")
 	}
+	// Its own clock has passed its lease too, as a SIGSTOP's would: it
+	// stepped back without a word.
+	paused.now = func() time.Time { return time.Now().Add(time.Hour) }
 	paused.beat(ctx)
 	if paused.Leads() {
 		t.Fatal("the paused process still leads")
