@@ -357,8 +357,10 @@ func (w *wtx) retry(id int64, actor, detail string) (Todo, error) {
 	if err != nil {
 		return Todo{}, err
 	}
+	// A question left unanswered (the todo was cancelled awaiting approval)
+	// goes, as on a release: no worker waits for its answer.
 	t, err := scanTodo(w.queryRow(`UPDATE todos SET state = 'pending', attempts = 0, available_at = ?,
-			updated_at = ?, finished_at = NULL, cancelled_by = '', key_waiting = ?
+			updated_at = ?, finished_at = NULL, cancelled_by = '', key_waiting = ?, `+releaseUnasked+`
 		WHERE id = ? RETURNING `+todoColumns, ms(w.now), ms(w.now), boolInt(waiting), id), false)
 	if err != nil {
 		return Todo{}, fmt.Errorf("store: retry todo %d: %w", id, err)

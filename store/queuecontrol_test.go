@@ -443,3 +443,31 @@ func approved(t *testing.T, s *Store, id int64, owner string) {
 		t.Fatal(err)
 	}
 }
+
+// A todo cancelled while it awaited approval and then retried by id comes back
+// without the question: no human can answer it any more (the todo is not
+// claimed by the worker that asked), yet the next worker's claim carried
+// approval "asked" and the board showed it as awaiting a decision.
+func TestARetryOfATodoCancelledAwaitingApprovalDropsTheQuestion(t *testing.T) {
+	s := openTest(t, Options{})
+	ctx := context.Background()
+	ids := addTodos(t, s, "deploy", 1)
+	td, err := s.Claim(ctx, Ack{ID: ids[0], Owner: "agent:w"}, time.Minute)
+	if err == nil {
+		_, err = s.RequestApproval(ctx, Ack{ID: ids[0], Owner: "agent:w", LeaseSeq: td.LeaseSeq}, "ship it?")
+	}
+	if err == nil {
+		_, err = s.CancelTodo(ctx, ids[0], "human:1")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	retried, err := s.Retry(ctx, ids[0], "human:1")
+	if err != nil || retried.Approval != nil {
+		t.Fatalf("retry of a todo cancelled awaiting approval: approval %+v (%v), want none", retried.Approval, err)
+	}
+	got, ok, err := s.ClaimNext(ctx, "agent:next", []string{"deploy"}, time.Minute)
+	if err != nil || !ok || got.ID != ids[0] || got.Approval != nil {
+		t.Fatalf("the next claim of todo %d: %d %v %v, approval %+v; want it without the question", ids[0], got.ID, ok, err, got.Approval)
+	}
+}
