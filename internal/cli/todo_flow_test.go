@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"github.com/switchboardhq/switchboard/internal/testkit"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -167,5 +168,49 @@ func TestTodoRetrySaysTheTodoWaitsBehindItsKey(t *testing.T) {
 	want := "todo " + itoa(dead.ID) + " is back on prs, attempts reset; it waits behind an earlier todo of key octo/repo#42\n"
 	if code != 0 || out != want {
 		t.Fatalf("retry: exit %d, %q %q, want %q", code, out, errs, want)
+	}
+}
+
+// A decided todo held for the worker that asked is "held" in todo show even when
+// an earlier attempt failed: Decide leaves attempts above 0 then, and show said
+// it "backs off", sending the reader to look for an error that is not why it
+// waits.
+func TestTodoShowSaysAHeldTodoIsHeldAfterAFailedAttempt(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sb.db")
+	// An hour ahead, so that the hold is still on when show reads it.
+	clock := testkit.NewClock(time.Now().Add(time.Hour))
+	st, err := store.Open(t.Context(), db, store.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := t.Context()
+	td, err := st.AddTodo(ctx, store.NewTodo{Queue: "deploy", Payload: "a"})
+	if err == nil {
+		td, err = st.Claim(ctx, store.Ack{ID: td.ID, Owner: "agent:bot"}, time.Minute)
+	}
+	if err == nil {
+		_, err = st.Fail(ctx, store.Ack{ID: td.ID, Owner: "agent:bot", LeaseSeq: td.LeaseSeq}, "flaky", true)
+	}
+	clock.Add(time.Minute)
+	if err == nil {
+		td, err = st.Claim(ctx, store.Ack{ID: td.ID, Owner: "agent:bot"}, time.Minute)
+	}
+	if err == nil {
+		_, err = st.RequestApproval(ctx, store.Ack{ID: td.ID, Owner: "agent:bot", LeaseSeq: td.LeaseSeq}, "deploy?")
+	}
+	var decided store.Todo
+	if err == nil {
+		decided, err = st.Decide(ctx, td.ID, true, "go", "human:alice")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if decided.Attempts == 0 {
+		t.Fatalf("decided todo has attempts 0; the case this test is about needs more")
+	}
+	code, out, errs := cli(t, "", "todo", "show", itoa(td.ID), "--db", db)
+	if code != 0 || !strings.Contains(out, "held:       for the worker that asked for approval") || strings.Contains(out, "backs off") {
+		t.Errorf("show of a todo held for its asker after a failed attempt: exit %d\n%s%s", code, out, errs)
 	}
 }

@@ -78,10 +78,10 @@ func writeTodo(w io.Writer, t store.Todo, now time.Time) {
 		fmt.Fprintf(w, "claimed by: %s, lease until %s\n", printable(t.Owner), at(*t.LeaseExpiry))
 	case t.Waiting == store.WaitingApproval && t.Approval != nil:
 		fmt.Fprintf(w, "awaiting approval: %s asks: %s\n", printable(t.Owner), printable(t.Approval.Question))
+	case t.State == store.StatePending && t.AvailableAt.After(now) && heldForAsker(t):
+		fmt.Fprintf(w, "held:       for the worker that asked for approval, until %s\n", at(t.AvailableAt))
 	case t.State == store.StatePending && t.AvailableAt.After(now) && t.Attempts > 0:
 		fmt.Fprintf(w, "backs off:  claimable again at %s\n", at(t.AvailableAt))
-	case t.State == store.StatePending && t.AvailableAt.After(now) && t.Approval != nil:
-		fmt.Fprintf(w, "held:       for the worker that asked for approval, until %s\n", at(t.AvailableAt))
 	case t.State == store.StatePending && t.AvailableAt.After(now):
 		fmt.Fprintf(w, "delayed:    claimable at %s\n", at(t.AvailableAt))
 	case t.FinishedAt != nil:
@@ -112,6 +112,16 @@ func writeTodo(w io.Writer, t store.Todo, now time.Time) {
 		fmt.Fprintf(w, "  %s\n", printable(line))
 	}
 	writeCut(w, p)
+}
+
+// heldForAsker says that pending t waits out the hold a decision gives the
+// worker that asked (store.Decide): it was last changed by that decision,
+// which made it claimable ApprovalHold later. Its attempts may be above 0 (an
+// earlier attempt failed), so they do not tell it from a backoff, which no
+// RetryBackoff makes one ApprovalHold long.
+func heldForAsker(t store.Todo) bool {
+	return t.Approval != nil && t.Approval.State != store.ApprovalAsked &&
+		t.AvailableAt.Equal(t.UpdatedAt.Add(store.ApprovalHold))
 }
 
 // writeFlow writes t's key (and whether it waits behind it), priority and
