@@ -471,3 +471,48 @@ func TestARetryOfATodoCancelledAwaitingApprovalDropsTheQuestion(t *testing.T) {
 		t.Fatalf("the next claim of todo %d: %d %v %v, approval %+v; want it without the question", ids[0], got.ID, ok, err, got.Approval)
 	}
 }
+
+// A todo released while it awaited approval by a Switchboard from before
+// releases withdrew the question still carries it; migration 0025 withdraws it,
+// so that its next worker's claim has no question no one can answer.
+func TestMigrationWithdrawsTheQuestionsOfTodosReleasedBefore(t *testing.T) {
+	ctx := context.Background()
+	db := testkit.DB(t)
+	s, err := Open(ctx, db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := addTodos(t, s, "deploy", 2)
+	for _, id := range ids {
+		td, err := s.Claim(ctx, Ack{ID: id, Owner: "agent:w"}, time.Minute)
+		if err == nil {
+			_, err = s.RequestApproval(ctx, Ack{ID: id, Owner: "agent:w", LeaseSeq: td.LeaseSeq}, "ship it?")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// ids[0] released as an older Switchboard released it; ids[1] still waits.
+	err = s.write(ctx, func(w *wtx) error {
+		if _, err := w.exec(`UPDATE todos SET state = 'pending', owner = NULL WHERE id = ?`, ids[0]); err != nil {
+			return err
+		}
+		_, err := w.exec(`DELETE FROM schema_migrations WHERE version = 25`)
+		return err
+	})
+	s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(ctx, db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, err := s.Todo(ctx, ids[0]); err != nil || got.Approval != nil {
+		t.Errorf("todo %d released before, after the migration: approval %+v (%v), want none", ids[0], got.Approval, err)
+	}
+	if got, err := s.Todo(ctx, ids[1]); err != nil || got.Approval == nil || got.Approval.State != ApprovalAsked || got.Waiting != WaitingApproval {
+		t.Errorf("todo %d still awaiting approval, after the migration: approval %+v waiting %q (%v)", ids[1], got.Approval, got.Waiting, err)
+	}
+}
