@@ -192,7 +192,6 @@ func TestApprovalGate(t *testing.T) {
 	}
 }
 
-// After the hold, a decided todo the asker did not come back for is anyone's.
 // A todo released while awaiting approval (by a human, or by its endpoint's
 // revocation) goes back without its question: the next worker's claim and the
 // board showed approval "asked", a question no one could answer any more. An
@@ -248,6 +247,7 @@ func TestAReleaseWithdrawsAnUnansweredQuestion(t *testing.T) {
 	}
 }
 
+// After the hold, a decided todo the asker did not come back for is anyone's.
 func TestApprovalHoldEnds(t *testing.T) {
 	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	s := openTest(t, Options{Now: clock.Now})
