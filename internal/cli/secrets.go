@@ -45,7 +45,12 @@ func secretsReencrypt(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stdout, "encrypted %d webhook secrets with the current key\n", n)
+	if n == 0 {
+		// Opening with a previous key may have sealed a setting's secret already.
+		fmt.Fprintln(env.stdout, "every stored secret is sealed with the current key already: nothing to re-encrypt")
+		return nil
+	}
+	fmt.Fprintf(env.stdout, "encrypted %d secrets with the current key\n", n)
 	return nil
 }
 
