@@ -28,17 +28,13 @@ func (w *wtx) keyHasFront(queue, key string) (bool, error) {
 }
 
 // keyNext makes a key's next waiting todo its front. It is claimable from now
-// on, not from when it was added: available_at says since when, for the board's
-// and /metrics' head wait (QueueHeads). pgKeyNextOne is the same on PostgreSQL,
-// and todos_free_keys (migration 0024) inside a transition's statement.
-const (
-	keyNext = `UPDATE todos SET key_waiting = 0, available_at = max(available_at, ?) WHERE id = (SELECT id FROM todos
-			WHERE queue = ? AND key = ? AND state = 'pending' AND key_waiting = 1 ORDER BY id LIMIT 1)
-		RETURNING id, source_type, available_at`
-	pgKeyNextOne = `UPDATE todos SET key_waiting = 0, available_at = greatest(available_at, ?) WHERE id = (SELECT id FROM todos
-			WHERE queue = ? AND key = ? AND state = 'pending' AND key_waiting = 1 ORDER BY id LIMIT 1)
-		RETURNING id, source_type, available_at`
-)
+// (both arguments) on, not from when it was added: available_at says since
+// when, for the board's and /metrics' head wait (QueueHeads); a later one (a
+// delay) holds. todos_free_keys (migration 0024) does the same inside a
+// transition's statement on PostgreSQL.
+const keyNext = `UPDATE todos SET key_waiting = 0, available_at = CASE WHEN available_at < ? THEN ? ELSE available_at END
+	WHERE id = (SELECT id FROM todos WHERE queue = ? AND key = ? AND state = 'pending' AND key_waiting = 1 ORDER BY id LIMIT 1)
+	RETURNING id, source_type, available_at`
 
 // keyEnded moves the front of t's key to its next waiting todo, if any, after t
 // (the front) ended. The next one becomes claimable: the doorbell rings then.
@@ -48,11 +44,7 @@ func (w *wtx) keyEnded(t Todo) error {
 	}
 	var next Todo
 	var avail sql.NullInt64
-	query := keyNext
-	if w.w.s.pg {
-		query = pgKeyNextOne
-	}
-	err := w.queryRow(query, ms(w.now), t.Queue, t.Key).Scan(&next.ID, &next.Source.Type, &avail)
+	err := w.queryRow(keyNext, ms(w.now), ms(w.now), t.Queue, t.Key).Scan(&next.ID, &next.Source.Type, &avail)
 	if notFound(err) {
 		return nil
 	}
@@ -97,8 +89,8 @@ func pendingChange(id int64, queue, source string, available time.Time, cause st
 // folds into (one probe of todos_key_pending); found is false when the key has
 // none, or when that todo carries a human's decision (approved or denied): the
 // decision was about it as it is, so it is not rewritten, and the add waits
-// behind it as a todo of its own. A question left unanswered (a human released
-// the todo while it awaited approval) is no decision: that todo is folded into.
+// behind it as a todo of its own. (A pending todo holds no unanswered question:
+// a release or retry withdraws it.)
 func (w *wtx) foldTarget(queue, key string) (t Todo, found bool, err error) {
 	var a, c int64
 	var approval string
@@ -112,7 +104,7 @@ func (w *wtx) foldTarget(queue, key string) (t Todo, found bool, err error) {
 	if err != nil {
 		return Todo{}, false, fmt.Errorf("store: read key %q on %s: %w", key, queue, err)
 	}
-	if approval == ApprovalApproved || approval == ApprovalDenied {
+	if approval != "" {
 		return Todo{}, false, nil
 	}
 	t.AvailableAt, t.CreatedAt = fromMS(a), fromMS(c)
@@ -139,7 +131,7 @@ func (w *wtx) fold(n NewTodo, size int) (t Todo, ok bool, err error) {
 	res, err := w.exec(`UPDATE todos SET payload_size = ?, source_type = ?, source_webhook_id = ?,
 			source_event_id = ?, source_event_type = ?, verified = ?, trust_mode = ?, webhook_created_by = ?,
 			coalesced = coalesced + 1, priority = ?, available_at = ?, updated_at = ?
-		WHERE id = ? AND state = 'pending' AND approval NOT IN ('approved', 'denied')`,
+		WHERE id = ? AND state = 'pending' AND approval = ''`,
 		size, n.Source.Type, nullID(n.Source.WebhookID), nullID(n.Source.EventID), n.Source.EventType,
 		boolInt(n.Trust.Verified), n.Trust.Mode, n.Trust.WebhookCreatedBy, t.Priority, ms(t.AvailableAt), ms(w.now), id)
 	if err != nil {

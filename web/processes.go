@@ -65,7 +65,7 @@ func (u *UI) processesPage(w http.ResponseWriter, r *http.Request, rc *reqCtx) {
 func (u *UI) otherLiveProcesses(r *http.Request) int {
 	list, err := u.liveProcesses(r)
 	if err != nil {
-		u.log.Warn("web: list processes for the Endpoints page", "err", err)
+		u.log.Warn("web: count the fleet's other processes for a page that shows this one's counts", "err", err)
 		return 0
 	}
 	n := 0
