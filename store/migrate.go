@@ -310,7 +310,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	if err := s.createMigrationsTable(ctx, conn, create); err != nil {
-		if s.pg && pgErrorCode(err) == "25006" {
+		if s.pg && pgErrorCode(err) == pgReadOnly {
 			return s.readOnly("create Switchboard's tables", err)
 		}
 		if s.pg && pgErrorCode(err) == "42501" {
@@ -411,7 +411,7 @@ func (s *Store) applyMigration(ctx context.Context, conn *sql.Conn, m migration)
 	}
 	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 		tx.Rollback()
-		if s.pg && pgErrorCode(err) == "25006" {
+		if s.pg && pgErrorCode(err) == pgReadOnly {
 			return s.readOnly("migration "+m.name, err)
 		}
 		return fmt.Errorf("store: migration %s: %w", m.name, err)

@@ -47,8 +47,6 @@ func PgDumpAdvice(what, db, archive string) error {
 		archive = "switchboard.dump"
 	}
 	rawArchive := archive
-	// An archive pg_restore refuses gets no pg_restore command: a plain SQL
-	// dump gets psql's, anything else a refusal.
 	plain, readErr, listing := false, "", ""
 	if what == "restore" {
 		refusal := pgRestoreRefusal(rawArchive)
@@ -444,10 +442,11 @@ func pgRestoreRefusal(path string) refusal {
 	cmd := exec.CommandContext(ctx, bin, "--list", path)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err == nil || ctx.Err() != nil {
-		if err == nil {
-			return refusal{listing: stdout.String()}
-		}
+	err = cmd.Run()
+	if err == nil {
+		return refusal{listing: stdout.String()}
+	}
+	if ctx.Err() != nil {
 		return refusal{}
 	}
 	// Its error's line, or failing that its first: warnings may come first.

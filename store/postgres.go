@@ -141,6 +141,10 @@ func (s *Store) lockMigrations(ctx context.Context, conn *sql.Conn) (func(), err
 	return func() { conn.ExecContext(context.WithoutCancel(ctx), pgMigrationUnlock) }, nil
 }
 
+// pgReadOnly is SQLSTATE read_only_sql_transaction: a standby, or
+// default_transaction_read_only.
+const pgReadOnly = "25006"
+
 // pgErrorCode is the SQLSTATE of a PostgreSQL error, or "".
 func pgErrorCode(err error) string {
 	var pe *pgconn.PgError

@@ -62,9 +62,6 @@ func (w *writer) ensureConn() error {
 	return w.redial()
 }
 
-// pgReadOnly is SQLSTATE read_only_sql_transaction.
-const pgReadOnly = "25006"
-
 // redial closes the lost connection and its prepared statements and opens a new
 // one; until that succeeds w.conn stays closed, so the next batch tries again.
 func (w *writer) redial() error {

@@ -70,7 +70,7 @@ func (s *Store) SetMaxPages(ctx context.Context, n int64) error {
 func diskTrouble(err error) bool {
 	switch code := pgErrorCode(err); {
 	case strings.HasPrefix(code, "53"), strings.HasPrefix(code, "58"),
-		code == "XX001", code == "XX002", code == "25006":
+		code == "XX001", code == "XX002", code == pgReadOnly:
 		return true
 	case code != "":
 		return false
