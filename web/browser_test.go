@@ -36,6 +36,11 @@ var screenshotDir = func() string {
 // browser starts a fresh headless chromium, or skips when there is none.
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	if testing.Short() {
+		// The race detector's run: the board's handlers run under it in the
+		// HTTP tests; Chromium would add minutes to it.
+		t.Skip("-short: Chromium drives the board in the full runs")
+	}
 	ctx := testkit.Chromium(t)
 	// Accept every confirm dialog, as a human clicking OK would.
 	go func() {

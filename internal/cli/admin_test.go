@@ -13,6 +13,9 @@ import (
 
 // operator passwd and operator logout end an operator's sessions; operator list shows them.
 func TestAdminPasswdLogoutList(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: about ten bcrypt hashes at the real cost, which the race detector makes half a minute")
+	}
 	db := filepath.Join(t.TempDir(), "sb.db")
 	if code, _, errs := cli(t, "first password\n", "admin", "create", "--username", "ana", "--db", db); code != 0 {
 		t.Fatalf("admin create: %d %s", code, errs)
