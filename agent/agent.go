@@ -172,6 +172,7 @@ type Agent struct {
 
 	evictions logevery.Counter[int64]  // per endpoint
 	failures  logevery.Counter[string] // calls the server could not complete, per tool (a full disk fails them all)
+	misrouted logevery.Counter[string] // requests for the sessions of another process, per its route
 	seen      lastSeen                 // each endpoint's latest request, for Activity
 
 	// accessRefusals counts refused Cloudflare Access requests, per reason and identity.
@@ -201,6 +202,7 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 	a.head = newResultHead(mcp.Implementation{Name: "switchboard", Version: opts.Version})
 	a.evictions.Every = evictionLogEvery
 	a.failures.Every = 10 * time.Second
+	a.misrouted.Every = evictionLogEvery
 	a.accessRefusals.Every = accessRefusedLogEvery
 	a.sessions = newSessions(opts.MaxSessionsPerEndpoint, opts.Now, a.evict)
 	if err := CheckSessionRoute(opts.SessionRoute); err != nil {

@@ -175,8 +175,20 @@ func (a *Agent) serveInSession(ctx context.Context, w http.ResponseWriter, r *ht
 // a client to initialize again, with why it ended when that is remembered.
 func (a *Agent) sessionGone(w http.ResponseWriter, sid string) {
 	msg := "unknown or ended session: initialize a new one"
-	if why := a.sessions.whyEnded(sid); why != "" {
+	route, routed := sessionRouteOf(sid)
+	switch why := a.sessions.whyEnded(sid); {
+	case why != "":
 		msg = "session ended: " + why + "; initialize a new one"
+	case routed && route != a.opts.SessionRoute:
+		// Another process of a fleet opened it: the load balancer sent it here
+		// because that process is down, or because it does not route by session.
+		msg = fmt.Sprintf("session was opened by the process with session route %q, not this one (%q): "+
+			"initialize a new one (a load balancer must send a session's requests to the process its id names, see docs/fleet.md)",
+			route, a.opts.SessionRoute)
+		if n := a.misrouted.Note(route, a.opts.Now()); n > 0 {
+			a.log.Warn("requests for another process's sessions reached this one: is the load balancer routing by session route?",
+				"session_route", route, "this_route", a.opts.SessionRoute, "requests", n)
+		}
 	}
 	http.Error(w, msg, http.StatusNotFound)
 }

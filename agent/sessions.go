@@ -127,6 +127,14 @@ func SessionIDPrefix(route string) string {
 	return "sb-" + route + "."
 }
 
+// sessionRouteOf is the session route an id minted with one names ("a" of
+// "sb-a.…"), and false for an id without one.
+func sessionRouteOf(id string) (string, bool) {
+	rest, ok := strings.CutPrefix(id, "sb-")
+	route, _, dotted := strings.Cut(rest, ".")
+	return route, ok && dotted && CheckSessionRoute(route) == nil
+}
+
 // CheckSessionRoute refuses a session route a load balancer's pattern could not
 // match plainly.
 func CheckSessionRoute(route string) error {

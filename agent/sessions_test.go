@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/switchboardhq/switchboard/internal/logevery"
+	"github.com/switchboardhq/switchboard/internal/testkit"
 	"github.com/switchboardhq/switchboard/store"
 )
 
@@ -304,6 +306,36 @@ func TestIdleSessionSaysWhyItEnded(t *testing.T) {
 	resp, body := e.raw(http.MethodPost, cred, id, listToolsBody, nil)
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "it was idle for 300ms") {
 		t.Fatalf("an idled-out session answered %d %q", resp.StatusCode, body)
+	}
+}
+
+// In a fleet, a session that reaches a process other than the one that opened it
+// (its process is down, or the load balancer does not route by session) is told
+// so, with both routes, and the process logs it once for the operator.
+func TestSessionOfAnotherProcessSaysSo(t *testing.T) {
+	a := newEnv(t, func(c *envConfig) { c.agent.SessionRoute = "a" })
+	_, credA := a.endpoint("worker", []string{"inbox"}, nil)
+	id := a.rawSession(credA)
+
+	var logs testkit.LockedBuffer
+	b := newEnv(t, func(c *envConfig) {
+		c.agent.SessionRoute = "b"
+		c.agent.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	_, credB := b.endpoint("worker", []string{"inbox"}, nil)
+	for range 3 {
+		resp, body := b.raw(http.MethodPost, credB, id, listToolsBody, nil)
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, `session route "a", not this one ("b")`) {
+			t.Fatalf("process b answered a session of process a's: %d %q", resp.StatusCode, body)
+		}
+	}
+	if n := strings.Count(logs.String(), "another process's sessions"); n != 1 {
+		t.Fatalf("logged %d times for 3 misrouted requests:\n%s", n, logs.String())
+	}
+	// A session this process never minted, and one it ended, keep their answers.
+	if resp, body := b.raw(http.MethodPost, credB, "sb-b.gone", listToolsBody, nil); resp.StatusCode != http.StatusNotFound ||
+		!strings.Contains(body, "unknown or ended session") {
+		t.Fatalf("an unknown session of this process's: %d %q", resp.StatusCode, body)
 	}
 }
 
