@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strings"
 
@@ -56,6 +57,10 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		ctx = withCallNote(ctx)
 		env = readEnvelope(r.Header, body)
+		if env == nil && isBatch(r.Header, body) {
+			writeRPCError(w, json.RawMessage("null"), mcp.INVALID_REQUEST, batchRefusal, http.StatusBadRequest)
+			return
+		}
 	}
 	if isModern(r.Header, env) {
 		w.Header().Set("X-Accel-Buffering", "no")
@@ -279,4 +284,15 @@ func (a *Agent) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) 
 		http.Error(w, "bad request: could not read body", status)
 	}
 	return nil, false
+}
+
+// batchRefusal answers a JSON-RPC batch, which mcp-go would call "not valid
+// json": no revision served here takes one (2025-06-18 removed them).
+const batchRefusal = "JSON-RPC batches are not supported: send each message in a request of its own"
+
+// isBatch says whether a POST's body is a JSON array of its Content-Type.
+func isBatch(h http.Header, body []byte) bool {
+	ct, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	i := skipSpace(body, 0)
+	return err == nil && ct == "application/json" && i < len(body) && body[i] == '[' && json.Valid(body)
 }

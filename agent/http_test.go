@@ -353,6 +353,45 @@ func TestProtocolVersionsServed(t *testing.T) {
 	}
 }
 
+// A JSON-RPC batch is refused as one, Invalid Request, on every revision: not
+// as a body that is not JSON, which would send a client looking for a bug in
+// its encoder. Nothing in it is done.
+func TestBatchRefusedAsBatch(t *testing.T) {
+	e := newEnv(t)
+	_, cred := e.endpoint("batcher", []string{"inbox"}, nil)
+	todo := e.addTodo("inbox", `{}`)
+	claim := `{"name":"claim_next","arguments":{}}`
+	session := e.rawSession(cred)
+	for _, c := range []struct {
+		name, session, body string
+		header              map[string]string
+	}{
+		{"stateless", "", "[" + modernBody(1, "tools/call", claim) + "," + modernBody(2, "tools/list", "") + "]",
+			modernHeaders("tools/call", "claim_next")},
+		{"in a session", session, "[" + callBody("1", "claim_next", map[string]any{}) + "," + listToolsBody + "]",
+			map[string]string{mcp.HeaderProtocolVersion: "2025-11-25"}},
+		{"without a session", "", " [" + initializeBody + "]", nil},
+		{"empty", session, "[]", nil},
+	} {
+		resp, body := e.raw(http.MethodPost, cred, c.session, c.body, c.header)
+		var rpc struct {
+			ID    json.RawMessage `json:"id"`
+			Error *struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(body), &rpc); err != nil || resp.StatusCode != http.StatusBadRequest || rpc.Error == nil ||
+			rpc.Error.Code != mcp.INVALID_REQUEST || !strings.Contains(rpc.Error.Message, "batches are not supported") ||
+			string(rpc.ID) != "null" {
+			t.Errorf("%s batch: HTTP %d %s; want 400, Invalid Request, batches not supported", c.name, resp.StatusCode, body)
+		}
+	}
+	if got := e.todo(todo.ID); got.State != store.StatePending {
+		t.Fatalf("a refused batch claimed the todo: %+v", got)
+	}
+}
+
 func TestRateLimited(t *testing.T) {
 	e := newEnv(t)
 	// Two tokens, refilled once an hour: the third call in a row is over.

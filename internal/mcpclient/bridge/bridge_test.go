@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -321,6 +322,37 @@ func TestBridgeUnauthorized(t *testing.T) {
 	}
 	for _, r := range srv.requests() {
 		t.Errorf("the server handled %s %s with a wrong credential", r.method, r.rpcMethod)
+	}
+}
+
+// A stdin line that is JSON but not one message (a batch) is answered Invalid
+// Request, and one that is not JSON Parse error; neither reaches the server.
+func TestBridgeRefusesLinesThatAreNotAMessage(t *testing.T) {
+	srv := newMCPServer(t)
+	var out bytes.Buffer
+	b := New(srv.url, credential, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	in := strings.NewReader(`[{"jsonrpc":"2.0","id":1,"method":"ping"}]` + "\n" + "not json\n")
+	if err := b.Run(context.Background(), in, &out); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	var codes []int
+	for line := range strings.Lines(out.String()) {
+		var answer struct {
+			ID    json.RawMessage `json:"id"`
+			Error struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(line), &answer); err != nil || string(answer.ID) != "null" {
+			t.Fatalf("stdout line %q is not an error for id null: %v", line, err)
+		}
+		codes = append(codes, answer.Error.Code)
+	}
+	if !slices.Equal(codes, []int{-32600, -32700}) {
+		t.Errorf("codes = %v, want [-32600 -32700] (Invalid Request for the batch, Parse error for the rest)", codes)
+	}
+	for _, r := range srv.requests() {
+		t.Errorf("the server handled %s %s", r.method, r.rpcMethod)
 	}
 }
 

@@ -71,10 +71,14 @@ func (r *relay) handle(ctx context.Context, line []byte) {
 	}
 	msg, err := parseMessage(line)
 	if err != nil {
-		// Batches were removed from MCP in 2025-06-18; anything else here is
-		// not JSON-RPC at all.
+		// Batches were removed from MCP in 2025-06-18: a JSON line that is not
+		// an object is an Invalid Request, anything else a Parse error.
+		code, why := -32700, "switchboard bridge: stdin line is not a JSON-RPC object"
+		if json.Valid(line) {
+			code, why = -32600, "switchboard bridge: stdin line is not a JSON-RPC object (batches are not supported: one message a line)"
+		}
 		r.log.Warn("bridge: dropping a stdin line that is not a JSON-RPC object", "err", err)
-		r.writeError(json.RawMessage("null"), -32700, "switchboard bridge: stdin line is not a JSON-RPC object")
+		r.writeError(json.RawMessage("null"), code, why)
 		return
 	}
 	switch {
