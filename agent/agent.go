@@ -347,7 +347,7 @@ func (a *Agent) CloseSessions() {
 		x.closeStreams()
 	}
 	for _, l := range a.listening.list() {
-		l.cancel()
+		l.end("the server is shutting down; listen again")
 	}
 	if err := a.http.Shutdown(ctx); err != nil {
 		a.log.Warn("close MCP sessions", "err", err)

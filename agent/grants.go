@@ -50,7 +50,7 @@ func (a *Agent) endRevokedGrants(ctx context.Context) (ok bool) {
 	}
 	for _, l := range a.listening.list() {
 		if revoked(l.grant) {
-			l.cancel()
+			l.end("the OAuth grant was revoked")
 		}
 	}
 	return ok

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -36,7 +37,7 @@ type listener struct {
 	every  bool            // the doorbell of every queue the credential covers, as it changes
 	lists  bool            // tools/list_changed asked for
 	out    chan []byte     // messages to write; a full one drops a ring
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	seq    uint64 // order of opening, for ending a credential's oldest
 	grant  int64  // the OAuth grant whose token opened it; 0: the endpoint's bearer
 
@@ -82,9 +83,19 @@ func (s *listeners) add(l *listener, max int) {
 	slices.SortFunc(same, func(x, y *listener) int { return cmp.Compare(x.seq, y.seq) })
 	for _, o := range same[:len(same)-max] {
 		delete(s.all, o)
-		o.cancel()
+		o.end(fmt.Sprintf("this credential opened more than %d listen streams, and this was its oldest", max))
 	}
 }
+
+// listenEnd is why the server ended a listen stream, which its last message
+// (an error answering the listen) tells the client: a stream that just stops
+// reads as a server that broke.
+type listenEnd string
+
+func (e listenEnd) Error() string { return string(e) }
+
+// end ends l's stream, telling its client why.
+func (l *listener) end(why string) { l.cancel(listenEnd(why)) }
 
 func (s *listeners) remove(l *listener) {
 	s.mu.Lock()
@@ -154,8 +165,8 @@ func (a *Agent) serveListen(ctx context.Context, w http.ResponseWriter, ep store
 		a.writeStream(w, l, false)
 		return
 	}
-	ctx, l.cancel = context.WithCancel(ctx)
-	defer l.cancel()
+	ctx, l.cancel = context.WithCancelCause(ctx)
+	defer l.cancel(nil)
 	a.listening.add(l, a.opts.MaxSessionsPerEndpoint)
 	defer a.listening.remove(l)
 	a.writeStream(w, l, true)
@@ -209,7 +220,23 @@ func (a *Agent) writeStream(w http.ResponseWriter, l *listener, open bool) {
 func (a *Agent) holdStream(ctx context.Context, w http.ResponseWriter, l *listener) {
 	rc := http.NewResponseController(w)
 	defer rc.SetWriteDeadline(time.Time{}) // the connection may serve other requests
-	stop := context.AfterFunc(ctx, func() { rc.SetWriteDeadline(time.Now()) })
+	cut := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() { rc.SetWriteDeadline(time.Now()); close(cut) })
+	// ended writes why the server ended the stream, if it did, once a write in
+	// progress has been cut short: as the last message, within a ping interval.
+	ended := func() {
+		why, ok := context.Cause(ctx).(listenEnd)
+		if !ok {
+			return // the client went
+		}
+		if !stop() {
+			<-cut
+		}
+		rc.SetWriteDeadline(time.Now().Add(a.opts.StreamPing))
+		if writeEvent(w, l.ended(string(why))) == nil {
+			rc.Flush()
+		}
+	}
 	defer stop()
 	ping := time.NewTicker(a.opts.StreamPing)
 	defer ping.Stop()
@@ -217,6 +244,7 @@ func (a *Agent) holdStream(ctx context.Context, w http.ResponseWriter, l *listen
 		var msg []byte
 		select {
 		case <-ctx.Done():
+			ended()
 			return
 		case msg = <-l.out:
 		case <-ping.C:
@@ -224,7 +252,8 @@ func (a *Agent) holdStream(ctx context.Context, w http.ResponseWriter, l *listen
 		rc.SetWriteDeadline(time.Now().Add(a.opts.StreamPing))
 		if ctx.Err() != nil {
 			// Ended (revoked) as the message came: select picks either at
-			// random, and an ended stream must carry nothing more.
+			// random, and an ended stream carries nothing more but why.
+			ended()
 			return
 		}
 		var err error
@@ -269,6 +298,16 @@ func (l *listener) result() []byte {
 	return b
 }
 
+// listenEndedCode is the JSON-RPC error of a listen the server ended: one of
+// the codes JSON-RPC leaves to implementations.
+const listenEndedCode = -32000
+
+// ended is the listen request's answer when the server ends the stream: an
+// error saying why, which a client may act on (listen again, or not).
+func (l *listener) ended(why string) []byte {
+	return bytes.TrimSpace(appendError(nil, l.id, listenEndedCode, "subscriptions/listen ended: "+why))
+}
+
 // send hands l a message without blocking, and reports whether it could; a
 // full stream misses it.
 func send(l *listener, msg []byte) bool {
@@ -304,7 +343,7 @@ func (a *Agent) revalidateListeners(eps map[int64]*store.Endpoint) {
 		case !seen:
 			continue
 		case ep == nil:
-			l.cancel()
+			l.end("the credential was revoked")
 		default:
 			a.listenerEndpoint(l, *ep)
 		}

@@ -34,9 +34,7 @@ func TestStatelessListenersBoundedPerCredential(t *testing.T) {
 		}
 		streams = append(streams, s)
 	}
-	if m, _ := streams[1].next(t); m != "" {
-		t.Fatalf("the oldest stream of the credential got %q, want it ended", m)
-	}
+	streams[1].wantEnded(t, "more than 2 listen streams, and this was its oldest")
 	if n := e.ag.Stats().Listeners; n != 3 {
 		t.Fatalf("Stats().Listeners = %d, want 3 (two of the looping credential, one of the other)", n)
 	}

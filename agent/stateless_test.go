@@ -297,7 +297,8 @@ func (e *env) listenStateless(cred, notifications string) *sseStream {
 	return s
 }
 
-// next returns the stream's next message's method (or "result") and params.
+// next returns the stream's next message's method (or "result" or "error") and
+// params (or the result or the error).
 func (s *sseStream) next(t testing.TB) (string, map[string]any) {
 	t.Helper()
 	select {
@@ -309,11 +310,15 @@ func (s *sseStream) next(t testing.TB) (string, map[string]any) {
 			Method string         `json:"method"`
 			Params map[string]any `json:"params"`
 			Result map[string]any `json:"result"`
+			Error  map[string]any `json:"error"`
 		}
 		if err := json.Unmarshal(ev, &m); err != nil {
 			t.Fatalf("event %s: %v", ev, err)
 		}
-		if m.Method == "" {
+		switch {
+		case m.Error != nil:
+			return "error", m.Error
+		case m.Method == "":
 			return "result", m.Result
 		}
 		return m.Method, m.Params
@@ -358,8 +363,20 @@ func TestStatelessListenDoorbell(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.ag.Revalidate(context.Background())
+	s.wantEnded(t, "the credential was revoked")
+}
+
+// wantEnded checks that the server ended the stream, its last message the
+// listen's error answer saying why.
+func (s *sseStream) wantEnded(t testing.TB, why string) {
+	t.Helper()
+	method, params := s.next(t)
+	msg, _ := params["message"].(string)
+	if method != "error" || params["code"] != float64(listenEndedCode) || !strings.Contains(msg, why) {
+		t.Fatalf("ended stream's last message: %s %v, want the listen's error saying %q", method, params, why)
+	}
 	if method, _ = s.next(t); method != "" {
-		t.Fatalf("after revocation: %s, want the stream ended", method)
+		t.Fatalf("after the listen's answer: %s, want the stream ended", method)
 	}
 }
 
