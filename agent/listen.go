@@ -156,7 +156,9 @@ func (a *Agent) serveListen(ctx context.Context, w http.ResponseWriter, ep store
 				return
 			}
 		}
-		l.queues = slices.Clone(p.Notifications.Channel.Queues)
+		if len(p.Notifications.Channel.Queues) > 0 {
+			l.queues = slices.Clone(p.Notifications.Channel.Queues)
+		} // else no queue: no doorbell, nor a stream held open for it
 	case p.Notifications.Channel != nil || declaresChannel(p.Meta):
 		l.queues, l.every = slices.Clone(ep.Queues), true
 	}

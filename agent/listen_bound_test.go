@@ -145,3 +145,30 @@ func TestStatelessStalledListenerEnds(t *testing.T) {
 		cancel()
 	}
 }
+
+// A listen for the doorbell of no queue at all asks for nothing: it is
+// acknowledged as such and answered at once, not held open (and counted against
+// the credential's streams) for a ring that can never come.
+func TestStatelessListenForNoQueueEndsAtOnce(t *testing.T) {
+	e := newEnv(t)
+	_, cred := e.endpoint("none", []string{"inbox"}, nil)
+	s := e.listenStateless(cred, `{"claude/channel":{"queues":[]}}`)
+	m, params := s.next(t)
+	if got, _ := params["notifications"].(map[string]any); m != mcp.MethodNotificationSubscriptionsAcknowledged || len(got) != 0 {
+		t.Fatalf("first message %q %v, want the acknowledgement of nothing", m, params)
+	}
+	if m, _ := s.next(t); m != "result" {
+		t.Fatalf("then %q, want the listen's result", m)
+	}
+	if m, _ := s.next(t); m != "" {
+		t.Fatalf("then %q, want the stream ended", m)
+	}
+	if n := e.ag.Stats().Listeners; n != 0 {
+		t.Fatalf("Stats().Listeners = %d, want 0", n)
+	}
+	// With list changes asked for too, the stream is held for those alone.
+	s = e.listenStateless(cred, `{"toolsListChanged":true,"claude/channel":{"queues":[]}}`)
+	if m, params := s.next(t); m != mcp.MethodNotificationSubscriptionsAcknowledged || fmt.Sprint(params["notifications"]) != "map[toolsListChanged:true]" {
+		t.Fatalf("first message %q %v, want the acknowledgement of list changes alone", m, params)
+	}
+}
