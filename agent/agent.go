@@ -267,12 +267,14 @@ func New(st *store.Store, opts Options) (*Agent, error) {
 	return a, nil
 }
 
-// Mount serves the endpoint at path on r for GET, POST and DELETE.
+// Mount serves the endpoint at path on r for GET, POST and DELETE, and the
+// CORS preflight (OPTIONS) of a browser client.
 func (a *Agent) Mount(r *httprouter.Router, path string) {
 	h := a.Handler()
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
 		r.Handler(m, path, h)
 	}
+	r.Handler(http.MethodOptions, path, http.HandlerFunc(a.preflight))
 }
 
 // Run sends doorbell rings, ends idle sessions, and re-checks the endpoints of live

@@ -96,7 +96,9 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// callerAllowed refuses a request whose Host or Origin is not this server's.
+// callerAllowed refuses a request whose Host or Origin is not this server's. A
+// request from an allowed origin is answered with the CORS headers its browser
+// needs to read the answer.
 func (a *Agent) callerAllowed(w http.ResponseWriter, r *http.Request) bool {
 	// DNS-rebinding protection: mcp-go's rule, plus the host of the public URL
 	// (a reverse proxy on the same machine forwards that one).
@@ -108,8 +110,33 @@ func (a *Agent) callerAllowed(w http.ResponseWriter, r *http.Request) bool {
 		http.Error(w, fmt.Sprintf("forbidden: Origin %.200q is not allowed (a browser client's origin goes in serve's --allowed-origins)", o),
 			http.StatusForbidden)
 		return false
+	} else if o != "" {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", o)
+		h.Add("Vary", "Origin")
+		h.Set("Access-Control-Expose-Headers", "Mcp-Session-Id, WWW-Authenticate")
 	}
 	return true
+}
+
+// preflight answers a browser's CORS preflight of a request to /mcp: from an
+// allowed origin (callerAllowed), with the methods and headers an MCP client
+// sends; from any other, 403. Without it a browser client whose origin is
+// allowed still could not send its credential.
+func (a *Agent) preflight(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Origin") == "" || !a.callerAllowed(w, r) {
+		if r.Header.Get("Origin") == "" {
+			w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
+			w.WriteHeader(http.StatusNoContent)
+		}
+		return
+	}
+	h := w.Header()
+	h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
+	h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, Last-Event-ID, "+
+		"Mcp-Session-Id, Mcp-Protocol-Version, Mcp-Method, Mcp-Name")
+	h.Set("Access-Control-Max-Age", "3600")
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // sessionFor finds the live session sid of ep's (nil when sid is empty), or

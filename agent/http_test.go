@@ -198,6 +198,44 @@ func TestOriginAndHostChecks(t *testing.T) {
 	}
 }
 
+// A browser client from an allowed origin gets through CORS: its preflight is
+// answered with the methods and headers an MCP client sends, and every answer,
+// a 401 included, lets its page read it (and a new session's id). A foreign
+// origin's preflight is refused and says nothing of CORS.
+func TestBrowserClientOfAnAllowedOrigin(t *testing.T) {
+	const console, evil = "https://console.example.net", "https://evil.example"
+	e := newEnv(t, func(c *envConfig) { c.agent.AllowedOrigins = []string{console} })
+	_, cred := e.endpoint("browser", []string{"inbox"}, nil)
+	preflight := map[string]string{"Origin": console, "Access-Control-Request-Method": "POST",
+		"Access-Control-Request-Headers": "authorization,content-type,mcp-protocol-version,mcp-method,mcp-name"}
+	resp, body := e.raw(http.MethodOptions, "", "", "", preflight)
+	allowed := strings.ToLower(resp.Header.Get("Access-Control-Allow-Headers"))
+	if resp.StatusCode/100 != 2 || resp.Header.Get("Access-Control-Allow-Origin") != console ||
+		!strings.Contains(resp.Header.Get("Access-Control-Allow-Methods"), "POST") {
+		t.Fatalf("preflight of an allowed origin: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	for _, h := range []string{"authorization", "content-type", "mcp-session-id", "mcp-protocol-version", "mcp-method", "mcp-name"} {
+		if !strings.Contains(allowed, h) {
+			t.Errorf("preflight allows headers %q, not %s", allowed, h)
+		}
+	}
+	preflight["Origin"] = evil
+	if resp, _ := e.raw(http.MethodOptions, "", "", "", preflight); resp.StatusCode != http.StatusForbidden ||
+		resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("preflight of a foreign origin: %d %v", resp.StatusCode, resp.Header)
+	}
+
+	resp, body = e.raw(http.MethodPost, cred, "", initializeBody, map[string]string{"Origin": console})
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Access-Control-Allow-Origin") != console ||
+		!strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), "Mcp-Session-Id") {
+		t.Fatalf("initialize from an allowed origin: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	resp, _ = e.raw(http.MethodPost, "sb_wrong", "", initializeBody, map[string]string{"Origin": console})
+	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("Access-Control-Allow-Origin") != console {
+		t.Errorf("a 401 to an allowed origin: %d %v", resp.StatusCode, resp.Header)
+	}
+}
+
 // A browser on this machine names a loopback listener by any of its loopback
 // names: those origins are this server, on its own port, whatever the base URL.
 // Another port is another local server; another host, a rebinding page.
