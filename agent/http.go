@@ -61,6 +61,12 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			writeRPCError(w, json.RawMessage("null"), mcp.INVALID_REQUEST, batchRefusal, http.StatusBadRequest)
 			return
 		}
+		if env != nil && env.Method != "" && string(env.ID) == "null" {
+			// mcp-go takes it for a notification: answered 202, never done, its
+			// client waiting for an answer that never comes.
+			writeRPCError(w, env.ID, mcp.INVALID_REQUEST, nullIDRefusal, http.StatusBadRequest)
+			return
+		}
 	}
 	if isModern(r.Header, env) {
 		w.Header().Set("X-Accel-Buffering", "no")
@@ -316,6 +322,9 @@ func (a *Agent) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) 
 // batchRefusal answers a JSON-RPC batch, which mcp-go would call "not valid
 // json": no revision served here takes one (2025-06-18 removed them).
 const batchRefusal = "JSON-RPC batches are not supported: send each message in a request of its own"
+
+// nullIDRefusal answers a request whose id is null, which MCP forbids.
+const nullIDRefusal = "a request's id must be a string or an integer, not null (a notification has no id member)"
 
 // isBatch says whether a POST's body is a JSON array of its Content-Type.
 func isBatch(h http.Header, body []byte) bool {

@@ -430,6 +430,45 @@ func TestBatchRefusedAsBatch(t *testing.T) {
 	}
 }
 
+// A request whose id is null is refused, Invalid Request, on every revision:
+// it is not a notification (that has no id member), and answering it 202 left
+// its client waiting for an answer. Nothing in it is done.
+func TestNullIDRefused(t *testing.T) {
+	e := newEnv(t)
+	_, cred := e.endpoint("nulls", []string{"inbox"}, nil)
+	todo := e.addTodo("inbox", `{}`)
+	session := e.rawSession(cred)
+	claim := `{"name":"claim_next","arguments":{}}`
+	for _, c := range []struct {
+		name, session, body string
+		header              map[string]string
+	}{
+		{"stateless", "", strings.Replace(modernBody(1, "tools/call", claim), `"id":1`, `"id":null`, 1),
+			modernHeaders("tools/call", "claim_next")},
+		{"in a session", session, callBody("null", "claim_next", map[string]any{}), nil},
+		{"an initialize", "", strings.Replace(initializeBody, `"id":1`, `"id":null`, 1), nil},
+	} {
+		resp, body := e.raw(http.MethodPost, cred, c.session, c.body, c.header)
+		var rpc struct {
+			ID    json.RawMessage `json:"id"`
+			Error *struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(body), &rpc); err != nil || resp.StatusCode != http.StatusBadRequest || rpc.Error == nil ||
+			rpc.Error.Code != mcp.INVALID_REQUEST || string(rpc.ID) != "null" {
+			t.Errorf("%s, id null: HTTP %d %s; want 400, Invalid Request", c.name, resp.StatusCode, body)
+		}
+	}
+	if got := e.todo(todo.ID); got.State != store.StatePending {
+		t.Fatalf("a refused request claimed the todo: %+v", got)
+	}
+	// A notification (no id at all) is still taken.
+	if resp, body := e.raw(http.MethodPost, cred, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("a notification: %d %s", resp.StatusCode, body)
+	}
+}
+
 func TestRateLimited(t *testing.T) {
 	e := newEnv(t)
 	// Two tokens, refilled once an hour: the third call in a row is over.
