@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -353,6 +355,52 @@ func TestBridgeRefusesLinesThatAreNotAMessage(t *testing.T) {
 	}
 	for _, r := range srv.requests() {
 		t.Errorf("the server handled %s %s", r.method, r.rpcMethod)
+	}
+}
+
+// Behind a load balancer that does not keep a session on the process that
+// opened it, every session's next request reaches another process, whose 404
+// says so: the bridge passes that on, in the log and in the error its client
+// gets, rather than a bare status.
+func TestBridgeSaysWhyTheServerForgotTheSession(t *testing.T) {
+	const why = `session was opened by the process with session route "a", not this one ("b")`
+	var opened atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method != http.MethodPost:
+			w.WriteHeader(http.StatusMethodNotAllowed)
+		case r.Header.Get("Mcp-Session-Id") != "":
+			http.Error(w, why, http.StatusNotFound)
+		default: // an initialize
+			w.Header().Set("Mcp-Session-Id", fmt.Sprintf("sb-a.%d", opened.Add(1)))
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"s","version":"1"}}}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	var out bytes.Buffer
+	logs := &testkit.LockedBuffer{}
+	b := New(srv.URL, credential, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	in := strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}` + "\n")
+	if err := b.Run(context.Background(), in, &out); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	var answer struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	for line := range strings.Lines(out.String()) {
+		if strings.Contains(line, `"id":2`) {
+			json.Unmarshal([]byte(line), &answer)
+		}
+	}
+	if !strings.Contains(answer.Error.Message, "HTTP 404") || !strings.Contains(answer.Error.Message, why) {
+		t.Errorf("the client was told %q, want the server's 404 and why", answer.Error.Message)
+	}
+	if !strings.Contains(logs.String(), "not this one") {
+		t.Errorf("the log does not say what the server said:\n%s", logs.String())
 	}
 }
 

@@ -154,8 +154,7 @@ func (r *relay) post(ctx context.Context, body []byte, msg message) bool {
 		// The spec's answer to a 404 on a request that carried a session ID:
 		// the server forgot the session (it restarted), so start a new one.
 		if resp.StatusCode == http.StatusNotFound && s.id != "" && msg.version == "" && !renewed {
-			discard(resp)
-			if err := r.renewSession(ctx, s.id); err != nil {
+			if err := r.renewSession(ctx, s.id, whyGone(resp)); err != nil {
 				r.replyError(msg, fmt.Sprintf("switchboard bridge: the session expired and a new one failed: %v", err))
 				return false
 			}
@@ -317,6 +316,14 @@ func snippet(body []byte) string {
 		return "(no detail)"
 	}
 	return s
+}
+
+// whyGone reads the server's account of a 404 on a session (which it ended, or
+// that another process of a fleet holds it), for the log, and closes the body.
+func whyGone(resp *http.Response) string {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+	discard(resp)
+	return snippet(body)
 }
 
 // discard drains and closes a body so the connection can be reused.

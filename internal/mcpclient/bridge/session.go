@@ -23,9 +23,9 @@ func (r *relay) session() session {
 }
 
 // renewSession starts a new MCP session after the server forgot stale (it
-// answers 404 to it), by replaying the client's initialize. The client already
-// has its answer, so the new one is not relayed.
-func (r *relay) renewSession(ctx context.Context, stale string) error {
+// answers 404 to it, saying why), by replaying the client's initialize. The
+// client already has its answer, so the new one is not relayed.
+func (r *relay) renewSession(ctx context.Context, stale, why string) error {
 	r.renewMu.Lock()
 	defer r.renewMu.Unlock()
 	r.mu.Lock()
@@ -37,7 +37,7 @@ func (r *relay) renewSession(ctx context.Context, stale string) error {
 	if initBody == nil {
 		return errors.New("no initialize to replay")
 	}
-	r.log.Warn("bridge: the server no longer knows the session; starting a new one")
+	r.log.Warn("bridge: the server no longer knows the session; starting a new one", "server_said", why)
 
 	initMsg, _ := parseMessage(initBody)
 	req, err := r.newRequest(ctx, http.MethodPost, initBody, initMsg, session{})
@@ -80,10 +80,12 @@ func (r *relay) renewSession(ctx context.Context, stale string) error {
 	if err != nil {
 		return fmt.Errorf("notifications/initialized: %w", err)
 	}
-	discard(ack)
 	if ack.StatusCode < 200 || ack.StatusCode > 299 {
-		return fmt.Errorf("notifications/initialized: HTTP %d", ack.StatusCode)
+		// A fleet whose load balancer does not keep a session on its process
+		// says so here: the new session is another process's already.
+		return fmt.Errorf("notifications/initialized: HTTP %d: %s", ack.StatusCode, whyGone(ack))
 	}
+	discard(ack)
 
 	r.mu.Lock()
 	r.sess = renewed

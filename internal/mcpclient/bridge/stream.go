@@ -129,7 +129,7 @@ func (r *relay) listenOnce(ctx context.Context, s session, lastID string) stream
 		r.reject(ErrUnauthorized)
 		return streamOutcome{stop: true}
 	case resp.StatusCode == http.StatusNotFound && s.id != "":
-		if err := r.renewSession(ctx, s.id); err != nil {
+		if err := r.renewSession(ctx, s.id, whyGone(resp)); err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn("bridge: notification stream: renewing the session failed", "err", err)
 			}
