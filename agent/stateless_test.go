@@ -119,6 +119,10 @@ func TestStatelessDiscoverListAndDrain(t *testing.T) {
 			t.Errorf("discover's instructions lack %q: %s", want, disc.Result.Instructions)
 		}
 	}
+	// A client without a session is promised nothing sent to one.
+	if strings.Contains(disc.Result.Instructions, "the session is") {
+		t.Errorf("discover's instructions speak of the client's session: %s", disc.Result.Instructions)
+	}
 
 	listed := func(cred string) []string {
 		resp, body := e.raw(http.MethodPost, cred, "", modernBody(2, "tools/list", ""), modernHeaders("tools/list", ""))

@@ -28,7 +28,7 @@ func WebhookGrant(ep store.Endpoint) string {
 // that an agent asked to set one up can say what it needs rather than guess.
 func webhookInstructions(ep store.Endpoint) string {
 	update := fmt.Sprintf("switchboard endpoint update %d", ep.ID)
-	board := " (or on the endpoint's page of the board); the session is then sent tools/list_changed."
+	board := " (or on the endpoint's page of the board); your tools list then changes (tools/list_changed)."
 	switch {
 	case !slices.Contains(ep.Verbs, VerbCreateWebhook):
 		return "Webhooks: create_webhook is not granted to this endpoint. A human grants it by adding it to the " +
