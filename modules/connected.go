@@ -21,10 +21,12 @@ func (m *module) startRemote(ctx context.Context, strict bool) error {
 	ctx, cancel := context.WithTimeout(ctx, o.StartTimeout)
 	defer cancel()
 	guard := egress.Guard{Policy: policy, AllowPrivate: m.man.AllowPrivateNetwork}
-	conn, err := openRemote(ctx, m.man, guard, o.LookupEnv, o.Version, m.requestRefresh, m.log)
+	red := newRedactor(credentialValues(m.man, o.LookupEnv))
+	rc, err := openRemote(ctx, m.man, guard, o.LookupEnv, o.Version, m.requestRefresh, redactLog(m.log, red))
 	if err != nil {
-		return fmt.Errorf("modules: %s: start: %w", m.man.Name, err)
+		return fmt.Errorf("modules: %s: start: %w", m.man.Name, redactErr(red, err))
 	}
+	conn := redactUpstream(rc, red)
 	l, err := m.catalog(ctx, conn)
 	if err == nil {
 		err = m.checkMissing(l, strict)
@@ -44,10 +46,11 @@ func (m *module) startREST(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("modules: %s: start: %w", m.man.Name, err)
 	}
-	conn, err := newRestConn(m.man, egress.Guard{Policy: policy, AllowPrivate: m.man.AllowPrivateNetwork}, o.LookupEnv)
+	rc, err := newRestConn(m.man, egress.Guard{Policy: policy, AllowPrivate: m.man.AllowPrivateNetwork}, o.LookupEnv)
 	if err != nil {
 		return err
 	}
+	conn := redactUpstream(rc, newRedactor(credentialValues(m.man, o.LookupEnv)))
 	l, err := m.catalog(ctx, conn)
 	if err != nil {
 		conn.close()

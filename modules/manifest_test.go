@@ -51,7 +51,7 @@ func writeManifest(t *testing.T, dir, file string, m map[string]any) {
 }
 
 func testEnv(name string) (string, bool) {
-	env := map[string]string{"EXAMPLE_API_URL": "https://example.test", "EXAMPLE_API_TOKEN": "tok", "EMPTY": "", "SWITCHBOARD_MODULE_NAME": "x"}
+	env := map[string]string{"EXAMPLE_API_URL": "https://example.test", "EXAMPLE_API_TOKEN": "tok", "EXAMPLE_API_KEY": "api-key-canary-7f3", "EMPTY": "", "SWITCHBOARD_MODULE_NAME": "x"}
 	v, ok := env[name]
 	return v, ok
 }

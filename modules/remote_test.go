@@ -75,8 +75,12 @@ func (h *harness) remoteFailed(name string) bool {
 	h.t.Helper()
 	m := h.sup.byName[name]
 	m.mu.Lock()
-	conn, _ := m.sess.(*remoteConn)
+	sess := m.sess
 	m.mu.Unlock()
+	if r, ok := sess.(redacting); ok {
+		sess = r.upstream
+	}
+	conn, _ := sess.(*remoteConn)
 	if conn == nil {
 		return true
 	}

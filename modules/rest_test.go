@@ -26,13 +26,16 @@ func restAPI(t *testing.T) *httptest.Server {
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"method": r.Method, "path": r.URL.Path, "rawPath": r.URL.EscapedPath(), "query": r.URL.RawQuery,
-			"auth": r.Header.Get("Authorization"), "trace": r.Header.Get("X-Trace"), "body": string(body),
+			"auth": r.Header.Get("Authorization"), "sentToken": r.Header.Get("Authorization") == "Bearer tok", "trace": r.Header.Get("X-Trace"), "body": string(body),
 			"contentType": r.Header.Get("Content-Type"),
 		})
 	}
 	mux.HandleFunc("/v1/", echo)
 	mux.HandleFunc("/v1/fail", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "upstream exploded: "+strings.Repeat("x", 2000), http.StatusServiceUnavailable)
+	})
+	mux.HandleFunc("/v1/echo_fail", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "refused key="+r.Header.Get("X-Api-Key"), http.StatusInternalServerError)
 	})
 	mux.HandleFunc("/v1/text", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
@@ -141,7 +144,7 @@ func TestRESTCallsBuildTheRequestFromTheArguments(t *testing.T) {
 	res := h.restCall("pets_get_pet", map[string]any{"id": "42", "verbose": true, "tag": []string{"a b", "c"}, "X-Trace": "t-1"})
 	got := res.Structured
 	if res.IsError || got["path"] != "/v1/pets/42" || got["query"] != "tag=a+b&tag=c&verbose=true" ||
-		got["auth"] != "Bearer tok" || got["trace"] != "t-1" || got["method"] != "GET" {
+		got["sentToken"] != true || got["auth"] != redactedMark || got["trace"] != "t-1" || got["method"] != "GET" {
 		t.Fatalf("get_pet answered %+v", res)
 	}
 	res = h.restCall("pets_add_pet", map[string]any{"name": "Rex", "age": 3})
