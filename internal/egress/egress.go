@@ -145,7 +145,11 @@ func (g Guard) CheckAddr(a netip.Addr) error {
 	case g.AllowPrivate && (kind == "loopback" || kind == "private"):
 		return nil
 	}
-	return fmt.Errorf("%w: %s is a %s address, which the egress policy does not name", ErrRefused, a, kind)
+	if kind == "loopback" || kind == "private" {
+		return fmt.Errorf("%w: %s is a %s address: the capability's manifest must say \"allow_private_network\": true, "+
+			"or the egress policy's networks name it", ErrRefused, a, kind)
+	}
+	return fmt.Errorf("%w: %s is a %s address, reached only where the egress policy's networks name it", ErrRefused, a, kind)
 }
 
 // reserved are ranges that are neither public nor covered by netip's

@@ -331,3 +331,23 @@ func TestRedirectToAnotherPortDropsAuthorization(t *testing.T) {
 		t.Fatalf("the server on another port got Authorization %q, want none", v)
 	}
 }
+
+// TestRefusalSaysWhatWouldAllowIt: a refused address names the setting that
+// would let it through, not a policy the operator may never have written.
+func TestRefusalSaysWhatWouldAllowIt(t *testing.T) {
+	for _, c := range []struct {
+		guard     Guard
+		addr      string
+		want, not string
+	}{
+		{Guard{}, "127.0.0.1", `"allow_private_network": true`, "egress policy does not name"},
+		{Guard{}, "10.1.2.3", `"allow_private_network": true`, "egress policy does not name"},
+		{Guard{AllowPrivate: true}, "169.254.169.254", "the egress policy's networks", "allow_private_network"},
+		{Guard{}, "100.64.0.1", "the egress policy's networks", "allow_private_network"},
+	} {
+		err := c.guard.CheckAddr(netip.MustParseAddr(c.addr))
+		if err == nil || !IsRefused(err) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), c.not) {
+			t.Errorf("%s refused with %v; want %q in it, not %q", c.addr, err, c.want, c.not)
+		}
+	}
+}
