@@ -194,6 +194,11 @@ func (s *session) request(ctx context.Context, method string, params any) (json.
 		if refused := httpRefusal(err); s.refusals && refused != nil {
 			return nil, refused
 		}
+		if s.refusals && (errors.Is(err, errAnswerCap) || errors.Is(err, transport.ErrMessageTooLarge)) {
+			// One answer too long: the server and its session are sound.
+			return nil, &RPCError{Code: mcp.INTERNAL_ERROR, Message: fmt.Sprintf("the remote server's answer "+
+				"is over the %d MiB cap of one answer: ask for less", maxRemoteAnswer>>20)}
+		}
 		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, method, err)
 	}
 	if resp.Error != nil {
