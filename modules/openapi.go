@@ -78,10 +78,21 @@ func genericSchemas(doc *openapi3.T) (map[string]any, error) {
 	return out, json.Unmarshal(b, &out)
 }
 
+// serverURL is a server's URL with each {variable} its default.
+func serverURL(srv *openapi3.Server) string {
+	u := srv.URL
+	for name, v := range srv.Variables {
+		if v != nil {
+			u = strings.ReplaceAll(u, "{"+name+"}", v.Default)
+		}
+	}
+	return u
+}
+
 func (im *importer) manifest() ([]byte, []Skipped, error) {
 	base := im.opts.BaseURL
 	if base == "" && len(im.doc.Servers) > 0 {
-		base = im.doc.Servers[0].URL
+		base = serverURL(im.doc.Servers[0])
 	}
 	if _, err := checkHTTPURL(base); err != nil {
 		return nil, nil, fmt.Errorf("base URL %q %v; give one with --base-url", base, err)

@@ -221,3 +221,24 @@ func TestImportOpenAPIPublishedPetstore(t *testing.T) {
 		}
 	}
 }
+
+// TestImportOpenAPIServerVariables: a server URL with {variables} becomes the
+// URL their defaults make, not a base URL whose path holds "{ver}".
+func TestImportOpenAPIServerVariables(t *testing.T) {
+	doc := func(server string) []byte {
+		return []byte(`{"openapi":"3.0.3","info":{"title":"V","version":"1"},"servers":[` + server + `],
+		"paths":{"/items":{"get":{"operationId":"list","responses":{"200":{"description":"ok"}}}}}}`)
+	}
+	out, _, err := ImportOpenAPI(context.Background(),
+		doc(`{"url":"https://api.example.test/{ver}/{tenant}","variables":{"ver":{"default":"v2"},"tenant":{"default":"acme","enum":["acme","other"]}}}`),
+		ImportOptions{Name: "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		BaseURL string `json:"base_url"`
+	}
+	if err := json.Unmarshal(out, &m); err != nil || m.BaseURL != "https://api.example.test/v2/acme" {
+		t.Fatalf("base_url %q (%v), want the variables' defaults in it", m.BaseURL, err)
+	}
+}
