@@ -399,10 +399,25 @@ func (ro *restOp) checkPath() error {
 	return nil
 }
 
+// restRequestMeta is the _meta key of a REST operation's request.
+const restRequestMeta = "switchboard/request"
+
 // definition is the tool definition of the operation, its name the
 // operation's (the catalog prefixes it as it does a module's).
+//
+// Its _meta holds the request the operation makes (method, path and where
+// each argument goes): it is part of what is pinned, so an operation that
+// sends another request waits for approval as a changed description does.
 func (ro *restOp) definition(input json.RawMessage) (json.RawMessage, error) {
-	def := ro.OperationTool
+	type request struct {
+		Method string            `json:"method"`
+		Path   string            `json:"path"`
+		In     map[string]string `json:"in"`
+	}
+	def := struct {
+		OperationTool
+		Meta map[string]request `json:"_meta"`
+	}{ro.OperationTool, map[string]request{restRequestMeta: {ro.Method, ro.Path, ro.in}}}
 	def.InputSchema = input
 	b, err := json.Marshal(def)
 	if err != nil {

@@ -303,3 +303,41 @@ func TestRESTAnswerOutsideTheOutputSchemaIsAToolError(t *testing.T) {
 		t.Fatalf("a text answer: %+v", res)
 	}
 }
+
+// TestRESTChangedRequestIsWithheld: an operation whose description, schemas
+// and annotations stay as approved, but that now sends another method, to
+// another path, or an argument to another place, is a changed operation: it
+// waits for approval, and modules list shows the change.
+func TestRESTChangedRequestIsWithheld(t *testing.T) {
+	api := restAPI(t)
+	for _, c := range []struct {
+		name string
+		edit func(op map[string]any)
+		want string
+	}{
+		{"method", func(op map[string]any) { op["method"] = "DELETE" }, `"method": "DELETE"`},
+		{"path", func(op map[string]any) { op["path"] = "/admin/pets/{id}" }, `"path": "/admin/pets/{id}"`},
+		{"argument's place", func(op map[string]any) {
+			op["inputSchema"].(map[string]any)["properties"].(map[string]any)["verbose"].(map[string]any)["in"] = "header"
+		}, `"verbose": "header"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pins := NewMemoryPins()
+			m := restManifest(api.URL + "/v1")
+			h := restHarness(t, loadREST(t, m), pins)
+			before, _ := h.tool("pets_get_pet")
+			if err := h.sup.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			c.edit(operation(m, 0))
+			h = restHarness(t, loadREST(t, m), pins)
+			after, _ := h.tool("pets_get_pet")
+			if !after.Withheld || after.Hash == before.Hash {
+				t.Fatalf("after the %s changed: withheld %v, hash %s (was %s); want it withheld", c.name, after.Withheld, after.Hash, before.Hash)
+			}
+			if def := string(h.status("pets").Tools[0].Definition); !strings.Contains(def, c.want) {
+				t.Errorf("the definition to review does not show the %s (%s):\n%s", c.name, c.want, def)
+			}
+		})
+	}
+}
