@@ -21,7 +21,8 @@ type ImportOptions struct {
 	Operations []string // operationIds to import; nil: every one that can be
 }
 
-// Skipped is an operation ImportOpenAPI left out, and why.
+// Skipped is an operation left out, and why; with no Operation, something the
+// document asks that the manifest leaves out (its credential).
 type Skipped struct{ Operation, Reason string }
 
 // maxSchemaDepth bounds how deep $refs are written out inline: a recursive
@@ -182,6 +183,17 @@ func (im *importer) auth() *RestAuth {
 			im.authHeader = s.Name
 			return &RestAuth{Type: "header", Header: s.Name, Env: prefix + "_API_KEY"}
 		}
+	}
+	var unfit []string
+	for _, name := range slices.Sorted(maps.Keys(im.doc.Components.SecuritySchemes)) {
+		if s := im.doc.Components.SecuritySchemes[name].Value; s != nil {
+			unfit = append(unfit, fmt.Sprintf("%q (%s)", name, strings.TrimSpace(s.Type+" "+s.In+" "+s.Scheme)))
+		}
+	}
+	if len(unfit) > 0 {
+		// An operation's Skipped names it; this one is the document's.
+		im.skipped = append(im.skipped, Skipped{Reason: "the manifest sends no credential: no security scheme of the " +
+			"document is a bearer token, basic auth or an API key in a header: " + strings.Join(unfit, ", ")})
 	}
 	return nil
 }

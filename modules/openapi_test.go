@@ -242,3 +242,35 @@ func TestImportOpenAPIServerVariables(t *testing.T) {
 		t.Fatalf("base_url %q (%v), want the variables' defaults in it", m.BaseURL, err)
 	}
 }
+
+// TestImportOpenAPISaysWhenNoCredentialFits: a document whose security schemes
+// none can be written as auth (an API key in the query, OAuth) gets a manifest
+// with no credential, and the import says so rather than leaving it silent.
+func TestImportOpenAPISaysWhenNoCredentialFits(t *testing.T) {
+	doc := func(scheme string) []byte {
+		return []byte(`{"openapi":"3.0.3","info":{"title":"S","version":"1"},"servers":[{"url":"https://api.example.test"}],
+		"components":{"securitySchemes":{"k":` + scheme + `}},"security":[{"k":[]}],
+		"paths":{"/items":{"get":{"operationId":"list","responses":{"200":{"description":"ok"}}}}}}`)
+	}
+	for _, scheme := range []string{`{"type":"apiKey","in":"query","name":"api_key"}`,
+		`{"type":"oauth2","flows":{"clientCredentials":{"tokenUrl":"https://x.test/t","scopes":{}}}}`} {
+		out, skipped, err := ImportOpenAPI(context.Background(), doc(scheme), ImportOptions{Name: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(out), `"auth"`) {
+			t.Fatalf("%s: a manifest with auth:\n%s", scheme, out)
+		}
+		said := slices.ContainsFunc(skipped, func(s Skipped) bool {
+			return s.Operation == "" && strings.Contains(s.Reason, `"k"`) && strings.Contains(s.Reason, "no credential")
+		})
+		if !said {
+			t.Errorf("%s: the import left the credential out silently: %+v", scheme, skipped)
+		}
+	}
+	// A scheme that fits is written, and nothing is said.
+	_, skipped, err := ImportOpenAPI(context.Background(), doc(`{"type":"http","scheme":"bearer"}`), ImportOptions{Name: "s"})
+	if err != nil || len(skipped) != 0 {
+		t.Fatalf("a bearer scheme: %+v, %v", skipped, err)
+	}
+}

@@ -46,6 +46,10 @@ func modulesImportOpenAPI(ctx context.Context, env *environ, args []string) erro
 		return err
 	}
 	for _, s := range skipped {
+		if s.Operation == "" {
+			fmt.Fprintln(env.stderr, s.Reason)
+			continue
+		}
 		fmt.Fprintf(env.stderr, "left out %s: %s\n", s.Operation, s.Reason)
 	}
 	fmt.Fprintln(env.stderr, "review the annotations and the auth variable's name before you install it")
