@@ -100,6 +100,11 @@ func (im *importer) paramSchema(p *openapi3.Parameter) (map[string]any, error) {
 	if p.Schema == nil {
 		return nil, fmt.Errorf("parameter %q has no schema", p.Name)
 	}
+	if p.In == "query" && (p.Style != "" && p.Style != "form" || p.Explode != nil && !*p.Explode) {
+		// A list is sent as ?tag=a&tag=b, the form style exploded: not a=b,c
+		// (explode false), space or pipe delimited, nor a deepObject.
+		return nil, fmt.Errorf("query parameter %q is sent in a style a rest capability cannot send (only form, exploded)", p.Name)
+	}
 	schema, err := im.schema(p.Schema)
 	if err != nil {
 		return nil, err

@@ -274,3 +274,34 @@ func TestImportOpenAPISaysWhenNoCredentialFits(t *testing.T) {
 		t.Fatalf("a bearer scheme: %+v, %v", skipped, err)
 	}
 }
+
+// TestImportOpenAPILeavesOutUnsendableParameters: an operation with a
+// parameter a rest capability cannot send as the document says (an object in
+// the query, a list in the path or a header, a list joined by commas) is left
+// out and named, not written as a tool whose every call would fail or be
+// misread.
+func TestImportOpenAPILeavesOutUnsendableParameters(t *testing.T) {
+	for _, c := range []struct{ param, want string }{
+		{`{"name":"filter","in":"query","style":"deepObject","explode":true,"schema":{"type":"object"}}`, "filter"},
+		{`{"name":"ids","in":"path","required":true,"schema":{"type":"array","items":{"type":"integer"}}}`, "cannot be an array"},
+		{`{"name":"X-Tags","in":"header","schema":{"type":"array","items":{"type":"string"}}}`, "cannot be an array"},
+		{`{"name":"csv","in":"query","explode":false,"schema":{"type":"array","items":{"type":"string"}}}`, "csv"},
+	} {
+		doc := []byte(`{"openapi":"3.0.3","info":{"title":"S","version":"1"},"servers":[{"url":"https://api.example.test"}],
+		"paths":{"/items/{ids}":{"get":{"operationId":"bad","parameters":[` + c.param + `,
+		{"name":"ids","in":"path","required":true,"schema":{"type":"string"}}],"responses":{"200":{"description":"ok"}}}},
+		"/other":{"get":{"operationId":"good","responses":{"200":{"description":"ok"}}}}}}`)
+		if strings.Contains(c.param, `"in":"path"`) {
+			doc = bytes.Replace(doc, []byte(`,
+		{"name":"ids","in":"path","required":true,"schema":{"type":"string"}}`), nil, 1)
+		}
+		out, skipped, err := ImportOpenAPI(context.Background(), doc, ImportOptions{Name: "s"})
+		if err != nil {
+			t.Fatalf("%s: %v", c.param, err)
+		}
+		if strings.Contains(string(out), `"bad"`) || len(skipped) != 1 || skipped[0].Operation != "bad" ||
+			!strings.Contains(skipped[0].Reason, c.want) {
+			t.Errorf("%s: skipped %+v; want bad left out, naming %q\n%s", c.param, skipped, c.want, out)
+		}
+	}
+}

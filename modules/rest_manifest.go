@@ -339,6 +339,9 @@ func (ro *restOp) compileInput() (json.RawMessage, error) {
 		if in == inBody && (ro.Method == http.MethodGet || ro.Method == http.MethodHead) {
 			return nil, opErr(field+".in", "a %s request has no body", ro.Method)
 		}
+		if err := checkSendable(field, in, p); err != nil {
+			return nil, err
+		}
 		ro.in[name] = in
 		delete(p, "in")
 	}
@@ -360,6 +363,43 @@ func (ro *restOp) compileInput() (json.RawMessage, error) {
 		return nil, opErr("inputSchema", "%v", err)
 	}
 	return shown, nil
+}
+
+// checkSendable refuses a path, query or header argument whose type could
+// never be sent (each is text: a query argument may also be a list, which
+// repeats it); a type left open is checked when called.
+func checkSendable(field, in string, prop map[string]json.RawMessage) error {
+	if in == inBody {
+		return nil
+	}
+	refused := []string{"object", "array"}
+	if in == inQuery {
+		refused = refused[:1]
+		var items map[string]json.RawMessage
+		if json.Unmarshal(prop["items"], &items) == nil {
+			for _, t := range []string{"object", "array"} {
+				if hasType(items["type"], t) {
+					return opErr(field+".items.type", "a query argument's items cannot be %ss: each is sent as text", t)
+				}
+			}
+		}
+	}
+	for _, t := range refused {
+		if hasType(prop["type"], t) {
+			return opErr(field+".type", "a %s argument cannot be an %s: it is sent as text", in, t)
+		}
+	}
+	return nil
+}
+
+// hasType reports whether a schema's "type" (a name or a list of them) names t.
+func hasType(raw json.RawMessage, t string) bool {
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return one == t
+	}
+	var list []string
+	return json.Unmarshal(raw, &list) == nil && slices.Contains(list, t)
 }
 
 // checkPath checks the path template against the bindings: every {name} is a

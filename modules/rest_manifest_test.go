@@ -94,6 +94,17 @@ func TestRESTManifestRefusals(t *testing.T) {
 		{"an argument setting the credential", func(m map[string]any) {
 			props(m, 0)["Authorization"] = map[string]any{"type": "string", "in": "header"}
 		}, "operations[0].inputSchema.properties.Authorization.in", "cannot be a header"},
+		{"an object in the query", func(m map[string]any) {
+			props(m, 0)["filter"] = map[string]any{"type": "object", "in": "query"}
+		}, "operations[0].inputSchema.properties.filter.type", "a query argument cannot be an object"},
+		{"a list in the path", func(m map[string]any) {
+			props(m, 0)["id"] = map[string]any{"type": "array", "items": map[string]any{"type": "integer"}, "in": "path"}
+		}, "operations[0].inputSchema.properties.id.type", "a path argument cannot be an array"},
+		{"a list in a header", func(m map[string]any) { props(m, 0)["X-Trace"].(map[string]any)["type"] = []string{"array", "null"} },
+			"operations[0].inputSchema.properties.X-Trace.type", "a header argument cannot be an array"},
+		{"a list of objects in the query", func(m map[string]any) {
+			props(m, 0)["tag"].(map[string]any)["items"] = map[string]any{"type": "object"}
+		}, "operations[0].inputSchema.properties.tag.items.type", "a query argument's items cannot be objects"},
 		{"no annotations", func(m map[string]any) { delete(operation(m, 1), "annotations") }, "operations[1].annotations", "is required"},
 		{"no readOnlyHint", func(m map[string]any) {
 			operation(m, 1)["annotations"] = map[string]any{"destructiveHint": true}

@@ -42,15 +42,15 @@ func modulesImportOpenAPI(ctx context.Context, env *environ, args []string) erro
 		opts.Operations = strings.Split(*ops, ",")
 	}
 	out, skipped, err := modules.ImportOpenAPI(ctx, spec, opts)
-	if err != nil {
-		return err
-	}
 	for _, s := range skipped {
 		if s.Operation == "" {
 			fmt.Fprintln(env.stderr, s.Reason)
 			continue
 		}
 		fmt.Fprintf(env.stderr, "left out %s: %s\n", s.Operation, s.Reason)
+	}
+	if err != nil {
+		return err // "no operation could be imported": the reasons are above
 	}
 	fmt.Fprintln(env.stderr, "review the annotations and the auth variable's name before you install it")
 	_, err = env.stdout.Write(out)

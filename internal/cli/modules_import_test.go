@@ -38,11 +38,19 @@ func TestModulesImportOpenAPIBadInput(t *testing.T) {
 	if err := os.WriteFile(notJSON, []byte("openapi: [unclosed"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// No operation can be imported: stderr says why, not only that.
+	unsendable := filepath.Join(t.TempDir(), "unsendable.json")
+	if err := os.WriteFile(unsendable, []byte(`{"openapi":"3.0.3","info":{"title":"S","version":"1"},
+		"paths":{"/items":{"get":{"operationId":"list","parameters":[{"name":"filter","in":"query","style":"deepObject",
+		"schema":{"type":"object"}}],"responses":{"200":{"description":"ok"}}}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		code int
 		want string
 	}{
+		{[]string{unsendable, "--name", "s", "--base-url", "http://x.test"}, 1, `left out list: query parameter "filter"`},
 		{[]string{petstoreSpec}, 2, "--name is required"},
 		{[]string{"--name", "petstore"}, 2, "want SPEC.json"},
 		{[]string{petstoreSpec, "--name", "petstore"}, 1, `base URL "/api/v3"`},
