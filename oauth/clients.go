@@ -249,5 +249,29 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// registered reports whether uri is one of c's redirect URIs, exactly.
-func (c Client) registered(uri string) bool { return slices.Contains(c.RedirectURIs, uri) }
+// registered reports whether uri is one of c's redirect URIs, exactly, or
+// differs from an http loopback one only in its port: a native client listens
+// on whichever port it got, so RFC 8252 §7.3 has any port allowed there (Claude
+// Code's metadata document lists http://localhost/callback and asks with
+// http://localhost:53682/callback).
+func (c Client) registered(uri string) bool {
+	if slices.Contains(c.RedirectURIs, uri) {
+		return true
+	}
+	u, err := url.Parse(uri)
+	if err != nil || u.Scheme != "http" || !isLoopback(u.Hostname()) || checkRedirectURI(uri) != nil {
+		return false
+	}
+	want := portless(u)
+	return slices.ContainsFunc(c.RedirectURIs, func(r string) bool {
+		v, err := url.Parse(r)
+		return err == nil && v.Scheme == "http" && isLoopback(v.Hostname()) && portless(v) == want
+	})
+}
+
+// portless is u written without its port.
+func portless(u *url.URL) string {
+	v := *u
+	v.Host = strings.TrimSuffix(v.Host, ":"+v.Port())
+	return v.String()
+}

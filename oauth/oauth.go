@@ -10,7 +10,7 @@
 // access token is exactly as limited as that endpoint's bearer. Tokens are
 // opaque random strings the store keeps only as hashes. This package never logs
 // a code or a token and never redirects to an address the client did not
-// register exactly.
+// register exactly (but for the port of an http loopback one, RFC 8252 §7.3).
 package oauth
 
 import (
