@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -186,5 +187,30 @@ func readForm(w http.ResponseWriter, r *http.Request) bool {
 		oauthError(w, http.StatusBadRequest, "invalid_request", "parameters go in the form body, not the URL")
 		return false
 	}
+	// Any other body parses as an empty form, whose answer would blame
+	// parameters the client did send.
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
+		oauthError(w, http.StatusBadRequest, "invalid_request",
+			"the body must be an application/x-www-form-urlencoded form, not "+truncate(mt))
+		return false
+	}
+	for k, v := range r.PostForm {
+		if len(v) > 1 { // RFC 6749 section 3.2: no parameter more than once
+			oauthError(w, http.StatusBadRequest, "invalid_request", "the parameter "+truncate(k)+" is repeated")
+			return false
+		}
+	}
 	return true
+}
+
+// missing answers a request that lacks one of the parameters named, and
+// reports whether it did.
+func missing(w http.ResponseWriter, f url.Values, names ...string) bool {
+	for _, n := range names {
+		if f.Get(n) == "" {
+			oauthError(w, http.StatusBadRequest, "invalid_request", n+" is missing")
+			return true
+		}
+	}
+	return false
 }

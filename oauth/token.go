@@ -59,6 +59,9 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	var err error
 	switch f.Get("grant_type") {
 	case "authorization_code":
+		if missing(w, f, "code", "redirect_uri", "client_id") {
+			return
+		}
 		verifier, redirect := f.Get("code_verifier"), f.Get("redirect_uri")
 		toks, err = s.st.RedeemOAuthCode(r.Context(), f.Get("code"), func(g store.OAuthGrant, challenge string) error {
 			switch {
@@ -74,6 +77,9 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			return nil
 		}, s.ttls())
 	case "refresh_token":
+		if missing(w, f, "refresh_token", "client_id") {
+			return
+		}
 		toks, err = s.st.RefreshOAuth(r.Context(), f.Get("refresh_token"), func(g store.OAuthGrant) error {
 			if g.ClientID != clientID {
 				return errGrant("the refresh token was issued to another client")
@@ -121,11 +127,10 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	if !readForm(w, r) {
 		return
 	}
-	tok := r.PostForm.Get("token")
-	if tok == "" {
-		oauthError(w, http.StatusBadRequest, "invalid_request", "token is missing")
+	if missing(w, r.PostForm, "token") {
 		return
 	}
+	tok := r.PostForm.Get("token")
 	if err := s.st.RevokeOAuthToken(r.Context(), tok, r.PostForm.Get("client_id")); err != nil {
 		s.log.Error("oauth: revoke a token", "err", fmt.Sprint(err))
 		oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the revocation could not be saved")
