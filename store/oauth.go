@@ -238,6 +238,11 @@ func (w *wtx) revokeGrant(id int64, actor, why string) (ok bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("store: revoke oauth grant %d: %w", id, err)
 	}
+	// What acts as the endpoint changed: serve processes that see the epoch move
+	// end the grant's sessions and streams now, not at their periodic re-check.
+	if _, err := w.exec(`UPDATE endpoint_epoch SET epoch = epoch + 1 WHERE id = 1`); err != nil {
+		return false, fmt.Errorf("store: revoke oauth grant %d: %w", id, err)
+	}
 	return true, w.audit(actor, "oauth.revoke", endpointTarget(ep), "", fmt.Sprintf("grant %d: %s", id, why))
 }
 

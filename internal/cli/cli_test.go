@@ -16,9 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
-	"github.com/switchboardhq/switchboard/internal/mcpclient"
 	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/internal/server/servertest"
 	"github.com/switchboardhq/switchboard/store"
@@ -362,34 +360,7 @@ func TestServeEndsRevokedStreamsPromptly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _, err := mcpclient.Dial(t.Context(), base+"/mcp", cred, mcpclient.DialOptions{Listen: true, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	until := func(what string, cond func() bool, nudge func()) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatal(what)
-			}
-			nudge()
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	until("the doorbell stream never opened", func() bool { return metric(t, base, "switchboard_mcp_streams") == 1 }, func() {})
-	if err := other.RevokeEndpoint(t.Context(), ep.ID, "human:cli"); err != nil {
-		t.Fatal(err)
-	}
-	// Foreign commits elsewhere, in case the watch took its baseline after the revocation.
-	until("the revoked endpoint's stream outlived the foreign-commit watch",
-		func() bool {
-			return metric(t, base, "switchboard_mcp_streams") == 0 && metric(t, base, "switchboard_mcp_sessions") == 0
-		},
-		func() {
-			other.AddTodo(t.Context(), store.NewTodo{Queue: "elsewhere", Payload: "nudge", CreatedBy: "human:cli"})
-		})
+	revokedStreamEnds(t, base, other, cred, 0, func() error { return other.RevokeEndpoint(t.Context(), ep.ID, "human:cli") })
 }
 
 // Errors read as a person would say them: no package names, nothing said twice,
