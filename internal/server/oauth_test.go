@@ -2,12 +2,14 @@ package server_test
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/internal/server/servertest"
+	"github.com/switchboardhq/switchboard/internal/testkit"
 )
 
 // TestServeWithOAuth: serve with OAuth on (as the flag's default has it)
@@ -42,5 +44,21 @@ func TestServeWithOAuth(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusNotFound {
 		t.Fatalf("/oauth/register with registration off: %d", res.StatusCode)
+	}
+}
+
+// TestServeWarnsOAuthBaseURLPath: a base URL with a path (a proxy serving
+// Switchboard under /switchboard) starts, but says that hosted agents cannot
+// find the OAuth metadata, which they look for at the root of the host.
+func TestServeWarnsOAuthBaseURLPath(t *testing.T) {
+	for base, warns := range map[string]bool{"https://sb.example.net/switchboard": true, "https://sb.example.net/": false} {
+		for _, on := range []bool{true, false} {
+			var logs testkit.LockedBuffer
+			servertest.Start(t, server.Config{BaseURL: base, OAuth: on, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			said := strings.Contains(logs.String(), "https://sb.example.net/.well-known/oauth-protected-resource and cannot connect")
+			if said != (warns && on) {
+				t.Errorf("base URL %s, OAuth %v: warned %v:\n%s", base, on, said, logs.String())
+			}
+		}
 	}
 }

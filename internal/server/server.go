@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -320,6 +321,13 @@ func newOAuth(cfg Config, st *store.Store, baseURL string, logger *slog.Logger) 
 	policy, err := egress.Parse(cfg.EgressPolicy)
 	if err != nil {
 		return nil, err
+	}
+	// Clients look for the metadata at the root of the host (RFC 9728, RFC
+	// 8414), which a proxy that serves Switchboard under a path does not send here.
+	if u, err := url.Parse(baseURL); err == nil && strings.Trim(u.Path, "/") != "" {
+		logger.Warn("OAuth needs the base URL to be the root of its host: hosted agents look for "+
+			u.Scheme+"://"+u.Host+oauth.ProtectedResourcePath+" and cannot connect; serve Switchboard at the root "+
+			"of a host, or turn OAuth off with --oauth=false", "base_url", baseURL)
 	}
 	return oauth.New(st, oauth.Options{BaseURL: baseURL, Registration: cfg.OAuthRegistration,
 		Metadata: oauth.MetadataClient(policy, nil), Logger: logger})
