@@ -118,6 +118,10 @@ func TestRefreshReuseRevokesFamily(t *testing.T) {
 	if s, _ := r.mcpStatus(fresh["access_token"].(string)); s != http.StatusUnauthorized {
 		t.Fatalf("the refreshed token after reuse: %d", s)
 	}
+	// The log says which grant went, so that the operator can find its client.
+	if !strings.Contains(r.logged(), `grant 1 of client \"`+client+`\"`) {
+		t.Fatalf("the log does not name the revoked grant and its client:\n%s", r.logged())
+	}
 }
 
 // TestWrongResource: a request or exchange for another resource is refused.

@@ -110,7 +110,7 @@ func (s *Server) tokenRefused(w http.ResponseWriter, err error) bool {
 	case errors.As(err, &eg):
 		oauthError(w, http.StatusBadRequest, "invalid_grant", eg.Error())
 	case errors.Is(err, store.ErrOAuthReplay):
-		s.log.Warn("oauth: a code or refresh token was presented again; its grant is revoked")
+		s.log.Warn("oauth: a code or refresh token was presented again; its grant is revoked", "err", err)
 		oauthError(w, http.StatusBadRequest, "invalid_grant", "this code or refresh token was used before: the grant is revoked")
 	case errors.Is(err, store.ErrNotFound):
 		oauthError(w, http.StatusBadRequest, "invalid_grant", "unknown, expired or revoked")

@@ -23,9 +23,9 @@ var ErrOAuthReplay = fmt.Errorf("used before, grant revoked: %w", ErrConflict)
 func (s *Store) RedeemOAuthCode(ctx context.Context, code string, check func(g OAuthGrant, challenge string) error,
 	ttl OAuthTTLs) (OAuthTokens, error) {
 	var out OAuthTokens
-	replay := false
+	var replay *OAuthGrant // the grant revoked because the code was used before
 	err := s.write(ctx, func(w *wtx) error {
-		out, replay = OAuthTokens{}, false
+		out, replay = OAuthTokens{}, nil
 		var challenge string
 		var expires int64
 		var used sql.NullInt64
@@ -38,7 +38,7 @@ func (s *Store) RedeemOAuthCode(ctx context.Context, code string, check func(g O
 		case err != nil:
 			return fmt.Errorf("store: redeem oauth code: %w", err)
 		case used.Valid:
-			replay = true
+			replay = &g
 			_, err := w.revokeGrant(g.ID, oauthActor, "its authorization code was presented a second time")
 			return err
 		case g.RevokedAt != nil || expires <= ms(w.now):
@@ -52,15 +52,15 @@ func (s *Store) RedeemOAuthCode(ctx context.Context, code string, check func(g O
 			return fmt.Errorf("store: redeem oauth code: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 { // another process redeemed it meanwhile
-			replay = true
+			replay = &g
 			_, err := w.revokeGrant(g.ID, oauthActor, "its authorization code was presented twice at once")
 			return err
 		}
 		out, err = w.issueTokens(g.ID, ttl)
 		return err
 	})
-	if err == nil && replay {
-		return OAuthTokens{}, fmt.Errorf("store: redeem oauth code: %w", ErrOAuthReplay)
+	if err == nil && replay != nil {
+		return OAuthTokens{}, fmt.Errorf("store: redeem oauth code: grant %d of client %.100q: %w", replay.ID, replay.ClientID, ErrOAuthReplay)
 	}
 	return out, err
 }
@@ -71,9 +71,9 @@ func (s *Store) RedeemOAuthCode(ctx context.Context, code string, check func(g O
 // ErrOAuthReplay, and the grant is revoked.
 func (s *Store) RefreshOAuth(ctx context.Context, refresh string, check func(OAuthGrant) error, ttl OAuthTTLs) (OAuthTokens, error) {
 	var out OAuthTokens
-	replay := false
+	var replay *OAuthGrant // the grant revoked because the token was used before
 	err := s.write(ctx, func(w *wtx) error {
-		out, replay = OAuthTokens{}, false
+		out, replay = OAuthTokens{}, nil
 		var expires int64
 		var used, revoked, epRevoked sql.NullInt64
 		g, err := scanGrant(w.queryRow(`SELECT `+grantColumns+`, t.expires_at, t.used_at, t.revoked_at, e.revoked_at
@@ -88,7 +88,7 @@ func (s *Store) RefreshOAuth(ctx context.Context, refresh string, check func(OAu
 		case g.RevokedAt != nil || revoked.Valid || epRevoked.Valid || expires <= ms(w.now):
 			return fmt.Errorf("store: refresh oauth token: expired or revoked: %w", ErrNotFound)
 		case used.Valid:
-			replay = true
+			replay = &g
 			_, err := w.revokeGrant(g.ID, oauthActor, "a used refresh token was presented again")
 			return err
 		}
@@ -100,15 +100,15 @@ func (s *Store) RefreshOAuth(ctx context.Context, refresh string, check func(OAu
 			return fmt.Errorf("store: refresh oauth token: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			replay = true
+			replay = &g
 			_, err := w.revokeGrant(g.ID, oauthActor, "a refresh token was presented twice at once")
 			return err
 		}
 		out, err = w.issueTokens(g.ID, ttl)
 		return err
 	})
-	if err == nil && replay {
-		return OAuthTokens{}, fmt.Errorf("store: refresh oauth token: %w", ErrOAuthReplay)
+	if err == nil && replay != nil {
+		return OAuthTokens{}, fmt.Errorf("store: refresh oauth token: grant %d of client %.100q: %w", replay.ID, replay.ClientID, ErrOAuthReplay)
 	}
 	return out, err
 }
