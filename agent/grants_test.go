@@ -13,7 +13,9 @@ import (
 // grant is revoked (at the next revalidation); a stream of the same endpoint
 // opened with its bearer goes on ringing.
 func TestListenStreamEndsWithItsGrant(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, func(c *envConfig) {
+		c.agent.ResourceMetadata = "https://sb.example.net/.well-known/oauth-protected-resource"
+	})
 	ep, cred := e.endpoint("hosted", []string{"inbox"}, nil)
 	gid, code, err := e.st.CreateOAuthGrant(t.Context(), store.NewOAuthGrant{EndpointID: ep.ID, ClientID: "c", ClientName: "C",
 		RedirectURI: "https://c.example/cb", CodeChallenge: "x", CodeTTL: time.Minute}, "human:test")

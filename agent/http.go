@@ -246,6 +246,11 @@ func (a *Agent) authenticate(w http.ResponseWriter, r *http.Request) (store.Endp
 	}
 	lookup := a.st.EndpointByCredential
 	if strings.HasPrefix(cred, store.OAuthAccessPrefix) {
+		if a.opts.ResourceMetadata == "" { // OAuth is off: the tokens it issued before are no credential
+			w.Header().Set("WWW-Authenticate", a.challenge("invalid_token"))
+			http.Error(w, "unauthorized: OAuth is off on this server (--oauth=false): send an endpoint credential", http.StatusUnauthorized)
+			return store.Endpoint{}, false
+		}
 		lookup = a.st.EndpointByOAuthToken // a grant's token acts as its endpoint
 	}
 	ep, err := lookup(r.Context(), cred)

@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchboardhq/switchboard/internal/server"
 	"github.com/switchboardhq/switchboard/internal/server/servertest"
 	"github.com/switchboardhq/switchboard/internal/testkit"
+	"github.com/switchboardhq/switchboard/store"
 )
 
 // TestServeWithOAuth: serve with OAuth on (as the flag's default has it)
@@ -59,6 +61,44 @@ func TestServeWarnsOAuthBaseURLPath(t *testing.T) {
 			if said != (warns && on) {
 				t.Errorf("base URL %s, OAuth %v: warned %v:\n%s", base, on, said, logs.String())
 			}
+		}
+	}
+}
+
+// TestServeWithoutOAuthRefusesItsTokens: with OAuth turned off, /mcp takes only
+// endpoint credentials, as the docs say: an access token issued while it was on
+// is refused, not honoured for the rest of its hour.
+func TestServeWithoutOAuthRefusesItsTokens(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		base, srv, _ := servertest.Start(t, server.Config{BaseURL: "https://sb.example.net", OAuth: on})
+		st, ctx := srv.Store(), t.Context()
+		queues := []string{"inbox"}
+		ep, _, err := st.CreateEndpoint(ctx, "hosted", store.EndpointSpec{Queues: &queues}, "human:cli")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, code, err := st.CreateOAuthGrant(ctx, store.NewOAuthGrant{EndpointID: ep.ID, ClientID: "sbc_test",
+			ClientName: "Hosted Agent", RedirectURI: "https://c.example/cb", CodeChallenge: "x", CodeTTL: time.Minute}, "human:ana")
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks, err := st.RedeemOAuthCode(ctx, code, func(store.OAuthGrant, string) error { return nil },
+			store.OAuthTTLs{Access: time.Hour, Refresh: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+		req.Header.Set("Authorization", "Bearer "+toks.Access)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if want := map[bool]int{true: http.StatusOK, false: http.StatusUnauthorized}[on]; res.StatusCode != want {
+			t.Errorf("OAuth %v: an access token on /mcp: %d, want %d", on, res.StatusCode, want)
 		}
 	}
 }
