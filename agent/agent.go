@@ -170,10 +170,10 @@ type Agent struct {
 	// onAttach, when set (by tests), is called when a GET stream attaches.
 	onAttach func(sessionID string)
 
-	evictions logevery.Counter[int64]  // per endpoint
-	failures  logevery.Counter[string] // calls the server could not complete, per tool (a full disk fails them all)
-	misrouted logevery.Counter[string] // requests for the sessions of another process, per its route
-	seen      lastSeen                 // each endpoint's latest request, for Activity
+	evictions logevery.Counter[int64]    // per endpoint
+	failures  logevery.Counter[string]   // calls the server could not complete, per tool (a full disk fails them all)
+	misrouted logevery.Counter[struct{}] // requests for the sessions of another process (routes are the client's to write: one key)
+	seen      lastSeen                   // each endpoint's latest request, for Activity
 
 	// accessRefusals counts refused Cloudflare Access requests, per reason and identity.
 	accessRefusals logevery.Counter[string]

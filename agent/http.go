@@ -223,7 +223,9 @@ func (a *Agent) sessionGone(w http.ResponseWriter, sid string) {
 		msg = fmt.Sprintf("session was opened by the process with session route %q, not this one (%q): "+
 			"initialize a new one (a load balancer must send a session's requests to the process its id names, see docs/fleet.md)",
 			route, a.opts.SessionRoute)
-		if n := a.misrouted.Note(route, a.opts.Now()); n > 0 {
+		// One count for every route: the id is the client's to write, and a
+		// key per route would log, and be kept, once per made-up route.
+		if n := a.misrouted.Note(struct{}{}, a.opts.Now()); n > 0 {
 			a.log.Warn("requests for another process's sessions reached this one: is the load balancer routing by session route?",
 				"session_route", route, "this_route", a.opts.SessionRoute, "requests", n)
 		}

@@ -339,6 +339,29 @@ func TestSessionOfAnotherProcessSaysSo(t *testing.T) {
 	}
 }
 
+// The session id is the client's to write: ids naming routes no process has
+// (a client looping, or one making them up) are logged once a minute all
+// together, not once per route, so they neither flood the log nor grow the
+// process's memory a key at a time.
+func TestMisroutedSessionsLoggedOnceAMinuteWhateverTheirRoutes(t *testing.T) {
+	var logs testkit.LockedBuffer
+	b := newEnv(t, func(c *envConfig) {
+		c.agent.SessionRoute = "b"
+		c.agent.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	_, cred := b.endpoint("worker", []string{"inbox"}, nil)
+	for i := range 5 {
+		sid := fmt.Sprintf("sb-made-up-%d.x", i)
+		if resp, body := b.raw(http.MethodPost, cred, sid, listToolsBody, nil); resp.StatusCode != http.StatusNotFound ||
+			!strings.Contains(body, fmt.Sprintf(`session route "made-up-%d"`, i)) {
+			t.Fatalf("%s: %d %q", sid, resp.StatusCode, body)
+		}
+	}
+	if n := strings.Count(logs.String(), "another process's sessions"); n != 1 {
+		t.Fatalf("logged %d times for 5 requests naming 5 routes, want once:\n%s", n, logs.String())
+	}
+}
+
 // A session holds at most maxStreams GET streams: one more ends the oldest (a
 // client reconnecting over a connection not yet seen dead is served), so a
 // credential cannot hold connections and goroutines without end.
