@@ -61,10 +61,10 @@ func (a *Agent) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			writeRPCError(w, json.RawMessage("null"), mcp.INVALID_REQUEST, batchRefusal, http.StatusBadRequest)
 			return
 		}
-		if env != nil && env.Method != "" && string(env.ID) == "null" {
+		if nullIDRequest(r.Header, body, env) {
 			// mcp-go takes it for a notification: answered 202, never done, its
 			// client waiting for an answer that never comes.
-			writeRPCError(w, env.ID, mcp.INVALID_REQUEST, nullIDRefusal, http.StatusBadRequest)
+			writeRPCError(w, json.RawMessage("null"), mcp.INVALID_REQUEST, nullIDRefusal, http.StatusBadRequest)
 			return
 		}
 	}
@@ -332,6 +332,24 @@ const batchRefusal = "JSON-RPC batches are not supported: send each message in a
 
 // nullIDRefusal answers a request whose id is null, which MCP forbids.
 const nullIDRefusal = "a request's id must be a string or an integer, not null (a notification has no id member)"
+
+// nullIDRequest says whether a POST is a request (it has a method) whose id is
+// null. It reads the body itself when the envelope could not (params it does not
+// expect), as mcp-go then does.
+func nullIDRequest(h http.Header, body []byte, env *envelope) bool {
+	if env == nil {
+		ct, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if err != nil || ct != "application/json" || json.Unmarshal(body, &m) != nil {
+			return false
+		}
+		env = &envelope{ID: m.ID, Method: m.Method}
+	}
+	return env.Method != "" && string(env.ID) == "null"
+}
 
 // isBatch says whether a POST's body is a JSON array of its Content-Type.
 func isBatch(h http.Header, body []byte) bool {

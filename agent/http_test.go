@@ -469,6 +469,31 @@ func TestNullIDRefused(t *testing.T) {
 	}
 }
 
+// A null id is refused whatever else the request holds: params this server
+// cannot read (a name that is a number) left it to mcp-go, which took it for a
+// notification, answered 202, and left its client waiting.
+func TestNullIDRefusedWhateverItsParams(t *testing.T) {
+	e := newEnv(t)
+	_, cred := e.endpoint("nulls", []string{"inbox"}, nil)
+	session := e.rawSession(cred)
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":5}}`,
+		`{"jsonrpc":"2.0","id":null,"method":"resources/read","params":{"uri":5}}`,
+	} {
+		resp, got := e.raw(http.MethodPost, cred, session, body, map[string]string{mcp.HeaderProtocolVersion: "2025-06-18"})
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(got, `"code":-32600`) {
+			t.Errorf("%s: HTTP %d %q; want 400, Invalid Request", body, resp.StatusCode, got)
+		}
+	}
+	// A client's error response with a null id (it could not parse a request of
+	// the server's) is a response, not a request: not refused as one.
+	resp, got := e.raw(http.MethodPost, cred, session, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`,
+		map[string]string{mcp.HeaderProtocolVersion: "2025-06-18"})
+	if strings.Contains(got, nullIDRefusal) {
+		t.Errorf("a null-id error response: HTTP %d %q, refused as a request", resp.StatusCode, got)
+	}
+}
+
 func TestRateLimited(t *testing.T) {
 	e := newEnv(t)
 	// Two tokens, refilled once an hour: the third call in a row is over.
