@@ -81,6 +81,13 @@ func (r *relay) handle(ctx context.Context, line []byte) {
 		r.writeError(json.RawMessage("null"), code, why)
 		return
 	}
+	if msg.Method != "" && bytes.Equal(compactJSON(msg.ID), []byte("null")) {
+		// MCP forbids a null id. Relayed, it would go as a notification, and
+		// its refusal would reach no one: the client would wait for ever.
+		r.log.Warn("bridge: refusing a stdin request whose id is null", "method", msg.Method)
+		r.writeError(msg.ID, -32600, "switchboard bridge: a request's id must be a string or an integer, not null (a notification has no id member)")
+		return
+	}
 	switch {
 	case msg.Method == "initialize":
 		r.mu.Lock()
