@@ -139,10 +139,25 @@ func (a *Agent) preflight(w http.ResponseWriter, r *http.Request) {
 	}
 	h := w.Header()
 	h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
-	h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, Last-Event-ID, "+
-		"Mcp-Session-Id, Mcp-Protocol-Version, Mcp-Method, Mcp-Name")
+	allow := "Authorization, Content-Type, Accept, Last-Event-ID, Mcp-Session-Id, Mcp-Protocol-Version, Mcp-Method, Mcp-Name"
+	// A tool's x-mcp-header parameters travel in Mcp-Param-<name> headers, whose
+	// names only the tool knows: those the browser asks for are allowed.
+	for _, name := range strings.Split(r.Header.Get("Access-Control-Request-Headers"), ",") {
+		name = strings.TrimSpace(name)
+		if len(name) > len(mcp.HeaderParamPrefix) && len(name) <= 128 &&
+			strings.EqualFold(name[:len(mcp.HeaderParamPrefix)], mcp.HeaderParamPrefix) && isToken(name) {
+			allow += ", " + name
+		}
+	}
+	h.Set("Access-Control-Allow-Headers", allow)
 	h.Set("Access-Control-Max-Age", "3600")
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// isToken says whether s is made of HTTP's token characters (tchar), those of
+// a header name and of an x-mcp-header value.
+func isToken(s string) bool {
+	return strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-.^_`|~") == ""
 }
 
 // sessionFor finds the live session sid of ep's (nil when sid is empty), or

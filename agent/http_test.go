@@ -236,6 +236,26 @@ func TestBrowserClientOfAnAllowedOrigin(t *testing.T) {
 	}
 }
 
+// A 2026-07-28 call of a tool whose schema marks a parameter with x-mcp-header (a
+// module's tool may) carries it in an Mcp-Param-<name> header: the preflight of an
+// allowed origin allows the ones its browser asks for, or the browser would not
+// send the call. Headers outside MCP's stay refused.
+func TestBrowserPreflightAllowsToolParamHeaders(t *testing.T) {
+	const console = "https://console.example.net"
+	e := newEnv(t, func(c *envConfig) { c.agent.AllowedOrigins = []string{console} })
+	resp, body := e.raw(http.MethodOptions, "", "", "", map[string]string{"Origin": console,
+		"Access-Control-Request-Method":  "POST",
+		"Access-Control-Request-Headers": "authorization,content-type,mcp-method,mcp-name,mcp-param-region,mcp-param-tenant_id,x-other"})
+	allowed := map[string]bool{}
+	for _, h := range strings.Split(resp.Header.Get("Access-Control-Allow-Headers"), ",") {
+		allowed[strings.ToLower(strings.TrimSpace(h))] = true
+	}
+	if resp.StatusCode != http.StatusNoContent || !allowed["mcp-param-region"] || !allowed["mcp-param-tenant_id"] || allowed["x-other"] {
+		t.Fatalf("preflight asking for mcp-param-region and x-other: %d, allows %q %s", resp.StatusCode,
+			resp.Header.Get("Access-Control-Allow-Headers"), body)
+	}
+}
+
 // A browser on this machine names a loopback listener by any of its loopback
 // names: those origins are this server, on its own port, whatever the base URL.
 // Another port is another local server; another host, a rebinding page.
