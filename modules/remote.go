@@ -183,9 +183,8 @@ func (c *remoteConn) current() *session {
 	return c.sess
 }
 
-// refusedSession reports whether the server refused s's session.
-func (c *remoteConn) refusedSession(s *session) bool {
-	id := sessionID(s)
+// refusedSession reports whether the server refused the session id.
+func (c *remoteConn) refusedSession(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return id != "" && c.rejected == id
@@ -257,8 +256,11 @@ func (c *remoteConn) lost(id string) {
 // session, and marks the connection dead when the server cannot be reached.
 func (c *remoteConn) do(ctx context.Context, fn func(*session) error) error {
 	s := c.current()
+	// Its ID now: a new session opened meanwhile (lost) closes s, which
+	// forgets it, and fn then fails with the transport closed.
+	id := sessionID(s)
 	err := fn(s)
-	if err != nil && ctx.Err() == nil && c.refusedSession(s) {
+	if err != nil && ctx.Err() == nil && c.refusedSession(id) {
 		ns, rerr := c.reopen(ctx, s)
 		if rerr != nil {
 			c.fail(rerr)

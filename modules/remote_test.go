@@ -144,6 +144,49 @@ func TestRemoteSessionEndedIsReopened(t *testing.T) {
 	}
 }
 
+// When the server forgets a session, the first 404 (here the listening
+// stream's) has the connection open a new session at once (lost) and close the
+// old one, which forgets its ID. A call that took the old session just before
+// then fails with "transport closed": it is made again on the new session, not
+// failed and the capability taken down. (Found as a rare failure of
+// TestRemoteSessionEndedIsReopened under load.)
+func TestRemoteCallMadeAgainWhenTheNewSessionCameFirst(t *testing.T) {
+	rs := newRemoteServer(t)
+	h := remoteHarness(t, remoteManifest("remote", "http://"+rs.addr+"/mcp"))
+	if text := callText(t, h, "remote_greet", `{"name":"ann"}`); text != "hello ann" {
+		t.Fatalf("greet = %q", text)
+	}
+	m := h.sup.byName["remote"]
+	m.mu.Lock()
+	sess := m.sess
+	m.mu.Unlock()
+	if r, ok := sess.(redacting); ok {
+		sess = r.upstream
+	}
+	conn := sess.(*remoteConn)
+	rs.forget()
+	// The listening stream, cut, comes back with the forgotten session: the
+	// server's 404 has the connection open a new session (lost).
+	rs.srv.CloseClientConnections()
+	calls := 0
+	err := conn.do(t.Context(), func(s *session) error {
+		if calls++; calls == 1 {
+			deadline := time.Now().Add(10 * time.Second)
+			for sessionID(s) != "" && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond) // the new session opening, then the old one closed
+			}
+		}
+		_, err := s.callTool(t.Context(), "greet", json.RawMessage(`{"name":"bob"}`))
+		return err
+	})
+	if err != nil || calls != 2 {
+		t.Fatalf("the call after the server forgot its session: %v after %d tries, want it made again once", err, calls)
+	}
+	if h.remoteFailed("remote") {
+		t.Fatal("the capability was taken down")
+	}
+}
+
 // TestRemoteListChangedWithholdsTheNewTool: tools/list_changed re-lists the
 // tools, and one the server added waits for approval.
 func TestRemoteListChangedWithholdsTheNewTool(t *testing.T) {
