@@ -34,6 +34,12 @@ func endpointGrants(ctx context.Context, env *environ, args []string) error {
 	if err != nil {
 		return err
 	}
+	if len(grants) == 0 && id != 0 {
+		// None for an endpoint there is not: say so, not "no grants".
+		if _, err := s.Endpoint(ctx, id); err != nil {
+			return err
+		}
+	}
 	return printList(env, *asJSON, grants, table[store.OAuthGrant]{
 		none:   "no live OAuth grants: a hosted agent gets one when an operator consents on the board",
 		header: "GRANT\tENDPOINT\tCLIENT\tREDIRECT HOST\tVERIFIED\tSINCE\tLAST USED",

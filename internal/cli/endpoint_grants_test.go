@@ -43,4 +43,12 @@ func TestEndpointGrants(t *testing.T) {
 	if code, out, _ = cli(t, "", "endpoint", "grants", "--db", db); code != 0 || !strings.Contains(out, "no live OAuth grants") {
 		t.Fatalf("grants after the revocation: exit %d, %q", code, out)
 	}
+	if code, out, _ = cli(t, "", "endpoint", "grants", id, "--db", db); code != 0 || !strings.Contains(out, "no live OAuth grants") {
+		t.Fatalf("grants of an endpoint with none left: exit %d, %q", code, out)
+	}
+	// An endpoint there is not has no grants to list: it is not found.
+	if code, out, errs = cli(t, "", "endpoint", "grants", "999", "--db", db); code != 1 || out != "" ||
+		errs != "switchboard endpoint: endpoint 999: not found\n" {
+		t.Fatalf("grants of no endpoint: exit %d, %q %q", code, out, errs)
+	}
 }
