@@ -337,25 +337,34 @@ func TestBridgeRefusesLinesThatAreNotAMessage(t *testing.T) {
 	// notification, its refusal by the server reached no one and its client
 	// waited for an answer without end.
 	in := strings.NewReader(`[{"jsonrpc":"2.0","id":1,"method":"ping"}]` + "\n" + "not json\n" +
-		`{"jsonrpc":"2.0","id":null,"method":"ping"}` + "\n")
+		`{"jsonrpc":"2.0","id":null,"method":"ping"}` + "\n" + "5\n" + `{"jsonrpc":"2.0","id":2,"method":5}` + "\n")
 	if err := b.Run(context.Background(), in, &out); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
 	var codes []int
+	var messages []string
 	for line := range strings.Lines(out.String()) {
 		var answer struct {
 			ID    json.RawMessage `json:"id"`
 			Error struct {
-				Code int `json:"code"`
+				Code    int    `json:"code"`
+				Message string `json:"message"`
 			} `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(line), &answer); err != nil || string(answer.ID) != "null" {
 			t.Fatalf("stdout line %q is not an error for id null: %v", line, err)
 		}
 		codes = append(codes, answer.Error.Code)
+		messages = append(messages, answer.Error.Message)
 	}
-	if !slices.Equal(codes, []int{-32600, -32700, -32600}) {
-		t.Errorf("codes = %v, want [-32600 -32700 -32600] (Invalid Request for the batch, Parse error for what is not JSON, Invalid Request for the null id)", codes)
+	if !slices.Equal(codes, []int{-32600, -32700, -32600, -32600, -32600}) {
+		t.Errorf("codes = %v, want [-32600 -32700 -32600 -32600 -32600] (Invalid Request for the batch, Parse error for what is not JSON, Invalid Request for the null id, the number and the number method)", codes)
+	}
+	// Only the array is told about batches.
+	for i, m := range messages {
+		if batch := strings.Contains(m, "batch"); batch != (i == 0) {
+			t.Errorf("answer %d: %q", i, m)
+		}
 	}
 	for _, r := range srv.requests() {
 		t.Errorf("the server handled %s %s", r.method, r.rpcMethod)

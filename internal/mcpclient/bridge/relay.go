@@ -74,8 +74,11 @@ func (r *relay) handle(ctx context.Context, line []byte) {
 		// Batches were removed from MCP in 2025-06-18: a JSON line that is not
 		// an object is an Invalid Request, anything else a Parse error.
 		code, why := -32700, "switchboard bridge: stdin line is not a JSON-RPC object"
-		if json.Valid(line) {
+		switch {
+		case len(line) > 0 && line[0] == '[' && json.Valid(line):
 			code, why = -32600, "switchboard bridge: stdin line is not a JSON-RPC object (batches are not supported: one message a line)"
+		case json.Valid(line):
+			code, why = -32600, "switchboard bridge: stdin line is not a JSON-RPC message (one object a line, its method a string)"
 		}
 		r.log.Warn("bridge: dropping a stdin line that is not a JSON-RPC object", "err", err)
 		r.writeError(json.RawMessage("null"), code, why)
