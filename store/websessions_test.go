@@ -305,6 +305,9 @@ func TestWebSessionKeepsAUserAgentThatIsNotText(t *testing.T) {
 // Password hashes are made at the store's PasswordCost: 11 unless set (tests set
 // bcrypt's least), and a cost bcrypt does not take is refused at Open.
 func TestPasswordCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: bcrypt at the default cost, which the race detector makes 13 s")
+	}
 	ctx := context.Background()
 	for _, c := range []struct{ set, want int }{{0, 11}, {bcrypt.MinCost, bcrypt.MinCost}} {
 		s, err := Open(ctx, testkit.DB(t), Options{PasswordCost: c.set, Logger: slog.New(slog.DiscardHandler)})
