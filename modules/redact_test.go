@@ -54,18 +54,6 @@ func TestRemoteCredentialEchoedIsRedacted(t *testing.T) {
 	leaks("a refused call's error", err.Error())
 	leaks("a refused call's message", rpc.Message)
 
-	// The listening stream refused: the transport logs the answer.
-	real := rs.handler.Load()
-	rs.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet {
-			http.Error(w, "no stream for "+r.Header.Get("Authorization"), http.StatusServiceUnavailable)
-			return
-		}
-		real.ServeHTTP(w, r)
-	})
-	rs.srv.CloseClientConnections()
-	h.poll("the transport's log of the refused stream", func() bool { return strings.Contains(logs.String(), "no stream for") })
-
 	rs.onCall(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "down, and you sent "+r.Header.Get("Authorization"), http.StatusServiceUnavailable)
 	})
@@ -79,6 +67,33 @@ func TestRemoteCredentialEchoedIsRedacted(t *testing.T) {
 	leaks("the status", h.status("remote").LastError)
 	h.poll("the log of it", func() bool { return strings.Contains(logs.String(), "you sent") })
 	leaks("the log", logs.String())
+}
+
+// TestRemoteRefusedStreamLogIsRedacted: a server that refuses the listening
+// stream, quoting the credential, has the transport log its answer: redacted.
+// (The server refuses it from the start: cutting the connections of a running
+// capability to make the stream connect again could fail a request in flight,
+// which takes the capability down.)
+func TestRemoteRefusedStreamLogIsRedacted(t *testing.T) {
+	rs := newRemoteServer(t)
+	real := rs.handler.Load()
+	rs.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			http.Error(w, "no stream for "+r.Header.Get("Authorization"), http.StatusServiceUnavailable)
+			return
+		}
+		real.ServeHTTP(w, r)
+	})
+	var logs testkit.LockedBuffer
+	h := newHarness(t, []Manifest{remoteManifest("remote", "http://"+rs.addr+"/mcp")}, func(o *Options) {
+		o.EgressPolicy = restPolicy
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	h.start()
+	h.poll("the transport's log of the refused stream", func() bool { return strings.Contains(logs.String(), "no stream for") })
+	if strings.Contains(logs.String(), testToken) {
+		t.Errorf("the log carries the credential: %s", logs.String())
+	}
 }
 
 // TestRESTCredentialEchoedIsRedacted: an API whose error page quotes the
