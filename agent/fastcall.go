@@ -184,8 +184,7 @@ func (p *callParams) request(h http.Header) mcp.CallToolRequest {
 // readEnvelope parses a POST's message when it is JSON by its Content-Type and by
 // its body; otherwise it returns nil, and mcp-go refuses or answers it alone.
 func readEnvelope(h http.Header, body []byte) *envelope {
-	ct, _, err := mime.ParseMediaType(h.Get("Content-Type"))
-	if err != nil || ct != "application/json" {
+	if !jsonContent(h) {
 		return nil
 	}
 	env := new(envelope)
@@ -193,6 +192,12 @@ func readEnvelope(h http.Header, body []byte) *envelope {
 		return nil
 	}
 	return env
+}
+
+// jsonContent says whether a POST's Content-Type is JSON's.
+func jsonContent(h http.Header) bool {
+	ct, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	return err == nil && ct == "application/json"
 }
 
 // absent says whether a member was left out or given as null.

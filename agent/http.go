@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strings"
 
@@ -353,12 +352,11 @@ const nullIDRefusal = "a request's id must be a string or an integer, not null (
 // expect), as mcp-go then does.
 func nullIDRequest(h http.Header, body []byte, env *envelope) bool {
 	if env == nil {
-		ct, _, err := mime.ParseMediaType(h.Get("Content-Type"))
 		var m struct {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
 		}
-		if err != nil || ct != "application/json" || json.Unmarshal(body, &m) != nil {
+		if !jsonContent(h) || json.Unmarshal(body, &m) != nil {
 			return false
 		}
 		env = &envelope{ID: m.ID, Method: m.Method}
@@ -368,7 +366,6 @@ func nullIDRequest(h http.Header, body []byte, env *envelope) bool {
 
 // isBatch says whether a POST's body is a JSON array of its Content-Type.
 func isBatch(h http.Header, body []byte) bool {
-	ct, _, err := mime.ParseMediaType(h.Get("Content-Type"))
 	i := skipSpace(body, 0)
-	return err == nil && ct == "application/json" && i < len(body) && body[i] == '[' && json.Valid(body)
+	return jsonContent(h) && i < len(body) && body[i] == '[' && json.Valid(body)
 }
